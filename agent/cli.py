@@ -1,0 +1,70 @@
+"""``railscope``: a thin layer that parses arguments and calls into the parts.
+
+Each subcommand lives in ``agent/commands/<name>.py`` with ``register(subparsers)`` and
+``run(args) -> int``; a module is imported only when its subcommand runs, so ``railscope doctor``
+never pays for aiohttp or prometheus_client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+
+#: subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("agent.commands.doctor", "Diagnose this node, or a node image / bundle (--from)."),
+    "metrics": ("agent.commands.metrics", "Print the Prometheus exposition the agent would serve for a node image."),
+    "agent": ("agent.commands.serve", "Run the node agent: /metrics, detectors, flight recorder."),
+    "record": ("agent.commands.record", "Record this node (or a running agent) into a node image directory."),
+    "collector": ("collector.commands", "Run the collector service."),
+    "bundles": ("collector.bundles_cli", "List and fetch bundles stored by a collector."),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # bad usage exits 3 (doctor's contract), not argparse's 2
+        self.print_usage(sys.stderr)
+        self.exit(3, f"{self.prog}: error: {message}\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="railscope", description="railscope: network diagnosis for Spectrum-X / ConnectX GPU nodes.")
+    parser.add_argument("--version", action="version", version=f"railscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (modname, helptext) in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=helptext, add_help=False)
+            continue
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as exc:
+            if exc.name and modname.startswith(exc.name):
+                continue  # subcommand not built in this version
+            raise
+        p = sub.add_parser(name, help=helptext, description=helptext)
+        mod.register(p)
+        p.set_defaults(_module=mod)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=first if first in COMMANDS else None)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help(sys.stderr)
+        return 3
+    try:
+        return int(args._module.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

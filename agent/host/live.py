@@ -1,0 +1,87 @@
+"""The live host: this machine, read-only, under ``--host-root`` (default ``/``).
+
+Files are read below the root; commands run with argv, a timeout and a size cap; netlink is read
+from the kernel of the network namespace the process is in (a DaemonSet pod uses the host network).
+The agent never loads a module and never changes NIC state: this module only reads.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import CmdResult
+from .paths import RootedFS
+from .runner import run_argv
+
+__all__ = ["LiveHost"]
+
+
+class LiveHost:
+    live = True
+
+    def __init__(self, host_root: str = "/", command_timeout_s: float = 10.0) -> None:
+        if not os.path.isdir(host_root):
+            from . import HostError
+
+            raise HostError(f"--host-root {host_root}: not a directory")
+        self.host_root = os.path.abspath(host_root)
+        self.fs = RootedFS(self.host_root)
+        self.command_timeout_s = command_timeout_s
+        self._nl: Any = None
+
+    # -- files ------------------------------------------------------------------------------
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        return self.fs.read_text(path, max_bytes)
+
+    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
+        return self.fs.read_bytes(path, max_bytes)
+
+    def listdir(self, path: str) -> list[str] | None:
+        return self.fs.listdir(path)
+
+    def readlink(self, path: str) -> str | None:
+        return self.fs.readlink(path)
+
+    def realpath(self, path: str) -> str | None:
+        return self.fs.realpath(path)
+
+    def exists(self, path: str) -> bool:
+        return self.fs.exists(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return self.fs.glob(pattern)
+
+    # -- commands ---------------------------------------------------------------------------
+    def run(self, argv: list[str] | tuple[str, ...], timeout_s: float | None = None,
+            max_bytes: int = 8 << 20) -> CmdResult:
+        return run_argv(argv, timeout_s=timeout_s or self.command_timeout_s, max_bytes=max_bytes)
+
+    # -- netlink ----------------------------------------------------------------------------
+    def _netlink(self) -> Any:
+        if self._nl is None:
+            from .netlink import LinkReader
+
+            self._nl = LinkReader()
+        return self._nl
+
+    def links(self) -> list[dict[str, Any]] | None:
+        return self._netlink().dump()
+
+    def link_stats(self, ifnames: list[str]) -> dict[str, dict[str, int]]:
+        return self._netlink().stats(ifnames)
+
+    def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
+        from .ethtool import gstats
+
+        return gstats(ifname)
+
+    def ethtool_drvinfo(self, ifname: str) -> dict[str, str] | None:
+        from .ethtool import drvinfo
+
+        return drvinfo(ifname)
+
+    def close(self) -> None:
+        if self._nl is not None:
+            self._nl.close()
+            self._nl = None

@@ -1,0 +1,122 @@
+"""Node paths under a root directory, with symlinks resolved *inside* that root.
+
+Both hosts need it: a live agent reads the node under ``/host`` (an absolute symlink there must not
+escape to the container's own ``/``), and a node image keeps sysfs symlinks as relative links under
+``fs/``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+
+_MAX_LINKS = 40  # like the kernel's MAXSYMLINKS
+
+
+class RootedFS:
+    """Read-only file access to node paths stored under ``root``."""
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+
+    def _resolve(self, path: str, follow_last: bool = True) -> str | None:
+        """Node path -> node path with symlinks resolved, never leaving the root."""
+        if not path.startswith("/"):
+            path = "/" + path
+        parts = [p for p in path.split("/") if p]
+        done: list[str] = []
+        hops = 0
+        while parts:
+            name = parts.pop(0)
+            if name == ".":
+                continue
+            if name == "..":
+                if done:
+                    done.pop()
+                continue
+            cand = "/" + "/".join([*done, name])
+            real = self.root + cand if self.root != "/" else cand
+            if (parts or follow_last) and os.path.islink(real):
+                hops += 1
+                if hops > _MAX_LINKS:
+                    return None
+                try:
+                    target = os.readlink(real)
+                except OSError:
+                    return None
+                if target.startswith("/"):
+                    done = []
+                parts = [p for p in target.split("/") if p] + parts
+                continue
+            done.append(name)
+        return "/" + "/".join(done)
+
+    def real(self, path: str, follow_last: bool = True) -> str | None:
+        node = self._resolve(path, follow_last)
+        if node is None:
+            return None
+        return self.root + node if self.root != "/" else node
+
+    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
+        real = self.real(path)
+        if real is None:
+            return None
+        try:
+            with open(real, "rb") as fh:
+                return fh.read(max_bytes)
+        except OSError:
+            return None
+
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        data = self.read_bytes(path, max_bytes)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def listdir(self, path: str) -> list[str] | None:
+        real = self.real(path)
+        if real is None:
+            return None
+        try:
+            return sorted(os.listdir(real))
+        except OSError:
+            return None
+
+    def readlink(self, path: str) -> str | None:
+        real = self.real(path, follow_last=False)
+        if real is None:
+            return None
+        try:
+            return os.readlink(real)
+        except OSError:
+            return None
+
+    def realpath(self, path: str) -> str | None:
+        node = self._resolve(path)
+        if node is None:
+            return None
+        real = self.root + node if self.root != "/" else node
+        return node if os.path.lexists(real) else None
+
+    def exists(self, path: str) -> bool:
+        real = self.real(path)
+        return real is not None and os.path.exists(real)
+
+    def glob(self, pattern: str) -> list[str]:
+        """A small glob over node paths: ``*``/``?``/``[]`` within one component, no ``**``."""
+        parts = [p for p in pattern.split("/") if p]
+        found = ["/"]
+        for part in parts:
+            nxt: list[str] = []
+            magic = any(c in part for c in "*?[")
+            for base in found:
+                if magic:
+                    for name in self.listdir(base) or []:
+                        if fnmatch.fnmatchcase(name, part):
+                            nxt.append(posixpath.join(base, name))
+                else:
+                    cand = posixpath.join(base, part)
+                    real = self.real(cand, follow_last=False)
+                    if real is not None and os.path.lexists(real):
+                        nxt.append(cand)
+            found = nxt
+        return sorted(found)

@@ -1,0 +1,293 @@
+"""Plain frozen records that readers return and checks, detectors and metrics consume.
+
+Nothing above the readers sees pyroute2 objects or raw command text (DESIGN §3). Every record is
+immutable and made of plain values, so a snapshot can be compared, hashed into tests and handed
+between threads without copying.
+
+A value that could not be read is ``None`` (not available on that node), never a guessed default;
+``Snapshot.unavailable`` says why, per source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# --------------------------------------------------------------------------------------------
+# netlink / sysfs
+
+
+@dataclass(frozen=True, slots=True)
+class VfInfo:
+    vf: int
+    mac: str | None = None
+    link_state: str | None = None  # auto | enable | disable
+    spoofchk: bool | None = None
+    trust: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One netdev, as the rtnetlink dump names it (the ``netlink/links.json`` schema)."""
+
+    ifindex: int
+    ifname: str
+    operstate: str | None = None  # UP, DOWN, LOWERLAYERDOWN, UNKNOWN, ...
+    carrier: int | None = None
+    carrier_changes: int | None = None
+    carrier_up_count: int | None = None
+    carrier_down_count: int | None = None
+    mtu: int | None = None
+    address: str | None = None
+    phys_port_name: str | None = None
+    phys_switch_id: str | None = None  # lower-case hex, no separators
+    parent_bus: str | None = None
+    parent_dev: str | None = None  # PCI BDF for a PCI netdev (a representor's is its PF)
+    master: str | int | None = None
+    kind: str | None = None  # veth, bridge, ... (None for a physical NIC)
+    stats64: tuple[tuple[str, int], ...] | None = None  # rails only (DESIGN §3)
+    vfinfo: tuple[VfInfo, ...] | None = None
+
+    @property
+    def is_oper_up(self) -> bool:
+        return self.operstate in ("UP", "UNKNOWN") and self.carrier == 1
+
+    def stat(self, name: str) -> int | None:
+        for k, v in self.stats64 or ():
+            if k == name:
+                return v
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PciFunction:
+    """A PCI function that carries a netdev or SR-IOV (``/sys/bus/pci/devices/<bdf>``)."""
+
+    bdf: str
+    sriov_numvfs: int | None = None
+    sriov_totalvfs: int | None = None
+    physfn: str | None = None  # the PF's BDF when this function is a VF
+    virtfns: tuple[str, ...] = ()  # VF BDFs, by VF index order
+    driver: str | None = None
+    vendor: str | None = None
+    device: str | None = None
+
+    @property
+    def is_vf(self) -> bool:
+        return self.physfn is not None
+
+
+# --------------------------------------------------------------------------------------------
+# devlink
+
+
+@dataclass(frozen=True, slots=True)
+class DevlinkDev:
+    handle: str  # pci/0000:0c:00.0 or auxiliary/mlx5_core.eth.0
+    nested: tuple[str, ...] = ()  # nested_devlink handles (kernel >= 6.7)
+
+
+@dataclass(frozen=True, slots=True)
+class Eswitch:
+    handle: str
+    mode: str | None  # legacy | switchdev | None (the device has no eswitch)
+    inline_mode: str | None = None
+    encap_mode: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DevlinkParam:
+    handle: str
+    name: str
+    #: cmode -> value; booleans are bool even when old iproute2 printed "true"/"false"
+    values: tuple[tuple[str, Any], ...] = ()
+
+    def value(self, cmode: str | None = None) -> Any:
+        """The value in ``cmode``, else the runtime value, else the first one; None when empty."""
+        vals = dict(self.values)
+        if cmode is not None:
+            return vals.get(cmode)
+        if "runtime" in vals:
+            return vals["runtime"]
+        return self.values[0][1] if self.values else None
+
+
+@dataclass(frozen=True, slots=True)
+class DevlinkPort:
+    handle: str  # pci/0000:0c:00.0/1 or auxiliary/mlx5_core.eth.0/65535
+    dev: str  # the devlink instance part of the handle
+    index: int
+    netdev: str | None = None
+    flavour: str | None = None  # physical | pcipf | pcivf | pcisf | virtual
+    controller: int | None = None
+    pfnum: int | None = None
+    vfnum: int | None = None
+    sfnum: int | None = None
+    external: bool | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# RDMA
+
+
+@dataclass(frozen=True, slots=True)
+class RdmaLink:
+    dev: str  # rdma_rail0 / mlx5_0
+    port: int
+    state: str | None = None  # ACTIVE, DOWN, INIT, ...
+    physical_state: str | None = None  # LINK_UP, DISABLED, POLLING, ...
+    netdev: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RdmaDevice:
+    """``/sys/class/infiniband/<dev>``: identity and the counters of the ports asked for."""
+
+    name: str
+    pci: str | None = None  # the PCI function of ``device``
+    fw_ver: str | None = None
+    hca_type: str | None = None
+    node_guid: str | None = None
+    #: port -> (state text, phys_state text, link_layer)
+    ports: tuple[tuple[int, str | None, str | None, str | None], ...] = ()
+    #: (port, counter name, value) — counters/* and hw_counters/*, only for rail ports
+    counters: tuple[tuple[int, str, int], ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# ethtool
+
+
+@dataclass(frozen=True, slots=True)
+class EthtoolStats:
+    netdev: str
+    #: counter name (whitespace stripped) -> value. A missing key means off / unsupported.
+    counters: tuple[tuple[str, int], ...]
+
+    def get(self, name: str) -> int | None:
+        for k, v in self.counters:
+            if k == name:
+                return v
+        return None
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.counters)
+
+
+@dataclass(frozen=True, slots=True)
+class DriverInfo:
+    netdev: str
+    driver: str | None = None
+    version: str | None = None
+    firmware: str | None = None  # the version token only: 28.43.1014
+    psid: str | None = None  # MT_0000000838 from "28.43.1014 (MT_0000000838)"
+    bus_info: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# versions, rails, OVS
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    kernel: str | None = None  # /proc/sys/kernel/osrelease
+    hostname: str | None = None
+    cmdline: str | None = None
+    mlx5_version: str | None = None  # /sys/module/mlx5_core/version (DOCA: 25.10-1.7.1)
+    mlx5_srcversion: str | None = None
+    netns_mode: str | None = None  # /sys/module/ib_core/parameters/netns_mode: "Y" shared, "N" exclusive
+    #: (file, line) of ``options ib_core netns_mode=...`` in /etc/modprobe.d/*.conf
+    modprobe_netns_mode: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RailRule:
+    """One udev naming rule: a PCI function -> the name its netdev or RDMA device should get."""
+
+    pci: str
+    name: str
+    kind: str  # "net" | "rdma"
+    file: str  # absolute node path of the rules file
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class OvsInterface:
+    name: str
+    type: str | None = None
+    ifindex: int | None = None
+    ofport: int | None = None
+    link_state: str | None = None
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# events (agent detectors, events.json)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    ts: float  # unix seconds
+    code: str
+    severity: str
+    subject: str
+    message: str = ""
+    evidence: tuple[tuple[str, Any], ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ts": self.ts, "code": self.code, "severity": self.severity, "subject": self.subject,
+                "message": self.message, "evidence": dict(self.evidence)}
+
+
+# --------------------------------------------------------------------------------------------
+# the snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one read of the node gave, plus why each missing source is missing."""
+
+    taken_at: float  # unix seconds
+    node: str | None = None
+    versions: Versions = field(default_factory=Versions)
+    links: tuple[Link, ...] = ()
+    pci: tuple[PciFunction, ...] = ()
+    devlink_devs: tuple[DevlinkDev, ...] = ()
+    eswitch: tuple[Eswitch, ...] = ()
+    params: tuple[DevlinkParam, ...] = ()
+    ports: tuple[DevlinkPort, ...] = ()
+    rdma_links: tuple[RdmaLink, ...] = ()
+    rdma_netns: str | None = None  # "shared" | "exclusive" (rdma system show) else from sysfs
+    rdma_devices: tuple[RdmaDevice, ...] = ()
+    ethtool: tuple[EthtoolStats, ...] = ()
+    drivers: tuple[DriverInfo, ...] = ()
+    rules: tuple[RailRule, ...] = ()
+    ovs: tuple[OvsInterface, ...] | None = None  # None: OVS not present / not readable
+    #: source -> reason ("devlink": "devlink: command not found")
+    unavailable: tuple[tuple[str, str], ...] = ()
+    #: devlink handles whose command timed out (busy: e.g. the SR-IOV daemon is creating VFs)
+    busy: tuple[str, ...] = ()
+
+    def link(self, ifname: str) -> Link | None:
+        for link in self.links:
+            if link.ifname == ifname:
+                return link
+        return None
+
+    def pci_function(self, bdf: str) -> PciFunction | None:
+        for fn in self.pci:
+            if fn.bdf == bdf:
+                return fn
+        return None
+
+    def ethtool_of(self, netdev: str) -> EthtoolStats | None:
+        for st in self.ethtool:
+            if st.netdev == netdev:
+                return st
+        return None
+
+    def driver_of(self, netdev: str) -> DriverInfo | None:
+        for d in self.drivers:
+            if d.netdev == netdev:
+                return d
+        return None
