@@ -19,8 +19,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metrics": ("agent.commands.metrics", "Print the Prometheus exposition the agent would serve for a node image."),
     "agent": ("agent.commands.serve", "Run the node agent: /metrics, detectors, flight recorder."),
     "record": ("agent.commands.record", "Record this node (or a running agent) into a node image directory."),
-    "collector": ("collector.commands", "Run the collector service."),
-    "bundles": ("collector.bundles_cli", "List and fetch bundles stored by a collector."),
 }
 
 
