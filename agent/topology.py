@@ -1,0 +1,629 @@
+"""The node's rails, PFs and NICs, resolved from one snapshot (pure: no I/O, no clock).
+
+Checks, metrics and detectors all ask the same questions of a snapshot — which netdev is rail 1,
+which PF owns this representor, which PFs form one NIC — so the answers live here, once, by the rules
+of DESIGN §4:
+
+- **Rails** come from the udev naming rules (PCI function -> expected name), else from netdev names
+  that match a template, else from ``--rails N`` (names rendered with the first template). A rail is
+  keyed by its PCI function; its rail / plane numbers are parsed from the rule's *expected* name.
+- **A rail's netdev** is the uplink of its PCI function: ``parent_dev`` is the function and
+  ``phys_port_name`` is ``p<N>``, or, with no switch id, the function's own netdev. Representors
+  share the function (a ``KERNELS==`` rule matches them too) and never count.
+- **A rail's RDMA port** is the ``rdma link`` whose netdev is the rail netdev, else port 1 of the RDMA
+  device on the rail's function. Representor ports (one per VF in switchdev) are never a rail's.
+- **Representors** (``pf<N>vf<M>``) belong to the PF that is their ``parent_dev``, cross-checked with
+  the devlink port; ``c<C>pf..`` names with C >= 1 belong to another host (a DPU's) and are ignored.
+  A representor is *stale* when its VF index is >= the PF's ``sriov_numvfs`` (or VFs are 0).
+- **NICs** are the PFs sharing a ``phys_switch_id`` (VFs never count). mlx5 reports that id in any
+  eswitch mode, so it proves the NIC, not switchdev. A NIC's ``esw_multiport`` is its lowest PF's.
+- **OVS orphans** are OVS ports whose netdev is gone (``ifindex 0``, an ``error``, ``ofport -1``),
+  owned by the PF whose netdev name prefixes ``<pf netdev>_<vf>``, else by ``node``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import Expectations
+from .model import DevlinkPort, Link, OvsInterface, RailRule, RdmaDevice, RdmaLink, Snapshot
+from .naming import IFNAMSIZ_MAX, RailName, parse_name, render
+
+__all__ = [
+    "Nic",
+    "OvsOrphan",
+    "Pf",
+    "Rail",
+    "Representor",
+    "TemplateProblem",
+    "Topology",
+    "build_topology",
+    "parse_port_name",
+]
+
+# phys_port_name forms of mlx5 (en_rep.c mlx5e_rep_get_phys_port_name; devlink port naming):
+# uplink "p0", VF representor "pf0vf3", SF "pf0sf88", host PF on a DPU "pf0", other controller "c1pf0vf3".
+_PORT_RE = re.compile(r"\A(?:c(?P<c>\d+))?pf(?P<pf>\d+)(?:(?P<kind>vf|sf)(?P<n>\d+))?\Z")
+_UPLINK_RE = re.compile(r"\Ap(?P<p>\d+)\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class PortName:
+    """A parsed ``phys_port_name``."""
+
+    kind: str  # "uplink" | "vf" | "sf" | "pf"
+    controller: int = 0
+    pf: int | None = None  # the NIC's device index (firmware port number), not the PCI function
+    index: int | None = None  # the uplink port, the VF or the SF number
+
+
+def parse_port_name(name: str | None) -> PortName | None:
+    """``"p0"`` -> uplink 0, ``"pf0vf3"`` -> VF 3 of pf0, ``"c1pf0vf3"`` -> controller 1; else None.
+
+    >>> parse_port_name("pf1vf12")
+    PortName(kind='vf', controller=0, pf=1, index=12)
+    >>> parse_port_name("p0").kind
+    'uplink'
+    >>> parse_port_name(None) is None
+    True
+    """
+    if not name:
+        return None
+    m = _UPLINK_RE.match(name)
+    if m:
+        return PortName("uplink", 0, None, int(m.group("p")))
+    m = _PORT_RE.match(name)
+    if m:
+        kind = m.group("kind") or "pf"
+        return PortName(kind, int(m.group("c") or 0), int(m.group("pf")),
+                        int(m.group("n")) if m.group("n") is not None else None)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Representor:
+    """A VF (or SF) representor netdev of this host (controller 0)."""
+
+    netdev: str
+    kind: str  # "vf" | "sf"
+    pfnum: int | None  # pf<N> of the name: the NIC's device index
+    index: int  # the VF / SF number
+    link: Link
+    stale: bool = False  # VF index >= sriov_numvfs, or VFs are 0
+    #: the devlink port's pfnum when it disagrees with the name (evidence only)
+    devlink_pfnum: int | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.link.is_oper_up
+
+
+@dataclass(frozen=True, slots=True)
+class Pf:
+    """A physical function: a rail's function, or any SR-IOV capable / devlink-managed one.
+
+    ``params`` holds the devlink params read on this PF (``esw_multiport`` ...) as plain values;
+    ``eswitch_mode`` / params are None when devlink could not be read ("not available").
+    """
+
+    bdf: str
+    handle: str  # pci/<bdf>: the devlink handle, and the subject of PF findings
+    netdev: str | None  # the uplink netdev's name
+    link: Link | None
+    switch_id: str | None
+    numvfs: int | None
+    totalvfs: int | None
+    eswitch_mode: str | None
+    params: tuple[tuple[str, Any], ...] = ()
+    representors: tuple[Representor, ...] = ()
+    stale_representors: tuple[str, ...] = ()
+    representors_down: tuple[str, ...] = ()
+    sfs: tuple[str, ...] = ()
+    #: devlink instances nested under this PF (``auxiliary/mlx5_core.eth.N``, kernel >= 6.7)
+    nested: tuple[str, ...] = ()
+    driver: str | None = None
+
+    def param(self, name: str) -> Any:
+        for k, v in self.params:
+            if k == name:
+                return v
+        return None
+
+    @property
+    def esw_multiport(self) -> bool | None:
+        return _as_bool(self.param("esw_multiport"))
+
+    @property
+    def vf_representors(self) -> tuple[Representor, ...]:
+        return tuple(r for r in self.representors if r.kind == "vf")
+
+
+@dataclass(frozen=True, slots=True)
+class Nic:
+    """The PFs of one adapter (one ``phys_switch_id``; a PF without one is a NIC of its own)."""
+
+    switch_id: str | None
+    pfs: tuple[str, ...]  # PF BDFs, lowest first
+    esw_multiport: bool | None  # the lowest PF's value (the one that has a value)
+    #: (bdf, value) for each PF whose value could be read
+    esw_multiport_by_pf: tuple[tuple[str, bool], ...] = ()
+    #: PFs whose value differs from the NIC's (torn LAG state); empty when consistent
+    torn_pfs: tuple[str, ...] = ()
+    carries_rails: bool = False
+
+    @property
+    def lowest_pf(self) -> str:
+        return self.pfs[0]
+
+    @property
+    def torn(self) -> bool:
+        return bool(self.torn_pfs)
+
+
+@dataclass(frozen=True, slots=True)
+class Rail:
+    """One expected rail, keyed by its PCI function (``pci`` None only for ``--rails`` rails not found)."""
+
+    rail: int
+    plane: int | None
+    pci: str | None
+    expected_netdev: str
+    expected_rdma: str | None
+    netdev: Link | None  # the uplink netdev actually on the function (its name may differ)
+    rdma: RdmaLink | None  # the rail's RDMA port
+    pf: Pf | None
+    nic: int | None = None  # %nic_id% when the template has one
+    source: str = "udev"  # "udev" | "netdev" | "rails"
+    rule_file: str | None = None
+    rdma_device: RdmaDevice | None = None
+    #: the expected netdev name is longer than IFNAMSIZ: udev can never apply it
+    name_too_long: bool = False
+
+    @property
+    def netdev_name(self) -> str | None:
+        return self.netdev.ifname if self.netdev is not None else None
+
+    @property
+    def renamed(self) -> bool:
+        """The function has an uplink netdev, but not with the expected name."""
+        return self.netdev is not None and self.netdev.ifname != self.expected_netdev
+
+
+@dataclass(frozen=True, slots=True)
+class OvsOrphan:
+    """An OVS port whose netdev is gone."""
+
+    name: str
+    owner: str  # pci/<bdf> of the PF, or "node"
+    why: str  # "ifindex 0", "ofport -1", the OVS error text
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateProblem:
+    """A rules file whose netdev names can never apply (longer than IFNAMSIZ)."""
+
+    file: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    rails: tuple[Rail, ...]  # sorted by rail, then plane
+    pfs: tuple[Pf, ...]  # sorted by BDF
+    nics: tuple[Nic, ...]  # sorted by lowest PF
+    ovs_orphans: tuple[OvsOrphan, ...] = ()
+    template_problems: tuple[TemplateProblem, ...] = ()
+    #: every netdev name that is a representor of this host or another (never a rail / uplink)
+    representor_names: frozenset[str] = field(default_factory=frozenset)
+
+    def pf(self, bdf: str | None) -> Pf | None:
+        for pf in self.pfs:
+            if pf.bdf == bdf:
+                return pf
+        return None
+
+    def nic_of(self, bdf: str) -> Nic | None:
+        for nic in self.nics:
+            if bdf in nic.pfs:
+                return nic
+        return None
+
+    def rail_by_netdev(self, ifname: str) -> Rail | None:
+        for r in self.rails:
+            if r.netdev is not None and r.netdev.ifname == ifname:
+                return r
+        return None
+
+    @property
+    def rail_pfs(self) -> tuple[Pf, ...]:
+        seen: dict[str, Pf] = {}
+        for r in self.rails:
+            if r.pf is not None:
+                seen.setdefault(r.pf.bdf, r.pf)
+        return tuple(seen[k] for k in sorted(seen))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _as_bool(v: Any) -> bool | None:
+    # Old iproute2 printed boolean params as JSON strings ("false"); DESIGN §3.
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        low = v.strip().lower()
+        if low in ("true", "1", "yes", "on", "enable", "enabled"):
+            return True
+        if low in ("false", "0", "no", "off", "disable", "disabled"):
+            return False
+    if isinstance(v, int):
+        return bool(v)
+    return None
+
+
+def _bdf_key(bdf: str) -> tuple[int, ...] | tuple[str]:
+    parts = re.split(r"[:.]", bdf)
+    try:
+        return tuple(int(p, 16) for p in parts)
+    except ValueError:
+        return (bdf,)
+
+
+def _vf_bdfs(snap: Snapshot) -> set[str]:
+    out = {fn.bdf for fn in snap.pci if fn.is_vf}
+    for fn in snap.pci:
+        out.update(fn.virtfns)
+    return out
+
+
+def _uplink_of(bdf: str, links: list[Link]) -> Link | None:
+    """The uplink netdev of a PCI function (DESIGN §4 "A rail's netdev")."""
+    own = [ln for ln in links if ln.parent_dev == bdf]
+    uplinks = []
+    plain = []
+    for ln in own:
+        pn = parse_port_name(ln.phys_port_name)
+        if pn is not None and pn.kind == "uplink":
+            uplinks.append(ln)
+        elif pn is None and not ln.phys_switch_id:
+            plain.append(ln)
+    for group in (uplinks, plain):
+        if group:
+            return min(group, key=lambda ln: ln.ifindex)
+    return None
+
+
+def _sysfs_state_word(text: str | None) -> str | None:
+    """``"4: ACTIVE"`` -> ``ACTIVE``; ``"5: LinkUp"`` -> ``LINK_UP`` (the ``rdma link`` words)."""
+    if not text:
+        return None
+    word = text.split(":", 1)[-1].strip()
+    if not word:
+        return None
+    if word.isupper():
+        return word
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", word).upper()
+
+
+def _rdma_port_of(snap: Snapshot, netdev: Link | None, pci: str | None,
+                  rep_names: frozenset[str]) -> tuple[RdmaLink | None, RdmaDevice | None]:
+    if netdev is not None:
+        for rl in snap.rdma_links:
+            if rl.netdev == netdev.ifname and rl.netdev not in rep_names:
+                return rl, _rdma_device(snap, rl.dev)
+    if pci is None:
+        return None, None
+    devs = sorted((d for d in snap.rdma_devices if d.pci == pci), key=lambda d: d.name)
+    if not devs:
+        # Without sysfs, the rdma links still name the device; a port whose netdev is the
+        # function's uplink was handled above, so nothing more can be known here.
+        return None, None
+    dev = devs[0]
+    for rl in snap.rdma_links:
+        if rl.dev == dev.name and rl.port == 1:
+            return rl, dev
+    for port, state, phys, _layer in dev.ports:
+        if port == 1:
+            return RdmaLink(dev.name, 1, _sysfs_state_word(state), _sysfs_state_word(phys),
+                            netdev.ifname if netdev is not None else None), dev
+    return None, dev
+
+
+def _rdma_device(snap: Snapshot, name: str) -> RdmaDevice | None:
+    for d in snap.rdma_devices:
+        if d.name == name:
+            return d
+    return None
+
+
+def _rdma_template_for(net_template: str, exp: Expectations) -> str | None:
+    """The RDMA twin of a net template: ``net_`` -> ``rdma_``, else the one at the same position."""
+    if net_template.startswith("net_"):
+        twin = "rdma_" + net_template[len("net_"):]
+        if twin in exp.rdma_templates or not exp.rdma_templates:
+            return twin
+    if net_template in exp.net_templates:
+        i = exp.net_templates.index(net_template)
+        if i < len(exp.rdma_templates):
+            return exp.rdma_templates[i]
+    return exp.rdma_templates[0] if len(exp.rdma_templates) == 1 else None
+
+
+def _expected_rdma(name: RailName, exp: Expectations) -> str | None:
+    tmpl = _rdma_template_for(name.template, exp)
+    if tmpl is None:
+        return None
+    return render(tmpl, name.rail, name.plane, name.nic)
+
+
+def _build_pfs(snap: Snapshot, links: list[Link], rail_pcis: set[str],
+               vfs: set[str]) -> tuple[dict[str, Pf], frozenset[str]]:
+    # devlink: map nested auxiliary handles back to their PF (kernel >= 6.7).
+    nested_of: dict[str, tuple[str, ...]] = {d.handle: d.nested for d in snap.devlink_devs}
+    parent_of_aux: dict[str, str] = {}
+    for d in snap.devlink_devs:
+        for n in d.nested:
+            parent_of_aux[n] = d.handle
+    port_by_netdev: dict[str, DevlinkPort] = {p.netdev: p for p in snap.ports if p.netdev}
+
+    rep_names: set[str] = set()
+    reps_by_pf: dict[str, list[tuple[Link, PortName, int | None]]] = {}
+    for ln in links:
+        pn = parse_port_name(ln.phys_port_name)
+        if pn is None or pn.kind == "uplink":
+            continue
+        rep_names.add(ln.ifname)
+        if pn.controller >= 1 or pn.kind == "pf":
+            continue
+        owner = ln.parent_dev
+        dl_pfnum = None
+        port = port_by_netdev.get(ln.ifname)
+        if port is not None:
+            dev = parent_of_aux.get(port.dev, port.dev)
+            if dev.startswith("pci/") and dev[4:] not in vfs and dev[4:] != owner and owner is None:
+                owner = dev[4:]
+            if port.pfnum is not None and pn.pf is not None and port.pfnum != pn.pf:
+                dl_pfnum = port.pfnum
+        if owner is None:
+            continue
+        reps_by_pf.setdefault(owner, []).append((ln, pn, dl_pfnum))
+
+    candidates: set[str] = set(rail_pcis)
+    for fn in snap.pci:
+        if not fn.is_vf and (fn.sriov_totalvfs or 0) > 0:
+            candidates.add(fn.bdf)
+    for d in snap.devlink_devs:
+        if d.handle.startswith("pci/"):
+            candidates.add(d.handle[4:])
+    for ln in links:
+        if ln.parent_bus == "pci" and ln.parent_dev and ln.phys_switch_id:
+            candidates.add(ln.parent_dev)
+    candidates.update(reps_by_pf)
+    candidates -= vfs
+
+    mode_by_handle = {e.handle: e.mode for e in snap.eswitch}
+    params_by_handle: dict[str, dict[str, Any]] = {}
+    for p in snap.params:
+        params_by_handle.setdefault(p.handle, {})[p.name] = p.value()
+
+    pfs: dict[str, Pf] = {}
+    for bdf in candidates:
+        handle = f"pci/{bdf}"
+        fn = snap.pci_function(bdf)
+        uplink = _uplink_of(bdf, links)
+        numvfs = fn.sriov_numvfs if fn else None
+        nested = nested_of.get(handle, ())
+        mode = mode_by_handle.get(handle)
+        if mode is None:
+            mode = next((mode_by_handle[n] for n in nested if mode_by_handle.get(n)), None)
+        params = dict(params_by_handle.get(handle, {}))
+        for n in nested:
+            for k, v in params_by_handle.get(n, {}).items():
+                params.setdefault(k, v)
+        reps = []
+        for ln, pn, dl_pfnum in sorted(reps_by_pf.get(bdf, []), key=lambda t: (t[1].kind, t[1].index or 0)):
+            stale = pn.kind == "vf" and numvfs is not None and (numvfs == 0 or (pn.index or 0) >= numvfs)
+            reps.append(Representor(ln.ifname, pn.kind, pn.pf, pn.index or 0, ln, stale, dl_pfnum))
+        switch_id = uplink.phys_switch_id if uplink is not None else None
+        if switch_id is None:
+            switch_id = next((r.link.phys_switch_id for r in reps if r.link.phys_switch_id), None)
+        pfs[bdf] = Pf(
+            bdf=bdf,
+            handle=handle,
+            netdev=uplink.ifname if uplink is not None else None,
+            link=uplink,
+            switch_id=switch_id,
+            numvfs=numvfs,
+            totalvfs=fn.sriov_totalvfs if fn else None,
+            eswitch_mode=mode,
+            params=tuple(sorted(params.items())),
+            representors=tuple(r for r in reps if r.kind == "vf") + tuple(r for r in reps if r.kind == "sf"),
+            stale_representors=tuple(r.netdev for r in reps if r.stale),
+            representors_down=tuple(r.netdev for r in reps if r.kind == "vf" and not r.up),
+            sfs=tuple(r.netdev for r in reps if r.kind == "sf"),
+            nested=nested,
+            driver=fn.driver if fn else None,
+        )
+    return pfs, frozenset(rep_names)
+
+
+def _build_nics(pfs: dict[str, Pf], rail_pcis: set[str]) -> tuple[Nic, ...]:
+    groups: dict[str, list[str]] = {}
+    for bdf, pf in pfs.items():
+        groups.setdefault(pf.switch_id or f"\0{bdf}", []).append(bdf)
+    nics = []
+    for key, bdfs in groups.items():
+        bdfs.sort(key=_bdf_key)
+        values = tuple((b, v) for b in bdfs if (v := pfs[b].esw_multiport) is not None)
+        nic_value = values[0][1] if values else None
+        torn = tuple(b for b, v in values if v != nic_value)
+        nics.append(Nic(
+            switch_id=None if key.startswith("\0") else key,
+            pfs=tuple(bdfs),
+            esw_multiport=nic_value,
+            esw_multiport_by_pf=values,
+            torn_pfs=torn,
+            carries_rails=any(b in rail_pcis for b in bdfs),
+        ))
+    nics.sort(key=lambda n: _bdf_key(n.pfs[0]))
+    return tuple(nics)
+
+
+@dataclass
+class _RailSeed:
+    rail: int
+    plane: int | None
+    nic: int | None
+    pci: str | None
+    expected_netdev: str
+    expected_rdma: str | None
+    source: str
+    rule_file: str | None = None
+
+
+def _seeds_from_rules(rules: tuple[RailRule, ...], exp: Expectations) -> list[_RailSeed]:
+    net = [r for r in rules if r.kind == "net"]
+    rdma = {r.pci: r for r in rules if r.kind == "rdma"}
+    seeds: list[_RailSeed] = []
+    pcis = [r.pci for r in net] + [p for p in rdma if p not in {r.pci for r in net}]
+    for ordinal, pci in enumerate(dict.fromkeys(pcis)):
+        nrule = next((r for r in net if r.pci == pci), None)
+        rrule = rdma.get(pci)
+        parsed = parse_name(nrule.name, exp.net_templates) if nrule else None
+        if parsed is None and rrule is not None:
+            parsed = parse_name(rrule.name, exp.rdma_templates)
+        if nrule is not None:
+            expected_net = nrule.name
+        elif parsed is not None:
+            net_t = _net_template_for(parsed.template, exp)
+            expected_net = render(net_t, parsed.rail, parsed.plane, parsed.nic) if net_t else rrule.name
+        else:
+            expected_net = rrule.name if rrule else pci
+        expected_rdma = rrule.name if rrule else (_expected_rdma(parsed, exp) if parsed and nrule else None)
+        seeds.append(_RailSeed(
+            rail=parsed.rail if parsed else ordinal,
+            plane=parsed.plane if parsed else None,
+            nic=parsed.nic if parsed else None,
+            pci=pci,
+            expected_netdev=expected_net,
+            expected_rdma=expected_rdma,
+            source="udev",
+            rule_file=(nrule or rrule).file if (nrule or rrule) else None,
+        ))
+    return seeds
+
+
+def _net_template_for(rdma_template: str, exp: Expectations) -> str | None:
+    if rdma_template.startswith("rdma_"):
+        return "net_" + rdma_template[len("rdma_"):]
+    if rdma_template in exp.rdma_templates:
+        i = exp.rdma_templates.index(rdma_template)
+        if i < len(exp.net_templates):
+            return exp.net_templates[i]
+    return None
+
+
+def _seeds_from_netdevs(links: list[Link], exp: Expectations, rep_names: frozenset[str],
+                        vfs: set[str]) -> list[_RailSeed]:
+    seeds = []
+    for ln in links:
+        if ln.ifname in rep_names or ln.kind is not None or (ln.parent_dev in vfs):
+            continue
+        parsed = parse_name(ln.ifname, exp.net_templates)
+        if parsed is None:
+            continue
+        seeds.append(_RailSeed(parsed.rail, parsed.plane, parsed.nic, ln.parent_dev, ln.ifname,
+                               _expected_rdma(parsed, exp), "netdev"))
+    return seeds
+
+
+def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
+    """Resolve rails, PFs, NICs and OVS orphans from one snapshot (see the module doc)."""
+    links = list(snap.links)
+    vfs = _vf_bdfs(snap)
+    # Representor names first (they are never rails), with a throwaway PF pass.
+    _, rep_names = _build_pfs(snap, links, set(), vfs)
+
+    seeds = _seeds_from_rules(snap.rules, exp)
+    if not seeds:
+        seeds = _seeds_from_netdevs(links, exp, rep_names, vfs)
+        if exp.rails is not None and exp.net_templates:
+            have = {(s.rail, s.plane) for s in seeds}
+            tmpl = exp.net_templates[0]
+            for n in range(exp.rails):
+                if (n, None) in have or any(s.rail == n for s in seeds):
+                    continue
+                name = render(tmpl, n)
+                parsed = parse_name(name, (tmpl,))
+                seeds.append(_RailSeed(n, None, None, None, name,
+                                       _expected_rdma(parsed, exp) if parsed else None, "rails"))
+
+    rail_pcis = {s.pci for s in seeds if s.pci}
+    pfs, rep_names = _build_pfs(snap, links, rail_pcis, vfs)
+
+    rails = []
+    problems: dict[str, list[str]] = {}
+    for s in seeds:
+        netdev = _uplink_of(s.pci, links) if s.pci else None
+        if netdev is None and s.source == "rails":
+            netdev = snap.link(s.expected_netdev)
+        pci = s.pci or (netdev.parent_dev if netdev is not None else None)
+        rdma, rdev = _rdma_port_of(snap, netdev, pci, rep_names)
+        too_long = len(s.expected_netdev) > IFNAMSIZ_MAX
+        if too_long and s.rule_file:
+            problems.setdefault(s.rule_file, []).append(s.expected_netdev)
+        rails.append(Rail(
+            rail=s.rail, plane=s.plane, pci=pci, expected_netdev=s.expected_netdev,
+            expected_rdma=s.expected_rdma, netdev=netdev, rdma=rdma,
+            pf=pfs.get(pci) if pci else None, nic=s.nic, source=s.source, rule_file=s.rule_file,
+            rdma_device=rdev, name_too_long=too_long,
+        ))
+    rails.sort(key=lambda r: (r.rail, -1 if r.plane is None else r.plane, r.pci or ""))
+
+    orphans = _ovs_orphans(snap.ovs, {ln.ifname for ln in links}, pfs, rails)
+    return Topology(
+        rails=tuple(rails),
+        pfs=tuple(pfs[b] for b in sorted(pfs, key=_bdf_key)),
+        nics=_build_nics(pfs, rail_pcis),
+        ovs_orphans=orphans,
+        template_problems=tuple(TemplateProblem(f, tuple(sorted(n))) for f, n in sorted(problems.items())),
+        representor_names=rep_names,
+    )
+
+
+# OVS port types that are backed by a kernel netdev; tunnel and patch ports never have one.
+_NETDEV_TYPES = ("", "system", "internal")
+
+
+def _ovs_orphans(ovs: tuple[OvsInterface, ...] | None, names: set[str], pfs: dict[str, Pf],
+                 rails: list[Rail]) -> tuple[OvsOrphan, ...]:
+    if not ovs:
+        return ()
+    prefixes: list[tuple[str, str]] = []
+    for pf in pfs.values():
+        if pf.netdev:
+            prefixes.append((pf.netdev, pf.handle))
+    for r in rails:
+        if r.pf is not None:
+            prefixes.append((r.expected_netdev, r.pf.handle))
+    out = []
+    for itf in ovs:
+        if (itf.type or "") not in _NETDEV_TYPES or itf.name in names:
+            continue
+        if itf.error:
+            why = f"error: {itf.error}"
+        elif itf.ofport == -1:
+            why = "ofport -1"
+        elif itf.ifindex == 0:
+            why = "ifindex 0"
+        else:
+            continue
+        owner = "node"
+        for prefix, handle in sorted(prefixes, key=lambda t: -len(t[0])):
+            if re.fullmatch(re.escape(prefix) + r"_\d+", itf.name):
+                owner = handle
+                break
+        out.append(OvsOrphan(itf.name, owner, why))
+    return tuple(sorted(out, key=lambda o: (o.owner, o.name)))

@@ -1,0 +1,152 @@
+"""build_topology: rails, PFs, NICs and OVS orphans by the rules of DESIGN §4."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "checks"))
+
+import nodes
+
+from agent.config import Expectations
+from agent.model import Link, OvsInterface, PciFunction, RailRule, RdmaLink
+from agent.topology import build_topology, parse_port_name
+
+EXP = Expectations()
+PF0, PF1 = nodes.PCIS[0], nodes.PCIS[1]
+
+
+def test_healthy_node_resolves_rails_pfs_and_nics():
+    topo = build_topology(nodes.node(), EXP)
+    assert [(r.rail, r.plane, r.pci, r.netdev_name, r.rdma.dev) for r in topo.rails] == [
+        (0, None, PF0, "net_rail0", "rdma_rail0"), (1, None, PF1, "net_rail1", "rdma_rail1")]
+    r0 = topo.rails[0]
+    assert r0.expected_rdma == "rdma_rail0" and r0.source == "udev"
+    assert r0.pf.handle == f"pci/{PF0}" and r0.pf.eswitch_mode == "switchdev"
+    assert r0.pf.esw_multiport is False and r0.pf.numvfs == 1
+    assert [x.netdev for x in r0.pf.representors] == ["net_rail0_0"]
+    assert r0.pf.stale_representors == ()
+    # VFs never count as PFs or NIC members
+    assert [p.bdf for p in topo.pfs] == [PF0, PF1]
+    assert [n.pfs for n in topo.nics] == [(PF0,), (PF1,)]
+    assert all(n.carries_rails and not n.torn for n in topo.nics)
+
+
+def test_representor_sharing_the_function_is_never_the_rail_netdev():
+    snap = nodes.replace_link(nodes.node(), "net_rail0", ifname="eth2")
+    snap = nodes.replace_link(snap, "net_rail0_0", ifname="net_rail0")  # a rep got the rule's name
+    snap = replace(snap, rdma_links=tuple(replace(rl, netdev="eth2") if rl.dev == "rdma_rail0" else rl
+                                          for rl in snap.rdma_links))
+    r0 = build_topology(snap, EXP).rails[0]
+    assert r0.netdev_name == "eth2" and r0.renamed
+    assert r0.rdma.dev == "rdma_rail0"
+
+
+def test_missing_uplink_leaves_rail_without_netdev():
+    snap = nodes.drop_link(nodes.node(), "net_rail1")
+    r1 = build_topology(snap, EXP).rails[1]
+    assert r1.netdev is None and r1.pci == PF1 and r1.expected_netdev == "net_rail1"
+    # the RDMA device is still on the function: port 1 is the rail's
+    assert r1.rdma.dev == "rdma_rail1"
+
+
+def test_rdma_port_from_sysfs_when_rdma_tool_missing():
+    snap = replace(nodes.node(), rdma_links=())
+    r0 = build_topology(snap, EXP).rails[0]
+    assert (r0.rdma.dev, r0.rdma.state, r0.rdma.physical_state) == ("rdma_rail0", "ACTIVE", "LINK_UP")
+
+
+def test_representor_ports_are_not_rail_ports():
+    snap = replace(nodes.node(), rdma_links=(
+        RdmaLink("rdma_rail0", 2, "DOWN", "DISABLED", "net_rail0_0"),
+        RdmaLink("rdma_rail0", 1, "ACTIVE", "LINK_UP", "net_rail0"),
+    ))
+    assert build_topology(snap, EXP).rails[0].rdma.port == 1
+
+
+def test_stale_representors_and_other_controllers():
+    snap = nodes.node(numvfs=2)
+    snap = nodes.set_numvfs(snap, PF0, 1)
+    snap = nodes.add_link(snap, Link(90, "pf0c1vf0rep", "UP", 1, phys_port_name="c1pf0vf0",
+                                     phys_switch_id=nodes.SWITCH_IDS[0], parent_bus="pci", parent_dev=PF0))
+    snap = nodes.replace_link(snap, "net_rail0_0", operstate="DOWN", carrier=0)
+    pf = build_topology(snap, EXP).pf(PF0)
+    assert [r.netdev for r in pf.representors] == ["net_rail0_0", "net_rail0_1"]
+    assert pf.stale_representors == ("net_rail0_1",)
+    assert pf.representors_down == ("net_rail0_0",)
+    assert build_topology(nodes.set_numvfs(snap, PF0, 0), EXP).pf(PF0).stale_representors == (
+        "net_rail0_0", "net_rail0_1")
+    # unreadable sriov_numvfs judges nothing
+    assert build_topology(nodes.set_numvfs(snap, PF0, None), EXP).pf(PF0).stale_representors == ()
+
+
+def test_two_pf_nic_esw_multiport_torn():
+    snap = nodes.node(rails=2)
+    # make both PFs one NIC: same switch id
+    snap = replace(snap, links=tuple(replace(ln, phys_switch_id=nodes.SWITCH_IDS[0]) if ln.phys_switch_id else ln
+                                     for ln in snap.links))
+    snap = nodes.set_param(snap, f"pci/{PF1}", "esw_multiport", "true")  # old iproute2 string
+    topo = build_topology(snap, EXP)
+    assert len(topo.nics) == 1
+    nic = topo.nics[0]
+    assert nic.pfs == (PF0, PF1) and nic.esw_multiport is False and nic.torn_pfs == (PF1,)
+
+
+def test_legacy_pf_without_switch_id_uses_its_own_netdev():
+    snap = nodes.replace_link(nodes.node(rails=1, numvfs=0), "net_rail0", phys_port_name=None, phys_switch_id=None)
+    topo = build_topology(snap, EXP)
+    assert topo.rails[0].netdev_name == "net_rail0"
+    assert topo.nics[0].switch_id is None
+
+
+def test_rails_from_netdev_names_and_from_rails_flag():
+    snap = nodes.node(rules=False)
+    topo = build_topology(snap, Expectations(rails=3))
+    assert [(r.rail, r.netdev_name, r.source) for r in topo.rails] == [
+        (0, "net_rail0", "netdev"), (1, "net_rail1", "netdev"), (2, None, "rails")]
+    assert topo.rails[2].expected_netdev == "net_rail2" and topo.rails[2].pci is None
+    assert topo.rails[2].expected_rdma == "rdma_rail2"
+
+
+def test_multiplane_rules_parse_planes_and_flag_long_names():
+    snap = nodes.node(rails=2, rules=False)
+    snap = replace(snap, rules=(
+        RailRule(PF0, "net_rail0_plane1", "net", nodes.NET_RULES, 4),
+        RailRule(PF1, "net_rail0_plane0", "net", nodes.NET_RULES, 5),
+    ))
+    topo = build_topology(snap, EXP)
+    assert [(r.rail, r.plane, r.pci) for r in topo.rails] == [(0, 0, PF1), (0, 1, PF0)]
+    assert [(p.file, p.names) for p in topo.template_problems] == [
+        (nodes.NET_RULES, ("net_rail0_plane0", "net_rail0_plane1"))]
+    assert topo.rails[0].expected_rdma == "rdma_rail0_plane0"
+
+
+def test_ovs_orphans_are_owned_by_the_pf_whose_name_prefixes_them():
+    snap = nodes.with_ovs(
+        nodes.node(),
+        OvsInterface("net_rail0_0", "", 6, 1, "up"),
+        OvsInterface("net_rail0_5", "", 0, 7, "down"),
+        OvsInterface("pod-veth", "", 0, -1, "down", "could not open network device pod-veth (No such device)"),
+        OvsInterface("vxlan0", "vxlan", 0, 3, "up"),
+        OvsInterface("net_rail1_2", "system", 0, -1, None),
+    )
+    topo = build_topology(snap, EXP)
+    assert [(o.name, o.owner) for o in topo.ovs_orphans] == [
+        ("pod-veth", "node"), ("net_rail0_5", f"pci/{PF0}"), ("net_rail1_2", f"pci/{PF1}")]
+
+
+def test_vf_functions_are_not_pfs_even_with_a_devlink_handle():
+    snap = nodes.node(rails=1)
+    snap = replace(snap, pci=(*snap.pci, PciFunction("0000:0c:00.5", physfn=PF0)))
+    topo = build_topology(snap, EXP)
+    assert [p.bdf for p in topo.pfs] == [PF0]
+
+
+def test_parse_port_name_forms():
+    assert parse_port_name("p1").index == 1
+    assert parse_port_name("pf0sf88").kind == "sf"
+    assert parse_port_name("c1pf0vf3").controller == 1
+    assert parse_port_name("pf0").kind == "pf"
+    assert parse_port_name("eth0") is None
