@@ -29,6 +29,8 @@ class LiveHost:
         self.fs = RootedFS(self.host_root)
         self.command_timeout_s = command_timeout_s
         self._nl: Any = None
+        #: Why the last netlink read failed, for a person; None when it worked.
+        self.links_error: str | None = None
 
     # -- files ------------------------------------------------------------------------------
     def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
@@ -66,10 +68,21 @@ class LiveHost:
         return self._nl
 
     def links(self) -> list[dict[str, Any]] | None:
-        return self._netlink().dump()
+        """The link dump; None (with ``links_error`` saying why) when netlink cannot be read."""
+        try:
+            links = self._netlink().dump()
+        except OSError as exc:
+            self.links_error = f"netlink: {exc.strerror or exc}"
+            return None
+        self.links_error = None
+        return links
 
     def link_stats(self, ifnames: list[str]) -> dict[str, dict[str, int]]:
-        return self._netlink().stats(ifnames)
+        try:
+            return self._netlink().stats(ifnames)
+        except OSError as exc:
+            self.links_error = f"netlink: {exc.strerror or exc}"
+            return {}
 
     def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
         from .ethtool import gstats
@@ -85,3 +98,9 @@ class LiveHost:
         if self._nl is not None:
             self._nl.close()
             self._nl = None
+
+    def __enter__(self) -> LiveHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,445 @@
+"""The netlink door of the live host: the link dump in the ``netlink/links.json`` schema (DESIGN §2).
+
+Why not pyroute2 here: pyroute2 decodes every attribute of every link into Python objects, which
+costs tens of times what ``ip link`` costs on a big node (measured on 1,001 veth links: 340–510 ms
+for ``IPRoute().get_links()``). This module sends the one RTM_GETLINK dump itself on a plain
+``AF_NETLINK`` socket and walks the rtattr TLVs with ``struct``, decoding only the attributes the
+schema names and skipping the rest by length (see ``bench/bench_doctor.py`` for the figures).
+pyroute2 stays where it is good: link *events* in the agent daemon.
+
+The bulk dump asks the kernel for no statistics (``IFLA_EXT_MASK = RTEXT_FILTER_VF |
+RTEXT_FILTER_SKIP_STATS``, as ``ip link`` without ``-s``; DESIGN §3). The kernel honours the mask for
+the per-VF ``IFLA_VF_STATS`` (``rtnl_fill_vfinfo``: on mlx5 one firmware command per VF), the IPv6
+statistics and the size estimate, but kernels up to at least 6.18 (measured) still fill the
+``IFLA_STATS64`` of every link; the bulk parse skips it, so the records say ``stats64: null`` as the
+schema wants. ``stats()`` reads the named links only, one RTM_GETLINK each.
+
+Kernel references: include/uapi/linux/if_link.h (IFLA_*), include/uapi/linux/rtnetlink.h,
+include/uapi/linux/netlink.h; https://docs.kernel.org/userspace-api/netlink/intro.html
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["LinkReader", "NetlinkError", "build_getlink", "parse_dump", "parse_link"]
+
+NETLINK_ROUTE = 0
+
+NLMSG_NOOP = 1
+NLMSG_ERROR = 2
+NLMSG_DONE = 3
+NLMSG_OVERRUN = 4
+RTM_NEWLINK = 16
+RTM_GETLINK = 18
+
+NLM_F_REQUEST = 0x01
+NLM_F_MULTI = 0x02
+NLM_F_DUMP_INTR = 0x10
+NLM_F_DUMP = 0x300  # NLM_F_ROOT | NLM_F_MATCH
+
+RTEXT_FILTER_VF = 1 << 0
+RTEXT_FILTER_SKIP_STATS = 1 << 3
+
+# include/uapi/linux/if_link.h
+IFLA_ADDRESS = 1
+IFLA_IFNAME = 3
+IFLA_MTU = 4
+IFLA_MASTER = 10
+IFLA_OPERSTATE = 16
+IFLA_LINKINFO = 18
+IFLA_VFINFO_LIST = 22
+IFLA_STATS64 = 23
+IFLA_EXT_MASK = 29
+IFLA_CARRIER = 33
+IFLA_CARRIER_CHANGES = 35
+IFLA_PHYS_SWITCH_ID = 36
+IFLA_PHYS_PORT_NAME = 38
+IFLA_CARRIER_UP_COUNT = 47
+IFLA_CARRIER_DOWN_COUNT = 48
+IFLA_PARENT_DEV_NAME = 56
+IFLA_PARENT_DEV_BUS_NAME = 57
+
+IFLA_INFO_KIND = 1
+
+IFLA_VF_INFO = 1
+IFLA_VF_MAC = 1
+IFLA_VF_SPOOFCHK = 4
+IFLA_VF_LINK_STATE = 5
+IFLA_VF_TRUST = 9
+
+#: IF_OPER_* (RFC 2863) as ``ip link`` prints them.
+OPERSTATES = ("UNKNOWN", "NOTPRESENT", "DOWN", "LOWERLAYERDOWN", "TESTING", "DORMANT", "UP")
+#: IFLA_VF_LINK_STATE_{AUTO,ENABLE,DISABLE} as ``ip link`` prints them (``link-state auto``).
+VF_LINK_STATES = ("auto", "enable", "disable")
+
+#: rtnl_link_stats64 starts with these eight u64, in this order.
+STATS_KEYS_ORDER = ("rx_packets", "tx_packets", "rx_bytes", "tx_bytes",
+                    "rx_errors", "tx_errors", "rx_dropped", "tx_dropped")
+STATS_KEYS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets",
+              "rx_errors", "tx_errors", "rx_dropped", "tx_dropped")
+
+_NLMSGHDR = struct.Struct("=IHHII")
+_IFINFOMSG = struct.Struct("=BxHiII")
+_RTA = struct.Struct("=HH")
+_U32 = struct.Struct("=I")
+_VF_U32X2 = struct.Struct("=II")
+_STATS8 = struct.Struct("=8Q")
+
+# One dump answer is at most a few tens of KiB per skb (a PF with 127 VFs is the largest link);
+# a receive buffer this large never truncates one, and MSG_TRUNC tells us if it ever did.
+_RECV_BUF = 1 << 20
+_SOCK_RCVBUF = 4 << 20
+_DUMP_ATTEMPTS = 3
+
+
+class NetlinkError(OSError):
+    """The kernel refused a request, or the socket failed in a way a retry did not fix."""
+
+
+def build_getlink(seq: int, ext_mask: int, ifname: str | None = None) -> bytes:
+    """One RTM_GETLINK request: a dump when ``ifname`` is None, else a get of that link."""
+    attrs = _rta(IFLA_EXT_MASK, _U32.pack(ext_mask))
+    flags = NLM_F_REQUEST
+    if ifname is None:
+        flags |= NLM_F_DUMP
+    else:
+        attrs += _rta(IFLA_IFNAME, ifname.encode() + b"\0")
+    body = _IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + attrs
+    return _NLMSGHDR.pack(_NLMSGHDR.size + len(body), RTM_GETLINK, flags, seq, 0) + body
+
+
+def _rta(kind: int, payload: bytes) -> bytes:
+    n = _RTA.size + len(payload)
+    return _RTA.pack(n, kind) + payload + b"\0" * ((4 - n % 4) % 4)
+
+
+def _cstr(buf: Any, start: int, end: int) -> str:
+    raw = bytes(buf[start:end])
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raw = raw[:nul]
+    return raw.decode("utf-8", "replace")
+
+
+def _mac(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+def _attrs(buf: Any, off: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """(type, payload start, payload end) of each rtattr in ``buf[off:end]``.
+
+    A truncated or malformed attribute ends the walk: what came before it is kept.
+    """
+    while off + 4 <= end:
+        alen, atype = _RTA.unpack_from(buf, off)
+        if alen < 4 or off + alen > end:
+            return
+        yield atype & 0x3FFF, off + 4, off + alen  # strip NLA_F_NESTED / NLA_F_NET_BYTEORDER
+        off += (alen + 3) & ~3
+
+
+def _vfinfo(buf: Any, start: int, end: int, addr_len: int) -> list[dict[str, Any]]:
+    vfs: list[dict[str, Any]] = []
+    for kind, s, e in _attrs(buf, start, end):
+        if kind != IFLA_VF_INFO:
+            continue
+        vf: dict[str, Any] = {"vf": None, "mac": None, "link_state": None, "spoofchk": None, "trust": None}
+        for vk, vs, ve in _attrs(buf, s, e):
+            if ve - vs < 8:
+                continue
+            if vk == IFLA_VF_MAC:
+                # struct ifla_vf_mac {u32 vf; u8 mac[32];}: only the PF's address length is meaningful.
+                vf["vf"] = _U32.unpack_from(buf, vs)[0]
+                vf["mac"] = _mac(bytes(buf[vs + 4:min(ve, vs + 4 + addr_len)]))
+            elif vk in (IFLA_VF_LINK_STATE, IFLA_VF_SPOOFCHK, IFLA_VF_TRUST):
+                num, setting = _VF_U32X2.unpack_from(buf, vs)
+                vf["vf"] = num
+                if vk == IFLA_VF_LINK_STATE:
+                    vf["link_state"] = VF_LINK_STATES[setting] if setting < len(VF_LINK_STATES) else str(setting)
+                elif vk == IFLA_VF_SPOOFCHK:
+                    # (u32)-1 means the driver cannot report it (rtnl_fill_vfinfo).
+                    vf["spoofchk"] = None if setting == 0xFFFFFFFF else bool(setting)
+                else:
+                    vf["trust"] = None if setting == 0xFFFFFFFF else bool(setting)
+        vfs.append(vf)
+    return vfs
+
+
+def _stats64(buf: Any, start: int, end: int) -> dict[str, int] | None:
+    if end - start < _STATS8.size:
+        return None
+    vals = dict(zip(STATS_KEYS_ORDER, _STATS8.unpack_from(buf, start), strict=True))
+    return {k: vals[k] for k in STATS_KEYS}
+
+
+def parse_link(buf: Any, start: int, end: int, with_stats: bool = False) -> dict[str, Any] | None:
+    """One RTM_NEWLINK payload (``struct ifinfomsg`` + rtattrs) -> a link record.
+
+    ``master`` holds the master's *ifindex* here; ``parse_dump`` turns it into the name.
+    ``stats64`` stays None unless ``with_stats``. None when the payload cannot hold an ifinfomsg.
+    """
+    if end - start < _IFINFOMSG.size:
+        return None
+    _family, _type, ifindex, _flags, _change = _IFINFOMSG.unpack_from(buf, start)
+    link: dict[str, Any] = {
+        "ifindex": ifindex, "ifname": None, "operstate": None, "carrier": None, "carrier_changes": None,
+        "carrier_up_count": None, "carrier_down_count": None, "mtu": None, "address": None,
+        "phys_port_name": None, "phys_switch_id": None, "parent_bus": None, "parent_dev": None,
+        "master": None, "kind": None, "stats64": None, "vfinfo": None,
+    }
+    vf_span: tuple[int, int] | None = None
+    for kind, s, e in _attrs(buf, start + _IFINFOMSG.size, end):
+        n = e - s
+        if kind == IFLA_IFNAME:
+            link["ifname"] = _cstr(buf, s, e)
+        elif kind == IFLA_OPERSTATE and n >= 1:
+            st = buf[s]
+            link["operstate"] = OPERSTATES[st] if st < len(OPERSTATES) else str(st)
+        elif kind == IFLA_CARRIER and n >= 1:
+            link["carrier"] = buf[s]
+        elif kind == IFLA_MTU and n >= 4:
+            link["mtu"] = _U32.unpack_from(buf, s)[0]
+        elif kind == IFLA_CARRIER_CHANGES and n >= 4:
+            link["carrier_changes"] = _U32.unpack_from(buf, s)[0]
+        elif kind == IFLA_CARRIER_UP_COUNT and n >= 4:
+            link["carrier_up_count"] = _U32.unpack_from(buf, s)[0]
+        elif kind == IFLA_CARRIER_DOWN_COUNT and n >= 4:
+            link["carrier_down_count"] = _U32.unpack_from(buf, s)[0]
+        elif kind == IFLA_ADDRESS and n > 0:
+            link["address"] = _mac(bytes(buf[s:e]))
+        elif kind == IFLA_PHYS_PORT_NAME:
+            link["phys_port_name"] = _cstr(buf, s, e)
+        elif kind == IFLA_PHYS_SWITCH_ID and n > 0:
+            link["phys_switch_id"] = bytes(buf[s:e]).hex()
+        elif kind == IFLA_PARENT_DEV_NAME:
+            link["parent_dev"] = _cstr(buf, s, e)
+        elif kind == IFLA_PARENT_DEV_BUS_NAME:
+            link["parent_bus"] = _cstr(buf, s, e)
+        elif kind == IFLA_MASTER and n >= 4:
+            link["master"] = _U32.unpack_from(buf, s)[0]
+        elif kind == IFLA_LINKINFO:
+            for ik, iis, iie in _attrs(buf, s, e):
+                if ik == IFLA_INFO_KIND:
+                    link["kind"] = _cstr(buf, iis, iie)
+        elif kind == IFLA_VFINFO_LIST:
+            vf_span = (s, e)
+        elif kind == IFLA_STATS64 and with_stats:
+            link["stats64"] = _stats64(buf, s, e)
+    if vf_span is not None:
+        # Decoded last: a VF MAC is as long as the PF's own address, known only after IFLA_ADDRESS.
+        addr_len = len(link["address"]) // 3 + 1 if link["address"] else 6
+        link["vfinfo"] = _vfinfo(buf, vf_span[0], vf_span[1], addr_len)
+    return link
+
+
+def iter_messages(buf: Any, n: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """(type, flags, seq, payload start, payload end) of each nlmsghdr in ``buf[:n]``."""
+    off = 0
+    while off + _NLMSGHDR.size <= n:
+        mlen, mtype, mflags, mseq, _pid = _NLMSGHDR.unpack_from(buf, off)
+        if mlen < _NLMSGHDR.size or off + mlen > n:
+            return
+        yield mtype, mflags, mseq, off + _NLMSGHDR.size, off + mlen
+        off += (mlen + 3) & ~3
+
+
+def _error_code(buf: Any, s: int, e: int) -> int:
+    """NLMSG_ERROR's ``error`` (a negative errno, 0 for an ACK)."""
+    return struct.unpack_from("=i", buf, s)[0] if e - s >= 4 else -errno.EPROTO
+
+
+class _Dump:
+    """Accumulates the answer of one dump, chunk by chunk."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        self.links: list[dict[str, Any]] = []
+        self.done = False
+        self.interrupted = False
+        self.error = 0
+
+    def feed(self, buf: Any, n: int) -> None:
+        for mtype, mflags, mseq, s, e in iter_messages(buf, n):
+            if mseq != self.seq:
+                continue  # an answer to an earlier, abandoned request
+            if mflags & NLM_F_DUMP_INTR:
+                self.interrupted = True  # links changed during the dump: it may miss or repeat one
+            if mtype == NLMSG_DONE:
+                # NLMSG_DONE carries the dump's final status (an int), e.g. -EINTR on new kernels.
+                code = _error_code(buf, s, e)
+                if code < 0:
+                    self.error = -code
+                self.done = True
+                return
+            if mtype == NLMSG_ERROR:
+                self.error = -_error_code(buf, s, e) or errno.EPROTO
+                self.done = True
+                return
+            if mtype == RTM_NEWLINK:
+                link = parse_link(buf, s, e)
+                if link is not None:
+                    self.links.append(link)
+
+
+def resolve_masters(links: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Replace master ifindexes by names; drop repeated ifindexes (an interrupted dump may repeat)."""
+    seen: set[int] = set()
+    out: list[dict[str, Any]] = []
+    for link in links:
+        if link["ifindex"] in seen:
+            continue
+        seen.add(link["ifindex"])
+        out.append(link)
+    names = {link["ifindex"]: link["ifname"] for link in out}
+    for link in out:
+        if link["master"] is not None:
+            link["master"] = names.get(link["master"])
+    return out
+
+
+def parse_dump(chunks: list[bytes], seq: int) -> list[dict[str, Any]]:
+    """The links in recorded dump answers (as ``recv`` returned them), in the links.json schema.
+
+    Raises NetlinkError when the kernel answered the dump with an error.
+    """
+    dump = _Dump(seq)
+    for chunk in chunks:
+        dump.feed(chunk, len(chunk))
+        if dump.done:
+            break
+    if dump.error:
+        raise NetlinkError(dump.error, f"RTM_GETLINK dump: {os.strerror(dump.error)}")
+    return resolve_masters(dump.links)
+
+
+class LinkReader:
+    """Reads links from the kernel of this process's network namespace. Not thread-safe."""
+
+    def __init__(self) -> None:
+        self._sock: socket.socket | None = None
+        self._seq = 0
+        self._buf = bytearray(_RECV_BUF)
+        #: True when the last dump was still interrupted after the retries (see ``dump``).
+        self.last_dump_interrupted = False
+
+    def _socket(self) -> socket.socket:
+        if self._sock is None:
+            s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_ROUTE)
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCK_RCVBUF)
+                s.bind((0, 0))
+            except OSError:
+                s.close()
+                raise
+            self._sock = s
+        return self._sock
+
+    def _reset(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _next_seq(self) -> int:
+        self._seq = (self._seq + 1) & 0xFFFFFFFF or 1
+        return self._seq
+
+    def _recv(self, sock: socket.socket) -> int:
+        n = sock.recv_into(self._buf, len(self._buf), socket.MSG_TRUNC)
+        if n > len(self._buf):
+            # A message larger than the buffer was cut: grow and ask again from scratch.
+            self._buf = bytearray(max(n, 2 * len(self._buf)))
+            raise OSError(errno.EMSGSIZE, "netlink answer larger than the receive buffer")
+        return n
+
+    def _dump_once(self) -> _Dump:
+        sock = self._socket()
+        dump = _Dump(self._next_seq())
+        sock.send(build_getlink(dump.seq, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS))
+        while not dump.done:
+            n = self._recv(sock)
+            dump.feed(self._buf, n)
+        return dump
+
+    def dump(self) -> list[dict[str, Any]]:
+        """Every link of this namespace, without statistics. Raises NetlinkError when unreadable.
+
+        A dump interrupted by link changes (NLM_F_DUMP_INTR, or -EINTR from newer kernels) and a
+        receive overrun (ENOBUFS) are retried on a fresh socket; if links keep changing, the last
+        answer is returned (``last_dump_interrupted`` is then True) rather than nothing.
+        """
+        last: _Dump | None = None
+        err: OSError | None = None
+        for _ in range(_DUMP_ATTEMPTS):
+            try:
+                dump = self._dump_once()
+            except OSError as exc:
+                self._reset()  # the socket may hold the rest of a dump we abandoned
+                if exc.errno not in (errno.ENOBUFS, errno.EMSGSIZE, errno.EINTR):
+                    raise NetlinkError(exc.errno or errno.EIO, f"netlink link dump: {exc.strerror or exc}") from None
+                err = exc
+                continue
+            if dump.error == errno.EINTR or (not dump.error and dump.interrupted):
+                last = dump
+                continue
+            if dump.error:
+                raise NetlinkError(dump.error, f"RTM_GETLINK dump: {os.strerror(dump.error)}")
+            self.last_dump_interrupted = False
+            return resolve_masters(dump.links)
+        if last is not None:
+            self.last_dump_interrupted = True
+            return resolve_masters(last.links)
+        assert err is not None
+        raise NetlinkError(err.errno or errno.EIO, f"netlink link dump: {err.strerror or err}")
+
+    def stats(self, ifnames: list[str]) -> dict[str, dict[str, int]]:
+        """stats64 of the named links; a name that does not exist (any more) is left out."""
+        out: dict[str, dict[str, int]] = {}
+        for name in dict.fromkeys(ifnames):
+            if not name or len(name.encode()) >= 16:
+                continue  # IFNAMSIZ: no such link can exist
+            link = self._get(name)
+            if link is not None and link.get("stats64") is not None and link.get("ifname") == name:
+                out[name] = link["stats64"]
+        return out
+
+    def _get(self, ifname: str) -> dict[str, Any] | None:
+        for _ in range(_DUMP_ATTEMPTS):
+            seq = self._next_seq()
+            try:
+                sock = self._socket()
+                sock.send(build_getlink(seq, 0, ifname))
+                code = 0
+                while not code:
+                    n = self._recv(sock)
+                    for mtype, _flags, mseq, s, e in iter_messages(self._buf, n):
+                        if mseq != seq:
+                            continue
+                        if mtype == RTM_NEWLINK:
+                            return parse_link(self._buf, s, e, with_stats=True)
+                        if mtype == NLMSG_ERROR:
+                            code = -_error_code(self._buf, s, e) or errno.EPROTO
+                            break
+            except OSError as exc:
+                self._reset()
+                if exc.errno not in (errno.ENOBUFS, errno.EMSGSIZE, errno.EINTR):
+                    raise NetlinkError(exc.errno or errno.EIO, f"RTM_GETLINK {ifname}: {exc.strerror or exc}") from None
+                continue
+            if code in (errno.ENODEV, errno.ENOENT):
+                return None  # vanished, or never was
+            raise NetlinkError(code, f"RTM_GETLINK {ifname}: {os.strerror(code)}")
+        return None
+
+    def close(self) -> None:
+        self._reset()
+
+    def __enter__(self) -> LinkReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
