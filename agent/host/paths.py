@@ -12,13 +12,42 @@ import os
 import posixpath
 
 _MAX_LINKS = 40  # like the kernel's MAXSYMLINKS
+_FLAT_LINK_MAX = 4096
+
+
+def _flat_link(real: str) -> str | None:
+    """The target a "flattened" symlink names, or None.
+
+    Copies made without symlink support (``git`` with ``core.symlinks=false``, zip tools, some
+    artifact stores) turn a symlink into a small regular file holding the target text. sysfs links
+    are always relative (``../../devices/...``), and no sysfs attribute value starts with ``../``, so
+    such a file can be told apart from a real attribute.
+    """
+    try:
+        if os.path.islink(real) or not os.path.isfile(real) or os.path.getsize(real) > _FLAT_LINK_MAX:
+            return None
+        with open(real, "rb") as fh:
+            data = fh.read(_FLAT_LINK_MAX)
+    except OSError:
+        return None
+    if not data.startswith(b"../") or b"\n" in data.rstrip(b"\n") or b"\0" in data:
+        return None
+    try:
+        return data.rstrip(b"\n").decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 class RootedFS:
-    """Read-only file access to node paths stored under ``root``."""
+    """Read-only file access to node paths stored under ``root``.
 
-    def __init__(self, root: str) -> None:
+    ``flat_links`` also follows symlinks that a copy flattened into files (see ``_flat_link``); a
+    node image may have been through such a copy, a live host never is.
+    """
+
+    def __init__(self, root: str, flat_links: bool = False) -> None:
         self.root = os.path.abspath(root)
+        self.flat_links = flat_links
 
     def _resolve(self, path: str, follow_last: bool = True) -> str | None:
         """Node path -> node path with symlinks resolved, never leaving the root."""
@@ -37,13 +66,17 @@ class RootedFS:
                 continue
             cand = "/" + "/".join([*done, name])
             real = self.root + cand if self.root != "/" else cand
+            target: str | None = None
             if (parts or follow_last) and os.path.islink(real):
-                hops += 1
-                if hops > _MAX_LINKS:
-                    return None
                 try:
                     target = os.readlink(real)
                 except OSError:
+                    return None
+            elif (parts or follow_last) and self.flat_links:
+                target = _flat_link(real)
+            if target is not None:
+                hops += 1
+                if hops > _MAX_LINKS:
                     return None
                 if target.startswith("/"):
                     done = []
@@ -88,7 +121,7 @@ class RootedFS:
         try:
             return os.readlink(real)
         except OSError:
-            return None
+            return _flat_link(real) if self.flat_links else None
 
     def realpath(self, path: str) -> str | None:
         node = self._resolve(path)

@@ -76,7 +76,7 @@ class RecordedHost:
     def __init__(self, root: str, cleanup: str | None = None) -> None:
         self.root = os.path.abspath(root)
         self._cleanup = cleanup
-        self.fs = RootedFS(os.path.join(self.root, "fs"))
+        self.fs = RootedFS(os.path.join(self.root, "fs"), flat_links=True)
         self.manifest: dict[str, Any] | None = None
         self.manifest_error: str | None = None
         mpath = os.path.join(self.root, "manifest.json")

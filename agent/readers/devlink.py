@@ -1,0 +1,296 @@
+"""devlink: instances, eswitch mode, watched params and ports (``devlink -j ...``).
+
+Only PF handles are queried (DESIGN §4 "Devlink handles queried"): ``pci/<bdf>`` of a function that
+carries a rail or is SR-IOV capable, never a VF, never an ``auxiliary/mlx5_core.eth.N`` instance (on
+kernel >= 6.7 that is the PF's nested instance; ``nested_devlink`` maps it back to its PF).
+
+A command that times out means *busy* (the SR-IOV daemon holds the devlink lock while it creates
+VFs), not *down*: the handle goes to ``Notes.busy``. A VF answering ``Operation not supported`` for
+its eswitch is a fact (it has none), not an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..host import CmdResult, Host
+from ..model import DevlinkDev, DevlinkParam, DevlinkPort, Eswitch, PciFunction
+from .common import Notes, parse_json, to_int
+
+__all__ = [
+    "DEFAULT_PARAMS",
+    "DevlinkState",
+    "parse_dev_show",
+    "parse_eswitch",
+    "parse_params",
+    "parse_ports",
+    "pf_handles",
+    "pf_of_handle",
+    "read_devlink",
+]
+
+DEFAULT_PARAMS = ("esw_multiport", "flow_steering_mode")
+
+_NOT_SUPPORTED = "operation not supported"
+
+
+def _nested(value: Any) -> tuple[str, ...]:
+    # iproute2 prints nested handles as an object of handle -> {} (pr_out_nested_handle_obj);
+    # tolerate a list or a bare string as well.
+    if isinstance(value, dict):
+        return tuple(str(k) for k in value)
+    if isinstance(value, list):
+        return tuple(str(v) for v in value if isinstance(v, str))
+    if isinstance(value, str) and value:
+        return (value,)
+    return ()
+
+
+def parse_dev_show(doc: Any) -> tuple[DevlinkDev, ...]:
+    """``devlink -j dev show`` -> instances, in output order.
+
+    Kernel >= 6.7 (each PF has a nested auxiliary instance)::
+
+        {"dev":{"pci/0000:08:00.0":{"nested_devlink":{"auxiliary/mlx5_core.eth.0":{}}},
+                "auxiliary/mlx5_core.eth.0":{}}}
+
+    Older kernels: ``{"dev":{"pci/0000:03:00.0":{},"pci/0000:03:00.1":{}}}``.
+    """
+    devs = doc.get("dev") if isinstance(doc, dict) else None
+    if not isinstance(devs, dict):
+        raise ValueError('expected {"dev": {<handle>: {...}}}')
+    return tuple(
+        DevlinkDev(handle=str(h), nested=_nested(v.get("nested_devlink") if isinstance(v, dict) else None))
+        for h, v in devs.items()
+    )
+
+
+def parse_eswitch(doc: Any, handle: str) -> Eswitch:
+    """``devlink -j dev eswitch show <handle>`` -> ``Eswitch``; mode None when the device has none.
+
+    Sample: ``{"dev":{"pci/0000:0c:00.0":{"mode":"switchdev","inline-mode":"none","encap-mode":"basic"}}}``;
+    an auxiliary instance answers ``{"dev":{"auxiliary/mlx5_core.eth.0":{}}}``; old iproute2 printed
+    ``"encap": "enable"`` instead of ``encap-mode``.
+    """
+    devs = doc.get("dev") if isinstance(doc, dict) else None
+    if not isinstance(devs, dict):
+        raise ValueError('expected {"dev": {<handle>: {...}}}')
+    body = devs.get(handle)
+    if body is None and len(devs) == 1:
+        body = next(iter(devs.values()))
+    body = body if isinstance(body, dict) else {}
+
+    def s(key: str) -> str | None:
+        v = body.get(key)
+        return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) else None
+
+    return Eswitch(handle=handle, mode=s("mode"), inline_mode=s("inline-mode"),
+                   encap_mode=s("encap-mode") or s("encap"))
+
+
+def _param_value(value: Any) -> Any:
+    # Old iproute2 printed boolean params as the JSON strings "true"/"false".
+    if isinstance(value, str) and value in ("true", "false"):
+        return value == "true"
+    return value
+
+
+def parse_params(doc: Any) -> tuple[DevlinkParam, ...]:
+    """``devlink -j dev param show [<handle> name <p>]`` -> params, one per (handle, name).
+
+    Sample: ``{"param":{"pci/0000:0c:00.0":[{"name":"esw_multiport","type":"driver-specific",
+    "values":[{"cmode":"runtime","value":false}]}]}}``. Old iproute2: ``"value":"false"``. An empty
+    values list (``[]`` or ``[{}]``, a kernel / iproute2 mismatch) gives a param with no values.
+    """
+    params = doc.get("param") if isinstance(doc, dict) else None
+    if not isinstance(params, dict):
+        raise ValueError('expected {"param": {<handle>: [...]}}')
+    out = []
+    for handle, plist in params.items():
+        for p in plist if isinstance(plist, list) else []:
+            if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+                continue
+            values = []
+            for v in p.get("values") or []:
+                if isinstance(v, dict) and isinstance(v.get("cmode"), str) and "value" in v:
+                    values.append((v["cmode"], _param_value(v["value"])))
+            out.append(DevlinkParam(handle=str(handle), name=p["name"], values=tuple(values)))
+    return tuple(out)
+
+
+def _bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    return None
+
+
+def parse_ports(doc: Any) -> tuple[DevlinkPort, ...]:
+    """``devlink -j port show`` -> ports, in output order.
+
+    Sample (kernel >= 6.7: the uplink sits under the PF's nested auxiliary instance)::
+
+        {"port":{"auxiliary/mlx5_core.eth.0/65535":{"type":"eth","netdev":"net_rail0",
+                   "flavour":"physical","port":0,"splittable":false},
+                 "pci/0000:0c:00.0/1":{"type":"eth","netdev":"net_rail0_0","flavour":"pcivf",
+                   "controller":0,"pfnum":0,"vfnum":0,"external":false,"splittable":false}}}
+
+    Older kernels print no ``controller`` / ``external`` keys (None here).
+    """
+    ports = doc.get("port") if isinstance(doc, dict) else None
+    if not isinstance(ports, dict):
+        raise ValueError('expected {"port": {<handle>/<index>: {...}}}')
+    out = []
+    for handle, body in ports.items():
+        dev, _, idx = str(handle).rpartition("/")
+        index = to_int(idx)
+        if not dev or index is None:
+            continue
+        b = body if isinstance(body, dict) else {}
+        netdev = b.get("netdev")
+        flavour = b.get("flavour")
+        out.append(DevlinkPort(
+            handle=str(handle), dev=dev, index=index,
+            netdev=netdev if isinstance(netdev, str) and netdev else None,
+            flavour=flavour if isinstance(flavour, str) else None,
+            controller=to_int(b.get("controller")),
+            pfnum=to_int(b.get("pfnum")),
+            vfnum=to_int(b.get("vfnum")),
+            sfnum=to_int(b.get("sfnum")),
+            external=_bool(b.get("external")),
+        ))
+    return tuple(out)
+
+
+def pf_of_handle(devs: Iterable[DevlinkDev], handle: str) -> str | None:
+    """The ``pci/<bdf>`` instance that ``handle`` (an instance or a port handle) belongs to.
+
+    ``pci/0000:0c:00.0/1`` -> ``pci/0000:0c:00.0``; ``auxiliary/mlx5_core.eth.0/65535`` -> the PF
+    whose ``nested_devlink`` lists ``auxiliary/mlx5_core.eth.0``; None when nothing says.
+    """
+    parts = handle.split("/")
+    dev = "/".join(parts[:2])
+    if dev.startswith("pci/"):
+        return dev
+    for d in devs:
+        if dev in d.nested and d.handle.startswith("pci/"):
+            return d.handle
+    return None
+
+
+def pf_handles(devs: Iterable[DevlinkDev] | None, functions: Iterable[PciFunction],
+               rail_bdfs: Iterable[str]) -> list[str]:
+    """``pci/<bdf>`` of every function that carries a rail or is SR-IOV capable, not a VF.
+
+    When ``devs`` (the instances devlink listed) is given, only handles devlink knows are kept.
+    """
+    fns = {f.bdf: f for f in functions}
+    want = set(rail_bdfs)
+    want.update(b for b, f in fns.items() if f.sriov_totalvfs is not None)
+    handles = sorted(f"pci/{b}" for b in want if not (b in fns and fns[b].is_vf))
+    if devs is not None:
+        known = {d.handle for d in devs}
+        handles = [h for h in handles if h in known]
+    return handles
+
+
+class DevlinkState:
+    """What ``read_devlink`` gave."""
+
+    def __init__(self) -> None:
+        self.devs: tuple[DevlinkDev, ...] = ()
+        self.devs_known = False  # True when ``devlink dev show`` was read
+        self.eswitch: tuple[Eswitch, ...] = ()
+        self.params: tuple[DevlinkParam, ...] = ()
+        self.ports: tuple[DevlinkPort, ...] = ()
+
+
+def _run(host: Host, argv: list[str], timeout_s: float, notes: Notes, source: str,
+         busy_as: str) -> tuple[CmdResult, Any]:
+    """Run one devlink command; ``(result, JSON document or None)``."""
+    res = host.run(argv, timeout_s=timeout_s)
+    if res.timed_out:
+        notes.timed_out(busy_as)
+        notes.command(source, res)
+        return res, None
+    if not res.available:
+        notes.command(source, res)
+        return res, None
+    doc, err = parse_json(res.text, " ".join(argv))
+    if err and res.rc == 0:
+        notes.missing(source, err)
+    return res, doc
+
+
+def read_devlink(host: Host, functions: Iterable[PciFunction], rail_bdfs: Iterable[str],
+                 params: Iterable[str] = DEFAULT_PARAMS, timeout_s: float = 10.0,
+                 notes: Notes | None = None) -> DevlinkState:
+    """Read instances, then eswitch + params per PF handle (``pf_handles``), then ports.
+
+    Busy (timed out) per-handle commands put the handle in ``notes.busy``; a timed-out node-wide
+    dump (``dev show``, ``port show``) puts the word ``devlink`` there.
+    """
+    notes = notes if notes is not None else Notes()
+    st = DevlinkState()
+    res, doc = _run(host, ["devlink", "-j", "dev", "show"], timeout_s, notes, "devlink", "devlink")
+    if res.missing:
+        return st  # no devlink tool (or not recorded): nothing else would answer either
+    if res.ok and doc is not None:
+        try:
+            st.devs = parse_dev_show(doc)
+            st.devs_known = True
+        except ValueError as exc:
+            notes.missing("devlink", f"devlink -j dev show: {exc}")
+    elif res.available and res.rc != 0:
+        notes.command("devlink", res)
+
+    handles = pf_handles(st.devs if st.devs_known else None, functions, rail_bdfs)
+    eswitches: list[Eswitch] = []
+    plist: list[DevlinkParam] = []
+    for h in handles:
+        src = f"devlink {h}"
+        res, doc = _run(host, ["devlink", "-j", "dev", "eswitch", "show", h], timeout_s, notes, src, h)
+        if res.available:
+            err = res.stderr.decode("utf-8", "replace").lower()
+            if res.rc == 0 and doc is not None:
+                try:
+                    eswitches.append(parse_eswitch(doc, h))
+                except ValueError as exc:
+                    notes.missing(src, f"devlink -j dev eswitch show {h}: {exc}")
+            elif _NOT_SUPPORTED in err:
+                eswitches.append(Eswitch(handle=h, mode=None))
+            elif res.rc != 0:
+                notes.command(src, res)
+        if res.timed_out:
+            continue  # the instance is busy: the params would time out too
+        for name in params:
+            argv = ["devlink", "-j", "dev", "param", "show", h, "name", name]
+            res, doc = _run(host, argv, timeout_s, notes, src, h)
+            if res.timed_out:
+                break
+            if not res.available:
+                continue
+            if res.rc != 0 or doc is None:
+                if res.rc != 0:
+                    notes.command(src, res)
+                continue
+            try:
+                got = [p for p in parse_params(doc) if p.name == name]
+            except ValueError as exc:
+                notes.missing(src, f"{' '.join(argv)}: {exc}")
+                continue
+            plist.extend(got)
+    st.eswitch = tuple(eswitches)
+    st.params = tuple(plist)
+
+    res, doc = _run(host, ["devlink", "-j", "port", "show"], timeout_s, notes, "devlink ports", "devlink")
+    if res.ok and doc is not None:
+        try:
+            st.ports = parse_ports(doc)
+        except ValueError as exc:
+            notes.missing("devlink ports", f"devlink -j port show: {exc}")
+    elif res.available and res.rc != 0:
+        notes.command("devlink ports", res)
+    return st

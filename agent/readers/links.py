@@ -1,0 +1,156 @@
+"""Links: the rtnetlink dump (``host.links()``, the ``netlink/links.json`` schema of DESIGN §2).
+
+The bulk dump carries no statistics (mlx5 would query firmware for every representor, DESIGN §3);
+``read_link_stats`` asks for stats64 of the rails only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..host import Host
+from ..model import Link, VfInfo
+from .common import Notes, to_int
+
+__all__ = ["parse_link", "parse_links", "parse_stats", "read_link_stats", "read_links", "with_stats"]
+
+
+def _str(value: Any) -> str | None:
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value != 0
+    if isinstance(value, str) and value.strip().lower() in ("true", "on", "false", "off"):
+        return value.strip().lower() in ("true", "on")
+    return None
+
+
+def _switch_id(value: Any) -> str | None:
+    text = _str(value)
+    if text is None:
+        return None
+    # Some dumps print the id with separators or in upper case; the schema is bare lower-case hex.
+    return text.replace(":", "").replace("-", "").lower() or None
+
+
+def _vfinfo(value: Any) -> tuple[VfInfo, ...] | None:
+    if not isinstance(value, list):
+        return None
+    out = []
+    for vf in value:
+        index = to_int(vf.get("vf")) if isinstance(vf, dict) else None
+        if index is None:
+            continue
+        out.append(VfInfo(
+            vf=index,
+            # iproute2's vfinfo_list says "address"; the image schema says "mac".
+            mac=_str(vf.get("mac", vf.get("address"))),
+            link_state=_str(vf.get("link_state")),
+            spoofchk=_bool(vf.get("spoofchk")),
+            trust=_bool(vf.get("trust")),
+        ))
+    return tuple(out)
+
+
+def parse_stats(value: Any) -> tuple[tuple[str, int], ...] | None:
+    """A stats64 object -> ``((name, value), ...)``; non-integer values are dropped."""
+    if not isinstance(value, dict):
+        return None
+    out = []
+    for k, v in value.items():
+        n = to_int(v)
+        if n is not None:
+            out.append((str(k), n))
+    return tuple(out)
+
+
+def parse_link(d: dict[str, Any]) -> Link | None:
+    """One link object of the dump -> ``Link``; None when it has no ifindex or name.
+
+    Sample (``netlink/links.json``)::
+
+        {"ifindex": 4, "ifname": "net_rail0", "operstate": "UP", "carrier": 1, "carrier_changes": 2,
+         "carrier_up_count": 1, "carrier_down_count": 1, "mtu": 9000, "address": "b8:3f:d2:aa:00:10",
+         "phys_port_name": "p0", "phys_switch_id": "9a3f21c0ffee0001", "parent_bus": "pci",
+         "parent_dev": "0000:0c:00.0", "master": null, "kind": null, "stats64": null,
+         "vfinfo": [{"vf": 0, "mac": "02:00:00:00:00:01", "link_state": "auto", "spoofchk": false,
+                     "trust": false}]}
+    """
+    ifindex = to_int(d.get("ifindex"))
+    ifname = _str(d.get("ifname"))
+    if ifindex is None or ifname is None:
+        return None
+    master = d.get("master")
+    if not isinstance(master, (str, int)) or isinstance(master, bool):
+        master = None
+    return Link(
+        ifindex=ifindex,
+        ifname=ifname,
+        operstate=_str(d.get("operstate")),
+        carrier=to_int(d.get("carrier")),
+        carrier_changes=to_int(d.get("carrier_changes")),
+        carrier_up_count=to_int(d.get("carrier_up_count")),
+        carrier_down_count=to_int(d.get("carrier_down_count")),
+        mtu=to_int(d.get("mtu")),
+        address=_str(d.get("address")),
+        phys_port_name=_str(d.get("phys_port_name")),
+        phys_switch_id=_switch_id(d.get("phys_switch_id")),
+        parent_bus=_str(d.get("parent_bus")),
+        parent_dev=_str(d.get("parent_dev")),
+        master=master,
+        kind=_str(d.get("kind")),
+        stats64=parse_stats(d.get("stats64")),
+        vfinfo=_vfinfo(d.get("vfinfo")),
+    )
+
+
+def parse_links(dump: list[Any]) -> tuple[Link, ...]:
+    """The whole dump -> links sorted by ifindex; entries without ifindex/ifname are skipped."""
+    out = [lk for lk in (parse_link(d) for d in dump if isinstance(d, dict)) if lk is not None]
+    out.sort(key=lambda lk: lk.ifindex)
+    return tuple(out)
+
+
+def read_links(host: Host, notes: Notes | None = None) -> tuple[Link, ...]:
+    notes = notes if notes is not None else Notes()
+    try:
+        dump = host.links()
+    except Exception as exc:  # netlink errors come from pyroute2 (NetlinkError, OSError, ...)
+        notes.missing("netlink", f"link dump failed: {exc}")
+        return ()
+    if dump is None:
+        notes.missing("netlink", getattr(host, "links_error", None) or "link dump not available")
+        return ()
+    return parse_links(dump)
+
+
+def read_link_stats(host: Host, ifnames: list[str], notes: Notes | None = None) -> dict[str, tuple[tuple[str, int], ...]]:
+    """stats64 of the named links only."""
+    notes = notes if notes is not None else Notes()
+    if not ifnames:
+        return {}
+    try:
+        raw = host.link_stats(list(ifnames))
+    except Exception as exc:  # see read_links
+        notes.missing("netlink stats", f"link statistics failed: {exc}")
+        return {}
+    out = {}
+    for name, stats in (raw or {}).items():
+        parsed = parse_stats(stats)
+        if parsed is not None:
+            out[name] = parsed
+    return out
+
+
+def with_stats(links: tuple[Link, ...], stats: dict[str, tuple[tuple[str, int], ...]]) -> tuple[Link, ...]:
+    """The links with ``stats64`` filled in for the names in ``stats``."""
+    return tuple(dataclasses.replace(lk, stats64=stats[lk.ifname]) if lk.ifname in stats else lk
+                 for lk in links)

@@ -1,0 +1,125 @@
+"""PCI functions and SR-IOV: ``/sys/bus/pci/devices/<bdf>/...``, once per distinct function.
+
+Read for the functions the link dump names as parents (a representor's parent is its PF, so 1,000
+representors cost nothing here), the functions udev rules name, and the PF of every VF among them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ..host import Host
+from ..model import Link, PciFunction
+from .common import BDF_RE, Notes, basename, read_word, to_int
+
+__all__ = ["functions_of_links", "parse_pci_function", "read_pci"]
+
+_DEVICES = "/sys/bus/pci/devices"
+_VIRTFN = re.compile(r"\Avirtfn([0-9]+)\Z")
+_HEX_ID = re.compile(r"\A0x[0-9a-fA-F]{4}\Z")
+
+
+def _bdf(target: str | None) -> str | None:
+    name = basename(target)
+    return name if name and BDF_RE.match(name) else None
+
+
+def _count(text: str | None) -> int | None:
+    n = to_int(text) if text is not None else None
+    return n if n is not None and n >= 0 else None
+
+
+def _hex_id(text: str | None) -> str | None:
+    return text.lower() if text and _HEX_ID.match(text) else None
+
+
+def parse_pci_function(
+    bdf: str,
+    files: dict[str, str | None],
+    links: dict[str, str | None],
+    virtfns: dict[int, str | None] | None = None,
+) -> PciFunction:
+    """Raw sysfs values of one function -> ``PciFunction``; truncated or garbage values -> None.
+
+    ``files`` holds the text of ``sriov_numvfs``, ``sriov_totalvfs``, ``vendor``, ``device``;
+    ``links`` the symlink targets of ``physfn`` and ``driver``; ``virtfns`` index -> ``virtfnN`` target.
+    Sample::
+
+        /sys/bus/pci/devices/0000:0c:00.0/sriov_numvfs   "1\\n"
+        /sys/bus/pci/devices/0000:0c:00.0/sriov_totalvfs "127\\n"
+        /sys/bus/pci/devices/0000:0c:00.0/vendor         "0x15b3\\n"
+        /sys/bus/pci/devices/0000:0c:00.0/virtfn0 -> ../0000:0c:00.1
+        /sys/bus/pci/devices/0000:0c:00.1/physfn  -> ../0000:0c:00.0
+        /sys/bus/pci/devices/0000:0c:00.0/driver  -> ../../../../bus/pci/drivers/mlx5_core
+    """
+    vfs = tuple(b for _, b in sorted((virtfns or {}).items()) if b is not None)
+    return PciFunction(
+        bdf=bdf,
+        sriov_numvfs=_count(files.get("sriov_numvfs")),
+        sriov_totalvfs=_count(files.get("sriov_totalvfs")),
+        physfn=_bdf(links.get("physfn")),
+        virtfns=vfs,
+        driver=basename(links.get("driver")),
+        vendor=_hex_id(files.get("vendor")),
+        device=_hex_id(files.get("device")),
+    )
+
+
+def _read_one(host: Host, bdf: str) -> PciFunction | None:
+    base = f"{_DEVICES}/{bdf}"
+    entries = host.listdir(base)
+    if entries is None:
+        return None
+    names = set(entries)
+    files = {n: read_word(host, f"{base}/{n}", 64) if n in names else None
+             for n in ("sriov_numvfs", "sriov_totalvfs", "vendor", "device")}
+    links = {n: host.readlink(f"{base}/{n}") if n in names else None for n in ("physfn", "driver")}
+    virtfns: dict[int, str | None] = {}
+    for n in entries:
+        m = _VIRTFN.match(n)
+        if m:
+            virtfns[int(m.group(1))] = _bdf(host.readlink(f"{base}/{n}"))
+    return parse_pci_function(bdf, files, links, virtfns)
+
+
+def functions_of_links(host: Host, links: Iterable[Link]) -> dict[str, str]:
+    """netdev -> PCI function: netlink's parent, else the ``/sys/class/net/<if>/device`` symlink.
+
+    The symlink is read only for physical links netlink gave no parent for (old kernels), never for
+    the representors, which all carry their PF as parent.
+    """
+    out: dict[str, str] = {}
+    for lk in links:
+        if lk.parent_dev:
+            if (lk.parent_bus in (None, "pci")) and BDF_RE.match(lk.parent_dev):
+                out[lk.ifname] = lk.parent_dev
+            continue
+        if lk.kind is not None or lk.ifname == "lo":
+            continue
+        bdf = _bdf(host.readlink(f"/sys/class/net/{lk.ifname}/device"))
+        if bdf:
+            out[lk.ifname] = bdf
+    return out
+
+
+def read_pci(host: Host, bdfs: Iterable[str], notes: Notes | None = None) -> tuple[PciFunction, ...]:
+    """The named functions plus the PF of each VF among them, sorted by address."""
+    notes = notes if notes is not None else Notes()
+    todo = sorted({b for b in bdfs if BDF_RE.match(b)})
+    seen: dict[str, PciFunction] = {}
+    absent = []
+    while todo:
+        bdf = todo.pop(0)
+        if bdf in seen:
+            continue
+        fn = _read_one(host, bdf)
+        if fn is None:
+            absent.append(bdf)
+            continue
+        seen[bdf] = fn
+        if fn.physfn and fn.physfn not in seen and fn.physfn not in todo:
+            todo.append(fn.physfn)
+    if absent:
+        notes.missing("pci", f"no {_DEVICES}/<bdf> for {', '.join(absent)}")
+    return tuple(fn for _, fn in sorted(seen.items()))

@@ -1,0 +1,209 @@
+"""RDMA: ``rdma -j link show``, ``rdma -j system show`` and ``/sys/class/infiniband``.
+
+In switchdev the PF's RDMA device has one port per representor (about 1,000 ``rdma link`` entries
+on a big node): port state and counters are read from sysfs only for the ports asked for (the rails'
+uplink ports), never for all of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from itertools import pairwise
+from typing import Any
+
+from ..host import Host
+from ..model import RdmaDevice, RdmaLink
+from .common import Notes, basename, parse_json, read_word, to_int
+
+__all__ = [
+    "netns_from_sysfs",
+    "parse_rdma_links",
+    "parse_rdma_system",
+    "parse_sysfs_state",
+    "rail_ports",
+    "read_rdma",
+    "read_rdma_devices",
+]
+
+_IB = "/sys/class/infiniband"
+_TEXT_LINK = re.compile(r"\Alink\s+(?P<dev>\S+)/(?P<port>[0-9]+)\b(?P<rest>.*)\Z")
+
+
+def _s(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return value.strip() or None
+
+
+def parse_rdma_links(text: str) -> tuple[RdmaLink, ...]:
+    """``rdma -j link show`` (a top-level JSON array) or its text form -> links.
+
+    JSON::
+
+        [{"ifindex":0,"ifname":"rdma_rail0","port":1,"state":"ACTIVE","physical_state":"LINK_UP",
+          "netdev":"net_rail0","netdev_index":4}]
+
+    Text (note the trailing space after the netdev name)::
+
+        link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev p1p1
+    """
+    stripped = text.lstrip()
+    if stripped.startswith(("[", "{")):
+        doc, err = parse_json(text, "rdma -j link show")
+        if err:
+            raise ValueError(err)
+        items = doc if isinstance(doc, list) else [doc]
+        out = []
+        for d in items:
+            if not isinstance(d, dict):
+                continue
+            dev, port = _s(d.get("ifname")), to_int(d.get("port"))
+            if dev is None or port is None:
+                continue
+            out.append(RdmaLink(dev=dev, port=port, state=_s(d.get("state")),
+                                physical_state=_s(d.get("physical_state")), netdev=_s(d.get("netdev"))))
+        return tuple(out)
+    out = []
+    for line in text.splitlines():
+        m = _TEXT_LINK.match(line.strip())
+        if not m:
+            continue
+        words = m.group("rest").split()
+        kv = dict(zip(words[::2], words[1::2], strict=False))
+        out.append(RdmaLink(dev=m.group("dev"), port=int(m.group("port")), state=kv.get("state"),
+                            physical_state=kv.get("physical_state"), netdev=kv.get("netdev")))
+    if not out and stripped:
+        raise ValueError("rdma link show: no 'link <dev>/<port>' line in the output")
+    return tuple(out)
+
+
+def parse_rdma_system(text: str) -> str | None:
+    """``rdma -j system show`` -> ``"shared"`` | ``"exclusive"`` | None.
+
+    JSON (an array of one object): ``[{"netns":"exclusive","privileged-qkey":false,...}]``; old
+    iproute2 prints fewer keys. Text: ``netns shared copy-on-fork on``.
+    """
+    stripped = text.strip()
+    if stripped.startswith(("[", "{")):
+        doc, err = parse_json(text, "rdma -j system show")
+        if err:
+            raise ValueError(err)
+        items = doc if isinstance(doc, list) else [doc]
+        for d in items:
+            if isinstance(d, dict) and _s(d.get("netns")) in ("shared", "exclusive"):
+                return _s(d.get("netns"))
+        return None
+    words = stripped.split()
+    for key, val in pairwise(words):
+        if key == "netns" and val in ("shared", "exclusive"):
+            return val
+    return None
+
+
+def netns_from_sysfs(value: str | None) -> str | None:
+    """``/sys/module/ib_core/parameters/netns_mode``: ``Y`` (or 1) shared, ``N`` (or 0) exclusive."""
+    v = (value or "").strip().upper()
+    if v in ("Y", "1"):
+        return "shared"
+    if v in ("N", "0"):
+        return "exclusive"
+    return None
+
+
+def parse_sysfs_state(text: str | None) -> str | None:
+    """``4: ACTIVE`` -> ``ACTIVE``; ``5: LinkUp`` -> ``LinkUp``; a bare word stays as it is."""
+    if text is None:
+        return None
+    t = text.strip()
+    if ":" in t:
+        t = t.split(":", 1)[1].strip()
+    return t or None
+
+
+def rail_ports(links: Iterable[RdmaLink], rail_netdevs: Iterable[str]) -> set[tuple[str, int]]:
+    """(device, port) of the ``rdma link`` entries whose netdev is a rail netdev."""
+    want = set(rail_netdevs)
+    return {(lk.dev, lk.port) for lk in links if lk.netdev in want}
+
+
+def _counters(host: Host, base: str) -> list[tuple[str, int]]:
+    out = []
+    for sub in ("counters", "hw_counters"):
+        for name in host.listdir(f"{base}/{sub}") or []:
+            n = to_int(read_word(host, f"{base}/{sub}/{name}", 64))
+            if n is not None:
+                out.append((name, n))
+    return out
+
+
+def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs: Iterable[str],
+                      notes: Notes | None = None) -> tuple[RdmaDevice, ...]:
+    """Identity of every RDMA device; port state + counters of the wanted ports only.
+
+    A device on a rail's PCI function with no wanted port gets port 1 (DESIGN §4: a rail's RDMA port
+    is its ``rdma link`` entry, else port 1 of the RDMA device on its function).
+    """
+    notes = notes if notes is not None else Notes()
+    names = host.listdir(_IB)
+    if names is None:
+        notes.missing("infiniband", f"{_IB}: not present (no RDMA devices or ib_core not loaded)")
+        return ()
+    rails = set(rail_bdfs)
+    out = []
+    for name in names:
+        base = f"{_IB}/{name}"
+        pci = basename(host.realpath(f"{base}/device"))
+        wanted = sorted(p for d, p in ports_wanted if d == name)
+        if not wanted and pci in rails:
+            wanted = [1]
+        ports = []
+        counters: list[tuple[int, str, int]] = []
+        for p in wanted:
+            pbase = f"{base}/ports/{p}"
+            if not host.exists(pbase):
+                continue
+            ports.append((p, parse_sysfs_state(read_word(host, f"{pbase}/state")),
+                          parse_sysfs_state(read_word(host, f"{pbase}/phys_state")),
+                          read_word(host, f"{pbase}/link_layer")))
+            counters.extend((p, k, v) for k, v in _counters(host, pbase))
+        out.append(RdmaDevice(
+            name=name, pci=pci,
+            fw_ver=read_word(host, f"{base}/fw_ver"),
+            hca_type=read_word(host, f"{base}/hca_type"),
+            node_guid=read_word(host, f"{base}/node_guid"),
+            ports=tuple(ports),
+            counters=tuple(counters),
+        ))
+    return tuple(out)
+
+
+def read_rdma(host: Host, rail_netdevs: Iterable[str], rail_bdfs: Iterable[str], timeout_s: float = 10.0,
+              notes: Notes | None = None) -> tuple[tuple[RdmaLink, ...], str | None, tuple[RdmaDevice, ...]]:
+    """``(rdma links, netns mode, RDMA devices)``.
+
+    The netns mode comes from ``rdma system show``, else from ib_core's ``netns_mode`` parameter.
+    """
+    notes = notes if notes is not None else Notes()
+    links: tuple[RdmaLink, ...] = ()
+    res = host.run(["rdma", "-j", "link", "show"], timeout_s=timeout_s)
+    if res.ok:
+        try:
+            links = parse_rdma_links(res.text)
+        except ValueError as exc:
+            notes.missing("rdma", str(exc))
+    else:
+        notes.command("rdma", res)
+    netns = None
+    res = host.run(["rdma", "-j", "system", "show"], timeout_s=timeout_s)
+    if res.ok:
+        try:
+            netns = parse_rdma_system(res.text)
+        except ValueError as exc:
+            notes.missing("rdma system", str(exc))
+    else:
+        notes.command("rdma system", res)
+    if netns is None:
+        netns = netns_from_sysfs(read_word(host, "/sys/module/ib_core/parameters/netns_mode"))
+    devices = read_rdma_devices(host, rail_ports(links, rail_netdevs), rail_bdfs, notes)
+    return links, netns, devices

@@ -1,0 +1,151 @@
+"""One read of the node: run every reader in dependency order and assemble a ``Snapshot``.
+
+Order: versions, udev rules, links, PCI functions, then which netdevs are rails / uplinks and which
+devlink handles are PFs, then devlink, RDMA, ethtool (rails only, one at a time) and OVS. Every source
+that gives nothing adds ``(source, reason)`` to ``Snapshot.unavailable``; nothing raises for a node
+that lacks a tool.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from .config import ReadConfig
+from .host import Host
+from .model import Link, PciFunction, RailRule, Snapshot
+from .naming import parse_name
+from .readers.common import Notes
+from .readers.devlink import read_devlink
+from .readers.ethtool import read_ethtool
+from .readers.links import read_link_stats, read_links, with_stats
+from .readers.ovs import read_ovs
+from .readers.pci import functions_of_links, read_pci
+from .readers.rdma import read_rdma
+from .readers.udev import read_rules
+from .readers.versions import read_versions
+
+__all__ = ["is_representor", "is_uplink_port_name", "rail_netdevs", "take_snapshot"]
+
+_UPLINK = re.compile(r"\Ap[0-9]+\Z")
+# pf<N>vf<M>, pf<N>sf<M>, and with a controller prefix c<C>pf... (a DPU's host-side ports); a bare
+# pf<N> / c<C>pf<N> is the representor of a host PF seen from a DPU.
+_REPRESENTOR = re.compile(r"\A(?:c[0-9]+)?pf[0-9]+(?:(?:vf|sf)[0-9]+)?\Z")
+#: PCI vendor id of Mellanox / NVIDIA networking (ConnectX, BlueField).
+MELLANOX_VENDOR = "0x15b3"
+
+
+def is_uplink_port_name(name: str | None) -> bool:
+    """``p0``, ``p1``: the port name of a NIC's physical (uplink) port in switchdev-capable drivers."""
+    return bool(name) and bool(_UPLINK.match(name or ""))
+
+
+def is_representor(link: Link) -> bool:
+    return bool(link.phys_port_name) and bool(_REPRESENTOR.match(link.phys_port_name or ""))
+
+
+def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[str, PciFunction],
+                 rules: Iterable[RailRule], templates: tuple[str, ...]) -> list[str]:
+    """Netdevs whose statistics, ethtool counters and RDMA port belong to a rail, sorted by name.
+
+    A netdev counts when it is not a representor and not on a VF, and one of:
+    - its PCI function has a ``net`` udev naming rule (whatever name it has now: a failed rename is
+      still the rail's netdev);
+    - its name matches a rail name template;
+    - it is an uplink (``phys_port_name`` ``p<N>``) of a Mellanox function (other vendors' uplinks,
+      such as a management NIC, are not rails).
+    """
+    ruled = {r.pci for r in rules if r.kind == "net"}
+    out = []
+    for lk in links:
+        if is_representor(lk):
+            continue
+        bdf = pci_of.get(lk.ifname)
+        fn = functions.get(bdf) if bdf else None
+        if fn is not None and fn.is_vf:
+            continue
+        if bdf in ruled or parse_name(lk.ifname, templates) is not None:
+            out.append(lk.ifname)
+        elif is_uplink_port_name(lk.phys_port_name) and bdf and \
+                (fn is None or fn.vendor in (None, MELLANOX_VENDOR)):
+            out.append(lk.ifname)
+    return sorted(out)
+
+
+def _capture_time(host: Host) -> float | None:
+    manifest: Any = getattr(host, "manifest", None)
+    if not isinstance(manifest, dict):
+        return None
+    for key in ("ended_at", "started_at"):
+        val = manifest.get(key)
+        if isinstance(val, str):
+            try:
+                return datetime.fromisoformat(val.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+def _node_name(host: Host, hostname: str | None) -> str | None:
+    manifest: Any = getattr(host, "manifest", None)
+    if isinstance(manifest, dict) and isinstance(manifest.get("node"), str) and manifest["node"].strip():
+        return manifest["node"].strip()
+    return hostname
+
+
+def take_snapshot(host: Host, cfg: ReadConfig | None = None, *, now: float | None = None) -> Snapshot:
+    """Read the node through ``host``.
+
+    ``now`` is the snapshot time; by default the capture time of a node image (manifest
+    ``ended_at``), else the wall clock.
+    """
+    cfg = cfg or ReadConfig()
+    notes = Notes()
+    timeout = cfg.command_timeout_s
+    if now is None:
+        now = (None if host.live else _capture_time(host)) or time.time()
+
+    versions = read_versions(host, notes)
+    rules = read_rules(host, notes)
+    links = read_links(host, notes)
+
+    pci_of = functions_of_links(host, links)
+    functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes)
+    fn_by_bdf = {f.bdf: f for f in functions}
+
+    rails = rail_netdevs(links, pci_of, fn_by_bdf, rules, cfg.net_templates)
+    rail_bdfs = sorted({pci_of[n] for n in rails if n in pci_of} | {r.pci for r in rules})
+    links = with_stats(links, read_link_stats(host, rails, notes))
+
+    dl = read_devlink(host, functions, rail_bdfs, cfg.devlink_params, timeout, notes)
+    rdma_links, rdma_netns, rdma_devices = read_rdma(host, rails, rail_bdfs, timeout, notes)
+
+    ethtool_targets = list(rails)
+    if cfg.representor_ethtool:
+        ethtool_targets += sorted(lk.ifname for lk in links if is_representor(lk))
+    stats, drivers = read_ethtool(host, ethtool_targets, timeout, notes)
+    ovs = read_ovs(host, timeout, notes)
+
+    return Snapshot(
+        taken_at=float(now),
+        node=_node_name(host, versions.hostname),
+        versions=versions,
+        links=links,
+        pci=functions,
+        devlink_devs=dl.devs,
+        eswitch=dl.eswitch,
+        params=dl.params,
+        ports=dl.ports,
+        rdma_links=rdma_links,
+        rdma_netns=rdma_netns,
+        rdma_devices=rdma_devices,
+        ethtool=stats,
+        drivers=drivers,
+        rules=rules,
+        ovs=ovs,
+        unavailable=tuple(notes.unavailable),
+        busy=tuple(notes.busy),
+    )

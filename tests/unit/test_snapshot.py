@@ -1,0 +1,95 @@
+"""take_snapshot on the shared example image gives the facts its README states."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config import ReadConfig
+from agent.host.recorded import open_image
+from agent.model import Snapshot
+from agent.snapshot import take_snapshot
+
+
+@pytest.fixture
+def snap(example_image: Path) -> Snapshot:
+    with open_image(str(example_image)) as host:
+        return take_snapshot(host, ReadConfig())
+
+
+def test_node_kernel_and_driver(snap: Snapshot) -> None:
+    assert snap.node == "gpu-node-017"
+    assert snap.versions.kernel == "6.8.0-60-generic"
+    assert snap.versions.mlx5_version == "25.10-1.7.1"
+    assert snap.versions.netns_mode == "N"
+    assert snap.rdma_netns == "exclusive"
+
+
+def test_two_rail_netdevs_with_stats(snap: Snapshot) -> None:
+    rails = {lk.ifname: lk for lk in snap.links if lk.stats64}
+    assert set(rails) == {"net_rail0", "net_rail1"}
+    assert rails["net_rail0"].parent_dev == "0000:0c:00.0"
+    assert rails["net_rail1"].parent_dev == "0000:8d:00.0"
+    assert all(lk.is_oper_up for lk in rails.values())
+    # representors and the management NIC get no statistics (no firmware read per representor)
+    assert snap.link("net_rail0_0").stats64 is None
+    assert snap.link("ens7f0np0").stats64 is None
+
+
+def test_pf_handles_eswitch_and_params(snap: Snapshot) -> None:
+    esw = {e.handle: e.mode for e in snap.eswitch}
+    assert esw == {"pci/0000:0c:00.0": "switchdev", "pci/0000:8d:00.0": "switchdev"}
+    mp = {p.handle: p.value() for p in snap.params if p.name == "esw_multiport"}
+    assert mp == {"pci/0000:0c:00.0": False, "pci/0000:8d:00.0": False}
+    assert all(p.value() is False for p in snap.params if p.name == "esw_multiport")
+    # VF and auxiliary handles are not queried
+    assert not any(p.handle.startswith("auxiliary/") or p.handle.endswith(".1") for p in snap.params)
+
+
+def test_one_representor_per_pf(snap: Snapshot) -> None:
+    reps = [p for p in snap.ports if p.flavour == "pcivf"]
+    assert sorted((p.dev, p.pfnum, p.vfnum, p.netdev) for p in reps) == [
+        ("pci/0000:0c:00.0", 0, 0, "net_rail0_0"),
+        ("pci/0000:8d:00.0", 0, 0, "net_rail1_0"),
+    ]
+    uplinks = {p.netdev: p.dev for p in snap.ports if p.flavour == "physical"}
+    assert uplinks == {"net_rail0": "auxiliary/mlx5_core.eth.0", "net_rail1": "auxiliary/mlx5_core.eth.1"}
+
+
+def test_sriov(snap: Snapshot) -> None:
+    for bdf in ("0000:0c:00.0", "0000:8d:00.0"):
+        fn = snap.pci_function(bdf)
+        assert fn is not None and fn.sriov_numvfs == 1 and not fn.is_vf
+        assert len(fn.virtfns) == 1
+
+
+def test_rdma_active(snap: Snapshot) -> None:
+    assert {(lk.dev, lk.port, lk.state, lk.netdev) for lk in snap.rdma_links} == {
+        ("rdma_rail0", 1, "ACTIVE", "net_rail0"), ("rdma_rail1", 1, "ACTIVE", "net_rail1")}
+    devs = {d.name: d for d in snap.rdma_devices}
+    assert devs["rdma_rail0"].pci == "0000:0c:00.0"
+    assert devs["rdma_rail0"].ports == ((1, "ACTIVE", "LinkUp", "Ethernet"),)
+    assert any(name == "np_ecn_marked_roce_packets" for _, name, _ in devs["rdma_rail0"].counters)
+
+
+def test_firmware_and_pfc_counters(snap: Snapshot) -> None:
+    for netdev in ("net_rail0", "net_rail1"):
+        drv = snap.driver_of(netdev)
+        assert drv is not None
+        assert (drv.driver, drv.version, drv.firmware, drv.psid) == (
+            "mlx5_core", "25.10-1.7.1", "28.42.1000", "MT_0000000838")
+        st = snap.ethtool_of(netdev)
+        assert st is not None
+        assert st.get("rx_prio3_pause") is not None and st.get("tx_prio3_pause") is not None
+        assert st.get("rx_prio0_pause") is None  # PFC on prio 3 only: a missing key stays missing
+    assert {s.netdev for s in snap.ethtool} == {"net_rail0", "net_rail1"}
+
+
+def test_rules_and_unavailable(snap: Snapshot) -> None:
+    assert {(r.kind, r.pci, r.name) for r in snap.rules} == {
+        ("net", "0000:0c:00.0", "net_rail0"), ("net", "0000:8d:00.0", "net_rail1"),
+        ("rdma", "0000:0c:00.0", "rdma_rail0"), ("rdma", "0000:8d:00.0", "rdma_rail1")}
+    assert snap.ovs is None
+    assert dict(snap.unavailable) == {"ovs": "no OVS db socket at /var/run/openvswitch/db.sock"}
+    assert snap.busy == ()
