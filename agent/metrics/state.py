@@ -1,0 +1,73 @@
+"""The latest sample the agent serves on ``/metrics`` (DESIGN §5).
+
+The scrape never reads the node: background samplers fill a ``MetricsState`` and swap it in whole;
+the collector renders whatever state is current when Prometheus asks. Everything here is plain data,
+so a state can be built by hand in a test, by the daemon from its samplers, or from a node image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..findings import Diagnosis
+    from ..model import Snapshot
+
+__all__ = ["HungSource", "MetricsState", "SourceStatus"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """How the last read of one source went (``railscope_scrape_collector_*{source}``).
+
+    A source is what a sampler reads on its own schedule: ``links``, ``ethtool``, ``devlink``,
+    ``rdma``, ``pci``, ``versions``, ``rules``, ``ovs``.
+    """
+
+    source: str
+    success: bool
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HungSource:
+    """A firmware-touching read that never returned (``railscope_source_hung{source,device}``).
+
+    A task stuck in the driver cannot be killed (DESIGN §7): the sampler stops starting new copies of
+    the read and keeps serving the last good value, and this series says so.
+    """
+
+    source: str
+    device: str
+
+
+@dataclass(frozen=True)
+class MetricsState:
+    """Everything one scrape renders. Replace it whole; never mutate it in place.
+
+    ``topology`` is an ``agent.topology.Topology`` (rails, PFs, representors) built from
+    ``snapshot``; ``diagnosis`` the findings of the same sample. Either may be None when it could
+    not be built: the collector then serves what the snapshot alone says.
+    """
+
+    snapshot: Snapshot | None = None
+    topology: Any = None
+    diagnosis: Diagnosis | None = None
+    #: per-source status of the reads that made ``snapshot``
+    sources: tuple[SourceStatus, ...] = ()
+    #: reads stuck in the kernel right now
+    hung: tuple[HungSource, ...] = ()
+    #: code -> events the detectors raised since the agent started (``railscope_events_total``)
+    event_counts: Mapping[str, int] = field(default_factory=dict)
+    #: codes exported at 0 before their first event, so ``rate()`` / ``increase()`` see the first one
+    event_codes: tuple[str, ...] = ()
+    #: when the sample was taken (unix seconds); defaults to ``snapshot.taken_at``
+    taken_at: float | None = None
+
+    @property
+    def sample_time(self) -> float | None:
+        if self.taken_at is not None:
+            return self.taken_at
+        return self.snapshot.taken_at if self.snapshot is not None else None
