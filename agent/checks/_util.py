@@ -1,0 +1,13 @@
+"""Small helpers shared by the checks (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..findings import CODES, Finding
+
+
+def finding(code: str, subject: str, message: str, severity: str | None = None, **evidence: Any) -> Finding:
+    """A finding with the code's default severity unless one is given; None evidence is dropped."""
+    return Finding(code, severity or CODES[code], subject, message,
+                   {k: v for k, v in evidence.items() if v is not None})

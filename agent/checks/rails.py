@@ -1,0 +1,53 @@
+"""RailMissing, RailNameMismatch, RailTemplateInvalid, RailLinkDown (DESIGN §4 "Rails").
+
+A rail is keyed by its PCI function, so a failed rename is ``RailNameMismatch`` only (not also
+``RailMissing``), and a rail with no netdev is ``RailMissing`` only. A rules file whose names are
+longer than IFNAMSIZ gives one ``RailTemplateInvalid`` instead of one mismatch per rail: udev can
+never apply such a name and the netdev keeps its kernel name.
+"""
+
+from __future__ import annotations
+
+from ..config import Expectations
+from ..findings import Finding
+from ..model import Snapshot
+from ..naming import IFNAMSIZ_MAX
+from ..topology import Topology
+from ._util import finding
+
+
+def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
+    out: list[Finding] = []
+    for prob in topo.template_problems:
+        out.append(finding(
+            "RailTemplateInvalid", prob.file,
+            f"{len(prob.names)} netdev name(s) in {prob.file} are longer than {IFNAMSIZ_MAX} characters "
+            f"(IFNAMSIZ) and can never be applied: {', '.join(prob.names)}",
+            names=list(prob.names), max_len=IFNAMSIZ_MAX))
+    for rail in topo.rails:
+        name = rail.expected_netdev
+        if rail.netdev is None:
+            where = f"PCI function {rail.pci}" if rail.pci else "this node"
+            out.append(finding(
+                "RailMissing", name, f"rail {_label(rail.rail, rail.plane)}: no netdev on {where} "
+                f"(expected {name})", pci=rail.pci, source=rail.source,
+                numvfs=rail.pf.numvfs if rail.pf else None))
+            continue
+        actual = rail.netdev.ifname
+        if rail.renamed and not rail.name_too_long:
+            out.append(finding(
+                "RailNameMismatch", name,
+                f"rail {_label(rail.rail, rail.plane)}: the uplink of {rail.pci} is named {actual}, "
+                f"not {name} (the udev rename did not apply)", pci=rail.pci, actual=actual, rule=rail.rule_file))
+        if not rail.netdev.is_oper_up:
+            out.append(finding(
+                "RailLinkDown", name,
+                f"rail {_label(rail.rail, rail.plane)}: {actual} is not up "
+                f"(operstate {rail.netdev.operstate}, carrier {rail.netdev.carrier})",
+                netdev=actual, operstate=rail.netdev.operstate, carrier=rail.netdev.carrier,
+                carrier_down_count=rail.netdev.carrier_down_count))
+    return out
+
+
+def _label(rail: int, plane: int | None) -> str:
+    return str(rail) if plane is None else f"{rail} plane {plane}"

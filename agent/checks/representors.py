@@ -1,0 +1,41 @@
+"""RepresentorStale: representors of VFs that no longer exist, and OVS ports whose netdev is gone.
+
+One finding per PF with every name in the evidence (DESIGN §4). A PF whose ``sriov_numvfs`` could
+not be read judges nothing. OVS ports that belong to no PF are reported on ``node``.
+"""
+
+from __future__ import annotations
+
+from ..config import Expectations
+from ..findings import Finding
+from ..model import Snapshot
+from ..topology import Topology
+from ._util import finding
+
+
+def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
+    orphans: dict[str, list[str]] = {}
+    reasons: dict[str, dict[str, str]] = {}
+    for o in topo.ovs_orphans:
+        orphans.setdefault(o.owner, []).append(o.name)
+        reasons.setdefault(o.owner, {})[o.name] = o.why
+    out: list[Finding] = []
+    for pf in topo.pfs:
+        stale = list(pf.stale_representors)
+        ovs = orphans.pop(pf.handle, [])
+        if not stale and not ovs:
+            continue
+        parts = []
+        if stale:
+            parts.append(f"{len(stale)} representor(s) of VFs that do not exist (sriov_numvfs {pf.numvfs}): "
+                         + ", ".join(stale))
+        if ovs:
+            parts.append(f"{len(ovs)} OVS port(s) whose netdev is gone: " + ", ".join(ovs))
+        out.append(finding("RepresentorStale", pf.handle, f"{pf.handle} ({pf.netdev or 'no netdev'}): "
+                           + "; ".join(parts), numvfs=pf.numvfs, stale_representors=stale or None,
+                           ovs_orphans=ovs or None, ovs_reasons=reasons.get(pf.handle)))
+    for owner, names in sorted(orphans.items()):
+        out.append(finding("RepresentorStale", owner,
+                           f"{len(names)} OVS port(s) whose netdev is gone: " + ", ".join(names),
+                           ovs_orphans=names, ovs_reasons=reasons.get(owner)))
+    return out

@@ -1,0 +1,129 @@
+"""One snapshot (plus the image's history) -> the ``railscope.doctor/v1`` diagnosis (DESIGN §4).
+
+``diagnose`` builds the topology, runs every check and fills the ``rails[]`` table by the value rules:
+``firmware`` is the version token and the PSID goes to ``psid``; ``speed_mbps`` is null when sysfs
+says ``-1`` or nothing; a rail without a netdev has null for everything but ``rail``, ``plane``,
+``pci`` and what sysfs still says of its function (``numvfs``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import lru_cache
+from importlib import resources
+
+from .checks import KernelRow, run_checks
+from .config import Expectations
+from .findings import Diagnosis, Finding, RailRow
+from .history import Recorder
+from .model import Event, Snapshot
+from .topology import Rail, Topology, build_topology
+
+__all__ = ["KernelTableError", "diagnose", "load_kernel_table", "parse_kernel_table", "rail_rows"]
+
+
+class KernelTableError(ValueError):
+    """A ``--kernel-table`` file that cannot be used (one line, for the CLI)."""
+
+
+def parse_kernel_table(text: str, where: str) -> tuple[KernelRow, ...]:
+    """Rows of a kernel table: ``{"rows": [{driver, flavour, kernel_line, max_abi, source}]}`` or a bare list."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise KernelTableError(f"{where}: not JSON ({exc})") from None
+    rows = doc.get("rows") if isinstance(doc, dict) else doc
+    if not isinstance(rows, list):
+        raise KernelTableError(f'{where}: expected {{"rows": [...]}} or a list of rows')
+    out = []
+    for n, row in enumerate(rows):
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row.get(k)
+                                                for k in ("driver", "flavour", "kernel_line", "max_abi")):
+            raise KernelTableError(f"{where}: row {n} needs the strings driver, flavour, kernel_line, max_abi")
+        out.append(KernelRow(row["driver"], row["flavour"], row["kernel_line"], row["max_abi"],
+                             str(row.get("source") or where)))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _shipped_table() -> tuple[KernelRow, ...]:
+    text = resources.files("agent").joinpath("data/kernel_table.json").read_text(encoding="utf-8")
+    return parse_kernel_table(text, "agent/data/kernel_table.json")
+
+
+def load_kernel_table(extra_file: str | None = None) -> tuple[KernelRow, ...]:
+    """The shipped table, plus the rows of ``extra_file`` (``--kernel-table``)."""
+    rows = _shipped_table()
+    if extra_file:
+        try:
+            with open(extra_file, encoding="utf-8") as fh:
+                text = fh.read(1 << 20)
+        except OSError as exc:
+            raise KernelTableError(f"--kernel-table {extra_file}: {exc.strerror or exc}") from None
+        rows = rows + parse_kernel_table(text, extra_file)
+    return rows
+
+
+def _speed(snap: Snapshot, ifname: str) -> int | None:
+    # The readers keep /sys/class/net/<if>/speed per link; mlx5 says -1 while the link is down.
+    link = snap.link(ifname)
+    val = getattr(link, "speed_mbps", None) if link is not None else None
+    if val is None:
+        val = getattr(link, "speed", None) if link is not None else None
+    if isinstance(val, int) and not isinstance(val, bool) and val > 0:
+        return val
+    return None
+
+
+def _row(snap: Snapshot, rail: Rail) -> RailRow:
+    numvfs = rail.pf.numvfs if rail.pf is not None else None
+    if numvfs is None and rail.pci:
+        fn = snap.pci_function(rail.pci)
+        numvfs = fn.sriov_numvfs if fn is not None else None
+    if rail.netdev is None:
+        return RailRow(rail=rail.rail, plane=rail.plane, netdev=None, rdma=None, pci=rail.pci, numvfs=numvfs)
+    name = rail.netdev.ifname
+    drv = snap.driver_of(name)
+    firmware = drv.firmware if drv is not None else None
+    if firmware is None and rail.rdma_device is not None and rail.rdma_device.fw_ver:
+        firmware = rail.rdma_device.fw_ver.split()[0]
+    pf = rail.pf
+    return RailRow(
+        rail=rail.rail, plane=rail.plane, netdev=name, rdma=rail.rdma.dev if rail.rdma else None, pci=rail.pci,
+        oper="up" if rail.netdev.is_oper_up else "down",
+        speed_mbps=_speed(snap, name),
+        rdma_state=rail.rdma.state if rail.rdma else None,
+        driver=drv.driver if drv is not None else None,
+        driver_version=drv.version if drv is not None else None,
+        firmware=firmware,
+        psid=drv.psid if drv is not None else None,
+        eswitch_mode=pf.eswitch_mode if pf is not None else None,
+        esw_multiport=pf.esw_multiport if pf is not None else None,
+        numvfs=numvfs,
+        representors=len(pf.representors) if pf is not None else None,
+    )
+
+
+def rail_rows(snap: Snapshot, topo: Topology) -> tuple[RailRow, ...]:
+    """``rails[]``: sorted by rail then plane (a rail without a plane first)."""
+    rows = [_row(snap, r) for r in topo.rails]
+    return tuple(sorted(rows, key=lambda r: (r.rail, -1 if r.plane is None else r.plane)))
+
+
+def diagnose(snap: Snapshot, exp: Expectations, *, events: tuple[Event, ...] = (), recorder: Recorder | None = None,
+             capture_time: float | None = None, kernel_table: tuple[KernelRow, ...] | None = None,
+             topology: Topology | None = None) -> Diagnosis:
+    """The diagnosis of one node snapshot; ``events`` / ``recorder`` come from a node image's history."""
+    topo = topology or build_topology(snap, exp)
+    table = kernel_table if kernel_table is not None else load_kernel_table(exp.kernel_table_file)
+    findings: tuple[Finding, ...] = run_checks(snap, topo, exp, kernel_table=table, events=events,
+                                               recorder=recorder, capture_time=capture_time)
+    node = snap.node or snap.versions.hostname
+    return Diagnosis(node=node.strip() if node else None, kernel=snap.versions.kernel,
+                     rails=rail_rows(snap, topo), findings=findings, unavailable=snap.unavailable)
+
+
+def with_unavailable(diag: Diagnosis, extra: tuple[tuple[str, str], ...]) -> Diagnosis:
+    """The diagnosis with more "could not read" reasons (history files, for instance)."""
+    return replace(diag, unavailable=diag.unavailable + extra) if extra else diag

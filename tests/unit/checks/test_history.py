@@ -1,0 +1,128 @@
+"""Rates from the flight recorder, events as findings, and one finding per code and subject."""
+
+from __future__ import annotations
+
+import json
+
+import nodes
+
+from agent.checks import merge
+from agent.config import Expectations
+from agent.diagnose import diagnose
+from agent.findings import Finding
+from agent.history import capture_time_of, parse_events, parse_recorder
+from agent.model import Event
+
+T0 = nodes.TAKEN_AT - 120
+
+
+def recorder(rows):
+    data = "\n".join(json.dumps({"ts": ts, "netdev": nd, "counters": c}) for ts, nd, c in rows).encode()
+    rec, why = parse_recorder(data)
+    assert why is None
+    return rec
+
+
+def series(netdev, n, **per_second):
+    """n one-second samples; each counter grows by its per-second step (a list gives values as they are)."""
+    rows = []
+    for i in range(n):
+        c = {k: (v[i] if isinstance(v, list) else v * i) for k, v in per_second.items()}
+        rows.append((T0 + i, netdev, c))
+    return rows
+
+
+def found(snap=None, exp=None, **kw):
+    diag = diagnose(snap or nodes.node(), exp or Expectations(), kernel_table=(), **kw)
+    return [(f.code, f.severity, f.subject) for f in diag.findings]
+
+
+def test_quiet_recorder_gives_nothing():
+    rec = recorder(series("net_rail0", 90, tx_prio3_pause_duration=1000, carrier_down_count=0))
+    assert found(recorder=rec) == []
+
+
+def test_pause_duration_over_half_the_wall_time_is_a_storm():
+    rec = recorder(series("net_rail0", 90, tx_prio3_pause_duration=600_000))
+    assert found(recorder=rec) == [("PfcStorm", "critical", "net_rail0")]
+    rec = recorder(series("net_rail0", 90, tx_prio3_pause_duration=400_000))
+    assert found(recorder=rec) == []
+
+
+def test_received_pause_alone_is_not_a_storm():
+    rec = recorder(series("net_rail0", 90, rx_prio3_pause_duration=1_000_000))
+    assert found(recorder=rec) == []
+
+
+def test_only_the_last_60_s_count():
+    dur = [i * 900_000 for i in range(30)] + [29 * 900_000] * 60
+    assert found(recorder=recorder(series("net_rail0", 90, tx_prio3_pause_duration=dur))) == []
+
+
+def test_two_samples_ten_seconds_apart_give_a_rate():
+    rows = [(T0, "net_rail0", {"tx_pause_storm_error_events": 0}), (T0 + 10, "net_rail0", {"tx_pause_storm_error_events": 1})]
+    assert found(recorder=recorder(rows)) == [("PfcStorm", "critical", "net_rail0")]
+
+
+def test_rising_lossless_discards_are_critical_and_stand_alone_over_info():
+    snap = nodes.set_counters(nodes.node(), "net_rail1", rx_prio3_discards=50)
+    rec = recorder(series("net_rail1", 10, rx_prio3_discards=[40] * 5 + [50] * 5))
+    assert found(snap, recorder=rec) == [("LosslessDrops", "critical", "net_rail1")]
+    assert found(snap) == [("LosslessDrops", "info", "net_rail1")]
+
+
+def test_flapping_needs_n_losses_in_the_window():
+    three = [0] * 10 + [1] * 10 + [2] * 10 + [3] * 10
+    assert found(recorder=recorder(series("net_rail0", 40, carrier_down_count=three))) == [
+        ("LinkFlapping", "warning", "net_rail0")]
+    assert found(exp=Expectations(flap_count=4), recorder=recorder(series("net_rail0", 40, carrier_down_count=three))) == []
+    assert found(exp=Expectations(flap_window_s=15),
+                 recorder=recorder(series("net_rail0", 40, carrier_down_count=three))) == []
+
+
+def test_counter_reset_counts_nothing():
+    reset = [5] * 10 + [0] * 10 + [1] * 10
+    assert found(recorder=recorder(series("net_rail0", 30, carrier_down_count=reset))) == []
+
+
+def test_representor_series_are_ignored():
+    rec = recorder(series("net_rail0_0", 40, carrier_down_count=1))
+    assert found(recorder=rec) == []
+
+
+def test_events_within_the_window_become_findings():
+    end = nodes.TAKEN_AT
+    events = (
+        Event(end - 2000, "LinkFlapping", "warning", "net_rail1", "old"),
+        Event(end - 60, "ConfigFlapping", "warning", "pci/0000:8d:00.0", "numvfs 4->0->4"),
+        Event(end - 30, "LinkFlapping", "warning", "net_rail0", "3 carrier losses"),
+    )
+    assert found(events=events, capture_time=end) == [
+        ("ConfigFlapping", "warning", "pci/0000:8d:00.0"), ("LinkFlapping", "warning", "net_rail0")]
+    # without a capture time, the newest event is "now"
+    assert len(found(events=events)) == 2
+    assert len(found(exp=Expectations(event_window_s=45), events=events, capture_time=end)) == 1
+
+
+def test_more_severe_of_event_and_snapshot_stands_alone():
+    a = Finding("PfcStorm", "info", "net_rail0", "cumulative")
+    b = Finding("PfcStorm", "critical", "net_rail0", "event")
+    c = Finding("PfcStorm", "warning", "net_rail0", "other")
+    assert merge([a, b, c]) == (b,) and merge([a, b, c])[0].message == "event"
+
+
+def test_sorted_by_severity_code_subject_bytes():
+    fs = [Finding("B", "info", "x", ""), Finding("Z", "critical", "b", ""), Finding("Z", "critical", "B", ""),
+          Finding("A", "warning", "a", "")]
+    assert [(f.code, f.subject) for f in merge(fs)] == [("Z", "B"), ("Z", "b"), ("A", "a"), ("B", "x")]
+
+
+def test_malformed_history_is_a_reason_not_a_crash():
+    events, why = parse_events(b'{"events": [{"ts": 1, "code": "LinkFlapping", "subject": "net_rail0"}, 7]}')
+    assert len(events) == 1 and events[0].severity == "warning" and "1 malformed" in why
+    assert parse_events(b"{not json")[1].startswith("events.json: not JSON")
+    rec, why = parse_recorder(b'{"ts": 1, "netdev": "a", "counters": {"x": 1}}\ngarbage\n')
+    assert rec.netdevs == ("a",) and "line 2" in why
+    assert parse_recorder(b"")[0] is None
+    assert capture_time_of({"ended_at": "2026-10-28T14:20:33Z"}) == nodes.TAKEN_AT
+    assert capture_time_of({"ended_at": "yesterday"}) is None

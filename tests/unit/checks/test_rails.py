@@ -1,0 +1,65 @@
+"""Rail codes: one finding per cause, keyed by the PCI function."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import nodes
+
+from agent.config import Expectations
+from agent.diagnose import diagnose
+from agent.model import RailRule
+
+
+def found(snap, exp=None):
+    exp = exp or Expectations()
+    return [(f.code, f.severity, f.subject) for f in diagnose(snap, exp, kernel_table=()).findings]
+
+
+def test_healthy_node_has_no_findings():
+    assert found(nodes.node()) == []
+    assert found(nodes.node(rails=4)) == []
+
+
+def test_missing_rail_is_rail_missing_only():
+    snap = nodes.drop_link(nodes.node(), "net_rail1")
+    assert found(snap) == [("RailMissing", "critical", "net_rail1")]
+    diag = diagnose(snap, Expectations(), kernel_table=())
+    row = diag.rails[1]
+    assert (row.rail, row.pci, row.numvfs, row.netdev, row.rdma, row.oper, row.firmware) == (
+        1, nodes.PCIS[1], 1, None, None, None, None)
+
+
+def test_renamed_rail_is_name_mismatch_only():
+    snap = nodes.replace_link(nodes.node(), "net_rail1", ifname="enp141s0f0np0")
+    assert found(snap) == [("RailNameMismatch", "critical", "net_rail1")]
+    assert diagnose(snap, Expectations(), kernel_table=()).rails[1].netdev == "enp141s0f0np0"
+
+
+def test_rails_flag_without_rules_expects_missing_rails():
+    snap = nodes.node(rules=False)
+    assert found(snap, Expectations(rails=2)) == []
+    assert found(snap, Expectations(rails=3)) == [("RailMissing", "critical", "net_rail2")]
+
+
+def test_long_names_are_one_template_finding_not_per_rail_mismatches():
+    snap = nodes.replace_link(nodes.node(), "net_rail0", ifname="eth2")
+    snap = nodes.replace_link(snap, "net_rail1", ifname="eth3")
+    snap = replace(snap, rules=(
+        RailRule(nodes.PCIS[0], "net_rail0_plane0", "net", nodes.NET_RULES, 4),
+        RailRule(nodes.PCIS[1], "net_rail0_plane1", "net", nodes.NET_RULES, 5),
+    ))
+    assert found(snap) == [("RailTemplateInvalid", "critical", nodes.NET_RULES)]
+
+
+def test_down_rail_gives_rail_and_rdma_link_down():
+    snap = nodes.replace_link(nodes.node(), "net_rail0", operstate="DOWN", carrier=0)
+    snap = replace(snap, rdma_links=tuple(replace(rl, state="DOWN", physical_state="DISABLED")
+                                          if rl.dev == "rdma_rail0" else rl for rl in snap.rdma_links))
+    assert found(snap) == [("RailLinkDown", "critical", "net_rail0"), ("RdmaLinkDown", "critical", "rdma_rail0")]
+    assert diagnose(snap, Expectations(), kernel_table=()).rails[0].oper == "down"
+
+
+def test_operstate_unknown_with_carrier_is_up():
+    snap = nodes.replace_link(nodes.node(), "net_rail0", operstate="UNKNOWN")
+    assert found(snap) == []
