@@ -47,6 +47,8 @@ class Link:
     kind: str | None = None  # veth, bridge, ... (None for a physical NIC)
     stats64: tuple[tuple[str, int], ...] | None = None  # rails only (DESIGN §3)
     vfinfo: tuple[VfInfo, ...] | None = None
+    #: /sys/class/net/<if>/speed in Mb/s for rails and uplinks; None when sysfs says -1 (no link) or nothing
+    speed_mbps: int | None = None
 
     @property
     def is_oper_up(self) -> bool:
