@@ -1,0 +1,23 @@
+"""Detectors: pure state machines ``step(state, observation, now) -> (state, events)`` (DESIGN §6).
+
+No pyroute2, no subprocess, no file access, no clock: the watcher passes the time in, so every
+detector is tested on recorded observation sequences.
+"""
+
+from .engine import DetectorState, initial, run, step
+from .observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
+from .thresholds import Thresholds
+
+__all__ = [
+    "ConfigObs",
+    "CountersObs",
+    "DetectorState",
+    "DriverObs",
+    "LinkObs",
+    "Obs",
+    "RepresentorObs",
+    "Thresholds",
+    "initial",
+    "run",
+    "step",
+]

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.detectors import config_flapping
+from agent.detectors.observations import ConfigObs
+from agent.detectors.thresholds import Thresholds
+
+PF = "pci/0000:1a:00.0"
+
+
+def numvfs(*pairs: tuple[float, Any]) -> list[tuple[float, ConfigObs]]:
+    return [(t, ConfigObs(PF, "sriov_numvfs", v)) for t, v in pairs]
+
+
+CASES = {
+    # name: (observations, times at which ConfigFlapping fires)
+    "unchanged": (numvfs((0, 8), (60, 8), (120, 8)), []),
+    "a numvfs change that stays": (numvfs((0, 0), (60, 8), (120, 8), (900, 8)), []),
+    "a resize through zero (progression, no return)": (numvfs((0, 8), (60, 0), (120, 16), (180, 16)), []),
+    "back and forth within the window": (numvfs((0, 8), (60, 0), (120, 8)), [120]),
+    "back and forth slower than the window": (numvfs((0, 8), (60, 0), (700, 8)), []),
+    "an unreadable value is not a change": (numvfs((0, 8), (60, None), (120, 8), (180, None), (240, 8)), []),
+    "a fight is one event per episode": (
+        numvfs((0, 8), (60, 0), (120, 8), (180, 0), (240, 8), (300, 0)), [120]),
+    "re-arms after a quiet window": (
+        numvfs((0, 8), (60, 0), (120, 8), (800, 0), (860, 8)), [120, 860]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_config_flapping_table(replay, name: str) -> None:
+    seq, fires = CASES[name]
+    _, events = replay(config_flapping.step, config_flapping.initial(), seq)
+    assert [e.ts for e in events] == fires
+    for e in events:
+        assert (e.code, e.severity, e.subject) == ("ConfigFlapping", "warning", PF)
+        assert dict(e.evidence)["name"] == "sriov_numvfs"
+
+
+def test_eswitch_mode_and_params_are_separate_values(replay) -> None:
+    seq = [
+        (0, ConfigObs(PF, "eswitch_mode", "switchdev")),
+        (0, ConfigObs(PF, "param:esw_multiport", True)),
+        (30, ConfigObs(PF, "eswitch_mode", "legacy")),
+        (40, ConfigObs(PF, "param:esw_multiport", False)),
+        (60, ConfigObs(PF, "eswitch_mode", "switchdev")),
+        (90, ConfigObs("pci/0000:1a:00.1", "param:esw_multiport", True)),
+    ]
+    _, events = replay(config_flapping.step, config_flapping.initial(), seq)
+    assert [(e.ts, dict(e.evidence)["name"]) for e in events] == [(60, "eswitch_mode")]
+    assert dict(events[0].evidence)["values"] == ["switchdev", "legacy", "switchdev"]
+    assert "switchdev -> legacy -> switchdev" in events[0].message
+
+
+def test_threshold_is_configurable(replay) -> None:
+    th = Thresholds(config_flap_changes=4)
+    state = config_flapping.initial(th)
+    state, events = replay(config_flapping.step, state, numvfs((0, 8), (10, 0), (20, 8)))
+    assert events == []
+    _, events = replay(config_flapping.step, state, numvfs((30, 0), (40, 8)))
+    assert [e.ts for e in events] == [40]
+
+
+def test_threshold_must_allow_a_return() -> None:
+    with pytest.raises(ValueError, match="config_flap_changes"):
+        Thresholds(config_flap_changes=1)
+
+
+def test_forgive_takes_the_reload_and_the_grace_as_the_new_baseline(replay) -> None:
+    state, _ = replay(config_flapping.step, config_flapping.initial(), numvfs((0, 8), (50, 0)))
+    state = config_flapping.forgive(state, now=60)
+    state, events = replay(config_flapping.step, state, numvfs((70, 8), (80, 8)))
+    assert events == []
+    # the operator put 8 back during the grace: that is the baseline now
+    _, events = replay(config_flapping.step, state, numvfs((200, 0), (260, 8)))
+    assert [e.ts for e in events] == [260]

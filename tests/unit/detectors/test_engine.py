@@ -1,0 +1,140 @@
+"""The detectors together, on recorded node timelines: a driver reload is one DriverReload event,
+not a flood of flaps, config changes, stale representors or counter alarms."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.detectors import (
+    ConfigObs,
+    CountersObs,
+    DriverObs,
+    LinkObs,
+    RepresentorObs,
+    Thresholds,
+    initial,
+    run,
+    step,
+)
+from agent.events import EVENT_CODES
+
+RAILS = {  # key -> (netdev, PF handle, ifindex before the reload, after)
+    ("0000:1a:00.0", "p0"): ("net_rail0", "pci/0000:1a:00.0", 4, 14),
+    ("0000:9a:00.0", "p0"): ("net_rail1", "pci/0000:9a:00.0", 5, 15),
+}
+SRC_A, SRC_B = "A1B2C3D4E5F60718293A4B5", "F00DCAFE0123456789ABCDE"
+
+
+def link(key, *, cdc: int, after: bool, carrier: int = 1) -> LinkObs:
+    netdev, _, before_idx, after_idx = RAILS[key]
+    return LinkObs(key=key, netdev=netdev, ifindex=after_idx if after else before_idx, carrier_down_count=cdc,
+                   carrier=carrier, operstate="UP" if carrier else "DOWN", subject=netdev)
+
+
+def sample(*, src: str, numvfs: int, reps: int, counters_base: int, cdc: int, after: bool,
+           driver_first: bool = True) -> list:
+    """One periodic sample of the node, as the feed makes it."""
+    obs: list = []
+    for key, (netdev, pf, _, _) in RAILS.items():
+        obs.append(link(key, cdc=cdc, after=after))
+        obs.append(ConfigObs(pf, "sriov_numvfs", numvfs))
+        obs.append(ConfigObs(pf, "eswitch_mode", "switchdev" if numvfs else "legacy"))
+        obs.append(RepresentorObs(pf, numvfs, tuple(range(reps)), tuple(f"{netdev}_{i}" for i in range(reps))))
+        # cumulative since the driver loaded: the reload zeroes them, normal PFC activity goes on
+        obs.append(CountersObs(netdev, {"tx_prio3_pause_duration": counters_base * 1000,
+                                        "rx_prio3_discards": 7 if counters_base >= 5000 else 0,
+                                        "tx_pause_storm_error_events": 2 if counters_base >= 5000 else 0},
+                               subject=netdev))
+    driver = [DriverObs(src, "25.10-1.7.1" if src == SRC_A else "6.8.0-60-generic")]
+    return driver + obs if driver_first else obs + driver
+
+
+def timeline(*, link_events: bool, same_driver: bool = False, driver_first: bool = True) -> list[tuple[float, list]]:
+    src_after = SRC_A if same_driver else SRC_B
+    out: list[tuple[float, list]] = []
+    for t in range(0, 100, 10):
+        out.append((float(t), sample(src=SRC_A, numvfs=8, reps=8, counters_base=5000, cdc=1, after=False)))
+    if link_events:
+        # netlink, within a second: the old netdevs lose carrier on their way out, the new ones
+        # appear with fresh counters and train their links
+        for key in RAILS:
+            out.append((100.0, [link(key, cdc=2, after=False, carrier=0)]))
+        for key in RAILS:
+            out.append((101.0, [link(key, cdc=1, after=True, carrier=0)]))
+        for dt, cdc in ((103.0, 1), (104.0, 2), (106.0, 2), (107.0, 3)):
+            for key in RAILS:
+                out.append((dt, [link(key, cdc=cdc, after=True, carrier=int(cdc == 1 or dt in (106.0,)))]))
+    out.append((110.0, sample(src=src_after, numvfs=0, reps=0, counters_base=0, cdc=3, after=True,
+                              driver_first=driver_first)))
+    for t in range(120, 400, 10):
+        numvfs = 8 if t >= 200 else 0  # the SR-IOV operator restores the VFs a while later
+        reps = 8 if t >= 210 else 0
+        out.append((float(t), sample(src=src_after, numvfs=numvfs, reps=reps, counters_base=(t - 110),
+                                     cdc=3, after=True)))
+    return out
+
+
+def play(tl: list[tuple[float, list]], th: Thresholds | None = None):
+    state = initial(th)
+    events = []
+    for now, batch in tl:
+        state, evs = run(state, batch, now)
+        events.extend(evs)
+    return state, events
+
+
+@pytest.mark.parametrize(("link_events", "same_driver", "driver_first"), [
+    (True, False, True),  # link events first, then the srcversion change in the next sample
+    (False, False, True),  # samples only: the srcversion change comes with the recreated netdevs
+    (False, False, False),  # ... after the sample's links and config values in the same batch
+    (True, True, True),  # the same driver reloaded: srcversion unchanged, every rail recreated
+])
+def test_driver_reload_is_one_event_and_nothing_else(link_events: bool, same_driver: bool,
+                                                    driver_first: bool) -> None:
+    _, events = play(timeline(link_events=link_events, same_driver=same_driver, driver_first=driver_first))
+    assert [(e.code, e.severity, e.subject) for e in events] == [("DriverReload", "info", "node")]
+    ev = dict(events[0].evidence)
+    if link_events:
+        assert events[0].ts == 101.0
+    if link_events or not driver_first:
+        assert ev["reason"] == "netdevs recreated"
+    else:
+        assert ev["reason"] == "srcversion changed"
+        assert (ev["old_srcversion"], ev["new_srcversion"]) == (SRC_A, SRC_B)
+
+
+def test_without_the_reload_the_same_changes_are_flaps() -> None:
+    """The control: the same config fight and carrier losses, without a reload, do fire."""
+    th = Thresholds()
+    state = initial(th)
+    key = next(iter(RAILS))
+    seq = [(0.0, link(key, cdc=1, after=False)), (10.0, link(key, cdc=2, after=False)),
+           (20.0, link(key, cdc=3, after=False)), (30.0, link(key, cdc=4, after=False)),
+           (0.0, ConfigObs("pci/0000:1a:00.0", "sriov_numvfs", 8)),
+           (110.0, ConfigObs("pci/0000:1a:00.0", "sriov_numvfs", 0)),
+           (200.0, ConfigObs("pci/0000:1a:00.0", "sriov_numvfs", 8))]
+    codes = []
+    for now, obs in seq:
+        state, evs = step(state, obs, now)
+        codes.extend((e.code, e.ts) for e in evs)
+    assert codes == [("LinkFlapping", 30.0), ("ConfigFlapping", 200.0)]
+
+
+def test_one_rail_recreated_is_not_a_driver_reload() -> None:
+    key = next(iter(RAILS))
+    tl = [(0.0, [link(k, cdc=1, after=False) for k in RAILS]),
+          (50.0, [link(key, cdc=1, after=True)]),
+          (60.0, [link(key, cdc=1, after=True)])]
+    _, events = play(tl)
+    assert events == []
+
+
+def test_every_event_code_is_registered() -> None:
+    _, events = play(timeline(link_events=True))
+    assert {e.code for e in events} <= set(EVENT_CODES)
+    assert EVENT_CODES["DriverReload"] == "info"
+
+
+def test_unknown_observation_is_refused() -> None:
+    with pytest.raises(TypeError):
+        step(initial(), object(), 0.0)  # type: ignore[arg-type]

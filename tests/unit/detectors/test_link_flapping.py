@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import pytest
+
+from agent.detectors import link_flapping
+from agent.detectors.observations import LinkObs
+from agent.detectors.thresholds import Thresholds
+
+KEY = ("0000:1a:00.0", "p0")
+
+
+def obs(cdc: int | None, *, ifindex: int = 7, carrier: int | None = 1, netdev: str = "net_rail0",
+        key: tuple[str, str] = KEY, admin_up: bool | None = None) -> LinkObs:
+    return LinkObs(key=key, netdev=netdev, ifindex=ifindex, carrier_down_count=cdc, carrier=carrier,
+                   operstate="UP" if carrier else "DOWN", subject="net_rail0", admin_up=admin_up)
+
+
+def seq_of(*pairs: tuple[float, int | None]) -> list[tuple[float, LinkObs]]:
+    return [(t, obs(c)) for t, c in pairs]
+
+
+CASES = {
+    # name: (observations, times at which LinkFlapping fires)
+    "steady link": (seq_of((0, 2), (60, 2), (120, 2)), []),
+    "one flap": (seq_of((0, 2), (10, 3), (20, 3)), []),
+    "two flaps": (seq_of((0, 2), (10, 3), (20, 4)), []),
+    "three flaps within the window": (seq_of((0, 2), (10, 3), (20, 4), (30, 5)), [30]),
+    "three losses in one delta": (seq_of((0, 2), (60, 5)), [60]),
+    "three flaps spread over more than a window": (seq_of((0, 2), (10, 3), (200, 4), (400, 5)), []),
+    "counter went down: reset, not losses": (seq_of((0, 9), (10, 0), (20, 0)), []),
+    "losses after a reset count from the new baseline": (seq_of((0, 9), (10, 0), (20, 1), (30, 2), (40, 3)), [40]),
+    "flapping on: one event per episode": (
+        seq_of((0, 0), (10, 1), (20, 2), (30, 3), (40, 4), (100, 5), (250, 6), (500, 7)), [30]),
+    "re-arms after a quiet window": (
+        seq_of((0, 0), (10, 1), (20, 2), (30, 3), (400, 4), (410, 5), (420, 6)), [30, 420]),
+    "still flapping within a window of the last qualifying loss: no re-fire": (
+        seq_of((0, 0), (10, 1), (20, 2), (30, 3), (300, 4), (310, 5), (320, 6)), [30]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_link_flapping_table(replay, name: str) -> None:
+    seq, fires = CASES[name]
+    _, events = replay(link_flapping.step, link_flapping.initial(), seq)
+    assert [e.ts for e in events] == fires
+    for e in events:
+        assert (e.code, e.severity, e.subject) == ("LinkFlapping", "warning", "net_rail0")
+        assert dict(e.evidence)["pci"] == KEY[0]
+
+
+def test_threshold_and_window_are_configurable(replay) -> None:
+    th = Thresholds(flap_count=2, flap_window_s=30)
+    seq = seq_of((0, 0), (10, 1), (50, 2), (60, 3))
+    _, events = replay(link_flapping.step, link_flapping.initial(th), seq)
+    assert [e.ts for e in events] == [60]
+
+
+def test_recreated_netdev_is_a_reset_and_its_bring_up_is_forgiven(replay) -> None:
+    seq = [
+        (0, obs(4, ifindex=7)),
+        (100, obs(5, ifindex=7)),  # the old netdev loses carrier on its way out
+        (101, obs(1, ifindex=31)),  # a new netdev for the same function and port, counter restarted
+        (103, obs(2, ifindex=31)),  # link training during bring-up
+        (110, obs(3, ifindex=31)),
+        (112, obs(3, ifindex=31)),
+    ]
+    state, events = replay(link_flapping.step, link_flapping.initial(), seq)
+    assert events == []
+    assert state.links[KEY].losses == ()
+    # after the grace the new netdev's losses count again
+    _, events = replay(link_flapping.step, state, [(200, obs(4, ifindex=31)), (210, obs(5, ifindex=31)),
+                                                  (220, obs(6, ifindex=31))])
+    assert [e.ts for e in events] == [220]
+
+
+def test_keyed_by_function_and_port_not_by_name(replay) -> None:
+    seq = [(0, obs(0, netdev="eth2")), (10, obs(1, netdev="eth2")), (20, obs(2, netdev="net_rail0")),
+           (30, obs(3, netdev="net_rail0"))]
+    _, events = replay(link_flapping.step, link_flapping.initial(), seq)
+    assert [e.ts for e in events] == [30]
+    other = ("0000:1a:00.1", "p1")
+    seq = [(0, obs(0)), (10, obs(1)), (20, obs(0, key=other, ifindex=8)), (25, obs(1, key=other, ifindex=8)),
+           (30, obs(2))]
+    _, events = replay(link_flapping.step, link_flapping.initial(), seq)
+    assert events == []
+
+
+def test_admin_down_is_not_a_carrier_loss(replay) -> None:
+    seq = [(0, obs(0)), (10, obs(1, carrier=0, admin_up=False)), (20, obs(1)),
+           (30, obs(2, carrier=0, admin_up=False)), (40, obs(2)), (50, obs(3, carrier=0, admin_up=False))]
+    _, events = replay(link_flapping.step, link_flapping.initial(), seq)
+    assert events == []
+
+
+def test_without_carrier_down_count_carrier_edges_count(replay) -> None:
+    carriers = [1, 0, 1, 0, 0, 1, 0]
+    seq = [(10.0 * i, obs(None, carrier=c)) for i, c in enumerate(carriers)]
+    _, events = replay(link_flapping.step, link_flapping.initial(), seq)
+    assert [e.ts for e in events] == [60]
+
+
+def test_forgive_drops_recent_losses_and_suppresses_the_grace(replay) -> None:
+    state, _ = replay(link_flapping.step, link_flapping.initial(), seq_of((0, 0), (10, 1), (95, 2)))
+    state = link_flapping.forgive(state, since=90, now=100)
+    assert state.links[KEY].losses == (10,)
+    state, events = replay(link_flapping.step, state, seq_of((110, 4)))
+    assert events == []
+    _, events = replay(link_flapping.step, state, seq_of((140, 5), (150, 6)))
+    assert [e.ts for e in events] == [150]
+
+
+def test_state_is_not_mutated(replay) -> None:
+    s0 = link_flapping.initial()
+    s1, _ = link_flapping.step(s0, obs(0), 0)
+    s2, _ = link_flapping.step(s1, obs(1), 10)
+    assert s0.links == {}
+    assert s1.links[KEY].losses == ()
+    assert s2.links[KEY].losses == (10,)

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from agent.detectors import pfc_storm
+from agent.detectors.observations import CountersObs
+from agent.detectors.thresholds import Thresholds
+
+# Counter names and values in the shape of the public ethtool -S samples
+# (tests/fixtures/public/mlx5/ethtool-S-mlx5-uplink-pfc-prio3-*.RECONSTRUCTED.txt).
+BASE = {"rx_prio3_pause": 41927, "rx_prio3_pause_duration": 8134, "tx_prio3_pause": 1000,
+        "tx_prio3_pause_duration": 3_981_220_457, "rx_prio3_pause_transition": 39218,
+        "tx_pause_storm_warning_events": 0, "tx_pause_storm_error_events": 0}
+
+
+def sample(**over: int) -> CountersObs:
+    return CountersObs("net_rail0", {**BASE, **over}, subject="net_rail0")
+
+
+def series(seconds: range, tx_us_per_s: Callable[[int], float] = lambda t: 0,
+           rx_us_per_s: Callable[[int], float] = lambda t: 0,
+           extra: Callable[[int], dict[str, int]] = lambda t: {}) -> list[tuple[float, CountersObs]]:
+    """1 s samples whose pause durations grow at the given µs per wall second."""
+    out = []
+    tx = BASE["tx_prio3_pause_duration"]
+    rx = BASE["rx_prio3_pause_duration"]
+    for t in seconds:
+        tx += int(tx_us_per_s(t))
+        rx += int(rx_us_per_s(t))
+        out.append((float(t), sample(tx_prio3_pause_duration=tx, rx_prio3_pause_duration=rx, **extra(t))))
+    return out
+
+
+def two(dt: float, tx_us: int) -> list[tuple[float, CountersObs]]:
+    return [(0.0, sample()), (dt, sample(tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + tx_us))]
+
+
+CASES = {
+    # name: (observations, [(time, severity)] of the events)
+    "normal PFC activity": (series(range(120), tx_us_per_s=lambda t: 20_000), []),
+    "transmitted pause 70 % of wall time, sustained: one event": (
+        series(range(300), tx_us_per_s=lambda t: 700_000), [(1.0, "critical")]),
+    "a short burst does not reach 50 % over the last 60 s": (
+        series(range(200), tx_us_per_s=lambda t: 900_000 if 100 <= t < 110 else 0), []),
+    # 90 % from t=100: the last 60 s reach 50 % once 34 of them were paused (34 x 0.9 / 60)
+    "a long burst does, once it fills half the window": (
+        series(range(200), tx_us_per_s=lambda t: 900_000 if t >= 100 else 0), [(133.0, "critical")]),
+    "received pause alone (a victim): evidence, not a storm": (
+        series(range(120), rx_us_per_s=lambda t: 990_000), []),
+    "storm error events rose": (
+        series(range(10), extra=lambda t: {"tx_pause_storm_error_events": 3 if t >= 5 else 0}),
+        [(5.0, "critical")]),
+    "storm warning events rose: warning": (
+        series(range(10), extra=lambda t: {"tx_pause_storm_warning_events": 1 if t >= 5 else 0}),
+        [(5.0, "warning")]),
+    "counter reset (driver reload) never fires": (
+        [(0.0, sample(tx_pause_storm_error_events=3)), (1.0, sample(tx_pause_storm_error_events=3)),
+         (2.0, sample(tx_prio3_pause_duration=10, tx_pause_storm_error_events=0)),
+         (3.0, sample(tx_prio3_pause_duration=20, tx_pause_storm_error_events=0))], []),
+    "cumulative storm events from before the agent started are not a rise": (
+        [(0.0, sample(tx_pause_storm_error_events=3)), (1.0, sample(tx_pause_storm_error_events=3))], []),
+    "between two samples: 60 % of 10 s": (two(10, 6_000_000), [(10.0, "critical")]),
+    "between two samples: 30 % of 10 s": (two(10, 3_000_000), []),
+    "no PFC counters (off or unsupported)": (
+        [(0.0, CountersObs("net_rail0", {"rx_bytes": 1})), (1.0, CountersObs("net_rail0", {"rx_bytes": 2}))], []),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_pfc_storm_table(replay, name: str) -> None:
+    seq, fires = CASES[name]
+    _, events = replay(pfc_storm.step, pfc_storm.initial(), seq)
+    assert [(e.ts, e.severity) for e in events] == fires
+    for e in events:
+        assert (e.code, e.subject) == ("PfcStorm", "net_rail0")
+
+
+def test_ratio_is_measured_over_the_window() -> None:
+    _, events = _run(series(range(61), tx_us_per_s=lambda t: 600_000))
+    ev = dict(events[0].evidence)
+    assert ev["tx_pause_ratio"] == pytest.approx(0.6, abs=0.01)
+    state, _ = _run(series(range(200), tx_us_per_s=lambda t: 0))
+    assert 60 <= state.ports["net_rail0"].durations[-1][0] - state.ports["net_rail0"].durations[0][0] <= 61
+
+
+def test_rearms_after_quiet_and_thresholds_are_flags() -> None:
+    busy = lambda t: 800_000 if t < 100 or t >= 300 else 0  # noqa: E731
+    _, events = _run(series(range(400), tx_us_per_s=busy))
+    assert [e.ts for e in events] == [1.0, 300.0 + _first_crossing(busy, 300)]
+    th = Thresholds(storm_ratio=0.9, lossless_prio=3)
+    _, events = _run(series(range(100), tx_us_per_s=lambda t: 800_000), th)
+    assert events == []
+
+
+def test_lossless_prio_selects_the_counters() -> None:
+    seq = [(float(t), CountersObs("net_rail0", {"tx_prio5_pause_duration": t * 900_000})) for t in range(5)]
+    _, events = _run(seq, Thresholds(lossless_prio=5))
+    assert [e.ts for e in events] == [1.0]
+    _, events = _run(seq)
+    assert events == []
+
+
+def _run(seq, th: Thresholds | None = None):
+    state = pfc_storm.initial(th)
+    events = []
+    for now, obs in seq:
+        state, evs = pfc_storm.step(state, obs, now)
+        events.extend(evs)
+    return state, events
+
+
+def _first_crossing(rate: Callable[[int], float], start: int) -> int:
+    """Seconds after ``start`` until the 60 s ratio of ``rate`` reaches 0.5."""
+    for dt in range(1, 120):
+        window = range(max(start + dt - 60, 0) + 1, start + dt + 1)
+        if sum(rate(t) for t in window) / (len(window) * 1e6) >= 0.5:
+            return dt
+    raise AssertionError("never crosses")
