@@ -1,0 +1,214 @@
+"""devlink reader: iproute2 JSON shapes old and new, nested instances, PF handles, busy vs missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.model import DevlinkDev, PciFunction
+from agent.readers.common import Notes
+from agent.readers.devlink import (
+    parse_dev_show,
+    parse_eswitch,
+    parse_params,
+    parse_ports,
+    pf_handles,
+    pf_of_handle,
+    read_devlink,
+)
+
+from .imagekit import make_image, public, recorded_body
+
+
+def _j(rel: str):
+    return json.loads(public(rel))
+
+
+def test_dev_show_nested_and_old_kernel() -> None:
+    devs = parse_dev_show(_j("mlx5/devlink-dev-show.RECONSTRUCTED.json"))
+    assert devs[0] == DevlinkDev("pci/0000:08:00.0", ("auxiliary/mlx5_core.eth.0",))
+    assert {d.handle for d in devs} == {"pci/0000:08:00.0", "pci/0000:08:00.1",
+                                        "auxiliary/mlx5_core.eth.0", "auxiliary/mlx5_core.eth.1"}
+    assert pf_of_handle(devs, "auxiliary/mlx5_core.eth.1/131071") == "pci/0000:08:00.1"
+    assert pf_of_handle(devs, "auxiliary/mlx5_core.eth.0") == "pci/0000:08:00.0"
+    assert pf_of_handle(devs, "pci/0000:08:00.0/1") == "pci/0000:08:00.0"
+    assert pf_of_handle(devs, "auxiliary/mlx5_core.sf.2/0") is None
+
+    old = parse_dev_show(_j("mlx5/devlink-dev-show-old-kernel.RECONSTRUCTED.json"))
+    assert old == (DevlinkDev("pci/0000:03:00.0"), DevlinkDev("pci/0000:03:00.1"))
+
+
+def test_dev_show_netdevsim_recording() -> None:
+    text, rc = recorded_body("netdevsim/07-devlink-dev-show.txt")
+    assert rc == 0
+    assert parse_dev_show(json.loads(text)) == (DevlinkDev("netdevsim/netdevsim10"),)
+
+
+def test_eswitch_shapes() -> None:
+    esw = parse_eswitch(_j("mlx5/devlink-dev-eswitch-show.RECONSTRUCTED.json"), "pci/0000:c1:00.1")
+    assert (esw.mode, esw.inline_mode, esw.encap_mode) == ("switchdev", "link", "basic")
+    aux = parse_eswitch({"dev": {"auxiliary/mlx5_core.eth.0": {}}}, "auxiliary/mlx5_core.eth.0")
+    assert aux.mode is None
+    # old iproute2 printed "encap enable" (devlink-eswitch-show.txt, sriov-network-device-plugin #395)
+    old = parse_eswitch({"dev": {"pci/0000:03:00.0": {"mode": "switchdev", "inline-mode": "none",
+                                                      "encap": "enable"}}}, "pci/0000:03:00.0")
+    assert old.encap_mode == "enable"
+    for rel, mode in (("netdevsim/11-devlink-eswitch-show-initial.txt", "legacy"),
+                      ("netdevsim/31-devlink-eswitch-show-switchdev.txt", "switchdev")):
+        text, _ = recorded_body(rel)
+        assert parse_eswitch(json.loads(text), "netdevsim/netdevsim10").mode == mode
+
+
+def test_params_bool_strings_and_empty_values() -> None:
+    (old,) = parse_params(_j("mlx5/devlink-param-show-netdevsim-oldiproute2.json"))
+    assert old.values == (("driverinit", False),) and old.value() is False
+    (empty,) = parse_params(_j("mlx5/devlink-dev-param-show-empty-values.RECONSTRUCTED.json"))
+    assert empty.name == "flow_steering_mode" and empty.values == () and empty.value() is None
+    (braces,) = parse_params({"param": {"pci/0000:24:00.0": [{"name": "flow_steering_mode", "values": [{}]}]}})
+    assert braces.values == ()
+    full = {p.name: p for p in parse_params(_j("mlx5/devlink-dev-param-show-mlx5.RECONSTRUCTED.json"))}
+    assert full["esw_multiport"].value() is False
+    assert full["enable_roce"].value("driverinit") is True
+    assert full["flow_steering_mode"].value() == "dmfs"
+    text, _ = recorded_body("netdevsim/10-devlink-dev-param-show.txt")
+    nsim = {p.name: p.value() for p in parse_params(json.loads(text))}
+    assert nsim == {"max_macs": 32, "test1": True}
+    lines = public("mlx5/devlink-param-show-dgx-spark.jsonl").splitlines()
+    assert parse_params(json.loads(lines[0]))[0].value() == 8192
+
+
+def test_ports_flavours_controller_and_old_kernels() -> None:
+    ports = {p.handle: p for p in parse_ports(_j("mlx5/devlink-port-show-switchdev.RECONSTRUCTED.json"))}
+    up = ports["pci/0000:07:00.0/65535"]
+    assert (up.dev, up.index, up.flavour, up.netdev, up.pfnum) == ("pci/0000:07:00.0", 65535, "physical", "enp7s0f0", None)
+    vf = ports["pci/0000:07:00.0/1"]
+    assert (vf.flavour, vf.controller, vf.pfnum, vf.vfnum, vf.external) == ("pcivf", 0, 0, 0, False)
+    sf = ports["pci/0000:06:00.0/32768"]
+    assert (sf.flavour, sf.sfnum, sf.vfnum) == ("pcisf", 88, None)
+
+    (ext,) = parse_ports(_j("mlx5/devlink-port-show-external-vf.json"))
+    assert (ext.controller, ext.external, ext.vfnum) == (1, True, 1)
+    (early,) = parse_ports(_j("mlx5/devlink-port-show-vf-early.json"))
+    assert (early.controller, early.external, early.pfnum, early.vfnum) == (None, None, 0, 1)
+
+    aux = parse_ports({"port": {"auxiliary/mlx5_core.eth.5/262143": {
+        "type": "eth", "netdev": "p1", "flavour": "physical", "port": 1, "splittable": False}}})
+    assert (aux[0].dev, aux[0].index) == ("auxiliary/mlx5_core.eth.5", 262143)
+
+    text, _ = recorded_body("netdevsim/34-devlink-port-show-switchdev.txt")
+    nsim = parse_ports(json.loads(text))
+    assert [p.vfnum for p in nsim if p.flavour == "pcivf"] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("doc", [[], {"dev": []}, "x", None])
+def test_wrong_shapes_raise_value_error(doc: object) -> None:
+    with pytest.raises(ValueError):
+        parse_dev_show(doc)
+
+
+def test_pf_handles_skip_vfs_and_unknown_instances() -> None:
+    fns = [PciFunction("0000:0c:00.0", sriov_numvfs=1, sriov_totalvfs=16),
+           PciFunction("0000:0c:00.1", physfn="0000:0c:00.0"),
+           PciFunction("0000:a1:00.0", sriov_totalvfs=128),
+           PciFunction("0000:b0:00.0")]
+    assert pf_handles(None, fns, ["0000:b0:00.0"]) == ["pci/0000:0c:00.0", "pci/0000:a1:00.0", "pci/0000:b0:00.0"]
+    devs = [DevlinkDev("pci/0000:0c:00.0"), DevlinkDev("pci/0000:0c:00.1"), DevlinkDev("auxiliary/mlx5_core.eth.0")]
+    assert pf_handles(devs, fns, ["0000:b0:00.0"]) == ["pci/0000:0c:00.0"]
+
+
+DEV_SHOW = ('{"dev":{"pci/0000:0c:00.0":{"nested_devlink":{"auxiliary/mlx5_core.eth.0":{}}},'
+            '"auxiliary/mlx5_core.eth.0":{},"pci/0000:8d:00.0":{},"pci/0000:0c:00.1":{}}}')
+FNS = [PciFunction("0000:0c:00.0", sriov_numvfs=1, sriov_totalvfs=16, virtfns=("0000:0c:00.1",)),
+       PciFunction("0000:0c:00.1", physfn="0000:0c:00.0"),
+       PciFunction("0000:8d:00.0", sriov_numvfs=0, sriov_totalvfs=16)]
+
+
+def _esw(handle: str, mode: str) -> str:
+    return json.dumps({"dev": {handle: {"mode": mode, "inline-mode": "none", "encap-mode": "basic"}}})
+
+
+def _param(handle: str, name: str, value: object) -> str:
+    return json.dumps({"param": {handle: [{"name": name, "type": "driver-specific",
+                                           "values": [{"cmode": "runtime", "value": value}]}]}})
+
+
+def _cmds() -> dict:
+    return {
+        ("devlink", "-j", "dev", "show"): (DEV_SHOW, 0),
+        ("devlink", "-j", "dev", "eswitch", "show", "pci/0000:0c:00.0"): (_esw("pci/0000:0c:00.0", "switchdev"), 0),
+        ("devlink", "-j", "dev", "eswitch", "show", "pci/0000:8d:00.0"): (_esw("pci/0000:8d:00.0", "legacy"), 0),
+        ("devlink", "-j", "dev", "param", "show", "pci/0000:0c:00.0", "name", "esw_multiport"):
+            (_param("pci/0000:0c:00.0", "esw_multiport", "true"), 0),
+        ("devlink", "-j", "dev", "param", "show", "pci/0000:8d:00.0", "name", "esw_multiport"):
+            (_param("pci/0000:8d:00.0", "esw_multiport", False), 0),
+        ("devlink", "-j", "port", "show"): ('{"port":{"pci/0000:0c:00.0/1":{"type":"eth","netdev":"r0_0",'
+                                            '"flavour":"pcivf","pfnum":0,"vfnum":0}}}', 0),
+    }
+
+
+def test_read_devlink_queries_pf_handles_only(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", cmds=_cmds())
+    notes = Notes()
+    st = read_devlink(host, FNS, ["0000:0c:00.0"], ("esw_multiport",), notes=notes)
+    assert st.devs_known
+    assert {e.handle: e.mode for e in st.eswitch} == {"pci/0000:0c:00.0": "switchdev", "pci/0000:8d:00.0": "legacy"}
+    assert {p.handle: p.value() for p in st.params} == {"pci/0000:0c:00.0": True, "pci/0000:8d:00.0": False}
+    assert [p.netdev for p in st.ports] == ["r0_0"]
+    assert notes.unavailable == [] and notes.busy == []
+
+
+def test_not_supported_is_a_fact_and_param_errors_are_noted(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", cmds={
+        **_cmds(),
+        ("devlink", "-j", "dev", "eswitch", "show", "pci/0000:8d:00.0"):
+            ('{"dev":{}}', 1, "kernel answers: Operation not supported\n"),
+        ("devlink", "-j", "dev", "param", "show", "pci/0000:8d:00.0", "name", "esw_multiport"):
+            ('{"param":{}}', 1, "kernel answers: Invalid argument\n"),
+    })
+    notes = Notes()
+    st = read_devlink(host, FNS, [], ("esw_multiport",), notes=notes)
+    assert {e.handle: e.mode for e in st.eswitch} == {"pci/0000:0c:00.0": "switchdev", "pci/0000:8d:00.0": None}
+    assert [p.handle for p in st.params] == ["pci/0000:0c:00.0"]
+    assert notes.unavailable == [("devlink pci/0000:8d:00.0",
+                                  "devlink -j dev param show pci/0000:8d:00.0 name esw_multiport: exit 1: "
+                                  "kernel answers: Invalid argument")]
+
+
+def test_timeout_is_busy_not_unavailable_tool(tmp_path: Path) -> None:
+    argv = ["devlink", "-j", "dev", "eswitch", "show", "pci/0000:8d:00.0"]
+    manifest = {"schema": "railscope.bundle/v1", "node": "n1", "items": [
+        {"path": None, "kind": "command", "argv": argv, "rc": None, "duration_s": 10.0, "timed_out": True}]}
+    cmds = _cmds()
+    del cmds[tuple(argv)]
+    host = make_image(tmp_path / "img", cmds=cmds, manifest=manifest)
+    notes = Notes()
+    st = read_devlink(host, FNS, [], ("esw_multiport",), notes=notes)
+    assert notes.busy == ["pci/0000:8d:00.0"]
+    assert [e.handle for e in st.eswitch] == ["pci/0000:0c:00.0"]
+    # a busy instance is not asked for its params (they would time out too)
+    assert [p.handle for p in st.params] == ["pci/0000:0c:00.0"]
+
+
+def test_missing_tool_stops_early(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img")
+    notes = Notes()
+    st = read_devlink(host, FNS, [], notes=notes)
+    assert (st.devs, st.eswitch, st.params, st.ports) == ((), (), (), ())
+    assert notes.unavailable == [("devlink", "devlink -j dev show: not recorded in this image")]
+
+
+def test_corrupt_json_is_unavailable_with_reason(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", cmds={**_cmds(),
+        ("devlink", "-j", "dev", "show"): ('{"dev":{"pci/0000:0c:00.0":{', 0),
+        ("devlink", "-j", "port", "show"): ('{"port": []}', 0),
+    })
+    notes = Notes()
+    st = read_devlink(host, FNS, [], ("esw_multiport",), notes=notes)
+    assert not st.devs_known
+    reasons = dict(notes.unavailable)
+    assert reasons["devlink"].startswith("devlink -j dev show: not valid JSON")
+    assert reasons["devlink ports"] == 'devlink -j port show: expected {"port": {<handle>/<index>: {...}}}'
+    # without the instance list the PF handles are still queried
+    assert {e.handle for e in st.eswitch} == {"pci/0000:0c:00.0", "pci/0000:8d:00.0"}

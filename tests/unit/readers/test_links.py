@@ -1,0 +1,78 @@
+"""links reader: the netlink/links.json schema -> Link records; statistics for rails only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.model import VfInfo
+from agent.readers.common import Notes
+from agent.readers.links import parse_link, parse_links, read_link_stats, read_links, with_stats
+
+from .imagekit import make_image
+
+RAIL = {
+    "ifindex": 4, "ifname": "net_rail0", "operstate": "UP", "carrier": 1, "carrier_changes": 2,
+    "carrier_up_count": 1, "carrier_down_count": 1, "mtu": 9000, "address": "b8:3f:d2:aa:00:10",
+    "phys_port_name": "p0", "phys_switch_id": "9a3f21c0ffee0001", "parent_bus": "pci",
+    "parent_dev": "0000:0c:00.0", "master": None, "kind": None,
+    "stats64": {"rx_bytes": 10, "tx_bytes": 20, "rx_packets": 1, "tx_packets": 2},
+    "vfinfo": [{"vf": 0, "mac": "02:00:00:00:00:01", "link_state": "auto", "spoofchk": False, "trust": True}],
+}
+REP = {"ifindex": 6, "ifname": "net_rail0_0", "operstate": "UP", "carrier": 1, "phys_port_name": "pf0vf0",
+       "phys_switch_id": "9A:3F:21:C0:FF:EE:00:01", "parent_bus": "pci", "parent_dev": "0000:0c:00.0",
+       "stats64": {"rx_bytes": 5}, "vfinfo": None}
+
+
+def test_parse_link_fields() -> None:
+    lk = parse_link(RAIL)
+    assert lk is not None
+    assert (lk.ifindex, lk.ifname, lk.operstate, lk.carrier, lk.carrier_down_count, lk.mtu) == (
+        4, "net_rail0", "UP", 1, 1, 9000)
+    assert lk.is_oper_up
+    assert lk.vfinfo == (VfInfo(vf=0, mac="02:00:00:00:00:01", link_state="auto", spoofchk=False, trust=True),)
+    assert lk.stat("tx_bytes") == 20
+    assert lk.stats64 == (("rx_bytes", 10), ("tx_bytes", 20), ("rx_packets", 1), ("tx_packets", 2))
+
+
+def test_switch_id_normalised_and_iproute2_vf_address_key() -> None:
+    lk = parse_link({**REP, "vfinfo": [{"vf": 3, "address": "AA:bb:cc:dd:ee:ff", "spoofchk": "off"},
+                                       {"mac": "no index"}]})
+    assert lk is not None
+    assert lk.phys_switch_id == "9a3f21c0ffee0001"
+    assert lk.vfinfo == (VfInfo(vf=3, mac="AA:bb:cc:dd:ee:ff", spoofchk=False),)
+
+
+def test_garbage_entries_are_skipped_and_sorted() -> None:
+    out = parse_links([REP, {"ifname": "noindex"}, "text", {"ifindex": "x", "ifname": "bad"}, RAIL,
+                       {**RAIL, "ifindex": 9, "ifname": "weird", "mtu": "jumbo", "master": {"x": 1}}])
+    assert [lk.ifname for lk in out] == ["net_rail0", "net_rail0_0", "weird"]
+    assert out[2].mtu is None and out[2].master is None
+
+
+def test_read_links_has_no_bulk_stats_and_stats_for_named_only(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", links=[RAIL, REP])
+    notes = Notes()
+    links = read_links(host, notes)
+    assert all(lk.stats64 is None for lk in links)
+    stats = read_link_stats(host, ["net_rail0"], notes)
+    assert set(stats) == {"net_rail0"}
+    merged = with_stats(links, stats)
+    assert merged[0].stat("rx_bytes") == 10 and merged[1].stats64 is None
+    assert notes.unavailable == []
+
+
+def test_no_link_dump_is_unavailable(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={"/proc/cmdline": "x"})
+    notes = Notes()
+    assert read_links(host, notes) == ()
+    assert notes.unavailable == [("netlink", "netlink/links.json: not in this image")]
+
+
+def test_corrupt_link_dump_is_unavailable_with_reason(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", links=[])
+    (tmp_path / "img" / "netlink" / "links.json").write_text('{"links": [{"ifindex": 1,', encoding="utf-8")
+    host = make_image(tmp_path / "img")
+    notes = Notes()
+    assert read_links(host, notes) == ()
+    (source, reason), = notes.unavailable
+    assert source == "netlink" and reason.startswith("netlink/links.json:")
