@@ -1,0 +1,86 @@
+"""``railscope record``: read this node the way the agent does and write it as a node image directory.
+
+The image replays with ``railscope doctor --from DIR`` to the same diagnosis as ``railscope doctor``
+gave live. Exit status: 0 written, 1 the image could not be written, 3 bad usage (including an
+output directory that is not empty: an image is never overwritten).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
+from .common import env_default
+
+
+def _template(text: str) -> str:
+    why = validate_template(text)
+    if why:
+        raise argparse.ArgumentTypeError(why)
+    return text
+
+
+def _positive(text: str) -> float:
+    try:
+        val = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if val <= 0:
+        raise argparse.ArgumentTypeError("a timeout must be positive")
+    return val
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="Directory to write the node image into. It must not exist or be empty.")
+    p.add_argument("--host-root", default=env_default("host-root", "/"), metavar="DIR",
+                   help="Where the node's filesystem is mounted (/host in the DaemonSet). Default: /.")
+    p.add_argument("--node", default=env_default("node", None),
+                   help="Node name for the manifest. Default: the node's hostname.")
+    p.add_argument("--cluster", default=env_default("cluster", None),
+                   help="Cluster name for the manifest. Default: none (null).")
+    p.add_argument("--incident", default=None, help="Incident id for the manifest. Default: none (null).")
+    p.add_argument("--reason", default="railscope record",
+                   help="Why the image was taken, for the manifest. Default: 'railscope record'.")
+    p.add_argument("--net-template", type=_template, action="append", default=None,
+                   help="Netdev name template that marks rails (whose ethtool counters and statistics are "
+                        f"read), as for doctor. Repeatable. Default: {', '.join(DEFAULT_NET_TEMPLATES)}.")
+    p.add_argument("--rdma-template", type=_template, action="append", default=None,
+                   help=f"RDMA device name template. Repeatable. Default: {', '.join(DEFAULT_RDMA_TEMPLATES)}.")
+    p.add_argument("--command-timeout", type=_positive, default=10.0, metavar="SECONDS",
+                   help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import ReadConfig
+    from ..host import HostError
+    from ..host.live import LiveHost
+    from ..record import RecordError, record_image
+
+    cfg = ReadConfig(
+        command_timeout_s=args.command_timeout,
+        net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
+        rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
+    )
+    try:
+        host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)
+    except HostError as exc:
+        print(f"railscope record: {exc}", file=sys.stderr)
+        return 3
+    try:
+        snap, manifest = record_image(host, args.output, node=args.node, cluster=args.cluster,
+                                      incident=args.incident, reason=args.reason, cfg=cfg)
+    except RecordError as exc:
+        print(f"railscope record: {exc}", file=sys.stderr)
+        return 3 if "not empty" in str(exc) or "not a directory" in str(exc) else 1
+    except OSError as exc:
+        print(f"railscope record: {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    finally:
+        host.close()
+    items = manifest["items"]
+    skipped = sum(1 for i in items if i.get("skipped"))
+    print(f"railscope record: wrote {args.output}: node {manifest['node'] or '?'}, "
+          f"{len(snap.links)} links, {len(items)} items ({skipped} not available)", file=sys.stderr)
+    return 0

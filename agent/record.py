@@ -1,0 +1,389 @@
+"""Record a host into a node image (DESIGN §2, format v1) by watching the readers read it.
+
+``RecordingHost`` wraps any ``Host``: every door call is forwarded, and what the inner host answered
+is written into the image, so that a ``RecordedHost`` over the image gives the readers the same
+answers again and ``railscope doctor --from`` reaches the same diagnosis as it did live.
+
+- files go to ``fs/<path>``; every symlink met on the way (``/sys/class/net/<if>`` ->
+  ``../../devices/...``) is recreated as a relative symlink, so sysfs keeps its shape; a directory
+  that was listed is recreated with all its entries (links as links, subdirectories empty, files
+  that were never read as empty placeholders) so that the listing replays;
+- commands go to ``cmd/<slug>.stdout`` / ``.stderr`` / ``.rc``; a command that could not run is
+  listed in the manifest as ``skipped`` with the reason, which the recorded host replays as such;
+- ``links()`` and ``link_stats()`` are merged into ``netlink/links.json`` (stats64 only for the links
+  whose statistics were read, as live);
+- the ethtool ioctls are written as the text ``ethtool -S <if>`` / ``ethtool -i <if>`` print: a
+  recorded host answers the ioctls with None and the readers parse that text instead (DESIGN §2).
+
+``record_image`` runs the snapshot readers through a ``RecordingHost``. It is the minimal recorder;
+the capture plans add what a person wants besides (dmesg, ``ip -d -s link``, OVS, udev, logs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from . import __version__
+from .config import ReadConfig
+from .host import CmdResult, Host, slug
+from .host.ethtool import format_drvinfo, format_gstats
+from .model import Snapshot
+
+__all__ = ["RecordError", "RecordingHost", "record_image"]
+
+SCHEMA = "railscope.bundle/v1"
+_MAX_HOPS = 40
+
+
+class RecordError(Exception):
+    """The image cannot be written (the output directory is not empty, not writable ...)."""
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class RecordingHost:
+    """A ``Host`` that forwards every call to ``inner`` and writes what it answered under ``out_dir``."""
+
+    def __init__(self, inner: Host, out_dir: str) -> None:
+        self.inner = inner
+        self.live = inner.live
+        self.root = os.path.abspath(out_dir)
+        self.fs_root = os.path.join(self.root, "fs")
+        os.makedirs(self.fs_root, exist_ok=True)
+        self._lock = threading.RLock()
+        self._links_cache: dict[str, str | None] = {}
+        self._items: dict[str, dict[str, Any]] = {}
+        self._links: list[dict[str, Any]] | None = None
+        self._links_read = False
+        self._stats: dict[str, dict[str, int]] = {}
+        self.started_at = time.time()
+
+    # -- image paths --------------------------------------------------------------------------
+    def _image(self, node_path: str) -> str:
+        return self.fs_root + node_path if node_path != "/" else self.fs_root
+
+    def _link_target(self, node_path: str) -> str | None:
+        if node_path not in self._links_cache:
+            self._links_cache[node_path] = self.inner.readlink(node_path)
+        return self._links_cache[node_path]
+
+    def _put_symlink(self, node_path: str, target: str) -> None:
+        parent = posixpath.dirname(node_path)
+        if target.startswith("/"):
+            # Inside the image an absolute target would point out of fs/: store it relative.
+            target = posixpath.relpath(target, parent)
+        dst = self._image(node_path)
+        if os.path.lexists(dst):
+            return
+        os.makedirs(self._image(parent), exist_ok=True)
+        os.symlink(target, dst)
+
+    def _mirror(self, path: str, follow_last: bool = True) -> str | None:
+        """Recreate the symlinks on the way to ``path``; return the node path they resolve to."""
+        parts = [p for p in path.split("/") if p]
+        done: list[str] = []
+        hops = 0
+        while parts:
+            name = parts.pop(0)
+            if name == ".":
+                continue
+            if name == "..":
+                if done:
+                    done.pop()
+                continue
+            cand = "/" + "/".join([*done, name])
+            if parts or follow_last:
+                target = self._link_target(cand)
+                if target is not None:
+                    self._put_symlink(cand, target)
+                    hops += 1
+                    if hops > _MAX_HOPS:
+                        return None
+                    if target.startswith("/"):
+                        done = []
+                    parts = [p for p in target.split("/") if p] + parts
+                    continue
+            done.append(name)
+        return "/" + "/".join(done)
+
+    def _put_dir(self, resolved: str) -> None:
+        dst = self._image(resolved)
+        if not os.path.lexists(dst):
+            os.makedirs(dst, exist_ok=True)
+
+    def _put_placeholder(self, resolved: str) -> None:
+        dst = self._image(resolved)
+        if os.path.lexists(dst):
+            return
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with open(dst, "wb"):
+            pass
+
+    def _put_file(self, path: str, data: bytes) -> None:
+        resolved = self._mirror(path)
+        if resolved is None:
+            return
+        dst = self._image(resolved)
+        if os.path.isdir(dst) and not os.path.islink(dst):
+            return
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with open(dst, "wb") as fh:
+            fh.write(data)
+        rel = os.path.relpath(dst, self.root)
+        self._items[rel] = {
+            "path": rel, "kind": "file", "argv": None, "rc": None, "duration_s": 0.0, "bytes": len(data),
+            "sha256": _sha256(data), "truncated": False, "timed_out": False, "skipped": False,
+        }
+
+    def _put_existing(self, path: str, follow_last: bool = True) -> None:
+        """Make ``path`` exist in the image as what it is on the host: symlink, directory or file."""
+        if not follow_last:
+            parent = self._mirror(posixpath.dirname(path) or "/")
+            if parent is None:
+                return
+            node = posixpath.join(parent, posixpath.basename(path))
+            target = self._link_target(node)
+            if target is not None:
+                self._put_symlink(node, target)
+                return
+        resolved = self._mirror(path)
+        if resolved is None:
+            return
+        if self.inner.listdir(resolved) is not None:
+            self._put_dir(resolved)
+        else:
+            self._put_placeholder(resolved)
+
+    # -- files ----------------------------------------------------------------------------------
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        text = self.inner.read_text(path, max_bytes)
+        if text is not None:
+            with self._lock:
+                self._put_file(path, text.encode("utf-8"))
+        return text
+
+    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
+        data = self.inner.read_bytes(path, max_bytes)
+        if data is not None:
+            with self._lock:
+                self._put_file(path, data)
+        return data
+
+    def listdir(self, path: str) -> list[str] | None:
+        names = self.inner.listdir(path)
+        if names is None:
+            return None
+        with self._lock:
+            resolved = self._mirror(path)
+            if resolved is not None:
+                self._put_dir(resolved)
+                for name in names:
+                    child = posixpath.join(resolved, name)
+                    target = self._link_target(child)
+                    if target is not None:
+                        self._put_symlink(child, target)
+                    elif self.inner.listdir(child) is not None:
+                        self._put_dir(child)
+                    else:
+                        self._put_placeholder(child)
+        return names
+
+    def readlink(self, path: str) -> str | None:
+        target = self.inner.readlink(path)
+        if target is not None:
+            with self._lock:
+                self._put_existing(path, follow_last=False)
+        return target
+
+    def realpath(self, path: str) -> str | None:
+        real = self.inner.realpath(path)
+        if real is not None:
+            with self._lock:
+                self._put_existing(path)
+        return real
+
+    def exists(self, path: str) -> bool:
+        found = self.inner.exists(path)
+        if found:
+            with self._lock:
+                self._put_existing(path)
+        return found
+
+    def glob(self, pattern: str) -> list[str]:
+        paths = self.inner.glob(pattern)
+        with self._lock:
+            for p in paths:
+                self._put_existing(p, follow_last=False)
+        return paths
+
+    # -- commands -------------------------------------------------------------------------------
+    def _put_command(self, res: CmdResult) -> None:
+        stem = slug(list(res.argv))
+        rel = f"cmd/{stem}.stdout"
+        item: dict[str, Any] = {
+            "path": rel, "kind": "command", "argv": list(res.argv), "rc": res.rc,
+            "duration_s": round(res.duration_s, 6), "bytes": len(res.stdout), "sha256": _sha256(res.stdout),
+            "truncated": res.truncated, "timed_out": res.timed_out, "skipped": False,
+        }
+        cmd_dir = os.path.join(self.root, "cmd")
+        os.makedirs(cmd_dir, exist_ok=True)
+        base = os.path.join(cmd_dir, stem)
+        if res.missing:
+            # Nothing ran: no .stdout, so the recorded host answers "not available" with this reason.
+            for ext in (".stdout", ".stderr", ".rc"):
+                if os.path.exists(base + ext):
+                    os.unlink(base + ext)
+            item.update(bytes=0, sha256=None, skipped=True, reason=res.why())
+            self._items[rel] = item
+            return
+        with open(base + ".stdout", "wb") as fh:
+            fh.write(res.stdout)
+        if res.stderr:
+            with open(base + ".stderr", "wb") as fh:
+                fh.write(res.stderr)
+        elif os.path.exists(base + ".stderr"):
+            os.unlink(base + ".stderr")
+        if res.rc is not None:
+            with open(base + ".rc", "w", encoding="ascii") as fh:
+                fh.write(f"{res.rc}\n")
+        elif os.path.exists(base + ".rc"):
+            os.unlink(base + ".rc")
+        self._items[rel] = item
+
+    def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
+            max_bytes: int = 8 << 20) -> CmdResult:
+        res = self.inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
+        with self._lock:
+            self._put_command(res)
+        return res
+
+    # -- netlink --------------------------------------------------------------------------------
+    def links(self) -> list[dict[str, Any]] | None:
+        links = self.inner.links()
+        with self._lock:
+            self._links_read = True
+            self._links = None if links is None else [dict(x) for x in links]
+        return links
+
+    def link_stats(self, ifnames: list[str]) -> dict[str, dict[str, int]]:
+        stats = self.inner.link_stats(ifnames)
+        with self._lock:
+            self._stats.update({k: dict(v) for k, v in stats.items()})
+        return stats
+
+    def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
+        stats = self.inner.ethtool_stats(ifname)
+        if stats is not None:
+            text = format_gstats([(str(k).strip(), int(v)) for k, v in stats]).encode()
+            with self._lock:
+                self._put_command(CmdResult(("ethtool", "-S", ifname), 0, text))
+        return stats
+
+    def ethtool_drvinfo(self, ifname: str) -> dict[str, str] | None:
+        info = self.inner.ethtool_drvinfo(ifname)
+        if info is not None:
+            with self._lock:
+                self._put_command(CmdResult(("ethtool", "-i", ifname), 0, format_drvinfo(info).encode()))
+        return info
+
+    def close(self) -> None:
+        self.inner.close()
+
+    # -- the rest of the image ------------------------------------------------------------------
+    def _put_generated(self, rel: str, data: bytes, kind: str = "generated") -> None:
+        dst = os.path.join(self.root, rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with open(dst, "wb") as fh:
+            fh.write(data)
+        self._items[rel] = {
+            "path": rel, "kind": kind, "argv": None, "rc": None, "duration_s": 0.0, "bytes": len(data),
+            "sha256": _sha256(data), "truncated": False, "timed_out": False, "skipped": False,
+        }
+
+    def finish(self, *, node: str | None = None, cluster: str | None = None, incident: str | None = None,
+               reason: str | None = None, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Write ``netlink/links.json``, ``events.json`` and ``manifest.json``; return the manifest."""
+        with self._lock:
+            if self._links is not None:
+                doc = {"links": [{**lk, "stats64": self._stats.get(str(lk.get("ifname")))} for lk in self._links]}
+                self._put_generated("netlink/links.json", (json.dumps(doc, indent=1) + "\n").encode(), "netlink")
+            elif self._links_read:
+                self._items["netlink/links.json"] = {
+                    "path": "netlink/links.json", "kind": "netlink", "argv": None, "rc": None,
+                    "duration_s": 0.0, "bytes": 0, "sha256": None, "truncated": False, "timed_out": False,
+                    "skipped": True, "reason": getattr(self.inner, "links_error", None) or "netlink not available",
+                }
+            self._put_generated("events.json", (json.dumps({"events": events or []}, indent=1) + "\n").encode())
+            manifest = {
+                "schema": SCHEMA,
+                "node": node,
+                "cluster": cluster,
+                "incident": incident,
+                "reason": reason,
+                "agent_version": __version__,
+                "started_at": _iso(self.started_at),
+                "ended_at": _iso(time.time()),
+                "items": [self._items[k] for k in sorted(self._items)],
+            }
+            with open(os.path.join(self.root, "manifest.json"), "w", encoding="utf-8") as fh:
+                json.dump(manifest, fh, indent=1)
+                fh.write("\n")
+            return manifest
+
+
+def _check_out_dir(out_dir: str) -> None:
+    if os.path.lexists(out_dir):
+        if not os.path.isdir(out_dir):
+            raise RecordError(f"{out_dir}: exists and is not a directory")
+        if os.listdir(out_dir):
+            raise RecordError(f"{out_dir}: directory is not empty, refusing to overwrite")
+
+
+def record_image(host: Host, out_dir: str, *, node: str | None = None, cluster: str | None = None,
+                 incident: str | None = None, reason: str | None = None,
+                 events: list[dict[str, Any]] | None = None,
+                 cfg: ReadConfig | None = None) -> tuple[Snapshot, dict[str, Any]]:
+    """Read ``host`` with the snapshot readers and write what they saw as a node image in ``out_dir``.
+
+    ``out_dir`` must not exist or be empty. The image is built beside it and moved into place at
+    the end, so a failure leaves no half image behind. ``node`` defaults to the host's hostname.
+    """
+    from .snapshot import take_snapshot
+
+    out_dir = os.path.abspath(out_dir)
+    _check_out_dir(out_dir)
+    parent = os.path.dirname(out_dir)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        work = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
+    except OSError as exc:
+        raise RecordError(f"{out_dir}: cannot write here ({exc.strerror or exc})") from None
+    try:
+        rec = RecordingHost(host, work)
+        snap = take_snapshot(rec, cfg or ReadConfig())
+        manifest = rec.finish(node=node or snap.node, cluster=cluster, incident=incident,
+                              reason=reason, events=events)
+        os.chmod(work, 0o755)
+        _check_out_dir(out_dir)
+        if os.path.isdir(out_dir):
+            os.rmdir(out_dir)
+        os.rename(work, out_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return snap, manifest
