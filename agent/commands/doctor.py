@@ -1,0 +1,143 @@
+"""``railscope doctor``: diagnose this node, or a node image / bundle (``--from``).
+
+Exit status: 0 no warning or critical finding, 1 warnings only, 2 any critical, 3 bad usage or an
+input that is not a node image (one line on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import replace
+
+from ..config import ReadConfig
+from ..diagnose import KernelTableError, diagnose, load_kernel_table, with_unavailable
+from ..findings import Diagnosis
+from ..history import load_history
+from ..host import HostError
+from ..model import Snapshot
+from ..topology import build_topology
+from .common import add_expectation_flags, env_default, expectations_from_args
+
+__all__ = ["register", "run"]
+
+EXIT_USAGE = 3
+#: PCI vendor id of Mellanox / NVIDIA networking (ConnectX, BlueField).
+_MELLANOX = "0x15b3"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--from", dest="source", metavar="PATH",
+                   help="Diagnose a node image: a directory, or a bundle .tar.gz with or without its top "
+                        "directory. Default: this node, live.")
+    p.add_argument("--json", action="store_true",
+                   help="Print the railscope.doctor/v1 JSON document instead of the table.")
+    p.add_argument("--host-root", default=env_default("host-root", "/"), metavar="DIR",
+                   help="Read the live node's files under DIR (/host in the DaemonSet). Default: /.")
+    add_expectation_flags(p)
+
+
+def _fail(msg: str) -> int:
+    sys.stderr.write(f"railscope doctor: error: {msg}\n")
+    return EXIT_USAGE
+
+
+def _speeds(host: object, snap: Snapshot, names: set[str]) -> Snapshot:
+    """Fill ``speed_mbps`` of the rail netdevs from sysfs when the link reader left it empty."""
+    read = getattr(host, "read_text", None)
+    if read is None or not names:
+        return snap
+    links = []
+    for ln in snap.links:
+        if ln.ifname in names and ln.speed_mbps is None:
+            text = read(f"/sys/class/net/{ln.ifname}/speed", 64)
+            try:
+                val = int((text or "").strip())
+            except ValueError:
+                val = -1
+            # mlx5 reports -1 (SPEED_UNKNOWN) while the link is down.
+            if val > 0:
+                ln = replace(ln, speed_mbps=val)
+        links.append(ln)
+    return replace(snap, links=tuple(links))
+
+
+def what_was_found(snap: Snapshot) -> list[str]:
+    """Plain words for a node with no rails: is there a ConnectX at all, and what is there."""
+    vendor = {fn.bdf: fn.vendor for fn in snap.pci}
+    nics = [ln for ln in snap.links if ln.parent_bus == "pci" or ln.parent_dev]
+    mlx = [ln for ln in nics if vendor.get(ln.parent_dev or "") == _MELLANOX]
+    drivers = {d.netdev: d.driver for d in snap.drivers}
+    lines = []
+    if not mlx and not snap.rdma_devices:
+        lines.append("no ConnectX NIC found")
+    else:
+        lines.append("ConnectX NIC(s) found, but no udev naming rules and no netdev named like a rail "
+                     "(use --rails N or --net-template)")
+    others = [ln for ln in snap.links if ln.ifname != "lo"]
+    if others:
+        desc = []
+        for ln in others:
+            extra = ln.kind or drivers.get(ln.ifname) or (f"pci {ln.parent_dev}" if ln.parent_dev else None)
+            desc.append(f"{ln.ifname} ({extra})" if extra else ln.ifname)
+        lines.append(f"netdevs: {', '.join(desc)}")
+    else:
+        lines.append("netdevs: none besides lo")
+    if snap.rdma_devices:
+        lines.append("RDMA devices: " + ", ".join(d.name for d in snap.rdma_devices))
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        exp = expectations_from_args(args)
+        table = load_kernel_table(exp.kernel_table_file)
+    except (KernelTableError, ValueError) as exc:
+        return _fail(str(exc))
+
+    from ..snapshot import take_snapshot
+
+    try:
+        if args.source:
+            from ..host.recorded import open_image
+
+            host = open_image(args.source)
+        else:
+            from ..host.live import LiveHost
+
+            host = LiveHost(args.host_root)
+    except HostError as exc:
+        return _fail(str(exc))
+
+    try:
+        cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
+        snap = take_snapshot(host, cfg)
+        topo = build_topology(snap, exp)
+        snap = _speeds(host, snap, {r.netdev.ifname for r in topo.rails if r.netdev is not None})
+        hist = load_history(host)
+        diag: Diagnosis = diagnose(snap, exp, events=hist.events, recorder=hist.recorder,
+                                   capture_time=hist.capture_time, kernel_table=table, topology=topo)
+        diag = with_unavailable(diag, hist.unavailable)
+        manifest_error = getattr(host, "manifest_error", None)
+        if manifest_error:
+            diag = with_unavailable(diag, (("manifest", manifest_error),))
+    except HostError as exc:
+        return _fail(str(exc))
+    except Exception as exc:  # a reader bug must not become a traceback on an operator's terminal
+        if os.environ.get("RAILSCOPE_DEBUG"):
+            raise
+        return _fail(f"could not diagnose {args.source or 'this node'}: {type(exc).__name__}: {exc} "
+                     "(RAILSCOPE_DEBUG=1 shows the traceback)")
+    finally:
+        host.close()
+
+    if args.json:
+        json.dump(diag.as_json(), sys.stdout, indent=2, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        from ..render import render
+
+        render(diag, sys.stdout, source=args.source, found=what_was_found(snap) if not diag.rails else ())
+    return diag.exit_status()

@@ -1,0 +1,121 @@
+"""Human output of ``railscope doctor``: a rail table, then findings worst first.
+
+Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org) or ``TERM`` is
+``dumb``. Everything here formats; nothing decides.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TextIO
+
+from .findings import Diagnosis, RailRow
+
+__all__ = ["render", "use_colour"]
+
+_SGR = {"critical": "1;31", "warning": "33", "info": "36", "up": "32", "down": "1;31", "dim": "2", "bold": "1"}
+
+
+def use_colour(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class _Paint:
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __call__(self, text: str, style: str | None) -> str:
+        if not self.on or not style or style not in _SGR:
+            return text
+        return f"\x1b[{_SGR[style]}m{text}\x1b[0m"
+
+
+def _speed(mbps: int | None) -> str:
+    if mbps is None:
+        return "-"
+    if mbps >= 1000 and mbps % 1000 == 0:
+        return f"{mbps // 1000}G"
+    return f"{mbps}M"
+
+
+def _rail_label(row: RailRow) -> str:
+    return str(row.rail) if row.plane is None else f"{row.rail}.{row.plane}"
+
+
+def _dash(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return str(v)
+
+
+def _table(headers: Sequence[str], rows: list[list[tuple[str, str | None]]], paint: _Paint) -> list[str]:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, (text, _) in enumerate(row):
+            widths[i] = max(widths[i], len(text))
+    lines = ["  ".join(paint(h.ljust(widths[i]), "bold") for i, h in enumerate(headers)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(paint(text.ljust(widths[i]), style) for i, (text, style) in enumerate(row)).rstrip())
+    return lines
+
+
+def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour: bool | None = None,
+           found: Sequence[str] = ()) -> None:
+    """Write the diagnosis for a person. ``found`` lists what the node has when it has no rails."""
+    paint = _Paint(use_colour(stream) if colour is None else colour)
+    out: list[str] = []
+    head = f"node {diag.node or '?'}  kernel {diag.kernel or '?'}"
+    if source:
+        head += f"  ({source})"
+    out.append(paint(head, "bold"))
+
+    if diag.rails:
+        drivers = {(r.driver, r.driver_version) for r in diag.rails if r.driver}
+        if len(drivers) == 1:
+            d, v = next(iter(drivers))
+            out.append(f"driver {d} {v or ''}".rstrip())
+        out.append("")
+        rows = []
+        for r in diag.rails:
+            oper_style = "up" if r.oper == "up" else ("down" if r.oper == "down" else None)
+            rdma_style = None if r.rdma_state in (None, "ACTIVE") else "down"
+            rows.append([
+                (_rail_label(r), None), (_dash(r.netdev), None if r.netdev else "critical"), (_dash(r.rdma), None),
+                (_dash(r.pci), None), (r.oper or "missing", oper_style or "critical"), (_speed(r.speed_mbps), None),
+                (_dash(r.rdma_state), rdma_style), (_dash(r.firmware), None), (_dash(r.eswitch_mode), None),
+                (_dash(r.esw_multiport), None), (_dash(r.numvfs), None), (_dash(r.representors), None),
+            ])
+        out.extend(_table(["RAIL", "NETDEV", "RDMA", "PCI", "LINK", "SPEED", "RDMA-STATE", "FIRMWARE",
+                           "ESWITCH", "MULTIPORT", "VFS", "REPS"], rows, paint))
+    else:
+        out.append("")
+        if found:
+            out.append("no rails: " + found[0])
+            out.extend(f"  {line}" for line in found[1:])
+        else:
+            out.append("no rails")
+
+    out.append("")
+    counts = {s: sum(1 for f in diag.findings if f.severity == s) for s in ("critical", "warning", "info")}
+    if not diag.findings:
+        ok = f"OK: {len(diag.rails)} rail(s), no findings" if diag.rails else "no findings"
+        out.append(paint(ok, "up" if diag.rails else None))
+    else:
+        summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        out.append(paint(f"FINDINGS ({summary})", "bold"))
+        width_code = max(len(f.code) for f in diag.findings)
+        width_subj = max(len(f.subject) for f in diag.findings)
+        for f in diag.findings:
+            out.append(f"{paint(f.severity.upper().ljust(8), f.severity)}  {f.code.ljust(width_code)}  "
+                       f"{f.subject.ljust(width_subj)}  {f.message}")
+    if diag.unavailable:
+        out.append("")
+        out.append(paint("not available:", "dim"))
+        out.extend(paint(f"  {src}: {why}", "dim") for src, why in diag.unavailable)
+    stream.write("\n".join(out) + "\n")
