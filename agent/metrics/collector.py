@@ -228,7 +228,7 @@ class RailscopeCollector:
                 fams.counter(name, doc, RAIL, base, val)
         speed = getattr(row, "speed_mbps", None) if row is not None else None
         if speed is None:
-            speed = getattr(rail, "speed_mbps", None)
+            speed = getattr(link, "speed_mbps", None)
         if speed is not None and speed > 0:
             fams.gauge("railscope_rail_speed_bytes", "Link speed in bytes per second (/sys/class/net/<if>/speed).",
                        RAIL, base, speed * 1_000_000 / 8)
@@ -259,27 +259,27 @@ class RailscopeCollector:
         for p in _PRIOS:
             for d in _DIRECTIONS:
                 # The driver counts pause duration in microseconds (mlx5 counters.rst).
-                for suffix, name, doc, scale in (
+                for suffix, name, doc, per_unit in (
                     ("pause", "railscope_pfc_pause_frames", "PFC pause frames on this priority.", 1),
                     ("pause_duration", "railscope_pfc_pause_duration_seconds",
                      "Time paused by PFC on this priority: rx = our transmit held off by the switch, "
-                     "tx = pause we asked the switch for.", 1e-6),
+                     "tx = pause we asked the switch for.", 1_000_000),
                     ("pause_transition", "railscope_pfc_pause_transitions",
                      "PFC XOFF to XON transitions on this priority.", 1),
                 ):
                     key = f"{d}_prio{p}_{suffix}"
                     if key in c:
-                        fams.counter(name, doc, labels, (*base, str(p), d), c[key] * scale)
+                        fams.counter(name, doc, labels, (*base, str(p), d), c[key] / per_unit)
         for d in _DIRECTIONS:
-            for suffix, name, doc, scale in (
+            for suffix, name, doc, per_unit in (
                 ("global_pause", "railscope_global_pause_frames",
                  "802.3x link-level pause frames (present only when global pause is on).", 1),
                 ("global_pause_duration", "railscope_global_pause_duration_seconds",
-                 "Time paused by 802.3x link-level pause.", 1e-6),
+                 "Time paused by 802.3x link-level pause.", 1_000_000),
             ):
                 key = f"{d}_{suffix}"
                 if key in c:
-                    fams.counter(name, doc, (*RAIL, "direction"), (*base, d), c[key] * scale)
+                    fams.counter(name, doc, (*RAIL, "direction"), (*base, d), c[key] / per_unit)
         for key, name, doc in (
             ("tx_pause_storm_warning_events", "railscope_pause_storm_warning_events",
              "The NIC's stall watchdog saw pause sent past the warning watermark."),

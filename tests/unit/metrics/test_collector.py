@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from metrics_expo import names, series, state_for, value
 from metrics_synth import (
     HEALTHY_ETHTOOL,
     ethtool_fixture,
@@ -12,39 +13,14 @@ from metrics_synth import (
     synthetic_snapshot,
 )
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
-from agent.config import Expectations
 from agent.findings import Diagnosis, Finding
 from agent.metrics.collector import RailscopeCollector
 from agent.metrics.exposition import render
 from agent.metrics.state import HungSource, MetricsState, SourceStatus
-from agent.model import EthtoolStats, Snapshot
-from agent.topology import build_topology
+from agent.model import EthtoolStats
 
 BUDGET = 1500
-
-
-def state_for(snap: Snapshot, **kw) -> MetricsState:
-    return MetricsState(snapshot=snap, topology=build_topology(snap, Expectations()), **kw)
-
-
-def series(text: bytes) -> list[tuple[str, dict[str, str], float]]:
-    out = []
-    for fam in text_string_to_metric_families(text.decode()):
-        for s in fam.samples:
-            out.append((s.name, dict(s.labels), s.value))
-    return out
-
-
-def value(text: bytes, name: str, **labels: str) -> float:
-    hits = [v for n, lab, v in series(text) if n == name and all(lab.get(k) == w for k, w in labels.items())]
-    assert len(hits) == 1, f"{name}{labels}: {len(hits)} series"
-    return hits[0]
-
-
-def names(text: bytes) -> set[str]:
-    return {n for n, _, _ in series(text)}
 
 
 @pytest.fixture(scope="module")

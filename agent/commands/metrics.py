@@ -1,0 +1,59 @@
+"""``railscope metrics --from PATH``: the Prometheus exposition the agent would serve for a node image.
+
+The golden-file tests and any comparison with another exporter use it (DESIGN §4). The sample is
+served as of the capture time, so ``railscope_sample_age_seconds`` is 0 and the output is the same
+on every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from .common import add_expectation_flags, env_default, expectations_from_args
+
+__all__ = ["register", "run"]
+
+
+def _regex(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a valid regular expression: {exc}") from None
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--from", dest="source", required=True, metavar="PATH",
+                   help="A node image: a directory, or a bundle .tar.gz with or without its top directory.")
+    p.add_argument("--representor-include", type=_regex, default=env_default("representor-include", None),
+                   metavar="REGEX",
+                   help="Also export per-representor series for representor netdevs whose name matches this "
+                        "regular expression. Default: none (representors only as per-PF counts).")
+    add_expectation_flags(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..host import HostError
+    from ..host.recorded import open_image
+    from ..metrics.exposition import render
+    from ..metrics.image import state_from_image
+
+    include = args.representor_include
+    if isinstance(include, str):  # from the environment, not parsed by argparse
+        try:
+            include = _regex(include)
+        except argparse.ArgumentTypeError as exc:
+            print(f"railscope metrics: RAILSCOPE_REPRESENTOR_INCLUDE: {exc}", file=sys.stderr)
+            return 3
+    try:
+        host = open_image(args.source)
+    except HostError as exc:
+        print(f"railscope metrics: {exc}", file=sys.stderr)
+        return 3
+    with host:
+        state = state_from_image(host, expectations_from_args(args))
+    taken = state.sample_time or 0.0
+    sys.stdout.buffer.write(render(state, clock=lambda: taken, representor_include=include))
+    sys.stdout.flush()
+    return 0
