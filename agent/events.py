@@ -99,9 +99,11 @@ def events_from_json(doc: Any) -> tuple[list[Event], int]:
 
     Tolerant: a capture from another agent version or a hand-edited file must not stop the doctor.
     """
+    if isinstance(doc, dict) and "events" not in doc:
+        return [], 0
     raw = doc.get("events") if isinstance(doc, dict) else None
     if not isinstance(raw, list):
-        return [], 0 if raw is None and isinstance(doc, dict) else 1
+        return [], 1
     out: list[Event] = []
     bad = 0
     for item in raw:
