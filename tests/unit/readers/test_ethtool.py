@@ -1,0 +1,141 @@
+"""ethtool reader: -S text (key whitespace, colliding names, errors), -i text, live ioctl results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.readers.common import Notes
+from agent.readers.ethtool import (
+    parse_drvinfo,
+    parse_ethtool_i,
+    parse_ethtool_s,
+    parse_firmware,
+    read_ethtool,
+)
+
+from .imagekit import make_image, public, recorded_body
+
+
+def test_pfc_prio3_counters_present_and_others_missing() -> None:
+    st = parse_ethtool_s(public("mlx5/ethtool-S-mlx5-uplink-pfc-prio3-healthy.RECONSTRUCTED.txt"), "p0")
+    c = st.as_dict()
+    for key in ("rx_prio3_pause", "tx_prio3_pause", "rx_prio3_pause_duration", "tx_prio3_pause_duration",
+                "rx_prio3_pause_transition", "tx_pause_storm_warning_events", "tx_pause_storm_error_events"):
+        assert key in c, key
+    assert "rx_prio0_pause" not in c  # PFC off on prio 0: missing, never 0
+    assert st.get("rx_prio0_pause") is None
+    storm = parse_ethtool_s(public("mlx5/ethtool-S-mlx5-uplink-pfc-prio3-storm.RECONSTRUCTED.txt"), "p0")
+    assert storm.get("tx_pause_storm_error_events") == 3
+
+
+def test_trailing_spaces_in_names_are_stripped() -> None:
+    text = ("NIC statistics:\n"
+            "     tx_pause_storm_warning_events : 4\n"
+            "\trx_prio3_pause:   51022  \n"
+            "     rx_vport_rdma_unicast_packets: 20693166921\n")
+    st = parse_ethtool_s(text, "p0")
+    assert st.counters == (("tx_pause_storm_warning_events", 4), ("rx_prio3_pause", 51022),
+                           ("rx_vport_rdma_unicast_packets", 20693166921))
+
+
+def test_real_ofed_output_without_pfc() -> None:
+    st = parse_ethtool_s(public("mlx5/ethtool-S-mlx5-uplink-ofed-nopfc.txt"), "ens1f0")
+    c = st.as_dict()
+    assert c["rx_packets"] == 1226 and c["tx_pause_storm_error_events"] == 0
+    assert not any(k.startswith(("rx_prio", "tx_prio")) and k.endswith("_pause") for k in c)
+
+
+def test_grep_excerpt_without_header() -> None:
+    text = public("mlx5/ethtool-S-mlx5-cx4lx-grep-discard-pause.txt")
+    with pytest.raises(ValueError):
+        parse_ethtool_s(text, "eth03")
+    st = parse_ethtool_s(text, "eth03", require_header=False)
+    assert st.get("rx_steer_missed_packets") == 24627
+    assert any(k.startswith("rx_global_pause") for k, _ in st.counters)
+
+
+def test_node_exporter_fixtures_colliding_names_and_error() -> None:
+    st = parse_ethtool_s(public("node_exporter/ethtool/eth0/statistics"), "eth0")
+    c = st.as_dict()
+    # raw names are kept: "duplicate metric" and "duplicate_metric" are distinct counters here
+    assert c["duplicate metric"] == 1 and c["duplicate_metric"] == 2
+    assert c["port.rx_dropped"] == 12028
+    with pytest.raises(ValueError, match="not statistics output"):
+        parse_ethtool_s(public("node_exporter/ethtool/bond0/statistics"), "bond0")
+
+
+def test_firmware_token_and_psid() -> None:
+    assert parse_firmware("28.43.1014 (MT_0000000838)") == ("28.43.1014", "MT_0000000838")
+    assert parse_firmware("14.23.1020") == ("14.23.1020", None)
+    assert parse_firmware("10.20.30 ") == ("10.20.30", None)
+    assert parse_firmware("") == (None, None)
+
+
+def test_ethtool_i_samples() -> None:
+    # these files hold several samples, each after a "# --- <where it came from>" line
+    modern = parse_ethtool_i(public("mlx5/ethtool-i-mlx5-inbox-modern.txt").split("# ---")[1], "eth0")
+    assert (modern.driver, modern.version, modern.firmware, modern.psid, modern.bus_info) == (
+        "mlx5_core", "6.5.0-14-generic", "14.18.2030", "HP_2420110034", "0000:01:00.0")
+    first_doca = public("mlx5/ethtool-i-mlx5-ofed-doca.txt").split("# ---")[1]
+    doca = parse_ethtool_i(first_doca, "eth0")
+    assert (doca.version, doca.firmware) == ("24.10-3.2.5", "14.32.1010")
+    old = parse_ethtool_i(public("mlx5/ethtool-i-mlx5-inbox-ubuntu1604.txt"), "eth0")
+    assert (old.version, old.psid) == ("3.0-1 (January 2015)", None)
+    text, _ = recorded_body("netdevsim/14-ethtool-i.txt")
+    nsim = parse_ethtool_i(text, "eth0")
+    assert (nsim.driver, nsim.firmware, nsim.bus_info) == ("netdevsim", "10.20.30", "netdevsim10")
+    rep = parse_ethtool_i("driver: mlx5e_rep\nbus-info:\n", "pf0hpf")
+    assert (rep.driver, rep.bus_info) == ("mlx5e_rep", None)
+    with pytest.raises(ValueError):
+        parse_ethtool_i("Cannot get driver information: Operation not supported\n", "x")
+
+
+def test_live_drvinfo_dict() -> None:
+    di = parse_drvinfo({"driver": "mlx5_core", "version": "25.10-1.7.1",
+                        "fw_version": "28.42.1000 (MT_0000000838)", "bus_info": "0000:0c:00.0"}, "net_rail0")
+    assert (di.firmware, di.psid, di.bus_info) == ("28.42.1000", "MT_0000000838", "0000:0c:00.0")
+
+
+class _IoctlHost:
+    """The live host's ethtool doors answer directly; nothing else is asked."""
+
+    live = True
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def ethtool_stats(self, ifname: str):
+        self.asked.append(ifname)
+        return [("rx_prio3_pause ", 7), ("tx_pause_storm_warning_events  ", 0)]
+
+    def ethtool_drvinfo(self, ifname: str):
+        return {"driver": "mlx5_core", "version": "6.8.0-60-generic", "fw_version": "28.42.1000 (MT_1)",
+                "bus_info": "0000:0c:00.0"}
+
+    def run(self, argv, timeout_s=10.0, max_bytes=0):
+        raise AssertionError(f"no command expected, got {argv}")
+
+
+def test_live_ioctl_path_strips_keys_and_runs_no_command() -> None:
+    host = _IoctlHost()
+    stats, infos = read_ethtool(host, ["net_rail0", "net_rail1"])  # type: ignore[arg-type]
+    assert host.asked == ["net_rail0", "net_rail1"]
+    assert stats[0].counters == (("rx_prio3_pause", 7), ("tx_pause_storm_warning_events", 0))
+    assert infos[1].psid == "MT_1"
+
+
+def test_recorded_path_and_failures(tmp_path: Path) -> None:
+    s_text, s_rc = recorded_body("netdevsim/15-ethtool-S.txt")
+    host = make_image(tmp_path / "img", cmds={
+        ("ethtool", "-S", "p0"): (public("mlx5/ethtool-S-mlx5-uplink-pfc-prio3-healthy.RECONSTRUCTED.txt"), 0),
+        ("ethtool", "-i", "p0"): (public("mlx5/ethtool-i-mlx5-inbox-modern.txt").split("# ---")[1], 0),
+        ("ethtool", "-S", "eth0"): (s_text, s_rc),
+    })
+    notes = Notes()
+    stats, infos = read_ethtool(host, ["p0", "eth0"], notes=notes)
+    assert [s.netdev for s in stats] == ["p0"] and [i.netdev for i in infos] == ["p0"]
+    reasons = dict(notes.unavailable)
+    assert reasons["ethtool -S eth0"] == "ethtool -S eth0: exit 94"
+    assert reasons["ethtool -i eth0"] == "ethtool -i eth0: not recorded in this image"

@@ -1,0 +1,147 @@
+"""rdma reader: JSON and text forms, netns mode, sysfs ports and counters of the asked ports only."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent.host.recorded import open_image
+from agent.model import RdmaLink
+from agent.readers.common import Notes
+from agent.readers.rdma import (
+    netns_from_sysfs,
+    parse_rdma_links,
+    parse_rdma_system,
+    parse_sysfs_state,
+    read_rdma,
+    read_rdma_devices,
+)
+
+from .imagekit import PUBLIC, make_image, public, recorded_body
+
+
+def test_links_json_array() -> None:
+    out = parse_rdma_links(public("mlx5/rdma-link-show.RECONSTRUCTED.json"))
+    assert out == (RdmaLink("mlx5_0", 1, "ACTIVE", "LINK_UP", "p1p1"),
+                   RdmaLink("mlx5_1", 1, "DOWN", "DISABLED", "p1p2"))
+    text, _ = recorded_body("netdevsim/49-rdma-link-show.txt")
+    assert parse_rdma_links(text) == (RdmaLink("rxe0", 1, "DOWN", "DISABLED", "eth0"),)
+
+
+def test_links_text_with_trailing_space() -> None:
+    text = public("mlx5/rdma-link-show-cx6dx.txt")
+    assert text.splitlines()[0].endswith("p1p1 ")
+    out = parse_rdma_links(text)
+    assert [(lk.dev, lk.port, lk.state, lk.netdev) for lk in out] == [
+        ("mlx5_0", 1, "ACTIVE", "p1p1"), ("mlx5_1", 1, "ACTIVE", "p1p2")]
+
+
+def test_links_json_trailing_space_in_netdev() -> None:
+    (lk,) = parse_rdma_links('[{"ifname":"mlx5_0","port":1,"state":"ACTIVE","netdev":"p1p1 "}]')
+    assert lk.netdev == "p1p1" and lk.physical_state is None
+
+
+@pytest.mark.parametrize("bad", ['[{"ifname":"mlx5_0",', "error: something broke"])
+def test_links_garbage_raises_value_error(bad: str) -> None:
+    with pytest.raises(ValueError):
+        parse_rdma_links(bad)
+
+
+def test_system_show_forms() -> None:
+    assert parse_rdma_system(public("mlx5/rdma-system-show.RECONSTRUCTED.json")) == "shared"
+    assert parse_rdma_system(public("mlx5/rdma-system-show.txt")) == "shared"
+    # old iproute2 prints fewer keys
+    assert parse_rdma_system('[{"netns":"exclusive"}]') == "exclusive"
+    assert parse_rdma_system('{"netns":"exclusive","copy-on-fork":true}') == "exclusive"
+    assert parse_rdma_system('[{"copy-on-fork":true}]') is None
+
+
+def test_sysfs_words() -> None:
+    assert parse_sysfs_state("4: ACTIVE\n") == "ACTIVE"
+    assert parse_sysfs_state("5: LinkUp") == "LinkUp"
+    assert parse_sysfs_state("ACTIVE") == "ACTIVE"
+    assert parse_sysfs_state("") is None and parse_sysfs_state(None) is None
+    assert (netns_from_sysfs("Y\n"), netns_from_sysfs("N"), netns_from_sysfs("x"), netns_from_sysfs(None)) == (
+        "shared", "exclusive", None, None)
+
+
+def _procfs_image(tmp_path: Path):
+    root = tmp_path / "img"
+    shutil.copytree(PUBLIC / "procfs" / "sys", root / "fs" / "sys")
+    return open_image(str(root))
+
+
+def test_procfs_devices_counters_only_for_asked_port(tmp_path: Path) -> None:
+    host = _procfs_image(tmp_path)
+    devs = {d.name: d for d in read_rdma_devices(host, {("mlx5_0", 1)}, [])}
+    assert set(devs) == {"hfi1_0", "mlx4_0", "mlx5_0"}
+    m = devs["mlx5_0"]
+    assert m.fw_ver == "14.28.2006"
+    # procfs' fixture has "4: ACTIVE" in phys_state too (upstream quirk; real: "5: LinkUp")
+    assert m.ports == ((1, "ACTIVE", "ACTIVE", "InfiniBand"),)
+    names = {name for _, name, _ in m.counters}
+    assert {"port_rcv_data", "symbol_error", "out_of_buffer", "rnr_nak_retry_err"} <= names
+    # nothing asked of the others: identity only
+    assert devs["mlx4_0"].ports == () and devs["mlx4_0"].counters == ()
+
+
+def _switchdev_image(tmp_path: Path, nports: int = 6):
+    """A PF RDMA device in switchdev: port 1 is the uplink, 2..N the representors."""
+    dev = "/sys/devices/pci0000:0b/0000:0b:01.0/0000:0c:00.0/infiniband/mlx5_0"
+    files: dict[str, str | bytes] = {f"{dev}/fw_ver": "28.42.1000\n", f"{dev}/hca_type": "MT4129\n",
+                                     f"{dev}/node_guid": "b83f:d203:00aa:0010\n"}
+    for p in range(1, nports + 1):
+        files[f"{dev}/ports/{p}/state"] = "4: ACTIVE\n"
+        files[f"{dev}/ports/{p}/phys_state"] = "5: LinkUp\n"
+        files[f"{dev}/ports/{p}/link_layer"] = "Ethernet\n"
+        files[f"{dev}/ports/{p}/hw_counters/out_of_buffer"] = f"{p}\n"
+    links = [{"ifname": "mlx5_0", "port": 1, "state": "ACTIVE", "physical_state": "LINK_UP", "netdev": "p0"}]
+    links += [{"ifname": "mlx5_0", "port": p, "state": "ACTIVE", "physical_state": "LINK_UP",
+               "netdev": f"pf0vf{p - 2}"} for p in range(2, nports + 1)]
+    return make_image(
+        tmp_path / "img", files=files,
+        symlinks={"/sys/class/infiniband/mlx5_0": "../../devices/pci0000:0b/0000:0b:01.0/0000:0c:00.0/infiniband/mlx5_0",
+                  f"{dev}/device": "../../../0000:0c:00.0"},
+        cmds={("rdma", "-j", "link", "show"): (json.dumps(links), 0),
+              ("rdma", "-j", "system", "show"): ('[{"netns":"shared"}]', 0)})
+
+
+def test_switchdev_reads_the_uplink_port_only(tmp_path: Path) -> None:
+    host = _switchdev_image(tmp_path)
+    notes = Notes()
+    links, netns, devs = read_rdma(host, ["p0"], ["0000:0c:00.0"], notes=notes)
+    assert len(links) == 6 and netns == "shared"
+    (d,) = devs
+    assert d.pci == "0000:0c:00.0" and d.hca_type == "MT4129"
+    assert d.ports == ((1, "ACTIVE", "LinkUp", "Ethernet"),)
+    assert d.counters == ((1, "out_of_buffer", 1),)
+    assert notes.unavailable == []
+
+
+def test_rail_function_without_rdma_link_gets_port_1(tmp_path: Path) -> None:
+    host = _switchdev_image(tmp_path)
+    devs = read_rdma_devices(host, set(), ["0000:0c:00.0"])
+    assert [p[0] for p in devs[0].ports] == [1]
+
+
+def test_no_rdma_tool_falls_back_to_sysfs_netns(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={"/sys/module/ib_core/parameters/netns_mode": "N\n"})
+    notes = Notes()
+    links, netns, devs = read_rdma(host, [], [], notes=notes)
+    assert (links, netns, devs) == ((), "exclusive", ())
+    sources = [s for s, _ in notes.unavailable]
+    assert sources == ["rdma", "rdma system", "infiniband"]
+
+
+def test_corrupt_rdma_json_is_unavailable(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", cmds={("rdma", "-j", "link", "show"): ('[{"ifname":', 0),
+                                              ("rdma", "-j", "system", "show"): ("", 0)})
+    notes = Notes()
+    links, netns, _ = read_rdma(host, [], [], notes=notes)
+    assert links == () and netns is None
+    reasons = dict(notes.unavailable)
+    assert reasons["rdma"].startswith("rdma -j link show: not valid JSON")
+    assert "rdma system" not in reasons  # empty output: no mode, nothing wrong with the tool

@@ -1,0 +1,56 @@
+"""versions reader: kernel, driver, RDMA netns mode running vs asked for in modprobe.d."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.readers.common import Notes
+from agent.readers.versions import parse_modprobe_netns, read_versions
+
+from .imagekit import make_image
+
+
+def test_modprobe_lines() -> None:
+    text = ("# rdma-cni needs exclusive mode\n"
+            "#options ib_core netns_mode=1\n"
+            "options ib_core netns_mode=0\n"
+            "options mlx5_core prof_sel=2\n"
+            "  options   ib_core  foo=1 netns_mode=1\n"
+            "options ib_core_x netns_mode=0\n")
+    assert parse_modprobe_netns(text, "/etc/modprobe.d/ib_core.conf") == [
+        ("/etc/modprobe.d/ib_core.conf", "options ib_core netns_mode=0"),
+        ("/etc/modprobe.d/ib_core.conf", "options   ib_core  foo=1 netns_mode=1"),
+    ]
+
+
+def test_read_versions_doca(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={
+        "/proc/sys/kernel/osrelease": "6.8.0-60-generic\n",
+        "/proc/sys/kernel/hostname": "gpu-node-017\n",
+        "/proc/cmdline": "BOOT_IMAGE=/vmlinuz ro ib_core.netns_mode=0\n",
+        "/sys/module/mlx5_core/version": "25.10-1.7.1\n",
+        "/sys/module/mlx5_core/srcversion": "5F8D2A1B3C4E6F708192A3B\n",
+        "/sys/module/ib_core/parameters/netns_mode": "Y\n",
+        "/etc/modprobe.d/ib_core.conf": "options ib_core netns_mode=0\n",
+        "/etc/modprobe.d/README": "options ib_core netns_mode=1\n",  # not a .conf: modprobe ignores it
+    })
+    v = read_versions(host)
+    assert (v.kernel, v.hostname, v.mlx5_version, v.mlx5_srcversion, v.netns_mode) == (
+        "6.8.0-60-generic", "gpu-node-017", "25.10-1.7.1", "5F8D2A1B3C4E6F708192A3B", "Y")
+    assert v.cmdline is not None and "ib_core.netns_mode=0" in v.cmdline
+    assert v.modprobe_netns_mode == (("/etc/modprobe.d/ib_core.conf", "options ib_core netns_mode=0"),)
+
+
+def test_inbox_driver_has_no_version_file(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={"/proc/sys/kernel/osrelease": "6.8.0-60-generic\n"})
+    notes = Notes()
+    v = read_versions(host, notes)
+    assert v.kernel == "6.8.0-60-generic" and v.mlx5_version is None and v.netns_mode is None
+    assert notes.unavailable == []
+
+
+def test_nothing_readable(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={"/proc/sys/kernel/osrelease": ""})
+    notes = Notes()
+    assert read_versions(host, notes).kernel is None
+    assert notes.unavailable == [("versions", "/proc/sys/kernel/osrelease: not readable")]
