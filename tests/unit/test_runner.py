@@ -1,0 +1,75 @@
+"""run_argv: missing tools, exit codes, timeouts that kill the whole process group, size caps."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from agent.host.runner import run_argv
+
+
+def _gone(pid: int, wait_s: float = 10.0) -> bool:
+    """True once ``pid`` no longer runs (gone, or a zombie waiting for its new parent to reap it)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_missing_tool() -> None:
+    r = run_argv(["railscope-no-such-tool-xyz", "-j"])
+    assert r.missing and not r.available and r.rc is None
+    assert r.why() == "railscope-no-such-tool-xyz: command not found"
+
+
+def test_non_zero_exit_keeps_output() -> None:
+    r = run_argv([sys.executable, "-c", "import sys; print('out'); print('bad thing', file=sys.stderr); sys.exit(3)"])
+    assert r.available and not r.ok and r.rc == 3
+    assert r.stdout == b"out\n" and r.why().endswith(": exit 3: bad thing")
+
+
+def test_environment_is_c_locale() -> None:
+    r = run_argv([sys.executable, "-c", "import os; print(os.environ.get('LC_ALL'))"])
+    assert r.ok and r.text.strip() == "C"
+
+
+def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    r = run_argv([sys.executable, "-c", script], timeout_s=2.0)
+    assert r.timed_out and r.rc is None and not r.available
+    assert r.stdout == b"started\n"
+    assert "timed out after 2s" in r.why()
+    child = int(pidfile.read_text())
+    assert _gone(child), "the grandchild survived the timeout"
+
+
+def test_output_over_cap_is_truncated() -> None:
+    big = [sys.executable, "-c", "import sys; sys.stdout.write('a' * 50000 + 'END')"]
+    head = run_argv(big, max_bytes=1000)
+    assert head.ok and head.truncated and head.stdout == b"a" * 1000
+    tail = run_argv(big, max_bytes=1000, keep="tail")
+    assert tail.truncated and len(tail.stdout) == 1000 and tail.stdout.endswith(b"END")
+    small = run_argv([sys.executable, "-c", "print('x')"], max_bytes=1000)
+    assert not small.truncated
+
+
+def test_never_a_shell() -> None:
+    r = run_argv(["echo", "$HOME; rm -rf /nonexistent"])
+    assert r.ok and r.stdout == b"$HOME; rm -rf /nonexistent\n"
+    assert os.path.exists("/")
