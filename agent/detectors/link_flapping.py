@@ -69,15 +69,15 @@ def step(state: LinkFlapState, obs: LinkObs, now: float) -> tuple[LinkFlapState,
     carrier = obs.carrier if obs.carrier is not None else prev.carrier
     ifindex = obs.ifindex if obs.ifindex is not None else prev.ifindex
 
-    in_grace = obs.admin_up is False or now < state.suppress_until or (
+    ignored = obs.admin_up is False or now < state.suppress_until or (
         prev.recreated_at is not None and now - prev.recreated_at < th.reload_grace_s)
     losses = tuple(t for t in prev.losses if t > now - th.flap_window_s)
-    if lost and not in_grace:
+    if lost and not ignored:
         losses = (losses + (now,) * min(lost, th.flap_count))[-th.flap_count:]
 
     events: tuple[Event, ...] = ()
     last_true = prev.last_true
-    if lost and not in_grace and len(losses) >= th.flap_count:
+    if lost and not ignored and len(losses) >= th.flap_count:
         if episode_fires(last_true, now, th.flap_window_s):
             events = (make_event(
                 now, CODE, obs.name,

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ..config import Expectations
 
 __all__ = ["Thresholds"]
+
+_INT_FIELDS = ("flap_count", "config_flap_changes", "lossless_prio")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +39,27 @@ class Thresholds:
     #: sample before it) are the reload's, not flaps.
     reload_grace_s: float = 30.0
 
+    @classmethod
+    def from_expectations(cls, exp: Expectations, overrides: Iterable[tuple[str, Any]] = ()) -> Thresholds:
+        """The thresholds the doctor also judges by (``--flap-count``, ``--lossless-prio`` ...), then
+        ``overrides`` as (field name, value) pairs; an unknown name is a ValueError naming it."""
+        base = cls(flap_count=exp.flap_count, flap_window_s=exp.flap_window_s, storm_ratio=exp.storm_ratio,
+                   lossless_prio=exp.lossless_prio)
+        known = {f.name for f in fields(cls)}
+        changes = dict(overrides)
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ValueError(f"unknown detector threshold(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        return replace(base, **changes)
+
     def __post_init__(self) -> None:
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, float) and value.is_integer():
+                # flags and settings may carry every threshold as a float; counts are whole numbers
+                object.__setattr__(self, name, int(value))
+            elif isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be a whole number, got {value!r}")
         if self.flap_count < 1:
             raise ValueError(f"flap_count must be at least 1, got {self.flap_count}")
         if self.config_flap_changes < 2:

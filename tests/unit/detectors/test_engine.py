@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.config import Expectations
 from agent.detectors import (
     ConfigObs,
     CountersObs,
@@ -138,3 +139,17 @@ def test_every_event_code_is_registered() -> None:
 def test_unknown_observation_is_refused() -> None:
     with pytest.raises(TypeError):
         step(initial(), object(), 0.0)  # type: ignore[arg-type]
+
+
+def test_thresholds_from_expectations_and_overrides() -> None:
+    th = Thresholds.from_expectations(Expectations(flap_count=5, lossless_prio=4, storm_ratio=0.7),
+                                      [("reload_grace_s", 45.0), ("config_flap_changes", 3.0)])
+    assert (th.flap_count, th.lossless_prio, th.storm_ratio, th.reload_grace_s, th.config_flap_changes) == \
+        (5, 4, 0.7, 45.0, 3)
+    assert isinstance(th.config_flap_changes, int)
+    with pytest.raises(ValueError, match=r"unknown detector threshold.*flap_cnt"):
+        Thresholds.from_expectations(Expectations(), [("flap_cnt", 3)])
+    with pytest.raises(ValueError, match="flap_count must be a whole number"):
+        Thresholds(flap_count=2.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="lossless_prio"):
+        Thresholds(lossless_prio=9)
