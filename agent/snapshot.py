@@ -21,7 +21,7 @@ from .naming import parse_name
 from .readers.common import Notes
 from .readers.devlink import read_devlink
 from .readers.ethtool import read_ethtool
-from .readers.links import read_link_stats, read_links, with_stats
+from .readers.links import read_link_stats, read_links, read_speeds, with_stats
 from .readers.ovs import read_ovs
 from .readers.pci import functions_of_links, read_pci
 from .readers.rdma import read_rdma
@@ -118,7 +118,7 @@ def take_snapshot(host: Host, cfg: ReadConfig | None = None, *, now: float | Non
 
     rails = rail_netdevs(links, pci_of, fn_by_bdf, rules, cfg.net_templates)
     rail_bdfs = sorted({pci_of[n] for n in rails if n in pci_of} | {r.pci for r in rules})
-    links = with_stats(links, read_link_stats(host, rails, notes))
+    links = with_stats(links, read_link_stats(host, rails, notes), read_speeds(host, rails))
 
     dl = read_devlink(host, functions, rail_bdfs, cfg.devlink_params, timeout, notes)
     rdma_links, rdma_netns, rdma_devices = read_rdma(host, rails, rail_bdfs, timeout, notes)

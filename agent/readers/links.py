@@ -13,7 +13,19 @@ from ..host import Host
 from ..model import Link, VfInfo
 from .common import Notes, to_int
 
-__all__ = ["parse_link", "parse_links", "parse_stats", "read_link_stats", "read_links", "with_stats"]
+__all__ = [
+    "parse_link",
+    "parse_links",
+    "parse_speed",
+    "parse_stats",
+    "read_link_stats",
+    "read_links",
+    "read_speeds",
+    "with_stats",
+]
+
+# ethtool's SPEED_UNKNOWN is -1; older kernels printed it as the u32 4294967295.
+_SPEED_UNKNOWN = (-1, 0xFFFFFFFF)
 
 
 def _str(value: Any) -> str | None:
@@ -150,7 +162,34 @@ def read_link_stats(host: Host, ifnames: list[str], notes: Notes | None = None) 
     return out
 
 
-def with_stats(links: tuple[Link, ...], stats: dict[str, tuple[tuple[str, int], ...]]) -> tuple[Link, ...]:
-    """The links with ``stats64`` filled in for the names in ``stats``."""
-    return tuple(dataclasses.replace(lk, stats64=stats[lk.ifname]) if lk.ifname in stats else lk
-                 for lk in links)
+def parse_speed(text: str | None) -> int | None:
+    """``/sys/class/net/<if>/speed`` (Mb/s) -> int; None for ``-1`` (no link: mlx5 while down), 0, garbage."""
+    n = to_int(text) if text is not None else None
+    if n is None or n <= 0 or n in _SPEED_UNKNOWN:
+        return None
+    return n
+
+
+def read_speeds(host: Host, ifnames: list[str]) -> dict[str, int]:
+    """Link speed in Mb/s of the named links that report one (reading ``speed`` of a link that is
+    down fails with EINVAL on some drivers: that is "no speed", not an error)."""
+    out = {}
+    for name in ifnames:
+        n = parse_speed(host.read_text(f"/sys/class/net/{name}/speed", 64))
+        if n is not None:
+            out[name] = n
+    return out
+
+
+def with_stats(links: tuple[Link, ...], stats: dict[str, tuple[tuple[str, int], ...]],
+               speeds: dict[str, int] | None = None) -> tuple[Link, ...]:
+    """The links with ``stats64`` (and ``speed_mbps``) filled in for the names given."""
+    speeds = speeds or {}
+    out = []
+    for lk in links:
+        if lk.ifname in stats:
+            lk = dataclasses.replace(lk, stats64=stats[lk.ifname])
+        if lk.ifname in speeds:
+            lk = dataclasses.replace(lk, speed_mbps=speeds[lk.ifname])
+        out.append(lk)
+    return tuple(out)

@@ -106,19 +106,19 @@ def functions_of_links(host: Host, links: Iterable[Link]) -> dict[str, str]:
 def read_pci(host: Host, bdfs: Iterable[str], notes: Notes | None = None) -> tuple[PciFunction, ...]:
     """The named functions plus the PF of each VF among them, sorted by address."""
     notes = notes if notes is not None else Notes()
-    todo = sorted({b for b in bdfs if BDF_RE.match(b)})
+    todo = sorted({b for b in bdfs if BDF_RE.match(b)}, reverse=True)
+    queued = set(todo)
     seen: dict[str, PciFunction] = {}
     absent = []
     while todo:
-        bdf = todo.pop(0)
-        if bdf in seen:
-            continue
+        bdf = todo.pop()
         fn = _read_one(host, bdf)
         if fn is None:
             absent.append(bdf)
             continue
         seen[bdf] = fn
-        if fn.physfn and fn.physfn not in seen and fn.physfn not in todo:
+        if fn.physfn and fn.physfn not in queued:
+            queued.add(fn.physfn)
             todo.append(fn.physfn)
     if absent:
         notes.missing("pci", f"no {_DEVICES}/<bdf> for {', '.join(absent)}")

@@ -139,10 +139,12 @@ def _counters(host: Host, base: str) -> list[tuple[str, int]]:
 
 def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs: Iterable[str],
                       notes: Notes | None = None) -> tuple[RdmaDevice, ...]:
-    """Identity of every RDMA device; port state + counters of the wanted ports only.
+    """Every RDMA device with its PCI function; identity, port state and counters for rail devices only.
 
-    A device on a rail's PCI function with no wanted port gets port 1 (DESIGN §4: a rail's RDMA port
-    is its ``rdma link`` entry, else port 1 of the RDMA device on its function).
+    A rail device is one with a wanted port or on a rail's PCI function; one on a rail's function
+    with no wanted port gets port 1 (DESIGN §4: a rail's RDMA port is its ``rdma link`` entry, else
+    port 1 of the RDMA device on its function). Other devices (VFs' in shared netns mode: up to one
+    per VF) cost one symlink walk each.
     """
     notes = notes if notes is not None else Notes()
     names = host.listdir(_IB)
@@ -157,6 +159,9 @@ def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs:
         wanted = sorted(p for d, p in ports_wanted if d == name)
         if not wanted and pci in rails:
             wanted = [1]
+        if not wanted:
+            out.append(RdmaDevice(name=name, pci=pci))
+            continue
         ports = []
         counters: list[tuple[int, str, int]] = []
         for p in wanted:

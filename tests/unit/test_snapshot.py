@@ -93,3 +93,9 @@ def test_rules_and_unavailable(snap: Snapshot) -> None:
     assert snap.ovs is None
     assert dict(snap.unavailable) == {"ovs": "no OVS db socket at /var/run/openvswitch/db.sock"}
     assert snap.busy == ()
+
+
+def test_rail_speed(snap: Snapshot) -> None:
+    assert snap.link("net_rail0").speed_mbps == 400000
+    assert snap.link("net_rail1").speed_mbps == 400000
+    assert snap.link("net_rail0_0").speed_mbps is None

@@ -6,7 +6,15 @@ from pathlib import Path
 
 from agent.model import VfInfo
 from agent.readers.common import Notes
-from agent.readers.links import parse_link, parse_links, read_link_stats, read_links, with_stats
+from agent.readers.links import (
+    parse_link,
+    parse_links,
+    parse_speed,
+    read_link_stats,
+    read_links,
+    read_speeds,
+    with_stats,
+)
 
 from .imagekit import make_image
 
@@ -76,3 +84,14 @@ def test_corrupt_link_dump_is_unavailable_with_reason(tmp_path: Path) -> None:
     assert read_links(host, notes) == ()
     (source, reason), = notes.unavailable
     assert source == "netlink" and reason.startswith("netlink/links.json:")
+
+
+def test_speed_from_sysfs(tmp_path: Path) -> None:
+    assert [parse_speed(t) for t in ("400000\n", "-1\n", "4294967295", "0", "", "fast", None)] == [
+        400000, None, None, None, None, None, None]
+    host = make_image(tmp_path / "img", links=[RAIL, REP], files={
+        "/sys/class/net/net_rail0/speed": "400000\n", "/sys/class/net/net_rail0_0/speed": "-1\n"})
+    speeds = read_speeds(host, ["net_rail0", "net_rail0_0", "gone0"])
+    assert speeds == {"net_rail0": 400000}
+    merged = with_stats(read_links(host), {}, speeds)
+    assert [lk.speed_mbps for lk in merged] == [400000, None]
