@@ -226,9 +226,9 @@ class RailscopeCollector:
             val = getattr(link, attr)
             if val is not None:
                 fams.counter(name, doc, RAIL, base, val)
-        speed = getattr(row, "speed_mbps", None) if row is not None else None
-        if speed is None:
-            speed = getattr(link, "speed_mbps", None)
+        speed = link.speed_mbps
+        if speed is None and row is not None:
+            speed = row.speed_mbps
         if speed is not None and speed > 0:
             fams.gauge("railscope_rail_speed_bytes", "Link speed in bytes per second (/sys/class/net/<if>/speed).",
                        RAIL, base, speed * 1_000_000 / 8)

@@ -74,7 +74,7 @@ def vf_bdf(i: int, v: int) -> str:
 def rail_link(i: int, ifindex: int, *, stats: bool = True) -> Link:
     return Link(
         ifindex=ifindex, ifname=f"net_rail{i}", operstate="UP", carrier=1, carrier_changes=4,
-        carrier_up_count=2, carrier_down_count=2, mtu=9000, address=f"b8:3f:d2:aa:{i:02x}:10",
+        carrier_up_count=2, carrier_down_count=2, mtu=9000, speed_mbps=400_000, address=f"b8:3f:d2:aa:{i:02x}:10",
         phys_port_name="p0", phys_switch_id=f"9a3f21c0ffee{i:04x}", parent_bus="pci", parent_dev=pf_bdf(i),
         stats64=(("rx_bytes", 1000 + i), ("tx_bytes", 2000 + i), ("rx_packets", 10), ("tx_packets", 20),
                  ("rx_errors", 0), ("tx_errors", 0), ("rx_dropped", 1), ("tx_dropped", 0)) if stats else None,

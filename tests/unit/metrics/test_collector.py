@@ -106,6 +106,7 @@ def test_rail_link_and_statistics(big_text: bytes) -> None:
     assert value(big_text, "railscope_rail_carrier_changes_total", **r) == 4
     assert value(big_text, "railscope_rail_carrier_down_changes_total", **r) == 2
     assert value(big_text, "railscope_rail_mtu_bytes", **r) == 9000
+    assert value(big_text, "railscope_rail_speed_bytes", **r) == 400_000 * 1_000_000 / 8  # Mb/s -> bytes/s
     assert value(big_text, "railscope_rail_bytes_total", direction="rx", **r) == 1002
     assert value(big_text, "railscope_rail_bytes_total", direction="tx", **r) == 2002
     assert value(big_text, "railscope_rail_dropped_total", direction="rx", **r) == 1
@@ -182,6 +183,9 @@ def test_rail_down_without_carrier() -> None:
     assert value(text, "railscope_rail_up", rail="0") == 0
     assert value(text, "railscope_rail_carrier", rail="0") == 0
     assert value(text, "railscope_rail_oper_state", rail="0") == 3
+    # mlx5 reports speed -1 without a link; the readers give None: no speed series, never a 0 or -1.
+    snap = dataclasses.replace(snap, links=tuple(dataclasses.replace(lk, speed_mbps=None) for lk in snap.links))
+    assert "railscope_rail_speed_bytes" not in names(render(state_for(snap), clock=lambda: 0.0))
 
 
 # -- node facts, findings and the agent's own series ----------------------------------------------
