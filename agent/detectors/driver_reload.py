@@ -1,7 +1,8 @@
 """DriverReload: the NIC driver was reloaded — an event of its own, not fifty flaps.
 
 Seen two ways: ``/sys/module/mlx5_core/srcversion`` changed (every driver swap: the DOCA driver
-container loads its driver and restores the inbox one when its pod ends), or every rail netdev was
+container loads its driver and restores the inbox one when its pod ends; ``version`` when the
+kernel keeps no srcversion), or every rail netdev was
 recreated (a new ifindex for each PCI function and port) within the reload grace, which also
 catches a reload of the same driver. One reload gives one event whichever is seen first; the
 engine then tells the flap detectors to forgive what the reload did.
@@ -45,23 +46,28 @@ def initial(th: Thresholds | None = None) -> DriverState:
 def step(state: DriverState, obs: DriverObs | LinkObs, now: float) -> tuple[DriverState, tuple[Event, ...]]:
     if isinstance(obs, LinkObs):
         return _link(state, obs, now)
-    if obs.srcversion is None:
+    if obs.srcversion is None and obs.version is None:
         return state, ()
-    if state.srcversion is None or obs.srcversion == state.srcversion:
-        return replace(state, srcversion=obs.srcversion, version=obs.version, driver_seen=now,
-                       reported_since_driver_obs=False), ()
+    changed = _changed(state.srcversion, obs.srcversion) or (
+        (state.srcversion is None or obs.srcversion is None) and _changed(state.version, obs.version))
     events: tuple[Event, ...] = ()
-    if not state.reported_since_driver_obs:
+    if changed and not state.reported_since_driver_obs:
+        what = "srcversion" if _changed(state.srcversion, obs.srcversion) else "version"
         events = (make_event(
             now, CODE, "node",
-            f"mlx5_core reloaded: srcversion {state.srcversion} -> {obs.srcversion}"
+            f"mlx5_core reloaded: {what} changed, srcversion {state.srcversion} -> {obs.srcversion}"
             f" (version {state.version} -> {obs.version})",
-            {"reason": "srcversion changed", "old_srcversion": state.srcversion,
+            {"reason": f"{what} changed", "old_srcversion": state.srcversion,
              "new_srcversion": obs.srcversion, "old_version": state.version, "new_version": obs.version,
              "previous_check_ts": state.driver_seen}),)
-    return replace(state, srcversion=obs.srcversion, version=obs.version, driver_seen=now,
-                   reported_since_driver_obs=False,
+    return replace(state, srcversion=obs.srcversion or state.srcversion, version=obs.version or state.version,
+                   driver_seen=now, reported_since_driver_obs=False,
                    last_reload=now if events else state.last_reload), events
+
+
+def _changed(old: str | None, new: str | None) -> bool:
+    """Both known and different: a value that could not be read is not a change."""
+    return old is not None and new is not None and old != new
 
 
 def _link(state: DriverState, obs: LinkObs, now: float) -> tuple[DriverState, tuple[Event, ...]]:

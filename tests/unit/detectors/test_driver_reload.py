@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import pytest
+
+from agent.detectors import driver_reload
+from agent.detectors.observations import DriverObs, LinkObs
+from agent.detectors.thresholds import Thresholds
+
+DOCA = DriverObs("A1B2C3D4E5F60718293A4B5", "25.10-1.7.1")
+INBOX = DriverObs("F00DCAFE0123456789ABCDE", "6.8.0-60-generic")
+
+
+def link(pci: str, ifindex: int) -> LinkObs:
+    return LinkObs(key=(pci, "p0"), netdev="net_rail", ifindex=ifindex, carrier_down_count=1, carrier=1)
+
+
+CASES = {
+    # name: (observations, [(time, reason)] of DriverReload events)
+    "same driver sampled": ([(0, DOCA), (60, DOCA), (120, DOCA)], []),
+    "the DOCA container ended: the inbox driver is back": ([(0, DOCA), (60, INBOX), (120, INBOX)],
+                                                           [(60, "srcversion changed")]),
+    "unreadable while the module is unloaded is not a change": (
+        [(0, DOCA), (30, DriverObs(None, None)), (60, DOCA)], []),
+    "no srcversion on this kernel: the version tells": (
+        [(0, DriverObs(None, "25.10-1.7.1")), (60, DriverObs(None, "6.8.0-60-generic"))], [(60, "version changed")]),
+    "srcversion appearing is not a change": ([(0, DriverObs(None, "25.10-1.7.1")), (60, DOCA)], []),
+    "every rail recreated": (
+        [(0, link("0000:0c:00.0", 4)), (0, link("0000:8d:00.0", 5)), (100, link("0000:0c:00.0", 14)),
+         (103, link("0000:8d:00.0", 15))], [(103, "netdevs recreated")]),
+    "one rail recreated": ([(0, link("0000:0c:00.0", 4)), (0, link("0000:8d:00.0", 5)),
+                            (100, link("0000:0c:00.0", 14))], []),
+    "rails recreated further apart than the grace": (
+        [(0, link("0000:0c:00.0", 4)), (0, link("0000:8d:00.0", 5)), (100, link("0000:0c:00.0", 14)),
+         (200, link("0000:8d:00.0", 15))], []),
+    "recreated, then the srcversion change of the same reload": (
+        [(0, DOCA), (0, link("0000:0c:00.0", 4)), (0, link("0000:8d:00.0", 5)), (100, link("0000:0c:00.0", 14)),
+         (101, link("0000:8d:00.0", 15)), (120, INBOX)], [(101, "netdevs recreated")]),
+    "srcversion change, then the recreated netdevs": (
+        [(0, DOCA), (0, link("0000:0c:00.0", 4)), (0, link("0000:8d:00.0", 5)), (100, INBOX),
+         (101, link("0000:0c:00.0", 14)), (102, link("0000:8d:00.0", 15))], [(100, "srcversion changed")]),
+    "two reloads are two events": (
+        [(0, DOCA), (100, INBOX), (500, DOCA)], [(100, "srcversion changed"), (500, "srcversion changed")]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_driver_reload_table(replay, name: str) -> None:
+    seq, fires = CASES[name]
+    _, events = replay(driver_reload.step, driver_reload.initial(), seq)
+    assert [(e.ts, dict(e.evidence)["reason"]) for e in events] == fires
+    for e in events:
+        assert (e.code, e.severity, e.subject) == ("DriverReload", "info", "node")
+
+
+def test_grace_is_configurable(replay) -> None:
+    seq = CASES["rails recreated further apart than the grace"][0]
+    _, events = replay(driver_reload.step, driver_reload.initial(Thresholds(reload_grace_s=120)), seq)
+    assert [e.ts for e in events] == [200]
