@@ -62,6 +62,8 @@ class RecordingHost:
     def __init__(self, inner: Host, out_dir: str) -> None:
         self.inner = inner
         self.live = inner.live
+        #: A node image being re-recorded keeps its identity (node name, capture time) for the readers.
+        self.manifest = getattr(inner, "manifest", None)
         self.root = os.path.abspath(out_dir)
         self.fs_root = os.path.join(self.root, "fs")
         os.makedirs(self.fs_root, exist_ok=True)

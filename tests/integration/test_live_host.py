@@ -1,0 +1,95 @@
+"""The live host's netlink and ethtool doors against a real kernel, inside a network namespace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import RailNetns
+
+pytestmark = pytest.mark.netns
+
+DUMP = """
+import json
+from agent.host.live import LiveHost
+with LiveHost() as host:
+    print(json.dumps({"links": host.links(), "stats": host.link_stats(["net_rail0", "net_rail1", "gone0"])}))
+"""
+
+ETHTOOL = """
+import json
+from agent.host.ethtool import drvinfo, gstats
+print(json.dumps({"stats": gstats("net_rail0"), "info": drvinfo("net_rail0"),
+                  "lo": gstats("lo"), "none": [gstats("nosuchdev0"), drvinfo("nosuchdev0")]}))
+"""
+
+
+def by_name(links: list[dict]) -> dict[str, dict]:
+    return {lk["ifname"]: lk for lk in links}
+
+
+def test_links_match_ip_and_follow_the_peer(rails: RailNetns) -> None:
+    rails.set_peer(1, "down")
+    got = rails.python(DUMP)
+    links = by_name(got["links"])
+    r0, r1 = links["net_rail0"], links["net_rail1"]
+    assert (r0["operstate"], r0["carrier"], r0["mtu"], r0["kind"]) == ("UP", 1, 9000, "veth")
+    # The peer is down: the rail is admin up but has no carrier, as with a pulled cable.
+    assert (r1["carrier"], r1["mtu"], r1["kind"]) == (0, 9000, "veth")
+    assert r1["operstate"] in ("DOWN", "LOWERLAYERDOWN")
+    assert r1["carrier_down_count"] >= 1 and r1["carrier_changes"] >= 2
+    assert all(lk["stats64"] is None for lk in got["links"])  # the bulk dump carries no statistics
+    assert r0["vfinfo"] is None and r0["phys_switch_id"] is None and r0["master"] is None
+
+    # Every link and every field iproute2 also shows agrees with `ip -j -d link show`.
+    ip = json.loads(rails.exec(["ip", "-j", "-d", "link", "show"], check=True).stdout)
+    assert sorted(lk["ifname"] for lk in ip) == sorted(links)
+    for ref in ip:
+        lk = links[ref["ifname"]]
+        assert lk["ifindex"] == ref["ifindex"]
+        assert lk["operstate"] == ref["operstate"]
+        assert lk["mtu"] == ref["mtu"]
+        assert lk["address"] == ref["address"]
+        assert lk["kind"] == ref.get("linkinfo", {}).get("info_kind")
+        assert lk["carrier"] == (1 if "LOWER_UP" in ref["flags"] else 0)
+
+    stats = got["stats"]
+    assert set(stats) == {"net_rail0", "net_rail1"}  # a name that does not exist is left out
+    assert set(stats["net_rail0"]) == {"rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "rx_errors",
+                                       "tx_errors", "rx_dropped", "tx_dropped"}
+
+
+def test_link_stats_count_real_packets(rails: RailNetns) -> None:
+    before = rails.python(DUMP)["stats"]["net_rail0"]
+    rails.send_udp(0, 40)
+    after = rails.python(DUMP)["stats"]["net_rail0"]
+    assert after["rx_packets"] - before["rx_packets"] >= 40
+    assert after["rx_bytes"] - before["rx_bytes"] >= 40 * 64
+    ref = json.loads(rails.exec(["ip", "-j", "-s", "link", "show", "net_rail0"], check=True).stdout)[0]
+    assert ref["stats64"]["rx"]["packets"] >= after["rx_packets"]
+
+
+def test_ethtool_ioctls_read_real_veth_counters(rails: RailNetns) -> None:
+    # veth counts received packets per queue only on its NAPI path: GRO on the receiver, and no TSO
+    # on the sender (drivers/net/veth.c, veth_skb_is_eligible_for_gro).
+    rails.exec(["ethtool", "-K", "net_rail0", "gro", "on"], check=True)
+    rails.exec(["ethtool", "-K", "peer0", "tso", "off"], ns=rails.switch, check=True)
+    first = rails.python(ETHTOOL)
+    stats = dict(first["stats"])
+    peer_index = json.loads(rails.exec(["ip", "-j", "link", "show", "peer0"], ns=rails.switch,
+                                       check=True).stdout)[0]["ifindex"]
+    assert stats["peer_ifindex"] == peer_index
+    assert "rx_queue_0_xdp_packets" in stats
+    assert first["info"]["driver"] == "veth" and first["info"]["supports_statistics"] == "yes"
+    assert first["lo"] is None and first["none"] == [None, None]
+
+    # The same names and order as ethtool(8) prints them.
+    text = rails.exec(["ethtool", "-S", "net_rail0"], check=True).stdout
+    names = [ln.split(":")[0].strip() for ln in text.splitlines()[1:] if ":" in ln]
+    assert names == [k for k, _ in first["stats"]]
+
+    rails.send_udp(0, 50)
+    later = dict(rails.python(ETHTOOL)["stats"])
+    assert later["rx_queue_0_xdp_packets"] - stats["rx_queue_0_xdp_packets"] >= 50
+    assert later["rx_queue_0_xdp_bytes"] > stats["rx_queue_0_xdp_bytes"]

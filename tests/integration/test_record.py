@@ -1,0 +1,123 @@
+"""The recorder: an image recorded from a host replays to the same snapshot the recording saw."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.host.recorded import open_image
+from agent.model import Snapshot
+from agent.record import RecordError, record_image
+from agent.snapshot import take_snapshot
+
+from .conftest import RailNetns
+
+
+def comparable(snap: Snapshot) -> Snapshot:
+    # taken_at is the recording's wall clock live and the manifest's ended_at replayed; the
+    # ``unavailable`` notes word the same absence differently ("no OVS db socket" live, "not
+    # recorded" replayed) and no check reads them.
+    return dataclasses.replace(snap, taken_at=0.0, unavailable=())
+
+
+def test_rerecording_the_example_image_replays_identically(example_image: Path, tmp_path: Path) -> None:
+    with open_image(str(example_image)) as original:
+        want = take_snapshot(original)
+    with open_image(str(example_image)) as original:
+        seen, manifest = record_image(original, str(tmp_path / "img"))
+    with open_image(str(tmp_path / "img")) as replay:
+        again = take_snapshot(replay)
+    assert comparable(seen) == comparable(want)
+    assert comparable(again) == comparable(want)
+    assert again.node == "gpu-node-017" == manifest["node"]
+    assert want.rules and want.ethtool and want.rdma_devices and want.ports  # it covered every door
+
+    img = tmp_path / "img"
+    # sysfs keeps its shape: the class link is a relative symlink into the device tree.
+    link = img / "fs/sys/class/net/net_rail0"
+    assert link.is_symlink() and not os.readlink(link).startswith("/")
+    pci = img / "fs/sys/bus/pci/devices/0000:0c:00.0"
+    assert pci.is_symlink() and (pci / "sriov_numvfs").read_text().strip() == "1"
+    assert manifest["schema"] == "railscope.bundle/v1"
+    items = {i["path"]: i for i in manifest["items"]}
+    ovs = next(i for i in manifest["items"] if i["argv"] and i["argv"][0] == "ovs-vsctl")
+    assert ovs["skipped"] and ovs["reason"] and not (img / ovs["path"]).exists()
+    for path, item in items.items():
+        if item["skipped"]:
+            continue
+        data = (img / path).read_bytes()
+        assert item["bytes"] == len(data), path
+    assert json.loads((img / "events.json").read_text()) == {"events": []}
+
+
+def test_refuses_a_non_empty_directory(example_image: Path, tmp_path: Path) -> None:
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with open_image(str(example_image)) as host, pytest.raises(RecordError, match="not empty"):
+        record_image(host, str(out))
+    assert os.listdir(out) == ["keep.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["busy"]  # no half image left beside it
+
+
+def test_cli_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    (tmp_path / "x").write_text("")
+    res = subprocess.run([sys.executable, "-m", "agent.cli", "record", "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 3
+    assert res.stderr.strip().count("\n") == 0 and "not empty" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+RECORD_LIVE = """
+import dataclasses, json
+from agent.host.live import LiveHost
+from agent.host.recorded import open_image
+from agent.record import record_image
+from agent.snapshot import take_snapshot
+out = {out!r}
+with LiveHost() as host:
+    seen, manifest = record_image(host, out)
+with open_image(out) as img:
+    again = take_snapshot(img)
+def cmp(s):
+    return repr(dataclasses.replace(s, taken_at=0.0, unavailable=()))
+print(json.dumps({{"seen": cmp(seen), "again": cmp(again), "rails": sorted(e.netdev for e in seen.ethtool)}}))
+"""
+
+
+@pytest.mark.netns
+def test_live_recording_replays_to_the_snapshot_it_saw(rails: RailNetns, tmp_path: Path) -> None:
+    rails.set_peer(1, "down")
+    out = tmp_path / "live-image"
+    got = rails.python(RECORD_LIVE.format(out=str(out)))
+    assert got["rails"] == ["net_rail0", "net_rail1"]  # ethtool counters came from the ioctl, live
+    assert got["again"] == got["seen"]
+
+    links = {lk["ifname"]: lk for lk in json.loads((out / "netlink/links.json").read_text())["links"]}
+    assert links["net_rail0"]["stats64"]["rx_packets"] >= 0
+    assert links["lo"]["stats64"] is None  # statistics only for the links the readers asked
+    assert links["net_rail1"]["carrier"] == 0
+    text = (out / "cmd/ethtool_-S_net_rail0.stdout").read_text()
+    assert text.startswith("NIC statistics:\n") and "peer_ifindex" in text
+    assert (out / "cmd/ethtool_-i_net_rail0.stdout").read_text().startswith("driver: veth\n")
+    assert (out / "fs/sys/class/net/net_rail0").is_symlink()
+
+
+@pytest.mark.netns
+def test_record_cli_in_the_namespace(rails: RailNetns, tmp_path: Path) -> None:
+    out = tmp_path / "cli-image"
+    res = rails.railscope("record", "-o", str(out), "--node", "node-a", "--cluster", "lab")
+    assert res.returncode == 0, res.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["node"], manifest["cluster"]) == ("node-a", "lab")
+    assert {"net_rail0", "net_rail1"} <= {lk["ifname"] for lk in json.loads(
+        (out / "netlink/links.json").read_text())["links"]}
+    shutil.rmtree(out)
