@@ -123,6 +123,7 @@ def test_link_and_rdma_values_of_the_example_image(example_image: Path, example_
     assert value(example_text, "railscope_rail_up", **r) == 1
     assert value(example_text, "railscope_rail_carrier_changes_total", **r) == lk["carrier_changes"]
     assert value(example_text, "railscope_rail_mtu_bytes", **r) == lk["mtu"]
+    assert value(example_text, "railscope_rail_speed_bytes", **r) == 400_000 * 1_000_000 / 8  # 400 GbE
     assert value(example_text, "railscope_rail_bytes_total", direction="tx", **r) == lk["stats64"]["tx_bytes"]
     assert value(example_text, "railscope_rail_info", pci=lk["parent_dev"], rdma=rdma, **r) == 1
     rr = {"rail": str(rail), "device": rdma}
