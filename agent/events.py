@@ -80,8 +80,10 @@ class EventLog:
             return len(self._events)
 
     def to_json(self, since: float | None = None) -> dict[str, Any]:
-        """The ``events.json`` document (DESIGN §4): ``{"events": [...]}``, newest last."""
-        return {"events": [_jsonable(ev.as_json()) for ev in self.recent(since)]}
+        """The ``events.json`` document (DESIGN §4): ``{"events": [...]}``, newest last (by ``ts``:
+        an event from the netlink thread can be added just after a newer one from a sample)."""
+        events = sorted(self.recent(since), key=lambda ev: ev.ts)
+        return {"events": [_jsonable(ev.as_json()) for ev in events]}
 
     def dumps(self, since: float | None = None) -> str:
         return json.dumps(self.to_json(since), indent=1, sort_keys=False, default=str) + "\n"

@@ -44,6 +44,8 @@ def test_recent_since_and_json_document() -> None:
          "message": "DriverReload at 20.5", "evidence": {}},
     ]}
     assert log.to_json(since=15) == {"events": [doc["events"][1]]}
+    log.add(ev(15.0, "ConfigFlapping", "pci/0000:1a:00.0"))  # added late, from another thread
+    assert [e["ts"] for e in log.to_json()["events"]] == [10.0, 15.0, 20.5]
 
 
 def test_log_line_is_one_json_line() -> None:
