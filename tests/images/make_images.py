@@ -1,0 +1,744 @@
+#!/usr/bin/env python3
+"""Build the node images in ``tests/images/`` from one base image by named mutations.
+
+The base, ``spectrumx-2rail-healthy/``, is the shared hand-made example image (DESIGN §2 format v1)
+copied into the project with its symlinks restored. Every other image is the base (or the 4-rail
+image built from it) plus the mutations listed in ``IMAGES``: each changes every door that shows the
+fault (netlink dump, sysfs, recorded commands, events, flight recorder) so the image stays a
+consistent node. The manifest's ``items[]`` are recomputed (bytes, sha256), so they match the files.
+
+Deterministic: run it again and ``git diff`` shows nothing.
+
+    python tests/images/make_images.py                 # rebuild every image from the base
+    python tests/images/make_images.py --import-base /path/to/spectrumx-2rail-healthy
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+BASE = "spectrumx-2rail-healthy"
+ENDED_AT = 1793197233  # the base manifest's ended_at, 2026-10-28T14:20:33Z
+NET_RULES = "fs/etc/udev/rules.d/10-nic-net-interface-naming.rules"
+RDMA_RULES = "fs/etc/udev/rules.d/10-nic-rdma-interface-naming.rules"
+OVS_ARGV = ["ovs-vsctl", "--format=json", "--columns=name,type,ifindex,ofport,link_state,error", "list", "Interface"]
+
+
+def slug(argv: list[str]) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "-", "_".join(argv))
+
+
+# --------------------------------------------------------------------------------------------
+# an image in memory
+
+
+@dataclass
+class Image:
+    files: dict[str, bytes] = field(default_factory=dict)  # image-relative path -> bytes
+    links: dict[str, str] = field(default_factory=dict)  # image-relative path -> symlink target
+    manifest: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, root: Path, restore_links: bool = False) -> Image:
+        img = cls()
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for name in [*sorted(filenames), *[d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]]:
+                full = os.path.join(dirpath, name)
+                rel = os.path.relpath(full, root)
+                if rel in ("README.md", "expected.json"):
+                    continue
+                if os.path.islink(full):
+                    img.links[rel] = os.readlink(full)
+                    continue
+                data = Path(full).read_bytes()
+                if restore_links and rel.startswith("fs/") and _flat_link(data):
+                    img.links[rel] = data.decode().rstrip("\n")
+                else:
+                    img.files[rel] = data
+        img.manifest = json.loads(img.files.pop("manifest.json"))
+        return img
+
+    def copy(self) -> Image:
+        return Image(dict(self.files), dict(self.links), copy.deepcopy(self.manifest))
+
+    # -- node paths through symlinks (sysfs) ---------------------------------------------
+    def resolve(self, node_path: str) -> str:
+        parts = [p for p in node_path.split("/") if p]
+        done: list[str] = []
+        while parts:
+            name = parts.pop(0)
+            if name == "..":
+                done.pop()
+                continue
+            cand = "fs/" + "/".join([*done, name])
+            if cand in self.links:
+                parts = [p for p in self.links[cand].split("/") if p] + parts
+                continue
+            done.append(name)
+        return "fs/" + "/".join(done)
+
+    def read(self, node_path: str) -> str:
+        return self.files[self.resolve(node_path)].decode()
+
+    def write(self, node_path: str, text: str) -> None:
+        self.files[self.resolve(node_path)] = text.encode()
+
+    # -- commands --------------------------------------------------------------------------
+    def cmd(self, argv: list[str]) -> str:
+        return self.files[f"cmd/{slug(argv)}.stdout"].decode()
+
+    def set_cmd(self, argv: list[str], stdout: str, rc: int = 0) -> None:
+        stem = f"cmd/{slug(argv)}"
+        self.files[stem + ".stdout"] = stdout.encode()
+        self.files[stem + ".rc"] = f"{rc}\n".encode()
+        items = self.manifest["items"]
+        for item in items:
+            if item.get("argv") == argv:
+                item.update(path=stem + ".stdout", rc=rc, skipped=False)
+                item.pop("reason", None)
+                return
+        items.append({"path": stem + ".stdout", "kind": "command", "argv": argv, "rc": rc, "duration_s": 0.02,
+                      "bytes": 0, "sha256": None, "truncated": False, "timed_out": False, "skipped": False})
+
+    def jcmd(self, argv: list[str]) -> Any:
+        return json.loads(self.cmd(argv))
+
+    def set_jcmd(self, argv: list[str], doc: object) -> None:
+        self.set_cmd(argv, json.dumps(doc, separators=(",", ":")) + "\n")
+
+    # -- netlink ---------------------------------------------------------------------------
+    def netlinks(self) -> list[dict]:
+        return json.loads(self.files["netlink/links.json"])["links"]
+
+    def set_netlinks(self, links: list[dict]) -> None:
+        self.files["netlink/links.json"] = (json.dumps({"links": links}, indent=1) + "\n").encode()
+
+    def update_link(self, ifname: str, **changes: object) -> None:
+        links = self.netlinks()
+        for ln in links:
+            if ln["ifname"] == ifname:
+                ln.update(changes)
+        self.set_netlinks(links)
+
+    # -- writing ---------------------------------------------------------------------------
+    def save(self, root: Path, readme: str, expected: dict) -> None:
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        for rel, data in sorted(self.files.items()):
+            p = root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+        for rel, target in sorted(self.links.items()):
+            p = root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, p)
+        items = []
+        for item in self.manifest["items"]:
+            path = item.get("path")
+            if path is None:
+                items.append(item)
+                continue
+            if path not in self.files:
+                continue
+            data = self.files[path]
+            items.append({**item, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        listed = {i.get("path") for i in items}
+        for rel in sorted(self.files):
+            if rel in listed or rel.endswith((".rc", ".stderr")):
+                continue
+            kind = "file" if rel.startswith("fs/") else "netlink" if rel.startswith("netlink/") else "generated"
+            data = self.files[rel]
+            items.append({"path": rel, "kind": kind, "argv": None, "rc": None, "duration_s": 0.0,
+                          "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "truncated": False,
+                          "timed_out": False, "skipped": False})
+        items.sort(key=lambda i: (i.get("path") is None, i.get("path") or "", json.dumps(i.get("argv"))))
+        manifest = {**self.manifest, "items": items}
+        (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        (root / "README.md").write_text(readme)
+        (root / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
+
+
+def _flat_link(data: bytes) -> bool:
+    """A symlink that a copy flattened into a small file holding the relative target."""
+    return len(data) < 4096 and data.startswith(b"../") and b"\n" not in data.rstrip(b"\n")
+
+
+# --------------------------------------------------------------------------------------------
+# mutations
+
+
+def sub_all(text: str, mapping: dict[str, str]) -> str:
+    if not mapping:
+        return text
+    pat = re.compile("|".join(re.escape(k) for k in sorted(mapping, key=len, reverse=True)))
+    return pat.sub(lambda m: mapping[m.group(0)], text)
+
+
+def rename_netdev(img: Image, old: str, new: str) -> None:
+    """Give a netdev another name on every door: netlink, sysfs, devlink, rdma, ethtool records."""
+    mapping = {old: new}
+    pat = re.compile(rf"(?<![A-Za-z0-9]){re.escape(old)}(?![A-Za-z0-9_])")
+    for rel in list(img.links):
+        new_rel = pat.sub(new, rel)
+        target = pat.sub(new, img.links.pop(rel))
+        img.links[new_rel] = target
+    for rel in list(img.files):
+        data = img.files.pop(rel)
+        new_rel = pat.sub(new, rel)
+        if rel.startswith(("cmd/", "netlink/")) or rel.endswith("/ifname"):
+            data = pat.sub(new, data.decode()).encode()
+        img.files[new_rel] = data
+    for item in img.manifest["items"]:
+        if item.get("path"):
+            item["path"] = pat.sub(new, item["path"])
+        if item.get("argv"):
+            item["argv"] = [mapping.get(a, a) for a in item["argv"]]
+
+
+def set_counters(img: Image, netdev: str, drop: tuple[str, ...] = (), **values: int) -> None:
+    """Change ``ethtool -S`` counters: new values (appended when absent), dropped keys removed."""
+    argv = ["ethtool", "-S", netdev]
+    lines = img.cmd(argv).splitlines()
+    out, seen = [], set()
+    for line in lines:
+        key = line.split(":", 1)[0].strip()
+        if key in drop:
+            continue
+        if key in values:
+            line = f"     {key}: {values[key]}"
+            seen.add(key)
+        out.append(line)
+    out.extend(f"     {k}: {v}" for k, v in values.items() if k not in seen)
+    img.set_cmd(argv, "\n".join(out) + "\n")
+
+
+def counters(img: Image, netdev: str) -> dict[str, int]:
+    out = {}
+    for line in img.cmd(["ethtool", "-S", netdev]).splitlines()[1:]:
+        k, _, v = line.partition(":")
+        try:
+            out[k.strip()] = int(v)
+        except ValueError:
+            continue
+    return out
+
+
+def link_down(img: Image, netdev: str, rdma: str) -> None:
+    ln = next(x for x in img.netlinks() if x["ifname"] == netdev)
+    img.update_link(netdev, operstate="DOWN", carrier=0, carrier_changes=ln["carrier_changes"] + 1,
+                    carrier_down_count=ln["carrier_down_count"] + 1)
+    base = f"/sys/class/net/{netdev}"
+    img.write(f"{base}/operstate", "down\n")
+    img.write(f"{base}/carrier", "0\n")
+    img.write(f"{base}/speed", "-1\n")
+    img.write(f"{base}/carrier_changes", f"{ln['carrier_changes'] + 1}\n")
+    img.write(f"{base}/carrier_down_count", f"{ln['carrier_down_count'] + 1}\n")
+    rdma_down(img, rdma, "DOWN", "DISABLED", "1: DOWN", "3: Disabled")
+
+
+def rdma_down(img: Image, rdma: str, state: str, phys: str, sys_state: str, sys_phys: str) -> None:
+    argv = ["rdma", "-j", "link", "show"]
+    doc = img.jcmd(argv)
+    for e in doc:
+        if e["ifname"] == rdma:
+            e.update(state=state, physical_state=phys)
+    img.set_jcmd(argv, doc)
+    img.write(f"/sys/class/infiniband/{rdma}/ports/1/state", sys_state + "\n")
+    img.write(f"/sys/class/infiniband/{rdma}/ports/1/phys_state", sys_phys + "\n")
+
+
+def set_events(img: Image, events: list[dict]) -> None:
+    img.files["events.json"] = (json.dumps({"events": events}, indent=1) + "\n").encode()
+
+
+def set_recorder(img: Image, rows: list[dict]) -> None:
+    img.files["recorder.jsonl"] = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
+
+
+def recorder_rows(img: Image, netdevs: list[str], seconds: int,
+                  grow: Callable[[str, int], dict[str, int]]) -> list[dict]:
+    """One sample per netdev per second up to the capture time; the last one equals ``ethtool -S``.
+
+    ``grow(netdev, seconds_before_end)`` gives, per counter, how much less it was then.
+    """
+    keys = ("tx_prio3_pause_duration", "rx_prio3_pause_duration", "tx_prio3_pause", "rx_prio3_pause",
+            "tx_pause_storm_warning_events", "tx_pause_storm_error_events", "rx_prio3_discards",
+            "rx_prio3_buf_discard", "rx_prio3_cong_discard", "rx_discards_phy")
+    rows = []
+    for i in range(seconds - 1, -1, -1):
+        for nd in netdevs:
+            now = counters(img, nd)
+            link = next(x for x in img.netlinks() if x["ifname"] == nd)
+            c = {k: now[k] for k in keys if k in now}
+            c["carrier_down_count"] = link["carrier_down_count"]
+            for k, less in grow(nd, i).items():
+                c[k] = c.get(k, 0) - less
+            rows.append({"ts": ENDED_AT - i, "netdev": nd, "counters": c})
+    return rows
+
+
+def set_driver(img: Image, version: str | None = None, firmware: str | None = None,
+               netdevs: tuple[str, ...] = ("net_rail0", "net_rail1")) -> None:
+    for nd in netdevs:
+        argv = ["ethtool", "-i", nd]
+        text = img.cmd(argv)
+        if version:
+            text = re.sub(r"(?m)^version: .*$", f"version: {version}", text)
+        if firmware:
+            text = re.sub(r"(?m)^firmware-version: (\S+)", f"firmware-version: {firmware}", text)
+        img.set_cmd(argv, text)
+    if version:
+        img.write("/sys/module/mlx5_core/version", version + "\n")
+
+
+def set_kernel(img: Image, release: str) -> None:
+    old = img.read("/proc/sys/kernel/osrelease").strip()
+    img.write("/proc/sys/kernel/osrelease", release + "\n")
+    img.write("/proc/cmdline", img.read("/proc/cmdline").replace(old, release))
+
+
+# -- the 4-rail node: rails 2 and 3 cloned from rail 0 ----------------------------------------
+
+def clone_rail(img: Image, rail: int, bus: str, root: str, pf_aux: int, vf_aux: int, ifindex: int,
+               switch_id: str, tag: str) -> None:
+    """A rail like rail 0 (same NIC model, firmware, driver) on another PCI device."""
+    src_switch = "d4c2a10003d23fb8"
+    mapping = {
+        "pci0000:0b/0000:0b:01.0": f"pci{root}/{root}:01.0",
+        "0000:0c:00": f"0000:{bus}:00",
+        "0000-0c-00": f"0000-{bus}-00",
+        "net_rail0": f"net_rail{rail}",
+        "rdma_rail0": f"rdma_rail{rail}",
+        "mlx5_core.eth.0": f"mlx5_core.eth.{pf_aux}",
+        "mlx5_core.eth.2": f"mlx5_core.eth.{vf_aux}",
+        src_switch: switch_id,
+        "b83f:d203:00a1:c2d4": f"b83f:d203:00a1:{tag}{tag}",
+        "b8:3f:d2:7a:40:1c": f"b8:3f:d2:7a:40:{tag}",
+        "f2:5b:88:31:c7:02": f"f2:5b:88:31:c7:{tag}",
+        "62:d1:0e:7a:40:01": f"62:d1:0e:7a:{tag}:01",
+    }
+    keys = ("0000:0c:00", "0000-0c-00", "net_rail0", "rdma_rail0", "mlx5_core.eth.0", "mlx5_core.eth.2")
+    combined = {"netlink/links.json", "cmd/devlink_-j_dev_show.stdout", "cmd/devlink_-j_port_show.stdout",
+                "cmd/rdma_-j_link_show.stdout", NET_RULES, RDMA_RULES}
+    for rel in list(img.files):
+        if rel in combined or not any(k in rel for k in keys):
+            continue
+        new_rel = sub_all(rel, mapping)
+        data = img.files[rel]
+        try:
+            data = sub_all(data.decode(), mapping).encode()
+        except UnicodeDecodeError:
+            pass
+        img.files[new_rel] = data
+    for rel, target in list(img.links.items()):
+        if any(k in rel for k in keys) or any(k in target for k in keys):
+            img.links[sub_all(rel, mapping)] = sub_all(target, mapping)
+    for item in list(img.manifest["items"]):
+        path = item.get("path") or ""
+        if path in combined or not any(k in path for k in keys):
+            continue
+        img.manifest["items"].append({**item, "path": sub_all(path, mapping),
+                                      "argv": [sub_all(a, mapping) for a in item["argv"]] if item.get("argv") else None})
+
+    def clone_json(obj: object) -> object:
+        return json.loads(sub_all(json.dumps(obj), mapping))
+
+    links = img.netlinks()
+    new = []
+    for ln in links:
+        if ln["ifname"] in ("net_rail0", "net_rail0_0"):
+            c = clone_json(ln)
+            c["ifindex"] = ifindex + len(new)
+            new.append(c)
+    img.set_netlinks(links + new)
+    for argv, key in ((["devlink", "-j", "dev", "show"], "dev"), (["devlink", "-j", "port", "show"], "port")):
+        doc = img.jcmd(argv)
+        extra = {sub_all(k, mapping): clone_json(v) for k, v in doc[key].items() if any(s in k for s in keys)}
+        doc[key].update(extra)
+        img.set_jcmd(argv, doc)
+    argv = ["rdma", "-j", "link", "show"]
+    doc = img.jcmd(argv)
+    src = next(e for e in doc if e["ifname"] == "rdma_rail0")
+    e = clone_json(src)
+    e["ifindex"] = len(doc)
+    e["netdev_index"] = ifindex
+    img.set_jcmd(argv, [*doc, e])
+    for rules in (NET_RULES, RDMA_RULES):
+        text = img.files[rules].decode()
+        line = next(ln for ln in text.splitlines() if "0000:0c:00.0" in ln)
+        img.files[rules] = (text.rstrip("\n") + "\n" + sub_all(line, mapping) + "\n").encode()
+
+
+def four_rails(img: Image) -> None:
+    clone_rail(img, 2, "1a", "0000:19", 4, 5, 8, "e6d3a10003d23fb8", "2a")
+    clone_rail(img, 3, "9b", "0000:9a", 6, 7, 10, "a7e4a10003d23fb8", "3b")
+
+
+# -- the faults ---------------------------------------------------------------------------
+
+def rail_missing(img: Image) -> None:
+    img.set_netlinks([ln for ln in img.netlinks() if ln["ifname"] != "net_rail1"])
+    for rel in [r for r in img.links if r.endswith("/net_rail1") or "/net/net_rail1/" in r]:
+        del img.links[rel]
+    for rel in [r for r in img.files if "/net/net_rail1/" in r or r.endswith("_net_rail1.stdout")
+                or r.endswith("_net_rail1.rc")]:
+        del img.files[rel]
+    argv = ["devlink", "-j", "port", "show"]
+    doc = img.jcmd(argv)
+    for port in doc["port"].values():
+        if port.get("netdev") == "net_rail1":
+            del port["netdev"]
+    img.set_jcmd(argv, doc)
+    argv = ["rdma", "-j", "link", "show"]
+    doc = img.jcmd(argv)
+    for e in doc:
+        if e.get("netdev") == "net_rail1":
+            e.pop("netdev")
+            e.pop("netdev_index")
+    img.set_jcmd(argv, doc)
+
+
+def template_invalid(img: Image) -> None:
+    rename_netdev(img, "net_rail0", "enp12s0f0np0")
+    rename_netdev(img, "net_rail0_0", "enp12s0f0npf0vf0")
+    rename_netdev(img, "net_rail1", "enp141s0f0np0")
+    rename_netdev(img, "net_rail1_0", "enp141s0f0npf0vf0")
+    text = img.files[NET_RULES].decode()
+    text = text.replace('NAME="net_rail0"', 'NAME="net_rail0_plane0"').replace('NAME="net_rail1"', 'NAME="net_rail1_plane0"')
+    img.files[NET_RULES] = text.encode()
+
+
+def representor_stale(img: Image) -> None:
+    """numvfs of PF 0000:8d:00.0 went from 3 to 1; the representors of VFs 1 and 2 stayed."""
+    links = img.netlinks()
+    rep = next(x for x in links if x["ifname"] == "net_rail1_0")
+    port_argv = ["devlink", "-j", "port", "show"]
+    ports = img.jcmd(port_argv)
+    src_port = ports["port"]["pci/0000:8d:00.0/1"]
+    for vf in (1, 2):
+        c = {**rep, "ifindex": 20 + vf, "ifname": f"net_rail1_{vf}", "phys_port_name": f"pf0vf{vf}",
+             "operstate": "DOWN", "carrier": 0, "address": f"f2:5b:88:31:c7:{0x93 + vf:02x}"}
+        links.append(c)
+        ports["port"][f"pci/0000:8d:00.0/{vf + 1}"] = {**src_port, "netdev": f"net_rail1_{vf}", "vfnum": vf,
+                                                       "function": {**src_port["function"],
+                                                                    "hw_addr": f"62:d1:0e:7a:5e:{vf + 1:02x}"}}
+    img.set_netlinks(links)
+    img.set_jcmd(port_argv, ports)
+    ovs = {"data": [
+        ["net_rail0", "", 4, 1, "up", ["set", []]],
+        ["net_rail0_0", "", 6, 2, "up", ["set", []]],
+        ["net_rail0_4", "", 0, -1, "down", "could not open network device net_rail0_4 (No such device)"],
+        ["net_rail1", "", 5, 3, "up", ["set", []]],
+        ["net_rail1_0", "", 7, 4, "up", ["set", []]],
+        ["br-int", "internal", 9, 65534, "down", ["set", []]],
+        ["vxlan_sys_4789", "vxlan", 0, 5, "up", ["set", []]],
+    ], "headings": ["name", "type", "ifindex", "ofport", "link_state", "error"]}
+    img.set_jcmd(OVS_ARGV, ovs)
+
+
+def eswitch_legacy(img: Image) -> None:
+    """PF 0000:8d:00.0 is back in legacy mode (its VF stays, its representor is gone)."""
+    argv = ["devlink", "-j", "dev", "eswitch", "show", "pci/0000:8d:00.0"]
+    img.set_jcmd(argv, {"dev": {"pci/0000:8d:00.0": {"mode": "legacy", "inline-mode": "none", "encap-mode": "basic"}}})
+    img.set_netlinks([ln for ln in img.netlinks() if ln["ifname"] != "net_rail1_0"])
+    port_argv = ["devlink", "-j", "port", "show"]
+    ports = img.jcmd(port_argv)
+    del ports["port"]["pci/0000:8d:00.0/1"]
+    img.set_jcmd(port_argv, ports)
+    for rel in [r for r in img.links if r.endswith("/net_rail1_0")]:
+        del img.links[rel]
+    for rel in [r for r in img.files if "/net/net_rail1_0/" in r]:
+        del img.files[rel]
+
+
+def multiport_torn(img: Image) -> None:
+    """The two rail PFs as the two ports of one NIC (one switch id); multiport is on for one only."""
+    sw = "d4c2a10003d23fb8"
+    for ln in img.netlinks():
+        if ln["ifname"] in ("net_rail1", "net_rail1_0"):
+            img.update_link(ln["ifname"], phys_switch_id=sw)
+            img.write(f"/sys/class/net/{ln['ifname']}/phys_switch_id", sw + "\n")
+    for f in ("node_guid", "sys_image_guid"):
+        img.write(f"/sys/class/infiniband/rdma_rail1/{f}", img.read(f"/sys/class/infiniband/rdma_rail0/{f}"))
+    argv = ["devlink", "-j", "dev", "param", "show", "pci/0000:8d:00.0", "name", "esw_multiport"]
+    doc = img.jcmd(argv)
+    doc["param"]["pci/0000:8d:00.0"][0]["values"][0]["value"] = True
+    img.set_jcmd(argv, doc)
+
+
+def pfc_disabled(img: Image) -> None:
+    set_counters(img, "net_rail1", drop=("rx_prio3_pause", "rx_prio3_pause_duration", "tx_prio3_pause",
+                                         "tx_prio3_pause_duration", "rx_prio3_pause_transition"))
+
+
+def global_pause(img: Image) -> None:
+    c = counters(img, "net_rail0")
+    set_counters(img, "net_rail0", rx_global_pause=c["rx_pause_ctrl_phy"], rx_global_pause_duration=28674,
+                 tx_global_pause=c["tx_pause_ctrl_phy"], tx_global_pause_duration=17728, rx_global_pause_transition=7058)
+
+
+def storm_counters(img: Image) -> None:
+    set_counters(img, "net_rail0", tx_pause_storm_warning_events=12, tx_pause_storm_error_events=3)
+
+
+def storm_recorder(img: Image) -> None:
+    storm_counters(img)
+
+    def grow(nd: str, before: int) -> dict[str, int]:
+        if nd != "net_rail0":
+            return {}
+        # the last 45 s: the NIC sent pause 80 % of the time; the watchdog fired twice 10 s ago
+        storm = min(before, 45)
+        return {"tx_prio3_pause_duration": 800_000 * storm, "tx_prio3_pause": 6_000 * storm,
+                "tx_pause_storm_error_events": 2 if before > 10 else 0,
+                "tx_pause_storm_warning_events": 5 if before > 30 else 0}
+
+    set_recorder(img, recorder_rows(img, ["net_rail0", "net_rail1"], 90, grow))
+
+
+def drops_counters(img: Image) -> None:
+    set_counters(img, "net_rail1", rx_prio3_buf_discard=1234, rx_discards_phy=1302)
+
+
+def drops_recorder(img: Image) -> None:
+    drops_counters(img)
+
+    def grow(nd: str, before: int) -> dict[str, int]:
+        if nd != "net_rail1" or before < 20:
+            return {}
+        return {"rx_prio3_buf_discard": 400, "rx_discards_phy": 420}
+
+    set_recorder(img, recorder_rows(img, ["net_rail0", "net_rail1"], 90, grow))
+
+
+def flap_events(img: Image) -> None:
+    img.update_link("net_rail1", carrier_changes=8, carrier_up_count=4, carrier_down_count=4)
+    set_events(img, [
+        {"ts": ENDED_AT - 3600, "code": "LinkFlapping", "severity": "warning", "subject": "net_rail0",
+         "message": "net_rail0: 3 carrier losses within 300 s", "evidence": {"carrier_losses": 3}},
+        {"ts": ENDED_AT - 95, "code": "LinkFlapping", "severity": "warning", "subject": "net_rail1",
+         "message": "net_rail1: 3 carrier losses within 300 s", "evidence": {"carrier_losses": 3, "window_s": 300}},
+    ])
+
+
+def flap_recorder(img: Image) -> None:
+    img.update_link("net_rail0", carrier_changes=8, carrier_up_count=4, carrier_down_count=4)
+
+    def grow(nd: str, before: int) -> dict[str, int]:
+        if nd != "net_rail0":
+            return {}
+        return {"carrier_down_count": sum(1 for t in (70, 40, 15) if before >= t)}
+
+    set_recorder(img, recorder_rows(img, ["net_rail0", "net_rail1"], 90, grow))
+
+
+def config_flap_events(img: Image) -> None:
+    set_events(img, [
+        {"ts": ENDED_AT - 200, "code": "ConfigFlapping", "severity": "warning", "subject": "pci/0000:8d:00.0",
+         "message": "pci/0000:8d:00.0: sriov_numvfs changed 1 -> 0 -> 1 -> 0 -> 1 within 300 s",
+         "evidence": {"what": "sriov_numvfs", "values": [1, 0, 1, 0, 1]}},
+    ])
+
+
+def firmware_skew(img: Image) -> None:
+    set_driver(img, firmware="28.43.1014", netdevs=("net_rail1",))
+    img.write("/sys/class/infiniband/rdma_rail1/fw_ver", "28.43.1014\n")
+
+
+def kernel_beyond(img: Image) -> None:
+    set_driver(img, version="26.01-0.5.2")
+    set_kernel(img, "6.8.0-106-generic")
+
+
+def kernel_unknown(img: Image) -> None:
+    set_driver(img, version="26.01-0.5.2")
+    set_kernel(img, "6.11.0-29-generic")
+
+
+def netns_shared(img: Image) -> None:
+    img.set_jcmd(["rdma", "-j", "system", "show"],
+                 [{"netns": "shared", "privileged-qkey": False, "monitor": True, "copy-on-fork": True}])
+    img.write("/sys/module/ib_core/parameters/netns_mode", "Y\n")
+    img.files["fs/etc/modprobe.d/ib_core.conf"] = b"# written by the RDMA CNI setup\noptions ib_core netns_mode=0\n"
+
+
+# --------------------------------------------------------------------------------------------
+# the images
+
+NET_RULES_PATH = "/etc/udev/rules.d/10-nic-net-interface-naming.rules"
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    base: str  # "2rail" | "4rail"
+    mutations: tuple[Callable[[Image], None], ...]
+    findings: tuple[tuple[str, str, str], ...]
+    what: str  # what was changed, for the README
+    args: tuple[str, ...] = ()
+
+
+IMAGES: tuple[Spec, ...] = (
+    Spec("spectrumx-4rail-switchdev-healthy", "4rail", (), (),
+         "Rails 2 and 3 (`0000:1a:00.0`, `0000:9b:00.0`) cloned from rail 0, each with its own switch id, "
+         "MACs, GUID, VF, representor, devlink instances (`auxiliary/mlx5_core.eth.4`-`7`) and naming rules.",
+         ("--expect-eswitch-mode", "switchdev", "--expect-esw-multiport", "false", "--expect-rdma-netns", "exclusive")),
+    Spec("rail-missing", "2rail", (rail_missing,), (("RailMissing", "critical", "net_rail1"),),
+         "The uplink netdev `net_rail1` is gone from every door (netlink, sysfs, ethtool, devlink port, rdma link "
+         "netdev); its PCI function, VF, representor and RDMA device remain."),
+    Spec("rail-name-mismatch", "2rail", (lambda i: rename_netdev(i, "net_rail1", "enp141s0f0np0"),),
+         (("RailNameMismatch", "critical", "net_rail1"),),
+         "The uplink of `0000:8d:00.0` kept its kernel name `enp141s0f0np0` (the udev rename did not apply); "
+         "the representor `net_rail1_0` still matches the rule's PCI function and must not count."),
+    Spec("rail-template-invalid", "2rail", (template_invalid,),
+         (("RailTemplateInvalid", "critical", NET_RULES_PATH),),
+         "The net rules name `net_rail0_plane0` / `net_rail1_plane0` (16 characters, above IFNAMSIZ), so the "
+         "netdevs kept their kernel names `enp12s0f0np0` / `enp141s0f0np0`: one finding for the rules file, "
+         "no per-rail mismatch."),
+    Spec("rail-link-down", "2rail", (lambda i: link_down(i, "net_rail0", "rdma_rail0"),),
+         (("RailLinkDown", "critical", "net_rail0"), ("RdmaLinkDown", "critical", "rdma_rail0")),
+         "`net_rail0` lost carrier (operstate DOWN, carrier 0, speed -1, one more carrier loss) and its RDMA "
+         "port `rdma_rail0/1` is DOWN / DISABLED."),
+    Spec("rdma-link-down", "2rail",
+         (lambda i: rdma_down(i, "rdma_rail1", "DOWN", "POLLING", "1: DOWN", "2: Polling"),),
+         (("RdmaLinkDown", "critical", "rdma_rail1"),),
+         "`rdma_rail1/1` is DOWN / POLLING while `net_rail1` stays up."),
+    Spec("rdma-netns-unexpected", "2rail", (netns_shared,), (("RdmaNetnsModeUnexpected", "warning", "node"),),
+         "ib_core runs in `shared` RDMA netns mode (`rdma system show`, `netns_mode` Y) although "
+         "`/etc/modprobe.d/ib_core.conf` asks for `netns_mode=0` (exclusive) and exclusive is expected.",
+         ("--expect-rdma-netns", "exclusive")),
+    Spec("representor-stale", "2rail", (representor_stale,),
+         (("RepresentorStale", "warning", "pci/0000:0c:00.0"), ("RepresentorStale", "warning", "pci/0000:8d:00.0")),
+         "Representors `net_rail1_1`, `net_rail1_2` (`pf0vf1`, `pf0vf2`, with devlink ports) of VFs that no "
+         "longer exist (`sriov_numvfs` 1), and an OVS port `net_rail0_4` whose netdev is gone (ifindex 0, "
+         "ofport -1, error); the OVS record replaces the base image's skipped `ovs-vsctl` item."),
+    Spec("eswitch-mode-unexpected", "2rail", (eswitch_legacy,),
+         (("EswitchModeUnexpected", "warning", "pci/0000:8d:00.0"),),
+         "PF `0000:8d:00.0` (1 VF) is in eswitch mode `legacy` (its representor is gone) while switchdev is "
+         "expected.", ("--expect-eswitch-mode", "switchdev")),
+    Spec("esw-multiport-torn", "2rail", (multiport_torn,),
+         (("EswMultiportUnexpected", "warning", "pci/0000:8d:00.0"),),
+         "The two rail PFs made the two ports of one NIC (one `phys_switch_id` and system image GUID); "
+         "`esw_multiport` reads true on `pci/0000:8d:00.0` and false on the NIC's lowest PF (torn LAG state)."),
+    Spec("pfc-disabled", "2rail", (pfc_disabled,), (("PfcDisabled", "warning", "net_rail1"),),
+         "`ethtool -S net_rail1` has no prio-3 pause counters (PFC off on the lossless priority)."),
+    Spec("global-pause-enabled", "2rail", (global_pause,), (("GlobalPauseEnabled", "warning", "net_rail0"),),
+         "`ethtool -S net_rail0` has the `*_global_pause*` counters of 802.3x link pause (the CX-4 Lx public "
+         "sample's names)."),
+    Spec("pfc-storm-counters", "2rail", (storm_counters,), (("PfcStorm", "info", "net_rail0"),),
+         "`tx_pause_storm_error_events` 3 (warning events 12) on `net_rail0`, cumulative: no recorder, so info."),
+    Spec("pfc-storm-recorder", "2rail", (storm_recorder,), (("PfcStorm", "critical", "net_rail0"),),
+         "As pfc-storm-counters, plus a 90 s `recorder.jsonl`: over the last 45 s `net_rail0` sent prio-3 "
+         "pause 80 % of the time and the storm watchdog fired twice 10 s before the capture."),
+    Spec("lossless-drops-counters", "2rail", (drops_counters,), (("LosslessDrops", "info", "net_rail1"),),
+         "`rx_prio3_buf_discard` 1234 on `net_rail1`, cumulative: info."),
+    Spec("lossless-drops-recorder", "2rail", (drops_recorder,), (("LosslessDrops", "critical", "net_rail1"),),
+         "As lossless-drops-counters, plus a 90 s `recorder.jsonl` in which `rx_prio3_buf_discard` rose by 400 "
+         "20 s before the capture."),
+    Spec("link-flapping-events", "2rail", (flap_events,), (("LinkFlapping", "warning", "net_rail1"),),
+         "`events.json` holds a LinkFlapping event on `net_rail1` 95 s before the capture (inside the 15 min "
+         "window) and an older one on `net_rail0` an hour before (outside: not a finding)."),
+    Spec("link-flapping-recorder", "2rail", (flap_recorder,), (("LinkFlapping", "warning", "net_rail0"),),
+         "A 90 s `recorder.jsonl` in which `carrier_down_count` of `net_rail0` rose three times (70, 40 and 15 s "
+         "before the capture)."),
+    Spec("config-flapping-events", "2rail", (config_flap_events,),
+         (("ConfigFlapping", "warning", "pci/0000:8d:00.0"),),
+         "`events.json` holds a ConfigFlapping event: `sriov_numvfs` of `0000:8d:00.0` went 1 -> 0 -> 1 -> 0 -> 1."),
+    Spec("firmware-skew", "2rail", (firmware_skew,), (("FirmwareSkew", "info", "node"),),
+         "`net_rail1` runs firmware 28.43.1014 (ethtool -i, `fw_ver`), `net_rail0` 28.42.1000, same model MT4129."),
+    Spec("driver-kernel-beyond-abi", "2rail", (kernel_beyond,), (("DriverKernelUnvalidated", "warning", "node"),),
+         "DOCA driver 26.01-0.5.2 on kernel 6.8.0-106-generic, above the validated 6.8.0-100 of the shipped "
+         "table's row."),
+    Spec("driver-kernel-unknown-line", "2rail", (kernel_unknown,), (("DriverKernelUnvalidated", "info", "node"),),
+         "DOCA driver 26.01-0.5.2 on kernel 6.11.0-29-generic, a kernel line the table has no row for."),
+)
+
+
+def exit_status(findings: tuple[tuple[str, str, str], ...]) -> int:
+    sev = {f[1] for f in findings}
+    return 2 if "critical" in sev else 1 if "warning" in sev else 0
+
+
+README = """# {name}
+
+A railscope node image (format v1, DESIGN.md §2), generated by `tests/images/make_images.py` — do not
+edit by hand; change the generator and run it again.
+
+**Where it came from.** {origin}
+
+**What was changed.** {what}
+
+**What `railscope doctor --from` must report** (with `{args}`): {report}; exit status {exit}.
+`expected.json` says the same for the table test `tests/unit/test_images.py`.
+"""
+
+BASE_ORIGIN = ("The shared hand-made example image `spectrumx-2rail-healthy` (two single-port ConnectX-7, "
+               "DOCA 25.10-1.7.1, Ubuntu 6.8.0-60-generic, switchdev with one VF each, PFC on prio 3, "
+               "RDMA netns exclusive; formats from the public samples in `tests/fixtures/public/` and "
+               "`/work/shared/fixtures/public/`, values illustrative), see `../spectrumx-2rail-healthy/README.md`.")
+
+
+def build(only: set[str] | None = None) -> list[str]:
+    base = Image.load(HERE / BASE)
+    four = base.copy()
+    four_rails(four)
+    made = []
+    for spec in IMAGES:
+        if only and spec.name not in only:
+            continue
+        img = (four if spec.base == "4rail" else base).copy()
+        for m in spec.mutations:
+            m(img)
+        report = ", ".join(f"`{c}` {s} on `{subj}`" for c, s, subj in spec.findings) or \
+            "no finding of any severity, every rail up and healthy"
+        origin = BASE_ORIGIN if spec.base == "2rail" else BASE_ORIGIN + " Extended to four rails by the generator."
+        readme = README.format(name=spec.name, origin=origin, what=spec.what, args=" ".join(spec.args) or "no flags",
+                               report=report, exit=exit_status(spec.findings))
+        expected = {"args": list(spec.args), "findings": [list(f) for f in spec.findings],
+                    "exit": exit_status(spec.findings)}
+        img.save(HERE / spec.name, readme, expected)
+        made.append(spec.name)
+    return made
+
+
+def import_base(src: Path) -> None:
+    """Copy the shared example into ``spectrumx-2rail-healthy/`` with real relative symlinks."""
+    img = Image.load(src, restore_links=True)
+    readme = (src / "README.md").read_text()
+    note = ("\n## In this project\n\nCopied from the shared example image by `make_images.py --import-base` "
+            "(symlinks that the copy had flattened into files are real relative symlinks again). It is the "
+            "base every other image in `tests/images/` is generated from. `expected.json`: no flags, no "
+            "findings, exit 0.\n")
+    img.save(HERE / BASE, readme + note, {"args": [], "findings": [], "exit": 0})
+    # keep the base manifest exactly as shipped, apart from items recomputed over the same bytes
+    (HERE / BASE / "manifest.json").write_text((src / "manifest.json").read_text())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--import-base", type=Path, metavar="DIR", help="Copy the base image from DIR first.")
+    ap.add_argument("names", nargs="*", help="Only these images. Default: all.")
+    args = ap.parse_args()
+    if args.import_base:
+        import_base(args.import_base)
+    for name in build(set(args.names) or None):
+        print(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
