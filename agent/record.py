@@ -267,6 +267,13 @@ class RecordingHost:
             os.unlink(base + ".rc")
         self._items[rel] = item
 
+    def note_skipped(self, argv: list[str] | tuple[str, ...], reason: str) -> None:
+        """List a command the readers decided not to run, with why (replayed as "not available")."""
+        with self._lock:
+            stem = slug([str(a) for a in argv])
+            if f"cmd/{stem}.stdout" not in self._items:
+                self._put_command(CmdResult(tuple(str(a) for a in argv), None, missing=True, reason=reason))
+
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
             max_bytes: int = 8 << 20) -> CmdResult:
         res = self.inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
@@ -365,6 +372,7 @@ def record_image(host: Host, out_dir: str, *, node: str | None = None, cluster: 
     ``out_dir`` must not exist or be empty. The image is built beside it and moved into place at
     the end, so a failure leaves no half image behind. ``node`` defaults to the host's hostname.
     """
+    from .readers.ovs import OVS_ARGV
     from .snapshot import take_snapshot
 
     out_dir = os.path.abspath(out_dir)
@@ -378,6 +386,11 @@ def record_image(host: Host, out_dir: str, *, node: str | None = None, cluster: 
     try:
         rec = RecordingHost(host, work)
         snap = take_snapshot(rec, cfg or ReadConfig())
+        ovs_why = next((why for source, why in snap.unavailable if source == "ovs"), None)
+        if ovs_why:
+            # Live, the OVS reader skips ovs-vsctl when there is no db socket; an image keeps no
+            # sockets, so the manifest says why the command is absent (DESIGN §2: skipped + reason).
+            rec.note_skipped(OVS_ARGV, ovs_why)
         manifest = rec.finish(node=node or snap.node, cluster=cluster, incident=incident,
                               reason=reason, events=events)
         os.chmod(work, 0o755)
