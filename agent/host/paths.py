@@ -10,12 +10,13 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import stat
 
 _MAX_LINKS = 40  # like the kernel's MAXSYMLINKS
 _FLAT_LINK_MAX = 4096
 
 
-def _flat_link(real: str) -> str | None:
+def _flat_link(real: str, st: os.stat_result | None = None) -> str | None:
     """The target a "flattened" symlink names, or None.
 
     Copies made without symlink support (``git`` with ``core.symlinks=false``, zip tools, some
@@ -24,7 +25,8 @@ def _flat_link(real: str) -> str | None:
     such a file can be told apart from a real attribute.
     """
     try:
-        if os.path.islink(real) or not os.path.isfile(real) or os.path.getsize(real) > _FLAT_LINK_MAX:
+        st = st or os.lstat(real)
+        if not stat.S_ISREG(st.st_mode) or not 3 <= st.st_size <= _FLAT_LINK_MAX:
             return None
         with open(real, "rb") as fh:
             data = fh.read(_FLAT_LINK_MAX)
@@ -67,13 +69,18 @@ class RootedFS:
             cand = "/" + "/".join([*done, name])
             real = self.root + cand if self.root != "/" else cand
             target: str | None = None
-            if (parts or follow_last) and os.path.islink(real):
+            if parts or follow_last:
                 try:
-                    target = os.readlink(real)
+                    st = os.lstat(real)
                 except OSError:
-                    return None
-            elif (parts or follow_last) and self.flat_links:
-                target = _flat_link(real)
+                    st = None
+                if st is not None and stat.S_ISLNK(st.st_mode):
+                    try:
+                        target = os.readlink(real)
+                    except OSError:
+                        return None
+                elif st is not None and self.flat_links:
+                    target = _flat_link(real, st)
             if target is not None:
                 hops += 1
                 if hops > _MAX_LINKS:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from readers import bigimage  # tests/unit/readers (tests/unit is on sys.path under pytest)
 
 from agent.config import ReadConfig
-from agent.host.recorded import open_image
+from agent.host.recorded import RecordedHost, open_image
 from agent.model import Snapshot
 from agent.snapshot import take_snapshot
 
@@ -99,3 +100,57 @@ def test_rail_speed(snap: Snapshot) -> None:
     assert snap.link("net_rail0").speed_mbps == 400000
     assert snap.link("net_rail1").speed_mbps == 400000
     assert snap.link("net_rail0_0").speed_mbps is None
+
+
+class _CountingHost(RecordedHost):
+    """The real recorded host, noting every file and command the readers ask for."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.paths: list[str] = []
+        self.argvs: list[tuple[str, ...]] = []
+
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        self.paths.append(path)
+        return super().read_text(path, max_bytes)
+
+    def listdir(self, path: str) -> list[str] | None:
+        self.paths.append(path)
+        return super().listdir(path)
+
+    def run(self, argv, timeout_s: float = 10.0, max_bytes: int = 8 << 20):  # type: ignore[no-untyped-def]
+        self.argvs.append(tuple(argv))
+        return super().run(argv, timeout_s, max_bytes)
+
+
+def test_big_switchdev_node_reads_rails_only(tmp_path: Path) -> None:
+    host = _CountingHost(str(bigimage.build(tmp_path / "big", rails=2, vfs=20)))
+    snap = take_snapshot(host, ReadConfig())
+    assert len(snap.links) == 1 + 2 * 21
+    assert [lk.ifname for lk in snap.links if lk.stats64] == ["net_rail0", "net_rail1"]
+    assert len([p for p in snap.ports if p.flavour == "pcivf"]) == 40
+    assert len(snap.rdma_links) == 2 * 21
+    # ethtool on the two rails only, never on the 40 representors; one devlink call per PF and param
+    ethtool = sorted(a for a in host.argvs if a[0] == "ethtool")
+    assert ethtool == [("ethtool", "-S", "net_rail0"), ("ethtool", "-S", "net_rail1"),
+                       ("ethtool", "-i", "net_rail0"), ("ethtool", "-i", "net_rail1")]
+    assert len([a for a in host.argvs if a[0] == "devlink"]) == 2 + 2 * 3
+    # sysfs of RDMA ports: port 1 (the uplink's) only, of 21 per device
+    port_paths = {p.split("/ports/")[1].split("/")[0] for p in host.paths if "/ports/" in p}
+    assert port_paths == {"1"}
+    # one PCI function per PF: the representors' parent is the PF, the VFs are not asked for
+    pci_dirs = {p.split("/")[5] for p in host.paths if p.startswith("/sys/bus/pci/devices/")}
+    assert pci_dirs == {"0000:10:00.0", "0000:11:00.0"}
+    assert [s for s, _ in snap.unavailable] == ["ovs"]
+    counters = {d.name: d.counters for d in snap.rdma_devices}
+    assert counters["rdma_rail0"] == ((1, "out_of_buffer", 1),)
+
+
+def test_missing_everything_never_raises(tmp_path: Path) -> None:
+    (tmp_path / "img" / "fs").mkdir(parents=True)
+    with open_image(str(tmp_path / "img")) as host:
+        snap = take_snapshot(host, ReadConfig(), now=1.0)
+    assert snap.taken_at == 1.0 and snap.links == () and snap.node is None and snap.ovs is None
+    sources = [s for s, _ in snap.unavailable]
+    for src in ("versions", "udev net rules", "netlink", "devlink", "rdma", "rdma system", "infiniband", "ovs"):
+        assert src in sources, src
