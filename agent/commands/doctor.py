@@ -10,6 +10,8 @@ import argparse
 import json
 import os
 import sys
+import tarfile
+import zlib
 from dataclasses import replace
 
 from ..config import ReadConfig
@@ -110,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
             host = LiveHost(args.host_root)
     except HostError as exc:
         return _fail(str(exc))
+    except (OSError, EOFError, tarfile.TarError, zlib.error) as exc:
+        # A bundle cut short in transfer fails inside the gzip stream, not at open.
+        return _fail(f"{args.source}: damaged archive ({exc})")
 
     try:
         cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
