@@ -384,6 +384,17 @@ class RailscopeCollector:
                 fams.gauge("railscope_representor_stale",
                            "1 when the representor's VF index is at or above sriov_numvfs (opt-in).",
                            ("pci", "device"), (_s(pf.bdf), r.netdev), 1 if r.stale else 0)
+                # Only when the sampler read statistics for this representor: bulk dumps carry none
+                # (each one is a firmware query on mlx5, DESIGN §3).
+                stats = dict(r.link.stats64 or ())
+                for key, name, doc in (
+                    ("bytes", "railscope_representor_bytes", "Bytes through the representor (opt-in)."),
+                    ("packets", "railscope_representor_packets", "Packets through the representor (opt-in)."),
+                ):
+                    for d in _DIRECTIONS:
+                        if f"{d}_{key}" in stats:
+                            fams.counter(name, doc, ("pci", "device", "direction"), (_s(pf.bdf), r.netdev, d),
+                                         stats[f"{d}_{key}"])
         if pf.eswitch_mode is not None:
             fams.info("railscope_devlink_eswitch", "The PF's eswitch mode (devlink dev eswitch show).",
                       PF, base, {"mode": _s(pf.eswitch_mode)})

@@ -13,6 +13,7 @@ from metrics_synth import (
     synthetic_snapshot,
 )
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from agent.findings import Diagnosis, Finding
 from agent.metrics.collector import RailscopeCollector
@@ -62,6 +63,19 @@ def test_include_filter_adds_exactly_the_matched_representors(big: MetricsState,
 def test_no_node_or_cluster_label(big_text: bytes) -> None:
     for _, lab, _ in series(big_text):
         assert "node" not in lab and "cluster" not in lab
+
+
+def test_representor_traffic_only_when_its_statistics_were_read() -> None:
+    snap = synthetic_snapshot(1, 3)
+    stats = (("rx_bytes", 11), ("tx_bytes", 22), ("rx_packets", 1), ("tx_packets", 2))
+    links = tuple(dataclasses.replace(lk, stats64=stats) if lk.ifname == "net_rail0_1" else lk for lk in snap.links)
+    st = state_for(dataclasses.replace(snap, links=links))
+    assert "railscope_representor_bytes_total" not in names(render(st, clock=lambda: 0.0))
+    text = render(st, clock=lambda: 0.0, representor_include="_[12]$")
+    assert value(text, "railscope_representor_bytes_total", device="net_rail0_1", direction="tx") == 22
+    assert value(text, "railscope_representor_packets_total", device="net_rail0_1", direction="rx") == 1
+    assert {lab["device"] for n, lab, _ in series(text) if n == "railscope_representor_bytes_total"} == \
+        {"net_rail0_1"}
 
 
 # -- fresh families: nothing stale survives a sample ----------------------------------------------
@@ -238,3 +252,34 @@ def test_no_sample_yet_serves_only_the_agent_series() -> None:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RailscopeCollector(lambda: None))
     assert names(generate_latest(registry)) == {"railscope_build_info"}
+
+
+# -- naming conformance (DESIGN §5) ---------------------------------------------------------------
+
+#: Labels that identify a series; anything else is a fact and belongs on an ``_info`` family.
+IDENTITY_LABELS = {"device", "rail", "plane", "prio", "direction", "pci", "code", "severity", "subject",
+                   "source", "param"}
+
+
+def test_every_family_follows_the_naming_rules() -> None:
+    snap = synthetic_snapshot(2, 3, numvfs=2)
+    st = state_for(snap, diagnosis=Diagnosis("n", "k", (), (Finding("RailMissing", "critical", "net_rail3", ""),)),
+                   sources=(SourceStatus("links", True, 0.1),), hung=(HungSource("ethtool", "net_rail0"),),
+                   event_codes=("LinkFlapping",))
+    text = render(st, clock=lambda: snap.taken_at, representor_include=".")
+    families = list(text_string_to_metric_families(text.decode()))
+    assert len(families) > 50
+    for fam in families:
+        assert fam.name.startswith("railscope_"), fam.name
+        assert fam.documentation, f"{fam.name} has no HELP"
+        for s in fam.samples:
+            if fam.type == "counter":
+                assert s.name.endswith("_total"), s.name
+            else:
+                assert not s.name.endswith("_total"), s.name
+            if s.name.endswith("_info"):
+                assert s.value == 1, s.name
+            else:
+                assert set(s.labels) <= IDENTITY_LABELS, (s.name, set(s.labels) - IDENTITY_LABELS)
+            # Base units only: seconds and bytes, never ms / µs / bits.
+            assert not any(u in s.name for u in ("_ms", "_us", "_micro", "_milli", "_bits", "_mbps")), s.name
