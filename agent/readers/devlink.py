@@ -237,6 +237,12 @@ def read_devlink(host: Host, functions: Iterable[PciFunction], rail_bdfs: Iterab
     res, doc = _run(host, ["devlink", "-j", "dev", "show"], timeout_s, notes, "devlink", "devlink")
     if res.missing:
         return st  # no devlink tool (or not recorded): nothing else would answer either
+    if res.timed_out:
+        # Every instance waits on the same lock while the SR-IOV daemon works: asking each PF
+        # would only stack up timeouts. They are all busy.
+        for h in pf_handles(None, functions, rail_bdfs):
+            notes.timed_out(h)
+        return st
     if res.ok and doc is not None:
         try:
             st.devs = parse_dev_show(doc)

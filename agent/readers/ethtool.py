@@ -105,6 +105,10 @@ def parse_ethtool_i(text: str, netdev: str) -> DriverInfo:
                          netdev)
 
 
+class _Hung(Exception):
+    """An ethtool command timed out: the NIC's firmware may be stuck; ask it nothing more."""
+
+
 def _stats(host: Host, netdev: str, timeout_s: float, notes: Notes) -> EthtoolStats | None:
     try:
         pairs = host.ethtool_stats(netdev)
@@ -121,6 +125,8 @@ def _stats(host: Host, netdev: str, timeout_s: float, notes: Notes) -> EthtoolSt
     res = host.run(["ethtool", "-S", netdev], timeout_s=timeout_s)
     if not res.ok:
         notes.command(f"ethtool -S {netdev}", res)
+        if res.timed_out and host.live:
+            raise _Hung(netdev)
         return None
     try:
         return parse_ethtool_s(res.text, netdev)
@@ -140,6 +146,8 @@ def _info(host: Host, netdev: str, timeout_s: float, notes: Notes) -> DriverInfo
     res = host.run(["ethtool", "-i", netdev], timeout_s=timeout_s)
     if not res.ok:
         notes.command(f"ethtool -i {netdev}", res)
+        if res.timed_out and host.live:
+            raise _Hung(netdev)
         return None
     try:
         return parse_ethtool_i(res.text, netdev)
@@ -150,14 +158,24 @@ def _info(host: Host, netdev: str, timeout_s: float, notes: Notes) -> DriverInfo
 
 def read_ethtool(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
                  notes: Notes | None = None) -> tuple[tuple[EthtoolStats, ...], tuple[DriverInfo, ...]]:
-    """Statistics and driver info of the given netdevs, one netdev at a time (never in parallel)."""
+    """Statistics and driver info of the given netdevs, one netdev at a time (never in parallel).
+
+    Live, after one ethtool command times out the rest are skipped (DESIGN §7: a task stuck in the
+    driver cannot be killed, and every further firmware read would add another).
+    """
     notes = notes if notes is not None else Notes()
     stats, infos = [], []
-    for name in netdevs:
-        st = _stats(host, name, timeout_s, notes)
-        if st is not None:
-            stats.append(st)
-        di = _info(host, name, timeout_s, notes)
-        if di is not None:
-            infos.append(di)
+    names = list(netdevs)
+    for i, name in enumerate(names):
+        try:
+            st = _stats(host, name, timeout_s, notes)
+            if st is not None:
+                stats.append(st)
+            di = _info(host, name, timeout_s, notes)
+            if di is not None:
+                infos.append(di)
+        except _Hung as hung:
+            for rest in names[i + 1:]:
+                notes.missing(f"ethtool -S {rest}", f"skipped: ethtool on {hung} timed out (firmware may be hung)")
+            break
     return tuple(stats), tuple(infos)

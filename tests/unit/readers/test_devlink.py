@@ -212,3 +212,14 @@ def test_corrupt_json_is_unavailable_with_reason(tmp_path: Path) -> None:
     assert reasons["devlink ports"] == 'devlink -j port show: expected {"port": {<handle>/<index>: {...}}}'
     # without the instance list the PF handles are still queried
     assert {e.handle for e in st.eswitch} == {"pci/0000:0c:00.0", "pci/0000:8d:00.0"}
+
+
+def test_dev_show_timeout_marks_every_pf_busy_and_asks_nothing_more(tmp_path: Path) -> None:
+    argv = ["devlink", "-j", "dev", "show"]
+    manifest = {"schema": "railscope.bundle/v1", "items": [
+        {"path": None, "kind": "command", "argv": argv, "rc": None, "duration_s": 10.0, "timed_out": True}]}
+    host = make_image(tmp_path / "img", cmds=_cmds(), manifest=manifest)
+    notes = Notes()
+    st = read_devlink(host, FNS, ["0000:0c:00.0"], notes=notes)
+    assert notes.busy == ["devlink", "pci/0000:0c:00.0", "pci/0000:8d:00.0"]
+    assert (st.eswitch, st.params, st.ports) == ((), (), ())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +141,26 @@ def test_recorded_path_and_failures(tmp_path: Path) -> None:
     reasons = dict(notes.unavailable)
     assert reasons["ethtool -S eth0"] == "ethtool -S eth0: exit 94"
     assert reasons["ethtool -i eth0"] == "ethtool -i eth0: not recorded in this image"
+
+
+def test_live_timeout_skips_the_remaining_rails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stuck firmware read: the first ethtool hangs, the others are not even started."""
+    from agent.host.live import LiveHost
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "calls"
+    tool = bindir / "ethtool"
+    tool.write_text(f"#!{sys.executable}\nimport sys, time\n"
+                    f"open({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\ntime.sleep(60)\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ.get('PATH', '')}")
+    host = LiveHost(str(tmp_path))
+    notes = Notes()
+    # no such netdevs here, so the ioctls answer None and the command is the fallback
+    stats, infos = read_ethtool(host, ["rsnoexist0", "rsnoexist1", "rsnoexist2"], timeout_s=1.0, notes=notes)
+    assert stats == () and infos == ()
+    assert log.read_text().splitlines() == ["-S rsnoexist0"]
+    reasons = dict(notes.unavailable)
+    assert "timed out" in reasons["ethtool -S rsnoexist0"]
+    assert reasons["ethtool -S rsnoexist2"] == "skipped: ethtool on rsnoexist0 timed out (firmware may be hung)"
