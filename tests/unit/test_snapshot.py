@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import tarfile
 from pathlib import Path
 
 import pytest
 from readers import bigimage  # tests/unit/readers (tests/unit is on sys.path under pytest)
 
 from agent.config import ReadConfig
+from agent.host import slug
 from agent.host.recorded import RecordedHost, open_image
 from agent.model import Snapshot
 from agent.snapshot import take_snapshot
@@ -154,3 +156,30 @@ def test_missing_everything_never_raises(tmp_path: Path) -> None:
     sources = [s for s, _ in snap.unavailable]
     for src in ("versions", "udev net rules", "netlink", "devlink", "rdma", "rdma system", "infiniband", "ovs"):
         assert src in sources, src
+
+
+def test_every_command_run_is_in_the_example_image(example_image: Path) -> None:
+    host = _CountingHost(str(example_image))
+    snap = take_snapshot(host, ReadConfig())
+    cmd_dir = example_image / "cmd"
+    missing = [a for a in host.argvs if not (cmd_dir / f"{slug(list(a))}.stdout").exists()]
+    assert [a[0] for a in missing] == ["ovs-vsctl"]  # skipped at capture: no OVS db socket
+    assert snap.unavailable == (("ovs", "no OVS db socket at /var/run/openvswitch/db.sock"),)
+
+
+def test_representor_ethtool_is_opt_in(example_image: Path) -> None:
+    host = _CountingHost(str(example_image))
+    take_snapshot(host, ReadConfig())
+    assert not any(a[0] == "ethtool" and a[-1].endswith("_0") for a in host.argvs)
+    host = _CountingHost(str(example_image))
+    snap = take_snapshot(host, ReadConfig(representor_ethtool=True))
+    assert ("ethtool", "-S", "net_rail0_0") in host.argvs
+    assert ("ethtool -S net_rail0_0", "ethtool -S net_rail0_0: not recorded in this image") in snap.unavailable
+
+
+def test_tar_gz_bundle_gives_the_same_snapshot(example_image: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "gpu-node-017.tar.gz"
+    with tarfile.open(bundle, "w:gz") as tf:
+        tf.add(example_image, arcname="gpu-node-017-bundle")
+    with open_image(str(example_image)) as a, open_image(str(bundle)) as b:
+        assert take_snapshot(a, ReadConfig()) == take_snapshot(b, ReadConfig())
