@@ -1,0 +1,235 @@
+"""``railscope agent``: run the node agent (``/metrics``, detectors, flight recorder).
+
+Every flag can also come from ``RAILSCOPE_<FLAG>`` (``--links-interval`` -> ``RAILSCOPE_LINKS_INTERVAL``),
+so a DaemonSet sets them from its values and the downward API. Exit status: 0 after a clean stop
+(SIGTERM / SIGINT), 1 when the agent cannot serve (address not on this node, port taken), 3 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from .common import _bool_word, _duration, add_expectation_flags, env_default, expectations_from_args
+
+#: Detector thresholds: flag -> (Thresholds field, parser, default text, help).
+_THRESHOLDS: tuple[tuple[str, str, str, str], ...] = (
+    ("flap-count", "flap_count", "3", "LinkFlapping: this many carrier losses of one rail or uplink ..."),
+    ("flap-window", "flap_window_s", "5m", "... within this window raise the event."),
+    ("config-flap-changes", "config_flap_changes", "2",
+     "ConfigFlapping: this many changes of one value, at least one back to a value it had ..."),
+    ("config-flap-window", "config_flap_window_s", "10m", "... within this window raise the event."),
+    ("representor-grace", "representor_grace_s", "60s",
+     "RepresentorStale: a representor for a VF index at or above sriov_numvfs older than this."),
+    ("storm-ratio", "storm_ratio", "0.5",
+     "PfcStorm: transmitted pause time on the lossless priority over wall time at or above this ..."),
+    ("storm-window", "storm_window_s", "60s", "... over this window."),
+    ("reload-grace", "reload_grace_s", "30s",
+     "After a driver reload (srcversion changed), carrier losses and config changes this long are the "
+     "reload's, not flaps."),
+)
+if TYPE_CHECKING:
+    from ..service.settings import AgentSettings
+
+_INTS = {"flap-count", "config-flap-changes"}
+_FLOATS = {"storm-ratio"}
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {n}")
+    return n
+
+
+def _ratio(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < x <= 1:
+        raise argparse.ArgumentTypeError(f"expected a ratio in (0, 1], got {x}")
+    return x
+
+
+def _duration_or_zero(text: str) -> float:
+    if text.strip() in ("0", "0s", "off"):
+        return 0.0
+    return _duration(text)
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from None
+    return text
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    from ..service.settings import DEFAULT_PORT
+
+    g = p.add_argument_group("serving")
+    g.add_argument("--listen", default=env_default("listen", None), metavar="ADDR",
+                   help="The IP address to serve on: the node's IP (status.hostIP from the downward API in a "
+                        "DaemonSet). Required. All addresses (0.0.0.0, ::) are refused unless --listen-any is "
+                        "given: the agent runs in the host network, where NetworkPolicy does not apply.")
+    g.add_argument("--listen-any", action="store_true",
+                   default=_bool_word(env_default("listen-any", "false") or "false"),
+                   help="Allow --listen 0.0.0.0 or ::. Default: off.")
+    g.add_argument("--port", type=int, default=env_default("port", str(DEFAULT_PORT)),
+                   help=f"The TCP port to serve on. Default: {DEFAULT_PORT} (clear of node_exporter 9100, DTS 9189, "
+                        "sriov-network-metrics-exporter 9808 and rdma_exporter 9879, which are refused).")
+    g.add_argument("--host-root", default=env_default("host-root", "/"), metavar="DIR",
+                   help="Where the node's filesystem is mounted (/host in the DaemonSet). Default: /.")
+    g.add_argument("--node", default=env_default("node", None),
+                   help="The node name written into recorded node images (spec.nodeName from the downward "
+                        "API). Default: the node's hostname.")
+    g.add_argument("--cluster", default=env_default("cluster", None),
+                   help="The cluster name written into recorded node images. Default: none.")
+    g.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                   default=env_default("log-level", "info"),
+                   help="Least severe log lines written (JSON, one per line, on stderr). Default: info.")
+
+    s = p.add_argument_group("sampling (the scrape never reads the node: it serves the latest sample)")
+    s.add_argument("--links-interval", type=_duration, default=env_default("links-interval", "15s"),
+                   help="How often the links (bulk dump without statistics), the rails' statistics, PCI / "
+                        "SR-IOV and versions are read. Link events also trigger a read. Default: 15s.")
+    s.add_argument("--devlink-interval", type=_duration, default=env_default("devlink-interval", "60s"),
+                   help="How often devlink (eswitch mode, params, ports) is read; at least 60s. Default: 60s.")
+    s.add_argument("--rdma-interval", type=_duration, default=env_default("rdma-interval", "60s"),
+                   help="How often rdma links, the netns mode and the rails' RDMA port counters are read; "
+                        "at least 60s. Default: 60s.")
+    s.add_argument("--config-interval", type=_duration, default=env_default("config-interval", "60s"),
+                   help="How often the udev naming rules and OVS interfaces are read. Default: 60s.")
+    s.add_argument("--counters-interval", type=_duration, default=env_default("counters-interval", "1s"),
+                   help="How often the rails' incident counters (ethtool statistics, one netdev at a time; "
+                        "carrier losses; RDMA loss counters) are read: the flight recorder's resolution. "
+                        "Default: 1s.")
+    s.add_argument("--source-deadline", type=_duration, default=env_default("source-deadline", "20s"),
+                   help="A read still running after this long is reported in railscope_source_hung and never "
+                        "started twice. Default: 20s.")
+    s.add_argument("--command-timeout", type=_duration, default=env_default("command-timeout", "10s"),
+                   help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10s.")
+    s.add_argument("--devlink-param", action="append", default=None, metavar="NAME",
+                   help="A devlink param to read on every PF and watch for ConfigFlapping. Repeatable. "
+                        "Default: esw_multiport and flow_steering_mode.")
+    s.add_argument("--representor-include", type=_regex, default=env_default("representor-include", None),
+                   metavar="REGEX",
+                   help="Representor netdevs matching this regular expression get their own series. "
+                        "Default: none (representors are counted per PF).")
+
+    r = p.add_argument_group("flight recorder, events and bounds")
+    r.add_argument("--recorder-window", type=_duration_or_zero, default=env_default("recorder-window", "15m"),
+                   help="How far back the flight recorder keeps the rails' counter samples (recorder.jsonl in "
+                        "every node image); 0 turns it off. Default: 15m.")
+    r.add_argument("--event-history", type=_count, default=env_default("event-history", "1000"),
+                   help="Events kept for events.json and /v1/events, oldest dropped first. Default: 1000.")
+    r.add_argument("--event-queue", type=_count, default=env_default("event-queue", "4096"),
+                   help="Bound of the queue of link events between the netlink watcher and the detectors "
+                        "(coalesced per link; the oldest link is dropped when full). Default: 4096.")
+
+    t = p.add_argument_group("detector thresholds")
+    for flag, _field, default, helptext in _THRESHOLDS:
+        kind = _count if flag in _INTS else _ratio if flag in _FLOATS else _duration
+        t.add_argument(f"--{flag}", type=kind, default=env_default(flag, default),
+                       help=f"{helptext} Default: {default}.")
+    add_expectation_flags(p)
+    for action in p._actions:
+        # argparse %-formats help text: a template default such as rdma_rail%rail_id% must be escaped.
+        if action.help:
+            action.help = re.sub(r"(?<!%)%(?![%(])", "%%", action.help)
+
+
+def settings_from_args(args: argparse.Namespace) -> AgentSettings:
+    from dataclasses import replace
+
+    from ..config import ReadConfig
+    from ..service.settings import AgentSettings, SettingsError, check_listen, check_port
+
+    if not args.listen:
+        raise SettingsError("--listen ADDR is required (or RAILSCOPE_LISTEN): the node's IP address")
+    listen = check_listen(args.listen, args.listen_any)
+    port = check_port(int(args.port))
+    if not os.path.isdir(args.host_root):
+        raise SettingsError(f"--host-root {args.host_root}: not a directory")
+    for name in ("devlink_interval", "rdma_interval"):
+        if getattr(args, name) < 60:
+            raise SettingsError(f"--{name.replace('_', '-')} must be at least 60s: devlink and rdma are slow "
+                                "and busy while the SR-IOV daemon creates VFs")
+    if args.counters_interval > args.links_interval:
+        raise SettingsError("--counters-interval must not be longer than --links-interval")
+    thresholds = tuple((fld, getattr(args, flag.replace("-", "_"))) for flag, fld, _d, _h in _THRESHOLDS)
+    th = dict(thresholds)
+    exp = replace(expectations_from_args(args), flap_count=th["flap_count"], flap_window_s=th["flap_window_s"],
+                  storm_ratio=th["storm_ratio"])
+    read = ReadConfig(
+        devlink_params=tuple(args.devlink_param) if args.devlink_param else ReadConfig.devlink_params,
+        command_timeout_s=args.command_timeout,
+        net_templates=exp.net_templates,
+        rdma_templates=exp.rdma_templates,
+    )
+    return AgentSettings(
+        listen=listen, port=port, host_root=args.host_root,
+        links_interval_s=args.links_interval, devlink_interval_s=args.devlink_interval,
+        rdma_interval_s=args.rdma_interval, config_interval_s=args.config_interval,
+        counters_interval_s=args.counters_interval, source_deadline_s=args.source_deadline,
+        command_timeout_s=args.command_timeout, recorder_window_s=args.recorder_window,
+        event_history=args.event_history, event_queue=args.event_queue, node=args.node, cluster=args.cluster,
+        representor_include=args.representor_include, expectations=exp, read=read, thresholds=thresholds,
+    )
+
+
+async def serve(settings: AgentSettings) -> int:
+    """Serve until SIGTERM / SIGINT; 1 when the address cannot be bound."""
+    import logging
+
+    from aiohttp import web
+
+    from ..service.app import make_app
+    from ..service.runtime import Agent
+
+    log = logging.getLogger("railscope.agent")
+    app = make_app(Agent(settings))
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.listen, settings.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        log.error("cannot serve", extra={"listen": settings.listen, "port": settings.port,
+                                         "reason": exc.strerror or str(exc)})
+        print(f"railscope agent: cannot listen on {settings.listen} port {settings.port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        await runner.cleanup()
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("serving", extra={"listen": settings.listen, "port": settings.port})
+    await stop.wait()
+    log.info("stopping (signal)")
+    await runner.cleanup()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..service.logs import setup_logging
+    from ..service.settings import SettingsError
+
+    try:
+        settings = settings_from_args(args)
+    except (SettingsError, ValueError) as exc:
+        print(f"railscope agent: {exc}", file=sys.stderr)
+        return 3
+    setup_logging(args.log_level)
+    return asyncio.run(serve(settings))

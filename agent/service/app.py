@@ -1,0 +1,110 @@
+"""The agent's HTTP app: ``/metrics``, ``/healthz``, ``/readyz`` and the recorder endpoints.
+
+Every handler serves state the background samplers already hold: nothing here reads the node,
+except ``/v1/image``, which records a node image in a worker thread (one at a time) and streams it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from .keys import AGENT
+from .runtime import Agent
+
+__all__ = ["make_app"]
+
+log = logging.getLogger("railscope.agent.http")
+
+_CHUNK = 1 << 16
+
+
+async def metrics(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    body = await agent.render_metrics()
+    return web.Response(body=body, headers={"Content-Type": agent.metrics_content_type})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Live: the event loop answers. A stuck source is reported in /metrics, not here: restarting
+    the pod would not unstick a read that hangs in the driver."""
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    if agent.ready:
+        return web.json_response({"status": "ready", "sample_age_s": agent.sample_age()})
+    return web.json_response({"status": "starting", "waiting_for": agent.waiting_for()}, status=503)
+
+
+async def recorder(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    if agent.recorder is None:
+        raise web.HTTPNotFound(text="the flight recorder is off (--recorder-window 0)\n")
+    text = await asyncio.get_running_loop().run_in_executor(None, agent.recorder_jsonl)
+    return web.Response(text=text, content_type="application/x-ndjson")
+
+
+async def events(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    return web.Response(text=json.dumps(agent.events.to_json(), default=str) + "\n",
+                        content_type="application/json")
+
+
+async def image(request: web.Request) -> web.StreamResponse:
+    agent = request.app[AGENT]
+    reason = request.query.get("reason", "requested")
+    incident = request.query.get("incident")
+    try:
+        path, name = await agent.record_image(reason=reason, incident=incident)
+    except agent.ImageBusy:
+        raise web.HTTPTooManyRequests(text="a node image is being recorded; retry shortly\n",
+                                      headers={"Retry-After": "5"}) from None
+    except agent.ImageError as exc:
+        raise web.HTTPServiceUnavailable(text=f"{exc}\n") from None
+    try:
+        size = os.path.getsize(path)
+        resp = web.StreamResponse(headers={
+            "Content-Type": "application/gzip",
+            "Content-Disposition": f'attachment; filename="{name}.tar.gz"',
+            "Content-Length": str(size),
+        })
+        await resp.prepare(request)
+        loop = asyncio.get_running_loop()
+        with open(path, "rb") as fh:
+            while True:
+                chunk = await loop.run_in_executor(None, fh.read, _CHUNK)
+                if not chunk:
+                    break
+                await resp.write(chunk)
+        await resp.write_eof()
+        return resp
+    finally:
+        agent.discard_image(path)
+
+
+async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
+    agent = app[AGENT]
+    await agent.start()
+    yield
+    await agent.stop()
+
+
+def make_app(agent: Agent) -> web.Application:
+    """The app factory: the agent's background work starts and stops with the app."""
+    app = web.Application(client_max_size=1 << 16)
+    app[AGENT] = agent
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/v1/recorder", recorder)
+    app.router.add_get("/v1/events", events)
+    app.router.add_get("/v1/image", image)
+    app.cleanup_ctx.append(_agent_ctx)
+    return app
