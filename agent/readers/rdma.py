@@ -39,12 +39,12 @@ def _s(value: Any) -> str | None:
 def parse_rdma_links(text: str) -> tuple[RdmaLink, ...]:
     """``rdma -j link show`` (a top-level JSON array) or its text form -> links.
 
-    JSON::
+    Sample, JSON::
 
         [{"ifindex":0,"ifname":"rdma_rail0","port":1,"state":"ACTIVE","physical_state":"LINK_UP",
           "netdev":"net_rail0","netdev_index":4}]
 
-    Text (note the trailing space after the netdev name)::
+    Sample, text (note the trailing space after the netdev name)::
 
         link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev p1p1
     """

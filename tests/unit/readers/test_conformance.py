@@ -1,0 +1,58 @@
+"""Every reader has the same shape: pure parsers with a sample in the docstring, a thin read_*
+function, and imports of the host seam and the model only (DESIGN §1)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import sys
+
+import pytest
+
+import agent.readers
+
+READERS = sorted(m.name for m in pkgutil.iter_modules(agent.readers.__path__) if m.name != "common")
+ALLOWED_PROJECT_IMPORTS = {"host", "model", "common"}
+
+
+def test_every_source_has_a_reader() -> None:
+    assert READERS == ["devlink", "ethtool", "links", "ovs", "pci", "rdma", "udev", "versions"]
+
+
+@pytest.mark.parametrize("name", READERS)
+def test_shape(name: str) -> None:
+    mod = importlib.import_module(f"agent.readers.{name}")
+    funcs = {n: f for n, f in inspect.getmembers(mod, inspect.isfunction) if f.__module__ == mod.__name__}
+    readers = [n for n in funcs if n.startswith("read_")]
+    parsers = [n for n in funcs if n.startswith("parse_")]
+    assert readers, f"{name}: no read_* function"
+    assert parsers, f"{name}: no parse_* function"
+    for n in parsers:
+        doc = inspect.getdoc(funcs[n]) or ""
+        assert doc, f"{name}.{n}: no docstring"
+    # the main parser of each reader shows a sample of its raw input
+    assert any("ample" in (inspect.getdoc(funcs[n]) or "") for n in parsers), f"{name}: no raw sample"
+    for n in readers:
+        assert "host" in inspect.signature(funcs[n]).parameters, f"{name}.{n} takes no host"
+    assert set(mod.__all__) <= set(dir(mod))
+
+
+@pytest.mark.parametrize("name", [*READERS, "common"])
+def test_imports_stay_below_the_readers(name: str) -> None:
+    mod = importlib.import_module(f"agent.readers.{name}")
+    tree = ast.parse(inspect.getsource(mod))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                top = (node.module or "").split(".")[0]
+                assert top in ALLOWED_PROJECT_IMPORTS or (node.level == 1 and top in READERS), (
+                    f"{name} imports {'.' * node.level}{node.module}")
+            else:
+                top = (node.module or "").split(".")[0]
+                assert top in sys.stdlib_module_names, f"{name} imports {node.module}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                assert top in sys.stdlib_module_names and top != "subprocess", f"{name} imports {alias.name}"
