@@ -150,12 +150,14 @@ class RecordedHost:
                 err = fh.read(1 << 20)
         except OSError:
             pass
-        rc: int | None = 0
+        # Without a .rc file the manifest's rc stands; hand-made images often have neither (success).
+        item_rc = item.get("rc")
+        rc: int | None = item_rc if isinstance(item_rc, int) and not isinstance(item_rc, bool) else 0
         try:
             with open(stem + ".rc", encoding="ascii") as fh:
                 rc = int(fh.read().strip() or "0")
         except OSError:
-            rc = 0
+            pass
         except ValueError:
             rc = None
             return CmdResult(argv, None, out, err, missing=True,

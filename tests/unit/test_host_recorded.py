@@ -138,3 +138,13 @@ def test_flattened_symlinks_are_followed(tmp_path: Path) -> None:
     assert host.readlink("/sys/bus/pci/devices/0000:0c:00.0") == "../../../devices/pci0000:0b/0000:0c:00.0"
     assert host.realpath("/sys/bus/pci/devices/0000:0c:00.0") == "/sys/devices/pci0000:0b/0000:0c:00.0"
     assert host.readlink("/sys/bus/pci/devices/0000:0c:00.0/sriov_numvfs") is None
+
+
+def test_rc_from_manifest_when_no_rc_file(tmp_path: Path) -> None:
+    root = _image(tmp_path / "img")
+    argv = ["devlink", "-j", "dev", "eswitch", "show", "pci/0000:0c:00.1"]
+    (root / "cmd" / f"{slug(argv)}.stdout").write_text('{"dev":{}}')
+    item = {"path": f"cmd/{slug(argv)}.stdout", "kind": "command", "argv": argv, "rc": 1, "duration_s": 0.02}
+    (root / "manifest.json").write_text(json.dumps({"schema": "railscope.bundle/v1", "items": [item]}))
+    r = open_image(str(root)).run(argv)
+    assert r.available and r.rc == 1
