@@ -66,14 +66,10 @@ def load_kernel_table(extra_file: str | None = None) -> tuple[KernelRow, ...]:
 
 
 def _speed(snap: Snapshot, ifname: str) -> int | None:
-    # The readers keep /sys/class/net/<if>/speed per link; mlx5 says -1 while the link is down.
+    # mlx5 says -1 (SPEED_UNKNOWN) while the link is down; the reader keeps that as None.
     link = snap.link(ifname)
-    val = getattr(link, "speed_mbps", None) if link is not None else None
-    if val is None:
-        val = getattr(link, "speed", None) if link is not None else None
-    if isinstance(val, int) and not isinstance(val, bool) and val > 0:
-        return val
-    return None
+    val = link.speed_mbps if link is not None else None
+    return val if val is not None and val > 0 else None
 
 
 def _row(snap: Snapshot, rail: Rail) -> RailRow:

@@ -12,7 +12,6 @@ import os
 import sys
 import tarfile
 import zlib
-from dataclasses import replace
 
 from ..config import ReadConfig
 from ..diagnose import KernelTableError, diagnose, load_kernel_table, with_unavailable
@@ -44,26 +43,6 @@ def register(p: argparse.ArgumentParser) -> None:
 def _fail(msg: str) -> int:
     sys.stderr.write(f"railscope doctor: error: {msg}\n")
     return EXIT_USAGE
-
-
-def _speeds(host: object, snap: Snapshot, names: set[str]) -> Snapshot:
-    """Fill ``speed_mbps`` of the rail netdevs from sysfs when the link reader left it empty."""
-    read = getattr(host, "read_text", None)
-    if read is None or not names:
-        return snap
-    links = []
-    for ln in snap.links:
-        if ln.ifname in names and ln.speed_mbps is None:
-            text = read(f"/sys/class/net/{ln.ifname}/speed", 64)
-            try:
-                val = int((text or "").strip())
-            except ValueError:
-                val = -1
-            # mlx5 reports -1 (SPEED_UNKNOWN) while the link is down.
-            if val > 0:
-                ln = replace(ln, speed_mbps=val)
-        links.append(ln)
-    return replace(snap, links=tuple(links))
 
 
 def what_was_found(snap: Snapshot) -> list[str]:
@@ -120,7 +99,6 @@ def run(args: argparse.Namespace) -> int:
         cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
         snap = take_snapshot(host, cfg)
         topo = build_topology(snap, exp)
-        snap = _speeds(host, snap, {r.netdev.ifname for r in topo.rails if r.netdev is not None})
         hist = load_history(host)
         diag: Diagnosis = diagnose(snap, exp, events=hist.events, recorder=hist.recorder,
                                    capture_time=hist.capture_time, kernel_table=table, topology=topo)
