@@ -14,7 +14,7 @@ from typing import Any
 
 from ..host import Host
 from ..model import RdmaDevice, RdmaLink
-from .common import Notes, basename, parse_json, read_word, to_int
+from .common import BDF_RE, Notes, basename, parse_json, read_word, to_int
 
 __all__ = [
     "netns_from_sysfs",
@@ -127,6 +127,15 @@ def rail_ports(links: Iterable[RdmaLink], rail_netdevs: Iterable[str]) -> set[tu
     return {(lk.dev, lk.port) for lk in links if lk.netdev in want}
 
 
+def _pci_of(host: Host, device_link: str) -> str | None:
+    """The PCI function a ``device`` symlink names; None for a non-PCI parent (an SF's auxiliary device)."""
+    for target in (host.readlink(device_link), host.realpath(device_link)):
+        name = basename(target)
+        if name and BDF_RE.match(name):
+            return name
+    return None
+
+
 def _counters(host: Host, base: str) -> list[tuple[str, int]]:
     out = []
     for sub in ("counters", "hw_counters"):
@@ -155,7 +164,7 @@ def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs:
     out = []
     for name in names:
         base = f"{_IB}/{name}"
-        pci = basename(host.realpath(f"{base}/device"))
+        pci = _pci_of(host, f"{base}/device")
         wanted = sorted(p for d, p in ports_wanted if d == name)
         if not wanted and pci in rails:
             wanted = [1]

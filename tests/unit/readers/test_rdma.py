@@ -145,3 +145,10 @@ def test_corrupt_rdma_json_is_unavailable(tmp_path: Path) -> None:
     reasons = dict(notes.unavailable)
     assert reasons["rdma"].startswith("rdma -j link show: not valid JSON")
     assert "rdma system" not in reasons  # empty output: no mode, nothing wrong with the tool
+
+
+def test_sf_rdma_device_has_no_pci_function(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={"/sys/class/infiniband/mlx5_2/fw_ver": "28.42.1000\n"},
+                      symlinks={"/sys/class/infiniband/mlx5_2/device": "../../../mlx5_core.sf.2"})
+    (d,) = read_rdma_devices(host, set(), ["0000:0c:00.0"])
+    assert (d.name, d.pci, d.ports) == ("mlx5_2", None, ())
