@@ -682,14 +682,14 @@ edit by hand; change the generator and run it again.
 
 **What was changed.** {what}
 
-**What `railscope doctor --from` must report** (with `{args}`): {report}; exit status {exit}.
+**What `railscope doctor --from` must report** ({args}): {report}; exit status {exit}.
 `expected.json` says the same for the table test `tests/unit/test_images.py`.
 """
 
 BASE_ORIGIN = ("The shared hand-made example image `spectrumx-2rail-healthy` (two single-port ConnectX-7, "
                "DOCA 25.10-1.7.1, Ubuntu 6.8.0-60-generic, switchdev with one VF each, PFC on prio 3, "
-               "RDMA netns exclusive; formats from the public samples in `tests/fixtures/public/` and "
-               "`/work/shared/fixtures/public/`, values illustrative), see `../spectrumx-2rail-healthy/README.md`.")
+               "RDMA netns exclusive; formats from the public samples in `tests/fixtures/public/`, values "
+               "illustrative), see `../spectrumx-2rail-healthy/README.md`.")
 
 
 def build(only: set[str] | None = None) -> list[str]:
@@ -706,7 +706,7 @@ def build(only: set[str] | None = None) -> list[str]:
         report = ", ".join(f"`{c}` {s} on `{subj}`" for c, s, subj in spec.findings) or \
             "no finding of any severity, every rail up and healthy"
         origin = BASE_ORIGIN if spec.base == "2rail" else BASE_ORIGIN + " Extended to four rails by the generator."
-        readme = README.format(name=spec.name, origin=origin, what=spec.what, args=" ".join(spec.args) or "no flags",
+        readme = README.format(name=spec.name, origin=origin, what=spec.what, args=f"with `{' '.join(spec.args)}`" if spec.args else "no flags",
                                report=report, exit=exit_status(spec.findings))
         expected = {"args": list(spec.args), "findings": [list(f) for f in spec.findings],
                     "exit": exit_status(spec.findings)}
@@ -720,9 +720,9 @@ def import_base(src: Path) -> None:
     img = Image.load(src, restore_links=True)
     readme = (src / "README.md").read_text()
     note = ("\n## In this project\n\nCopied from the shared example image by `make_images.py --import-base` "
-            "(symlinks that the copy had flattened into files are real relative symlinks again). It is the "
-            "base every other image in `tests/images/` is generated from. `expected.json`: no flags, no "
-            "findings, exit 0.\n")
+            "(symlinks that the copy had flattened into files are real relative symlinks again); the public "
+            "samples named above as `../../public/` are in `tests/fixtures/public/` here. It is the base every "
+            "other image in `tests/images/` is generated from. `expected.json`: no flags, no findings, exit 0.\n")
     img.save(HERE / BASE, readme + note, {"args": [], "findings": [], "exit": 0})
     # keep the base manifest exactly as shipped, apart from items recomputed over the same bytes
     (HERE / BASE / "manifest.json").write_text((src / "manifest.json").read_text())
