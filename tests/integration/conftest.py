@@ -103,6 +103,11 @@ def rails() -> Iterator[RailNetns]:
     try:
         _ip("netns", "add", env.node)
         _ip("netns", "add", env.switch)
+        for ns in (env.node, env.switch):
+            # No IPv6 on the test links: router solicitations and neighbour discovery would move
+            # the counters between two reads that a test compares.
+            subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                            "net.ipv6.conf.default.disable_ipv6=1"], capture_output=True, check=False)
         _ip("-n", env.node, "link", "set", "lo", "up")
         _ip("-n", env.switch, "link", "set", "lo", "up")
         for i in range(RAILS):
