@@ -313,8 +313,9 @@ class _Dump:
             if mflags & NLM_F_DUMP_INTR:
                 self.interrupted = True  # links changed during the dump: it may miss or repeat one
             if mtype == NLMSG_DONE:
-                # NLMSG_DONE carries the dump's final status (an int), e.g. -EINTR on new kernels.
-                code = _error_code(data, s, e)
+                # NLMSG_DONE carries the dump's final status (an int), e.g. -EINTR on new kernels;
+                # a bare one (no payload) means success.
+                code = _error_code(data, s, e) if e - s >= 4 else 0
                 if code < 0:
                     self.error = -code
                 self.done = True

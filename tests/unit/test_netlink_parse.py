@@ -135,6 +135,11 @@ def test_multipart_dump_resolves_master_and_kind_and_skips_foreign_seq() -> None
     assert links[1]["kind"] == "bridge"
 
 
+def test_bare_done_ends_the_dump() -> None:
+    bare = struct.pack("=IHHII", 16, nl.NLMSG_DONE, nl.NLM_F_MULTI, SEQ, 0)
+    assert [x["ifname"] for x in parse_dump([BRIDGE + bare, VETH], SEQ)] == ["br0"]
+
+
 def test_master_that_vanished_is_null() -> None:
     assert parse_dump([VETH + done()], SEQ)[0]["master"] is None
 
