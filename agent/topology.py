@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .config import Expectations
@@ -59,6 +60,7 @@ class PortName:
     index: int | None = None  # the uplink port, the VF or the SF number
 
 
+@lru_cache(maxsize=8192)
 def parse_port_name(name: str | None) -> PortName | None:
     """``"p0"`` -> uplink 0, ``"pf0vf3"`` -> VF 3 of pf0, ``"c1pf0vf3"`` -> controller 1; else None.
 
@@ -278,9 +280,17 @@ def _vf_bdfs(snap: Snapshot) -> set[str]:
     return out
 
 
-def _uplink_of(bdf: str, links: list[Link]) -> Link | None:
+def _by_parent(links: list[Link]) -> dict[str, list[Link]]:
+    out: dict[str, list[Link]] = {}
+    for ln in links:
+        if ln.parent_dev:
+            out.setdefault(ln.parent_dev, []).append(ln)
+    return out
+
+
+def _uplink_of(bdf: str, by_parent: dict[str, list[Link]]) -> Link | None:
     """The uplink netdev of a PCI function (DESIGN §4 "A rail's netdev")."""
-    own = [ln for ln in links if ln.parent_dev == bdf]
+    own = by_parent.get(bdf, ())
     uplinks = []
     plain = []
     for ln in own:
@@ -358,8 +368,17 @@ def _expected_rdma(name: RailName, exp: Expectations) -> str | None:
     return render(tmpl, name.rail, name.plane, name.nic)
 
 
-def _build_pfs(snap: Snapshot, links: list[Link], rail_pcis: set[str],
-               vfs: set[str]) -> tuple[dict[str, Pf], frozenset[str]]:
+def _representor_names(links: list[Link]) -> frozenset[str]:
+    out = set()
+    for ln in links:
+        pn = parse_port_name(ln.phys_port_name)
+        if pn is not None and pn.kind != "uplink":
+            out.add(ln.ifname)
+    return frozenset(out)
+
+
+def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link]], rail_pcis: set[str],
+               vfs: set[str]) -> dict[str, Pf]:
     # devlink: map nested auxiliary handles back to their PF (kernel >= 6.7).
     nested_of: dict[str, tuple[str, ...]] = {d.handle: d.nested for d in snap.devlink_devs}
     parent_of_aux: dict[str, str] = {}
@@ -368,13 +387,11 @@ def _build_pfs(snap: Snapshot, links: list[Link], rail_pcis: set[str],
             parent_of_aux[n] = d.handle
     port_by_netdev: dict[str, DevlinkPort] = {p.netdev: p for p in snap.ports if p.netdev}
 
-    rep_names: set[str] = set()
     reps_by_pf: dict[str, list[tuple[Link, PortName, int | None]]] = {}
     for ln in links:
         pn = parse_port_name(ln.phys_port_name)
         if pn is None or pn.kind == "uplink":
             continue
-        rep_names.add(ln.ifname)
         if pn.controller >= 1 or pn.kind == "pf":
             continue
         owner = ln.parent_dev
@@ -412,7 +429,7 @@ def _build_pfs(snap: Snapshot, links: list[Link], rail_pcis: set[str],
     for bdf in candidates:
         handle = f"pci/{bdf}"
         fn = snap.pci_function(bdf)
-        uplink = _uplink_of(bdf, links)
+        uplink = _uplink_of(bdf, by_parent)
         numvfs = fn.sriov_numvfs if fn else None
         nested = nested_of.get(handle, ())
         mode = mode_by_handle.get(handle)
@@ -446,7 +463,7 @@ def _build_pfs(snap: Snapshot, links: list[Link], rail_pcis: set[str],
             nested=nested,
             driver=fn.driver if fn else None,
         )
-    return pfs, frozenset(rep_names)
+    return pfs
 
 
 def _build_nics(pfs: dict[str, Pf], rail_pcis: set[str]) -> tuple[Nic, ...]:
@@ -543,8 +560,8 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     """Resolve rails, PFs, NICs and OVS orphans from one snapshot (see the module doc)."""
     links = list(snap.links)
     vfs = _vf_bdfs(snap)
-    # Representor names first (they are never rails), with a throwaway PF pass.
-    _, rep_names = _build_pfs(snap, links, set(), vfs)
+    by_parent = _by_parent(links)
+    rep_names = _representor_names(links)
 
     seeds = _seeds_from_rules(snap.rules, exp)
     if not seeds:
@@ -561,12 +578,12 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
                                        _expected_rdma(parsed, exp) if parsed else None, "rails"))
 
     rail_pcis = {s.pci for s in seeds if s.pci}
-    pfs, rep_names = _build_pfs(snap, links, rail_pcis, vfs)
+    pfs = _build_pfs(snap, links, by_parent, rail_pcis, vfs)
 
     rails = []
     problems: dict[str, list[str]] = {}
     for s in seeds:
-        netdev = _uplink_of(s.pci, links) if s.pci else None
+        netdev = _uplink_of(s.pci, by_parent) if s.pci else None
         if netdev is None and s.source == "rails":
             netdev = snap.link(s.expected_netdev)
         pci = s.pci or (netdev.parent_dev if netdev is not None else None)

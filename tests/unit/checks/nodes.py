@@ -39,12 +39,16 @@ PFC3 = {
     "rx_pause_ctrl_phy": 14337, "tx_pause_ctrl_phy": 4432, "rx_discards_phy": 0,
 }
 
-PCIS = ("0000:0c:00.0", "0000:8d:00.0", "0000:1a:00.0", "0000:9b:00.0")
-SWITCH_IDS = ("d4c2a10003d23fb8", "f8c9a10003d23fb8", "a1c2a10003d23fb8", "b2c9a10003d23fb8")
+PCIS = ("0000:0c:00.0", "0000:8d:00.0", "0000:1a:00.0", "0000:9b:00.0",
+        "0000:3c:00.0", "0000:4d:00.0", "0000:5a:00.0", "0000:6b:00.0")
+SWITCH_IDS = tuple(f"{n:x}2a10003d23fb8".rjust(16, "c") for n in range(0xd4, 0xdc))
 
 
 def vf_of(pf: str, n: int = 0) -> str:
-    return pf[:-1] + str(n + 1)
+    """The BDF of VF n: functions 1-7 of the PF's device, then the next devices (as ARI numbers them)."""
+    bus, dev = pf[:-4], int(pf[-4:-2], 16)
+    slot = n + 1
+    return f"{bus}{dev + slot // 8:02x}.{slot % 8}"
 
 
 def node(rails: int = 2, *, mode: str = "switchdev", numvfs: int = 1, rules: bool = True,
