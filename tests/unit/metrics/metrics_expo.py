@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.config import Expectations
@@ -14,7 +16,9 @@ def state_for(snap: Snapshot, **kw) -> MetricsState:
     return MetricsState(snapshot=snap, topology=build_topology(snap, Expectations()), **kw)
 
 
+@lru_cache(maxsize=16)
 def series(text: bytes) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample as (name, labels, value); cached, so callers must not modify the result."""
     out = []
     for fam in text_string_to_metric_families(text.decode()):
         for s in fam.samples:

@@ -160,7 +160,8 @@ def test_representor_include_flag(example_image: Path, capsysbinary: pytest.Capt
                                   example_text: bytes) -> None:
     rc, out, _ = run_cli(capsysbinary, "--from", str(example_image), "--representor-include", "^net_rail1_")
     assert rc == 0
-    added = [s for s in series(out) if s not in series(example_text)]
+    before = series(example_text)
+    added = [s for s in series(out) if s not in before]
     assert {(n, lab["device"]) for n, lab, _ in added} == {("railscope_representor_up", "net_rail1_0"),
                                                            ("railscope_representor_stale", "net_rail1_0")}
 
