@@ -96,10 +96,10 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
     else:
         out.append("")
         if found:
-            out.append("no rails: " + found[0])
+            out.append(paint(found[0], "bold"))
             out.extend(f"  {line}" for line in found[1:])
         else:
-            out.append("no rails")
+            out.append("no rails found")
 
     out.append("")
     counts = {s: sum(1 for f in diag.findings if f.severity == s) for s in ("critical", "warning", "info")}
