@@ -2,7 +2,8 @@
 
 The same readers, topology and checks run on the image as on a live node. The parts that only a
 running agent has come from what the image recorded instead: per-source read times from the
-manifest's ``duration_s``, event counts from ``events.json``; the sample is as old as the capture.
+manifest's ``duration_s``, hung reads from its ``timed_out`` items, event counts from ``events.json``;
+the sample is as old as the capture.
 """
 
 from __future__ import annotations
@@ -16,52 +17,60 @@ from ..history import load_history
 from ..host.recorded import RecordedHost
 from ..snapshot import take_snapshot
 from ..topology import build_topology
-from .state import MetricsState, SourceStatus
+from .state import HungSource, MetricsState, SourceStatus
 
 __all__ = ["SOURCES", "source_of", "state_from_image"]
 
-#: The sources a sampler reads on its own, in ``railscope_scrape_collector_*{source}``.
-SOURCES = ("devlink", "ethtool", "links", "ovs", "pci", "rdma", "rules", "versions")
+#: The agent's background sources (``railscope agent`` samples each on its own interval), as
+#: ``railscope_scrape_collector_*{source}`` names them live.
+SOURCES = ("config", "links", "devlink", "rdma", "counters")
 
-# The first word of a reader's ``unavailable`` key or a recorded command's argv[0] -> source.
-_WORD_TO_SOURCE = {
-    "netlink": "links", "links": "links", "pci": "pci", "devlink": "devlink", "rdma": "rdma",
-    "infiniband": "rdma", "ethtool": "ethtool", "versions": "versions", "udev": "rules", "ovs": "ovs",
-    "ovs-vsctl": "ovs",
-}
+#: A recorded command's argv[0] -> the agent source that runs it.
+_COMMAND_SOURCE = {"devlink": "devlink", "rdma": "rdma", "ethtool": "counters", "ovs-vsctl": "config"}
 
 
-def source_of(word: str) -> str | None:
-    """``"ethtool -S net_rail0"`` -> ``"ethtool"``; ``"udev net rules"`` -> ``"rules"``; else None."""
-    first = word.split(None, 1)[0] if word.strip() else ""
-    return _WORD_TO_SOURCE.get(first)
+def source_of(argv: list[str]) -> str | None:
+    """The agent source that runs ``argv``: ``["ethtool", "-S", "net_rail0"]`` -> ``"counters"``."""
+    return _COMMAND_SOURCE.get(argv[0]) if argv else None
 
 
-def _sources(host: RecordedHost, unavailable: tuple[tuple[str, str], ...]) -> tuple[SourceStatus, ...]:
-    failed = {source_of(src) for src, _ in unavailable}
+def _device_of(argv: list[str]) -> str:
+    """What a stuck command was reading: the devlink handle or the netdev, else ""."""
+    for tok in argv[1:]:
+        if tok.startswith(("pci/", "auxiliary/")):
+            return tok
+    if argv and argv[0] == "ethtool" and len(argv) >= 3:
+        return argv[-1]
+    return ""
+
+
+def _sources(host: RecordedHost) -> tuple[tuple[SourceStatus, ...], tuple[HungSource, ...]]:
+    """Per-source status as the live agent reports it: a read succeeds when it completes (what it
+    could not read is the diagnosis' business), and a command that timed out when the image was
+    recorded is a read that hung."""
     took: Counter[str] = Counter()
-    ran: set[str] = set()
-    skipped: set[str] = set()
+    timed_out: set[str] = set()
+    hung: list[HungSource] = []
     for item in (host.manifest or {}).get("items") or []:
         if not isinstance(item, dict):
             continue
         argv = item.get("argv")
         if item.get("kind") == "netlink":
-            src = "links"
-        elif isinstance(argv, list) and argv:
-            src = source_of(str(argv[0]))
+            src: str | None = "links"
+        elif isinstance(argv, list):
+            src = source_of([str(a) for a in argv])
         else:
             src = None
         if src is None:
             continue
-        (skipped if item.get("skipped") else ran).add(src)
         dur = item.get("duration_s")
         if isinstance(dur, int | float) and not isinstance(dur, bool):
             took[src] += float(dur)
-    # A source the capture skipped on purpose (no OVS db socket on the node) was never read: it
-    # did not fail, and an alert on railscope_scrape_collector_success must not fire for it.
-    never_read = skipped - ran
-    return tuple(SourceStatus(s, s not in failed, round(took[s], 6)) for s in SOURCES if s not in never_read)
+        if item.get("timed_out"):
+            timed_out.add(src)
+            hung.append(HungSource(src, _device_of([str(a) for a in argv or ()])))
+    status = tuple(SourceStatus(s, s not in timed_out, round(took[s], 6)) for s in SOURCES)
+    return status, tuple(sorted(set(hung), key=lambda h: (h.source, h.device)))
 
 
 def state_from_image(host: RecordedHost, exp: Expectations, cfg: ReadConfig | None = None) -> MetricsState:
@@ -75,9 +84,9 @@ def state_from_image(host: RecordedHost, exp: Expectations, cfg: ReadConfig | No
         diagnose(snap, exp, events=hist.events, recorder=hist.recorder, capture_time=hist.capture_time,
                  topology=topo),
         hist.unavailable)
+    sources, hung = _sources(host)
     return MetricsState(
-        snapshot=snap, topology=topo, diagnosis=diagnosis,
-        sources=_sources(host, snap.unavailable),
+        snapshot=snap, topology=topo, diagnosis=diagnosis, sources=sources, hung=hung,
         event_counts=dict(Counter(ev.code for ev in hist.events)), event_codes=tuple(sorted(EVENT_CODES)),
         taken_at=snap.taken_at,
     )
