@@ -26,7 +26,7 @@ import os
 import socket
 import struct
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["LinkReader", "NetlinkError", "build_getlink", "parse_dump", "parse_link"]
@@ -197,84 +197,167 @@ def _halfwords(buf: Any) -> array[int]:
     return array("H", raw if len(raw) % 2 == 0 else raw + b"\0")
 
 
+def _u8(buf: Any, s: int, e: int) -> int:
+    return buf[s]
+
+
+def _u32(buf: Any, s: int, e: int) -> int:
+    return _U32.unpack_from(buf, s)[0]
+
+
+def _operstate(buf: Any, s: int, e: int) -> str:
+    st = buf[s]
+    return OPERSTATES[st] if st < len(OPERSTATES) else str(st)
+
+
+def _address(buf: Any, s: int, e: int) -> str:
+    return _mac(bytes(buf[s:e]))
+
+
+def _hex(buf: Any, s: int, e: int) -> str:
+    return bytes(buf[s:e]).hex()
+
+
+def _info_kind(buf: Any, s: int, e: int) -> str | None:
+    kind = None
+    for ik, iis, iie in _attrs(buf, s, e):
+        if ik == IFLA_INFO_KIND:
+            kind = _cstr(buf, iis, iie)
+    return kind
+
+
+#: attribute -> (record key, decoder, smallest payload it needs)
+_DECODERS: dict[int, tuple[str, Callable[[Any, int, int], Any], int]] = {
+    IFLA_IFNAME: ("ifname", _cstr, 0),
+    IFLA_OPERSTATE: ("operstate", _operstate, 1),
+    IFLA_CARRIER: ("carrier", _u8, 1),
+    IFLA_MTU: ("mtu", _u32, 4),
+    IFLA_CARRIER_CHANGES: ("carrier_changes", _u32, 4),
+    IFLA_CARRIER_UP_COUNT: ("carrier_up_count", _u32, 4),
+    IFLA_CARRIER_DOWN_COUNT: ("carrier_down_count", _u32, 4),
+    IFLA_ADDRESS: ("address", _address, 1),
+    IFLA_PHYS_PORT_NAME: ("phys_port_name", _cstr, 0),
+    IFLA_PHYS_SWITCH_ID: ("phys_switch_id", _hex, 1),
+    IFLA_PARENT_DEV_NAME: ("parent_dev", _cstr, 0),
+    IFLA_PARENT_DEV_BUS_NAME: ("parent_bus", _cstr, 0),
+    IFLA_MASTER: ("master", _u32, 4),
+    IFLA_LINKINFO: ("kind", _info_kind, 0),
+}
+
+_EMPTY_LINK: dict[str, Any] = {
+    "ifindex": None, "ifname": None, "operstate": None, "carrier": None, "carrier_changes": None,
+    "carrier_up_count": None, "carrier_down_count": None, "mtu": None, "address": None,
+    "phys_port_name": None, "phys_switch_id": None, "parent_bus": None, "parent_dev": None,
+    "master": None, "kind": None, "stats64": None, "vfinfo": None,
+}
+
+
+class _Layout:
+    """Where the rtattr headers of one message sat, to recognise the next message shaped the same.
+
+    On a big node most links are representors (or veths) whose messages differ only in payload
+    bytes: the same attributes, with the same lengths, in the same order. ``headers`` unpacks every
+    (len, type) header of such a message in one C call; when it returns ``expect``, a walk over this
+    message would visit exactly these headers (the walk is a function of the header values and the
+    message length alone), so the wanted attributes sit where ``plan`` says and no loop over the
+    headers runs in Python.
+    """
+
+    __slots__ = ("expect", "headers", "plan", "stats", "vfs")
+
+    def __init__(self, walked: list[tuple[int, int, int]]) -> None:
+        fmt, cur, expect = ["="], 0, []
+        plan = []
+        self.stats: tuple[int, int] | None = None
+        self.vfs: tuple[int, int] | None = None
+        for rel, alen, raw in walked:
+            if rel > cur:
+                fmt.append(f"{rel - cur}x")
+            fmt.append("HH")
+            cur = rel + 4
+            expect += (alen, raw)
+            if raw not in _WANTED:
+                continue
+            kind, s, e = raw & _NLA_TYPE_MASK, rel + 4, rel + alen
+            if kind == IFLA_VFINFO_LIST:
+                self.vfs = (s, e)
+            elif kind == IFLA_STATS64:
+                self.stats = (s, e)
+            else:
+                key, fn, need = _DECODERS[kind]
+                if e - s >= need:
+                    plan.append((key, fn, s, e))
+        self.headers = struct.Struct("".join(fmt))
+        self.expect = tuple(expect)
+        self.plan = tuple(plan)
+
+
+#: payload length -> layouts seen with that length (a few kinds of link on any one node).
+LayoutCache = dict[int, list[_Layout]]
+_MAX_LAYOUTS = 256
+_MAX_LAYOUTS_PER_LENGTH = 4
+
+
+def _walk(h: array[int], start: int, end: int) -> tuple[list[tuple[int, int, int]], bool]:
+    """Every rtattr header after the ifinfomsg: (offset from ``start``, len, raw type).
+
+    The flag is False when a malformed or truncated attribute ended the walk early (a wanted
+    attribute running past the end; a length under 4). The walk hops over the u16 view only: it
+    runs ~40 times per link, 2,000+ links on a big node.
+    """
+    out: list[tuple[int, int, int]] = []
+    wanted = _WANTED
+    p = (start + _IFINFOMSG.size) >> 1
+    last = (end >> 1) - 2
+    base = start >> 1
+    while p <= last:
+        alen = h[p]
+        if alen < 4:
+            return out, False
+        raw = h[p + 1]
+        if raw in wanted and 2 * p + alen > end:
+            return out, False
+        out.append((2 * (p - base), alen, raw))
+        p += (alen + 3) >> 2 << 1
+    return out, True
+
+
 def parse_link(buf: Any, start: int, end: int, with_stats: bool = False,
-               h: array[int] | None = None) -> dict[str, Any] | None:
+               h: array[int] | None = None, cache: LayoutCache | None = None) -> dict[str, Any] | None:
     """One RTM_NEWLINK payload (``struct ifinfomsg`` + rtattrs) -> a link record.
 
     ``master`` holds the master's *ifindex* here; ``parse_dump`` turns it into the name.
     ``stats64`` stays None unless ``with_stats``. None when the payload cannot hold an ifinfomsg.
     A truncated or malformed attribute ends the walk: what came before it is kept.
-    ``h`` is ``buf`` as u16 (``_halfwords``), when the caller already has it for the whole answer.
+    ``h`` is ``buf`` as u16 (``_halfwords``), when the caller already has it for the whole answer;
+    ``cache`` keeps the layouts seen so far (see ``_Layout``) across the messages of a dump.
     """
-    if end - start < _IFINFOMSG.size or start % 4:
+    size = end - start
+    if size < _IFINFOMSG.size or start % 4:
         return None
-    if h is None:
-        h = _halfwords(buf)
-    ifindex = _IFINFOMSG.unpack_from(buf, start)[2]
-    link: dict[str, Any] = {
-        "ifindex": ifindex, "ifname": None, "operstate": None, "carrier": None, "carrier_changes": None,
-        "carrier_up_count": None, "carrier_down_count": None, "mtu": None, "address": None,
-        "phys_port_name": None, "phys_switch_id": None, "parent_bus": None, "parent_dev": None,
-        "master": None, "kind": None, "stats64": None, "vfinfo": None,
-    }
-    vf_span: tuple[int, int] | None = None
-    wanted = _WANTED
-    # This loop runs ~40 times per link (2,000+ links on a big node): it only hops from header to
-    # header in the u16 view and touches the bytes of the few attributes the schema names.
-    p = (start + _IFINFOMSG.size) >> 1
-    last = (end >> 1) - 2
-    while p <= last:
-        alen = h[p]
-        if alen < 4:
-            break
-        kind = h[p + 1]
-        if kind in wanted:
-            kind &= _NLA_TYPE_MASK
-            s = 2 * p + 4
-            e = 2 * p + alen
-            if e > end:
+    layout: _Layout | None = None
+    if cache is not None:
+        for lay in cache.get(size, ()):
+            if lay.headers.unpack_from(buf, start) == lay.expect:
+                layout = lay
                 break
-            n = e - s
-            if kind == IFLA_IFNAME:
-                link["ifname"] = _cstr(buf, s, e)
-            elif kind == IFLA_OPERSTATE and n >= 1:
-                st = buf[s]
-                link["operstate"] = OPERSTATES[st] if st < len(OPERSTATES) else str(st)
-            elif kind == IFLA_CARRIER and n >= 1:
-                link["carrier"] = buf[s]
-            elif kind == IFLA_MTU and n >= 4:
-                link["mtu"] = _U32.unpack_from(buf, s)[0]
-            elif kind == IFLA_CARRIER_CHANGES and n >= 4:
-                link["carrier_changes"] = _U32.unpack_from(buf, s)[0]
-            elif kind == IFLA_CARRIER_UP_COUNT and n >= 4:
-                link["carrier_up_count"] = _U32.unpack_from(buf, s)[0]
-            elif kind == IFLA_CARRIER_DOWN_COUNT and n >= 4:
-                link["carrier_down_count"] = _U32.unpack_from(buf, s)[0]
-            elif kind == IFLA_ADDRESS and n > 0:
-                link["address"] = _mac(bytes(buf[s:e]))
-            elif kind == IFLA_PHYS_PORT_NAME:
-                link["phys_port_name"] = _cstr(buf, s, e)
-            elif kind == IFLA_PHYS_SWITCH_ID and n > 0:
-                link["phys_switch_id"] = bytes(buf[s:e]).hex()
-            elif kind == IFLA_PARENT_DEV_NAME:
-                link["parent_dev"] = _cstr(buf, s, e)
-            elif kind == IFLA_PARENT_DEV_BUS_NAME:
-                link["parent_bus"] = _cstr(buf, s, e)
-            elif kind == IFLA_MASTER and n >= 4:
-                link["master"] = _U32.unpack_from(buf, s)[0]
-            elif kind == IFLA_LINKINFO:
-                for ik, iis, iie in _attrs(buf, s, e):
-                    if ik == IFLA_INFO_KIND:
-                        link["kind"] = _cstr(buf, iis, iie)
-            elif kind == IFLA_VFINFO_LIST:
-                vf_span = (s, e)
-            elif kind == IFLA_STATS64 and with_stats:
-                link["stats64"] = _stats64(buf, s, e)
-        p += (alen + 3) >> 2 << 1
-    if vf_span is not None:
-        # Decoded last: a VF MAC is as long as the PF's own address, known only after IFLA_ADDRESS.
+    if layout is None:
+        walked, complete = _walk(_halfwords(buf) if h is None else h, start, end)
+        layout = _Layout(walked)
+        if cache is not None and complete and len(cache) < _MAX_LAYOUTS:
+            known = cache.setdefault(size, [])
+            if len(known) < _MAX_LAYOUTS_PER_LENGTH:
+                known.append(layout)
+    link = _EMPTY_LINK.copy()
+    link["ifindex"] = _IFINFOMSG.unpack_from(buf, start)[2]
+    for key, fn, rs, re_ in layout.plan:
+        link[key] = fn(buf, start + rs, start + re_)
+    if with_stats and layout.stats is not None:
+        link["stats64"] = _stats64(buf, start + layout.stats[0], start + layout.stats[1])
+    if layout.vfs is not None:
+        # A VF MAC is as long as the PF's own address (IFLA_ADDRESS), whatever the struct holds.
         addr_len = len(link["address"]) // 3 + 1 if link["address"] else 6
-        link["vfinfo"] = _vfinfo(buf, vf_span[0], vf_span[1], addr_len)
+        link["vfinfo"] = _vfinfo(buf, start + layout.vfs[0], start + layout.vfs[1], addr_len)
     return link
 
 
@@ -297,8 +380,9 @@ def _error_code(buf: Any, s: int, e: int) -> int:
 class _Dump:
     """Accumulates the answer of one dump, chunk by chunk."""
 
-    def __init__(self, seq: int) -> None:
+    def __init__(self, seq: int, cache: LayoutCache | None = None) -> None:
         self.seq = seq
+        self.cache: LayoutCache = {} if cache is None else cache
         self.links: list[dict[str, Any]] = []
         self.done = False
         self.interrupted = False
@@ -325,7 +409,7 @@ class _Dump:
                 self.done = True
                 return
             if mtype == RTM_NEWLINK:
-                link = parse_link(data, s, e, h=h)
+                link = parse_link(data, s, e, h=h, cache=self.cache)
                 if link is not None:
                     self.links.append(link)
 
@@ -368,6 +452,7 @@ class LinkReader:
         self._sock: socket.socket | None = None
         self._seq = 0
         self._buf = bytearray(_RECV_BUF)
+        self._layouts: LayoutCache = {}
         #: True when the last dump was still interrupted after the retries (see ``dump``).
         self.last_dump_interrupted = False
 
@@ -402,7 +487,7 @@ class LinkReader:
 
     def _dump_once(self) -> _Dump:
         sock = self._socket()
-        dump = _Dump(self._next_seq())
+        dump = _Dump(self._next_seq(), self._layouts)
         sock.send(build_getlink(dump.seq, RTEXT_FILTER_VF | RTEXT_FILTER_SKIP_STATS))
         while not dump.done:
             n = self._recv(sock)

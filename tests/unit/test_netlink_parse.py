@@ -140,6 +140,38 @@ def test_bare_done_ends_the_dump() -> None:
     assert [x["ifname"] for x in parse_dump([BRIDGE + bare, VETH], SEQ)] == ["br0"]
 
 
+def test_layout_cache_gives_what_a_full_walk_gives() -> None:
+    def veth(ifindex: int, name: str, mtu: int, oper: bytes, first: int = nl.IFLA_MTU) -> bytes:
+        return newlink(ifindex, rta(nl.IFLA_IFNAME, cstr(name)), rta(first, u32(mtu)),
+                       rta(nl.IFLA_OPERSTATE, oper), rta(nl.IFLA_STATS64, STATS64),
+                       nested(nl.IFLA_LINKINFO, rta(nl.IFLA_INFO_KIND, cstr("veth"))))
+
+    same_shape = [veth(10 + i, f"eth{i:03d}", 1500 + i, b"\x06" if i % 2 else b"\x02") for i in range(6)]
+    # Same length and offsets, but IFLA_TXQLEN where IFLA_MTU was: the header types differ, so the
+    # cached layout must not be taken for it (its value is no MTU).
+    decoy = veth(30, "eth999", 4242, b"\x06", first=13)
+    chunks = [b"".join(same_shape[:3]), decoy + b"".join(same_shape[3:]) + PF + done()]
+    cache: nl.LayoutCache = {}
+    dump = nl._Dump(SEQ, cache)
+    for c in chunks:
+        dump.feed(c, len(c))
+    cached = dump.links
+    walked = [parse_link(m[16:], 0, len(m) - 16) for m in [*same_shape[:3], decoy, *same_shape[3:], PF]]
+    assert cached == walked
+    assert [x["mtu"] for x in cached[:3]] == [1500, 1501, 1502]
+    assert cached[3]["mtu"] is None and cached[3]["ifname"] == "eth999"
+    assert [x["operstate"] for x in cached[4:7]] == ["UP", "DOWN", "UP"]
+    assert sum(len(v) for v in cache.values()) == 3  # veth, decoy and PF layouts; the rest reused
+
+
+def test_truncated_link_is_not_cached() -> None:
+    good = ifinfo(5) + rta(nl.IFLA_IFNAME, cstr("net_rail1")) + rta(nl.IFLA_MTU, u32(4200))
+    cut = good + struct.pack("=HH", 64, nl.IFLA_OPERSTATE) + b"\x06\0\0\0"
+    cache: nl.LayoutCache = {}
+    assert parse_link(cut, 0, len(cut), cache=cache)["mtu"] == 4200
+    assert cache == {}
+
+
 def test_master_that_vanished_is_null() -> None:
     assert parse_dump([VETH + done()], SEQ)[0]["master"] is None
 
