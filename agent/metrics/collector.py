@@ -164,7 +164,7 @@ class RailscopeCollector:
         fams.info("railscope_build", "The railscope agent's version.", ("version",), (__version__,), {})
         for src in sorted(state.sources, key=lambda s: s.source):
             fams.gauge("railscope_scrape_collector_success",
-                       "1 when the last read of this source succeeded, 0 when it failed or was not available.",
+                       "1 when the last read of this source completed, 0 when it failed or did not finish.",
                        ("source",), (src.source,), 1 if src.success else 0)
             fams.gauge("railscope_scrape_collector_duration_seconds",
                        "How long the last read of this source took.",
@@ -179,7 +179,7 @@ class RailscopeCollector:
                        (), (), max(0.0, self._clock() - taken))
         for code in sorted(set(state.event_codes) | set(state.event_counts)):
             fams.counter("railscope_events",
-                         "Events the agent's detectors raised since it started, by finding code.",
+                         "Events the agent's detectors raised since it started, by event code (LinkFlapping, PfcStorm, ...).",
                          ("code",), (code,), state.event_counts.get(code, 0))
 
     # -- node-wide facts ---------------------------------------------------------------------

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.config import Expectations
-from agent.metrics.state import MetricsState
-from agent.model import Snapshot
+from agent.findings import Diagnosis, Finding
+from agent.metrics.state import HungSource, MetricsState, SourceStatus
+from agent.model import EthtoolStats, Snapshot
 from agent.topology import build_topology
 
 
@@ -34,3 +36,20 @@ def value(text: bytes, name: str, **labels: str) -> float:
 
 def names(text: bytes) -> set[str]:
     return {n for n, _, _ in series(text)}
+
+
+def full_state() -> MetricsState:
+    """A small node on which every family the collector knows has at least one series (with
+    ``representor_include``): PFC and 802.3x global pause, representor traffic, findings, a hung
+    source, events."""
+    from metrics_synth import HEALTHY_ETHTOOL, ethtool_fixture, synthetic_snapshot
+
+    snap = synthetic_snapshot(2, 2)
+    globalp = ethtool_fixture("ethtool-S-mlx5-cx4lx-grep-discard-pause.txt")
+    ethtool = (EthtoolStats("net_rail0", ethtool_fixture(HEALTHY_ETHTOOL)), EthtoolStats("net_rail1", globalp))
+    stats = (("rx_bytes", 1), ("tx_bytes", 2), ("rx_packets", 3), ("tx_packets", 4))
+    links = tuple(dataclasses.replace(lk, stats64=stats) if lk.ifname == "net_rail0_1" else lk for lk in snap.links)
+    snap = dataclasses.replace(snap, ethtool=ethtool, links=links)
+    diag = Diagnosis("n", "k", (), (Finding("RailMissing", "critical", "net_rail3", ""),))
+    return state_for(snap, diagnosis=diag, sources=(SourceStatus("links", True, 0.1),),
+                     hung=(HungSource("counters", "net_rail0"),), event_codes=("LinkFlapping",))

@@ -1,0 +1,54 @@
+"""deploy/prometheus/METRICS.md lists every family the collector exports, with its type, labels and
+HELP text; it is regenerated with RAILSCOPE_UPDATE_GOLDEN=1 and must never drift from the code."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import ROOT
+from metrics_expo import full_state
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.metrics.exposition import render
+
+CATALOGUE = ROOT / "deploy" / "prometheus" / "METRICS.md"
+
+HEADER = """\
+# railscope metrics
+
+Every family the node agent serves on `/metrics` (and `railscope metrics --from IMAGE` prints). Generated
+from the collector by `RAILSCOPE_UPDATE_GOLDEN=1 python -m pytest tests/unit/metrics/test_catalogue.py`;
+a test fails when this file and the code disagree.
+
+- Series carry no `node` / `cluster` label: the ServiceMonitor's target labels add them.
+- A counter the NIC does not have is absent, never 0 (a missing PFC key means PFC is off or
+  unsupported on that priority). `plane` is empty on rails named without a plane.
+- `device` is the rail netdev for `railscope_rail_*`, `_pfc_*`, `_prio_*`, `_port_*`, `_pause_*`, the
+  rail's RDMA device for `railscope_rdma_*`, the PF netdev for the per-PF families.
+- Budget (DESIGN §5): an 8-rail node with 127 VFs per PF serves about 1,050 series by default.
+  `railscope_representor_*` are opt-in (`--representor-include REGEX`): two series per matched
+  representor, four when the agent also read its statistics.
+
+| name | type | labels | meaning |
+|---|---|---|---|
+"""
+
+
+def catalogue_text() -> str:
+    st = full_state()
+    text = render(st, clock=lambda: st.snapshot.taken_at, representor_include=".")
+    rows = []
+    for fam in text_string_to_metric_families(text.decode()):
+        name = fam.samples[0].name
+        kind = "info" if name.endswith("_info") else fam.type
+        labels = sorted(set().union(*(s.labels for s in fam.samples)))
+        rows.append(f"| `{name}` | {kind} | {', '.join(labels)} | {fam.documentation} |")
+    return HEADER + "\n".join(rows) + "\n"
+
+
+def test_catalogue_lists_every_family() -> None:
+    want = catalogue_text()
+    if os.environ.get("RAILSCOPE_UPDATE_GOLDEN") == "1":
+        CATALOGUE.write_text(want)
+    assert CATALOGUE.exists(), "run with RAILSCOPE_UPDATE_GOLDEN=1 to create it"
+    assert CATALOGUE.read_text() == want, "METRICS.md is stale: RAILSCOPE_UPDATE_GOLDEN=1 regenerates it"
