@@ -219,6 +219,11 @@ def _hex(buf: Any, s: int, e: int) -> str:
 
 
 def _info_kind(buf: Any, s: int, e: int) -> str | None:
+    if e - s >= 4:
+        # The kernel puts IFLA_INFO_KIND first (rtnl_link_info_fill): read it without a walk.
+        alen, atype = _RTA.unpack_from(buf, s)
+        if atype & _NLA_TYPE_MASK == IFLA_INFO_KIND and 4 <= alen <= e - s:
+            return _cstr(buf, s + 4, s + alen)
     kind = None
     for ik, iis, iie in _attrs(buf, s, e):
         if ik == IFLA_INFO_KIND:
@@ -323,13 +328,12 @@ def _walk(h: array[int], start: int, end: int) -> tuple[list[tuple[int, int, int
 
 
 def parse_link(buf: Any, start: int, end: int, with_stats: bool = False,
-               h: array[int] | None = None, cache: LayoutCache | None = None) -> dict[str, Any] | None:
+               cache: LayoutCache | None = None) -> dict[str, Any] | None:
     """One RTM_NEWLINK payload (``struct ifinfomsg`` + rtattrs) -> a link record.
 
     ``master`` holds the master's *ifindex* here; ``parse_dump`` turns it into the name.
     ``stats64`` stays None unless ``with_stats``. None when the payload cannot hold an ifinfomsg.
     A truncated or malformed attribute ends the walk: what came before it is kept.
-    ``h`` is ``buf`` as u16 (``_halfwords``), when the caller already has it for the whole answer;
     ``cache`` keeps the layouts seen so far (see ``_Layout``) across the messages of a dump.
     """
     size = end - start
@@ -342,7 +346,7 @@ def parse_link(buf: Any, start: int, end: int, with_stats: bool = False,
                 layout = lay
                 break
     if layout is None:
-        walked, complete = _walk(_halfwords(buf) if h is None else h, start, end)
+        walked, complete = _walk(_halfwords(buf[start:end]), 0, size)
         layout = _Layout(walked)
         if cache is not None and complete and len(cache) < _MAX_LAYOUTS:
             known = cache.setdefault(size, [])
@@ -390,7 +394,6 @@ class _Dump:
 
     def feed(self, buf: Any, n: int) -> None:
         data = bytes(buf[:n])
-        h = _halfwords(data)
         for mtype, mflags, mseq, s, e in iter_messages(data, n):
             if mseq != self.seq:
                 continue  # an answer to an earlier, abandoned request
@@ -409,7 +412,7 @@ class _Dump:
                 self.done = True
                 return
             if mtype == RTM_NEWLINK:
-                link = parse_link(data, s, e, h=h, cache=self.cache)
+                link = parse_link(data, s, e, cache=self.cache)
                 if link is not None:
                     self.links.append(link)
 
