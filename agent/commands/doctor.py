@@ -61,7 +61,7 @@ def what_was_found(snap: Snapshot) -> list[str]:
     if others:
         desc = []
         for ln in others:
-            extra = ln.kind or drivers.get(ln.ifname) or (f"pci {ln.parent_dev}" if ln.parent_dev else None)
+            extra = ln.kind or drivers.get(ln.ifname) or (f"{ln.parent_bus or 'bus'} {ln.parent_dev}" if ln.parent_dev else None)
             desc.append(f"{ln.ifname} ({extra})" if extra else ln.ifname)
         lines.append(f"netdevs: {', '.join(desc)}")
     else:
