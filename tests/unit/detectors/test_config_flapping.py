@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from detector_replay import replay
 
 from agent.detectors import config_flapping
 from agent.detectors.observations import ConfigObs
@@ -31,7 +32,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_config_flapping_table(replay, name: str) -> None:
+def test_config_flapping_table(name: str) -> None:
     seq, fires = CASES[name]
     _, events = replay(config_flapping.step, config_flapping.initial(), seq)
     assert [e.ts for e in events] == fires
@@ -40,7 +41,7 @@ def test_config_flapping_table(replay, name: str) -> None:
         assert dict(e.evidence)["name"] == "sriov_numvfs"
 
 
-def test_eswitch_mode_and_params_are_separate_values(replay) -> None:
+def test_eswitch_mode_and_params_are_separate_values() -> None:
     seq = [
         (0, ConfigObs(PF, "eswitch_mode", "switchdev")),
         (0, ConfigObs(PF, "param:esw_multiport", True)),
@@ -55,7 +56,7 @@ def test_eswitch_mode_and_params_are_separate_values(replay) -> None:
     assert "switchdev -> legacy -> switchdev" in events[0].message
 
 
-def test_threshold_is_configurable(replay) -> None:
+def test_threshold_is_configurable() -> None:
     th = Thresholds(config_flap_changes=4)
     state = config_flapping.initial(th)
     state, events = replay(config_flapping.step, state, numvfs((0, 8), (10, 0), (20, 8)))
@@ -69,7 +70,7 @@ def test_threshold_must_allow_a_return() -> None:
         Thresholds(config_flap_changes=1)
 
 
-def test_forgive_takes_the_reload_and_the_grace_as_the_new_baseline(replay) -> None:
+def test_forgive_takes_the_reload_and_the_grace_as_the_new_baseline() -> None:
     state, _ = replay(config_flapping.step, config_flapping.initial(), numvfs((0, 8), (50, 0)))
     state = config_flapping.forgive(state, now=60)
     state, events = replay(config_flapping.step, state, numvfs((70, 8), (80, 8)))

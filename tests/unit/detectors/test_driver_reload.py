@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from detector_replay import replay
 
 from agent.detectors import driver_reload
 from agent.detectors.observations import DriverObs, LinkObs
@@ -44,7 +45,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_driver_reload_table(replay, name: str) -> None:
+def test_driver_reload_table(name: str) -> None:
     seq, fires = CASES[name]
     _, events = replay(driver_reload.step, driver_reload.initial(), seq)
     assert [(e.ts, dict(e.evidence)["reason"]) for e in events] == fires
@@ -52,7 +53,7 @@ def test_driver_reload_table(replay, name: str) -> None:
         assert (e.code, e.severity, e.subject) == ("DriverReload", "info", "node")
 
 
-def test_grace_is_configurable(replay) -> None:
+def test_grace_is_configurable() -> None:
     seq = CASES["rails recreated further apart than the grace"][0]
     _, events = replay(driver_reload.step, driver_reload.initial(Thresholds(reload_grace_s=120)), seq)
     assert [e.ts for e in events] == [200]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from detector_replay import replay
 
 from agent.detectors import link_flapping
 from agent.detectors.observations import LinkObs
@@ -39,7 +40,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_link_flapping_table(replay, name: str) -> None:
+def test_link_flapping_table(name: str) -> None:
     seq, fires = CASES[name]
     _, events = replay(link_flapping.step, link_flapping.initial(), seq)
     assert [e.ts for e in events] == fires
@@ -48,14 +49,14 @@ def test_link_flapping_table(replay, name: str) -> None:
         assert dict(e.evidence)["pci"] == KEY[0]
 
 
-def test_threshold_and_window_are_configurable(replay) -> None:
+def test_threshold_and_window_are_configurable() -> None:
     th = Thresholds(flap_count=2, flap_window_s=30)
     seq = seq_of((0, 0), (10, 1), (50, 2), (60, 3))
     _, events = replay(link_flapping.step, link_flapping.initial(th), seq)
     assert [e.ts for e in events] == [60]
 
 
-def test_recreated_netdev_is_a_reset_and_its_bring_up_is_forgiven(replay) -> None:
+def test_recreated_netdev_is_a_reset_and_its_bring_up_is_forgiven() -> None:
     seq = [
         (0, obs(4, ifindex=7)),
         (100, obs(5, ifindex=7)),  # the old netdev loses carrier on its way out
@@ -73,7 +74,7 @@ def test_recreated_netdev_is_a_reset_and_its_bring_up_is_forgiven(replay) -> Non
     assert [e.ts for e in events] == [220]
 
 
-def test_keyed_by_function_and_port_not_by_name(replay) -> None:
+def test_keyed_by_function_and_port_not_by_name() -> None:
     seq = [(0, obs(0, netdev="eth2")), (10, obs(1, netdev="eth2")), (20, obs(2, netdev="net_rail0")),
            (30, obs(3, netdev="net_rail0"))]
     _, events = replay(link_flapping.step, link_flapping.initial(), seq)
@@ -85,21 +86,21 @@ def test_keyed_by_function_and_port_not_by_name(replay) -> None:
     assert events == []
 
 
-def test_admin_down_is_not_a_carrier_loss(replay) -> None:
+def test_admin_down_is_not_a_carrier_loss() -> None:
     seq = [(0, obs(0)), (10, obs(1, carrier=0, admin_up=False)), (20, obs(1)),
            (30, obs(2, carrier=0, admin_up=False)), (40, obs(2)), (50, obs(3, carrier=0, admin_up=False))]
     _, events = replay(link_flapping.step, link_flapping.initial(), seq)
     assert events == []
 
 
-def test_without_carrier_down_count_carrier_edges_count(replay) -> None:
+def test_without_carrier_down_count_carrier_edges_count() -> None:
     carriers = [1, 0, 1, 0, 0, 1, 0]
     seq = [(10.0 * i, obs(None, carrier=c)) for i, c in enumerate(carriers)]
     _, events = replay(link_flapping.step, link_flapping.initial(), seq)
     assert [e.ts for e in events] == [60]
 
 
-def test_forgive_drops_recent_losses_and_suppresses_the_grace(replay) -> None:
+def test_forgive_drops_recent_losses_and_suppresses_the_grace() -> None:
     state, _ = replay(link_flapping.step, link_flapping.initial(), seq_of((0, 0), (10, 1), (95, 2)))
     state = link_flapping.forgive(state, since=90, now=100)
     assert state.links[KEY].losses == (10,)
@@ -109,7 +110,7 @@ def test_forgive_drops_recent_losses_and_suppresses_the_grace(replay) -> None:
     assert [e.ts for e in events] == [150]
 
 
-def test_state_is_not_mutated(replay) -> None:
+def test_state_is_not_mutated() -> None:
     s0 = link_flapping.initial()
     s1, _ = link_flapping.step(s0, obs(0), 0)
     s2, _ = link_flapping.step(s1, obs(1), 10)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from detector_replay import replay
 
 from agent.detectors import lossless_drops
 from agent.detectors.observations import CountersObs
@@ -34,7 +35,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_lossless_drops_table(replay, name: str) -> None:
+def test_lossless_drops_table(name: str) -> None:
     seq, fires = CASES[name]
     _, events = replay(lossless_drops.step, lossless_drops.initial(), seq)
     assert [e.ts for e in events] == fires
@@ -43,7 +44,7 @@ def test_lossless_drops_table(replay, name: str) -> None:
         assert all(v > 0 for v in dict(e.evidence)["deltas"].values())
 
 
-def test_other_lossless_prio(replay) -> None:
+def test_other_lossless_prio() -> None:
     seq = [(0, s()), (1, s(rx_prio0_discards=5))]
     _, events = replay(lossless_drops.step, lossless_drops.initial(Thresholds(lossless_prio=0)), seq)
     assert [dict(e.evidence)["deltas"] for e in events] == [{"rx_prio0_discards": 5}]

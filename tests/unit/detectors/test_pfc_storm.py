@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from detector_replay import replay
 
 from agent.detectors import pfc_storm
 from agent.detectors.observations import CountersObs
@@ -69,7 +70,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_pfc_storm_table(replay, name: str) -> None:
+def test_pfc_storm_table(name: str) -> None:
     seq, fires = CASES[name]
     _, events = replay(pfc_storm.step, pfc_storm.initial(), seq)
     assert [(e.ts, e.severity) for e in events] == fires

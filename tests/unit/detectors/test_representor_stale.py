@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from detector_replay import replay
 
 from agent.detectors import representor_stale
 from agent.detectors.observations import RepresentorObs
@@ -33,7 +34,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_representor_stale_table(replay, name: str) -> None:
+def test_representor_stale_table(name: str) -> None:
     seq, fires = CASES[name]
     _, events = replay(representor_stale.step, representor_stale.initial(), seq)
     assert [(e.ts, dict(e.evidence)["stale_vfs"]) for e in events] == fires
@@ -43,13 +44,13 @@ def test_representor_stale_table(replay, name: str) -> None:
         assert ev["representors"] == [f"net_rail0_{i}" for i in ev["stale_vfs"]]
 
 
-def test_grace_is_configurable(replay) -> None:
+def test_grace_is_configurable() -> None:
     th = Thresholds(representor_grace_s=0)
     _, events = replay(representor_stale.step, representor_stale.initial(th), [(0, reps(0, 3))])
     assert [e.ts for e in events] == [0]
 
 
-def test_pfs_are_independent(replay) -> None:
+def test_pfs_are_independent() -> None:
     other = RepresentorObs("pci/0000:1a:00.1", 0, (0,), ("net_rail1_0",))
     seq = [(0, reps(0, 0)), (0, other), (30, reps(1, 0)), (60, reps(1, 0)), (60, other)]
     _, events = replay(representor_stale.step, representor_stale.initial(), seq)

@@ -1,11 +1,13 @@
-"""Replay recorded observation sequences through a detector's pure ``step``."""
+"""Replay recorded observation sequences through a detector's pure ``step``.
+
+A plain module, not a conftest: a second ``conftest`` on ``sys.path`` would shadow the one the
+other test packages import names from.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
-
-import pytest
 
 from agent.model import Event
 
@@ -19,8 +21,3 @@ def replay(step: Step, state: Any, seq: Iterable[tuple[float, Any]]) -> tuple[An
         state, evs = step(state, obs, now)
         events.extend(evs)
     return state, events
-
-
-@pytest.fixture(name="replay")
-def replay_fixture() -> Callable[..., tuple[Any, list[Event]]]:
-    return replay
