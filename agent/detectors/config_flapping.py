@@ -1,8 +1,13 @@
 """ConfigFlapping: a PF's ``sriov_numvfs``, eswitch mode or a devlink param going back and forth.
 
 Two operators fighting over a NIC (the SR-IOV operator and a node script, say) show as a value
-that returns to one it had within the window: 8 -> 0 -> 8. A change that stays never fires, nor
-does a progression (0 -> 8 -> 16). After a driver reload every value is re-read from scratch
+that returns to one it had within the window: switchdev -> legacy -> switchdev, or numvfs
+8 -> 16 -> 8. A change that stays never fires, nor does a progression (8 -> 16 -> 32).
+
+``sriov_numvfs`` passes through 0 on every change: the kernel refuses to go from one non-zero
+count to another ("Disable before enabling", https://docs.kernel.org/PCI/pci-iov-howto.html), so
+the SR-IOV operator re-applying a policy writes 8 -> 0 -> 8. Zero is therefore a step, not a value:
+8 -> 0 -> 16 -> 0 -> 8 is the fight 8 -> 16 -> 8. After a driver reload every value is re-read from scratch
 (numvfs 0, eswitch legacy, runtime params such as ``esw_multiport`` lost) and the operators put
 them back: the engine calls ``forgive`` so that this is not taken for a fight.
 """
@@ -24,6 +29,8 @@ __all__ = ["ConfigFlapState", "forgive", "initial", "step"]
 CODE = "ConfigFlapping"
 #: Changes kept per value: enough to show a fight in the evidence, bounded whatever the rate.
 _MAX_CHANGES = 32
+#: name -> the value a change passes through on its way (see the module doc).
+_TRANSITIONAL: dict[str, Any] = {"sriov_numvfs": 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,8 @@ def step(state: ConfigFlapState, obs: ConfigObs, now: float) -> tuple[ConfigFlap
     prev = state.values.get(key)
     if prev is None:
         return _put(state, key, _Value(value=obs.value, start=obs.value)), ()
+    if obs.name in _TRANSITIONAL and obs.value == _TRANSITIONAL[obs.name]:
+        return state, ()
 
     start, changes = prev.start, prev.changes
     while changes and changes[0][0] <= now - th.config_flap_window_s:

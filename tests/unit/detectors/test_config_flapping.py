@@ -20,14 +20,18 @@ CASES = {
     # name: (observations, times at which ConfigFlapping fires)
     "unchanged": (numvfs((0, 8), (60, 8), (120, 8)), []),
     "a numvfs change that stays": (numvfs((0, 0), (60, 8), (120, 8), (900, 8)), []),
-    "a resize through zero (progression, no return)": (numvfs((0, 8), (60, 0), (120, 16), (180, 16)), []),
-    "back and forth within the window": (numvfs((0, 8), (60, 0), (120, 8)), [120]),
-    "back and forth slower than the window": (numvfs((0, 8), (60, 0), (700, 8)), []),
+    "a resize (numvfs passes through zero)": (numvfs((0, 8), (60, 0), (120, 16), (180, 16)), []),
+    "a policy re-applied: 8 -> 0 -> 8": (numvfs((0, 8), (60, 0), (120, 8), (180, 0), (240, 8)), []),
+    "VFs removed, and later back": (numvfs((0, 8), (60, 0), (300, 0), (400, 8)), []),
+    "a progression": (numvfs((0, 8), (60, 0), (70, 16), (130, 0), (140, 32)), []),
+    "back and forth within the window": (numvfs((0, 8), (60, 0), (70, 16), (120, 0), (130, 8)), [130]),
+    "back and forth without the zero step in between samples": (numvfs((0, 8), (60, 16), (120, 8)), [120]),
+    "back and forth slower than the window": (numvfs((0, 8), (60, 16), (700, 8)), []),
     "an unreadable value is not a change": (numvfs((0, 8), (60, None), (120, 8), (180, None), (240, 8)), []),
     "a fight is one event per episode": (
-        numvfs((0, 8), (60, 0), (120, 8), (180, 0), (240, 8), (300, 0)), [120]),
+        numvfs((0, 8), (60, 16), (120, 8), (180, 16), (240, 8), (300, 16)), [120]),
     "re-arms after a quiet window": (
-        numvfs((0, 8), (60, 0), (120, 8), (800, 0), (860, 8)), [120, 860]),
+        numvfs((0, 8), (60, 16), (120, 8), (800, 16), (860, 8)), [120, 860]),
 }
 
 
@@ -59,9 +63,9 @@ def test_eswitch_mode_and_params_are_separate_values() -> None:
 def test_threshold_is_configurable() -> None:
     th = Thresholds(config_flap_changes=4)
     state = config_flapping.initial(th)
-    state, events = replay(config_flapping.step, state, numvfs((0, 8), (10, 0), (20, 8)))
+    state, events = replay(config_flapping.step, state, numvfs((0, 8), (10, 4), (20, 8)))
     assert events == []
-    _, events = replay(config_flapping.step, state, numvfs((30, 0), (40, 8)))
+    _, events = replay(config_flapping.step, state, numvfs((30, 4), (40, 8)))
     assert [e.ts for e in events] == [40]
 
 
@@ -71,10 +75,13 @@ def test_threshold_must_allow_a_return() -> None:
 
 
 def test_forgive_takes_the_reload_and_the_grace_as_the_new_baseline() -> None:
-    state, _ = replay(config_flapping.step, config_flapping.initial(), numvfs((0, 8), (50, 0)))
+    def modes(*pairs):
+        return [(t, ConfigObs(PF, "eswitch_mode", v)) for t, v in pairs]
+
+    state, _ = replay(config_flapping.step, config_flapping.initial(), modes((0, "switchdev"), (50, "legacy")))
     state = config_flapping.forgive(state, now=60)
-    state, events = replay(config_flapping.step, state, numvfs((70, 8), (80, 8)))
+    state, events = replay(config_flapping.step, state, modes((70, "switchdev"), (80, "switchdev")))
     assert events == []
-    # the operator put 8 back during the grace: that is the baseline now
-    _, events = replay(config_flapping.step, state, numvfs((200, 0), (260, 8)))
+    # the operator put switchdev back during the grace: that is the baseline now
+    _, events = replay(config_flapping.step, state, modes((200, "legacy"), (260, "switchdev")))
     assert [e.ts for e in events] == [260]

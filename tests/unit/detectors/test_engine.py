@@ -111,9 +111,9 @@ def test_without_the_reload_the_same_changes_are_flaps() -> None:
     key = next(iter(RAILS))
     seq = [(0.0, link(key, cdc=1, after=False)), (10.0, link(key, cdc=2, after=False)),
            (20.0, link(key, cdc=3, after=False)), (30.0, link(key, cdc=4, after=False)),
-           (0.0, ConfigObs("pci/0000:1a:00.0", "sriov_numvfs", 8)),
-           (110.0, ConfigObs("pci/0000:1a:00.0", "sriov_numvfs", 0)),
-           (200.0, ConfigObs("pci/0000:1a:00.0", "sriov_numvfs", 8))]
+           (0.0, ConfigObs("pci/0000:1a:00.0", "eswitch_mode", "switchdev")),
+           (110.0, ConfigObs("pci/0000:1a:00.0", "eswitch_mode", "legacy")),
+           (200.0, ConfigObs("pci/0000:1a:00.0", "eswitch_mode", "switchdev"))]
     codes = []
     for now, obs in seq:
         state, evs = step(state, obs, now)
