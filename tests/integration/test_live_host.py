@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 
 import pytest
 
@@ -100,3 +101,36 @@ def test_ethtool_ioctls_read_real_veth_counters(rails: RailNetns) -> None:
     later = dict(rails.python(ETHTOOL)["stats"])
     assert later["rx_queue_0_xdp_packets"] - stats["rx_queue_0_xdp_packets"] >= 50
     assert later["rx_queue_0_xdp_bytes"] > stats["rx_queue_0_xdp_bytes"]
+
+
+CHURN_DUMPS = """
+import json
+from agent.host.netlink import LinkReader
+seen, interrupted = [], 0
+with LinkReader() as reader:
+    for _ in range(25):
+        links = reader.dump()
+        interrupted += reader.last_dump_interrupted
+        idx = [lk["ifindex"] for lk in links]
+        assert len(idx) == len(set(idx)), "an ifindex listed twice"
+        seen.append(sorted(lk["ifname"] for lk in links if lk["ifname"].startswith("net_rail")))
+        assert reader.stats(["net_rail0"])["net_rail0"]["rx_errors"] == 0
+print(json.dumps({"rails": seen, "interrupted": interrupted}))
+"""
+
+
+def test_dump_while_links_come_and_go(rails: RailNetns) -> None:
+    # Another process adds and deletes veth pairs as fast as it can while the dumps run (the
+    # SR-IOV daemon creating VFs does the same): every dump must still be whole and consistent.
+    batch = "".join(f"link add churn{i} type veth peer name churnp{i}\nlink del churn{i}\n" for i in range(400))
+    churn = subprocess.Popen(["ip", "-n", rails.node, "-force", "-batch", "-"], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert churn.stdin is not None
+        churn.stdin.write(batch * 2)
+        churn.stdin.close()
+        got = rails.python(CHURN_DUMPS)
+    finally:
+        churn.kill()
+        churn.wait()
+    assert all(names == ["net_rail0", "net_rail1"] for names in got["rails"]), got
