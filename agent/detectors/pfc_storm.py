@@ -26,6 +26,8 @@ ERROR_EVENTS = "tx_pause_storm_error_events"
 WARNING_EVENTS = "tx_pause_storm_warning_events"
 #: A rail that sends no sample for this long is forgotten (renamed or gone).
 _FORGET_S = 3600.0
+#: At most this many duration samples are kept per window.
+_SAMPLES_PER_WINDOW = 120
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,10 @@ def step(state: PfcStormState, obs: CountersObs, now: float) -> tuple[PfcStormSt
     if tx is None or (durations and tx < durations[-1][1]):
         durations = ()
     if tx is not None:
+        if len(durations) >= 2 and now - durations[-2][0] < th.storm_window_s / _SAMPLES_PER_WINDOW:
+            # faster samples (netlink and periodic feeds together) thin out: the history stays
+            # bounded and the anchor moves in steps of a fraction of the window at worst
+            durations = durations[:-1]
         durations = (*durations, (now, tx, rx))
         cut = now - th.storm_window_s
         while len(durations) > 2 and durations[1][0] <= cut:

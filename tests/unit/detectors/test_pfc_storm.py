@@ -86,6 +86,16 @@ def test_ratio_is_measured_over_the_window() -> None:
     assert 60 <= state.ports["net_rail0"].durations[-1][0] - state.ports["net_rail0"].durations[0][0] <= 61
 
 
+def test_history_is_bounded_whatever_the_sample_rate() -> None:
+    seq = [(t / 10, sample(tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + t * 40_000)) for t in range(3000)]
+    state, events = _run(seq)
+    assert len(state.ports["net_rail0"].durations) <= 2 * 120 + 2  # 600 samples in 60 s without thinning
+    assert events == []  # 40 ms of pause per 100 ms: 40 %
+    state, events = _run(seq[:1000] + [(100.0 + t / 10, sample(
+        tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + 4_000_000 + t * 90_000)) for t in range(1, 600)])
+    assert len(events) == 1 and dict(events[0].evidence)["ratio_window_s"] >= 60
+
+
 def test_rearms_after_quiet_and_thresholds_are_flags() -> None:
     busy = lambda t: 800_000 if t < 100 or t >= 300 else 0  # noqa: E731
     _, events = _run(series(range(400), tx_us_per_s=busy))
