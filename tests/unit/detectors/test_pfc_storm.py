@@ -92,7 +92,7 @@ def test_history_is_bounded_whatever_the_sample_rate() -> None:
     assert len(state.ports["net_rail0"].durations) <= 2 * 120 + 2  # 600 samples in 60 s without thinning
     assert events == []  # 40 ms of pause per 100 ms: 40 %
     state, events = _run(seq[:1000] + [(100.0 + t / 10, sample(
-        tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + 4_000_000 + t * 90_000)) for t in range(1, 600)])
+        tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + 40_000_000 + t * 90_000)) for t in range(1, 600)])
     assert len(events) == 1 and dict(events[0].evidence)["ratio_window_s"] >= 60
 
 
