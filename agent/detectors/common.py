@@ -1,4 +1,4 @@
-"""Small pure helpers the detectors share: counter deltas, episodes, event records."""
+"""Small pure functions the detectors share: counter deltas, episodes, event records."""
 
 from __future__ import annotations
 
