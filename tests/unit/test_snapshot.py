@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -183,3 +188,35 @@ def test_tar_gz_bundle_gives_the_same_snapshot(example_image: Path, tmp_path: Pa
         tf.add(example_image, arcname="gpu-node-017-bundle")
     with open_image(str(example_image)) as a, open_image(str(bundle)) as b:
         assert take_snapshot(a, ReadConfig()) == take_snapshot(b, ReadConfig())
+
+
+@pytest.mark.netns
+def test_live_snapshot_in_a_network_namespace() -> None:
+    """The live doors end to end: netlink dump, rail stats and speed, ethtool ioctls, on a veth rail."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2")
+    ns = f"rs-snap-{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
+        pytest.skip("cannot create a network namespace here")
+    try:
+        for argv in (["link", "add", "net_rail0", "type", "veth", "peer", "name", "peer0"],
+                     ["link", "set", "net_rail0", "up"], ["link", "set", "peer0", "up"]):
+            subprocess.run(["ip", "-n", ns, *argv], check=True, capture_output=True)
+        code = ("import json\nfrom agent.host.live import LiveHost\nfrom agent.snapshot import take_snapshot\n"
+                "s = take_snapshot(LiveHost('/'))\n"
+                "print(json.dumps({'stats': [lk.ifname for lk in s.links if lk.stats64],"
+                " 'speed': {lk.ifname: lk.speed_mbps for lk in s.links},"
+                " 'ethtool': {e.netdev: e.as_dict() for e in s.ethtool},"
+                " 'drivers': {d.netdev: d.driver for d in s.drivers},"
+                " 'sources': [u[0] for u in s.unavailable]}))\n")
+        out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code],
+                             check=True, capture_output=True, text=True, timeout=120)
+        got = json.loads(out.stdout)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    # net_rail0 is a rail by its name (template); peer0 is not, so it gets no stats or ethtool read
+    assert got["stats"] == ["net_rail0"]
+    assert got["speed"]["net_rail0"] == 10000 and got["speed"]["peer0"] is None
+    assert list(got["ethtool"]) == ["net_rail0"] and "peer_ifindex" in got["ethtool"]["net_rail0"]
+    assert got["drivers"] == {"net_rail0": "veth"}
+    assert "netlink" not in got["sources"]
