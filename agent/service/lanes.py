@@ -41,11 +41,13 @@ class Lane:
                 return
             fn, fut, loop = job
             try:
-                res = fn()
-            except BaseException as exc:  # handed to the awaiting coroutine, which logs it
-                loop.call_soon_threadsafe(_resolve, fut, None, exc)
-            else:
-                loop.call_soon_threadsafe(_resolve, fut, res, None)
+                res, exc = fn(), None
+            except BaseException as err:  # handed to the awaiting coroutine, which logs it
+                res, exc = None, err
+            try:
+                loop.call_soon_threadsafe(_resolve, fut, res, exc)
+            except RuntimeError:
+                return  # the loop is closed: the agent stopped while this read was running
 
     def submit(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
@@ -101,6 +103,7 @@ class SourceTimer:
         self._on_hung = on_hung
         self._poke = asyncio.Event()
         self.first_done = asyncio.Event()
+        self.stopped = False
 
     def poke(self) -> None:
         """Run again as soon as the current run (if any) ends: e.g. after a link event."""
@@ -108,7 +111,9 @@ class SourceTimer:
 
     async def drive(self) -> None:
         st = self.state
-        while True:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that arrives
+        # as its inner wait completes (cpython gh-86296), which would keep a stopped agent running.
+        while not self.stopped:
             self._poke.clear()
             started = time.monotonic()
             st.running_since = started
@@ -116,7 +121,8 @@ class SourceTimer:
             hung_dev: str | None = None
             try:
                 try:
-                    res = await asyncio.wait_for(asyncio.shield(fut), self.deadline_s)
+                    async with asyncio.timeout(self.deadline_s):
+                        res = await asyncio.shield(fut)
                 except TimeoutError:
                     hung_dev = self._current_device()
                     st.hung.add(hung_dev)
@@ -155,6 +161,7 @@ class SourceTimer:
                 wait = max(wait, 0.0)
             if wait > 0:
                 try:
-                    await asyncio.wait_for(self._poke.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._poke.wait()
                 except TimeoutError:
                     pass

@@ -199,11 +199,14 @@ class Agent:
             self._tasks.append(asyncio.create_task(timer.drive(), name=f"railscope-{src}"))
             if src in ("config", "links"):
                 try:
-                    await asyncio.wait_for(timer.first_done.wait(), deadline + 1.0)
+                    async with asyncio.timeout(deadline + 1.0):
+                        await timer.first_done.wait()
                 except TimeoutError:
                     log.warning("first sample late", extra={"source": src})
 
     async def stop(self) -> None:
+        for timer in self._timers.values():
+            timer.stopped = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,136 @@
+"""The agent app over a node image (the recorded host): endpoints, readiness, recorder, images.
+
+The sources read the shared example image instead of this machine, so the test knows exactly what
+the agent must serve: two healthy rails, ``net_rail0`` and ``net_rail1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import tarfile
+from collections.abc import Awaitable, Callable
+from itertools import pairwise
+from pathlib import Path
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from agent.config import Expectations
+from agent.diagnose import diagnose
+from agent.history import load_history
+from agent.host.recorded import open_image
+from agent.service.app import make_app
+from agent.service.runtime import Agent
+from agent.service.settings import AgentSettings
+from agent.snapshot import take_snapshot
+
+
+def _agent(image: Path, **kw: object) -> Agent:
+    settings = AgentSettings(listen="127.0.0.1", port=0, counters_interval_s=0.2, links_interval_s=1.0,
+                             watch_links=False, node="gpu-node-7", **kw)  # type: ignore[arg-type]
+    return Agent(settings, host_factory=lambda: open_image(str(image)))
+
+
+def _serve(agent: Agent, body: Callable[[TestClient], Awaitable[None]]) -> None:
+    async def main() -> None:
+        async with TestClient(TestServer(make_app(agent))) as client:
+            await body(client)
+
+    asyncio.run(main())
+
+
+async def _until_ready(client: TestClient) -> None:
+    for _ in range(200):
+        resp = await client.get("/readyz")
+        if resp.status == 200:
+            return
+        assert resp.status == 503
+        await asyncio.sleep(0.02)
+    raise AssertionError("the agent never became ready")
+
+
+def test_endpoints_serve_the_latest_sample(example_image: Path) -> None:
+    agent = _agent(example_image)
+
+    async def body(client: TestClient) -> None:
+        assert (await client.get("/healthz")).status == 200
+        await _until_ready(client)
+        resp = await client.get("/metrics")
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = await resp.text()
+        assert "railscope_sample_age_seconds " in text
+        assert 'railscope_scrape_collector_success{source="links"} 1.0' in text
+        for rail in ("net_rail0", "net_rail1"):
+            assert f'device="{rail}"' in text
+        assert 'railscope_events_total{code="LinkFlapping"} 0.0' in text
+        assert "railscope_agent_link_queue_capacity 4096.0" in text
+        assert 'node="' not in text  # Prometheus target labels name the node, never the agent
+        events = await (await client.get("/v1/events")).json()
+        assert events == {"events": []}
+
+    _serve(agent, body)
+
+
+def test_the_recorder_keeps_one_line_per_rail_per_sample(example_image: Path) -> None:
+    agent = _agent(example_image)
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        await asyncio.sleep(0.7)
+        text = await (await client.get("/v1/recorder")).text()
+        lines = [json.loads(x) for x in text.splitlines()]
+        assert {x["netdev"] for x in lines} == {"net_rail0", "net_rail1"}
+        assert len(lines) >= 4
+        rail0 = [x for x in lines if x["netdev"] == "net_rail0"]
+        assert "tx_prio3_pause" in rail0[-1]["counters"]
+        assert all(a["ts"] <= b["ts"] for a, b in pairwise(rail0))
+
+    _serve(agent, body)
+
+
+def test_recorder_off_is_a_404(example_image: Path) -> None:
+    agent = _agent(example_image, recorder_window_s=0)
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        assert (await client.get("/v1/recorder")).status == 404
+
+    _serve(agent, body)
+
+
+def test_a_node_image_recorded_by_the_agent_replays_to_the_same_diagnosis(example_image: Path,
+                                                                          tmp_path: Path) -> None:
+    agent = _agent(example_image)
+    got: dict[str, bytes] = {}
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        await asyncio.sleep(0.5)
+        resp = await client.get("/v1/image", params={"reason": "test"})
+        assert resp.status == 200, await resp.text()
+        assert resp.headers["Content-Type"] == "application/gzip"
+        got["tar"] = await resp.read()
+
+    _serve(agent, body)
+    with tarfile.open(fileobj=io.BytesIO(got["tar"]), mode="r:gz") as tf:
+        names = tf.getnames()
+        top = names[0].split("/")[0]
+        assert top.startswith("gpu-node-7-")
+        assert f"{top}/recorder.jsonl" in names and f"{top}/events.json" in names
+    path = tmp_path / "image.tar.gz"
+    path.write_bytes(got["tar"])
+    exp = Expectations()
+    with open_image(str(path)) as host:
+        manifest = host.manifest or {}
+        items = {it["path"]: it for it in manifest.get("items", [])}
+        assert "recorder.jsonl" in items and items["recorder.jsonl"]["bytes"] > 0
+        assert manifest.get("node") == "gpu-node-7" and manifest.get("reason") == "test"
+        history = load_history(host)
+        assert history.recorder is not None and set(history.recorder.netdevs) == {"net_rail0", "net_rail1"}
+        replayed = diagnose(take_snapshot(host), exp, events=history.events, recorder=history.recorder)
+    with open_image(str(example_image)) as host:
+        original = diagnose(take_snapshot(host), exp)
+    assert [r.netdev for r in replayed.rails] == [r.netdev for r in original.rails] == ["net_rail0", "net_rail1"]
+    assert not [f for f in replayed.findings if f.severity in ("warning", "critical")]
