@@ -250,7 +250,10 @@ def read_devlink(host: Host, functions: Iterable[PciFunction], rail_bdfs: Iterab
         except ValueError as exc:
             notes.missing("devlink", f"devlink -j dev show: {exc}")
     elif res.available and res.rc != 0:
+        # No devlink netlink family (module absent, or an unprivileged container): every other
+        # devlink command would fail the same way.
         notes.command("devlink", res)
+        return st
 
     handles = pf_handles(st.devs if st.devs_known else None, functions, rail_bdfs)
     eswitches: list[Eswitch] = []

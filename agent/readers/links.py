@@ -31,8 +31,13 @@ _SPEED_UNKNOWN = (-1, 0xFFFFFFFF)
 def _str(value: Any) -> str | None:
     if value is None or isinstance(value, (dict, list)):
         return None
-    text = str(value).strip()
+    text = value.strip() if type(value) is str else str(value).strip()
     return text or None
+
+
+def _int(value: Any) -> int | None:
+    # The live dump already holds ints: skip the general conversion for them (2,000 links x 6 fields).
+    return value if type(value) is int else to_int(value)
 
 
 def _bool(value: Any) -> bool | None:
@@ -49,6 +54,8 @@ def _switch_id(value: Any) -> str | None:
     text = _str(value)
     if text is None:
         return None
+    if text.isalnum() and text.islower():
+        return text
     # Some dumps print the id with separators or in upper case; the schema is bare lower-case hex.
     return text.replace(":", "").replace("-", "").lower() or None
 
@@ -96,31 +103,34 @@ def parse_link(d: dict[str, Any]) -> Link | None:
          "vfinfo": [{"vf": 0, "mac": "02:00:00:00:00:01", "link_state": "auto", "spoofchk": false,
                      "trust": false}]}
     """
-    ifindex = to_int(d.get("ifindex"))
-    ifname = _str(d.get("ifname"))
+    get = d.get
+    ifindex = _int(get("ifindex"))
+    ifname = _str(get("ifname"))
     if ifindex is None or ifname is None:
         return None
-    master = d.get("master")
+    master = get("master")
     if not isinstance(master, (str, int)) or isinstance(master, bool):
         master = None
+    stats = get("stats64")
+    vfs = get("vfinfo")
     return Link(
         ifindex=ifindex,
         ifname=ifname,
-        operstate=_str(d.get("operstate")),
-        carrier=to_int(d.get("carrier")),
-        carrier_changes=to_int(d.get("carrier_changes")),
-        carrier_up_count=to_int(d.get("carrier_up_count")),
-        carrier_down_count=to_int(d.get("carrier_down_count")),
-        mtu=to_int(d.get("mtu")),
-        address=_str(d.get("address")),
-        phys_port_name=_str(d.get("phys_port_name")),
-        phys_switch_id=_switch_id(d.get("phys_switch_id")),
-        parent_bus=_str(d.get("parent_bus")),
-        parent_dev=_str(d.get("parent_dev")),
+        operstate=_str(get("operstate")),
+        carrier=_int(get("carrier")),
+        carrier_changes=_int(get("carrier_changes")),
+        carrier_up_count=_int(get("carrier_up_count")),
+        carrier_down_count=_int(get("carrier_down_count")),
+        mtu=_int(get("mtu")),
+        address=_str(get("address")),
+        phys_port_name=_str(get("phys_port_name")),
+        phys_switch_id=_switch_id(get("phys_switch_id")),
+        parent_bus=_str(get("parent_bus")),
+        parent_dev=_str(get("parent_dev")),
         master=master,
-        kind=_str(d.get("kind")),
-        stats64=parse_stats(d.get("stats64")),
-        vfinfo=_vfinfo(d.get("vfinfo")),
+        kind=_str(get("kind")),
+        stats64=parse_stats(stats) if stats is not None else None,
+        vfinfo=_vfinfo(vfs) if vfs is not None else None,
     )
 
 

@@ -209,14 +209,17 @@ def read_rdma(host: Host, rail_netdevs: Iterable[str], rail_bdfs: Iterable[str],
     else:
         notes.command("rdma", res)
     netns = None
-    res = host.run(["rdma", "-j", "system", "show"], timeout_s=timeout_s)
+    # Both commands use the same NETLINK_RDMA socket: when the first could not run or failed, the
+    # second would too (no ib_core, or no rdma tool).
     if res.ok:
-        try:
-            netns = parse_rdma_system(res.text)
-        except ValueError as exc:
-            notes.missing("rdma system", str(exc))
-    else:
-        notes.command("rdma system", res)
+        res = host.run(["rdma", "-j", "system", "show"], timeout_s=timeout_s)
+        if res.ok:
+            try:
+                netns = parse_rdma_system(res.text)
+            except ValueError as exc:
+                notes.missing("rdma system", str(exc))
+        else:
+            notes.command("rdma system", res)
     if netns is None:
         netns = netns_from_sysfs(read_word(host, "/sys/module/ib_core/parameters/netns_mode"))
     devices = read_rdma_devices(host, rail_ports(links, rail_netdevs), rail_bdfs, notes)

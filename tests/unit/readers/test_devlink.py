@@ -223,3 +223,12 @@ def test_dev_show_timeout_marks_every_pf_busy_and_asks_nothing_more(tmp_path: Pa
     st = read_devlink(host, FNS, ["0000:0c:00.0"], notes=notes)
     assert notes.busy == ["devlink", "pci/0000:0c:00.0", "pci/0000:8d:00.0"]
     assert (st.eswitch, st.params, st.ports) == ((), (), ())
+
+
+def test_no_devlink_family_asks_nothing_more(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", cmds={
+        ("devlink", "-j", "dev", "show"): ("", 1, "Failed to connect to devlink Netlink\n")})
+    notes = Notes()
+    st = read_devlink(host, FNS, ["0000:0c:00.0"], notes=notes)
+    assert (st.eswitch, st.params, st.ports) == ((), (), ())
+    assert notes.unavailable == [("devlink", "devlink -j dev show: exit 1: Failed to connect to devlink Netlink")]
