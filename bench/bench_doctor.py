@@ -88,13 +88,13 @@ def build(ns: str, pairs: int, rails: int) -> None:
     ip("-n", ns, "-force", "-batch", "-", stdin="\n".join(lines) + "\n")
 
 
-def median_wall(argv: list[str], runs: int) -> float:
+def walls(argv: list[str], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         t = time.perf_counter()
         subprocess.run(argv, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=300)
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return times
 
 
 def process_runs(argv: list[str], runs: int, ok: tuple[int, ...] = (0,)) -> tuple[float, int, str]:
@@ -138,7 +138,10 @@ def main() -> int:
         t = time.perf_counter()
         build(ns, args.pairs, args.rails)
         setup_s = time.perf_counter() - t
-        anchor = median_wall(["ip", "-n", ns, "-j", "-s", "-d", "link", "show"], args.runs)
+        anchor_argv = ["ip", "-n", ns, "-j", "-s", "-d", "link", "show"]
+        # Half the anchor runs before the measurements and half after, so that a change in the
+        # machine's load during the run weighs on both sides of the ratio.
+        anchor_runs = walls(anchor_argv, (args.runs + 1) // 2)
 
         res = subprocess.run([*in_ns, py, "-c", INNER, str(args.runs), str(args.rails)], check=True,
                              capture_output=True, text=True, timeout=1800)
@@ -151,6 +154,7 @@ def main() -> int:
         doc = json.loads(out)
         bare_wall, bare_rss, _ = process_runs([*in_ns, py, "-c", "import pyroute2"], args.runs)
         py_wall, _, _ = process_runs([*in_ns, py, "-c", "pass"], args.runs)
+        anchor = statistics.median(anchor_runs + walls(anchor_argv, (args.runs + 1) // 2))
         doctor_net = doctor_wall - bare_wall
     except KeyboardInterrupt:
         print("bench_doctor: interrupted", file=sys.stderr)
@@ -183,6 +187,8 @@ def main() -> int:
     print(f"        doctor minus bare pyroute2 import      {ms(doctor_net)} {ratio(doctor_net)}  target <= "
           f"{TARGET_RATIO:.0f}x: {verdict_b}")
     print(f"        python -c pass                         {ms(py_wall)} {ratio(py_wall)}")
+    print(f"        doctor minus bare interpreter          {ms(doctor_wall - py_wall)} "
+          f"{ratio(doctor_wall - py_wall)}  (imports + one cold snapshot + diagnosis + output)")
     print(f"compare raw link dump (LinkReader.dump)        {ms(statistics.median(inner['dump']))} "
           f"{ratio(statistics.median(inner['dump']))}")
     print(f"compare pyroute2 IPRoute().get_links()         {ms(statistics.median(inner['pyroute2']))} "
