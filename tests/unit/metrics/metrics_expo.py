@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from functools import lru_cache
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -16,6 +18,16 @@ from agent.topology import build_topology
 
 def state_for(snap: Snapshot, **kw) -> MetricsState:
     return MetricsState(snapshot=snap, topology=build_topology(snap, Expectations()), **kw)
+
+
+#: The project root. Not imported from tests/conftest.py: another directory's conftest module can
+#: shadow that name when several test directories run together.
+ROOT = Path(__file__).resolve().parents[3]
+IMAGES = ROOT / "tests" / "images"
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
 
 
 @lru_cache(maxsize=16)

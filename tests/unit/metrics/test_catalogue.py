@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 
-from conftest import ROOT
-from metrics_expo import full_state
+from metrics_expo import ROOT, full_state
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.metrics.exposition import render

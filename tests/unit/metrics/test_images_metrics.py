@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import IMAGES, have
-from metrics_expo import series, value
+from metrics_expo import IMAGES, have, series, value
 
 from agent.cli import main
 

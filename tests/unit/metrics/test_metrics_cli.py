@@ -15,8 +15,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, have
-from metrics_expo import series, state_for, value
+from metrics_expo import ROOT, have, series, state_for, value
 from metrics_synth import parse_ethtool_s, synthetic_snapshot
 
 from agent.cli import main

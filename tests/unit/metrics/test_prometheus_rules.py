@@ -7,8 +7,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import ROOT, have
-from metrics_expo import names, state_for
+from metrics_expo import ROOT, have, names, state_for
 from metrics_synth import synthetic_snapshot
 
 from agent.findings import Diagnosis, Finding
