@@ -121,3 +121,17 @@ def test_record_cli_in_the_namespace(rails: RailNetns, tmp_path: Path) -> None:
     assert {"net_rail0", "net_rail1"} <= {lk["ifname"] for lk in json.loads(
         (out / "netlink/links.json").read_text())["links"]}
     shutil.rmtree(out)
+
+
+def test_ethtool_text_replays_what_the_ioctls_gave() -> None:
+    # What the recorder writes for the ioctl answers parses, through the readers' text parsers,
+    # to what the readers made of the ioctl answers themselves.
+    from agent.host.ethtool import format_drvinfo, format_gstats
+    from agent.readers.ethtool import parse_drvinfo, parse_ethtool_i, parse_ethtool_s
+
+    stats = [("rx_prio3_pause", 51022), ("tx_prio3_pause_duration", 1803), ("rx_queue_0_xdp_packets", 0),
+             ("tx_pause_storm_warning_events", 2**64 - 1)]
+    assert parse_ethtool_s(format_gstats(stats), "net_rail0").counters == tuple(stats)
+    info = {"driver": "mlx5_core", "version": "25.10-1.7.1", "fw_version": "28.42.1000 (MT_0000000838)",
+            "erom_version": "", "bus_info": "0000:0c:00.0", "supports_statistics": "yes"}
+    assert parse_ethtool_i(format_drvinfo(info), "net_rail0") == parse_drvinfo(info, "net_rail0")
