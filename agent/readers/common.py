@@ -40,14 +40,18 @@ class Notes:
         self.missing(source, res.why())
 
 
-def parse_json(text: str, what: str) -> tuple[Any, str | None]:
-    """``(document, None)`` or ``(None, one-line reason)`` — corrupt output never raises."""
+def parse_json(text: str, what: str, truncated: bool = False) -> tuple[Any, str | None]:
+    """``(document, None)`` or ``(None, one-line reason)`` — corrupt output never raises.
+
+    ``truncated`` says the runner cut the output at its size cap, which explains a broken document.
+    """
     if not text.strip():
         return None, f"{what}: empty output"
     try:
         return json.loads(text), None
     except ValueError as exc:
-        return None, f"{what}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        cut = ", output cut at the size cap" if truncated else ""
+        return None, f"{what}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}{cut})"
 
 
 def to_int(value: Any) -> int | None:

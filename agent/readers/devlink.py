@@ -218,7 +218,7 @@ def _run(host: Host, argv: list[str], timeout_s: float, notes: Notes, source: st
     if not res.available:
         notes.command(source, res)
         return res, None
-    doc, err = parse_json(res.text, " ".join(argv))
+    doc, err = parse_json(res.text, " ".join(argv), res.truncated)
     if err and res.rc == 0:
         notes.missing(source, err)
     return res, doc

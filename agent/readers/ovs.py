@@ -88,7 +88,7 @@ def read_ovs(host: Host, timeout_s: float = 10.0, notes: Notes | None = None) ->
     if not res.ok:
         notes.command("ovs", res)
         return None
-    doc, err = parse_json(res.text, "ovs-vsctl list Interface")
+    doc, err = parse_json(res.text, "ovs-vsctl list Interface", res.truncated)
     if err:
         notes.missing("ovs", err)
         return None

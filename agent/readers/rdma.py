@@ -36,7 +36,7 @@ def _s(value: Any) -> str | None:
     return value.strip() or None
 
 
-def parse_rdma_links(text: str) -> tuple[RdmaLink, ...]:
+def parse_rdma_links(text: str, truncated: bool = False) -> tuple[RdmaLink, ...]:
     """``rdma -j link show`` (a top-level JSON array) or its text form -> links.
 
     Sample, JSON::
@@ -50,7 +50,7 @@ def parse_rdma_links(text: str) -> tuple[RdmaLink, ...]:
     """
     stripped = text.lstrip()
     if stripped.startswith(("[", "{")):
-        doc, err = parse_json(text, "rdma -j link show")
+        doc, err = parse_json(text, "rdma -j link show", truncated)
         if err:
             raise ValueError(err)
         items = doc if isinstance(doc, list) else [doc]
@@ -203,7 +203,7 @@ def read_rdma(host: Host, rail_netdevs: Iterable[str], rail_bdfs: Iterable[str],
     res = host.run(["rdma", "-j", "link", "show"], timeout_s=timeout_s)
     if res.ok:
         try:
-            links = parse_rdma_links(res.text)
+            links = parse_rdma_links(res.text, res.truncated)
         except ValueError as exc:
             notes.missing("rdma", str(exc))
     else:

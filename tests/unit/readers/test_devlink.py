@@ -232,3 +232,17 @@ def test_no_devlink_family_asks_nothing_more(tmp_path: Path) -> None:
     st = read_devlink(host, FNS, ["0000:0c:00.0"], notes=notes)
     assert (st.eswitch, st.params, st.ports) == ((), (), ())
     assert notes.unavailable == [("devlink", "devlink -j dev show: exit 1: Failed to connect to devlink Netlink")]
+
+
+def test_output_cut_at_the_size_cap_says_so(tmp_path: Path) -> None:
+    argv = ["devlink", "-j", "port", "show"]
+    manifest = {"schema": "railscope.bundle/v1", "items": [
+        {"path": f"cmd/{'devlink_-j_port_show'}.stdout", "kind": "command", "argv": argv, "rc": 0,
+         "truncated": True}]}
+    host = make_image(tmp_path / "img", manifest=manifest, cmds={
+        **_cmds(), tuple(argv): ('{"port":{"pci/0000:0c:00.0/1":{"type":"eth","netdev":"r0', 0)})
+    notes = Notes()
+    st = read_devlink(host, FNS, [], ("esw_multiport",), notes=notes)
+    assert st.ports == ()
+    reason = dict(notes.unavailable)["devlink ports"]
+    assert reason.startswith("devlink -j port show: not valid JSON") and reason.endswith("output cut at the size cap)")
