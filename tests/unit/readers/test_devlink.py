@@ -237,7 +237,7 @@ def test_no_devlink_family_asks_nothing_more(tmp_path: Path) -> None:
 def test_output_cut_at_the_size_cap_says_so(tmp_path: Path) -> None:
     argv = ["devlink", "-j", "port", "show"]
     manifest = {"schema": "railscope.bundle/v1", "items": [
-        {"path": f"cmd/{'devlink_-j_port_show'}.stdout", "kind": "command", "argv": argv, "rc": 0,
+        {"path": "cmd/devlink_-j_port_show.stdout", "kind": "command", "argv": argv, "rc": 0,
          "truncated": True}]}
     host = make_image(tmp_path / "img", manifest=manifest, cmds={
         **_cmds(), tuple(argv): ('{"port":{"pci/0000:0c:00.0/1":{"type":"eth","netdev":"r0', 0)})
