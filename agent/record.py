@@ -29,6 +29,8 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -171,18 +173,35 @@ class RecordingHost:
         else:
             self._put_placeholder(resolved)
 
+    @contextmanager
+    def _writing(self, what: str | tuple[str, ...]) -> Iterator[None]:
+        """Serialise writes; one thing that cannot be written is listed as such, not fatal."""
+        with self._lock:
+            try:
+                yield
+            except OSError as exc:
+                if isinstance(what, tuple):
+                    rel, argv = f"cmd/{slug(list(what))}.stdout", list(what)
+                else:
+                    rel, argv = "fs" + what, None
+                self._items[rel] = {
+                    "path": rel, "kind": "command" if argv else "file", "argv": argv, "rc": None,
+                    "duration_s": 0.0, "bytes": 0, "sha256": None, "truncated": False, "timed_out": False,
+                    "skipped": True, "reason": f"not recorded: {exc.strerror or exc}",
+                }
+
     # -- files ----------------------------------------------------------------------------------
     def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
         text = self.inner.read_text(path, max_bytes)
         if text is not None:
-            with self._lock:
+            with self._writing(path):
                 self._put_file(path, text.encode("utf-8"))
         return text
 
     def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
         data = self.inner.read_bytes(path, max_bytes)
         if data is not None:
-            with self._lock:
+            with self._writing(path):
                 self._put_file(path, data)
         return data
 
@@ -190,7 +209,7 @@ class RecordingHost:
         names = self.inner.listdir(path)
         if names is None:
             return None
-        with self._lock:
+        with self._writing(path):
             resolved = self._mirror(path)
             if resolved is not None:
                 self._put_dir(resolved)
@@ -208,28 +227,28 @@ class RecordingHost:
     def readlink(self, path: str) -> str | None:
         target = self.inner.readlink(path)
         if target is not None:
-            with self._lock:
+            with self._writing(path):
                 self._put_existing(path, follow_last=False)
         return target
 
     def realpath(self, path: str) -> str | None:
         real = self.inner.realpath(path)
         if real is not None:
-            with self._lock:
+            with self._writing(path):
                 self._put_existing(path)
         return real
 
     def exists(self, path: str) -> bool:
         found = self.inner.exists(path)
         if found:
-            with self._lock:
+            with self._writing(path):
                 self._put_existing(path)
         return found
 
     def glob(self, pattern: str) -> list[str]:
         paths = self.inner.glob(pattern)
-        with self._lock:
-            for p in paths:
+        for p in paths:
+            with self._writing(p):
                 self._put_existing(p, follow_last=False)
         return paths
 
@@ -277,7 +296,7 @@ class RecordingHost:
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
             max_bytes: int = 8 << 20) -> CmdResult:
         res = self.inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
-        with self._lock:
+        with self._writing(res.argv):
             self._put_command(res)
         return res
 
@@ -299,14 +318,14 @@ class RecordingHost:
         stats = self.inner.ethtool_stats(ifname)
         if stats is not None:
             text = format_gstats([(str(k).strip(), int(v)) for k, v in stats]).encode()
-            with self._lock:
+            with self._writing(("ethtool", "-S", ifname)):
                 self._put_command(CmdResult(("ethtool", "-S", ifname), 0, text))
         return stats
 
     def ethtool_drvinfo(self, ifname: str) -> dict[str, str] | None:
         info = self.inner.ethtool_drvinfo(ifname)
         if info is not None:
-            with self._lock:
+            with self._writing(("ethtool", "-i", ifname)):
                 self._put_command(CmdResult(("ethtool", "-i", ifname), 0, format_drvinfo(info).encode()))
         return info
 

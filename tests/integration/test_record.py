@@ -135,3 +135,20 @@ def test_ethtool_text_replays_what_the_ioctls_gave() -> None:
     info = {"driver": "mlx5_core", "version": "25.10-1.7.1", "fw_version": "28.42.1000 (MT_0000000838)",
             "erom_version": "", "bus_info": "0000:0c:00.0", "supports_statistics": "yes"}
     assert parse_ethtool_i(format_drvinfo(info), "net_rail0") == parse_drvinfo(info, "net_rail0")
+
+
+def test_a_file_that_cannot_be_written_is_listed_not_fatal(example_image: Path, tmp_path: Path) -> None:
+    from agent.record import RecordingHost
+
+    out = tmp_path / "img"
+    (out / "fs").mkdir(parents=True)
+    (out / "fs" / "proc").write_text("in the way")  # fs/proc/... cannot become a directory
+    with open_image(str(example_image)) as original:
+        rec = RecordingHost(original, str(out))
+        snap = take_snapshot(rec)
+        manifest = rec.finish(node=snap.node)
+    assert snap.versions.kernel == "6.8.0-60-generic"  # the reader still got its answer
+    items = {i["path"]: i for i in manifest["items"]}
+    lost = items["fs/proc/sys/kernel/osrelease"]
+    assert lost["skipped"] and lost["reason"].startswith("not recorded:")
+    assert items["netlink/links.json"]["bytes"] > 0  # the rest of the image was written
