@@ -12,6 +12,7 @@ its eswitch is a fact (it has none), not an error.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ..host import CmdResult, Host
@@ -196,15 +197,15 @@ def pf_handles(devs: Iterable[DevlinkDev] | None, functions: Iterable[PciFunctio
     return handles
 
 
+@dataclass(slots=True)
 class DevlinkState:
     """What ``read_devlink`` gave."""
 
-    def __init__(self) -> None:
-        self.devs: tuple[DevlinkDev, ...] = ()
-        self.devs_known = False  # True when ``devlink dev show`` was read
-        self.eswitch: tuple[Eswitch, ...] = ()
-        self.params: tuple[DevlinkParam, ...] = ()
-        self.ports: tuple[DevlinkPort, ...] = ()
+    devs: tuple[DevlinkDev, ...] = ()
+    devs_known: bool = False  # True when ``devlink dev show`` was read
+    eswitch: tuple[Eswitch, ...] = ()
+    params: tuple[DevlinkParam, ...] = ()
+    ports: tuple[DevlinkPort, ...] = ()
 
 
 def _run(host: Host, argv: list[str], timeout_s: float, notes: Notes, source: str,
@@ -286,7 +287,8 @@ def read_devlink(host: Host, functions: Iterable[PciFunction], rail_bdfs: Iterab
                     notes.command(src, res)
                 continue
             try:
-                got = [p for p in parse_params(doc) if p.name == name]
+                # Keep only what was asked: a dump can mix devices up (DESIGN §3).
+                got = [p for p in parse_params(doc) if p.name == name and p.handle == h]
             except ValueError as exc:
                 notes.missing(src, f"{' '.join(argv)}: {exc}")
                 continue
