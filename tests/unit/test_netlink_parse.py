@@ -114,6 +114,17 @@ def test_pf_with_vf_info_list() -> None:
                               "vfinfo"]
 
 
+def test_a_reused_receive_buffer_parses_the_same() -> None:
+    # The agent's event watcher hands over its bytearray receive buffer with offsets into it.
+    buf = bytearray(4096)
+    buf[64:64 + len(PF)] = PF
+    cache: nl.LayoutCache = {}
+    for _ in range(2):
+        got = parse_link(buf, 64 + 16, 64 + len(PF), cache=cache)
+        assert got == parse_dump([PF + done()], SEQ)[0]
+    assert parse_link(memoryview(bytes(buf)), 64 + 16, 64 + len(PF)) == got
+
+
 def test_stats64_only_when_asked() -> None:
     payload = PF[16:]
     assert parse_link(payload, 0, len(payload))["stats64"] is None
