@@ -65,22 +65,26 @@ def _n_stats(sock: socket.socket, name: bytes) -> int:
     return count if mask & (1 << ETH_SS_STATS) else 0
 
 
-def _strings(sock: socket.socket, name: bytes, count: int) -> list[str]:
-    buf = ctypes.create_string_buffer(_GSTRINGS.size + count * ETH_GSTRING_LEN)
+def _room(count: int) -> int:
+    # GSTRINGS and GSTATS write as many entries as the driver counts *now*, whatever count we pass
+    # in (net/ethtool/ioctl.c ethtool_get_strings / ethtool_get_stats); a channel change between
+    # our calls could make it more. Leave generous room, and discard an answer of another length.
+    return max(2 * count, count + 1024)
+
+
+def _strings(sock: socket.socket, name: bytes, count: int) -> list[str] | None:
+    buf = ctypes.create_string_buffer(_GSTRINGS.size + _room(count) * ETH_GSTRING_LEN)
     struct.pack_into("=III", buf, 0, ETHTOOL_GSTRINGS, ETH_SS_STATS, count)
     _ioctl(sock, name, buf)
-    n = min(_GSTRINGS.unpack_from(buf.raw)[2], count)
+    if _GSTRINGS.unpack_from(buf.raw)[2] != count:
+        return None
     raw = buf.raw
     base = _GSTRINGS.size
-    return [_cstr(raw[base + i * ETH_GSTRING_LEN: base + (i + 1) * ETH_GSTRING_LEN]) for i in range(n)]
+    return [_cstr(raw[base + i * ETH_GSTRING_LEN: base + (i + 1) * ETH_GSTRING_LEN]) for i in range(count)]
 
 
 def _values(sock: socket.socket, name: bytes, count: int) -> list[int] | None:
-    # The kernel writes as many u64 as the driver counts *now*, whatever n_stats we pass in
-    # (net/ethtool/ioctl.c ethtool_get_stats); a channel change between our calls could make it
-    # more. Leave generous room, and discard an answer whose length differs from the strings'.
-    room = max(2 * count, count + 1024)
-    buf = ctypes.create_string_buffer(_GSTATS.size + room * 8)
+    buf = ctypes.create_string_buffer(_GSTATS.size + _room(count) * 8)
     struct.pack_into("=II", buf, 0, ETHTOOL_GSTATS, count)
     _ioctl(sock, name, buf)
     n = _GSTATS.unpack_from(buf.raw)[1]
@@ -105,7 +109,7 @@ def gstats(ifname: str) -> list[tuple[str, int]] | None:
                 if count <= 0:
                     return None
                 keys = _strings(sock, name, count)
-                if len(keys) != count:
+                if keys is None:
                     continue
                 vals = _values(sock, name, count)
                 if vals is not None:
