@@ -94,8 +94,15 @@ class _Families:
 
     def __init__(self) -> None:
         self._fams: dict[str, Metric] = {}
+        self._seen: set[tuple[str, tuple[str, ...]]] = set()
 
-    def _get(self, cls: type, name: str, doc: str, labels: Iterable[str]) -> Any:
+    def _get(self, cls: type, name: str, doc: str, labels: Iterable[str], values: list[str]) -> Any:
+        # Two samples with one label set make Prometheus reject them; a node that confuses the
+        # topology (two rules naming one rail) must not cost the whole scrape. The first one wins.
+        key = (name, tuple(values))
+        if key in self._seen:
+            return None
+        self._seen.add(key)
         fam = self._fams.get(name)
         if fam is None:
             fam = cls(name, doc, labels=list(labels))
@@ -103,14 +110,23 @@ class _Families:
         return fam
 
     def gauge(self, name: str, doc: str, labels: Iterable[str], values: Iterable[str], value: float) -> None:
-        self._get(GaugeMetricFamily, name, doc, labels).add_metric(list(values), value)
+        vals = list(values)
+        fam = self._get(GaugeMetricFamily, name, doc, labels, vals)
+        if fam is not None:
+            fam.add_metric(vals, value)
 
     def counter(self, name: str, doc: str, labels: Iterable[str], values: Iterable[str], value: float) -> None:
-        self._get(CounterMetricFamily, name, doc, labels).add_metric(list(values), value)
+        vals = list(values)
+        fam = self._get(CounterMetricFamily, name, doc, labels, vals)
+        if fam is not None:
+            fam.add_metric(vals, value)
 
     def info(self, name: str, doc: str, labels: Iterable[str], values: Iterable[str],
              facts: dict[str, str]) -> None:
-        self._get(InfoMetricFamily, name, doc, labels).add_metric(list(values), facts)
+        vals = list(values)
+        fam = self._get(InfoMetricFamily, name, doc, labels, vals)
+        if fam is not None:
+            fam.add_metric(vals, facts)
 
     def __iter__(self) -> Iterator[Metric]:
         return (f for f in self._fams.values() if f.samples)

@@ -287,3 +287,13 @@ def test_every_family_follows_the_naming_rules() -> None:
                 assert set(s.labels) <= IDENTITY_LABELS, (s.name, set(s.labels) - IDENTITY_LABELS)
             # Base units only: seconds and bytes, never ms / µs / bits.
             assert not any(u in s.name for u in ("_ms", "_us", "_micro", "_milli", "_bits", "_mbps")), s.name
+
+
+def test_a_rail_listed_twice_does_not_duplicate_series() -> None:
+    st = state_for(synthetic_snapshot(2, 1))
+    topo = st.topology
+    twice = dataclasses.replace(st, topology=dataclasses.replace(topo, rails=(*topo.rails, topo.rails[0])))
+    got = series(render(twice, clock=lambda: 0.0))
+    keys = [(n, tuple(sorted(lab.items()))) for n, lab, _ in got]
+    assert len(keys) == len(set(keys))
+    assert got == series(render(st, clock=lambda: 0.0))
