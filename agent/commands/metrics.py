@@ -39,13 +39,6 @@ def run(args: argparse.Namespace) -> int:
     from ..metrics.exposition import render
     from ..metrics.image import state_from_image
 
-    include = args.representor_include
-    if isinstance(include, str):  # from the environment, not parsed by argparse
-        try:
-            include = _regex(include)
-        except argparse.ArgumentTypeError as exc:
-            print(f"railscope metrics: RAILSCOPE_REPRESENTOR_INCLUDE: {exc}", file=sys.stderr)
-            return 3
     try:
         host = open_image(args.source)
     except HostError as exc:
@@ -54,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
     with host:
         state = state_from_image(host, expectations_from_args(args))
     taken = state.sample_time or 0.0
-    sys.stdout.buffer.write(render(state, clock=lambda: taken, representor_include=include))
+    sys.stdout.buffer.write(render(state, clock=lambda: taken, representor_include=args.representor_include))
     sys.stdout.flush()
     return 0
