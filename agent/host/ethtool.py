@@ -11,11 +11,11 @@ at a time and never representors by default.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import socket
 import struct
+from array import array
 
 __all__ = ["drvinfo", "format_drvinfo", "format_gstats", "gstats"]
 
@@ -37,15 +37,22 @@ _SSET_INFO = struct.Struct("=IIQI")
 _GSTRINGS = struct.Struct("=III")
 # struct ethtool_stats: cmd, n_stats, data[n_stats] (u64).
 _GSTATS = struct.Struct("=II")
+_U32 = struct.Struct("=I")
 
 # The errors that mean "this interface has no such thing", not "something broke".
 _NOT_AVAILABLE = (errno.ENODEV, errno.ENXIO, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL,
                   errno.EPERM, errno.EACCES, errno.ENOENT)
 
 
-def _ioctl(sock: socket.socket, ifname: bytes, buf: ctypes.Array[ctypes.c_char]) -> None:
+def _buffer(head: bytes, size: int) -> array[int]:
+    """A command buffer the kernel writes into; an ``array`` has a fixed address (``buffer_info``)
+    and costs no ctypes import."""
+    return array("B", head.ljust(size, b"\0"))
+
+
+def _ioctl(sock: socket.socket, ifname: bytes, buf: array[int]) -> None:
     # struct ifreq: ifr_name[IFNAMSIZ] then the union, whose ifr_data points at our command buffer.
-    ifreq = struct.pack(f"{IFNAMSIZ}sP", ifname, ctypes.addressof(buf)).ljust(40, b"\0")
+    ifreq = struct.pack(f"{IFNAMSIZ}sP", ifname, buf.buffer_info()[0]).ljust(40, b"\0")
     fcntl.ioctl(sock.fileno(), SIOCETHTOOL, ifreq)
 
 
@@ -59,9 +66,9 @@ def _cstr(raw: bytes) -> str:
 
 
 def _n_stats(sock: socket.socket, name: bytes) -> int:
-    buf = ctypes.create_string_buffer(_SSET_INFO.pack(ETHTOOL_GSSET_INFO, 0, 1 << ETH_SS_STATS, 0))
+    buf = _buffer(_SSET_INFO.pack(ETHTOOL_GSSET_INFO, 0, 1 << ETH_SS_STATS, 0), _SSET_INFO.size)
     _ioctl(sock, name, buf)
-    _cmd, _res, mask, count = _SSET_INFO.unpack_from(buf.raw)
+    _cmd, _res, mask, count = _SSET_INFO.unpack_from(buf)
     return count if mask & (1 << ETH_SS_STATS) else 0
 
 
@@ -73,24 +80,23 @@ def _room(count: int) -> int:
 
 
 def _strings(sock: socket.socket, name: bytes, count: int) -> list[str] | None:
-    buf = ctypes.create_string_buffer(_GSTRINGS.size + _room(count) * ETH_GSTRING_LEN)
-    struct.pack_into("=III", buf, 0, ETHTOOL_GSTRINGS, ETH_SS_STATS, count)
+    buf = _buffer(_GSTRINGS.pack(ETHTOOL_GSTRINGS, ETH_SS_STATS, count),
+                  _GSTRINGS.size + _room(count) * ETH_GSTRING_LEN)
     _ioctl(sock, name, buf)
-    if _GSTRINGS.unpack_from(buf.raw)[2] != count:
+    if _GSTRINGS.unpack_from(buf)[2] != count:
         return None
-    raw = buf.raw
+    raw = buf.tobytes()
     base = _GSTRINGS.size
     return [_cstr(raw[base + i * ETH_GSTRING_LEN: base + (i + 1) * ETH_GSTRING_LEN]) for i in range(count)]
 
 
 def _values(sock: socket.socket, name: bytes, count: int) -> list[int] | None:
-    buf = ctypes.create_string_buffer(_GSTATS.size + _room(count) * 8)
-    struct.pack_into("=II", buf, 0, ETHTOOL_GSTATS, count)
+    buf = _buffer(_GSTATS.pack(ETHTOOL_GSTATS, count), _GSTATS.size + _room(count) * 8)
     _ioctl(sock, name, buf)
-    n = _GSTATS.unpack_from(buf.raw)[1]
+    n = _GSTATS.unpack_from(buf)[1]
     if n != count:
         return None
-    return list(struct.unpack_from(f"={n}Q", buf.raw, _GSTATS.size))
+    return list(struct.unpack_from(f"={n}Q", buf, _GSTATS.size))
 
 
 def gstats(ifname: str) -> list[tuple[str, int]] | None:
@@ -129,8 +135,7 @@ def drvinfo(ifname: str) -> dict[str, str] | None:
     name = _name(ifname)
     if name is None:
         return None
-    buf = ctypes.create_string_buffer(_DRVINFO.size)
-    struct.pack_into("=I", buf, 0, ETHTOOL_GDRVINFO)
+    buf = _buffer(_U32.pack(ETHTOOL_GDRVINFO), _DRVINFO.size)
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
             _ioctl(sock, name, buf)
@@ -139,7 +144,7 @@ def drvinfo(ifname: str) -> dict[str, str] | None:
             return None
         raise
     (_cmd, driver, version, fw, bus, erom,
-     n_priv, n_stats, testinfo, eedump, regdump) = _DRVINFO.unpack_from(buf.raw)
+     n_priv, n_stats, testinfo, eedump, regdump) = _DRVINFO.unpack_from(buf)
 
     def yes(n: int) -> str:
         return "yes" if n else "no"
