@@ -90,3 +90,12 @@ def test_missing_rail_is_exported_down(capsysbinary: pytest.CaptureFixture[bytes
     text = _metrics(capsysbinary, _image("rail-missing"))
     assert value(text, "railscope_rail_up", rail="1", device="net_rail1") == 0
     assert value(text, "railscope_finding", code="RailMissing", subject="net_rail1") == 1
+
+
+def test_events_of_the_image_count_in_events_total(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    image = _image("link-flapping-events")
+    codes = [e["code"] for e in json.loads((image / "events.json").read_text())["events"]]
+    text = _metrics(capsysbinary, image)
+    assert value(text, "railscope_events_total", code="LinkFlapping") == codes.count("LinkFlapping") > 0
+    # Codes the detectors can raise are exported at 0 before their first event (rate() sees the first one).
+    assert value(text, "railscope_events_total", code="DriverReload") == 0
