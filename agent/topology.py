@@ -399,8 +399,10 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
         port = port_by_netdev.get(ln.ifname)
         if port is not None:
             dev = parent_of_aux.get(port.dev, port.dev)
-            if dev.startswith("pci/") and dev[4:] not in vfs and dev[4:] != owner and owner is None:
+            # Kernels before 5.19 give no IFLA_PARENT_DEV: the devlink instance then names the PF.
+            if owner is None and dev.startswith("pci/") and dev[4:] not in vfs:
                 owner = dev[4:]
+            # pf<N> is the NIC's device index; a devlink port that disagrees is kept as evidence.
             if port.pfnum is not None and pn.pf is not None and port.pfnum != pn.pf:
                 dl_pfnum = port.pfnum
         if owner is None:

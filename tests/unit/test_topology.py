@@ -150,3 +150,9 @@ def test_parse_port_name_forms():
     assert parse_port_name("c1pf0vf3").controller == 1
     assert parse_port_name("pf0").kind == "pf"
     assert parse_port_name("eth0") is None
+
+
+def test_representor_without_parent_dev_is_owned_through_its_devlink_port():
+    snap = nodes.replace_link(nodes.node(), "net_rail1_0", parent_dev=None, parent_bus=None)
+    pf = build_topology(snap, EXP).pf(PF1)
+    assert [r.netdev for r in pf.representors] == ["net_rail1_0"]
