@@ -134,3 +134,43 @@ def test_dump_while_links_come_and_go(rails: RailNetns) -> None:
         churn.kill()
         churn.wait()
     assert all(names == ["net_rail0", "net_rail1"] for names in got["rails"]), got
+
+
+AGAINST_PYROUTE2 = """
+import json
+from pyroute2 import IPRoute
+from agent.host.netlink import LinkReader
+with LinkReader() as reader:
+    ours = reader.dump()
+with IPRoute() as ipr:
+    ref = ipr.get_links()
+def info_kind(msg):
+    info = msg.get_attr("IFLA_LINKINFO")
+    return info.get_attr("IFLA_INFO_KIND") if info is not None else None
+names = {m["index"]: m.get_attr("IFLA_IFNAME") for m in ref}
+theirs = [{
+    "ifindex": m["index"], "ifname": m.get_attr("IFLA_IFNAME"), "operstate": m.get_attr("IFLA_OPERSTATE"),
+    "carrier": m.get_attr("IFLA_CARRIER"), "carrier_changes": m.get_attr("IFLA_CARRIER_CHANGES"),
+    "carrier_up_count": m.get_attr("IFLA_CARRIER_UP_COUNT"),
+    "carrier_down_count": m.get_attr("IFLA_CARRIER_DOWN_COUNT"), "mtu": m.get_attr("IFLA_MTU"),
+    "address": m.get_attr("IFLA_ADDRESS"), "phys_port_name": m.get_attr("IFLA_PHYS_PORT_NAME"),
+    "parent_bus": m.get_attr("IFLA_PARENT_DEV_BUS_NAME"), "parent_dev": m.get_attr("IFLA_PARENT_DEV_NAME"),
+    "master": names.get(m.get_attr("IFLA_MASTER")), "kind": info_kind(m),
+} for m in ref]
+print(json.dumps({"ours": ours, "theirs": theirs}))
+"""
+
+
+def test_links_agree_with_pyroute2(rails: RailNetns) -> None:
+    # A bridge with a veth enslaved, so that master and kinds other than veth are compared too.
+    rails.exec(["ip", "link", "add", "br-test", "type", "bridge"], check=True)
+    rails.exec(["ip", "link", "add", "vx0", "type", "veth", "peer", "name", "vx1"], check=True)
+    rails.exec(["ip", "link", "set", "vx0", "master", "br-test"], check=True)
+    rails.set_peer(1, "down")
+    got = rails.python(AGAINST_PYROUTE2)
+    theirs = {lk["ifname"]: lk for lk in got["theirs"]}
+    assert {lk["ifname"] for lk in got["ours"]} == set(theirs)
+    for lk in got["ours"]:
+        assert {k: v for k, v in lk.items() if k in theirs[lk["ifname"]]} == theirs[lk["ifname"]]
+    ours = {lk["ifname"]: lk for lk in got["ours"]}
+    assert (ours["vx0"]["master"], ours["br-test"]["kind"], ours["vx1"]["master"]) == ("br-test", "bridge", None)
