@@ -26,6 +26,7 @@ from prometheus_client.metrics_core import (
 )
 
 from .. import __version__
+from ..findings import RailRow
 from ..model import Link, RdmaDevice, RdmaLink, Snapshot
 from ..topology import Pf, Rail
 from .state import MetricsState
@@ -216,7 +217,7 @@ class RailscopeCollector:
                       ("mode",), (mode,), {})
 
     # -- per rail ----------------------------------------------------------------------------
-    def _rail(self, fams: _Families, snap: Snapshot, rail: Rail, row: Any) -> None:
+    def _rail(self, fams: _Families, snap: Snapshot, rail: Rail, row: RailRow | None) -> None:
         link: Link | None = rail.netdev
         netdev = link.ifname if link is not None else rail.expected_netdev
         base = (_s(rail.rail), _s(rail.plane), _s(netdev))

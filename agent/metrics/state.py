@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..findings import Diagnosis
     from ..model import Snapshot
+    from ..topology import Topology
 
 __all__ = ["HungSource", "MetricsState", "SourceStatus"]
 
@@ -47,13 +48,13 @@ class HungSource:
 class MetricsState:
     """Everything one scrape renders. Replace it whole; never mutate it in place.
 
-    ``topology`` is an ``agent.topology.Topology`` (rails, PFs, representors) built from
-    ``snapshot``; ``diagnosis`` the findings of the same sample. Either may be None when it could
+    ``topology`` (rails, PFs, representors) is built from ``snapshot``; ``diagnosis`` holds the
+    findings of the same sample. Either may be None when it could
     not be built: the collector then serves what the snapshot alone says.
     """
 
     snapshot: Snapshot | None = None
-    topology: Any = None
+    topology: Topology | None = None
     diagnosis: Diagnosis | None = None
     #: per-source status of the reads that made ``snapshot``
     sources: tuple[SourceStatus, ...] = ()
