@@ -395,11 +395,11 @@ class Agent:
                 unknown = True
             if note.ifname and note.carrier_down_count is not None:
                 self._carrier_down[note.ifname] = note.carrier_down_count
-            ob = link_obs(note, self._subjects, keys_by_ifindex=self._keys_by_ifindex)
+            ob = link_obs(note, self._subjects, admin_up=note.admin_up, keys_by_ifindex=self._keys_by_ifindex)
             if ob is None and note.ifname in self._pciless:
                 ob = LinkObs(key=("", note.ifname), netdev=note.ifname, ifindex=note.ifindex,
                              carrier_down_count=note.carrier_down_count, carrier=note.carrier,
-                             operstate=note.operstate, subject=self._pciless[note.ifname])
+                             operstate=note.operstate, admin_up=note.admin_up, subject=self._pciless[note.ifname])
             if ob is not None:
                 self._feed([ob], note.ts)
         if unknown:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +43,9 @@ NETLINK_NO_ENOBUFS = 5
 #: 4 MiB: a few thousand link messages (about 1-1.5 KiB each with IFLA_STATS64) fit before overrun.
 _RCVBUF = 4 << 20
 _RECV = 1 << 16
+#: struct ifinfomsg: family, pad, type, index, flags, change (include/uapi/linux/rtnetlink.h)
+_IFINFOMSG = struct.Struct("=BxHiII")
+IFF_UP = 0x1
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,8 @@ class LinkNote:
     ifindex: int
     ifname: str | None
     deleted: bool
+    #: IFF_UP: an administratively downed link losing carrier is not a flap
+    admin_up: bool | None = None
     operstate: str | None = None
     carrier: int | None = None
     carrier_down_count: int | None = None
@@ -141,8 +147,10 @@ class LinkWatcher:
             if link is None:
                 continue
             self.messages += 1
+            flags = _IFINFOMSG.unpack_from(buf, start)[3]
             note = LinkNote(
                 ts=now, ifindex=link["ifindex"], ifname=link["ifname"], deleted=mtype == RTM_DELLINK,
+                admin_up=bool(flags & IFF_UP),
                 operstate=link["operstate"], carrier=link["carrier"],
                 carrier_down_count=link["carrier_down_count"], phys_port_name=link["phys_port_name"],
                 phys_switch_id=link["phys_switch_id"], parent_dev=link["parent_dev"],

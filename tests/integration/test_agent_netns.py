@@ -1,0 +1,382 @@
+"""``railscope agent`` as a whole process inside a network namespace with veth rails.
+
+The agent runs in the node namespace (``ip netns exec``) and listens on a management veth whose
+other end is in the test's own namespace, so the test (and a real Prometheus) reach it at an
+address inside the test netns, and the agent never binds to all addresses. Flaps are real: the
+rail's peer in the switch namespace goes down and up, as a cable pull would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from .conftest import RailNetns
+
+pytestmark = [pytest.mark.netns, pytest.mark.slow]
+
+PORT = 9841  # the agent's default port, inside the node namespace
+T = TypeVar("T")
+
+
+def _ip(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *argv], capture_output=True, text=True, check=check, timeout=60)
+
+
+def get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    out = []
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == name:
+                out.append((dict(s.labels), s.value))
+    return out
+
+
+def value(text: str, name: str, **labels: str) -> float | None:
+    for lab, val in samples(text, name):
+        if all(lab.get(k) == v for k, v in labels.items()):
+            return val
+    return None
+
+
+@dataclass
+class RunningAgent:
+    rails: RailNetns
+    addr: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    extra_cleanup: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.addr}:{PORT}"
+
+    def get(self, path: str, timeout: float = 10.0) -> tuple[int, bytes]:
+        return get(self.url + path, timeout)
+
+    def metrics(self) -> str:
+        status, body = self.get("/metrics")
+        assert status == 200
+        return body.decode()
+
+    def events(self) -> list[dict]:
+        status, body = self.get("/v1/events")
+        assert status == 200
+        return json.loads(body)["events"]
+
+    def logs(self) -> list[dict]:
+        out = []
+        for line in self.log_path.read_text().splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                out.append(json.loads(line))
+        return out
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the agent exited {self.proc.returncode}:\n{self.log_path.read_text()}")
+            try:
+                status, _ = self.get("/readyz", timeout=2)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"the agent never became ready:\n{self.log_path.read_text()}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+StartAgent = Callable[..., RunningAgent]
+
+
+@pytest.fixture
+def start_agent(rails: RailNetns, tmp_path: Path) -> Iterator[StartAgent]:
+    """Start ``railscope agent --rails 2 ARGS`` in the node namespace; stop it afterwards."""
+    started: list[RunningAgent] = []
+    tag = uuid.uuid4().hex[:8]
+    host_if = f"rsm-{tag}"
+    net = random.randint(0, 63) * 4
+    addr_host, addr_node = f"10.98.{net // 256 + 1}.{net % 256 + 1}", f"10.98.{net // 256 + 1}.{net % 256 + 2}"
+    _ip("link", "add", host_if, "type", "veth", "peer", "name", "mgmt0", "netns", rails.node)
+    _ip("addr", "add", f"{addr_host}/30", "dev", host_if)
+    _ip("link", "set", host_if, "up")
+    _ip("-n", rails.node, "addr", "add", f"{addr_node}/30", "dev", "mgmt0")
+    _ip("-n", rails.node, "link", "set", "mgmt0", "up")
+
+    def start(*args: str, env: dict[str, str] | None = None) -> RunningAgent:
+        log_path = tmp_path / f"agent-{len(started)}.log"
+        argv = ["ip", "netns", "exec", rails.node, sys.executable, "-m", "agent.cli", "agent",
+                "--listen", addr_node, "--rails", "2", *args]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                    env={**os.environ, **(env or {})})
+        agent = RunningAgent(rails, addr_node, proc, log_path)
+        started.append(agent)
+        agent.wait_ready()
+        return agent
+
+    try:
+        yield start
+    finally:
+        for agent in started:
+            agent.stop()
+        _ip("link", "del", host_if, check=False)
+
+
+def flap(rails: RailNetns, rail: int) -> float:
+    """Pull the rail's cable and put it back; returns when the carrier was lost (unix s)."""
+    rails.set_peer(rail, "down")
+    lost = time.time()
+    rails.set_peer(rail, "up")
+    return lost
+
+
+def wait_for(pred: Callable[[], T], timeout: float, step: float = 0.05) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            return got
+        time.sleep(step)
+
+
+def test_four_flaps_raise_link_flapping_within_two_seconds_of_the_third(start_agent: StartAgent) -> None:
+    agent = start_agent()
+    rails = agent.rails
+    losses = []
+    for n in range(4):
+        losses.append(flap(rails, 0))
+        if n == 2:
+            third = losses[2]
+            found = wait_for(lambda: [e for e in agent.events() if e["code"] == "LinkFlapping"], timeout=2.5)
+            seen_at = time.time()
+            assert found, f"no LinkFlapping event after the third loss:\n{agent.log_path.read_text()[-3000:]}"
+            assert seen_at - third <= 2.0 + 0.5  # the poll itself may overshoot by one step
+            assert found[0]["ts"] - third <= 2.0
+    events = [e for e in agent.events() if e["code"] == "LinkFlapping"]
+    assert [(e["subject"], e["severity"]) for e in events] == [("net_rail0", "warning")]  # one per episode
+    text = agent.metrics()
+    assert value(text, "railscope_events_total", code="LinkFlapping") == 1.0
+    assert value(text, "railscope_rail_carrier_down_changes_total", device="net_rail0") is not None
+    logged = [x for x in agent.logs() if x.get("event") == "LinkFlapping"]
+    assert len(logged) == 1 and logged[0]["subject"] == "net_rail0"
+    assert agent.stop() == 0  # SIGTERM: a clean stop
+    assert any(x.get("msg") == "agent stopped" for x in agent.logs())
+
+
+def test_500_veths_created_and_deleted_at_once_leave_the_agent_responsive(start_agent: StartAgent) -> None:
+    agent = start_agent()
+    rails = agent.rails
+    create = "".join(f"link add vs{i} type veth peer name vp{i}\n" for i in range(500))
+    delete = "".join(f"link del vs{i}\n" for i in range(500))
+    worst = 0.0
+    for batch in (create, delete):
+        proc = subprocess.Popen(["ip", "-n", rails.node, "-batch", "-"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert proc.stdin is not None
+        proc.stdin.write(batch)
+        proc.stdin.close()
+        # While the kernel announces 1,000 new netdevs, the agent keeps answering.
+        while proc.poll() is None:
+            t0 = time.monotonic()
+            status, _ = agent.get("/healthz", timeout=10)
+            worst = max(worst, time.monotonic() - t0)
+            assert status == 200
+            time.sleep(0.02)
+        assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+        for _ in range(20):
+            t0 = time.monotonic()
+            text = agent.metrics()
+            worst = max(worst, time.monotonic() - t0)
+            time.sleep(0.05)
+    assert worst < 2.0, f"an answer took {worst:.2f} s during the storm"
+    text = wait_for(lambda: (t := agent.metrics()) and value(t, "railscope_agent_link_queue_length") == 0 and t, 10)
+    assert text
+    assert value(text, "railscope_agent_link_messages_total") >= 1000
+    assert value(text, "railscope_agent_link_queue_length") <= value(text, "railscope_agent_link_queue_capacity")
+    assert value(text, "railscope_agent_resident_memory_bytes") < 200 * 2**20
+    assert value(text, "railscope_rail_up", device="net_rail0") == 1.0
+    status, _ = agent.get("/readyz")
+    assert status == 200
+    assert agent.proc.poll() is None
+    assert not [x for x in agent.logs() if x.get("level") == "error" or "exc" in x]
+
+
+def test_interfaces_removed_while_samples_run_break_nothing(start_agent: StartAgent) -> None:
+    agent = start_agent("--links-interval", "0.5s", "--counters-interval", "0.2s")
+    rails = agent.rails
+    end = time.monotonic() + 4
+    n = 0
+    while time.monotonic() < end:
+        # A rail-named veth comes and goes while the counters read every rail's ethtool statistics.
+        _ip("-n", rails.node, "link", "add", "net_rail2", "type", "veth", "peer", "name", "churn2")
+        _ip("-n", rails.node, "link", "set", "net_rail2", "up")
+        time.sleep(random.uniform(0.0, 0.3))
+        _ip("-n", rails.node, "link", "del", "net_rail2")
+        n += 1
+    _ip("-n", rails.node, "link", "del", "net_rail1")  # the peer goes with it
+    text = wait_for(lambda: (t := agent.metrics()) and
+                    value(t, "railscope_finding", code="RailMissing", subject="net_rail1") and t, 10)
+    assert text, agent.metrics()
+    assert value(text, "railscope_rail_up", device="net_rail0") == 1.0
+    for src in ("links", "counters"):
+        assert value(text, "railscope_scrape_collector_success", source=src) == 1.0
+    assert agent.proc.poll() is None
+    assert not [x for x in agent.logs() if x.get("level") == "error" or "exc" in x], agent.log_path.read_text()
+
+
+def test_a_hung_source_is_reported_while_metrics_stay_fast(start_agent: StartAgent, tmp_path: Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    pids = tmp_path / "pids"
+    # A devlink that never answers, as one stuck in the driver would (only the sleep is fake).
+    (fake / "devlink").write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 600\n")
+    (fake / "devlink").chmod(0o755)
+    agent = start_agent("--source-deadline", "2s", "--command-timeout", "300s",
+                        env={"PATH": f"{fake}:{os.environ.get('PATH', '/usr/bin:/bin')}"})
+    try:
+        text = wait_for(lambda: (t := agent.metrics()) and value(t, "railscope_source_hung", source="devlink") and t, 10)
+        assert text, agent.metrics()
+        runs_before = value(text, "railscope_agent_source_runs_total", source="counters")
+        slowest = 0.0
+        for _ in range(30):
+            t0 = time.monotonic()
+            text = agent.metrics()
+            slowest = max(slowest, time.monotonic() - t0)
+            time.sleep(0.05)
+        assert slowest < 1.0
+        assert value(text, "railscope_source_hung", source="devlink") == 1.0
+        assert value(text, "railscope_sample_age_seconds") < 15.5
+        assert value(text, "railscope_agent_source_runs_total", source="counters") > runs_before
+        assert value(text, "railscope_rail_up", device="net_rail0") == 1.0
+        assert len(pids.read_text().split()) == 1  # never started twice while stuck
+        hung_logs = [x for x in agent.logs() if x.get("msg") == "source hung"]
+        assert hung_logs and hung_logs[0]["source"] == "devlink"
+        assert agent.stop() == 0  # a read stuck in a worker never blocks the exit
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else ():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_an_image_recorded_from_the_agent_carries_traffic_losses_and_events(start_agent: StartAgent,
+                                                                           tmp_path: Path) -> None:
+    from agent.service.client import fetch_image
+
+    agent = start_agent("--counters-interval", "0.5s")
+    rails = agent.rails
+    time.sleep(1.2)
+    rails.send_udp(0, 3000)
+    for _ in range(3):
+        flap(rails, 0)
+    assert wait_for(lambda: [e for e in agent.events() if e["code"] == "LinkFlapping"], timeout=5)
+    time.sleep(1.2)
+    image = tmp_path / "image"
+    fetch_image(agent.url, str(image), reason="test")
+
+    lines = [json.loads(x) for x in (image / "recorder.jsonl").read_text().splitlines()]
+    rail0 = [x["counters"] for x in lines if x["netdev"] == "net_rail0"]
+    assert len(rail0) >= 4
+    assert rail0[-1]["rx_packets"] - rail0[0]["rx_packets"] >= 3000
+    assert rail0[-1]["carrier_down_count"] - rail0[0]["carrier_down_count"] == 3
+    events = json.loads((image / "events.json").read_text())["events"]
+    assert [(e["code"], e["subject"]) for e in events] == [("LinkFlapping", "net_rail0")]
+
+    res = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--from", str(image), "--json",
+                          "--rails", "2"], capture_output=True, text=True, timeout=120)
+    assert res.returncode in (1, 2), res.stderr
+    doc = json.loads(res.stdout)
+    flapping = [f for f in doc["findings"] if f["code"] == "LinkFlapping"]
+    assert [(f["severity"], f["subject"]) for f in flapping] == [("warning", "net_rail0")]
+
+    archive = tmp_path / "image.tar.gz"
+    fetch_image(agent.url, str(archive), unpack=False)
+    with tarfile.open(archive) as tf:
+        assert any(n.endswith("/recorder.jsonl") for n in tf.getnames())
+
+
+def test_a_real_prometheus_scrapes_the_per_rail_series(start_agent: StartAgent, tmp_path: Path) -> None:
+    prom = "/usr/bin/prometheus"
+    if not os.access(prom, os.X_OK):
+        pytest.skip("Prometheus is not installed at /usr/bin/prometheus (Debian package prometheus)")
+    agent = start_agent()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
+        "scrape_configs:\n  - job_name: railscope\n    static_configs:\n"
+        f"      - targets: ['{agent.addr}:{PORT}']\n        labels: {{node: test-node}}\n")
+    log = open(tmp_path / "prometheus.log", "wb")
+    proc = subprocess.Popen([prom, f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def query(q: str) -> list[dict]:
+            try:
+                status, body = get(f"http://127.0.0.1:{port}/api/v1/query?" +
+                                   urllib.parse.urlencode({"query": q}), timeout=5)
+            except OSError:
+                return []
+            if status != 200:
+                return []
+            return json.loads(body)["data"]["result"]
+
+        got = wait_for(lambda: len(query("railscope_rail_up")) == 2 and query("railscope_rail_up"), 30, 0.5)
+        assert got, (tmp_path / "prometheus.log").read_text()[-2000:]
+        by_device = {r["metric"]["device"]: r for r in got}
+        assert set(by_device) == {"net_rail0", "net_rail1"}
+        m = by_device["net_rail0"]["metric"]
+        assert (m["rail"], m["job"], m["node"], m["instance"]) == ("0", "railscope", "test-node", f"{agent.addr}:{PORT}")
+        assert by_device["net_rail0"]["value"][1] == "1"
+        mtu = query('railscope_rail_mtu_bytes{device="net_rail1"}')
+        assert mtu and mtu[0]["value"][1] == "9000" and mtu[0]["metric"]["rail"] == "1"
+        assert query('up{job="railscope"}')[0]["value"][1] == "1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
