@@ -23,8 +23,8 @@ __all__ = ["HungSource", "MetricsState", "SourceStatus"]
 class SourceStatus:
     """How the last read of one source went (``railscope_scrape_collector_*{source}``).
 
-    A source is what a sampler reads on its own schedule: ``links``, ``ethtool``, ``devlink``,
-    ``rdma``, ``pci``, ``versions``, ``rules``, ``ovs``.
+    A source is what the agent samples on its own schedule: ``config`` (udev rules, OVS), ``links``
+    (versions, link dump, PCI, rail statistics), ``devlink``, ``rdma``, ``counters`` (ethtool).
     """
 
     source: str
