@@ -186,3 +186,14 @@ def test_no_color_wins_over_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     assert use_colour(Tty())
     monkeypatch.setenv("NO_COLOR", "1")
     assert not use_colour(Tty())
+
+
+def test_connectx_without_rails_is_told_apart_from_no_connectx() -> None:
+    from agent.commands.doctor import what_was_found
+    from agent.model import Link, PciFunction, Snapshot
+
+    mlx = Snapshot(0.0, links=(Link(2, "enp12s0f0np0", "UP", 1, parent_bus="pci", parent_dev="0000:0c:00.0"),),
+                   pci=(PciFunction("0000:0c:00.0", vendor="0x15b3"),))
+    words = what_was_found(mlx)
+    assert words[0].startswith("ConnectX NIC(s) found") and "enp12s0f0np0" in words[1]
+    assert what_was_found(Snapshot(0.0))[:2] == ["no ConnectX NIC found", "netdevs: none besides lo"]

@@ -156,3 +156,12 @@ def test_representor_without_parent_dev_is_owned_through_its_devlink_port():
     snap = nodes.replace_link(nodes.node(), "net_rail1_0", parent_dev=None, parent_bus=None)
     pf = build_topology(snap, EXP).pf(PF1)
     assert [r.netdev for r in pf.representors] == ["net_rail1_0"]
+
+
+def test_custom_net_template():
+    snap = nodes.node(rules=False)
+    snap = nodes.replace_link(snap, "net_rail0", ifname="gpu0")
+    snap = nodes.replace_link(snap, "net_rail1", ifname="gpu1")
+    topo = build_topology(snap, Expectations(net_templates=("gpu%rail_id%",), rdma_templates=("rdma_rail%rail_id%",)))
+    assert [(r.rail, r.netdev_name, r.expected_rdma, r.rdma.dev) for r in topo.rails] == [
+        (0, "gpu0", "rdma_rail0", "rdma_rail0"), (1, "gpu1", "rdma_rail1", "rdma_rail1")]
