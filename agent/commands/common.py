@@ -74,9 +74,10 @@ def add_expectation_flags(p: argparse.ArgumentParser) -> None:
                         "rules. Default: the rails the udev rules name.")
     g.add_argument("--net-template", type=_template, action="append", default=None,
                    help="Netdev name template in the operator's syntax, e.g. net_rail%%rail_id%%. Repeatable. "
-                        f"Default: {', '.join(DEFAULT_NET_TEMPLATES)} tried in order.")
+                        f"Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')} tried in order.")
     g.add_argument("--rdma-template", type=_template, action="append", default=None,
-                   help=f"RDMA device name template. Repeatable. Default: {', '.join(DEFAULT_RDMA_TEMPLATES)}.")
+                   help="RDMA device name template. Repeatable. Default: "
+                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
     g.add_argument("--event-window", type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
                    help="Agent events this long before the capture time become findings. Default: 15m.")
     g.add_argument("--kernel-table", default=env_default("kernel-table", None), metavar="FILE",

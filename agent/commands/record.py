@@ -45,9 +45,10 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Why the image was taken, for the manifest. Default: 'railscope record'.")
     p.add_argument("--net-template", type=_template, action="append", default=None,
                    help="Netdev name template that marks rails (whose ethtool counters and statistics are "
-                        f"read), as for doctor. Repeatable. Default: {', '.join(DEFAULT_NET_TEMPLATES)}.")
+                        f"read), as for doctor. Repeatable. Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')}.")
     p.add_argument("--rdma-template", type=_template, action="append", default=None,
-                   help=f"RDMA device name template. Repeatable. Default: {', '.join(DEFAULT_RDMA_TEMPLATES)}.")
+                   help="RDMA device name template. Repeatable. Default: "
+                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
     p.add_argument("--command-timeout", type=_positive, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
 
