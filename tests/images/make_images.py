@@ -10,6 +10,7 @@ consistent node. The manifest's ``items[]`` are recomputed (bytes, sha256), so t
 Deterministic: run it again and ``git diff`` shows nothing.
 
     python tests/images/make_images.py                 # rebuild every image from the base
+    python tests/images/make_images.py --out /tmp/x    # build elsewhere (the determinism test)
     python tests/images/make_images.py --import-base /path/to/spectrumx-2rail-healthy
 """
 
@@ -692,7 +693,7 @@ BASE_ORIGIN = ("The shared hand-made example image `spectrumx-2rail-healthy` (tw
                "illustrative), see `../spectrumx-2rail-healthy/README.md`.")
 
 
-def build(only: set[str] | None = None) -> list[str]:
+def build(only: set[str] | None = None, out: Path = HERE) -> list[str]:
     base = Image.load(HERE / BASE)
     four = base.copy()
     four_rails(four)
@@ -710,7 +711,7 @@ def build(only: set[str] | None = None) -> list[str]:
                                report=report, exit=exit_status(spec.findings))
         expected = {"args": list(spec.args), "findings": [list(f) for f in spec.findings],
                     "exit": exit_status(spec.findings)}
-        img.save(HERE / spec.name, readme, expected)
+        img.save(out / spec.name, readme, expected)
         made.append(spec.name)
     return made
 
@@ -731,11 +732,13 @@ def import_base(src: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--import-base", type=Path, metavar="DIR", help="Copy the base image from DIR first.")
+    ap.add_argument("--out", type=Path, default=HERE, metavar="DIR",
+                    help="Write the generated images under DIR. Default: next to this script.")
     ap.add_argument("names", nargs="*", help="Only these images. Default: all.")
     args = ap.parse_args()
     if args.import_base:
         import_base(args.import_base)
-    for name in build(set(args.names) or None):
+    for name in build(set(args.names) or None, args.out):
         print(name)
     return 0
 
