@@ -1,0 +1,447 @@
+"""Agent daemon benchmark: ``railscope agent`` against node_exporter on the same big namespace.
+
+Builds a network namespace with 2,050 veth netdevs (1,025 pairs, 8 of them named ``net_rail0..7``
+with their peers ``peer0..7`` in the same namespace, so a peer set down drops that rail's carrier),
+then prints, side by side in one run:
+
+- CPU per full sample: the agent's every source (rules, links + rail statistics + PCI + versions,
+  devlink, rdma, rail counters), topology, diagnosis and one render of ``/metrics``, measured with
+  ``time.process_time`` in one process; against node_exporter's CPU per scrape of the same namespace
+  (Debian ``prometheus-node-exporter``, collectors netdev + netclass with
+  ``--collector.netclass.netlink`` and nothing else), from its ``/proc`` CPU times. Target: <= 0.5x;
+  <= 1.5x with per-representor series on. veth netdevs cannot be representors (no
+  ``phys_port_name``), so the representor line adds what per-representor series cost to render on
+  a synthetic 8 rails x 127 VFs node (``tests/unit/metrics/metrics_synth.py``) to the live sample;
+- ``/metrics`` latency p50 / p99 over 200 scrapes of a running agent (default flags) and of
+  node_exporter (target: agent p99 <= 50 ms and below node_exporter's p50);
+- flap-to-event latency: a rail's peer set down three times; from the third ``ip link set`` to the
+  ``LinkFlapping`` event on ``/v1/events`` (target <= 1 s), once per rail;
+- a soak of the running agent at the default intervals (1 s counters with the recorder on): idle CPU
+  (target <= 1 % of a core) and RSS every 10 s with its trend (target <= 80 MiB, no growth). The
+  default soak is 3 minutes; ``--soak-minutes 30`` runs the full one;
+- how the sample cost grows: 256, 1,024, 2,050 and 4,096 netdevs (target: linear, no worse).
+
+Needs root (network namespaces). Every namespace is deleted on exit, failure or Ctrl-C. Run:
+``python bench/bench_agent.py [--runs 9] [--soak-minutes 3] [--no-scale] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
+SCALE = (256, 1024, 2050, 4096)
+
+# --------------------------------------------------------------------------------------------
+# inside the namespace
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 30.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.read()
+
+
+def _cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (``/proc/<pid>/stat`` fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{proc.args} exited {proc.returncode}")
+        try:
+            _get(url, timeout=2)
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{url} never answered")
+
+
+def start_node_exporter() -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
+         "--collector.netdev", "--collector.netclass", "--collector.netclass.netlink"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/metrics"
+    _wait_http(url, proc)
+    return proc, url
+
+
+def start_agent(rails: int, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "agent", "--listen", "127.0.0.1", "--port", str(port),
+                             "--rails", str(rails), "--log-level", "warning", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the agent exited {proc.returncode}")
+        try:
+            with urllib.request.urlopen(base + "/readyz", timeout=2) as resp:
+                if resp.status == 200:
+                    return proc, base
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("the agent never became ready")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def ne_cpu_per_scrape(url: str, proc: subprocess.Popen[bytes], scrapes: int) -> dict[str, float]:
+    body = b""
+    for _ in range(2):
+        body = _get(url)
+    before = _cpu(proc.pid)
+    for _ in range(scrapes):
+        body = _get(url)
+    cpu = (_cpu(proc.pid) - before) / scrapes
+    series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+    return {"cpu_s": cpu, "bytes": len(body), "series": series}
+
+
+def agent_sample_cpu(rails: int, runs: int) -> dict[str, float]:
+    """CPU of one full agent sample, all sources read in turn plus analysis and one render."""
+    sys.path.insert(0, str(ROOT))
+    from agent.config import Expectations, ReadConfig
+    from agent.diagnose import diagnose, load_kernel_table
+    from agent.host.live import LiveHost
+    from agent.metrics.exposition import render
+    from agent.metrics.state import MetricsState
+    from agent.service.sampling import (
+        compose,
+        read_config,
+        read_counters,
+        read_devlink_part,
+        read_links_part,
+        read_rdma_part,
+    )
+    from agent.topology import build_topology
+
+    exp = Expectations(rails=rails)
+    cfg = ReadConfig()
+    table = load_kernel_table(None)
+    host = LiveHost()
+
+    def once() -> tuple[float, float, bytes, int]:
+        t0 = time.process_time()
+        conf = read_config(host, cfg)
+        links = read_links_part(host, cfg, conf.fields["rules"])
+        parts = {
+            "config": conf, "links": links,
+            "devlink": read_devlink_part(host, cfg, links.fields["pci"], links.rail_bdfs),
+            "rdma": read_rdma_part(host, cfg, links.rails, links.rail_bdfs),
+            "counters": read_counters(host, cfg, links.rails, {}),
+        }
+        snap = compose(None, parts)
+        topo = build_topology(snap, exp)
+        diag = diagnose(snap, exp, topology=topo, kernel_table=table)
+        t1 = time.process_time()
+        body = render(MetricsState(snapshot=snap, topology=topo, diagnosis=diag))
+        t2 = time.process_time()
+        return t2 - t0, t2 - t1, body, len(snap.links)
+
+    once()
+    full, rend = [], []
+    body, links = b"", 0
+    for _ in range(runs):
+        f, r, body, links = once()
+        full.append(f)
+        rend.append(r)
+    series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+    return {"cpu_s": statistics.median(full), "render_cpu_s": statistics.median(rend), "bytes": len(body),
+            "series": series, "links": links}
+
+
+def representor_render_extra(runs: int) -> dict[str, float]:
+    """Extra render CPU of per-representor series on a synthetic 8 rails x 127 VFs node."""
+    sys.path.insert(0, str(ROOT / "tests" / "unit" / "metrics"))
+    from metrics_synth import synthetic_snapshot
+
+    from agent.config import Expectations
+    from agent.diagnose import diagnose
+    from agent.metrics.exposition import render
+    from agent.metrics.state import MetricsState
+    from agent.topology import build_topology
+
+    snap = synthetic_snapshot(8, 127)
+    exp = Expectations()
+    topo = build_topology(snap, exp)
+    state = MetricsState(snapshot=snap, topology=topo, diagnosis=diagnose(snap, exp, topology=topo))
+
+    def cpu(include: str | None) -> tuple[float, int]:
+        times, n = [], 0
+        for _ in range(runs):
+            t = time.process_time()
+            body = render(state, representor_include=include)
+            times.append(time.process_time() - t)
+            n = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+        return statistics.median(times), n
+
+    base, n0 = cpu(None)
+    reps, n1 = cpu(".*")
+    return {"extra_cpu_s": max(0.0, reps - base), "series_default": n0, "series_reps": n1}
+
+
+def latency(url: str, scrapes: int) -> dict[str, float]:
+    times = []
+    for _ in range(3):
+        _get(url)
+    for _ in range(scrapes):
+        t = time.perf_counter()
+        _get(url)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return {"p50_s": times[len(times) // 2], "p99_s": times[min(len(times) - 1, int(len(times) * 0.99))],
+            "max_s": times[-1]}
+
+
+def flap_latency(base: str, rails: int) -> list[float]:
+    """Per rail: 3 carrier losses; seconds from the third ``ip link set down`` to the event."""
+    out = []
+    for r in range(rails):
+        for n in range(3):
+            subprocess.run(["ip", "link", "set", f"peer{r}", "down"], check=True)
+            t_loss = time.time()
+            if n == 2:
+                break
+            time.sleep(0.3)
+            subprocess.run(["ip", "link", "set", f"peer{r}", "up"], check=True)
+            time.sleep(0.3)
+        deadline = time.time() + 10
+        seen = None
+        while time.time() < deadline:
+            evs = json.loads(_get(base + "/v1/events"))["events"]
+            if any(e["code"] == "LinkFlapping" and e["subject"] == f"net_rail{r}" for e in evs):
+                seen = time.time()
+                break
+            time.sleep(0.01)
+        subprocess.run(["ip", "link", "set", f"peer{r}", "up"], check=True)
+        out.append((seen - t_loss) if seen else float("inf"))
+    return out
+
+
+def soak(proc: subprocess.Popen[bytes], minutes: float) -> dict[str, object]:
+    pid = proc.pid
+    time.sleep(20)  # past start-up: first samples, imports, the first devlink / rdma reads
+    t0, c0 = time.monotonic(), _cpu(pid)
+    rss = []
+    end = t0 + minutes * 60
+    while time.monotonic() < end:
+        rss.append((time.monotonic() - t0, _rss(pid)))
+        time.sleep(10)
+    rss.append((time.monotonic() - t0, _rss(pid)))
+    wall = time.monotonic() - t0
+    cpu = _cpu(pid) - c0
+    half = [p for p in rss if p[0] >= wall / 2] or rss
+    xs, ys = [p[0] for p in half], [p[1] for p in half]
+    slope = statistics.linear_regression(xs, ys).slope if len(half) >= 2 else 0.0
+    return {"idle_cpu_pct": 100 * cpu / wall, "rss_first": rss[0][1], "rss_last": rss[-1][1],
+            "rss_max": max(v for _, v in rss), "rss_slope_mib_per_h": slope * 3600 / 2**20, "minutes": wall / 60,
+            "rss_trend": [round(v / 2**20, 1) for _, v in rss]}
+
+
+def inside(args: argparse.Namespace) -> dict[str, object]:
+    """Every measurement of one namespace, run inside it."""
+    res: dict[str, object] = {}
+    res["agent"] = agent_sample_cpu(args.rails, args.runs)
+    ne, ne_url = start_node_exporter()
+    try:
+        res["node_exporter"] = ne_cpu_per_scrape(ne_url, ne, max(3, args.runs))
+        if args.phase == "full":
+            res["node_exporter_latency"] = latency(ne_url, args.scrapes)
+    finally:
+        stop(ne)
+    if args.phase != "full":
+        return res
+    res["representors"] = representor_render_extra(args.runs)
+    agent, base = start_agent(args.rails)
+    try:
+        res["agent_latency"] = latency(base + "/metrics", args.scrapes)
+        res["flap_s"] = flap_latency(base, args.rails)
+        if args.soak_minutes > 0:
+            res["soak"] = soak(agent, args.soak_minutes)
+    finally:
+        stop(agent)
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# outside: build the namespace, run the measurements in it, print
+
+
+def ip(*argv: str, stdin: str | None = None) -> None:
+    subprocess.run(["ip", *argv], input=stdin, text=True, check=True, capture_output=True, timeout=600)
+
+
+def build(ns: str, netdevs: int, rails: int) -> None:
+    pairs = (netdevs + 1) // 2
+    ip("netns", "add", ns)
+    lines = ["link set lo up"]
+    names = []
+    for i in range(pairs):
+        a = f"net_rail{i}" if i < rails else f"eth{i}"
+        names += [a, f"peer{i}"]
+        lines.append(f"link add {a} type veth peer name peer{i}")
+    lines += [f"link set {n} up" for n in names]
+    ip("-n", ns, "-force", "-batch", "-", stdin="\n".join(lines) + "\n")
+
+
+def measure(netdevs: int, args: argparse.Namespace, phase: str) -> dict[str, object]:
+    ns = f"rs-bench-{uuid.uuid4().hex[:8]}"
+    try:
+        t = time.perf_counter()
+        build(ns, netdevs, args.rails)
+        built = time.perf_counter() - t
+        argv = ["ip", "netns", "exec", ns, sys.executable, str(Path(__file__).resolve()), "--inside", phase,
+                "--rails", str(args.rails), "--runs", str(args.runs), "--scrapes", str(args.scrapes),
+                "--soak-minutes", str(args.soak_minutes)]
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT,
+                              timeout=3600 + args.soak_minutes * 60)
+        if proc.returncode != 0:
+            raise SystemExit(f"measurement in {ns} failed:\n{proc.stderr[-3000:]}")
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+        res["netdevs"] = netdevs
+        res["built_s"] = built
+        return res
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1000:8.1f} ms"
+
+
+def report(main: dict, scale: list[dict]) -> bool:
+    ok = True
+    a, ne = main["agent"], main["node_exporter"]
+    ratio = a["cpu_s"] / ne["cpu_s"]
+    reps = main["representors"]
+    ratio_reps = (a["cpu_s"] + reps["extra_cpu_s"]) / ne["cpu_s"]
+    print(f"namespace: {a['links']} links ({main['netdevs']} veth netdevs, 8 rails), built in {main['built_s']:.2f} s; "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
+    print(f"anchor   node_exporter CPU per scrape (netdev+netclass netlink) {_ms(ne['cpu_s'])}  1.00x  "
+          f"{ne['bytes'] / 2**20:.2f} MiB, {ne['series']} series")
+    good = ratio <= 0.5
+    ok &= good
+    print(f"agent    CPU per full sample (+1 render)                      {_ms(a['cpu_s'])}  {ratio:.2f}x  "
+          f"target <= 0.5x: {'ok' if good else 'MISSED'}  ({_ms(a['render_cpu_s']).strip()} of it the render; "
+          f"{a['bytes'] / 2**10:.0f} KiB, {a['series']} series)")
+    good = ratio_reps <= 1.5
+    ok &= good
+    print(f"agent    + per-representor series (8x127 synthetic render)     {_ms(a['cpu_s'] + reps['extra_cpu_s'])}  "
+          f"{ratio_reps:.2f}x  target <= 1.5x: {'ok' if good else 'MISSED'}  "
+          f"(series {reps['series_default']} -> {reps['series_reps']})")
+    al, nl = main["agent_latency"], main["node_exporter_latency"]
+    good = al["p99_s"] <= 0.050 and al["p99_s"] < nl["p50_s"]
+    ok &= good
+    print(f"latency  /metrics over {main.get('scrapes', 200)} scrapes: agent p50 {_ms(al['p50_s']).strip()} "
+          f"p99 {_ms(al['p99_s']).strip()}; node_exporter p50 {_ms(nl['p50_s']).strip()} "
+          f"p99 {_ms(nl['p99_s']).strip()}  target p99 <= 50 ms and < node_exporter p50: "
+          f"{'ok' if good else 'MISSED'}")
+    flaps = main["flap_s"]
+    good = max(flaps) <= 1.0
+    ok &= good
+    print(f"flap     third carrier loss -> LinkFlapping on /v1/events: median {_ms(statistics.median(flaps)).strip()}, "
+          f"max {_ms(max(flaps)).strip()} over {len(flaps)} rails  target <= 1 s: {'ok' if good else 'MISSED'}")
+    if "soak" in main:
+        s = main["soak"]
+        good_cpu = s["idle_cpu_pct"] <= 1.0
+        good_rss = s["rss_max"] <= 80 * 2**20 and s["rss_slope_mib_per_h"] < 5.0
+        ok &= good_cpu and good_rss
+        print(f"soak     {s['minutes']:.1f} min at default intervals: idle CPU {s['idle_cpu_pct']:.2f} % of a core  "
+              f"target <= 1 %: {'ok' if good_cpu else 'MISSED'}")
+        print(f"         RSS {s['rss_first'] / 2**20:.1f} -> {s['rss_last'] / 2**20:.1f} MiB (max "
+              f"{s['rss_max'] / 2**20:.1f}), trend over the second half {s['rss_slope_mib_per_h']:+.2f} MiB/h  "
+              f"target <= 80 MiB, no growth: {'ok' if good_rss else 'MISSED'}")
+        print(f"         RSS every 10 s (MiB): {' '.join(str(v) for v in s['rss_trend'])}")
+    if scale:
+        print("scale    netdevs   agent CPU/sample   per netdev    node_exporter CPU/scrape   ratio")
+        base = None
+        for r in scale:
+            per = r["agent"]["cpu_s"] / r["netdevs"]
+            base = base or per
+            print(f"         {r['netdevs']:7d}   {_ms(r['agent']['cpu_s'])}        {per * 1e6:7.1f} us  "
+                  f"{_ms(r['node_exporter']['cpu_s'])}               {r['agent']['cpu_s'] / r['node_exporter']['cpu_s']:.2f}x")
+        first, last = scale[0], scale[-1]
+        growth = (last["agent"]["cpu_s"] / first["agent"]["cpu_s"]) / (last["netdevs"] / first["netdevs"])
+        good = growth <= 1.25
+        ok &= good
+        print(f"         cost growth / netdev growth {first['netdevs']} -> {last['netdevs']}: {growth:.2f}  "
+              f"target linear (<= 1.25): {'ok' if good else 'MISSED'}")
+    return ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--netdevs", type=int, default=2050, help="Netdevs in the main namespace. Default: 2050.")
+    ap.add_argument("--rails", type=int, default=8, help="Rails (net_rail0..N-1). Default: 8.")
+    ap.add_argument("--runs", type=int, default=9, help="Runs per CPU figure (median). Default: 9.")
+    ap.add_argument("--scrapes", type=int, default=200, help="Scrapes per latency figure. Default: 200.")
+    ap.add_argument("--soak-minutes", type=float, default=3.0,
+                    help="Soak of the running agent; 30 for the full one, 0 to skip. Default: 3.")
+    ap.add_argument("--no-scale", action="store_true", help="Skip the 256 / 1,024 / 2,050 / 4,096 series.")
+    ap.add_argument("--json", action="store_true", help="Also print one JSON line with every figure.")
+    ap.add_argument("--inside", choices=("full", "scale"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.inside:
+        args.phase = args.inside
+        print(json.dumps(inside(args)))
+        return 0
+    if os.geteuid() != 0:
+        print("bench_agent: needs root (network namespaces)", file=sys.stderr)
+        return 3
+    if not os.access(NODE_EXPORTER, os.X_OK):
+        print(f"bench_agent: {NODE_EXPORTER} missing (apt-get install prometheus-node-exporter)", file=sys.stderr)
+        return 3
+    main_res = measure(args.netdevs, args, "full")
+    main_res["scrapes"] = args.scrapes
+    scale = []
+    if not args.no_scale:
+        for n in SCALE:
+            scale.append(main_res if n == args.netdevs else measure(n, args, "scale"))
+    ok = report(main_res, scale)
+    if args.json:
+        print(json.dumps({"main": main_res, "scale": scale}))
+    return 0 if ok else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
