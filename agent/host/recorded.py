@@ -12,6 +12,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import zlib
 from typing import Any
 
 from . import CmdResult, HostError, slug
@@ -42,19 +43,20 @@ def _unpack(archive: str) -> tuple[str, str]:
         with tf:
             total = 0
             members = []
-            for n, m in enumerate(tf):
-                if n >= _MAX_MEMBERS:
-                    raise HostError(f"{archive}: more than {_MAX_MEMBERS} entries, refusing")
-                total += max(m.size, 0)
-                if total > _MAX_UNPACKED:
-                    raise HostError(f"{archive}: unpacks to more than {_MAX_UNPACKED >> 30} GiB, refusing")
-                members.append(m)
             try:
+                for n, m in enumerate(tf):
+                    if n >= _MAX_MEMBERS:
+                        raise HostError(f"{archive}: more than {_MAX_MEMBERS} entries, refusing")
+                    total += max(m.size, 0)
+                    if total > _MAX_UNPACKED:
+                        raise HostError(f"{archive}: unpacks to more than {_MAX_UNPACKED >> 30} GiB, refusing")
+                    members.append(m)
                 # The "data" filter refuses absolute paths, "..", device files and links that
                 # point outside the destination (PEP 706).
                 tf.extractall(tmp, members=members, filter="data")
-            except (tarfile.TarError, OSError, EOFError) as exc:
-                raise HostError(f"{archive}: damaged archive ({exc})") from None
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+                # A bundle cut short mid-upload ends in the middle of a gzip member.
+                raise HostError(f"{archive}: damaged archive ({exc or type(exc).__name__})") from None
         root = tmp
         if not _looks_like_image(root):
             entries = [e for e in os.listdir(tmp) if not e.startswith(".")]

@@ -148,3 +148,23 @@ def test_rc_from_manifest_when_no_rc_file(tmp_path: Path) -> None:
     (root / "manifest.json").write_text(json.dumps({"schema": "railscope.bundle/v1", "items": [item]}))
     r = open_image(str(root)).run(argv)
     assert r.available and r.rc == 1
+
+
+def test_a_bundle_cut_short_is_a_host_error_not_a_traceback(tmp_path: Path) -> None:
+    import io
+    import tarfile as _tarfile
+
+    from agent.host import HostError
+    from agent.host.recorded import open_image
+
+    buf = io.BytesIO()
+    with _tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for i in range(50):
+            data = os.urandom(4096)  # incompressible, so the cut lands inside a member
+            info = _tarfile.TarInfo(f"img/fs/f{i}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    with pytest.raises(HostError, match="damaged archive"):
+        open_image(str(cut))
