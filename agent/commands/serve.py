@@ -143,10 +143,6 @@ def register(p: argparse.ArgumentParser) -> None:
         t.add_argument(f"--{flag}", type=kind, default=env_default(flag, default),
                        help=f"{helptext} Default: {default}.")
     add_expectation_flags(p)
-    for action in p._actions:
-        # argparse %-formats help text: a template default such as rdma_rail%rail_id% must be escaped.
-        if action.help:
-            action.help = re.sub(r"(?<!%)%(?![%(])", "%%", action.help)
 
 
 def settings_from_args(args: argparse.Namespace) -> AgentSettings:

@@ -77,6 +77,8 @@ events_log = logging.getLogger("railscope.agent.events")
 
 #: a link event for a link the agent does not know yet asks for a links sample, at most this often
 _RESAMPLE_GAP_S = 2.0
+#: a representor or uplink appearing or going asks for devlink and rdma reads, at most this often
+_PORTS_RESAMPLE_GAP_S = 30.0
 #: link notes handled per turn of the event loop, so that a storm never starves the scrape
 _DRAIN_BATCH = 512
 
@@ -128,6 +130,7 @@ class Agent:
         self._carrier_down: dict[str, int] = {}
         self._rdma_ports: dict[str, tuple[str, int]] = {}
         self._last_links_poke = 0.0
+        self._last_ports_poke = 0.0
 
         self._fw_lock = threading.Lock()
         self._states = {src: SourceState(src, self._interval(src)) for src in SOURCES}
@@ -264,10 +267,11 @@ class Agent:
             self._apply_counters(part)
             return
         if part.source == "links":
-            for lk in part.fields.get("links", ()):
-                self._known_ifindexes.add(lk.ifindex)
-                if lk.carrier_down_count is not None:
-                    self._carrier_down[lk.ifname] = lk.carrier_down_count
+            # Rebuilt from each dump, so links gone while their deletion note was dropped are forgotten.
+            links = part.fields.get("links", ())
+            self._known_ifindexes = {lk.ifindex for lk in links}
+            self._carrier_down = {lk.ifname: lk.carrier_down_count for lk in links
+                                  if lk.carrier_down_count is not None}
         self.snapshot = compose(self.snapshot, self._parts)
         if self.settings.node:
             self.snapshot = replace(self.snapshot, node=self.settings.node)
@@ -385,14 +389,17 @@ class Agent:
                 await asyncio.sleep(0)
 
     def _on_notes(self, notes: list[LinkNote]) -> None:
-        unknown = False
+        unknown = ports = False
         for note in notes:
+            new = note.deleted or note.ifindex not in self._known_ifindexes
+            if new:
+                unknown = True
+                # A NIC port (representor, uplink) came or went: devlink ports and rdma links changed
+                # with it. Reading them now (rate-limited) stands in for devlink's own notifications.
+                ports = ports or bool(note.phys_port_name)
             if note.deleted:
                 self._known_ifindexes.discard(note.ifindex)
-                unknown = True
                 continue
-            if note.ifindex not in self._known_ifindexes:
-                unknown = True
             if note.ifname and note.carrier_down_count is not None:
                 self._carrier_down[note.ifname] = note.carrier_down_count
             ob = link_obs(note, self._subjects, admin_up=note.admin_up, keys_by_ifindex=self._keys_by_ifindex)
@@ -404,6 +411,8 @@ class Agent:
                 self._feed([ob], note.ts)
         if unknown:
             self._poke_links()
+        if ports:
+            self._poke_ports()
 
     def _poke_links(self, overrun: bool = False) -> None:
         now = time.monotonic()
@@ -412,6 +421,15 @@ class Agent:
             timer = self._timers.get("links")
             if timer is not None:
                 timer.poke()
+
+    def _poke_ports(self) -> None:
+        now = time.monotonic()
+        if now - self._last_ports_poke >= _PORTS_RESAMPLE_GAP_S:
+            self._last_ports_poke = now
+            for src in ("devlink", "rdma"):
+                timer = self._timers.get(src)
+                if timer is not None:
+                    timer.poke()
 
     # -- what the endpoints serve --------------------------------------------------------------
     def metrics_state(self) -> MetricsState:

@@ -134,3 +134,31 @@ def test_a_node_image_recorded_by_the_agent_replays_to_the_same_diagnosis(exampl
         original = diagnose(take_snapshot(host), exp)
     assert [r.netdev for r in replayed.rails] == [r.netdev for r in original.rails] == ["net_rail0", "net_rail1"]
     assert not [f for f in replayed.findings if f.severity in ("warning", "critical")]
+
+
+def test_link_notes_of_a_pci_rail_raise_link_flapping_once(example_image: Path) -> None:
+    """The path a real ConnectX rail takes: notes keyed by (PCI function, port), three carrier losses."""
+    from agent.service.watcher import LinkNote
+
+    agent = _agent(example_image)
+
+    def note(downs: int, carrier: int, ts: float, name: str = "net_rail0", ifindex: int = 4,
+             port: str = "p0", pci: str = "0000:0c:00.0") -> LinkNote:
+        return LinkNote(ts=ts, ifindex=ifindex, ifname=name, deleted=False, admin_up=True,
+                        operstate="UP" if carrier else "DOWN", carrier=carrier, carrier_down_count=downs,
+                        phys_port_name=port, parent_dev=pci)
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        now = agent.clock()
+        # A representor flapping with its pod's VF is never a rail's flap.
+        agent._on_notes([note(n, n % 2, now + n, "net_rail0_0", 6, "pf0vf0") for n in range(2, 12)])
+        for n in range(3):
+            agent._on_notes([note(2 + n, 0, now + 2 * n)])
+            agent._on_notes([note(2 + n, 1, now + 2 * n + 1)])
+        events = (await (await client.get("/v1/events")).json())["events"]
+        assert [(e["code"], e["subject"], e["severity"]) for e in events] == [("LinkFlapping", "net_rail0", "warning")]
+        text = await (await client.get("/metrics")).text()
+        assert 'railscope_events_total{code="LinkFlapping"} 1.0' in text
+
+    _serve(agent, body)
