@@ -162,3 +162,35 @@ def test_link_notes_of_a_pci_rail_raise_link_flapping_once(example_image: Path) 
         assert 'railscope_events_total{code="LinkFlapping"} 1.0' in text
 
     _serve(agent, body)
+
+
+def test_fetch_image_unpacks_what_the_agent_serves(example_image: Path, tmp_path: Path) -> None:
+    from agent.service.client import AgentFetchError, fetch_image
+
+    agent = _agent(example_image)
+    out = tmp_path / "img"
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        url = str(client.make_url("/"))
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, lambda: fetch_image(url, str(out), reason="test"))
+        try:
+            await loop.run_in_executor(None, lambda: fetch_image(url, str(tmp_path / "full")))
+        except AgentFetchError as exc:
+            assert "refusing to overwrite" in str(exc)
+        else:
+            raise AssertionError("a non-empty directory was overwritten")
+        try:
+            await loop.run_in_executor(None, lambda: fetch_image(url + "nothing-here/", str(tmp_path / "y")))
+        except AgentFetchError as exc:
+            assert "HTTP 404" in str(exc)
+        else:
+            raise AssertionError("a 404 was taken for an image")
+
+    _serve(agent, body)
+    assert (out / "manifest.json").is_file() and (out / "recorder.jsonl").is_file()
+    with open_image(str(out)) as host:
+        assert [r.netdev for r in diagnose(take_snapshot(host), Expectations()).rails] == ["net_rail0", "net_rail1"]
