@@ -135,6 +135,7 @@ def main() -> int:
         raise KeyboardInterrupt(signum)
 
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
     py = sys.executable
     in_ns = ["ip", "netns", "exec", ns]
     try:
