@@ -31,8 +31,11 @@ class TrackedHost:
     """Forwards every door to ``inner``; notes the device in ``progress``; one ethtool read at a time."""
 
     def __init__(self, inner: Host, progress: Progress, firmware_lock: threading.Lock,
-                 firmware_wait_s: float = 30.0) -> None:
+                 firmware_wait_s: float = 30.0, hung: frozenset[tuple[str, str]] = frozenset()) -> None:
         self.inner = inner
+        #: (tool, device) of reads stuck in the agent's own samplers ("" device: every device).
+        #: A capture skips them (DESIGN §7): a second stuck task helps no one.
+        self.hung = hung
         self.progress = progress
         self._fw = firmware_lock
         #: how long to wait for another thread's firmware read; past that the read is skipped,
@@ -64,8 +67,17 @@ class TrackedHost:
     def glob(self, pattern: str) -> list[str]:
         return self.inner.glob(pattern)
 
+    def _skip(self, tool: str, device: str) -> str | None:
+        if (tool, "") in self.hung or (tool, device) in self.hung:
+            return f"{tool} {device}".strip() + ": a read of it is stuck in the agent (railscope_source_hung); skipped"
+        return None
+
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
             max_bytes: int = 8 << 20) -> CmdResult:
+        device = _device_of(argv) or (argv[-1] if argv and argv[0] == "ethtool" else "")
+        why = self._skip(argv[0], device) if argv else None
+        if why:
+            return CmdResult(tuple(argv), None, missing=True, reason=why)
         self.progress.set(_device_of(argv))
         try:
             if argv and argv[0] == "ethtool":
@@ -86,6 +98,9 @@ class TrackedHost:
         return self.inner.link_stats(ifnames)
 
     def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
+        why = self._skip("ethtool", ifname)
+        if why:
+            raise OSError(why)
         self.progress.set(ifname)
         if not self._fw.acquire(timeout=self.firmware_wait_s):
             raise OSError(_BUSY)
@@ -95,6 +110,9 @@ class TrackedHost:
             self._fw.release()
 
     def ethtool_drvinfo(self, ifname: str) -> dict[str, str] | None:
+        why = self._skip("ethtool", ifname)
+        if why:
+            raise OSError(why)
         self.progress.set(ifname)
         if not self._fw.acquire(timeout=self.firmware_wait_s):
             raise OSError(_BUSY)

@@ -468,9 +468,20 @@ class Agent:
         if self._image_lock.locked():
             raise ImageBusy()
         async with self._image_lock:
-            return await self._lanes["image"].submit(lambda: self._record_image_sync(reason, incident))
+            hung = self._hung_tools()
+            return await self._lanes["image"].submit(lambda: self._record_image_sync(reason, incident, hung))
 
-    def _record_image_sync(self, reason: str, incident: str | None) -> tuple[str, str]:
+    def _hung_tools(self) -> frozenset[tuple[str, str]]:
+        """(tool, device) of every hung read, for a capture to skip."""
+        tools = {"devlink": ("devlink",), "rdma": ("rdma",), "config": ("ovs-vsctl",), "counters": ("ethtool",)}
+        out = set()
+        for src, st in self._states.items():
+            for dev in st.hung:
+                out.update((tool, dev) for tool in tools.get(src, ()))
+        return frozenset(out)
+
+    def _record_image_sync(self, reason: str, incident: str | None,
+                           hung: frozenset[tuple[str, str]] = frozenset()) -> tuple[str, str]:
         from ..record import RecordError, record_image
 
         node = self.settings.node or (self.snapshot.node if self.snapshot else None) or "node"
@@ -479,7 +490,7 @@ class Agent:
         work = tempfile.mkdtemp(prefix="railscope-image-")
         try:
             out = os.path.join(work, name)
-            host = TrackedHost(self._host_factory(), Progress(), self._fw_lock)
+            host = TrackedHost(self._host_factory(), Progress(), self._fw_lock, hung=hung)
             try:
                 record_image(host, out, node=node, cluster=self.settings.cluster, incident=incident,
                              reason=reason, events=self.events.to_json()["events"], cfg=self.settings.read)

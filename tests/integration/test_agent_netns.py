@@ -288,6 +288,13 @@ def test_a_hung_source_is_reported_while_metrics_stay_fast(start_agent: StartAge
         assert value(text, "railscope_sample_age_seconds") < 15.5
         assert value(text, "railscope_agent_source_runs_total", source="counters") > runs_before
         assert value(text, "railscope_rail_up", device="net_rail0") == 1.0
+        # A capture meanwhile skips the stuck tool instead of starting a second stuck copy of it.
+        from agent.service.client import fetch_image
+
+        fetch_image(agent.url, str(tmp_path / "image"), reason="test", timeout_s=60)
+        manifest = json.loads((tmp_path / "image" / "manifest.json").read_text())
+        skipped = [it for it in manifest["items"] if (it.get("argv") or [""])[0] == "devlink"]
+        assert skipped and all(it.get("skipped") or it.get("rc") is None for it in skipped), skipped
         assert len(pids.read_text().split()) == 1  # never started twice while stuck
         hung_logs = [x for x in agent.logs() if x.get("msg") == "source hung"]
         assert hung_logs and hung_logs[0]["source"] == "devlink"
