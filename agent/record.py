@@ -58,6 +58,25 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _inside(parent: str, target: str) -> str:
+    """A symlink target that stays inside the image's ``fs/``, for a link in node dir ``parent``.
+
+    An absolute target would point out of ``fs/``, and so would a relative one with more ``..``
+    than ``parent`` is deep (the host root clamps it, a tar extractor would not: PEP 706's "data"
+    filter refuses such an archive whole). Both become the relative path to where the host root
+    resolves them; sysfs links, always ``../../devices/...``, stay as they are.
+    """
+    if not target.startswith("/"):
+        ups = 0
+        for part in posixpath.normpath(target).split("/"):
+            if part != "..":
+                break
+            ups += 1
+        if ups <= len([p for p in parent.split("/") if p]):
+            return target
+    return posixpath.relpath(posixpath.normpath(posixpath.join(parent, target)), parent)
+
+
 class RecordingHost:
     """A ``Host`` that forwards every call to ``inner`` and writes what it answered under ``out_dir``."""
 
@@ -88,9 +107,7 @@ class RecordingHost:
 
     def _put_symlink(self, node_path: str, target: str) -> None:
         parent = posixpath.dirname(node_path)
-        if target.startswith("/"):
-            # Inside the image an absolute target would point out of fs/: store it relative.
-            target = posixpath.relpath(target, parent)
+        target = _inside(parent, target)
         dst = self._image(node_path)
         if os.path.lexists(dst):
             return

@@ -14,7 +14,7 @@ import pytest
 
 from agent.host.recorded import open_image
 from agent.model import Snapshot
-from agent.record import RecordError, record_image
+from agent.record import RecordError, RecordingHost, record_image
 from agent.snapshot import take_snapshot
 
 from .conftest import RailNetns
@@ -138,8 +138,6 @@ def test_ethtool_text_replays_what_the_ioctls_gave() -> None:
 
 
 def test_a_file_that_cannot_be_written_is_listed_not_fatal(example_image: Path, tmp_path: Path) -> None:
-    from agent.record import RecordingHost
-
     out = tmp_path / "img"
     (out / "fs").mkdir(parents=True)
     (out / "fs" / "proc").write_text("in the way")  # fs/proc/... cannot become a directory
@@ -152,3 +150,32 @@ def test_a_file_that_cannot_be_written_is_listed_not_fatal(example_image: Path, 
     lost = items["fs/proc/sys/kernel/osrelease"]
     assert lost["skipped"] and lost["reason"].startswith("not recorded:")
     assert items["netlink/links.json"]["bytes"] > 0  # the rest of the image was written
+
+
+def test_links_that_leave_the_root_stay_inside_the_bundle(tmp_path: Path) -> None:
+    # A host root whose links climb above it (the live host clamps them at the root, as the
+    # kernel does at /) or are absolute: the image must still unpack from a bundle.
+    import tarfile
+
+    from agent.host.live import LiveHost
+
+    root = tmp_path / "root"
+    dev = root / "devices/virtual/net/x"
+    dev.mkdir(parents=True)
+    (dev / "operstate").write_text("up\n")
+    (root / "etc").mkdir()
+    (root / "etc/real.conf").write_text("options ib_core netns_mode=0\n")
+    (root / "sys/class/net").mkdir(parents=True)
+    os.symlink("../../../../../../devices/virtual/net/x", root / "sys/class/net/x")
+    os.symlink("/etc/real.conf", root / "etc/link.conf")
+    rec = RecordingHost(LiveHost(str(root)), str(tmp_path / "img"))
+    assert rec.read_text("/sys/class/net/x/operstate") == "up\n"
+    assert rec.read_text("/etc/link.conf") == "options ib_core netns_mode=0\n"
+    rec.finish()
+    assert os.readlink(tmp_path / "img/fs/sys/class/net/x") == "../../../devices/virtual/net/x"
+    assert os.readlink(tmp_path / "img/fs/etc/link.conf") == "real.conf"
+    with tarfile.open(tmp_path / "b.tar.gz", "w:gz") as tf:
+        tf.add(tmp_path / "img", arcname="b")
+    with open_image(str(tmp_path / "b.tar.gz")) as img:
+        assert img.read_text("/sys/class/net/x/operstate") == "up\n"
+        assert img.read_text("/etc/link.conf") == "options ib_core netns_mode=0\n"
