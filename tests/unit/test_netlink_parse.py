@@ -309,3 +309,17 @@ def test_real_kernel_dump_of_this_namespace() -> None:
         pytest.skip(f"no rtnetlink here: {exc}")
     lo = next(x for x in links if x["ifname"] == "lo")
     assert lo["mtu"] == 65536 and lo["address"] == "00:00:00:00:00:00" and lo["stats64"] is None
+
+
+def test_live_host_says_not_available_when_netlink_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.host.live import LiveHost
+
+    def refuse(self: LinkReader) -> list:
+        raise NetlinkError(errno.EPERM, "RTM_GETLINK dump: Operation not permitted")
+
+    monkeypatch.setattr(LinkReader, "dump", refuse)
+    monkeypatch.setattr(LinkReader, "stats", lambda self, names: refuse(self))
+    with LiveHost() as host:
+        assert host.links() is None
+        assert host.links_error == "netlink: RTM_GETLINK dump: Operation not permitted"
+        assert host.link_stats(["net_rail0"]) == {}
