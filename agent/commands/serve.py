@@ -185,7 +185,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
 
 
 async def serve(settings: AgentSettings) -> int:
-    """Serve until SIGTERM / SIGINT; 1 when the address cannot be bound."""
+    """Serve until SIGTERM / SIGINT; 1 when the address cannot be bound, 3 for a bad setting."""
     import logging
 
     from aiohttp import web
@@ -194,7 +194,12 @@ async def serve(settings: AgentSettings) -> int:
     from ..service.runtime import Agent
 
     log = logging.getLogger("railscope.agent")
-    app = make_app(Agent(settings))
+    try:
+        agent = Agent(settings)
+    except ValueError as exc:  # a --kernel-table file that does not parse, a bad threshold
+        print(f"railscope agent: {exc}", file=sys.stderr)
+        return 3
+    app = make_app(agent)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.listen, settings.port, reuse_address=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agent.cli import build_parser, main
@@ -91,3 +93,14 @@ def test_help_documents_every_flag_with_its_default(capsys: pytest.CaptureFixtur
     for flag in ("--listen", "--port", "--links-interval", "--recorder-window", "--flap-count", "--rails"):
         assert flag in out
     assert out.count("Default:") >= 20
+
+
+def test_an_address_not_on_this_node_exits_1_and_a_bad_kernel_table_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never configured here.
+    assert main(["agent", "--listen", "192.0.2.55", "--port", "19843"]) == 1
+    assert "cannot listen on 192.0.2.55" in capsys.readouterr().err
+    bad = tmp_path / "table.json"
+    bad.write_text("{not json")
+    assert main(["agent", "--listen", "127.0.0.1", "--port", "19843", "--kernel-table", str(bad)]) == 3
+    err = capsys.readouterr().err
+    assert "table.json" in err and "Traceback" not in err
