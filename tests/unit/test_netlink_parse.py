@@ -263,6 +263,9 @@ class ScriptedSocket:
         chunk = self.pending.pop(0)
         if isinstance(chunk, OSError):
             raise chunk
+        if len(chunk) > n:
+            buf[:n] = chunk[:n]  # MSG_TRUNC: the kernel cuts the datagram and says how long it was
+            return len(chunk)
         buf[: len(chunk)] = chunk
         return len(chunk)
 
@@ -323,3 +326,11 @@ def test_live_host_says_not_available_when_netlink_refuses(monkeypatch: pytest.M
         assert host.links() is None
         assert host.links_error == "netlink: RTM_GETLINK dump: Operation not permitted"
         assert host.link_stats(["net_rail0"]) == {}
+
+
+def test_an_answer_larger_than_the_buffer_grows_it_and_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    big = [PF * 40 + done()]
+    reader = reader_with(monkeypatch, [big, big])
+    reader._buf = bytearray(1024)
+    assert [x["ifname"] for x in reader.dump()] == ["net_rail0"]
+    assert reader.sock.sent == 2 and len(reader._buf) >= len(big[0])
