@@ -1,0 +1,69 @@
+{{/* The chart name, or nameOverride. */}}
+{{- define "railscope.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The full resource name: <release>-railscope, or fullnameOverride. */}}
+{{- define "railscope.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "railscope.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "railscope.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end -}}
+
+{{- define "railscope.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "railscope.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "railscope.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "railscope.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A value as the agent's flag parser reads it. Helm holds every YAML number as a float64 and prints
+1000000 as 1e+06, which the agent's integer flags refuse: whole numbers are printed as integers.
+*/}}
+{{- define "railscope.flagValue" -}}
+{{- if and (kindIs "float64" .) (eq . (float64 (int64 .))) -}}
+{{- int64 . -}}
+{{- else -}}
+{{- toString . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Whether an optional prometheus-operator object is rendered: list (enabled, "group/version/Kind", $).
+enabled is true, false or "auto" (only when the cluster serves that API). Prints "true" or nothing.
+*/}}
+{{- define "railscope.wanted" -}}
+{{- $enabled := toString (index . 0) -}}
+{{- $api := index . 1 -}}
+{{- $root := index . 2 -}}
+{{- if or (eq $enabled "true") (and (eq $enabled "auto") ($root.Capabilities.APIVersions.Has $api)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The path of the extra kernel table inside the container (--kernel-table). */}}
+{{- define "railscope.kernelTablePath" -}}
+/etc/railscope/kernel-table.json
+{{- end -}}

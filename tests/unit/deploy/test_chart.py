@@ -1,0 +1,577 @@
+"""The node agent's Helm chart (``deploy/helm/railscope``), rendered by the real Helm engine.
+
+helm-python-sdk binds Helm's own Go SDK (no helm binary); kubernetes-validate carries the Kubernetes
+OpenAPI schemas, so every rendered object is checked offline, strictly (an unknown field fails).
+The prometheus-operator objects have no schema there: they are checked against the fields of the
+operator's CRDs that the chart uses. The environment and arguments the DaemonSet gives the agent are
+fed to the agent's real flag parser, so a value that the agent would refuse fails here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    import helm_python as helm
+    import kubernetes_validate
+    import yaml
+except (ImportError, OSError) as exc:  # OSError: the bundled libhelm_c.so does not load here
+    pytest.skip(f"chart tests need helm-python-sdk, kubernetes-validate and PyYAML: {exc}",
+                allow_module_level=True)
+
+import jsonschema
+
+from agent.cli import build_parser
+from agent.commands.serve import settings_from_args
+from agent.diagnose import load_kernel_table
+from agent.readers.ovs import DB_SOCKETS
+from agent.readers.udev import NET_RULES, RDMA_RULES
+from agent.service.settings import DEFAULT_PORT, RESERVED_PORTS
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "deploy" / "helm" / "railscope"
+RULES_SOURCE = ROOT / "deploy" / "prometheus" / "railscope-rules.yaml"
+RULES_COPY = CHART / "files" / "railscope-rules.yaml"
+RELEASE = "rs"
+NAMESPACE = "railscope"
+#: The oldest Kubernetes release still supported upstream when the chart was written, and the newest
+#: kubernetes-validate knows.
+K8S_VERSIONS = ("1.32.0", kubernetes_validate.utils.latest_version())
+#: Flags the chart fixes instead of exposing as values (see the head of values.yaml).
+FIXED_FLAGS = {"--listen", "--listen-any", "--host-root", "--node"}
+
+#: Every agent value set, so that each one is rendered, validated and parsed by the agent.
+FULL_AGENT = {
+    "port": 9850,
+    "cluster": "gpu-east-1",
+    "logLevel": "debug",
+    "linksInterval": "20s",
+    "devlinkInterval": "2m",
+    "rdmaInterval": 90,
+    "configInterval": "5m",
+    "countersInterval": 2,
+    "sourceDeadline": "30s",
+    "commandTimeout": "7s",
+    "devlinkParam": ["esw_multiport"],
+    "representorInclude": "^pf0vf[0-3]$",
+    "recorderWindow": "10m",
+    "eventHistory": 2000000,
+    "eventQueue": 512,
+    "flapCount": 4,
+    "flapWindow": "3m",
+    "configFlapChanges": 3,
+    "configFlapWindow": "20m",
+    "representorGrace": "2m",
+    "stormRatio": 0.25,
+    "stormWindow": "90s",
+    "reloadGrace": "45s",
+    "losslessPrio": 5,
+    "expectEswitchMode": "switchdev",
+    "expectEswMultiport": False,
+    "expectRdmaNetns": "exclusive",
+    "rails": 8,
+    "netTemplate": ["net_rail%rail_id%", "net_rail%rail_id%_plane%plane_id%"],
+    "rdmaTemplate": ["rdma_rail%rail_id%"],
+    "eventWindow": "30m",
+    "kernelTable": [{"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020",
+                     "source": "site validation 2026-11"}],
+}
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "everything": {
+        "agent": FULL_AGENT,
+        "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"},
+                           "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_ip"], "targetLabel": "ip"}],
+                           "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "railscope_agent_.*",
+                                                  "action": "drop"}]},
+        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "priorityClassName": "system-node-critical",
+        "podAnnotations": {"example.com/owner": "network"},
+        "podLabels": {"team": "network"},
+        "imagePullSecrets": [{"name": "regcred"}],
+        # Helm merges maps: the default label is removed with null.
+        "nodeSelector": {"feature.node.kubernetes.io/pci-15b3.present": None, "nvidia.com/gpu.present": "true"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+        "serviceAccount": {"annotations": {"example.com/purpose": "railscope"}},
+    },
+    "monitoring-only": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+    "no-ovs-no-service-account": {"ovs": {"enabled": False}, "serviceAccount": {"create": False},
+                                  "fullnameOverride": "railscope-agent"},
+}
+
+# The prometheus-operator (monitoring.coreos.com/v1) fields the chart emits, with the types and
+# patterns of the operator's CRDs; unknown fields fail so that a misspelt key does not pass.
+_DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+_LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_RELABEL = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "action": {"enum": ["replace", "Replace", "keep", "Keep", "drop", "Drop", "hashmod", "HashMod", "labelmap",
+                            "LabelMap", "labeldrop", "LabelDrop", "labelkeep", "LabelKeep", "lowercase",
+                            "Lowercase", "uppercase", "Uppercase", "keepequal", "KeepEqual", "dropequal",
+                            "DropEqual"]},
+        "sourceLabels": {"type": "array", "items": {"type": "string", "pattern": _LABEL_NAME}},
+        "targetLabel": {"type": "string"}, "regex": {"type": "string"}, "replacement": {"type": "string"},
+        "separator": {"type": "string"}, "modulus": {"type": "integer"},
+    },
+}
+_METADATA = {"type": "object", "required": ["name", "namespace"],
+             "properties": {"name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
+                            "namespace": {"type": "string"}, "labels": _STRING_MAP}}
+CRD_SCHEMAS: dict[str, dict[str, Any]] = {
+    "ServiceMonitor": {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "ServiceMonitor"},
+            "metadata": _METADATA,
+            "spec": {
+                "type": "object", "additionalProperties": False, "required": ["selector", "endpoints"],
+                "properties": {
+                    "jobLabel": {"type": "string"},
+                    "selector": {"type": "object", "additionalProperties": False,
+                                 "properties": {"matchLabels": _STRING_MAP, "matchExpressions": {"type": "array"}}},
+                    "namespaceSelector": {"type": "object", "additionalProperties": False,
+                                          "properties": {"any": {"type": "boolean"},
+                                                         "matchNames": {"type": "array",
+                                                                        "items": {"type": "string"}}}},
+                    "endpoints": {"type": "array", "minItems": 1, "items": {
+                        "type": "object", "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": "string"}, "path": {"type": "string"},
+                            "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
+                            "interval": {"type": "string", "pattern": _DURATION},
+                            "scrapeTimeout": {"type": "string", "pattern": _DURATION},
+                            "relabelings": {"type": "array", "items": _RELABEL},
+                            "metricRelabelings": {"type": "array", "items": _RELABEL},
+                        }}},
+                }},
+        }},
+    "PrometheusRule": {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "PrometheusRule"},
+            "metadata": _METADATA,
+            "spec": {"type": "object", "additionalProperties": False, "properties": {"groups": {
+                "type": "array", "minItems": 1, "items": {
+                    "type": "object", "additionalProperties": False, "required": ["name", "rules"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "interval": {"type": "string", "pattern": _DURATION},
+                        "rules": {"type": "array", "minItems": 1, "items": {
+                            "type": "object", "additionalProperties": False, "required": ["expr"],
+                            "oneOf": [{"required": ["record"]}, {"required": ["alert"]}],
+                            "properties": {
+                                "record": {"type": "string", "pattern": r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"},
+                                "alert": {"type": "string", "minLength": 1},
+                                "expr": {"type": ["string", "integer"]},
+                                "for": {"type": "string", "pattern": _DURATION},
+                                "labels": _STRING_MAP, "annotations": _STRING_MAP,
+                            }}},
+                    }}}}},
+        }},
+}
+
+Docs = list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def chart() -> Any:
+    try:
+        loaded = helm.Chart.load(CHART)
+    except helm.HelmLibraryError as exc:
+        pytest.skip(f"helm-python-sdk cannot load its Helm library here: {exc}")
+    yield loaded
+    loaded.close()
+
+
+def render(chart: Any, values: dict[str, Any] | None = None) -> Docs:
+    """The chart's objects for ``values``, in template order (NOTES.txt left out)."""
+    out = chart.render(copy.deepcopy(values) if values else None, name=RELEASE, namespace=NAMESPACE)
+    docs: Docs = []
+    for path in sorted(out):
+        if path.endswith("NOTES.txt"):
+            continue
+        docs.extend(d for d in yaml.safe_load_all(out[path]) if d)
+    return docs
+
+
+def only(docs: Docs, kind: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def kinds(docs: Docs) -> list[str]:
+    return sorted(d["kind"] for d in docs)
+
+
+def pod_spec(docs: Docs) -> dict[str, Any]:
+    return only(docs, "DaemonSet")["spec"]["template"]["spec"]
+
+
+def container(docs: Docs) -> dict[str, Any]:
+    (c,) = pod_spec(docs)["containers"]
+    return c
+
+
+def env_of(docs: Docs) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container(docs)["env"]}
+
+
+def agent_parser() -> argparse.ArgumentParser:
+    parser = build_parser(only="agent")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["agent"]
+
+
+def agent_flags() -> set[str]:
+    return {opt for a in agent_parser()._actions for opt in a.option_strings if opt.startswith("--")} - {"--help"}
+
+
+def kebab(key: str) -> str:
+    return "--" + re.sub(r"(?<!^)(?=[A-Z])", "-", key).lower()
+
+
+def agent_settings(docs: Docs, monkeypatch: pytest.MonkeyPatch, host_root: Path) -> Any:
+    """What the agent would run with: the container's environment and arguments through its parser.
+
+    The downward API fields get a node's answers; /host (a mount in the pod) becomes ``host_root``.
+    """
+    downward = {"status.hostIP": "127.0.0.1", "spec.nodeName": "gpu-node-7"}
+    for name in list(os.environ):
+        if name.startswith("RAILSCOPE_"):
+            monkeypatch.delenv(name)
+    for name, e in env_of(docs).items():
+        value = downward[e["valueFrom"]["fieldRef"]["fieldPath"]] if "valueFrom" in e else e["value"]
+        if name == "RAILSCOPE_HOST_ROOT":
+            assert value == "/host"
+            value = str(host_root)
+        monkeypatch.setenv(name, value)
+    # The flags read RAILSCOPE_* when the parser is built.
+    parser = build_parser(only="agent")
+    args = container(docs)["args"]
+    assert args[0] == "agent"
+    return settings_from_args(parser.parse_args(args))
+
+
+def check_crd_object(doc: dict[str, Any]) -> None:
+    jsonschema.Draft202012Validator(CRD_SCHEMAS[doc["kind"]]).validate(doc)
+
+
+# --- rendering and schema validation -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_every_object_validates_against_kubernetes_schemas(chart: Any, name: str) -> None:
+    docs = render(chart, VALUE_SETS[name])
+    assert docs
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            check_crd_object(doc)
+            continue
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+        assert doc["metadata"]["namespace"] == NAMESPACE
+
+
+def test_kubernetes_validation_catches_a_bad_object(chart: Any) -> None:
+    # Guards the guard: a misspelt field in the DaemonSet must fail the strict validation above.
+    ds = only(render(chart), "DaemonSet")
+    ds["spec"]["template"]["spec"]["hostNetwrok"] = True
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(ds, K8S_VERSIONS[-1], strict=True)
+
+
+def test_defaults_render_the_agent_without_prometheus_operator_objects(chart: Any) -> None:
+    # serviceMonitor.enabled is "auto": an offline render knows no monitoring.coreos.com API.
+    assert kinds(render(chart)) == ["DaemonSet", "Service", "ServiceAccount"]
+    assert kinds(render(chart, VALUE_SETS["monitoring-only"])) == [
+        "DaemonSet", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"]
+    assert kinds(render(chart, {"serviceMonitor": {"enabled": False}, "service": {"enabled": False}})) == [
+        "DaemonSet", "ServiceAccount"]
+
+
+def test_helm_lint_passes_strict(chart: Any) -> None:
+    report = helm.lint(CHART, strict=True, namespace=NAMESPACE)
+    errors = [m for m in report["messages"] if m["severity"] >= 2]
+    assert not report["errors"] and not errors, report
+
+
+@pytest.mark.parametrize("values, where", [
+    ({"agent": {"linksIntervall": "10s"}}, "linksIntervall"),
+    ({"agent": {"port": 9100}}, "/agent/port"),
+    ({"agent": {"losslessPrio": 8}}, "/agent/losslessPrio"),
+    ({"agent": {"expectEswitchMode": "switchdev2"}}, "/agent/expectEswitchMode"),
+    ({"agent": {"flapWindow": "5 minutes"}}, "/agent/flapWindow"),
+    ({"serviceMonitor": {"enabled": "yes"}}, "/serviceMonitor/enabled"),
+    ({"agent": {"kernelTable": [{"driver": "26.01"}]}}, "/agent/kernelTable/0"),
+])
+def test_values_the_agent_would_refuse_fail_at_install(chart: Any, values: dict[str, Any], where: str) -> None:
+    with pytest.raises(helm.HelmValuesError, match=re.escape(where)):
+        render(chart, values)
+
+
+def test_service_monitor_without_its_service_fails_with_a_reason(chart: Any) -> None:
+    with pytest.raises(helm.HelmRenderError, match=r"service\.enabled"):
+        render(chart, {"serviceMonitor": {"enabled": True}, "service": {"enabled": False}})
+
+
+# --- network: host network, node IP, never every address -----------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_agent_listens_on_the_node_ip_in_the_host_network(chart: Any, name: str) -> None:
+    values = VALUE_SETS[name]
+    docs = render(chart, values)
+    spec = pod_spec(docs)
+    assert spec["hostNetwork"] is True
+    assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    env = env_of(docs)
+    assert env["RAILSCOPE_LISTEN"] == {"name": "RAILSCOPE_LISTEN",
+                                       "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}
+    assert env["RAILSCOPE_NODE"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert "RAILSCOPE_LISTEN_ANY" not in env
+    c = container(docs)
+    assert not any(a.startswith(("--listen", "--node")) for a in c["args"])
+    port = values.get("agent", {}).get("port", DEFAULT_PORT)
+    assert c["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
+    text = json.dumps(docs)
+    assert "0.0.0.0" not in text and '"::"' not in text
+
+
+def test_default_port_is_the_agents_and_clear_of_other_exporters(chart: Any) -> None:
+    assert chart.values["agent"]["port"] == DEFAULT_PORT
+    assert DEFAULT_PORT not in RESERVED_PORTS
+
+
+def test_agent_settings_from_the_default_pod(chart: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    s = agent_settings(render(chart), monkeypatch, tmp_path)
+    assert s.listen == "127.0.0.1"
+    assert s.node == "gpu-node-7"
+    assert s.port == DEFAULT_PORT
+    assert s.host_root == str(tmp_path)
+
+
+# --- host access: read-only mounts, least capabilities ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_host_mounts_are_read_only_and_cover_what_the_readers_read(chart: Any, name: str) -> None:
+    values = VALUE_SETS[name]
+    docs = render(chart, values)
+    spec = pod_spec(docs)
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    mounts = container(docs)["volumeMounts"]
+    host_mounts = [m for m in mounts if m["name"] in host_paths]
+    assert host_mounts
+    for m in host_mounts:
+        assert m.get("readOnly") is True, m
+    # Never the node's root or the whole of /etc: the agent needs only a few directories.
+    assert not {"/", "/etc", "/var", "/run", "/var/run"} & set(host_paths.values())
+    # What the agent sees under --host-root /host is the node's same path.
+    under_host = {m["mountPath"][len("/host"):]: host_paths[m["name"]]
+                  for m in host_mounts if m["mountPath"].startswith("/host/")}
+    assert all(inside == node for inside, node in under_host.items())
+    needed = ["/sys/class/net", "/proc/sys/kernel/osrelease", "/proc/cmdline", "/etc/modprobe.d/ib_core.conf",
+              NET_RULES, RDMA_RULES]
+    if values.get("ovs", {}).get("enabled", True):
+        needed.append(DB_SOCKETS[0])
+        # ovs-vsctl itself connects to its compiled-in socket path in the container.
+        assert any(m["mountPath"] == os.path.dirname(DB_SOCKETS[0]) and m.get("readOnly") for m in host_mounts)
+    else:
+        assert not any("openvswitch" in p for p in host_paths.values())
+    for path in needed:
+        assert any(path == d or path.startswith(d.rstrip("/") + "/") for d in under_host), path
+    assert env_of(docs)["RAILSCOPE_HOST_ROOT"]["value"] == "/host"
+
+
+def test_least_privilege_by_default(chart: Any) -> None:
+    docs = render(chart)
+    spec = pod_spec(docs)
+    sc = container(docs)["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
+    assert sc["privileged"] is False
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert spec["automountServiceAccountToken"] is False
+    assert only(docs, "ServiceAccount")["automountServiceAccountToken"] is False
+    assert "SYS_ADMIN" not in json.dumps(docs)
+    assert not spec.get("hostPID") and not spec.get("hostIPC")
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    # The root filesystem is read-only: the one writable place is a bounded scratch directory.
+    scratch = [v for v in spec["volumes"] if "emptyDir" in v]
+    assert [v["emptyDir"]["sizeLimit"] for v in scratch] == ["256Mi"]
+
+
+def test_extra_capabilities_are_added_only_when_asked(chart: Any) -> None:
+    sc = container(render(chart, {"extraCapabilities": ["SYS_ADMIN"]}))["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN"]}
+
+
+def test_resources_scheduling_and_rollout(chart: Any) -> None:
+    docs = render(chart)
+    c = container(docs)
+    assert set(c["resources"]) == {"requests", "limits"}
+    assert c["resources"]["limits"]["memory"] == "192Mi"
+    spec = pod_spec(docs)
+    assert spec["nodeSelector"] == {"feature.node.kubernetes.io/pci-15b3.present": "true"}
+    assert spec["tolerations"] == [{"operator": "Exists"}]
+    assert "priorityClassName" not in spec
+    assert only(docs, "DaemonSet")["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
+    custom = pod_spec(render(chart, VALUE_SETS["everything"]))
+    assert custom["priorityClassName"] == "system-node-critical"
+    assert custom["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert custom["tolerations"] == VALUE_SETS["everything"]["tolerations"]
+    assert custom["affinity"] == VALUE_SETS["everything"]["affinity"]
+    assert custom["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_probes_use_the_agents_health_endpoints(chart: Any) -> None:
+    c = container(render(chart))
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+# --- values map one to one onto the agent's flags ------------------------------------------------
+
+
+def test_agent_values_are_exactly_the_agents_flags(chart: Any) -> None:
+    values = {kebab(k) for k in chart.values["agent"]}
+    flags = agent_flags()
+    assert values == flags - FIXED_FLAGS
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert {kebab(k) for k in schema["properties"]["agent"]["properties"]} == values
+    assert set(FULL_AGENT) == set(chart.values["agent"])
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_every_variable_and_argument_is_an_agent_flag(chart: Any, name: str) -> None:
+    docs = render(chart, VALUE_SETS[name])
+    flags = agent_flags()
+    for var in env_of(docs):
+        assert var.startswith("RAILSCOPE_"), var
+        assert "--" + var[len("RAILSCOPE_"):].lower().replace("_", "-") in flags, var
+    for arg in container(docs)["args"][1:]:
+        assert not arg.startswith("-") or arg in flags, arg
+
+
+def test_null_values_leave_the_agents_defaults(chart: Any) -> None:
+    assert set(env_of(render(chart))) == {"RAILSCOPE_LISTEN", "RAILSCOPE_NODE", "RAILSCOPE_HOST_ROOT",
+                                          "RAILSCOPE_PORT"}
+    assert container(render(chart))["args"] == ["agent"]
+
+
+def test_every_value_reaches_the_agent(chart: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    docs = render(chart, VALUE_SETS["everything"])
+    env = env_of(docs)
+    # Helm holds numbers as floats; the agent's integer flags must not see 2e+06.
+    assert env["RAILSCOPE_EVENT_HISTORY"]["value"] == "2000000"
+    assert env["RAILSCOPE_EXPECT_ESW_MULTIPORT"]["value"] == "false"
+    s = agent_settings(docs, monkeypatch, tmp_path)
+    assert (s.port, s.cluster, s.node, s.listen) == (9850, "gpu-east-1", "gpu-node-7", "127.0.0.1")
+    assert (s.links_interval_s, s.devlink_interval_s, s.rdma_interval_s, s.config_interval_s) == (20, 120, 90, 300)
+    assert (s.counters_interval_s, s.source_deadline_s, s.command_timeout_s) == (2, 30, 7)
+    assert s.read.devlink_params == ("esw_multiport",)
+    assert s.read.command_timeout_s == 7
+    assert s.representor_include == "^pf0vf[0-3]$"
+    assert (s.recorder_window_s, s.event_history, s.event_queue) == (600, 2000000, 512)
+    assert dict(s.thresholds) == {"flap_count": 4, "flap_window_s": 180, "config_flap_changes": 3,
+                                  "config_flap_window_s": 1200, "representor_grace_s": 120, "storm_ratio": 0.25,
+                                  "storm_window_s": 90, "reload_grace_s": 45}
+    e = s.expectations
+    assert (e.lossless_prio, e.eswitch_mode, e.esw_multiport, e.rdma_netns, e.rails) == (
+        5, "switchdev", False, "exclusive", 8)
+    assert e.net_templates == ("net_rail%rail_id%", "net_rail%rail_id%_plane%plane_id%")
+    assert e.rdma_templates == ("rdma_rail%rail_id%",)
+    assert e.event_window_s == 1800
+    assert e.kernel_table_file == "/etc/railscope/kernel-table.json"
+    assert s.read.net_templates == e.net_templates
+
+
+def test_log_level_reaches_the_agent(chart: Any) -> None:
+    env = env_of(render(chart, {"agent": {"logLevel": "warning"}}))
+    assert env["RAILSCOPE_LOG_LEVEL"]["value"] == "warning"
+    assert agent_parser().get_default("log_level") in ("info", None)
+
+
+def test_kernel_table_rows_become_the_file_the_agent_loads(chart: Any, tmp_path: Path) -> None:
+    docs = render(chart, {"agent": {"kernelTable": FULL_AGENT["kernelTable"]}})
+    cm = only(docs, "ConfigMap")
+    path = env_of(docs)["RAILSCOPE_KERNEL_TABLE"]["value"]
+    (volume,) = [v for v in pod_spec(docs)["volumes"] if "configMap" in v]
+    assert volume["configMap"]["name"] == cm["metadata"]["name"]
+    (mount,) = [m for m in container(docs)["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True
+    assert os.path.join(mount["mountPath"], os.path.basename(path)) == path
+    table = tmp_path / os.path.basename(path)
+    table.write_text(cm["data"][os.path.basename(path)])
+    rows = load_kernel_table(str(table))
+    extra = [r for r in rows if r.flavour == "nvidia" and r.max_abi == "6.8.0-1020"]
+    assert len(extra) == 1 and len(rows) == len(load_kernel_table()) + 1
+    # A changed table restarts the pods: the agent reads the file once.
+    annotations = only(docs, "DaemonSet")["spec"]["template"]["metadata"]["annotations"]
+    changed = {"agent": {"kernelTable": [dict(FULL_AGENT["kernelTable"][0], max_abi="6.8.0-1030")]}}
+    again = only(render(chart, changed), "DaemonSet")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["checksum/kernel-table"] != again["checksum/kernel-table"]
+
+
+# --- Prometheus: ServiceMonitor and rules ----------------------------------------------------------
+
+
+def test_service_monitor_scrapes_the_agents_and_sets_node(chart: Any) -> None:
+    docs = render(chart, VALUE_SETS["everything"])
+    sm = only(docs, "ServiceMonitor")
+    svc = only(docs, "Service")
+    ds = only(docs, "DaemonSet")
+    assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # The monitor selects the Service, the Service selects the agent pods, on the agent's port.
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert svc["spec"]["selector"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert svc["spec"]["clusterIP"] == "None"
+    (svc_port,) = svc["spec"]["ports"]
+    assert svc_port["port"] == FULL_AGENT["port"] and svc_port["targetPort"] == "metrics"
+    (endpoint,) = sm["spec"]["endpoints"]
+    assert endpoint["port"] == svc_port["name"]
+    assert endpoint["path"] == "/metrics"
+    relabel = endpoint["relabelings"]
+    assert relabel[0] == {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node",
+                          "action": "replace"}
+    assert relabel[1:] == VALUE_SETS["everything"]["serviceMonitor"]["relabelings"]
+    assert endpoint["metricRelabelings"] == VALUE_SETS["everything"]["serviceMonitor"]["metricRelabelings"]
+
+
+def test_rules_copy_equals_the_source() -> None:
+    assert RULES_COPY.read_bytes() == RULES_SOURCE.read_bytes(), (
+        f"copy {RULES_SOURCE.relative_to(ROOT)} to {RULES_COPY.relative_to(ROOT)}")
+
+
+def test_prometheus_rule_carries_the_rules_groups(chart: Any) -> None:
+    source = yaml.safe_load(RULES_SOURCE.read_text())
+    rule = only(render(chart, VALUE_SETS["monitoring-only"]), "PrometheusRule")
+    assert rule["spec"]["groups"] == source["groups"]
+    # Alert templates reach Prometheus as written, not expanded by Helm.
+    assert "{{ $labels.node }}" in json.dumps(rule)
+
+
+def test_prometheus_rule_follows_the_lossless_priority(chart: Any) -> None:
+    text = RULES_SOURCE.read_text()
+    assert 'prio="3"' in text
+    rule = only(render(chart, VALUE_SETS["everything"]), "PrometheusRule")
+    assert rule["spec"]["groups"] == yaml.safe_load(text.replace('prio="3"', 'prio="5"'))["groups"]
+    assert 'prio=\\"3\\"' not in json.dumps(rule)
+    zero = only(render(chart, {"prometheusRule": {"enabled": True}, "agent": {"losslessPrio": 0}}),
+                "PrometheusRule")
+    assert 'prio=\\"0\\"' in json.dumps(zero)
