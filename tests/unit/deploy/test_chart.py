@@ -14,6 +14,12 @@ import copy
 import json
 import os
 import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -362,6 +368,61 @@ def test_agent_settings_from_the_default_pod(chart: Any, monkeypatch: pytest.Mon
     assert s.node == "gpu-node-7"
     assert s.port == DEFAULT_PORT
     assert s.host_root == str(tmp_path)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert port not in RESERVED_PORTS
+    return port
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def test_the_pod_command_answers_its_probes_and_stops_on_sigterm(chart: Any, tmp_path: Path) -> None:
+    # The container's own arguments and environment, this machine standing in for the node.
+    docs = render(chart, {"agent": {"port": _free_port(), "expectEswitchMode": "switchdev"}})
+    c = container(docs)
+    downward = {"status.hostIP": "127.0.0.1", "spec.nodeName": "gpu-node-7"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAILSCOPE_")}
+    for name, e in env_of(docs).items():
+        if "valueFrom" in e:
+            env[name] = downward[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        else:
+            env[name] = "/" if name == "RAILSCOPE_HOST_ROOT" else e["value"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    probes = {kind: c[kind]["httpGet"] for kind in ("livenessProbe", "readinessProbe")}
+    log = tmp_path / "agent.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", *c["args"]], env=env,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        status: dict[str, int] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            status = {kind: _get(f"http://127.0.0.1:{ports[g['port']]}{g['path']}") for kind, g in probes.items()}
+            if all(code == 200 for code in status.values()):
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, log.read_text()
+        assert status == {"livenessProbe": 200, "readinessProbe": 200}, log.read_text()
+    finally:
+        proc.terminate()
+        try:
+            rc = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert rc == 0, log.read_text()
 
 
 # --- host access: read-only mounts, least capabilities ---------------------------------------------
