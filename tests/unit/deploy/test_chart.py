@@ -309,6 +309,32 @@ def test_defaults_render_the_agent_without_prometheus_operator_objects(chart: An
         "DaemonSet", "ServiceAccount"]
 
 
+def render_on_cluster_serving(chart: Any, values: dict[str, Any], api_versions: list[str]) -> Docs:
+    """Render as on a cluster that serves ``api_versions`` (``helm template --api-versions``).
+
+    The SDK's Python wrapper does not expose this render option; its C call takes it.
+    """
+    from helm_python import _native
+
+    opts = {"name": RELEASE, "namespace": NAMESPACE, "api_versions": api_versions}
+    try:
+        out = json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(opts)))
+    except helm.HelmInvalidArgError as exc:
+        pytest.skip(f"this helm-python-sdk renders no api_versions: {exc}")
+    return [d for path in sorted(out) if not path.endswith("NOTES.txt") for d in yaml.safe_load_all(out[path]) if d]
+
+
+def test_auto_follows_the_apis_the_cluster_serves(chart: Any) -> None:
+    auto = {"serviceMonitor": {"enabled": "auto"}, "prometheusRule": {"enabled": "auto"}}
+    both = ["monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"]
+    assert kinds(render_on_cluster_serving(chart, auto, both)) == [
+        "DaemonSet", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"]
+    assert kinds(render_on_cluster_serving(chart, auto, both[:1])) == [
+        "DaemonSet", "Service", "ServiceAccount", "ServiceMonitor"]
+    off = {"serviceMonitor": {"enabled": False}, "prometheusRule": {"enabled": False}}
+    assert kinds(render_on_cluster_serving(chart, off, both)) == ["DaemonSet", "Service", "ServiceAccount"]
+
+
 def test_helm_lint_passes_strict(chart: Any) -> None:
     report = helm.lint(CHART, strict=True, namespace=NAMESPACE)
     errors = [m for m in report["messages"] if m["severity"] >= 2]
