@@ -1,0 +1,632 @@
+"""The kernel lab scenarios: run INSIDE the lab guest by ``scripts/klab/guest.sh``, never on the host.
+
+The guest is a real Debian 6.1 kernel with netdevsim (devlink, SR-IOV VFs, switchdev VF
+representors), rdma_rxe (RDMA links) and nlmon (a netlink tap). Each scenario sets the node up with
+the kernel's own interfaces (sysfs, ``devlink``, ``ip``, ``rdma``), runs railscope's agent code
+against it (``LiveHost``, the readers, topology, detectors, the metrics collector, the CLI) and
+writes what both sides saw to ``<out>/results.json``. The verdicts are the host-side tests in
+``tests/klab/test_klab_*.py``; this file only records, so one broken scenario never hides the others.
+
+Run: ``PYTHONPATH=<project>:<guest-site> python3 tests/klab/guest_scenarios.py --out /out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+NSIM = "/sys/bus/netdevsim"
+NSIM_DEBUGFS = "/sys/kernel/debug/netdevsim"
+DEV = "netdevsim10"  # 2 physical ports, 4 VFs, switchdev: the NIC under test
+DEV2 = "netdevsim11"  # 1 port, legacy: a second NIC, so that the node has two rails
+HANDLE = f"netdevsim/{DEV}"
+SYSDEV = f"{NSIM}/devices/{DEV}"
+#: VFs for the busy scenario: netdevsim holds the devlink lock while it creates all representors.
+BUSY_VFS = 512
+CHURN_CYCLES = 5
+#: Memory is traced from this cycle on (the first ones warm caches: regexes, imports, sockets).
+CHURN_TRACE_FROM = 1
+PROJECT = Path(__file__).resolve().parent.parent.parent
+
+
+# ------------------------------------------------------------------------------------------------
+# small helpers (test-side setup may change the lab: it is a throwaway kernel)
+
+
+def sh(*argv: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    if check and res.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {res.returncode}: {res.stderr.strip()}")
+    return res
+
+
+def sh_json(*argv: str) -> Any:
+    return json.loads(sh(*argv).stdout)
+
+
+def write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def read(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def plain(obj: Any) -> Any:
+    """Records -> JSON-able values (dataclasses, tuples, frozensets, bytes)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted(plain(v) for v in obj)
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "replace")
+    return obj
+
+
+def netdevs_of(dev: str) -> dict[str, str]:
+    """phys_port_name -> netdev name, for the netdevs whose parent device is ``dev``."""
+    out = {}
+    for name in sorted(os.listdir("/sys/class/net")):
+        if os.path.basename(os.path.realpath(f"/sys/class/net/{name}/device")) != dev:
+            continue
+        ppn = read(f"/sys/class/net/{name}/phys_port_name")
+        if ppn:
+            out[ppn] = name
+    return out
+
+
+def representors_now() -> dict[int, str]:
+    """VF index -> representor netdev of DEV, straight from sysfs."""
+    out = {}
+    for ppn, name in netdevs_of(DEV).items():
+        m = re.fullmatch(r"pf0vf([0-9]+)", ppn)
+        if m:
+            out[int(m.group(1))] = name
+    return out
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def set_numvfs(n: int) -> None:
+    # netdevsim refuses N -> M with both non-zero (EBUSY), like mlx5: go through 0.
+    cur = int(read(f"{SYSDEV}/sriov_numvfs") or 0)
+    if cur == n:
+        return
+    if cur and n:
+        write(f"{SYSDEV}/sriov_numvfs", "0")
+    write(f"{SYSDEV}/sriov_numvfs", str(n))
+
+
+def set_eswitch(mode: str) -> None:
+    sh("devlink", "dev", "eswitch", "set", HANDLE, "mode", mode)
+
+
+def eswitch_now() -> str | None:
+    return sh_json("devlink", "-j", "dev", "eswitch", "show", HANDLE)["dev"][HANDLE].get("mode")
+
+
+# ------------------------------------------------------------------------------------------------
+# scenarios
+
+
+def scenario_setup() -> dict[str, Any]:
+    """Two netdevsim NICs: netdevsim10 (2 ports, 4 VFs, switchdev) and netdevsim11 (1 port).
+
+    Port p1 of each becomes a rail (``net_rail0`` / ``net_rail1``) with a soft-RoCE device renamed
+    to ``rdma_rail0`` / ``rdma_rail1``, as the NIC operator's udev rules would name them.
+    """
+    write(f"{NSIM}/new_device", "10 2")
+    write(f"{NSIM}/new_device", "11 1")
+    wait_for(lambda: len(netdevs_of(DEV)) == 2 and len(netdevs_of(DEV2)) == 1, what="netdevsim ports")
+    # max_vfs can only change while no VF exists; the busy scenario needs many.
+    write(f"{NSIM_DEBUGFS}/{DEV}/max_vfs", str(BUSY_VFS))
+    for dev, rail in ((DEV, 0), (DEV2, 1)):
+        name = netdevs_of(dev)["p1"]
+        sh("ip", "link", "set", "dev", name, "name", f"net_rail{rail}")
+        sh("ip", "link", "set", "dev", f"net_rail{rail}", "up")
+    set_numvfs(4)
+    set_eswitch("switchdev")
+    wait_for(lambda: len(representors_now()) == 4, what="4 representors")
+    for rail in (0, 1):
+        sh("rdma", "link", "add", f"rxe{rail}", "type", "rxe", "netdev", f"net_rail{rail}")
+        sh("rdma", "dev", "set", f"rxe{rail}", "name", f"rdma_rail{rail}")
+    wait_for(lambda: all(link.get("state") == "ACTIVE" for link in sh_json("rdma", "-j", "link", "show")),
+             what="RDMA links ACTIVE")
+    return {
+        "netdevs": {DEV: netdevs_of(DEV), DEV2: netdevs_of(DEV2)},
+        "kernel": os.uname().release,
+        "python": sys.version.split()[0],
+    }
+
+
+def scenario_representors() -> dict[str, Any]:
+    """The agent's snapshot and topology against what the kernel's own tools say."""
+    from agent.config import Expectations, ReadConfig
+    from agent.host.live import LiveHost
+    from agent.readers.devlink import parse_eswitch, parse_params
+    from agent.snapshot import take_snapshot
+    from agent.topology import build_topology
+
+    raw = {
+        "port_show": sh_json("devlink", "-j", "port", "show"),
+        "eswitch_show": sh_json("devlink", "-j", "dev", "eswitch", "show", HANDLE),
+        "param_show": sh_json("devlink", "-j", "dev", "param", "show"),
+        "rdma_link_show": sh_json("rdma", "-j", "link", "show"),
+        "ip_link": sh_json("ip", "-d", "-j", "link", "show"),
+        "sysfs_representors": {str(k): v for k, v in representors_now().items()},
+        "sriov_numvfs": read(f"{SYSDEV}/sriov_numvfs"),
+    }
+    host = LiveHost()
+    try:
+        snap = take_snapshot(host, ReadConfig())
+        topo = build_topology(snap, Expectations())
+        # The devlink reader queries pci/<bdf> handles only (DESIGN §4); netdevsim's instance is
+        # netdevsim/<dev>. The reader's own parsers are run here on the real devlink answers, read
+        # through the live host's command door.
+        esw = host.run(["devlink", "-j", "dev", "eswitch", "show", HANDLE])
+        params = {}
+        for name in ("max_macs", "test1"):
+            res = host.run(["devlink", "-j", "dev", "param", "show", HANDLE, "name", name])
+            params[name] = plain(parse_params(json.loads(res.text))) if res.ok else res.why()
+        parsed = {
+            "eswitch": plain(parse_eswitch(json.loads(esw.text), HANDLE)) if esw.ok else esw.why(),
+            "params": params,
+        }
+    finally:
+        host.close()
+    return {
+        "raw": raw,
+        "snapshot": {
+            "ports": plain(snap.ports),
+            "eswitch": plain(snap.eswitch),
+            "params": plain(snap.params),
+            "rdma_links": plain(snap.rdma_links),
+            "links": [{"ifname": ln.ifname, "phys_port_name": ln.phys_port_name,
+                       "phys_switch_id": ln.phys_switch_id, "parent_bus": ln.parent_bus,
+                       "parent_dev": ln.parent_dev, "stats64": plain(ln.stats64),
+                       "vfinfo": plain(ln.vfinfo)} for ln in snap.links],
+            "unavailable": plain(snap.unavailable),
+            "busy": plain(snap.busy),
+        },
+        "topology": {
+            "pfs": [{"bdf": pf.bdf, "handle": pf.handle, "netdev": pf.netdev, "switch_id": pf.switch_id,
+                     "numvfs": pf.numvfs, "eswitch_mode": pf.eswitch_mode,
+                     "representors": [{"netdev": r.netdev, "kind": r.kind, "pfnum": r.pfnum,
+                                       "index": r.index, "stale": r.stale, "devlink_pfnum": r.devlink_pfnum}
+                                      for r in pf.representors],
+                     "stale": list(pf.stale_representors)} for pf in topo.pfs],
+            "rails": [{"rail": r.rail, "netdev": r.netdev_name, "pci": r.pci,
+                       "rdma": plain(r.rdma)} for r in topo.rails],
+            "representor_names": sorted(topo.representor_names),
+        },
+        "parsed": parsed,
+    }
+
+
+# -- nlmon: what the link dump asks the kernel ----------------------------------------------------
+
+_NLMSG = struct.Struct("=IHHII")
+_RTA = struct.Struct("=HH")
+RTM_NEWLINK, RTM_GETLINK = 16, 18
+IFLA_STATS, IFLA_VFINFO_LIST, IFLA_STATS64, IFLA_AF_SPEC, IFLA_EXT_MASK = 7, 22, 23, 26, 29
+IFLA_IFNAME = 3
+IFLA_VF_INFO, IFLA_VF_STATS = 1, 8
+IFLA_INET6_STATS, IFLA_INET6_ICMP6STATS = 3, 6
+
+
+def _attrs(buf: bytes, off: int, end: int) -> list[tuple[int, int, int]]:
+    out = []
+    while off + 4 <= end:
+        alen, atype = _RTA.unpack_from(buf, off)
+        if alen < 4 or off + alen > end:
+            break
+        out.append((atype & 0x3FFF, off + 4, off + alen))
+        off += (alen + 3) & ~3
+    return out
+
+
+def _decode_frames(frames: list[bytes]) -> dict[str, Any]:
+    """Netlink frames from nlmon -> the RTM_GETLINK requests and a summary of each RTM_NEWLINK."""
+    requests, replies = [], []
+    for frame in frames:
+        off = 0
+        while off + _NLMSG.size <= len(frame):
+            mlen, mtype, mflags, _seq, _pid = _NLMSG.unpack_from(frame, off)
+            if mlen < _NLMSG.size or off + mlen > len(frame):
+                break
+            body, end = off + _NLMSG.size + 16, off + mlen  # after struct ifinfomsg
+            if mtype == RTM_GETLINK:
+                mask = None
+                for t, s, _e in _attrs(frame, body, end):
+                    if t == IFLA_EXT_MASK:
+                        mask = struct.unpack_from("=I", frame, s)[0]
+                requests.append({"flags": mflags, "ext_mask": mask})
+            elif mtype == RTM_NEWLINK:
+                rec: dict[str, Any] = {"ifname": None, "stats64": False, "stats": False, "vfs": 0,
+                                       "vf_stats": 0, "inet6_stats": False}
+                for t, s, e in _attrs(frame, body, end):
+                    if t == IFLA_IFNAME:
+                        rec["ifname"] = frame[s:e].split(b"\0")[0].decode()
+                    elif t == IFLA_STATS64:
+                        rec["stats64"] = True
+                    elif t == IFLA_STATS:
+                        rec["stats"] = True
+                    elif t == IFLA_VFINFO_LIST:
+                        for vt, vs, ve in _attrs(frame, s, e):
+                            if vt == IFLA_VF_INFO:
+                                rec["vfs"] += 1
+                                rec["vf_stats"] += any(a == IFLA_VF_STATS for a, _, _ in _attrs(frame, vs, ve))
+                    elif t == IFLA_AF_SPEC:
+                        for ft, fs, fe in _attrs(frame, s, e):
+                            if ft == socket.AF_INET6:
+                                rec["inet6_stats"] = any(a in (IFLA_INET6_STATS, IFLA_INET6_ICMP6STATS)
+                                                         for a, _, _ in _attrs(frame, fs, fe))
+                replies.append(rec)
+            off += (mlen + 3) & ~3
+    return {"requests": requests, "replies": replies, "bytes": sum(len(f) for f in frames)}
+
+
+def _tap(action: Callable[[], Any]) -> dict[str, Any]:
+    """Run ``action`` with a packet socket on nlmon0 open; decode the netlink traffic it caused."""
+    eth_p_all = 0x0003
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(eth_p_all))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE: root may exceed rmem_max
+        sock.bind(("nlmon0", 0))
+        sock.settimeout(0.3)
+        action()
+        frames = []
+        while True:
+            try:
+                frames.append(sock.recv(1 << 20))
+            except TimeoutError:
+                break
+    finally:
+        sock.close()
+    return _decode_frames(frames)
+
+
+def scenario_nostats() -> dict[str, Any]:
+    """The agent's bulk link dump, seen on the wire by the kernel's netlink tap, with reps present."""
+    from agent.host.live import LiveHost
+
+    sh("ip", "link", "add", "nlmon0", "type", "nlmon")
+    sh("ip", "link", "set", "nlmon0", "up")
+    host = LiveHost()
+    got: dict[str, Any] = {}
+    try:
+        host.links()  # opens the agent's netlink socket outside the window
+        got["agent_links"] = _tap(lambda: got.setdefault("records", host.links()))
+    finally:
+        host.close()
+    records = got.pop("records") or []
+    got["agent_records"] = [{"ifname": r["ifname"], "stats64": r.get("stats64"),
+                             "vfinfo": len(r["vfinfo"]) if r.get("vfinfo") else 0} for r in records]
+    got["ip_link"] = _tap(lambda: sh("ip", "link", "show"))
+    got["ip_d_link"] = _tap(lambda: sh("ip", "-d", "link", "show"))
+    got["ip_s_link"] = _tap(lambda: sh("ip", "-s", "-d", "link", "show"))
+    got["representors"] = sorted(representors_now().values())
+    sh("ip", "link", "del", "nlmon0")
+    return got
+
+
+#: The same expectations live and offline; they make the doctor judge something on this node.
+DOCTOR_FLAGS = ("--expect-rdma-netns", "exclusive", "--expect-eswitch-mode", "switchdev")
+
+
+def scenario_doctor_record(out: Path) -> dict[str, Any]:
+    """``railscope doctor --json`` live in the guest and ``railscope record`` of the same node.
+
+    Rail 1 is taken down first, so the diagnosis has findings to compare (RailLinkDown, RdmaLinkDown),
+    besides the RDMA netns expectation the guest (shared mode) does not meet.
+    """
+    sh("ip", "link", "set", "dev", "net_rail1", "down")
+    wait_for(lambda: any(link.get("state") != "ACTIVE" for link in sh_json("rdma", "-j", "link", "show")),
+             what="rdma_rail1 to leave ACTIVE")
+    try:
+        live = sh(sys.executable, "-m", "agent.cli", "doctor", "--json", *DOCTOR_FLAGS, check=False)
+        (out / "doctor-live.json").write_text(live.stdout)
+        (out / "doctor-live.stderr").write_text(live.stderr)
+        image = out / "image-guest"
+        rec = sh(sys.executable, "-m", "agent.cli", "record", "-o", str(image), check=False)
+        (out / "record.stderr").write_text(rec.stderr)
+        again = sh(sys.executable, "-m", "agent.cli", "doctor", "--json", *DOCTOR_FLAGS, check=False)
+        (out / "doctor-live-after.json").write_text(again.stdout)
+    finally:
+        sh("ip", "link", "set", "dev", "net_rail1", "up")
+    return {"doctor_rc": live.returncode, "record_rc": rec.returncode, "doctor_after_rc": again.returncode,
+            "image": image.name, "flags": list(DOCTOR_FLAGS)}
+
+
+def _metric_lines(text: str, name: str) -> dict[str, float]:
+    """``name{labels} value`` lines of an exposition -> labels text -> value."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            head, _, value = line.rpartition(" ")
+            out[head[len(name):]] = float(value)
+    return out
+
+
+def _agent_objects() -> dict[str, int]:
+    """Live objects of the agent's own classes (records, topology, state), by class."""
+    counts: dict[str, int] = {}
+    for obj in gc.get_objects():
+        cls = type(obj)
+        if cls.__module__.startswith("agent."):
+            name = f"{cls.__module__}.{cls.__qualname__}"
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _rss_kb() -> int | None:
+    for line in (read("/proc/self/status") or "").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return None
+
+
+def scenario_churn(out: Path) -> dict[str, Any]:
+    """Create and remove the VFs repeatedly; scrape the agent's collector after each change.
+
+    One live host, one registry and one collector for the whole run, as in the agent daemon; only
+    the state it serves is swapped. Memory is traced from the second cycle on, leaving out what this
+    file allocates for its own records, so growth is the agent's (and its libraries') own.
+    """
+    import tracemalloc
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from agent.config import Expectations, ReadConfig
+    from agent.host.live import LiveHost
+    from agent.metrics.collector import RailscopeCollector
+    from agent.metrics.state import MetricsState
+    from agent.snapshot import take_snapshot
+    from agent.topology import build_topology
+
+    host = LiveHost()
+    current: list[MetricsState] = [MetricsState()]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RailscopeCollector(lambda: current[0], representor_include=r"."))
+    cfg, exp = ReadConfig(), Expectations()
+    # Records go to a file as they are made: nothing of this file's stays alive in the process.
+    log_path = out / "churn.jsonl"
+    log = log_path.open("w")
+    # this file's own records and tracemalloc's snapshots are not the agent's memory
+    mine = [tracemalloc.Filter(False, __file__), tracemalloc.Filter(False, tracemalloc.__file__)]
+    first: Any = None
+    try:
+        for cycle in range(CHURN_CYCLES):
+            if cycle == CHURN_TRACE_FROM:
+                gc.collect()
+                tracemalloc.start()
+                first = tracemalloc.take_snapshot().filter_traces(mine)
+            for want in (0, 4):
+                set_numvfs(want)
+                if want:
+                    set_eswitch("switchdev")
+                wait_for(lambda want=want: len(representors_now()) == want, what=f"{want} representors")
+                snap = take_snapshot(host, cfg)
+                current[0] = MetricsState(snapshot=snap, topology=build_topology(snap, exp))
+                text = generate_latest(registry).decode()
+                del snap
+                log.write(json.dumps({
+                    "step": True, "cycle": cycle, "numvfs": want,
+                    "kernel_representors": sorted(representors_now().values()),
+                    "representors": _metric_lines(text, "railscope_representors"),
+                    "representors_stale": _metric_lines(text, "railscope_representors_stale"),
+                    "representor_up": _metric_lines(text, "railscope_representor_up"),
+                    "representor_stale": _metric_lines(text, "railscope_representor_stale"),
+                    "series": sum(1 for ln in text.splitlines() if ln and not ln.startswith("#")),
+                }) + "\n")
+                del text
+            if tracemalloc.is_tracing():
+                gc.collect()
+                # counted before tracemalloc's own snapshot exists, which would add to the count
+                gc_objects, agent_objects = len(gc.get_objects()), _agent_objects()
+                traced = tracemalloc.take_snapshot().filter_traces(mine)
+                by_file = {str(st.traceback).rsplit(":", 1)[0]: st.size for st in traced.statistics("filename")}
+                log.write(json.dumps({
+                    "step": False, "cycle": cycle,
+                    "traced_bytes": sum(by_file.values()),
+                    "traced_by_file": by_file,
+                    "gc_objects": gc_objects,
+                    "agent_objects": agent_objects,
+                    "rss_kb": _rss_kb(),
+                    "growth_by_line": [[str(st.traceback), st.size_diff]
+                                       for st in traced.compare_to(first, "lineno")[:10] if st.size_diff],
+                }) + "\n")
+                del traced
+    finally:
+        tracemalloc.stop()
+        host.close()
+        log.close()
+    records = [json.loads(line) for line in log_path.read_text().splitlines()]
+    return {"steps": [r for r in records if r.pop("step")], "memory": [r for r in records if "traced_bytes" in r]}
+
+
+def scenario_config_flapping() -> dict[str, Any]:
+    """Flip eswitch mode and sriov_numvfs from outside; feed the agent's detectors what it reads."""
+    from agent.detectors import ConfigObs, initial, step
+    from agent.host.live import LiveHost
+    from agent.readers.devlink import parse_eswitch
+
+    host = LiveHost()
+
+    def observe(state: Any, log: list[dict[str, Any]]) -> Any:
+        # What the agent reads for this PF: numvfs from sysfs, the eswitch mode from devlink -j.
+        now = time.time()
+        numvfs_text = host.read_text(f"{SYSDEV}/sriov_numvfs")
+        res = host.run(["devlink", "-j", "dev", "eswitch", "show", HANDLE])
+        mode = parse_eswitch(json.loads(res.text), HANDLE).mode if res.ok else None
+        obs = [ConfigObs(HANDLE, "sriov_numvfs", int(numvfs_text) if numvfs_text else None),
+               ConfigObs(HANDLE, "eswitch_mode", mode)]
+        events = []
+        for o in obs:
+            state, evs = step(state, o, now)
+            events.extend(plain(e.as_json()) for e in evs)
+        log.append({"t": now, "numvfs": obs[0].value, "eswitch_mode": mode, "events": events})
+        return state
+
+    phases: dict[str, list[dict[str, Any]]] = {}
+    try:
+        # A: one change that stays (4 VFs switchdev -> no VFs; netdevsim returns to legacy with it).
+        log: list[dict[str, Any]] = []
+        st = observe(initial(), log)
+        set_numvfs(0)
+        for _ in range(3):
+            st = observe(st, log)
+            time.sleep(0.2)
+        phases["single_change"] = log
+        # B: the SR-IOV operator re-applying its policy: 4 -> 0 -> 4 (the kernel requires the 0).
+        set_numvfs(4)
+        set_eswitch("switchdev")
+        log = []
+        st = observe(initial(), log)
+        for want in (0, 4):
+            set_numvfs(want)
+            if want:
+                set_eswitch("switchdev")
+            st = observe(st, log)
+            time.sleep(0.2)
+        phases["numvfs_reapply"] = log
+        # B': two operators fighting over the count: 4 -> 2 -> 4, each change through 0.
+        log = []
+        st = observe(initial(), log)
+        for want in (0, 2, 0, 4):
+            write(f"{SYSDEV}/sriov_numvfs", str(want))
+            if want:
+                set_eswitch("switchdev")
+            st = observe(st, log)
+            time.sleep(0.2)
+        phases["numvfs_flap"] = log
+        # C: eswitch mode alone back and forth, the VFs staying: switchdev -> legacy -> switchdev.
+        log = []
+        st = observe(initial(), log)
+        for mode in ("legacy", "switchdev"):
+            set_eswitch(mode)
+            st = observe(st, log)
+            time.sleep(0.2)
+        phases["eswitch_flap"] = log
+    finally:
+        host.close()
+    return {"phases": phases, "handle": HANDLE}
+
+
+def scenario_busy() -> dict[str, Any]:
+    """A snapshot while netdevsim creates many VFs under the devlink lock: devlink is busy, not down."""
+    from agent.config import Expectations, ReadConfig
+    from agent.diagnose import diagnose
+    from agent.host.live import LiveHost
+    from agent.snapshot import take_snapshot
+
+    set_numvfs(0)
+    set_eswitch("switchdev")  # netdevsim creates a representor per VF, all under the devlink lock
+    timeout_s = 0.3
+    exp = Expectations()
+    done: dict[str, float] = {}
+
+    def create() -> None:
+        t = time.monotonic()
+        write(f"{SYSDEV}/sriov_numvfs", str(BUSY_VFS))
+        done["write_s"] = time.monotonic() - t
+        done["end"] = time.monotonic()
+
+    writer = threading.Thread(target=create)
+    host = LiveHost()
+    try:
+        writer.start()
+        # sriov_numvfs reads the new count as soon as netdevsim took the lock and began.
+        wait_for(lambda: read(f"{SYSDEV}/sriov_numvfs") == str(BUSY_VFS), what="numvfs write started")
+        t0 = time.monotonic()
+        during = take_snapshot(host, ReadConfig(command_timeout_s=timeout_s))
+        t1 = time.monotonic()
+        writer.join(120)
+        after = take_snapshot(host, ReadConfig())
+    finally:
+        host.close()
+    return {
+        "vfs": BUSY_VFS, "timeout_s": timeout_s,
+        "snapshot_started_before_write_end": t0 < done.get("end", 0.0),
+        "write_s": done.get("write_s"), "snapshot_s": t1 - t0,
+        "during": {"busy": plain(during.busy), "unavailable": plain(during.unavailable),
+                   "ports": len(during.ports), "links": len(during.links),
+                   "findings": [[f.code, f.severity, f.subject] for f in diagnose(during, exp).findings]},
+        "after": {"busy": plain(after.busy), "unavailable": plain(after.unavailable),
+                  "ports": len(after.ports), "links": len(after.links),
+                  "findings": [[f.code, f.severity, f.subject] for f in diagnose(after, exp).findings]},
+        "representors_after": len(representors_now()),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="/out")
+    ap.add_argument("--only", action="append", help="run only these scenarios (setup always runs)")
+    args = ap.parse_args()
+    out = Path(args.out)
+    results: dict[str, Any] = {"schema": "railscope.klab/v1", "scenarios": {}}
+    scenarios: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("setup", scenario_setup),
+        ("representors", scenario_representors),
+        ("nostats", scenario_nostats),
+        ("doctor_record", lambda: scenario_doctor_record(out)),
+        ("churn", lambda: scenario_churn(out)),
+        ("config_flapping", scenario_config_flapping),
+        ("busy", scenario_busy),
+    ]
+    for name, fn in scenarios:
+        if args.only and name != "setup" and name not in args.only:
+            continue
+        t0 = time.monotonic()
+        entry: dict[str, Any] = {"ok": False, "error": None, "data": None}
+        try:
+            entry["data"] = fn()
+            entry["ok"] = True
+        except Exception:
+            entry["error"] = traceback.format_exc()
+        entry["seconds"] = round(time.monotonic() - t0, 3)
+        results["scenarios"][name] = entry
+        print(f"{name}: {'ok' if entry['ok'] else 'ERROR'} in {entry['seconds']} s", flush=True)
+        if entry["error"]:
+            print(entry["error"], flush=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True, default=str))
+        if name == "setup" and not entry["ok"]:
+            break
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

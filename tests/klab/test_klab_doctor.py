@@ -1,0 +1,63 @@
+"""``railscope doctor --from`` the image recorded in the guest gives what ``doctor`` said live there.
+
+``scenario_doctor_record`` took rail 1 down, ran ``railscope doctor --json`` in the guest, recorded
+the node with ``railscope record -o``, and ran doctor again (the node did not change in between: the
+two live answers agree, or the comparison would prove nothing). Here, on the host, the same doctor
+reads that image offline with the same expectation flags.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.klab, pytest.mark.timeout(1500)]
+
+
+def _key(finding):
+    return finding["code"], finding["severity"], finding["subject"]
+
+
+@pytest.fixture(scope="module")
+def doctors(klab):
+    data = klab.scenario("doctor_record")
+    live = json.loads((klab.path / "doctor-live.json").read_text())
+    after = json.loads((klab.path / "doctor-live-after.json").read_text())
+    image = klab.path / data["image"]
+    assert (image / "manifest.json").is_file(), f"no node image at {image}"
+    proc = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--from", str(image), "--json",
+                           *data["flags"]], capture_output=True, text=True, timeout=120)
+    assert proc.stdout, proc.stderr
+    offline = json.loads(proc.stdout)
+    return {"live": live, "after": after, "offline": offline, "data": data, "offline_rc": proc.returncode}
+
+
+def test_live_diagnosis_is_stable_across_the_recording(doctors):
+    live, after = doctors["live"], doctors["after"]
+    assert live["rails"] == after["rails"]
+    assert sorted(map(_key, live["findings"])) == sorted(map(_key, after["findings"]))
+
+
+def test_the_live_diagnosis_saw_the_lab(doctors):
+    live = doctors["live"]
+    assert live["node"] == "klab-node" and live["kernel"].startswith("6.1.")
+    rails = {r["rail"]: r for r in live["rails"]}
+    assert rails[0]["netdev"] == "net_rail0" and rails[0]["oper"] == "up" and rails[0]["representors"] == 4
+    assert rails[1]["netdev"] == "net_rail1" and rails[1]["oper"] == "down"
+    keys = set(map(_key, live["findings"]))
+    assert ("RailLinkDown", "critical", "net_rail1") in keys
+    assert ("RdmaNetnsModeUnexpected", "warning", "node") in keys
+
+
+def test_offline_rail_table_is_the_live_one(doctors):
+    assert doctors["offline"]["rails"] == doctors["live"]["rails"]
+
+
+def test_offline_findings_are_the_live_ones(doctors):
+    live, offline = doctors["live"], doctors["offline"]
+    assert [_key(f) for f in offline["findings"]] == [_key(f) for f in live["findings"]]
+    assert (offline["node"], offline["kernel"]) == (live["node"], live["kernel"])
+    assert doctors["offline_rc"] == doctors["data"]["doctor_rc"]
