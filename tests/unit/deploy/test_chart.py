@@ -114,6 +114,9 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "monitoring-only": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "no-ovs-no-service-account": {"ovs": {"enabled": False}, "serviceAccount": {"create": False},
                                   "fullnameOverride": "railscope-agent"},
+    # Helm holds numbers as floats, and Go prints 10000.0 as 1e+04: ports and seconds must stay integers.
+    "round-numbers": {"agent": {"port": 10000, "eventQueue": 100000}, "terminationGracePeriodSeconds": 600,
+                      "serviceMonitor": {"enabled": True}},
 }
 
 # The prometheus-operator (monitoring.coreos.com/v1) fields the chart emits, with the types and
@@ -379,6 +382,9 @@ def test_agent_listens_on_the_node_ip_in_the_host_network(chart: Any, name: str)
     assert not any(a.startswith(("--listen", "--node")) for a in c["args"])
     port = values.get("agent", {}).get("port", DEFAULT_PORT)
     assert c["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
+    assert env["RAILSCOPE_PORT"]["value"] == str(port)
+    if values.get("service", {}).get("enabled", True):
+        assert only(docs, "Service")["spec"]["ports"][0]["port"] == port
     text = json.dumps(docs)
     assert "0.0.0.0" not in text and '"::"' not in text
 
@@ -552,6 +558,13 @@ def test_every_variable_and_argument_is_an_agent_flag(chart: Any, name: str) -> 
         assert "--" + var[len("RAILSCOPE_"):].lower().replace("_", "-") in flags, var
     for arg in container(docs)["args"][1:]:
         assert not arg.startswith("-") or arg in flags, arg
+
+
+def test_round_numbers_stay_integers(chart: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    docs = render(chart, VALUE_SETS["round-numbers"])
+    assert pod_spec(docs)["terminationGracePeriodSeconds"] == 600
+    s = agent_settings(docs, monkeypatch, tmp_path)
+    assert (s.port, s.event_queue) == (10000, 100000)
 
 
 def test_null_values_leave_the_agents_defaults(chart: Any) -> None:
