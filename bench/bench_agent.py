@@ -77,7 +77,7 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -
         if proc.poll() is not None:
             raise SystemExit(f"{proc.args} exited {proc.returncode}")
         try:
-            _get(url, timeout=2)
+            _get(url, timeout=120)  # a first scrape of 4,096 netdevs takes seconds
             return
         except OSError:
             time.sleep(0.1)
@@ -349,7 +349,7 @@ def _ms(s: float) -> str:
     return f"{s * 1000:8.1f} ms"
 
 
-def report(main: dict, scale: list[dict]) -> bool:
+def report(main: dict) -> bool:
     ok = True
     a, ne = main["agent"], main["node_exporter"]
     ratio = a["cpu_s"] / ne["cpu_s"]
@@ -392,6 +392,11 @@ def report(main: dict, scale: list[dict]) -> bool:
               f"{s['rss_max'] / 2**20:.1f}), trend over the second half {s['rss_slope_mib_per_h']:+.2f} MiB/h  "
               f"target <= 80 MiB, no growth: {'ok' if good_rss else 'MISSED'}")
         print(f"         RSS every 10 s (MiB): {' '.join(str(v) for v in s['rss_trend'])}")
+    return ok
+
+
+def report_scale(scale: list[dict]) -> bool:
+    ok = True
     if scale:
         print("scale    netdevs   agent CPU/sample   per netdev    node_exporter CPU/scrape   ratio")
         base = None
@@ -433,11 +438,13 @@ def main() -> int:
         return 3
     main_res = measure(args.netdevs, args, "full")
     main_res["scrapes"] = args.scrapes
+    ok = report(main_res)
+    sys.stdout.flush()
     scale = []
     if not args.no_scale:
         for n in SCALE:
             scale.append(main_res if n == args.netdevs else measure(n, args, "scale"))
-    ok = report(main_res, scale)
+        ok = report_scale(scale) and ok
     if args.json:
         print(json.dumps({"main": main_res, "scale": scale}))
     return 0 if ok else 2
