@@ -114,9 +114,9 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "monitoring-only": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "no-ovs-no-service-account": {"ovs": {"enabled": False}, "serviceAccount": {"create": False},
                                   "fullnameOverride": "railscope-agent"},
-    # Helm holds numbers as floats, and Go prints 10000.0 as 1e+04: ports and seconds must stay integers.
-    "round-numbers": {"agent": {"port": 10000, "eventQueue": 100000}, "terminationGracePeriodSeconds": 600,
-                      "serviceMonitor": {"enabled": True}},
+    # Helm holds numbers as floats, and Go prints a float of a million or more as 1e+06.
+    "round-numbers": {"agent": {"port": 10000, "eventQueue": 1000000, "eventHistory": 123456789},
+                      "terminationGracePeriodSeconds": 1000000, "serviceMonitor": {"enabled": True}},
 }
 
 # The prometheus-operator (monitoring.coreos.com/v1) fields the chart emits, with the types and
@@ -562,9 +562,9 @@ def test_every_variable_and_argument_is_an_agent_flag(chart: Any, name: str) -> 
 
 def test_round_numbers_stay_integers(chart: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     docs = render(chart, VALUE_SETS["round-numbers"])
-    assert pod_spec(docs)["terminationGracePeriodSeconds"] == 600
+    assert pod_spec(docs)["terminationGracePeriodSeconds"] == 1000000
     s = agent_settings(docs, monkeypatch, tmp_path)
-    assert (s.port, s.event_queue) == (10000, 100000)
+    assert (s.port, s.event_queue, s.event_history) == (10000, 1000000, 123456789)
 
 
 def test_null_values_leave_the_agents_defaults(chart: Any) -> None:
