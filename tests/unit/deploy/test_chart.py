@@ -338,8 +338,9 @@ def test_auto_follows_the_apis_the_cluster_serves(chart: Any) -> None:
     assert kinds(render_on_cluster_serving(chart, off, both)) == ["DaemonSet", "Service", "ServiceAccount"]
 
 
-def test_helm_lint_passes_strict(chart: Any) -> None:
-    report = helm.lint(CHART, strict=True, namespace=NAMESPACE)
+@pytest.mark.parametrize("name", ["defaults", "everything"])
+def test_helm_lint_passes_strict(chart: Any, name: str) -> None:
+    report = helm.lint(CHART, copy.deepcopy(VALUE_SETS[name]) or None, strict=True, namespace=NAMESPACE)
     errors = [m for m in report["messages"] if m["severity"] >= 2]
     assert not report["errors"] and not errors, report
 
