@@ -317,8 +317,10 @@ def render_on_cluster_serving(chart: Any, values: dict[str, Any], api_versions: 
 
     The SDK's Python wrapper does not expose this render option; its C call takes it.
     """
-    from helm_python import _native
-
+    try:
+        from helm_python import _native
+    except ImportError as exc:
+        pytest.skip(f"this helm-python-sdk has no C call module: {exc}")
     opts = {"name": RELEASE, "namespace": NAMESPACE, "api_versions": api_versions}
     try:
         out = json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(opts)))
@@ -601,10 +603,13 @@ def test_every_value_reaches_the_agent(chart: Any, monkeypatch: pytest.MonkeyPat
     assert s.read.net_templates == e.net_templates
 
 
-def test_log_level_reaches_the_agent(chart: Any) -> None:
+def test_log_level_reaches_the_agent(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The log level is applied by the command, not held in the settings: read it off the parsed flags.
     env = env_of(render(chart, {"agent": {"logLevel": "warning"}}))
-    assert env["RAILSCOPE_LOG_LEVEL"]["value"] == "warning"
-    assert agent_parser().get_default("log_level") in ("info", None)
+    monkeypatch.delenv("RAILSCOPE_LOG_LEVEL", raising=False)
+    assert agent_parser().parse_args([]).log_level == "info"
+    monkeypatch.setenv("RAILSCOPE_LOG_LEVEL", env["RAILSCOPE_LOG_LEVEL"]["value"])
+    assert agent_parser().parse_args([]).log_level == "warning"
 
 
 def test_kernel_table_rows_become_the_file_the_agent_loads(chart: Any, tmp_path: Path) -> None:
