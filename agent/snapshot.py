@@ -8,6 +8,7 @@ that lacks a tool.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Iterable
@@ -28,7 +29,7 @@ from .readers.rdma import read_rdma
 from .readers.udev import read_rules
 from .readers.versions import read_versions
 
-__all__ = ["is_representor", "is_uplink_port_name", "rail_netdevs", "take_snapshot"]
+__all__ = ["is_representor", "is_uplink_port_name", "rail_netdevs", "take_snapshot", "with_parents"]
 
 _UPLINK = re.compile(r"\Ap[0-9]+\Z")
 # pf<N>vf<M>, pf<N>sf<M>, and with a controller prefix c<C>pf... (a DPU's host-side ports); a bare
@@ -75,6 +76,23 @@ def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[
     return sorted(out)
 
 
+def with_parents(links: Iterable[Link], pci_of: dict[str, str]) -> tuple[Link, ...]:
+    """The links with ``parent_dev`` filled from the ``device`` symlink where netlink named no parent.
+
+    Kernels older than the commit that added ``IFLA_PARENT_DEV_NAME`` (torvalds/linux 00e77ed8e64d,
+    2021) send no parent; the rules "a rail's netdev is the uplink whose
+    ``parent_dev`` (or ``device`` link) is the function" and "a representor belongs to its
+    ``parent_dev``" then need the symlink's answer (DESIGN §2, §4).
+    """
+    out = []
+    for lk in links:
+        bdf = pci_of.get(lk.ifname)
+        if lk.parent_dev is None and bdf is not None:
+            lk = dataclasses.replace(lk, parent_bus=lk.parent_bus or "pci", parent_dev=bdf)
+        out.append(lk)
+    return tuple(out)
+
+
 def _capture_time(host: Host) -> float | None:
     manifest: Any = getattr(host, "manifest", None)
     if not isinstance(manifest, dict):
@@ -113,6 +131,7 @@ def take_snapshot(host: Host, cfg: ReadConfig | None = None, *, now: float | Non
     links = read_links(host, notes)
 
     pci_of = functions_of_links(host, links)
+    links = with_parents(links, pci_of)
     functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes)
     fn_by_bdf = {f.bdf: f for f in functions}
 

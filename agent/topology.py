@@ -399,7 +399,7 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
         port = port_by_netdev.get(ln.ifname)
         if port is not None:
             dev = parent_of_aux.get(port.dev, port.dev)
-            # Kernels before 5.19 give no IFLA_PARENT_DEV: the devlink instance then names the PF.
+            # A link with no parent (an old kernel, no device symlink): the devlink instance names the PF.
             if owner is None and dev.startswith("pci/") and dev[4:] not in vfs:
                 owner = dev[4:]
             # pf<N> is the NIC's device index; a devlink port that disagrees is kept as evidence.
@@ -500,6 +500,8 @@ class _RailSeed:
     expected_rdma: str | None
     source: str
     rule_file: str | None = None
+    #: a net naming rule names this function's netdev (an RDMA rule alone names only the RDMA device)
+    net_rule: bool = False
 
 
 def _seeds_from_rules(rules: tuple[RailRule, ...], exp: Expectations) -> list[_RailSeed]:
@@ -530,6 +532,7 @@ def _seeds_from_rules(rules: tuple[RailRule, ...], exp: Expectations) -> list[_R
             expected_rdma=expected_rdma,
             source="udev",
             rule_file=(nrule or rrule).file if (nrule or rrule) else None,
+            net_rule=nrule is not None,
         ))
     return seeds
 
@@ -590,7 +593,12 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
             netdev = snap.link(s.expected_netdev)
         pci = s.pci or (netdev.parent_dev if netdev is not None else None)
         rdma, rdev = _rdma_port_of(snap, netdev, pci, rep_names)
-        too_long = len(s.expected_netdev) > IFNAMSIZ_MAX
+        if s.source == "udev" and not s.net_rule and netdev is not None:
+            # Only an RDMA rule names this function: nothing says what its netdev should be called,
+            # so the name it has is the expected one (no RailNameMismatch from a guessed twin).
+            s.expected_netdev = netdev.ifname
+        # IFNAMSIZ binds netdev names only; an RDMA rule's name may be 64 characters.
+        too_long = s.net_rule and len(s.expected_netdev) > IFNAMSIZ_MAX
         if too_long and s.rule_file:
             problems.setdefault(s.rule_file, []).append(s.expected_netdev)
         rails.append(Rail(

@@ -11,3 +11,8 @@ def finding(code: str, subject: str, message: str, severity: str | None = None, 
     """A finding with the code's default severity unless one is given; None evidence is dropped."""
     return Finding(code, severity or CODES[code], subject, message,
                    {k: v for k, v in evidence.items() if v is not None})
+
+
+def rail_label(rail: int, plane: int | None) -> str:
+    """``"1"``, or ``"1 plane 0"`` on a multiplane node (rail numbers repeat across planes)."""
+    return str(rail) if plane is None else f"{rail} plane {plane}"

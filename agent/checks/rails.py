@@ -13,7 +13,7 @@ from ..findings import Finding
 from ..model import Snapshot
 from ..naming import IFNAMSIZ_MAX
 from ..topology import Topology
-from ._util import finding
+from ._util import finding, rail_label
 
 
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
@@ -29,7 +29,7 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         if rail.netdev is None:
             where = f"PCI function {rail.pci}" if rail.pci else "this node"
             out.append(finding(
-                "RailMissing", name, f"rail {_label(rail.rail, rail.plane)}: no netdev on {where} "
+                "RailMissing", name, f"rail {rail_label(rail.rail, rail.plane)}: no netdev on {where} "
                 f"(expected {name})", pci=rail.pci, source=rail.source,
                 numvfs=rail.pf.numvfs if rail.pf else None))
             continue
@@ -37,17 +37,13 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         if rail.renamed and not rail.name_too_long:
             out.append(finding(
                 "RailNameMismatch", name,
-                f"rail {_label(rail.rail, rail.plane)}: the uplink of {rail.pci} is named {actual}, "
+                f"rail {rail_label(rail.rail, rail.plane)}: the uplink of {rail.pci} is named {actual}, "
                 f"not {name} (the udev rename did not apply)", pci=rail.pci, actual=actual, rule=rail.rule_file))
         if not rail.netdev.is_oper_up:
             out.append(finding(
                 "RailLinkDown", name,
-                f"rail {_label(rail.rail, rail.plane)}: {actual} is not up "
+                f"rail {rail_label(rail.rail, rail.plane)}: {actual} is not up "
                 f"(operstate {rail.netdev.operstate}, carrier {rail.netdev.carrier})",
                 netdev=actual, operstate=rail.netdev.operstate, carrier=rail.netdev.carrier,
                 carrier_down_count=rail.netdev.carrier_down_count))
     return out
-
-
-def _label(rail: int, plane: int | None) -> str:
-    return str(rail) if plane is None else f"{rail} plane {plane}"

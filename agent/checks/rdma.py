@@ -13,7 +13,7 @@ from ..config import Expectations
 from ..findings import Finding
 from ..model import Snapshot
 from ..topology import Topology
-from ._util import finding
+from ._util import finding, rail_label
 
 # ib_core's netns_mode module parameter: 0 (or N) = exclusive, 1 (or Y) = shared.
 # https://docs.kernel.org/infiniband/user_verbs.html ; rdma system show reports the running mode.
@@ -64,7 +64,7 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         if bad_state or bad_phys:
             out.append(finding(
                 "RdmaLinkDown", rl.dev,
-                f"rail {rail.rail}: RDMA port {rl.dev}/{rl.port} is {rl.state or '?'} / {rl.physical_state or '?'}",
+                f"rail {rail_label(rail.rail, rail.plane)}: RDMA port {rl.dev}/{rl.port} is {rl.state or '?'} / {rl.physical_state or '?'}",
                 port=rl.port, state=rl.state, physical_state=rl.physical_state, netdev=rl.netdev,
                 rail=rail.expected_netdev))
 

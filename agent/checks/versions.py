@@ -100,9 +100,11 @@ def firmware_skew(snap: Snapshot, topo: Topology) -> list[Finding]:
         if rail.netdev is None:
             continue
         fw, model = _firmware(snap, rail)
-        if fw is None:
+        if fw is None or model is None:
+            # Without hca_type or PSID nothing says two rails are the same model: different
+            # adapters (a BlueField-3 beside a ConnectX-7) legitimately run different firmware.
             continue
-        by_model.setdefault(model or "unknown", {}).setdefault(fw, []).append(rail.expected_netdev)
+        by_model.setdefault(model, {}).setdefault(fw, []).append(rail.expected_netdev)
     out = []
     for model, fws in sorted(by_model.items()):
         if len(fws) > 1:

@@ -214,7 +214,8 @@ def _run(host: Host, argv: list[str], timeout_s: float, notes: Notes, source: st
     res = host.run(argv, timeout_s=timeout_s)
     if res.timed_out:
         notes.timed_out(busy_as)
-        notes.command(source, res)
+        notes.missing(source, f"{res.why()}: busy, not down (the SR-IOV daemon holds the devlink lock while "
+                              "it creates VFs); not judged")
         return res, None
     if not res.available:
         notes.command(source, res)

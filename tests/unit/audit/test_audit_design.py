@@ -1,0 +1,141 @@
+"""Conformance of the diagnosis to DESIGN §2-§4, one test per rule the code once broke.
+
+Each test states the DESIGN sentence it holds the code to. Hand-built snapshots come from
+``tests/unit/checks/nodes.py``; rules that live in the readers run on a copy of a generated node image.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "checks"))
+
+import nodes
+import pytest
+
+from agent.config import Expectations
+from agent.diagnose import diagnose
+from agent.host.recorded import open_image
+from agent.model import RailRule
+from agent.render import render
+from agent.snapshot import take_snapshot
+
+EXP = Expectations()
+IMAGES = Path(__file__).resolve().parents[2] / "images"
+
+
+def found(snap, exp=EXP, **kw):
+    return [(f.code, f.severity, f.subject) for f in diagnose(snap, exp, kernel_table=(), **kw).findings]
+
+
+def image_copy(tmp_path: Path, name: str = "spectrumx-2rail-healthy") -> Path:
+    dst = tmp_path / name
+    shutil.copytree(IMAGES / name, dst, symlinks=True)
+    return dst
+
+
+def diagnose_image(path: Path, exp: Expectations = EXP):
+    host = open_image(str(path))
+    try:
+        snap = take_snapshot(host)
+    finally:
+        host.close()
+    return diagnose(snap, exp, kernel_table=())
+
+
+# -- "A rail's netdev is the uplink of its PCI function: the netdev whose parent_dev (or device link)
+#    is that function" (§4); "/sys/class/net/<if>/device (symlink, when netlink gives no parent)" (§2)
+
+
+def test_a_link_dump_without_parents_finds_rails_through_the_device_symlink(tmp_path: Path) -> None:
+    img = image_copy(tmp_path)
+    dump = json.loads((img / "netlink/links.json").read_text())
+    for ln in dump["links"]:
+        ln["parent_bus"] = ln["parent_dev"] = None  # a kernel without IFLA_PARENT_DEV_NAME
+    (img / "netlink/links.json").write_text(json.dumps(dump))
+    diag = diagnose_image(img)
+    assert [(f.code, f.subject) for f in diag.findings] == []
+    assert [(r.netdev, r.pci, r.oper, r.representors) for r in diag.rails] == [
+        ("net_rail0", "0000:0c:00.0", "up", 1), ("net_rail1", "0000:8d:00.0", "up", 1)]
+
+
+# -- "RailNameMismatch: the PCI function a rule names has an uplink netdev with another name" and
+#    "RailTemplateInvalid: a naming rule's netdev name is longer than 15 ... RDMA names may be 64" (§4)
+
+
+def test_an_rdma_rule_alone_names_no_netdev() -> None:
+    snap = nodes.node()
+    snap = replace(snap, rules=tuple(r for r in snap.rules if r.kind == "rdma"))
+    snap = nodes.replace_link(snap, "net_rail1", ifname="enp141s0f0np0")
+    assert found(snap) == []
+    diag = diagnose(snap, EXP, kernel_table=())
+    assert [(r.rail, r.netdev, r.rdma) for r in diag.rails] == [
+        (0, "net_rail0", "rdma_rail0"), (1, "enp141s0f0np0", "rdma_rail1")]
+    # its netdev going down is still judged, under the name it has
+    snap = nodes.replace_link(snap, "enp141s0f0np0", operstate="DOWN", carrier=0)
+    assert found(snap) == [("RailLinkDown", "critical", "enp141s0f0np0")]
+
+
+def test_long_rdma_names_are_not_a_template_problem() -> None:
+    snap = replace(nodes.node(), rules=(
+        RailRule(nodes.PCIS[0], "rdma_rail0_plane0", "rdma", nodes.RDMA_RULES, 4),
+        RailRule(nodes.PCIS[1], "rdma_rail0_plane1", "rdma", nodes.RDMA_RULES, 5),
+    ))
+    assert found(snap) == []
+    assert [(r.rail, r.plane) for r in diagnose(snap, EXP, kernel_table=()).rails] == [(0, 0), (0, 1)]
+
+
+# -- "FirmwareSkew: rails of the same NIC model on one node run different firmware" (§4)
+
+
+def test_rails_of_unknown_model_are_not_called_the_same_model() -> None:
+    snap = nodes.node()
+    snap = replace(snap, drivers=tuple(replace(d, psid=None, firmware="28.43.1014" if d.netdev == "net_rail1"
+                                               else d.firmware) for d in snap.drivers),
+                   rdma_devices=tuple(replace(d, hca_type=None) for d in snap.rdma_devices))
+    assert found(snap) == []
+    # the same node with the model known is skew
+    snap = replace(snap, drivers=tuple(replace(d, psid="MT_0000000838") for d in snap.drivers))
+    assert found(snap) == [("FirmwareSkew", "info", "node")]
+
+
+# -- "a timeout on devlink while the SR-IOV daemon creates VFs means busy, not down" (§3)
+
+
+def test_a_busy_devlink_is_said_to_be_busy_and_judges_nothing(tmp_path: Path) -> None:
+    img = image_copy(tmp_path, "eswitch-mode-unexpected")
+    manifest = json.loads((img / "manifest.json").read_text())
+    for item in manifest["items"]:
+        argv = item.get("argv") or []
+        if argv[:3] == ["devlink", "-j", "dev"] and "pci/0000:8d:00.0" in argv:
+            item["timed_out"] = True
+    (img / "manifest.json").write_text(json.dumps(manifest))
+    diag = diagnose_image(img, Expectations(eswitch_mode="switchdev", esw_multiport=False))
+    assert diag.findings == ()
+    reasons = dict(diag.unavailable)
+    assert "busy, not down" in reasons["devlink pci/0000:8d:00.0"]
+    assert diag.rails[1].eswitch_mode is None and diag.rails[1].esw_multiport is None
+
+
+# -- messages name the plane on a multiplane node (rail numbers repeat across planes)
+
+
+@pytest.mark.parametrize("code", ["RailLinkDown", "RdmaLinkDown"])
+def test_messages_of_a_multiplane_rail_name_its_plane(code: str) -> None:
+    snap = replace(nodes.node(), rules=(
+        RailRule(nodes.PCIS[0], "net_0_0_0", "net", nodes.NET_RULES, 4),
+        RailRule(nodes.PCIS[1], "net_0_1_0", "net", nodes.NET_RULES, 5),
+    ))
+    snap = nodes.replace_link(snap, "net_rail1", operstate="DOWN", carrier=0)
+    snap = replace(snap, rdma_links=tuple(replace(rl, state="DOWN") if rl.dev == "rdma_rail1" else rl
+                                          for rl in snap.rdma_links))
+    (f,) = [f for f in diagnose(snap, EXP, kernel_table=()).findings if f.code == code]
+    assert f.message.startswith("rail 0 plane 1:")
+    out = io.StringIO()
+    render(diagnose(snap, EXP, kernel_table=()), out, colour=False)
+    assert "rail 0 plane 1:" in out.getvalue()
