@@ -66,8 +66,9 @@ def _table(headers: Sequence[str], rows: list[list[tuple[str, str | None]]], pai
 
 
 def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour: bool | None = None,
-           found: Sequence[str] = ()) -> None:
-    """Write the diagnosis for a person. ``found`` lists what the node has when it has no rails."""
+           found: Sequence[str] = (), not_judged: Sequence[str] = ()) -> None:
+    """Write the diagnosis for a person. ``found`` lists what the node has when it has no rails;
+    ``not_judged`` names the expectations no flag gave (an "OK" must not read as "all checked")."""
     paint = _Paint(use_colour(stream) if colour is None else colour)
     out: list[str] = []
     head = f"node {diag.node or '?'}  kernel {diag.kernel or '?'}"
@@ -114,6 +115,8 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
         for f in diag.findings:
             out.append(f"{paint(f.severity.upper().ljust(8), f.severity)}  {f.code.ljust(width_code)}  "
                        f"{f.subject.ljust(width_subj)}  {f.message}")
+    if not_judged and diag.rails:
+        out.append(paint(f"not judged (no expectation given): {', '.join(not_judged)}", "dim"))
     if diag.unavailable:
         out.append("")
         out.append(paint("not available:", "dim"))

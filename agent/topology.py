@@ -635,9 +635,12 @@ def _ovs_orphans(ovs: tuple[OvsInterface, ...] | None, names: set[str], pfs: dic
     for r in rails:
         if r.pf is not None:
             prefixes.append((r.expected_netdev, r.pf.handle))
+    # A port named as a rail's uplink is not a representor: the rail missing or renamed is its own
+    # finding (RailMissing / RailNameMismatch), one finding per cause.
+    uplinks = {r.expected_netdev for r in rails}
     out = []
     for itf in ovs:
-        if (itf.type or "") not in _NETDEV_TYPES or itf.name in names:
+        if (itf.type or "") not in _NETDEV_TYPES or itf.name in names or itf.name in uplinks:
             continue
         if itf.error:
             why = f"error: {itf.error}"

@@ -34,7 +34,11 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         values = dict(nic.esw_multiport_by_pf)
         if not values:
             continue
+        # The value is the lowest readable PF's (every PF of a NIC reads the same), but the subject is
+        # always the NIC's lowest PF: a busy PF must not move the alert to another subject.
         base = next(iter(values))
+        subject = f"pci/{nic.lowest_pf}"
+        read_on = "" if nic.lowest_pf == base else f" (read on pci/{base})"
         for bdf in nic.torn_pfs:
             out.append(finding(
                 "EswMultiportUnexpected", f"pci/{bdf}",
@@ -44,8 +48,9 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
                 by_pf={f"pci/{b}": v for b, v in values.items()}))
         if nic.carries_rails and exp.esw_multiport is not None and nic.esw_multiport != exp.esw_multiport:
             out.append(finding(
-                "EswMultiportUnexpected", f"pci/{base}",
-                f"esw_multiport (multiport eswitch LAG) is {_word(nic.esw_multiport)} on the NIC of pci/{base}, "
+                "EswMultiportUnexpected", subject,
+                f"esw_multiport (multiport eswitch LAG) is {_word(nic.esw_multiport)} on the NIC of {subject}"
+                f"{read_on}, "
                 f"expected {_word(exp.esw_multiport)} (runtime-only: a reboot or driver reload resets it)",
                 value=nic.esw_multiport, expected=exp.esw_multiport, switch_id=nic.switch_id,
                 pfs=[f"pci/{b}" for b in nic.pfs]))

@@ -13,7 +13,7 @@ import sys
 import tarfile
 import zlib
 
-from ..config import ReadConfig
+from ..config import Expectations, ReadConfig
 from ..diagnose import KernelTableError, diagnose, load_kernel_table, with_unavailable
 from ..findings import Diagnosis
 from ..history import load_history
@@ -71,6 +71,15 @@ def what_was_found(snap: Snapshot) -> list[str]:
     return lines
 
 
+def not_judged(exp: Expectations) -> list[str]:
+    """What no ``--expect-*`` flag asked for, in words with the flag that would ask."""
+    return [f"{what} ({flag})" for what, flag, value in (
+        ("eswitch mode", "--expect-eswitch-mode", exp.eswitch_mode),
+        ("esw_multiport", "--expect-esw-multiport", exp.esw_multiport),
+        ("RDMA netns mode", "--expect-rdma-netns", exp.rdma_netns),
+    ) if value is None]
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         exp = expectations_from_args(args)
@@ -122,5 +131,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ..render import render
 
-        render(diag, sys.stdout, source=args.source, found=what_was_found(snap) if not diag.rails else ())
+        render(diag, sys.stdout, source=args.source, found=what_was_found(snap) if not diag.rails else (),
+               not_judged=not_judged(exp))
     return diag.exit_status()

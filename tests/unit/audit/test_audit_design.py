@@ -21,7 +21,7 @@ import pytest
 from agent.config import Expectations
 from agent.diagnose import diagnose
 from agent.host.recorded import open_image
-from agent.model import RailRule
+from agent.model import OvsInterface, RailRule
 from agent.render import render
 from agent.snapshot import take_snapshot
 
@@ -139,3 +139,53 @@ def test_messages_of_a_multiplane_rail_name_its_plane(code: str) -> None:
     out = io.StringIO()
     render(diagnose(snap, EXP, kernel_table=()), out, colour=False)
     assert "rail 0 plane 1:" in out.getvalue()
+
+
+# -- "A NIC's esw_multiport is the value read on its lowest PF; that PF's handle is the subject of
+#    EswMultiportUnexpected" (§4); a busy PF must not move the alert to another subject
+
+
+def one_nic(snap):
+    return replace(snap, links=tuple(replace(ln, phys_switch_id=nodes.SWITCH_IDS[0]) if ln.phys_switch_id else ln
+                                     for ln in snap.links))
+
+
+def test_multiport_subject_stays_the_lowest_pf_when_it_cannot_be_read() -> None:
+    lowest = f"pci/{nodes.PCIS[0]}"
+    snap = one_nic(nodes.node())
+    snap = replace(snap, params=tuple(p for p in snap.params if p.handle != lowest), busy=(lowest,))
+    assert found(snap, Expectations(esw_multiport=True)) == [("EswMultiportUnexpected", "warning", lowest)]
+
+
+# -- "RepresentorStale: ... OVS ports whose netdev is gone" and "One finding per cause: a rail with no
+#    netdev is RailMissing only" (§4): the OVS port of a rail's own uplink is not a representor
+
+
+def test_the_ovs_port_of_a_missing_or_renamed_uplink_is_not_a_stale_representor() -> None:
+    gone = OvsInterface("net_rail1", "", 0, -1, "down", "could not open network device net_rail1 (No such device)")
+    snap = nodes.with_ovs(nodes.drop_link(nodes.node(), "net_rail1"), gone)
+    assert found(snap) == [("RailMissing", "critical", "net_rail1")]
+    snap = nodes.with_ovs(nodes.replace_link(nodes.node(), "net_rail1", ifname="enp141s0f0np0"), gone)
+    assert found(snap) == [("RailNameMismatch", "critical", "net_rail1")]
+    # a representor's port is still one
+    snap = nodes.with_ovs(nodes.node(), gone, OvsInterface("net_rail1_3", "", 0, -1, "down"))
+    assert found(snap) == [("RepresentorStale", "warning", f"pci/{nodes.PCIS[1]}")]
+
+
+# -- "Expectations come from flags, never from a silent default" (§4): the human "OK" says what it
+#    did not judge, so a legacy PF on a node checked without flags does not read as checked
+
+
+def test_human_ok_names_the_expectations_no_flag_gave(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli import main
+
+    img = str(IMAGES / "eswitch-mode-unexpected")
+    assert main(["doctor", "--from", img]) == 0
+    out = capsys.readouterr().out
+    assert "OK: 2 rail(s), no findings" in out
+    assert "not judged (no expectation given): eswitch mode (--expect-eswitch-mode), esw_multiport " \
+           "(--expect-esw-multiport), RDMA netns mode (--expect-rdma-netns)" in out
+    assert main(["doctor", "--from", img, "--expect-eswitch-mode", "switchdev", "--expect-esw-multiport", "false",
+                 "--expect-rdma-netns", "exclusive"]) == 1
+    out = capsys.readouterr().out
+    assert "not judged" not in out and "EswitchModeUnexpected" in out
