@@ -61,7 +61,8 @@ guest_requirements() {
   # The same versions the host's tests run with, so a guest failure is never a version skew.
   python3 - <<'PY'
 from importlib import metadata
-for dist in ("pyroute2", "msgpack", "prometheus_client", "psutil"):
+for dist in ("pyroute2", "msgpack", "prometheus_client", "psutil", "aiohttp", "aiohappyeyeballs",
+             "aiosignal", "attrs", "frozenlist", "multidict", "propcache", "yarl"):
     try:
         print(f"{dist}=={metadata.version(dist)}")
     except metadata.PackageNotFoundError:

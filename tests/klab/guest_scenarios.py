@@ -144,6 +144,7 @@ def scenario_setup() -> dict[str, Any]:
     Port p1 of each becomes a rail (``net_rail0`` / ``net_rail1``) with a soft-RoCE device renamed
     to ``rdma_rail0`` / ``rdma_rail1``, as the NIC operator's udev rules would name them.
     """
+    sh("ip", "link", "set", "dev", "lo", "up")  # the agent daemon serves on 127.0.0.1
     write(f"{NSIM}/new_device", "10 2")
     write(f"{NSIM}/new_device", "11 1")
     wait_for(lambda: len(netdevs_of(DEV)) == 2 and len(netdevs_of(DEV2)) == 1, what="netdevsim ports")
@@ -542,6 +543,103 @@ def scenario_config_flapping() -> dict[str, Any]:
     return {"phases": phases, "handle": HANDLE}
 
 
+DAEMON_PORT = 9841
+DAEMON_CYCLES = 4
+#: How long the daemon may take to show a representor change in /metrics (link events trigger a
+#: read; under emulation one read takes seconds).
+DAEMON_CONVERGE_S = 60.0
+
+
+def _http(path: str, timeout: float = 30.0) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{DAEMON_PORT}{path}", timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0, b""
+
+
+def _rss_of(pid: int) -> int | None:
+    for line in (read(f"/proc/{pid}/status") or "").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return None
+
+
+def scenario_daemon(out: Path) -> dict[str, Any]:
+    """The node agent daemon (``railscope agent``) through representor churn, then its node image.
+
+    VFs are created and removed while the daemon runs; after each change /metrics is polled until
+    its representor series match the kernel. Then the daemon records a node image (/v1/image) and
+    ``railscope doctor`` runs live at the same moment, for the host to compare.
+    """
+    log = (out / "agent-daemon.log").open("w")
+    argv = [sys.executable, "-m", "agent.cli", "agent", "--listen", "127.0.0.1", "--port", str(DAEMON_PORT),
+            "--representor-include", ".", "--node", "klab-node", "--cluster", "klab"]
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    steps: list[dict[str, Any]] = []
+    rss: list[dict[str, Any]] = []
+    result: dict[str, Any] = {"argv": argv[3:], "steps": steps, "rss_kb": rss, "flags": list(DOCTOR_FLAGS)}
+    try:
+        t0 = time.monotonic()
+        wait_for(lambda: proc.poll() is not None or _http("/readyz", 5)[0] == 200, timeout=180,
+                 what="the agent to be ready")
+        if proc.poll() is not None:
+            raise RuntimeError(f"the agent exited with {proc.returncode} (see agent-daemon.log)")
+        result["ready_s"] = round(time.monotonic() - t0, 2)
+        for cycle in range(DAEMON_CYCLES):
+            for want in (0, 4):
+                set_numvfs(want)
+                if want:
+                    set_eswitch("switchdev")
+                wait_for(lambda want=want: len(representors_now()) == want, what=f"{want} representors")
+                kernel = sorted(representors_now().values())
+                t = time.monotonic()
+                seen: dict[str, Any] = {}
+
+                def converged(want: int = want, kernel: list[str] = kernel, seen: dict[str, Any] = seen) -> bool:
+                    status, body = _http("/metrics")
+                    if status != 200:
+                        return False
+                    text = body.decode()
+                    count = _metric_lines(text, "railscope_representors").get(
+                        '{device="net_rail0",pci="netdevsim10"}')
+                    up = sorted(re.search(r'device="([^"]+)"', k).group(1)
+                                for k in _metric_lines(text, "railscope_representor_up"))
+                    seen.update(count=count, up=up)
+                    return count == want and up == kernel
+
+                try:
+                    wait_for(converged, timeout=DAEMON_CONVERGE_S, what="/metrics to follow")
+                    ok = True
+                except TimeoutError:
+                    ok = False
+                steps.append({"cycle": cycle, "numvfs": want, "kernel_representors": kernel, "converged": ok,
+                              "seconds": round(time.monotonic() - t, 2), **seen})
+            rss.append({"cycle": cycle, "rss_kb": _rss_of(proc.pid)})
+        status, body = _http("/v1/image?reason=klab", timeout=300)
+        result["image_status"] = status
+        if status == 200:
+            (out / "agent-image.tar.gz").write_bytes(body)
+        live = sh(sys.executable, "-m", "agent.cli", "doctor", "--json", *DOCTOR_FLAGS, check=False)
+        (out / "doctor-live-daemon.json").write_text(live.stdout)
+        status, body = _http("/v1/events")
+        result["events"] = json.loads(body) if status == 200 else None
+    finally:
+        proc.terminate()
+        try:
+            result["exit_rc"] = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            result["exit_rc"] = proc.wait(10)
+        log.close()
+    return result
+
+
 def scenario_busy() -> dict[str, Any]:
     """A snapshot while netdevsim creates many VFs under the devlink lock: devlink is busy, not down."""
     from agent.config import Expectations, ReadConfig
@@ -605,6 +703,7 @@ def main() -> int:
         ("doctor_record", lambda: scenario_doctor_record(out)),
         ("churn", lambda: scenario_churn(out)),
         ("config_flapping", scenario_config_flapping),
+        ("daemon", lambda: scenario_daemon(out)),
         ("busy", scenario_busy),
     ]
     for name, fn in scenarios:

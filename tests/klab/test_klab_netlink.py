@@ -8,7 +8,8 @@ both directions was decoded in the guest.
 What this proves, and what it does not:
 - the request the kernel received carries ``IFLA_EXT_MASK`` with ``RTEXT_FILTER_SKIP_STATS``;
 - the kernel honoured it: no ``IFLA_VF_STATS`` in the PF's VF list and no IPv6 statistics, where
-  the same kernel puts them in the answers to iproute2, which does not set the flag;
+  the same kernel puts them in the answers to ``ip -s link``. (iproute2 6.1, Debian 12, sends
+  ``RTEXT_FILTER_VF`` alone with or without ``-s``: there the agent's dump is cheaper than ``ip link``.)
 - the 6.1 kernel still fills ``IFLA_STATS64`` / ``IFLA_STATS`` of every link whatever the mask
   (``rtnl_fill_stats`` is unconditional); the agent skips them while parsing, so its records carry
   ``stats64: null`` outside the rails. What that costs on mlx5 (``ndo_get_stats64`` of each
