@@ -1,0 +1,56 @@
+"""The node image recorded in the kernel lab, judged offline on every run (no QEMU needed).
+
+``tests/images/klab-netdevsim-switchdev`` is what ``railscope record`` wrote inside the lab guest, and
+its ``doctor-live.json`` what ``railscope doctor --json`` said live there (README beside it). Replaying
+the image must keep giving the live diagnosis: a reader or check change that breaks on real kernel
+output (netdevsim's non-PCI parent bus, real ``devlink -j`` / ``rdma -j`` answers, rxe's sysfs) fails here
+without booting anything.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.cli import main
+
+IMAGE = Path(__file__).resolve().parents[1] / "images" / "klab-netdevsim-switchdev"
+FLAGS = ["--expect-rdma-netns", "exclusive", "--expect-eswitch-mode", "switchdev"]
+
+
+def _key(finding):
+    return finding["code"], finding["severity"], finding["subject"]
+
+
+@pytest.fixture(scope="module")
+def live():
+    return json.loads((IMAGE / "doctor-live.json").read_text())
+
+
+def test_replay_gives_the_live_rail_table_and_findings(live, capsys):
+    status = main(["doctor", "--from", str(IMAGE), "--json", *FLAGS])
+    offline = json.loads(capsys.readouterr().out)
+    assert status == 2  # critical findings
+    assert offline["rails"] == live["rails"]
+    assert [_key(f) for f in offline["findings"]] == [_key(f) for f in live["findings"]]
+    assert (offline["node"], offline["kernel"]) == ("klab-node", "6.1.0-57-amd64")
+
+
+def test_the_recorded_node_is_what_the_readme_says(live):
+    rails = {r["rail"]: r for r in live["rails"]}
+    assert (rails[0]["netdev"], rails[0]["oper"], rails[0]["representors"]) == ("net_rail0", "up", 4)
+    assert (rails[1]["netdev"], rails[1]["oper"], rails[1]["rdma_state"]) == ("net_rail1", "down", "DOWN")
+    assert sorted(map(_key, live["findings"])) == [
+        ("RailLinkDown", "critical", "net_rail1"),
+        ("RdmaLinkDown", "critical", "rdma_rail1"),
+        ("RdmaNetnsModeUnexpected", "warning", "node"),
+    ]
+
+
+def test_metrics_of_the_image_count_the_representors(capsys):
+    assert main(["metrics", "--from", str(IMAGE)]) == 0
+    text = capsys.readouterr().out
+    assert 'railscope_representors{device="net_rail0",pci="netdevsim10"} 4.0' in text
+    assert 'railscope_representors{device="net_rail1",pci="netdevsim11"} 0.0' in text
