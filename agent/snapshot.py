@@ -53,13 +53,13 @@ def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[
     """Netdevs whose statistics, ethtool counters and RDMA port belong to a rail, sorted by name.
 
     A netdev counts when it is not a representor and not on a VF, and one of:
-    - its PCI function has a ``net`` udev naming rule (whatever name it has now: a failed rename is
-      still the rail's netdev);
+    - its PCI function has a udev naming rule, ``net`` or ``rdma`` (whatever name it has now: a failed
+      rename is still the rail's netdev, and a function named by an RDMA rule alone is a rail too);
     - its name matches a rail name template;
     - it is an uplink (``phys_port_name`` ``p<N>``) of a Mellanox function (other vendors' uplinks,
       such as a management NIC, are not rails).
     """
-    ruled = {r.pci for r in rules if r.kind == "net"}
+    ruled = {r.pci for r in rules}
     out = []
     for lk in links:
         if is_representor(lk):

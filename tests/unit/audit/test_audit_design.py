@@ -14,7 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "checks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images"))
 
+import make_images as mi
 import nodes
 import pytest
 
@@ -189,3 +191,18 @@ def test_human_ok_names_the_expectations_no_flag_gave(capsys: pytest.CaptureFixt
                  "--expect-rdma-netns", "exclusive"]) == 1
     out = capsys.readouterr().out
     assert "not judged" not in out and "EswitchModeUnexpected" in out
+
+
+def test_a_function_named_by_an_rdma_rule_alone_gets_its_netdev_read(tmp_path: Path) -> None:
+    """Statistics, speed and ethtool are read for every rail netdev, also one no net rule names and
+    whose port name says nothing (legacy mode on an old kernel)."""
+    img = mi.Image.load(IMAGES / "spectrumx-2rail-healthy")
+    mi.rename_netdev(img, "net_rail1", "enp141s0f0np0")
+    img.update_link("enp141s0f0np0", phys_port_name=None, phys_switch_id=None)
+    del img.files[mi.NET_RULES]
+    mi.set_counters(img, "enp141s0f0np0", drop=("rx_prio3_pause", "tx_prio3_pause"))
+    img.save(tmp_path / "img", "test image\n", {})
+    diag = diagnose_image(tmp_path / "img")
+    assert [(f.code, f.subject) for f in diag.findings] == [("PfcDisabled", "enp141s0f0np0")]
+    row = diag.rails[1]
+    assert (row.netdev, row.speed_mbps, row.driver, row.psid) == ("enp141s0f0np0", 400000, "mlx5_core", "MT_0000000838")
