@@ -92,15 +92,13 @@ class SourceTimer:
 
     def __init__(self, state: SourceState, lane: Lane, run: Callable[[], Any],
                  on_done: Callable[[Any], None], deadline_s: float,
-                 current_device: Callable[[], str] | None = None,
-                 on_hung: Callable[[str, str], None] | None = None) -> None:
+                 current_device: Callable[[], str] | None = None) -> None:
         self.state = state
         self.lane = lane
         self._run = run
         self._on_done = on_done
         self.deadline_s = deadline_s
         self._current_device = current_device or (lambda: "")
-        self._on_hung = on_hung
         self._poke = asyncio.Event()
         self.first_done = asyncio.Event()
         self.stopped = False
@@ -128,8 +126,6 @@ class SourceTimer:
                     st.hung.add(hung_dev)
                     log.warning("source hung", extra={"source": st.name, "device": hung_dev,
                                                       "after_s": round(self.deadline_s, 1)})
-                    if self._on_hung is not None:
-                        self._on_hung(st.name, hung_dev)
                     res = await fut  # never start a second copy while this one is stuck
             except asyncio.CancelledError:
                 raise
@@ -144,8 +140,6 @@ class SourceTimer:
                 st.last_success = True
                 st.last_error = None
                 st.last_ok = time.time()
-                if hung_dev is not None:
-                    st.hung.discard(hung_dev)
                 try:
                     self._on_done(res)
                 except Exception as exc:
@@ -154,11 +148,11 @@ class SourceTimer:
                     log.exception("applying a sample failed", extra={"source": st.name})
             finally:
                 st.running_since = None
+                if hung_dev is not None:
+                    st.hung.discard(hung_dev)  # it returned: stuck no more, whatever it gave
             st.last_duration_s = time.monotonic() - started
             self.first_done.set()
             wait = self.state.interval_s - (time.monotonic() - started)
-            if hung_dev is not None:
-                wait = max(wait, 0.0)
             if wait > 0:
                 try:
                     async with asyncio.timeout(wait):

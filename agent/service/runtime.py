@@ -177,8 +177,7 @@ class Agent:
         for src in SOURCES:
             self._timers[src] = SourceTimer(
                 self._states[src], self._lanes[src], runs[src], self._on_part,
-                deadline_s=self.settings.source_deadline_s, current_device=self._progress[src].get,
-                on_hung=self._on_hung)
+                deadline_s=self.settings.source_deadline_s, current_device=self._progress[src].get)
         if self.settings.watch_links:
             wake = self._wake
 
@@ -257,10 +256,6 @@ class Agent:
                              dict(self._rdma_ports), self._progress["counters"])
 
     # -- results (event loop) ----------------------------------------------------------------
-    def _on_hung(self, source: str, device: str) -> None:
-        log.warning("source marked hung; serving its last good value",
-                    extra={"source": source, "device": device})
-
     def _on_part(self, part: Part) -> None:
         self._parts[part.source] = part
         if part.source == "counters":
