@@ -105,13 +105,19 @@ def firmware_skew(snap: Snapshot, topo: Topology) -> list[Finding]:
             # adapters (a BlueField-3 beside a ConnectX-7) legitimately run different firmware.
             continue
         by_model.setdefault(model, {}).setdefault(fw, []).append(rail.expected_netdev)
-    out = []
-    for model, fws in sorted(by_model.items()):
-        if len(fws) > 1:
-            desc = "; ".join(f"{fw} on {', '.join(names)}" for fw, names in sorted(fws.items()))
-            out.append(finding("FirmwareSkew", "node", f"rails of NIC model {model} run different firmware: {desc}",
-                               model=model, firmware={fw: names for fw, names in sorted(fws.items())}))
-    return out
+    # One finding for the node (subject "node"), every skewed model in it: two findings with the same
+    # code and subject would be merged into one and the second model's skew lost.
+    skewed = {model: {fw: names for fw, names in sorted(fws.items())}
+              for model, fws in sorted(by_model.items()) if len(fws) > 1}
+    if not skewed:
+        return []
+    desc = "; ".join(f"rails of NIC model {model} run different firmware: "
+                     + "; ".join(f"{fw} on {', '.join(names)}" for fw, names in fws.items())
+                     for model, fws in skewed.items())
+    if len(skewed) == 1:
+        ((model, fws),) = skewed.items()
+        return [finding("FirmwareSkew", "node", desc, model=model, firmware=fws)]
+    return [finding("FirmwareSkew", "node", desc, models=skewed)]
 
 
 def driver_kernel(snap: Snapshot, topo: Topology, table: tuple[KernelRow, ...]) -> list[Finding]:

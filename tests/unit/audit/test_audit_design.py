@@ -206,3 +206,18 @@ def test_a_function_named_by_an_rdma_rule_alone_gets_its_netdev_read(tmp_path: P
     assert [(f.code, f.subject) for f in diag.findings] == [("PfcDisabled", "enp141s0f0np0")]
     row = diag.rails[1]
     assert (row.netdev, row.speed_mbps, row.driver, row.psid) == ("enp141s0f0np0", 400000, "mlx5_core", "MT_0000000838")
+
+
+def test_firmware_skew_of_two_models_is_one_finding_naming_both() -> None:
+    snap = nodes.node(rails=4)
+    cx7, bf3 = ("net_rail0", "net_rail1"), ("net_rail2", "net_rail3")
+    newer = ("net_rail1", "net_rail3")
+    snap = replace(snap, drivers=tuple(replace(d, firmware="28.43.1014" if d.netdev in newer else d.firmware)
+                                       for d in snap.drivers),
+                   rdma_devices=tuple(replace(d, hca_type="MT41692") if d.name in ("rdma_rail2", "rdma_rail3") else d
+                                      for d in snap.rdma_devices))
+    (f,) = diagnose(snap, EXP, kernel_table=()).findings
+    assert (f.code, f.severity, f.subject) == ("FirmwareSkew", "info", "node")
+    assert "MT4129" in f.message and "MT41692" in f.message
+    assert f.evidence["models"] == {"MT41692": {"28.42.1000": [bf3[0]], "28.43.1014": [bf3[1]]},
+                                    "MT4129": {"28.42.1000": [cx7[0]], "28.43.1014": [cx7[1]]}}
