@@ -38,7 +38,7 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         if f"rx_prio{p}_pause" not in c and f"tx_prio{p}_pause" not in c:
             out.append(finding("PfcDisabled", subject,
                                f"{rail.netdev.ifname}: no PFC counters for the lossless priority {p} "
-                               f"(PFC is off on prio {p})", netdev=rail.netdev.ifname, prio=p))
+                               f"(PFC off or unsupported on prio {p})", netdev=rail.netdev.ifname, prio=p))
         glob = sorted(k for k in c if "_global_pause" in k)
         if glob:
             out.append(finding("GlobalPauseEnabled", subject,

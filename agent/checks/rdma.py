@@ -39,18 +39,18 @@ def running_netns_mode(snap: Snapshot) -> str | None:
 
 def requested_netns_mode(snap: Snapshot) -> tuple[str | None, list[str]]:
     """What the node asks for at the next module load (cmdline wins over modprobe.d), and where."""
-    where: list[str] = []
-    mode = None
+    asks: list[tuple[str, str]] = []
     for file, line in snap.versions.modprobe_netns_mode:
         m = _MODPROBE_RE.search(line)
-        if m and _mode_word(m.group(1)):
-            mode = _mode_word(m.group(1))
-            where.append(f"{file}: {line.strip()}")
+        if m and (word := _mode_word(m.group(1))):
+            asks.append((word, f"{file}: {line.strip()}"))
     m = _CMDLINE_RE.search(snap.versions.cmdline or "")
-    if m and _mode_word(m.group(1)):
-        mode = _mode_word(m.group(1))
-        where.append(f"/proc/cmdline: ib_core.netns_mode={m.group(1)}")
-    return mode, where
+    if m and (word := _mode_word(m.group(1))):
+        asks.append((word, f"/proc/cmdline: ib_core.netns_mode={m.group(1)}"))
+    if not asks:
+        return None, []
+    mode = asks[-1][0]
+    return mode, [where for word, where in asks if word == mode]
 
 
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
@@ -78,8 +78,8 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         evidence["expected"] = exp.rdma_netns
     requested, where = requested_netns_mode(snap)
     if requested == "exclusive" and running == "shared":
-        reasons.append("the node asks for exclusive mode but the running ib_core was loaded shared "
-                       "(module not reloaded or node not rebooted)")
+        reasons.append(f"the node asks for exclusive mode ({'; '.join(where)}) but the running ib_core was "
+                       "loaded shared (module not reloaded or node not rebooted)")
         evidence["requested_by"] = where
     if reasons:
         out.append(finding("RdmaNetnsModeUnexpected", "node",

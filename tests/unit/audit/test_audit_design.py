@@ -23,7 +23,7 @@ import pytest
 from agent.config import Expectations
 from agent.diagnose import diagnose
 from agent.host.recorded import open_image
-from agent.model import OvsInterface, RailRule
+from agent.model import OvsInterface, RailRule, Versions
 from agent.render import render
 from agent.snapshot import take_snapshot
 
@@ -221,3 +221,12 @@ def test_firmware_skew_of_two_models_is_one_finding_naming_both() -> None:
     assert "MT4129" in f.message and "MT41692" in f.message
     assert f.evidence["models"] == {"MT41692": {"28.42.1000": [bf3[0]], "28.43.1014": [bf3[1]]},
                                     "MT4129": {"28.42.1000": [cx7[0]], "28.43.1014": [cx7[1]]}}
+
+
+def test_netns_finding_says_where_the_node_asks_for_exclusive() -> None:
+    snap = replace(nodes.node(netns="shared"), versions=Versions(
+        kernel="6.8.0-60-generic", cmdline="ro ib_core.netns_mode=0",
+        modprobe_netns_mode=(("/etc/modprobe.d/rdma.conf", "options ib_core netns_mode=1"),)))
+    (f,) = diagnose(snap, EXP, kernel_table=()).findings
+    assert f.code == "RdmaNetnsModeUnexpected" and "/proc/cmdline: ib_core.netns_mode=0" in f.message
+    assert f.evidence["requested_by"] == ["/proc/cmdline: ib_core.netns_mode=0"]
