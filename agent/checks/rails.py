@@ -28,10 +28,14 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         name = rail.expected_netdev
         if rail.netdev is None:
             where = f"PCI function {rail.pci}" if rail.pci else "this node"
+            # sysfs was read (other functions are known) but has no such function: the NIC itself is
+            # gone from the bus (link training, AER fatal, a dead card), not only its netdev.
+            off_bus = bool(rail.pci and snap.pci and snap.pci_function(rail.pci) is None)
             out.append(finding(
                 "RailMissing", name, f"rail {rail_label(rail.rail, rail.plane)}: no netdev on {where} "
-                f"(expected {name})", pci=rail.pci, source=rail.source,
-                numvfs=rail.pf.numvfs if rail.pf else None))
+                f"(expected {name})" + ("; the PCI function is not in /sys/bus/pci/devices either" if off_bus else ""),
+                pci=rail.pci, source=rail.source, numvfs=rail.pf.numvfs if rail.pf else None,
+                pci_function_present=False if off_bus else None))
             continue
         actual = rail.netdev.ifname
         if rail.renamed and not rail.name_too_long:

@@ -230,3 +230,13 @@ def test_netns_finding_says_where_the_node_asks_for_exclusive() -> None:
     (f,) = diagnose(snap, EXP, kernel_table=()).findings
     assert f.code == "RdmaNetnsModeUnexpected" and "/proc/cmdline: ib_core.netns_mode=0" in f.message
     assert f.evidence["requested_by"] == ["/proc/cmdline: ib_core.netns_mode=0"]
+
+
+def test_rail_missing_says_when_the_pci_function_is_gone_too() -> None:
+    snap = nodes.drop_link(nodes.node(), "net_rail1")
+    (f,) = diagnose(snap, EXP, kernel_table=()).findings
+    assert "not in /sys/bus/pci/devices" not in f.message
+    snap = replace(snap, pci=tuple(fn for fn in snap.pci if fn.bdf != nodes.PCIS[1] and fn.physfn != nodes.PCIS[1]))
+    (f,) = diagnose(snap, EXP, kernel_table=()).findings
+    assert (f.code, f.subject) == ("RailMissing", "net_rail1")
+    assert f.message.endswith("; the PCI function is not in /sys/bus/pci/devices either")
