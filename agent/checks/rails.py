@@ -13,7 +13,7 @@ from ..findings import Finding
 from ..model import Snapshot
 from ..naming import IFNAMSIZ_MAX
 from ..topology import Topology
-from ._util import finding, rail_label
+from ._util import finding, name_list, rail_label
 
 
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
@@ -22,7 +22,7 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         out.append(finding(
             "RailTemplateInvalid", prob.file,
             f"{len(prob.names)} netdev name(s) in {prob.file} are longer than {IFNAMSIZ_MAX} characters "
-            f"(IFNAMSIZ) and can never be applied: {', '.join(prob.names)}",
+            f"(IFNAMSIZ) and can never be applied: {name_list(prob.names)}",
             names=list(prob.names), max_len=IFNAMSIZ_MAX))
     for rail in topo.rails:
         name = rail.expected_netdev

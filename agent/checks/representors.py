@@ -10,7 +10,7 @@ from ..config import Expectations
 from ..findings import Finding
 from ..model import Snapshot
 from ..topology import Topology
-from ._util import finding
+from ._util import finding, name_list
 
 
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
@@ -28,14 +28,14 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         parts = []
         if stale:
             parts.append(f"{len(stale)} representor(s) of VFs that do not exist (sriov_numvfs {pf.numvfs}): "
-                         + ", ".join(stale))
+                         + name_list(stale))
         if ovs:
-            parts.append(f"{len(ovs)} OVS port(s) whose netdev is gone: " + ", ".join(ovs))
+            parts.append(f"{len(ovs)} OVS port(s) whose netdev is gone: " + name_list(ovs))
         out.append(finding("RepresentorStale", pf.handle, f"{pf.handle} ({pf.netdev or 'no netdev'}): "
                            + "; ".join(parts), numvfs=pf.numvfs, stale_representors=stale or None,
                            ovs_orphans=ovs or None, ovs_reasons=reasons.get(pf.handle)))
     for owner, names in sorted(orphans.items()):
         out.append(finding("RepresentorStale", owner,
-                           f"{len(names)} OVS port(s) whose netdev is gone: " + ", ".join(names),
+                           f"{len(names)} OVS port(s) whose netdev is gone: " + name_list(names),
                            ovs_orphans=names, ovs_reasons=reasons.get(owner)))
     return out

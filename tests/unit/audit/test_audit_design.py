@@ -240,3 +240,10 @@ def test_rail_missing_says_when_the_pci_function_is_gone_too() -> None:
     (f,) = diagnose(snap, EXP, kernel_table=()).findings
     assert (f.code, f.subject) == ("RailMissing", "net_rail1")
     assert f.message.endswith("; the PCI function is not in /sys/bus/pci/devices either")
+
+
+def test_a_leak_of_hundreds_of_representors_is_one_readable_line() -> None:
+    snap = nodes.set_numvfs(nodes.node(numvfs=120), nodes.PCIS[0], 0)
+    (f,) = [f for f in diagnose(snap, EXP, kernel_table=()).findings if f.subject == f"pci/{nodes.PCIS[0]}"]
+    assert f.code == "RepresentorStale" and len(f.evidence["stale_representors"]) == 120
+    assert f.message.endswith("net_rail0_7 and 112 more") and len(f.message) < 300
