@@ -23,7 +23,7 @@ import pytest
 from agent.config import Expectations
 from agent.diagnose import diagnose
 from agent.host.recorded import open_image
-from agent.model import OvsInterface, RailRule, Versions
+from agent.model import DevlinkPort, Link, OvsInterface, PciFunction, RailRule, Versions
 from agent.render import render
 from agent.snapshot import take_snapshot
 
@@ -247,3 +247,48 @@ def test_a_leak_of_hundreds_of_representors_is_one_readable_line() -> None:
     (f,) = [f for f in diagnose(snap, EXP, kernel_table=()).findings if f.subject == f"pci/{nodes.PCIS[0]}"]
     assert f.code == "RepresentorStale" and len(f.evidence["stale_representors"]) == 120
     assert f.message.endswith("net_rail0_7 and 112 more") and len(f.message) < 300
+
+
+# -- guards for rules the code already kept (they failed nowhere, and must keep holding)
+
+
+def test_a_two_port_nics_second_pf_owns_its_pf1_representors() -> None:
+    """``pf<N>`` is the NIC's device index, not the PCI function: the second PF's VFs are ``pf1vfM``,
+    owned by their parent_dev and judged against that PF's own sriov_numvfs (§3, §4)."""
+    snap = nodes.node(rails=1, numvfs=1)
+    sw, pf1, vf0 = nodes.SWITCH_IDS[0], "0000:0c:00.1", "0000:0c:00.2"
+    links, ports = list(snap.links), list(snap.ports)
+    links.append(Link(20, "net_rail1", "UP", 1, 2, 1, 1, 9000, "b8:3f:d2:7a:40:99", "p1", sw, "pci", pf1))
+    for v in range(2):
+        links.append(Link(21 + v, f"net_rail1_{v}", "UP", 1, 2, 1, 1, 9000, None, f"pf1vf{v}", sw, "pci", pf1))
+        ports.append(DevlinkPort(f"pci/{pf1}/{v + 1}", f"pci/{pf1}", v + 1, f"net_rail1_{v}", "pcivf", 0, 1, v))
+    pci = [replace(fn, bdf=vf0) if fn.physfn else replace(fn, virtfns=(vf0,)) for fn in snap.pci]
+    pci.append(PciFunction(pf1, 2, 8, driver="mlx5_core"))
+    snap = replace(snap, links=tuple(links), ports=tuple(ports), pci=tuple(pci),
+                   rules=(*snap.rules, RailRule(pf1, "net_rail1", "net", nodes.NET_RULES, 9)))
+    snap = nodes.with_ovs(snap, OvsInterface("net_rail1", "", 20, 1, "up"),
+                          OvsInterface("net_rail1_1", "", 22, 3, "down"))  # a VF down: normal
+    assert found(snap) == []
+    diag = diagnose(snap, EXP, kernel_table=())
+    assert [(r.netdev, r.numvfs, r.representors) for r in diag.rails] == [("net_rail0", 1, 1), ("net_rail1", 2, 2)]
+    # one VF fewer on the second PF: pf1vf1 is stale there, not on the first PF
+    snap = replace(snap, pci=tuple(replace(fn, sriov_numvfs=1) if fn.bdf == pf1 else fn for fn in snap.pci))
+    assert found(snap) == [("RepresentorStale", "warning", f"pci/{pf1}")]
+    # an OVS port whose netdev is gone is evidence, never counted as a representor
+    snap = nodes.with_ovs(snap, OvsInterface("net_rail1_7", "", 0, -1, "down"))
+    (f,) = diagnose(snap, EXP, kernel_table=()).findings
+    assert f.evidence["ovs_orphans"] == ["net_rail1_7"] and f.evidence["stale_representors"] == ["net_rail1_1"]
+    assert diagnose(snap, EXP, kernel_table=()).rails[1].representors == 2
+
+
+def test_the_document_has_exactly_the_design_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli import main
+
+    main(["doctor", "--from", str(IMAGES / "representor-stale"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc) == ["schema", "node", "kernel", "rails", "findings", "unavailable"]  # unavailable: additive
+    assert all(list(r) == ["rail", "plane", "netdev", "rdma", "pci", "oper", "speed_mbps", "rdma_state", "driver",
+                           "driver_version", "firmware", "psid", "eswitch_mode", "esw_multiport", "numvfs",
+                           "representors"] for r in doc["rails"])
+    assert all(list(f) == ["code", "severity", "subject", "message", "evidence"] for f in doc["findings"])
+    assert (doc["rails"][0]["firmware"], doc["rails"][0]["psid"]) == ("28.42.1000", "MT_0000000838")
