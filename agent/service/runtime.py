@@ -57,6 +57,7 @@ from .lanes import Lane, SourceState, SourceTimer
 from .sampling import (
     SOURCES,
     TRAFFIC,
+    LinkCache,
     Part,
     Progress,
     compose,
@@ -132,6 +133,7 @@ class Agent:
         self._last_links_poke = 0.0
         self._last_ports_poke = 0.0
 
+        self._link_cache = LinkCache()
         self._fw_lock = threading.Lock()
         self._states = {src: SourceState(src, self._interval(src)) for src in SOURCES}
         self._progress = {src: Progress() for src in SOURCES}
@@ -237,7 +239,7 @@ class Agent:
     def _read_links(self) -> Part:
         cfg = self._parts.get("config")
         rules = cfg.fields.get("rules", ()) if cfg else ()
-        return read_links_part(self._host("links"), self.settings.read, rules)
+        return read_links_part(self._host("links"), self.settings.read, rules, self._link_cache)
 
     def _read_devlink(self) -> Part:
         links = self._parts.get("links")

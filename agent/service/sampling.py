@@ -18,11 +18,11 @@ from typing import Any
 
 from ..config import ReadConfig
 from ..host import Host
-from ..model import Snapshot
+from ..model import Link, Snapshot
 from ..readers.common import Notes, read_word, to_int
 from ..readers.devlink import read_devlink
 from ..readers.ethtool import read_ethtool
-from ..readers.links import read_link_stats, read_links, read_speeds, with_stats
+from ..readers.links import parse_link, read_link_stats, read_speeds, with_stats
 from ..readers.ovs import read_ovs
 from ..readers.pci import functions_of_links, read_pci
 from ..readers.rdma import read_rdma
@@ -30,7 +30,7 @@ from ..readers.udev import read_rules
 from ..readers.versions import read_versions
 from ..snapshot import rail_netdevs
 
-__all__ = ["SOURCES", "Part", "Progress", "compose", "read_config", "read_counters", "read_devlink_part",
+__all__ = ["SOURCES", "LinkCache", "Part", "Progress", "compose", "read_config", "read_counters", "read_devlink_part",
            "read_links_part", "read_rdma_part"]
 
 #: The agent's sources, in the order a first sample reads them (the snapshot's dependency order).
@@ -97,12 +97,50 @@ def read_config(host: Host, cfg: ReadConfig) -> Part:
     return _part("config", notes, fields={"rules": rules, "ovs": ovs})
 
 
-def read_links_part(host: Host, cfg: ReadConfig, rules: Iterable[Any]) -> Part:
+class LinkCache:
+    """The links of the previous dump, so that an unchanged link is not decoded into a record again.
+
+    On a node of 2,050 netdevs almost nothing changes between two dumps 15 s apart, and turning
+    every dump entry into a ``Link`` costs as much CPU as the dump itself (measured: about 40 ms of
+    84 ms). Comparing an entry with the previous one costs a small fraction of that.
+    """
+
+    def __init__(self) -> None:
+        self._prev: dict[Any, tuple[dict[str, Any], Link]] = {}
+
+    def links(self, host: Host, notes: Notes) -> tuple[Link, ...]:
+        """``agent.readers.links.read_links``, with the unchanged entries' records reused."""
+        try:
+            dump = host.links()
+        except Exception as exc:  # the reader's contract: a failing dump is "not available"
+            notes.missing("netlink", f"link dump failed: {exc}")
+            return ()
+        if dump is None:
+            notes.missing("netlink", getattr(host, "links_error", None) or "link dump not available")
+            return ()
+        out: list[Link] = []
+        seen: dict[Any, tuple[dict[str, Any], Link]] = {}
+        for entry in dump:
+            if not isinstance(entry, dict):
+                continue
+            key = entry.get("ifindex")
+            hit = self._prev.get(key)
+            link = hit[1] if hit is not None and hit[0] == entry else parse_link(entry)
+            if link is None:
+                continue
+            seen[key] = (entry, link)
+            out.append(link)
+        self._prev = seen
+        out.sort(key=lambda lk: lk.ifindex)
+        return tuple(out)
+
+
+def read_links_part(host: Host, cfg: ReadConfig, rules: Iterable[Any], cache: LinkCache | None = None) -> Part:
     """Versions, the link dump (no statistics in bulk), PCI / SR-IOV, then the rails' statistics."""
     notes = Notes()
     rules = tuple(rules)
     versions = read_versions(host, notes)
-    links = read_links(host, notes)
+    links = (cache or LinkCache()).links(host, notes)
     pci_of = functions_of_links(host, links)
     functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes)
     fn_by_bdf = {f.bdf: f for f in functions}
