@@ -371,6 +371,8 @@ class Agent:
         events_log.log(level, ev.message or ev.code, extra={
             "event": ev.code, "severity": ev.severity, "subject": ev.subject, "event_ts": ev.ts,
             "evidence": dict(ev.evidence)})
+        if "links" in self._parts:
+            self._schedule_analysis()  # the event becomes a railscope_finding now, not at the next sample
 
     # -- link events -------------------------------------------------------------------------
     async def _drain(self) -> None:

@@ -160,6 +160,13 @@ def test_link_notes_of_a_pci_rail_raise_link_flapping_once(example_image: Path) 
         assert [(e["code"], e["subject"], e["severity"]) for e in events] == [("LinkFlapping", "net_rail0", "warning")]
         text = await (await client.get("/metrics")).text()
         assert 'railscope_events_total{code="LinkFlapping"} 1.0' in text
+        # The event is a current finding at once, not only after the next links sample.
+        for _ in range(100):
+            text = await (await client.get("/metrics")).text()
+            if 'code="LinkFlapping"' in text and "railscope_finding{" in text:
+                break
+            await asyncio.sleep(0.02)
+        assert 'railscope_finding{code="LinkFlapping",severity="warning",subject="net_rail0"} 1.0' in text
 
     _serve(agent, body)
 
