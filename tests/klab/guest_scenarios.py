@@ -36,7 +36,7 @@ DEV2 = "netdevsim11"  # 1 port, legacy: a second NIC, so that the node has two r
 HANDLE = f"netdevsim/{DEV}"
 SYSDEV = f"{NSIM}/devices/{DEV}"
 #: VFs for the busy scenario: netdevsim holds the devlink lock while it creates all representors.
-BUSY_VFS = 512
+BUSY_VFS = 1024
 CHURN_CYCLES = 5
 #: Memory is traced from this cycle on (the first ones warm caches: regexes, imports, sockets).
 CHURN_TRACE_FROM = 1
@@ -668,14 +668,16 @@ def scenario_busy() -> dict[str, Any]:
         t0 = time.monotonic()
         during = take_snapshot(host, ReadConfig(command_timeout_s=timeout_s))
         t1 = time.monotonic()
-        writer.join(120)
+        writer.join(300)
+        t2 = time.monotonic()
         after = take_snapshot(host, ReadConfig())
+        t3 = time.monotonic()
     finally:
         host.close()
     return {
         "vfs": BUSY_VFS, "timeout_s": timeout_s,
         "snapshot_started_before_write_end": t0 < done.get("end", 0.0),
-        "write_s": done.get("write_s"), "snapshot_s": t1 - t0,
+        "write_s": done.get("write_s"), "snapshot_s": t1 - t0, "after_snapshot_s": t3 - t2,
         "during": {"busy": plain(during.busy), "unavailable": plain(during.unavailable),
                    "ports": len(during.ports), "links": len(during.links),
                    "findings": [[f.code, f.severity, f.subject] for f in diagnose(during, exp).findings]},

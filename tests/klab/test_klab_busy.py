@@ -1,6 +1,6 @@
 """A devlink timeout while VFs are being created is reported as busy, not down.
 
-``scenario_busy`` wrote 512 to netdevsim10's ``sriov_numvfs`` in switchdev mode: netdevsim creates
+``scenario_busy`` wrote 1024 to netdevsim10's ``sriov_numvfs`` in switchdev mode: netdevsim creates
 one representor per VF while holding the devlink instance lock, for seconds under emulation. A
 snapshot taken meanwhile with a 0.3 s command timeout found the real ``devlink`` blocked on that lock;
 a second snapshot after the write finished is the contrast.
@@ -43,5 +43,5 @@ def test_after_the_write_devlink_answers_again(busy):
     after = busy["after"]
     assert after["busy"] == []
     assert not any(src.startswith("devlink") for src, _ in after["unavailable"])
-    # 512 representor ports + 3 physical ports (netdevsim10 p1, p2; netdevsim11 p1)
+    # one representor port per VF + 3 physical ports (netdevsim10 p1, p2; netdevsim11 p1)
     assert after["ports"] == busy["vfs"] + 3
