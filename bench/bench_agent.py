@@ -17,12 +17,16 @@ then prints, side by side in one run:
 - flap-to-event latency: a rail's peer set down three times; from the third ``ip link set`` to the
   ``LinkFlapping`` event on ``/v1/events`` (target <= 1 s), once per rail;
 - a soak of the running agent at the default intervals (1 s counters with the recorder on): idle CPU
-  (target <= 1 % of a core) and RSS every 10 s with its trend (target <= 80 MiB, no growth). The
-  default soak is 3 minutes; ``--soak-minutes 30`` runs the full one;
+  (target <= 1 % of a core) and RSS every 10 s with its trend once the recorder is full (target
+  <= 80 MiB, no growth). The default soak is 3 minutes with a 1 minute recorder window (the recorder
+  grows by design until its window is full); ``--soak-minutes 30`` runs the full one with the
+  default 15 minute window;
 - how the sample cost grows: 256, 1,024, 2,050 and 4,096 netdevs (target: linear, no worse).
 
 Needs root (network namespaces). Every namespace is deleted on exit, failure or Ctrl-C. Run:
-``python bench/bench_agent.py [--runs 9] [--soak-minutes 3] [--no-scale] [--json]``.
+``python bench/bench_agent.py [--runs 9] [--soak-minutes 3] [--no-scale] [--json]``, or the soak
+alone: ``python bench/bench_agent.py --soak-only --soak-minutes 30``. Exit status 0 when every
+target holds, 2 when one does not, 3 without root or node_exporter.
 """
 
 from __future__ import annotations
