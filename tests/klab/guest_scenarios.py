@@ -544,7 +544,7 @@ def scenario_config_flapping() -> dict[str, Any]:
 
 
 DAEMON_PORT = 9841
-DAEMON_CYCLES = 4
+DAEMON_CYCLES = 3
 #: How long the daemon may take to show a representor change in /metrics (link events trigger a
 #: read; under emulation one read takes seconds).
 DAEMON_CONVERGE_S = 60.0
@@ -620,7 +620,9 @@ def scenario_daemon(out: Path) -> dict[str, Any]:
                     ok = False
                 steps.append({"cycle": cycle, "numvfs": want, "kernel_representors": kernel, "converged": ok,
                               "seconds": round(time.monotonic() - t, 2), **seen})
-            rss.append({"cycle": cycle, "rss_kb": _rss_of(proc.pid)})
+            status, body = _http("/metrics")
+            threads = _metric_lines(body.decode(), "railscope_agent_threads").get("") if status == 200 else None
+            rss.append({"cycle": cycle, "rss_kb": _rss_of(proc.pid), "threads": threads})
         status, body = _http("/v1/image?reason=klab", timeout=300)
         result["image_status"] = status
         if status == 200:
@@ -638,6 +640,86 @@ def scenario_daemon(out: Path) -> dict[str, Any]:
             result["exit_rc"] = proc.wait(10)
         log.close()
     return result
+
+
+#: Classes whose instances make up the agent's picture of the node: their live count must not grow
+#: with churn (a vanished representor's records kept anywhere, e.g. in the links cache, would).
+STRUCTURAL = ("agent.model.Link", "agent.model.VfInfo", "agent.model.DevlinkPort", "agent.model.Snapshot",
+              "agent.topology.Representor", "agent.topology.Pf", "agent.topology.Rail", "agent.topology.Topology")
+DAEMON_MEMORY_CYCLES = 5
+
+
+def scenario_daemon_memory(out: Path) -> dict[str, Any]:
+    """The agent daemon's runtime (``agent.service.runtime.Agent``) in this process, through churn.
+
+    The same object ``railscope agent`` runs, started here so that its live objects can be counted
+    exactly: after each create/remove cycle, once /metrics shows the kernel's representors, the
+    agent's record objects and its threads are counted (the least of five counts a few tenths of a
+    second apart, so a sample being read at that moment is not taken for a leak). The periodic links
+    read is 5 s here (default 15 s) to keep the run short; the flight recorder is off, since it
+    grows by design until its window is full.
+    """
+    import asyncio
+
+    from agent.service.runtime import Agent
+    from agent.service.settings import AgentSettings
+
+    log_path = out / "daemon-memory.jsonl"
+
+    async def run() -> dict[str, Any]:
+        agent = Agent(AgentSettings(links_interval_s=5.0, recorder_window_s=0, representor_include=".",
+                                    node="klab-node"))
+        await agent.start()
+        log = log_path.open("w")
+        try:
+            t0 = time.monotonic()
+            while not agent.ready:
+                if time.monotonic() - t0 > 180:
+                    raise TimeoutError("the agent did not take its first sample")
+                await asyncio.sleep(0.2)
+            for cycle in range(DAEMON_MEMORY_CYCLES):
+                for want in (0, 4):
+                    await asyncio.to_thread(_churn_to, want)
+                    kernel = sorted(representors_now().values())
+                    t = time.monotonic()
+                    while True:
+                        text = (await agent.render_metrics()).decode()
+                        up = sorted(re.search(r'device="([^"]+)"', k).group(1)
+                                    for k in _metric_lines(text, "railscope_representor_up"))
+                        if up == kernel or time.monotonic() - t > DAEMON_CONVERGE_S:
+                            break
+                        await asyncio.sleep(0.2)
+                    log.write(json.dumps({"step": True, "cycle": cycle, "numvfs": want, "kernel": kernel,
+                                          "up": up, "seconds": round(time.monotonic() - t, 2)}) + "\n")
+                del text
+                counts: list[dict[str, int]] = []
+                for _ in range(5):
+                    gc.collect()
+                    objs = _agent_objects()
+                    counts.append({k: objs.get(k, 0) for k in STRUCTURAL})
+                    await asyncio.sleep(0.3)
+                log.write(json.dumps({
+                    "step": False, "cycle": cycle,
+                    "structural": {k: min(c[k] for c in counts) for k in STRUCTURAL},
+                    "threads": threading.active_count(),
+                    "rss_kb": _rss_kb(),
+                }) + "\n")
+                log.flush()
+        finally:
+            await agent.stop()
+            log.close()
+        return {}
+
+    asyncio.run(run())
+    records = [json.loads(line) for line in log_path.read_text().splitlines()]
+    return {"steps": [r for r in records if r.pop("step")], "memory": [r for r in records if "threads" in r]}
+
+
+def _churn_to(want: int) -> None:
+    set_numvfs(want)
+    if want:
+        set_eswitch("switchdev")
+    wait_for(lambda: len(representors_now()) == want, what=f"{want} representors")
 
 
 def scenario_busy() -> dict[str, Any]:
@@ -706,6 +788,7 @@ def main() -> int:
         ("churn", lambda: scenario_churn(out)),
         ("config_flapping", scenario_config_flapping),
         ("daemon", lambda: scenario_daemon(out)),
+        ("daemon_memory", lambda: scenario_daemon_memory(out)),
         ("busy", scenario_busy),
     ]
     for name, fn in scenarios:

@@ -1,9 +1,12 @@
-"""The node agent daemon (``railscope agent``) on a real kernel: representor churn and its node image.
+"""The node agent daemon on a real kernel: representor churn, its memory, and its node image.
 
 ``scenario_daemon`` started ``railscope agent --representor-include .`` in the guest, created and
-removed netdevsim10's 4 VFs four times, and after each change polled ``/metrics`` until the
+removed netdevsim10's 4 VFs three times, and after each change polled ``/metrics`` until the
 representor series matched the kernel (link events make the daemon re-read). Then it fetched a node
 image from ``/v1/image`` and ran ``railscope doctor --json`` live at the same moment.
+
+``scenario_daemon_memory`` ran the same runtime (``agent.service.runtime.Agent``) inside the scenario
+process through five more cycles and counted its record objects and threads after each.
 """
 
 from __future__ import annotations
@@ -42,6 +45,32 @@ def test_daemon_memory_does_not_grow_with_churn(daemon):
     rss = [r["rss_kb"] for r in daemon["rss_kb"]]
     assert len(rss) >= 3 and all(rss)
     assert rss[-1] - rss[0] <= RSS_GROWTH_KB, rss
+    threads = [r["threads"] for r in daemon["rss_kb"]]
+    assert threads[0] and len(set(threads)) == 1, threads
+
+
+@pytest.fixture(scope="module")
+def inproc(klab):
+    return klab.scenario("daemon_memory")
+
+
+def test_inprocess_agent_follows_the_kernel(inproc):
+    steps = inproc["steps"]
+    assert len(steps) >= 8
+    assert [s["numvfs"] for s in steps] == [0, 4] * (len(steps) // 2)
+    assert all(s["up"] == s["kernel"] and len(s["kernel"]) == s["numvfs"] for s in steps), steps
+
+
+def test_no_agent_record_or_thread_outlives_churn(inproc):
+    """Exact: the same number of link, port, representor, PF, rail and snapshot objects alive after
+    every cycle (a vanished representor's records kept in the links cache would add 4 per cycle),
+    and the same number of threads."""
+    mem = inproc["memory"]
+    assert len(mem) >= 4
+    assert mem[1]["structural"]["agent.topology.Representor"] >= 4
+    for m in mem[2:]:
+        assert m["structural"] == mem[1]["structural"], (m["cycle"], m["structural"], mem[1]["structural"])
+    assert len({m["threads"] for m in mem}) == 1, [m["threads"] for m in mem]
 
 
 def test_the_daemons_image_gives_the_live_diagnosis(klab, daemon):
