@@ -265,12 +265,13 @@ def _as_bool(v: Any) -> bool | None:
     return None
 
 
-def _bdf_key(bdf: str) -> tuple[int, ...] | tuple[str]:
+def _bdf_key(bdf: str) -> tuple[int, tuple[int, ...], str]:
+    """Numeric PCI order; a name that is not an address (a damaged image) sorts after, by text."""
     parts = re.split(r"[:.]", bdf)
     try:
-        return tuple(int(p, 16) for p in parts)
+        return (0, tuple(int(p, 16) for p in parts), "")
     except ValueError:
-        return (bdf,)
+        return (1, (), bdf)
 
 
 def _vf_bdfs(snap: Snapshot) -> set[str]:

@@ -113,7 +113,8 @@ def parse_params(doc: Any) -> tuple[DevlinkParam, ...]:
             if not isinstance(p, dict) or not isinstance(p.get("name"), str):
                 continue
             values = []
-            for v in p.get("values") or []:
+            raw = p.get("values")
+            for v in raw if isinstance(raw, list) else []:
                 if isinstance(v, dict) and isinstance(v.get("cmode"), str) and "value" in v:
                     values.append((v["cmode"], _param_value(v["value"])))
             out.append(DevlinkParam(handle=str(handle), name=p["name"], values=tuple(values)))

@@ -292,3 +292,20 @@ def test_the_document_has_exactly_the_design_keys(capsys: pytest.CaptureFixture[
                            "representors"] for r in doc["rails"])
     assert all(list(f) == ["code", "severity", "subject", "message", "evidence"] for f in doc["findings"])
     assert (doc["rails"][0]["firmware"], doc["rails"][0]["psid"]) == ("28.42.1000", "MT_0000000838")
+
+
+# -- "a missing file or command means not available, never a crash" (§2): one damaged value must not
+#    cost the whole diagnosis
+
+
+def test_a_parent_that_is_not_a_pci_address_does_not_stop_the_diagnosis() -> None:
+    snap = nodes.add_link(nodes.node(), Link(77, "weird0", "UP", 1, phys_switch_id="ab12", parent_bus="pci",
+                                             parent_dev="not-a-bdf"))
+    assert found(snap) == []
+
+
+def test_devlink_param_values_that_are_not_a_list_are_no_values() -> None:
+    from agent.readers.devlink import parse_params
+
+    (p,) = parse_params({"param": {"pci/0000:0c:00.0": [{"name": "esw_multiport", "values": True}]}})
+    assert p.values == () and p.value() is None
