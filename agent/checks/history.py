@@ -37,7 +37,11 @@ def event_findings(events: tuple[Event, ...], exp: Expectations, capture_time: f
         return []
     end = capture_time if capture_time is not None else max(e.ts for e in events)
     start = end - exp.event_window_s
-    return [Finding(e.code, e.severity, e.subject, e.message or f"{e.code} event", {**dict(e.evidence), "event_ts": e.ts})
+    # Code, severity, subject and evidence as the agent wrote them; the message says how long before
+    # the capture it happened, so a person can tell a fault of the last minute from one of 14 min ago.
+    return [Finding(e.code, e.severity, e.subject,
+                    f"{e.message or f'{e.code} event'} (agent event, {end - e.ts:.0f} s before the capture)",
+                    {**dict(e.evidence), "event_ts": e.ts})
             for e in events if start <= e.ts <= end]
 
 

@@ -23,7 +23,7 @@ import pytest
 from agent.config import Expectations
 from agent.diagnose import diagnose
 from agent.host.recorded import open_image
-from agent.model import DevlinkPort, Link, OvsInterface, PciFunction, RailRule, Versions
+from agent.model import DevlinkPort, Event, Link, OvsInterface, PciFunction, RailRule, Versions
 from agent.render import render
 from agent.snapshot import take_snapshot
 
@@ -309,3 +309,12 @@ def test_devlink_param_values_that_are_not_a_list_are_no_values() -> None:
 
     (p,) = parse_params({"param": {"pci/0000:0c:00.0": [{"name": "esw_multiport", "values": True}]}})
     assert p.values == () and p.value() is None
+
+
+def test_an_event_finding_is_the_event_and_says_how_long_before_the_capture() -> None:
+    ev = Event(nodes.TAKEN_AT - 95, "LinkFlapping", "warning", "net_rail1", "net_rail1: 3 carrier losses",
+               (("carrier_losses", 3),))
+    (f,) = diagnose(nodes.node(), EXP, kernel_table=(), events=(ev,), capture_time=nodes.TAKEN_AT).findings
+    assert (f.code, f.severity, f.subject) == ("LinkFlapping", "warning", "net_rail1")
+    assert f.evidence == {"carrier_losses": 3, "event_ts": nodes.TAKEN_AT - 95}
+    assert f.message == "net_rail1: 3 carrier losses (agent event, 95 s before the capture)"
