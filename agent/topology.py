@@ -289,8 +289,12 @@ def _by_parent(links: list[Link]) -> dict[str, list[Link]]:
     return out
 
 
-def _uplink_of(bdf: str, by_parent: dict[str, list[Link]]) -> Link | None:
-    """The uplink netdev of a PCI function (DESIGN §4 "A rail's netdev")."""
+def _uplink_of(bdf: str, by_parent: dict[str, list[Link]], prefer: str | None = None) -> Link | None:
+    """The uplink netdev of a PCI function (DESIGN §4 "A rail's netdev").
+
+    A device with more than one port per function (netdevsim; other vendors) has several uplinks:
+    the one named ``prefer`` (the rail's expected name) is the rail's, else the first by ifindex.
+    """
     own = by_parent.get(bdf, ())
     uplinks = []
     plain = []
@@ -302,7 +306,8 @@ def _uplink_of(bdf: str, by_parent: dict[str, list[Link]]) -> Link | None:
             plain.append(ln)
     for group in (uplinks, plain):
         if group:
-            return min(group, key=lambda ln: ln.ifindex)
+            named = [ln for ln in group if ln.ifname == prefer]
+            return named[0] if named else min(group, key=lambda ln: ln.ifindex)
     return None
 
 
@@ -378,7 +383,7 @@ def _representor_names(links: list[Link]) -> frozenset[str]:
     return frozenset(out)
 
 
-def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link]], rail_pcis: set[str],
+def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link]], rail_names: dict[str, str],
                vfs: set[str]) -> dict[str, Pf]:
     # devlink: map nested auxiliary handles back to their PF (kernel >= 6.7).
     nested_of: dict[str, tuple[str, ...]] = {d.handle: d.nested for d in snap.devlink_devs}
@@ -410,7 +415,7 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
             continue
         reps_by_pf.setdefault(owner, []).append((ln, pn, dl_pfnum))
 
-    candidates: set[str] = set(rail_pcis)
+    candidates: set[str] = set(rail_names)
     for fn in snap.pci:
         if not fn.is_vf and (fn.sriov_totalvfs or 0) > 0:
             candidates.add(fn.bdf)
@@ -432,7 +437,7 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
     for bdf in candidates:
         handle = f"pci/{bdf}"
         fn = snap.pci_function(bdf)
-        uplink = _uplink_of(bdf, by_parent)
+        uplink = _uplink_of(bdf, by_parent, rail_names.get(bdf))
         numvfs = fn.sriov_numvfs if fn else None
         nested = nested_of.get(handle, ())
         mode = mode_by_handle.get(handle)
@@ -584,12 +589,12 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
                                        _expected_rdma(parsed, exp) if parsed else None, "rails"))
 
     rail_pcis = {s.pci for s in seeds if s.pci}
-    pfs = _build_pfs(snap, links, by_parent, rail_pcis, vfs)
+    pfs = _build_pfs(snap, links, by_parent, {s.pci: s.expected_netdev for s in seeds if s.pci}, vfs)
 
     rails = []
     problems: dict[str, list[str]] = {}
     for s in seeds:
-        netdev = _uplink_of(s.pci, by_parent) if s.pci else None
+        netdev = _uplink_of(s.pci, by_parent, s.expected_netdev) if s.pci else None
         if netdev is None and s.source == "rails":
             netdev = snap.link(s.expected_netdev)
         pci = s.pci or (netdev.parent_dev if netdev is not None else None)

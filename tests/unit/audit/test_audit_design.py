@@ -26,6 +26,7 @@ from agent.host.recorded import open_image
 from agent.model import DevlinkPort, Event, Link, OvsInterface, PciFunction, RailRule, Versions
 from agent.render import render
 from agent.snapshot import take_snapshot
+from agent.topology import build_topology
 
 EXP = Expectations()
 IMAGES = Path(__file__).resolve().parents[2] / "images"
@@ -318,3 +319,14 @@ def test_an_event_finding_is_the_event_and_says_how_long_before_the_capture() ->
     assert (f.code, f.severity, f.subject) == ("LinkFlapping", "warning", "net_rail1")
     assert f.evidence == {"carrier_losses": 3, "event_ts": nodes.TAKEN_AT - 95}
     assert f.message == "net_rail1: 3 carrier losses (agent event, 95 s before the capture)"
+
+
+def test_a_function_with_two_uplinks_gives_the_rail_the_one_with_its_name() -> None:
+    """netdevsim (the kernel lab's NIC) has several ports per device; the rail is the one its name says."""
+    snap = nodes.node(rules=False)
+    snap = nodes.add_link(snap, Link(1, "eth1", "DOWN", 0, phys_port_name="p1", phys_switch_id=nodes.SWITCH_IDS[0],
+                                     parent_bus="pci", parent_dev=nodes.PCIS[0]))
+    snap = replace(snap, links=tuple(sorted(snap.links, key=lambda ln: ln.ifindex)))
+    assert found(snap) == []
+    assert diagnose(snap, EXP, kernel_table=()).rails[0].netdev == "net_rail0"
+    assert build_topology(snap, EXP).pf(nodes.PCIS[0]).netdev == "net_rail0"
