@@ -80,9 +80,9 @@ def with_parents(links: Iterable[Link], pci_of: dict[str, str]) -> tuple[Link, .
     """The links with ``parent_dev`` filled from the ``device`` symlink where netlink named no parent.
 
     Kernels older than the commit that added ``IFLA_PARENT_DEV_NAME`` (torvalds/linux 00e77ed8e64d,
-    2021) send no parent; the rules "a rail's netdev is the uplink whose
-    ``parent_dev`` (or ``device`` link) is the function" and "a representor belongs to its
-    ``parent_dev``" then need the symlink's answer (DESIGN §2, §4).
+    2021) send no parent; the rules "a rail's netdev is the uplink whose ``parent_dev`` (or ``device``
+    link) is the function" and "a representor belongs to its ``parent_dev``" then need the symlink's
+    answer (DESIGN §2, §4).
     """
     out = []
     for lk in links:
