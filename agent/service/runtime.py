@@ -128,7 +128,9 @@ class Agent:
         self._keys_by_ifindex: dict[int, tuple[str, str]] = {}
         self._pciless: dict[str, str] = {}  # rail netdev without a PCI function -> subject
         self._known_ifindexes: set[int] = set()
-        self._carrier_down: dict[str, int] = {}
+        #: ifindex -> the newest carrier_down_count seen (link message or dump); see _newest_downs
+        self._downs: dict[int, int] = {}
+        self._ifindex_of: dict[str, int] = {}
         self._rdma_ports: dict[str, tuple[str, int]] = {}
         self._last_links_poke = 0.0
         self._last_ports_poke = 0.0
@@ -267,8 +269,9 @@ class Agent:
             # Rebuilt from each dump, so links gone while their deletion note was dropped are forgotten.
             links = part.fields.get("links", ())
             self._known_ifindexes = {lk.ifindex for lk in links}
-            self._carrier_down = {lk.ifname: lk.carrier_down_count for lk in links
-                                  if lk.carrier_down_count is not None}
+            self._downs = {lk.ifindex: max(lk.carrier_down_count, self._downs.get(lk.ifindex, 0))
+                           for lk in links if lk.carrier_down_count is not None}
+            self._ifindex_of = {lk.ifname: lk.ifindex for lk in links}
         self.snapshot = compose(self.snapshot, self._parts)
         if self.settings.node:
             self.snapshot = replace(self.snapshot, node=self.settings.node)
@@ -319,7 +322,7 @@ class Agent:
                             if r.netdev is not None and r.rdma is not None}
         now = self.clock()
         counters_live = "counters" in self._parts
-        obs = [o for o in observations_from_snapshot(snap, topo)
+        obs = [self._newest_downs(o) for o in observations_from_snapshot(snap, topo)
                if not (counters_live and isinstance(o, CountersObs))]
         obs.extend(self._pciless_obs(snap))
         self._feed(obs, now)
@@ -335,9 +338,17 @@ class Agent:
             lk = snap.link(name)
             if lk is not None:
                 out.append(LinkObs(key=("", name), netdev=name, ifindex=lk.ifindex,
-                                   carrier_down_count=self._carrier_down.get(name, lk.carrier_down_count),
+                                   carrier_down_count=self._downs.get(lk.ifindex, lk.carrier_down_count),
                                    carrier=lk.carrier, operstate=lk.operstate, subject=subject))
         return out
+
+    def _newest_downs(self, ob: Any) -> Any:
+        """A dump is read before it is analysed: a link message in between already gave the detectors
+        a newer carrier loss count. Going back to the dump's count would look like a counter reset,
+        and the next message would count the same loss twice."""
+        if isinstance(ob, LinkObs) and ob.ifindex is not None and ob.ifindex in self._downs:
+            return replace(ob, carrier_down_count=self._downs[ob.ifindex])
+        return ob
 
     def _apply_counters(self, part: Part) -> None:
         snap = self.snapshot
@@ -351,8 +362,9 @@ class Agent:
         now = part.taken_at
         obs = []
         for netdev, subject, counters in rail_counters(snap, topo):
-            if netdev in self._carrier_down:
-                counters["carrier_down_count"] = self._carrier_down[netdev]
+            idx = self._ifindex_of.get(netdev)
+            if idx in self._downs:
+                counters["carrier_down_count"] = self._downs[idx]
             counters.update(part.extra.get(netdev, {}))
             if self.recorder is not None:
                 self.recorder.add(now, netdev, counters)
@@ -399,8 +411,10 @@ class Agent:
             if note.deleted:
                 self._known_ifindexes.discard(note.ifindex)
                 continue
-            if note.ifname and note.carrier_down_count is not None:
-                self._carrier_down[note.ifname] = note.carrier_down_count
+            if note.ifname:
+                self._ifindex_of[note.ifname] = note.ifindex
+            if note.carrier_down_count is not None:
+                self._downs[note.ifindex] = max(note.carrier_down_count, self._downs.get(note.ifindex, 0))
             ob = link_obs(note, self._subjects, admin_up=note.admin_up, keys_by_ifindex=self._keys_by_ifindex)
             if ob is None and note.ifname in self._pciless:
                 ob = LinkObs(key=("", note.ifname), netdev=note.ifname, ifindex=note.ifindex,

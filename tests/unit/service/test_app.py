@@ -201,3 +201,22 @@ def test_fetch_image_unpacks_what_the_agent_serves(example_image: Path, tmp_path
     assert (out / "manifest.json").is_file() and (out / "recorder.jsonl").is_file()
     with open_image(str(out)) as host:
         assert [r.netdev for r in diagnose(take_snapshot(host), Expectations()).rails] == ["net_rail0", "net_rail1"]
+
+
+def test_a_dump_older_than_a_link_message_does_not_count_a_loss_twice(example_image: Path) -> None:
+    from agent.service.watcher import LinkNote
+
+    agent = _agent(example_image)
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        stale = (agent.snapshot, agent.topology, agent.diagnosis)  # net_rail0 carrier_down_count 1
+        now = agent.clock()
+        for n, (downs, carrier) in enumerate([(2, 0), (2, 1), (3, 0), (3, 1)]):
+            agent._on_notes([LinkNote(ts=now + n, ifindex=4, ifname="net_rail0", deleted=False, admin_up=True,
+                                      operstate="UP" if carrier else "DOWN", carrier=carrier,
+                                      carrier_down_count=downs, phys_port_name="p0", parent_dev="0000:0c:00.0")])
+            agent._apply_analysis(*stale)  # a links sample read before the message, analysed after it
+        assert agent.events.counts().get("LinkFlapping", 0) == 0  # two losses, not four
+
+    _serve(agent, body)
