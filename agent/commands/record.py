@@ -49,11 +49,24 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rdma-template", type=_template, action="append", default=None,
                    help="RDMA device name template. Repeatable. Default: "
                         f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
+    p.add_argument("--agent", default=env_default("agent", None), metavar="URL",
+                   help="Fetch the image from a running agent (GET URL/v1/image: recorded now, with its flight "
+                        "recorder and events) instead of reading this node. Default: read this node.")
     p.add_argument("--command-timeout", type=_positive, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.agent:
+        from ..service.client import AgentFetchError, fetch_image
+
+        try:
+            fetch_image(args.agent, args.output, reason=args.reason, incident=args.incident)
+        except AgentFetchError as exc:
+            print(f"railscope record: {exc}", file=sys.stderr)
+            return 3 if "refusing to overwrite" in str(exc) else 1
+        print(f"railscope record: wrote {args.output} from {args.agent}", file=sys.stderr)
+        return 0
     from ..config import ReadConfig
     from ..host import HostError
     from ..host.live import LiveHost

@@ -309,7 +309,10 @@ class Agent:
     def _analysis_work(self, snap: Snapshot, events: tuple[Event, ...]) -> tuple[Topology, Diagnosis]:
         exp = self.settings.expectations
         topo = build_topology(snap, exp)
-        return topo, diagnose(snap, exp, events=events, topology=topo, kernel_table=self._kernel_table)
+        # The window ends now, not at the newest event: an old event must age out even when no newer
+        # one arrives (and an event newer than the last sample still counts).
+        return topo, diagnose(snap, exp, events=events, topology=topo, kernel_table=self._kernel_table,
+                              capture_time=self.clock())
 
     def _apply_analysis(self, snap: Snapshot, topo: Topology, diag: Diagnosis) -> None:
         self.topology = topo

@@ -28,7 +28,7 @@ from ..readers.pci import functions_of_links, read_pci
 from ..readers.rdma import read_rdma
 from ..readers.udev import read_rules
 from ..readers.versions import read_versions
-from ..snapshot import rail_netdevs
+from ..snapshot import rail_netdevs, with_parents
 
 __all__ = ["SOURCES", "LinkCache", "Part", "Progress", "compose", "read_config", "read_counters", "read_devlink_part",
            "read_links_part", "read_rdma_part"]
@@ -142,6 +142,8 @@ def read_links_part(host: Host, cfg: ReadConfig, rules: Iterable[Any], cache: Li
     versions = read_versions(host, notes)
     links = (cache or LinkCache()).links(host, notes)
     pci_of = functions_of_links(host, links)
+    # Older kernels name no parent in netlink: fill it from the device symlink, as take_snapshot does.
+    links = with_parents(links, pci_of)
     functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes)
     fn_by_bdf = {f.bdf: f for f in functions}
     rails = rail_netdevs(links, pci_of, fn_by_bdf, rules, cfg.net_templates)

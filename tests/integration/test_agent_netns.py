@@ -320,7 +320,10 @@ def test_an_image_recorded_from_the_agent_carries_traffic_losses_and_events(star
     assert wait_for(lambda: [e for e in agent.events() if e["code"] == "LinkFlapping"], timeout=5)
     time.sleep(1.2)
     image = tmp_path / "image"
-    fetch_image(agent.url, str(image), reason="test")
+    # The operator's way: `railscope record --agent URL -o DIR`.
+    res = subprocess.run([sys.executable, "-m", "agent.cli", "record", "--agent", agent.url, "-o", str(image),
+                          "--reason", "test"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
 
     lines = [json.loads(x) for x in (image / "recorder.jsonl").read_text().splitlines()]
     rail0 = [x["counters"] for x in lines if x["netdev"] == "net_rail0"]
