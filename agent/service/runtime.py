@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -97,9 +97,13 @@ class Agent:
     ImageError = ImageError
 
     def __init__(self, settings: AgentSettings, *, host_factory: Callable[[], Host] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
+                 call_later: Callable[[float, Callable[[], None]], _Handle] | None = None) -> None:
+        """``monotonic`` and ``call_later`` (default: the running loop's) time the re-read gaps."""
         self.settings = settings
         self.clock = clock
+        self._monotonic = monotonic
+        self._call_later = call_later or _loop_call_later
         if host_factory is None:
             from ..host.live import LiveHost
 
@@ -132,8 +136,11 @@ class Agent:
         self._downs: dict[int, int] = {}
         self._ifindex_of: dict[str, int] = {}
         self._rdma_ports: dict[str, tuple[str, int]] = {}
-        self._last_links_poke = 0.0
-        self._last_ports_poke = 0.0
+        # -inf, not 0: the monotonic clock starts at boot, and an agent started within a gap of it
+        # must still read at the first event.
+        self._last_links_poke = float("-inf")
+        self._last_ports_poke = float("-inf")
+        self._links_deferred: _Handle | None = None
 
         self._link_cache = LinkCache()
         self._fw_lock = threading.Lock()
@@ -211,6 +218,9 @@ class Agent:
                     log.warning("first sample late", extra={"source": src})
 
     async def stop(self) -> None:
+        if self._links_deferred is not None:
+            self._links_deferred.cancel()
+            self._links_deferred = None
         for timer in self._timers.values():
             timer.stopped = True
         for task in self._tasks:
@@ -431,15 +441,27 @@ class Agent:
             self._poke_ports()
 
     def _poke_links(self, overrun: bool = False) -> None:
-        now = time.monotonic()
-        if overrun or now - self._last_links_poke >= _RESAMPLE_GAP_S:
-            self._last_links_poke = now
-            timer = self._timers.get("links")
-            if timer is not None:
-                timer.poke()
+        """Ask for a links read now, or, inside the gap after the last one, when the gap ends. An
+        event in the gap is deferred, never dropped: it may be the only sign of a change (a
+        representor removed right after another was created) before the periodic read, seconds
+        later. One deferred read covers every event of its gap."""
+        wait = self._last_links_poke + _RESAMPLE_GAP_S - self._monotonic()
+        if overrun or wait <= 0:
+            self._links_poke_now()
+        elif self._links_deferred is None:
+            self._links_deferred = self._call_later(wait, self._links_poke_now)
+
+    def _links_poke_now(self) -> None:
+        if self._links_deferred is not None:
+            self._links_deferred.cancel()  # this read covers the events it was waiting for
+            self._links_deferred = None
+        self._last_links_poke = self._monotonic()
+        timer = self._timers.get("links")
+        if timer is not None:
+            timer.poke()
 
     def _poke_ports(self) -> None:
-        now = time.monotonic()
+        now = self._monotonic()
         if now - self._last_ports_poke >= _PORTS_RESAMPLE_GAP_S:
             self._last_ports_poke = now
             for src in ("devlink", "rdma"):
@@ -530,6 +552,14 @@ class Agent:
 
     def discard_image(self, path: str) -> None:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
+class _Handle(Protocol):
+    def cancel(self) -> None: ...
+
+
+def _loop_call_later(delay: float, fn: Callable[[], None]) -> _Handle:
+    return asyncio.get_running_loop().call_later(delay, fn)
 
 
 def _add_generated(image: str, rel: str, data: bytes) -> None:
