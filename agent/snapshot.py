@@ -1,7 +1,8 @@
 """One read of the node: run every reader in dependency order and assemble a ``Snapshot``.
 
-Order: versions, udev rules, links, PCI functions, then which netdevs are rails / uplinks and which
-devlink handles are PFs, then devlink, RDMA, ethtool (rails only, one at a time) and OVS. Every source
+Order: versions, udev rules, links, PCI functions (and the SR-IOV of link parents on another bus, such
+as netdevsim), then which netdevs are rails / uplinks and which devlink handles are PFs, then devlink,
+RDMA, ethtool (rails only, one at a time) and OVS. Every source
 that gives nothing adds ``(source, reason)`` to ``Snapshot.unavailable``; nothing raises for a node
 that lacks a tool.
 """
@@ -24,7 +25,7 @@ from .readers.devlink import read_devlink
 from .readers.ethtool import read_ethtool
 from .readers.links import read_link_stats, read_links, read_speeds, with_stats
 from .readers.ovs import read_ovs
-from .readers.pci import functions_of_links, read_pci
+from .readers.pci import functions_of_links, read_bus_devices, read_pci
 from .readers.rdma import read_rdma
 from .readers.udev import read_rules
 from .readers.versions import read_versions
@@ -132,14 +133,14 @@ def take_snapshot(host: Host, cfg: ReadConfig | None = None, *, now: float | Non
 
     pci_of = functions_of_links(host, links)
     links = with_parents(links, pci_of)
-    functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes)
+    functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes) + read_bus_devices(host, links)
     fn_by_bdf = {f.bdf: f for f in functions}
 
     rails = rail_netdevs(links, pci_of, fn_by_bdf, rules, cfg.net_templates)
     rail_bdfs = sorted({pci_of[n] for n in rails if n in pci_of} | {r.pci for r in rules})
     links = with_stats(links, read_link_stats(host, rails, notes), read_speeds(host, rails))
 
-    dl = read_devlink(host, functions, rail_bdfs, cfg.devlink_params, timeout, notes)
+    dl = read_devlink(host, functions, rail_bdfs, cfg.devlink_params, timeout, notes, links=links)
     rdma_links, rdma_netns, rdma_devices = read_rdma(host, rails, rail_bdfs, timeout, notes)
 
     ethtool_targets = list(rails)

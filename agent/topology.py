@@ -111,7 +111,9 @@ class Pf:
     """
 
     bdf: str
-    handle: str  # pci/<bdf>: the devlink handle, and the subject of PF findings
+    #: the devlink handle, and the subject of PF findings: ``pci/<bdf>``, or ``<bus>/<dev>`` for a
+    #: device on another bus (netdevsim: ``netdevsim/netdevsim10``, ``bdf`` then being ``netdevsim10``)
+    handle: str
     netdev: str | None  # the uplink netdev's name
     link: Link | None
     switch_id: str | None
@@ -415,13 +417,22 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
             continue
         reps_by_pf.setdefault(owner, []).append((ln, pn, dl_pfnum))
 
+    # A devlink handle is <bus>/<device>: a parent on a bus other than PCI names its own handle
+    # (netdevsim/netdevsim10). Auxiliary devices are functions of a PF (mlx5_core.eth.N, .sf.N), never one.
+    handle_of: dict[str, str] = {}
+    for ln in links:
+        if ln.parent_dev and ln.parent_bus and ln.parent_bus not in ("pci", "auxiliary"):
+            handle_of.setdefault(ln.parent_dev, f"{ln.parent_bus}/{ln.parent_dev}")
+
     candidates: set[str] = set(rail_names)
     for fn in snap.pci:
         if not fn.is_vf and (fn.sriov_totalvfs or 0) > 0:
             candidates.add(fn.bdf)
+    listed = {d.handle for d in snap.devlink_devs}
     for d in snap.devlink_devs:
         if d.handle.startswith("pci/"):
             candidates.add(d.handle[4:])
+    candidates.update(dev for dev, h in handle_of.items() if h in listed)
     for ln in links:
         if ln.parent_bus == "pci" and ln.parent_dev and ln.phys_switch_id:
             candidates.add(ln.parent_dev)
@@ -435,7 +446,7 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
 
     pfs: dict[str, Pf] = {}
     for bdf in candidates:
-        handle = f"pci/{bdf}"
+        handle = handle_of.get(bdf, f"pci/{bdf}")
         fn = snap.pci_function(bdf)
         uplink = _uplink_of(bdf, by_parent, rail_names.get(bdf))
         numvfs = fn.sriov_numvfs if fn else None

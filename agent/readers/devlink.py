@@ -4,6 +4,11 @@ Only PF handles are queried (DESIGN §4 "Devlink handles queried"): ``pci/<bdf>`
 carries a rail or is SR-IOV capable, never a VF, never an ``auxiliary/mlx5_core.eth.N`` instance (on
 kernel >= 6.7 that is the PF's nested instance; ``nested_devlink`` maps it back to its PF).
 
+A devlink handle is ``<bus>/<device>`` of the device the instance is registered on, so a netdev whose
+parent is on another bus names its PF handle itself: netdevsim's uplinks have ``parent_bus``
+``netdevsim``, ``parent_dev`` ``netdevsim10``, and ``devlink dev show`` lists
+``netdevsim/netdevsim10``. Such a handle is queried when devlink lists it.
+
 A command that times out means *busy* (the SR-IOV daemon holds the devlink lock while it creates
 VFs), not *down*: the handle goes to ``Notes.busy``. A VF answering ``Operation not supported`` for
 its eswitch is a fact (it has none), not an error.
@@ -16,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..host import CmdResult, Host
-from ..model import DevlinkDev, DevlinkParam, DevlinkPort, Eswitch, PciFunction
-from .common import Notes, parse_json, to_int
+from ..model import DevlinkDev, DevlinkParam, DevlinkPort, Eswitch, Link, PciFunction
+from .common import BDF_RE, Notes, parse_json, to_int
+from .pci import bus_devices_of_links
 
 __all__ = [
     "DEFAULT_PARAMS",
@@ -167,34 +173,44 @@ def parse_ports(doc: Any) -> tuple[DevlinkPort, ...]:
 
 
 def pf_of_handle(devs: Iterable[DevlinkDev], handle: str) -> str | None:
-    """The ``pci/<bdf>`` instance that ``handle`` (an instance or a port handle) belongs to.
+    """The PF instance that ``handle`` (an instance or a port handle) belongs to.
 
     ``pci/0000:0c:00.0/1`` -> ``pci/0000:0c:00.0``; ``auxiliary/mlx5_core.eth.0/65535`` -> the PF
-    whose ``nested_devlink`` lists ``auxiliary/mlx5_core.eth.0``; None when nothing says.
+    whose ``nested_devlink`` lists ``auxiliary/mlx5_core.eth.0``; ``netdevsim/netdevsim10/128`` ->
+    ``netdevsim/netdevsim10`` when devlink lists that instance (a bus other than PCI and auxiliary);
+    None when nothing says.
     """
     parts = handle.split("/")
     dev = "/".join(parts[:2])
     if dev.startswith("pci/"):
         return dev
+    devs = tuple(devs)
     for d in devs:
         if dev in d.nested and d.handle.startswith("pci/"):
             return d.handle
+    if not dev.startswith("auxiliary/") and any(d.handle == dev for d in devs):
+        return dev
     return None
 
 
 def pf_handles(devs: Iterable[DevlinkDev] | None, functions: Iterable[PciFunction],
-               rail_bdfs: Iterable[str]) -> list[str]:
-    """``pci/<bdf>`` of every function that carries a rail or is SR-IOV capable, not a VF.
+               rail_bdfs: Iterable[str], links: Iterable[Link] = ()) -> list[str]:
+    """``pci/<bdf>`` of every function that carries a rail or is SR-IOV capable, not a VF, and
+    ``<parent_bus>/<parent_dev>`` of the ``links`` whose parent is on another bus (not auxiliary).
 
-    When ``devs`` (the instances devlink listed) is given, only handles devlink knows are kept.
+    When ``devs`` (the instances devlink listed) is given, only handles devlink knows are kept. Without
+    it the other-bus parents are left out: only devlink's list proves such a device has an instance
+    (a virtio or vmbus NIC has none).
     """
     fns = {f.bdf: f for f in functions}
     want = set(rail_bdfs)
     want.update(b for b, f in fns.items() if f.sriov_totalvfs is not None)
-    handles = sorted(f"pci/{b}" for b in want if not (b in fns and fns[b].is_vf))
+    # A device read from another bus (netdevsim10) is keyed by its name, not an address: not pci/.
+    handles = sorted(f"pci/{b}" for b in want if BDF_RE.match(b) and not (b in fns and fns[b].is_vf))
     if devs is not None:
         known = {d.handle for d in devs}
         handles = [h for h in handles if h in known]
+        handles += sorted(h for h in {f"{bus}/{dev}" for bus, dev in bus_devices_of_links(links)} if h in known)
     return handles
 
 
@@ -229,8 +245,10 @@ def _run(host: Host, argv: list[str], timeout_s: float, notes: Notes, source: st
 
 def read_devlink(host: Host, functions: Iterable[PciFunction], rail_bdfs: Iterable[str],
                  params: Iterable[str] = DEFAULT_PARAMS, timeout_s: float = 10.0,
-                 notes: Notes | None = None) -> DevlinkState:
+                 notes: Notes | None = None, links: Iterable[Link] = ()) -> DevlinkState:
     """Read instances, then eswitch + params per PF handle (``pf_handles``), then ports.
+
+    ``links`` (the link dump) gives the PF handles of devices on a bus other than PCI.
 
     Busy (timed out) per-handle commands put the handle in ``notes.busy``; a timed-out node-wide
     dump (``dev show``, ``port show``) puts the word ``devlink`` there.
@@ -258,7 +276,7 @@ def read_devlink(host: Host, functions: Iterable[PciFunction], rail_bdfs: Iterab
         notes.command("devlink", res)
         return st
 
-    handles = pf_handles(st.devs if st.devs_known else None, functions, rail_bdfs)
+    handles = pf_handles(st.devs if st.devs_known else None, functions, rail_bdfs, links)
     eswitches: list[Eswitch] = []
     plist: list[DevlinkParam] = []
     for h in handles:

@@ -2,6 +2,11 @@
 
 Read for the functions the link dump names as parents (a representor's parent is its PF, so 1,000
 representors cost nothing here), the functions udev rules name, and the PF of every VF among them.
+
+A netdev whose parent sits on another bus (netdevsim, the kernel lab's NIC: ``parent_bus``
+``netdevsim``, ``parent_dev`` ``netdevsim10``) keeps its SR-IOV files under
+``/sys/bus/<bus>/devices/<dev>/``; ``read_bus_devices`` reads those, keyed by the device name as a
+``PciFunction`` (the same name the link's ``parent_dev`` and the topology use).
 """
 
 from __future__ import annotations
@@ -13,9 +18,13 @@ from ..host import Host
 from ..model import Link, PciFunction
 from .common import BDF_RE, Notes, basename, read_word, to_int
 
-__all__ = ["functions_of_links", "parse_pci_function", "read_pci"]
+__all__ = ["bus_devices_of_links", "functions_of_links", "parse_pci_function", "read_bus_devices", "read_pci"]
 
 _DEVICES = "/sys/bus/pci/devices"
+#: Buses whose devices are never a PF of their own: an auxiliary device is a function of its parent
+#: (mlx5: ``mlx5_core.eth.N`` is the PF's nested instance, ``mlx5_core.sf.N`` a sub-function).
+NOT_PF_BUSES = frozenset({"pci", "auxiliary"})
+_DEV_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
 _VIRTFN = re.compile(r"\Avirtfn([0-9]+)\Z")
 _HEX_ID = re.compile(r"\A0x[0-9a-fA-F]{4}\Z")
 
@@ -123,3 +132,40 @@ def read_pci(host: Host, bdfs: Iterable[str], notes: Notes | None = None) -> tup
     if absent:
         notes.missing("pci", f"no {_DEVICES}/<bdf> for {', '.join(absent)}")
     return tuple(fn for _, fn in sorted(seen.items()))
+
+
+def bus_devices_of_links(links: Iterable[Link]) -> list[tuple[str, str]]:
+    """``(bus, dev)`` of every link parent on a bus other than PCI / auxiliary, sorted, once each.
+
+    netdevsim: ``[("netdevsim", "netdevsim10")]``. The names become sysfs paths and devlink handles, so
+    a name that could leave ``/sys/bus/<bus>/devices`` (a ``/``, ``..``) is not taken.
+    """
+    out = set()
+    for lk in links:
+        bus, dev = lk.parent_bus, lk.parent_dev
+        if bus and dev and bus not in NOT_PF_BUSES and _DEV_NAME.match(bus) and _DEV_NAME.match(dev):
+            out.add((bus, dev))
+    return sorted(out)
+
+
+def read_bus_devices(host: Host, links: Iterable[Link]) -> tuple[PciFunction, ...]:
+    """SR-IOV of the non-PCI parents of ``links``: ``/sys/bus/<bus>/devices/<dev>/sriov_{num,total}vfs``.
+
+    Only a device that has one of the two files is returned (a virtio or vmbus NIC has neither and is
+    no SR-IOV PF). netdevsim (recorded on Linux 6.1) has ``sriov_numvfs`` and no ``sriov_totalvfs``,
+    so its ``sriov_totalvfs`` stays None.
+    """
+    out = []
+    for bus, dev in bus_devices_of_links(links):
+        base = f"/sys/bus/{bus}/devices/{dev}"
+        entries = host.listdir(base)
+        if entries is None:
+            continue
+        names = set(entries)
+        if not names & {"sriov_numvfs", "sriov_totalvfs"}:
+            continue
+        files = {n: read_word(host, f"{base}/{n}", 64) if n in names else None
+                 for n in ("sriov_numvfs", "sriov_totalvfs")}
+        driver = host.readlink(f"{base}/driver") if "driver" in names else None
+        out.append(parse_pci_function(dev, files, {"driver": driver}))
+    return tuple(out)

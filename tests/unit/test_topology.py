@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "checks"))
 import nodes
 
 from agent.config import Expectations
-from agent.model import Link, OvsInterface, PciFunction, RailRule, RdmaLink
+from agent.model import DevlinkDev, Eswitch, Link, OvsInterface, PciFunction, RailRule, RdmaLink, Snapshot
 from agent.topology import build_topology, parse_port_name
 
 EXP = Expectations()
@@ -165,3 +165,30 @@ def test_custom_net_template():
     topo = build_topology(snap, Expectations(net_templates=("gpu%rail_id%",), rdma_templates=("rdma_rail%rail_id%",)))
     assert [(r.rail, r.netdev_name, r.expected_rdma, r.rdma.dev) for r in topo.rails] == [
         (0, "gpu0", "rdma_rail0", "rdma_rail0"), (1, "gpu1", "rdma_rail1", "rdma_rail1")]
+
+
+def test_a_pf_on_another_bus_gets_its_devlink_handle():
+    """netdevsim (the kernel lab's NIC): parent ``netdevsim/netdevsim10``, and that is its devlink handle.
+
+    An mlx5 SF netdev (parent ``auxiliary/mlx5_core.sf.2``) has a devlink instance of its own, but it is a
+    function of its PF, never a PF.
+    """
+    sid = "a07c4f7dfa0b4b9c9eb2e4dfaf3fc09686e4bc50f7fac2044d65509b24d18f"
+    links = (
+        Link(ifindex=2, ifname="eth0", phys_port_name="p1", phys_switch_id=sid,
+             parent_bus="netdevsim", parent_dev="netdevsim10"),
+        Link(ifindex=3, ifname="eth1", phys_port_name="pf0vf0", phys_switch_id=sid,
+             parent_bus="netdevsim", parent_dev="netdevsim10"),
+        Link(ifindex=4, ifname="enp8s0f0s2", parent_bus="auxiliary", parent_dev="mlx5_core.sf.2"),
+    )
+    snap = Snapshot(taken_at=0.0, links=links, pci=(PciFunction("netdevsim10", sriov_numvfs=1),),
+                    devlink_devs=(DevlinkDev("netdevsim/netdevsim10"), DevlinkDev("auxiliary/mlx5_core.sf.2")),
+                    eswitch=(Eswitch("netdevsim/netdevsim10", "switchdev"),))
+    topo = build_topology(snap, EXP)
+    assert [(p.bdf, p.handle, p.netdev, p.numvfs, p.eswitch_mode) for p in topo.pfs] == [
+        ("netdevsim10", "netdevsim/netdevsim10", "eth0", 1, "switchdev")]
+    assert [r.netdev for r in topo.pfs[0].representors] == ["eth1"] and topo.pfs[0].stale_representors == ()
+    # devlink unreadable: the device is still named by its own bus, never pci/netdevsim10
+    snap = replace(snap, devlink_devs=(), eswitch=(), links=(replace(links[0], ifname="net_rail0"), *links[1:]))
+    (rail,) = build_topology(snap, EXP).rails
+    assert (rail.pf.handle, rail.pf.eswitch_mode, rail.pf.numvfs) == ("netdevsim/netdevsim10", None, 1)
