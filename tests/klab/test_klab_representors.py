@@ -101,19 +101,21 @@ def test_eswitch_mode_and_params_parsed_from_the_real_devlink_json(rep):
 
 
 def test_snapshot_reads_eswitch_of_the_pf_instance(rep):
-    """take_snapshot itself reads eswitch mode and params of the PF's devlink instance.
+    """take_snapshot itself reads eswitch mode and SR-IOV of the PF's devlink instance.
 
-    The devlink reader queries ``pci/<bdf>`` handles only (DESIGN §4 "Devlink handles queried");
-    netdevsim's instance lives on its own bus (``netdevsim/netdevsim10``), so on this lab the
-    snapshot has none until the reader derives handles from the link's parent bus.
+    netdevsim's instance lives on its own bus: the uplink's parent is ``netdevsim/netdevsim10``, which
+    ``devlink dev show`` lists, so that is the PF handle (not ``pci/<bdf>``), and its ``sriov_numvfs``
+    is under ``/sys/bus/netdevsim/devices/``.
     """
-    pf = _pf(rep, "netdevsim10")
-    if not rep["snapshot"]["eswitch"]:
-        assert pf["handle"] == "pci/netdevsim10" and pf["eswitch_mode"] is None
-        pytest.xfail("the devlink reader queries pci/<bdf> handles only; netdevsim's is netdevsim/netdevsim10")
+    kernel_mode = rep["raw"]["eswitch_show"]["dev"][HANDLE]["mode"]
     modes = {e["handle"]: e["mode"] for e in rep["snapshot"]["eswitch"]}
-    assert modes.get(HANDLE) == "switchdev"
-    assert pf["eswitch_mode"] == "switchdev"
+    assert modes[HANDLE] == kernel_mode == "switchdev"
+    assert sorted(modes) == [HANDLE, "netdevsim/netdevsim11"]  # each device by its own bus, none as pci/
+    pf = _pf(rep, "netdevsim10")
+    assert pf["handle"] == HANDLE
+    assert pf["eswitch_mode"] == kernel_mode
+    assert pf["numvfs"] == int(str(rep["raw"]["sriov_numvfs"]).strip()) == 4
+    assert pf["stale"] == []
 
 
 def test_rdma_links_from_the_real_rdma_json(rep):
