@@ -168,7 +168,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     exp = replace(expectations_from_args(args), flap_count=th["flap_count"], flap_window_s=th["flap_window_s"],
                   storm_ratio=th["storm_ratio"])
     read = ReadConfig(
-        devlink_params=tuple(args.devlink_param) if args.devlink_param else ReadConfig.devlink_params,
+        devlink_params=tuple(args.devlink_param) if args.devlink_param else ReadConfig().devlink_params,
         command_timeout_s=args.command_timeout,
         net_templates=exp.net_templates,
         rdma_templates=exp.rdma_templates,

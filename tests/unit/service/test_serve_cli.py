@@ -48,6 +48,10 @@ def test_defaults() -> None:
     assert s.links_interval_s == 15 and s.devlink_interval_s == 60 and s.rdma_interval_s == 60
     assert s.counters_interval_s == 1 and s.recorder_window_s == 900
     assert s.representor_include is None
+    # The watched devlink params default to the reader's own list (a class attribute of a slotted
+    # dataclass is a member descriptor, not the default: reading it broke every devlink sample).
+    assert s.read.devlink_params == ("esw_multiport", "flow_steering_mode")
+    assert _settings(["--listen", "10.0.0.7", "--devlink-param", "x"]).read.devlink_params == ("x",)
 
 
 def test_every_flag_reads_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
