@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 from .findings import CODES, SEVERITIES
@@ -147,6 +146,9 @@ def capture_time_of(manifest: dict[str, Any] | None) -> float | None:
     text = manifest.get("ended_at")
     if not isinstance(text, str):
         return None
+    # Imported here: only a node image has a manifest, and datetime costs a live doctor run its import.
+    from datetime import datetime
+
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

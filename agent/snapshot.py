@@ -13,7 +13,6 @@ import dataclasses
 import re
 import time
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
 from .config import ReadConfig
@@ -98,6 +97,9 @@ def _capture_time(host: Host) -> float | None:
     manifest: Any = getattr(host, "manifest", None)
     if not isinstance(manifest, dict):
         return None
+    # Imported here: only a node image has a manifest, and datetime costs a live doctor run its import.
+    from datetime import datetime
+
     for key in ("ended_at", "started_at"):
         val = manifest.get(key)
         if isinstance(val, str):

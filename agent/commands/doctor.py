@@ -10,8 +10,6 @@ import argparse
 import json
 import os
 import sys
-import tarfile
-import zlib
 
 from ..config import Expectations, ReadConfig
 from ..diagnose import KernelTableError, diagnose, load_kernel_table, with_unavailable
@@ -89,10 +87,16 @@ def run(args: argparse.Namespace) -> int:
 
     from ..snapshot import take_snapshot
 
+    # A live run reads no archive: tarfile is imported only with --from.
+    damaged: tuple[type[BaseException], ...] = (OSError, EOFError)
     try:
         if args.source:
+            import tarfile
+            import zlib
+
             from ..host.recorded import open_image
 
+            damaged = (OSError, EOFError, tarfile.TarError, zlib.error)
             host = open_image(args.source)
         else:
             from ..host.live import LiveHost
@@ -100,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             host = LiveHost(args.host_root)
     except HostError as exc:
         return _fail(str(exc))
-    except (OSError, EOFError, tarfile.TarError, zlib.error) as exc:
+    except damaged as exc:
         # A bundle cut short in transfer fails inside the gzip stream, not at open.
         return _fail(f"{args.source}: damaged archive ({exc})")
 

@@ -29,10 +29,12 @@ _SPEED_UNKNOWN = (-1, 0xFFFFFFFF)
 
 
 def _str(value: Any) -> str | None:
+    # The live dump holds only str and None: test those first (2,000 links x 8 fields).
+    if type(value) is str:
+        return value.strip() or None
     if value is None or isinstance(value, (dict, list)):
         return None
-    text = value.strip() if type(value) is str else str(value).strip()
-    return text or None
+    return str(value).strip() or None
 
 
 def _int(value: Any) -> int | None:
