@@ -257,7 +257,7 @@ class Agent:
         links = self._parts.get("links")
         functions = links.fields.get("pci", ()) if links else ()
         return read_devlink_part(self._host("devlink"), self.settings.read, functions,
-                                 links.rail_bdfs if links else ())
+                                 links.rail_bdfs if links else (), links.fields.get("links", ()) if links else ())
 
     def _read_rdma(self) -> Part:
         links = self._parts.get("links")

@@ -24,7 +24,7 @@ from ..readers.devlink import read_devlink
 from ..readers.ethtool import read_ethtool
 from ..readers.links import parse_link, read_link_stats, read_speeds, with_stats
 from ..readers.ovs import read_ovs
-from ..readers.pci import functions_of_links, read_pci
+from ..readers.pci import functions_of_links, read_bus_devices, read_pci
 from ..readers.rdma import read_rdma
 from ..readers.udev import read_rules
 from ..readers.versions import read_versions
@@ -144,7 +144,8 @@ def read_links_part(host: Host, cfg: ReadConfig, rules: Iterable[Any], cache: Li
     pci_of = functions_of_links(host, links)
     # Older kernels name no parent in netlink: fill it from the device symlink, as take_snapshot does.
     links = with_parents(links, pci_of)
-    functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes)
+    # SR-IOV of devices on another bus (netdevsim) as take_snapshot reads them.
+    functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes) + read_bus_devices(host, links)
     fn_by_bdf = {f.bdf: f for f in functions}
     rails = rail_netdevs(links, pci_of, fn_by_bdf, rules, cfg.net_templates)
     rail_bdfs = sorted({pci_of[n] for n in rails if n in pci_of} | {r.pci for r in rules})
@@ -154,9 +155,11 @@ def read_links_part(host: Host, cfg: ReadConfig, rules: Iterable[Any], cache: Li
                  rails=tuple(rails), rail_bdfs=tuple(rail_bdfs))
 
 
-def read_devlink_part(host: Host, cfg: ReadConfig, functions: Iterable[Any], rail_bdfs: Iterable[str]) -> Part:
+def read_devlink_part(host: Host, cfg: ReadConfig, functions: Iterable[Any], rail_bdfs: Iterable[str],
+                      links: Iterable[Any] = ()) -> Part:
     notes = Notes()
-    dl = read_devlink(host, tuple(functions), tuple(rail_bdfs), cfg.devlink_params, cfg.command_timeout_s, notes)
+    dl = read_devlink(host, tuple(functions), tuple(rail_bdfs), cfg.devlink_params, cfg.command_timeout_s, notes,
+                      links=tuple(links))
     return _part("devlink", notes, fields={"devlink_devs": dl.devs, "eswitch": dl.eswitch, "params": dl.params,
                                            "ports": dl.ports})
 
