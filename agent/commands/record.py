@@ -10,15 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
-from .common import env_default
-
-
-def _template(text: str) -> str:
-    why = validate_template(text)
-    if why:
-        raise argparse.ArgumentTypeError(why)
-    return text
+from ..naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
+from .common import _template, env_default
 
 
 def _positive(text: str) -> float:
