@@ -5,6 +5,7 @@ Threads and where state lives:
 - each source (``config``, ``links``, ``devlink``, ``rdma``, ``counters``) reads the node in its own
   daemon thread through its own ``LiveHost`` (a netlink socket is never shared between threads);
 - the link watcher thread reads rtnetlink events into a bounded, coalescing queue;
+- the devlink watcher thread turns devlink notifications into devlink reads (``_poke_devlink``);
 - the analysis thread builds the topology and the diagnosis of each new snapshot;
 - everything else — the latest parts, the detector state, the hung marks — is touched only on the
   event loop, so nothing there needs a lock. ``EventLog`` and ``FlightRecorder`` are thread-safe
@@ -52,6 +53,7 @@ from ..model import Event, Snapshot
 from ..recorder import FlightRecorder, incident_counters
 from ..topology import Topology, build_topology
 from .coalesce import CoalescingQueue
+from .devlink_watch import DevlinkWatcher
 from .hostproxy import TrackedHost
 from .lanes import Lane, SourceState, SourceTimer
 from .sampling import (
@@ -120,6 +122,7 @@ class Agent:
                                            interval_s=settings.counters_interval_s)
         self.queue: CoalescingQueue[LinkNote] = CoalescingQueue(settings.event_queue)
         self.watcher: LinkWatcher | None = None
+        self.devlink_watcher: DevlinkWatcher | None = None
         self.detectors = engine.initial(self.thresholds)
         self._kernel_table = load_kernel_table(settings.expectations.kernel_table_file)
         self._rep_include = re.compile(settings.representor_include) if settings.representor_include else None
@@ -141,6 +144,8 @@ class Agent:
         self._last_links_poke = float("-inf")
         self._last_ports_poke = float("-inf")
         self._links_deferred: _Handle | None = None
+        self._last_devlink_poke = float("-inf")
+        self._devlink_deferred: _Handle | None = None
 
         self._link_cache = LinkCache()
         self._fw_lock = threading.Lock()
@@ -198,6 +203,8 @@ class Agent:
             self.watcher = LinkWatcher(self.queue, _wake_loop, on_overrun=lambda: loop.call_soon_threadsafe(
                 self._poke_links, True), clock=self.clock)
             self.watcher.start()
+            self.devlink_watcher = DevlinkWatcher(lambda: loop.call_soon_threadsafe(self._poke_devlink))
+            await loop.run_in_executor(None, self.devlink_watcher.start)
         self._tasks.append(asyncio.create_task(self._drain(), name="railscope-drain"))
         self._tasks.append(asyncio.create_task(self._boot(), name="railscope-boot"))
         log.info("agent started", extra={"listen": self.settings.listen, "port": self.settings.port,
@@ -221,6 +228,9 @@ class Agent:
         if self._links_deferred is not None:
             self._links_deferred.cancel()
             self._links_deferred = None
+        if self._devlink_deferred is not None:
+            self._devlink_deferred.cancel()
+            self._devlink_deferred = None
         for timer in self._timers.values():
             timer.stopped = True
         for task in self._tasks:
@@ -229,6 +239,8 @@ class Agent:
         self._tasks.clear()
         if self.watcher is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.watcher.stop)
+        if self.devlink_watcher is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.devlink_watcher.stop)
         for lane in self._lanes.values():
             lane.close()
         for host in list(self._hosts.values()):
@@ -457,6 +469,24 @@ class Agent:
             self._links_deferred = None
         self._last_links_poke = self._monotonic()
         timer = self._timers.get("links")
+        if timer is not None:
+            timer.poke()
+
+    def _poke_devlink(self) -> None:
+        """A devlink notification: read devlink now, or when the re-read gap ends (deferred, never
+        dropped, one read per gap), as ``_poke_links`` does for links."""
+        wait = self._last_devlink_poke + _RESAMPLE_GAP_S - self._monotonic()
+        if wait <= 0:
+            self._devlink_poke_now()
+        elif self._devlink_deferred is None:
+            self._devlink_deferred = self._call_later(wait, self._devlink_poke_now)
+
+    def _devlink_poke_now(self) -> None:
+        if self._devlink_deferred is not None:
+            self._devlink_deferred.cancel()
+            self._devlink_deferred = None
+        self._last_devlink_poke = self._monotonic()
+        timer = self._timers.get("devlink")
         if timer is not None:
             timer.poke()
 
