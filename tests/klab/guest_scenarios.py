@@ -639,6 +639,7 @@ def scenario_daemon(out: Path) -> dict[str, Any]:
             status, body = _http("/metrics")
             threads = _metric_lines(body.decode(), "railscope_agent_threads").get("") if status == 200 else None
             rss.append({"cycle": cycle, "rss_kb": _rss_of(proc.pid), "threads": threads})
+        result["devlink_event"] = _devlink_event_read()
         status, body = _http("/v1/image?reason=klab", timeout=300)
         result["image_status"] = status
         if status == 200:
@@ -656,6 +657,38 @@ def scenario_daemon(out: Path) -> dict[str, Any]:
             result["exit_rc"] = proc.wait(10)
         log.close()
     return result
+
+
+def _devlink_runs() -> float | None:
+    status, body = _http("/metrics")
+    if status != 200:
+        return None
+    return _metric_lines(body.decode(), "railscope_agent_source_runs_total").get('{source="devlink"}')
+
+
+def _devlink_event_read() -> dict[str, Any]:
+    """A devlink param change (no link event) and how long until the daemon read devlink again.
+
+    The daemon's devlink reads are first left to settle (no count change for 5 s), so a read seen
+    after the change is the one its devlink notification asked for, not a representor poke's.
+    """
+    stable_since, last = time.monotonic(), _devlink_runs()
+    deadline = stable_since + 90.0
+    while time.monotonic() - stable_since < 5.0 and time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = _devlink_runs()
+        if now != last:
+            stable_since, last = time.monotonic(), now
+    before = last
+    t = time.monotonic()
+    sh("devlink", "dev", "param", "set", HANDLE, "name", "test1", "value", "false", "cmode", "driverinit")
+    after = before
+    while time.monotonic() - t < 75.0:
+        after = _devlink_runs()
+        if after is not None and before is not None and after > before:
+            break
+        time.sleep(0.1)
+    return {"runs_before": before, "runs_after": after, "seconds": round(time.monotonic() - t, 2)}
 
 
 #: Classes whose instances make up the agent's picture of the node: their live count must not grow
