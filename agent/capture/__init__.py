@@ -1,0 +1,1 @@
+"""Capture: plans, the runner, the archive, the node spool, and the upload to the collector."""
