@@ -138,10 +138,10 @@ class S3Writer:
             try:
                 await self.store.call("abort_multipart_upload", Bucket=self.store.bucket, Key=self.obj,
                                       UploadId=upload_id)
-            except Exception as exc:  # logged; the bucket's lifecycle rule is the backstop
-                log.error("abort_multipart_upload %s failed: %s (the bucket lifecycle rule removes it)",
-                          self.obj, exc)
-                self.store.abort_failures += 1
+            except Exception as exc:
+                # The store is down: retried in the background until it answers.
+                log.warning("abort_multipart_upload %s failed (%s): retried later", self.obj, exc)
+                self.store.orphans.add((self.obj, upload_id))
 
 
 class S3Store:
@@ -160,7 +160,9 @@ class S3Store:
                      connect_timeout=5, read_timeout=60)
         self.client = boto3.session.Session().client("s3", endpoint_url=settings.s3_endpoint_url, config=cfg)
         self.parts = asyncio.Semaphore(settings.parts_in_flight)
-        self.abort_failures = 0
+        #: (key, upload id) of aborts that failed: retried every few seconds
+        self.orphans: set[tuple[str, str]] = set()
+        self._retry_task: asyncio.Task[None] | None = None
         self.description = f"s3://{self.bucket}/{self.prefix}"
 
     async def call(self, op: str, **kwargs: Any) -> Any:
@@ -168,9 +170,57 @@ class S3Store:
         return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(**kwargs))
 
     async def start(self) -> None:
-        return None
+        try:
+            await self._sweep()
+        except Exception as exc:
+            log.warning("could not list incomplete multipart uploads at start: %s", exc)
+        self._retry_task = asyncio.create_task(self._retry_aborts())
+
+    async def _sweep(self) -> None:
+        """Abort the incomplete multipart uploads under the prefix older than ``stale_part_s``.
+
+        A replica killed mid-ingest leaves its upload open; no other replica knows its id. The age
+        keeps a sweep from aborting what a live replica is still sending.
+        """
+        import datetime as dt
+
+        cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=self.settings.stale_part_s)
+
+        def run() -> list[tuple[str, str]]:
+            out = []
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
+                                                                                   Prefix=self._base())
+            for page in pages:
+                for u in page.get("Uploads", []):
+                    if u["Initiated"] <= cutoff:
+                        out.append((u["Key"], u["UploadId"]))
+            return out
+
+        for key, upload_id in await asyncio.get_running_loop().run_in_executor(self._pool, run):
+            log.info("aborting a stale multipart upload of %s", key)
+            self.orphans.add((key, upload_id))
+        await self._abort_orphans()
+
+    async def _abort_orphans(self) -> None:
+        for key, upload_id in sorted(self.orphans):
+            try:
+                await self.call("abort_multipart_upload", Bucket=self.bucket, Key=key, UploadId=upload_id)
+            except Exception as exc:
+                if _code(exc) not in ("NoSuchUpload", "404"):
+                    continue
+            self.orphans.discard((key, upload_id))
+
+    async def _retry_aborts(self) -> None:
+        while True:
+            await asyncio.sleep(3)
+            if self.orphans:
+                await self._abort_orphans()
 
     async def close(self) -> None:
+        if self._retry_task is not None:
+            self._retry_task.cancel()
+        if self.orphans:
+            await self._abort_orphans()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def ready(self) -> None:
