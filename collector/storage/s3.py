@@ -118,9 +118,20 @@ class S3Writer:
                 if self._failed is not None:
                     raise StoreError(f"s3 upload_part failed: {self._failed}")
                 parts = [self._parts[n] for n in sorted(self._parts)]
-                await st.call("complete_multipart_upload", Bucket=st.bucket, Key=self.obj,
-                              UploadId=self._upload_id, MultipartUpload={"Parts": parts})
+                # Two replicas finishing one bundle id at once must store it once. Not every S3
+                # server honours If-None-Match on CompleteMultipartUpload (SeaweedFS ignores it),
+                # so the .sha256 is claimed first with a conditional PutObject, which they do.
+                if not await st.claim_sha256(self.key, sha256):
+                    await self.abort()
+                    return False
+                try:
+                    await st.call("complete_multipart_upload", Bucket=st.bucket, Key=self.obj,
+                                  UploadId=self._upload_id, MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+                except Exception:
+                    await st.release_sha256(self.key)
+                    raise
                 self._upload_id = None
+                return True
             await st.write_sha256(self.key, sha256)
             return True
         except StoreError:
@@ -236,6 +247,41 @@ class S3Store:
         body = sha256_line(sha256, key.name).encode()
         await self.call("put_object", Bucket=self.bucket, Key=key.sha_key(self.prefix), Body=body,
                         ChecksumSHA256=_b64sha(body), ContentType="text/plain")
+
+    async def claim_sha256(self, key: BundleKey, sha256: str) -> bool:
+        """Write the .sha256 only if absent; False when another upload holds it.
+
+        A claim left by a replica that died before completing (a .sha256 without its object, older
+        than ``stale_part_s``) is taken over.
+        """
+        body = sha256_line(sha256, key.name).encode()
+        for _ in range(2):
+            try:
+                await self.call("put_object", Bucket=self.bucket, Key=key.sha_key(self.prefix), Body=body,
+                                ChecksumSHA256=_b64sha(body), ContentType="text/plain", IfNoneMatch="*")
+                return True
+            except Exception as exc:
+                if _code(exc) not in ("PreconditionFailed", "412"):
+                    raise
+            if await self.stat(key) is not None:
+                return False
+            try:
+                head = await self.call("head_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
+            except Exception:
+                continue
+            import datetime as dt
+
+            age = (dt.datetime.now(dt.UTC) - head["LastModified"]).total_seconds()
+            if age < self.settings.stale_part_s:
+                return False
+            await self.release_sha256(key)
+        return False
+
+    async def release_sha256(self, key: BundleKey) -> None:
+        try:
+            await self.call("delete_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
+        except Exception as exc:
+            log.warning("could not remove the claim %s: %s", key.sha_key(self.prefix), exc)
 
     def _base(self) -> str:
         return self.prefix + "/" if self.prefix else ""
