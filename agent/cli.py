@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
+from agent import __version__
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
+from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
 __all__ = ["Expectations", "ReadConfig"]
 

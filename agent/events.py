@@ -15,8 +15,8 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Any
 
-from .findings import CODES
-from .model import Event
+from agent.findings import CODES
+from agent.model import Event
 
 __all__ = ["DEFAULT_MAX_EVENTS", "EVENT_CODES", "EventLog", "events_from_json", "log_line"]
 

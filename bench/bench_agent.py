@@ -144,8 +144,9 @@ def ne_cpu_per_scrape(url: str, proc: subprocess.Popen[bytes], scrapes: int) -> 
 def agent_sample_cpu(rails: int, runs: int) -> dict[str, float]:
     """CPU of one full agent sample, all sources read in turn plus analysis and one render."""
     sys.path.insert(0, str(ROOT))
+    from agent.analysis.diagnose import diagnose, load_kernel_table
+    from agent.analysis.topology import build_topology
     from agent.config import Expectations, ReadConfig
-    from agent.diagnose import diagnose, load_kernel_table
     from agent.host.live import LiveHost
     from agent.metrics.exposition import render
     from agent.metrics.state import MetricsState
@@ -157,7 +158,6 @@ def agent_sample_cpu(rails: int, runs: int) -> dict[str, float]:
         read_links_part,
         read_rdma_part,
     )
-    from agent.topology import build_topology
 
     exp = Expectations(rails=rails)
     cfg = ReadConfig()
@@ -199,11 +199,11 @@ def representor_render_extra(runs: int) -> dict[str, float]:
     sys.path.insert(0, str(ROOT / "tests" / "unit" / "metrics"))
     from metrics_synth import synthetic_snapshot
 
+    from agent.analysis.diagnose import diagnose
+    from agent.analysis.topology import build_topology
     from agent.config import Expectations
-    from agent.diagnose import diagnose
     from agent.metrics.exposition import render
     from agent.metrics.state import MetricsState
-    from agent.topology import build_topology
 
     snap = synthetic_snapshot(8, 127)
     exp = Expectations()

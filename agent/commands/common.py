@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..config import Expectations
-from ..naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
+from agent.config import Expectations
+from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
 
 __all__ = ["add_expectation_flags", "env_default", "expectations_from_args"]
 

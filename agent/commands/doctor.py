@@ -11,14 +11,14 @@ import json
 import os
 import sys
 
-from ..config import Expectations, ReadConfig
-from ..diagnose import KernelTableError, diagnose, load_kernel_table, with_unavailable
-from ..findings import Diagnosis
-from ..history import load_history
-from ..host import HostError
-from ..model import Snapshot
-from ..topology import build_topology
-from .common import add_expectation_flags, env_default, expectations_from_args
+from agent.analysis.diagnose import KernelTableError, diagnose, load_kernel_table, with_unavailable
+from agent.analysis.topology import build_topology
+from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
+from agent.config import Expectations, ReadConfig
+from agent.findings import Diagnosis
+from agent.host import HostError
+from agent.model import Snapshot
+from agent.readers.history import load_history
 
 __all__ = ["register", "run"]
 
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     except (KernelTableError, ValueError) as exc:
         return _fail(str(exc))
 
-    from ..snapshot import take_snapshot
+    from agent.readers.snapshot import take_snapshot
 
     # A live run reads no archive: tarfile is imported only with --from.
     damaged: tuple[type[BaseException], ...] = (OSError, EOFError)
@@ -94,12 +94,12 @@ def run(args: argparse.Namespace) -> int:
             import tarfile
             import zlib
 
-            from ..host.recorded import open_image
+            from agent.host.recorded import open_image
 
             damaged = (OSError, EOFError, tarfile.TarError, zlib.error)
             host = open_image(args.source)
         else:
-            from ..host.live import LiveHost
+            from agent.host.live import LiveHost
 
             host = LiveHost(args.host_root)
     except HostError as exc:
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(diag.as_json(), sys.stdout, indent=2, sort_keys=False)
         sys.stdout.write("\n")
     else:
-        from ..render import render
+        from agent.report.text import render
 
         render(diag, sys.stdout, source=args.source, found=what_was_found(snap) if not diag.rails else (),
                not_judged=not_judged(exp))

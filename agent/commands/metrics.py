@@ -11,7 +11,7 @@ import argparse
 import re
 import sys
 
-from .common import add_expectation_flags, env_default, expectations_from_args
+from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
 
 __all__ = ["register", "run"]
 
@@ -34,10 +34,10 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..host import HostError
-    from ..host.recorded import open_image
-    from ..metrics.exposition import render
-    from ..metrics.image import state_from_image
+    from agent.host import HostError
+    from agent.host.recorded import open_image
+    from agent.metrics.exposition import render
+    from agent.metrics.image import state_from_image
 
     try:
         host = open_image(args.source)

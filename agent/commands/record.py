@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
-from .common import _template, env_default
+from agent.commands.common import _template, env_default
+from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
 
 def _positive(text: str) -> float:
@@ -51,7 +51,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.agent:
-        from ..service.client import AgentFetchError, fetch_image
+        from agent.service.client import AgentFetchError, fetch_image
 
         try:
             fetch_image(args.agent, args.output, reason=args.reason, incident=args.incident)
@@ -60,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
             return 3 if "refusing to overwrite" in str(exc) else 1
         print(f"railscope record: wrote {args.output} from {args.agent}", file=sys.stderr)
         return 0
-    from ..config import ReadConfig
-    from ..host import HostError
-    from ..host.live import LiveHost
-    from ..record import RecordError, record_image
+    from agent.capture.replay import RecordError, record_image
+    from agent.config import ReadConfig
+    from agent.host import HostError
+    from agent.host.live import LiveHost
 
     cfg = ReadConfig(
         command_timeout_s=args.command_timeout,

@@ -15,7 +15,13 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from .common import _bool_word, _duration, add_expectation_flags, env_default, expectations_from_args
+from agent.commands.common import (
+    _bool_word,
+    _duration,
+    add_expectation_flags,
+    env_default,
+    expectations_from_args,
+)
 
 #: Detector thresholds: flag -> (Thresholds field, parser, default text, help).
 _THRESHOLDS: tuple[tuple[str, str, str, str], ...] = (
@@ -34,7 +40,7 @@ _THRESHOLDS: tuple[tuple[str, str, str, str], ...] = (
      "reload's, not flaps."),
 )
 if TYPE_CHECKING:
-    from ..service.settings import AgentSettings
+    from agent.service.settings import AgentSettings
 
 _INTS = {"flap-count", "config-flap-changes"}
 _FLOATS = {"storm-ratio"}
@@ -75,7 +81,7 @@ def _regex(text: str) -> str:
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from ..service.settings import DEFAULT_PORT
+    from agent.service.settings import DEFAULT_PORT
 
     g = p.add_argument_group("serving")
     g.add_argument("--listen", default=env_default("listen", None), metavar="ADDR",
@@ -148,8 +154,8 @@ def register(p: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     from dataclasses import replace
 
-    from ..config import ReadConfig
-    from ..service.settings import AgentSettings, SettingsError, check_listen, check_port
+    from agent.config import ReadConfig
+    from agent.service.settings import AgentSettings, SettingsError, check_listen, check_port
 
     if not args.listen:
         raise SettingsError("--listen ADDR is required (or RAILSCOPE_LISTEN): the node's IP address")
@@ -190,8 +196,8 @@ async def serve(settings: AgentSettings) -> int:
 
     from aiohttp import web
 
-    from ..service.app import make_app
-    from ..service.runtime import Agent
+    from agent.service.app import make_app
+    from agent.service.runtime import Agent
 
     log = logging.getLogger("railscope.agent")
     try:
@@ -224,8 +230,8 @@ async def serve(settings: AgentSettings) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..service.logs import setup_logging
-    from ..service.settings import SettingsError
+    from agent.service.logs import setup_logging
+    from agent.service.settings import SettingsError
 
     try:
         settings = settings_from_args(args)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..events import EVENT_CODES
-from ..model import Event
+from agent.events import EVENT_CODES
+from agent.model import Event
 
 __all__ = ["counter_delta", "episode_fires", "make_event"]
 

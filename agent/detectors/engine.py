@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from ..model import Event
-from . import (
+from agent.detectors import (
     config_flapping,
     driver_reload,
     link_flapping,
@@ -19,8 +18,9 @@ from . import (
     pfc_storm,
     representor_stale,
 )
-from .observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
-from .thresholds import Thresholds
+from agent.detectors.observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
+from agent.detectors.thresholds import Thresholds
+from agent.model import Event
 
 __all__ = ["DetectorState", "initial", "run", "step"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..model import Link, Snapshot
-from ..topology import Topology
-from .observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
+from agent.analysis.topology import Topology
+from agent.detectors.observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
+from agent.model import Link, Snapshot
 
 __all__ = ["link_keys_by_ifindex", "link_obs", "link_subjects", "observations_from_snapshot", "rail_counters"]
 

@@ -13,10 +13,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from ..model import Event
-from .common import counter_delta, episode_fires, make_event
-from .observations import LinkObs
-from .thresholds import Thresholds
+from agent.detectors.common import counter_delta, episode_fires, make_event
+from agent.detectors.observations import LinkObs
+from agent.detectors.thresholds import Thresholds
+from agent.model import Event
 
 __all__ = ["LinkFlapState", "forgive", "initial", "step"]
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ..config import Expectations
+from agent.config import Expectations
 
 __all__ = ["Thresholds"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import CmdResult
-from .paths import RootedFS
-from .runner import run_argv
+from agent.host import CmdResult
+from agent.host.paths import RootedFS
+from agent.host.runner import run_argv
 
 __all__ = ["LiveHost"]
 
@@ -22,7 +22,7 @@ class LiveHost:
 
     def __init__(self, host_root: str = "/", command_timeout_s: float = 10.0) -> None:
         if not os.path.isdir(host_root):
-            from . import HostError
+            from agent.host import HostError
 
             raise HostError(f"--host-root {host_root}: not a directory")
         self.host_root = os.path.abspath(host_root)
@@ -62,7 +62,7 @@ class LiveHost:
     # -- netlink ----------------------------------------------------------------------------
     def _netlink(self) -> Any:
         if self._nl is None:
-            from .netlink import LinkReader
+            from agent.host.netlink import LinkReader
 
             self._nl = LinkReader()
         return self._nl
@@ -85,12 +85,12 @@ class LiveHost:
             return {}
 
     def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
-        from .ethtool import gstats
+        from agent.host.ethtool import gstats
 
         return gstats(ifname)
 
     def ethtool_drvinfo(self, ifname: str) -> dict[str, str] | None:
-        from .ethtool import drvinfo
+        from agent.host.ethtool import drvinfo
 
         return drvinfo(ifname)
 

@@ -15,8 +15,8 @@ import tempfile
 import zlib
 from typing import Any
 
-from . import CmdResult, HostError, slug
-from .paths import RootedFS
+from agent.host import CmdResult, HostError, slug
+from agent.host.paths import RootedFS
 
 __all__ = ["RecordedHost", "open_image"]
 

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 
-from . import CmdResult
+from agent.host import CmdResult
 
 __all__ = ["run_argv"]
 

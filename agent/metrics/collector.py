@@ -25,11 +25,11 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
-from .. import __version__
-from ..findings import RailRow
-from ..model import Link, RdmaDevice, RdmaLink, Snapshot
-from ..topology import Pf, Rail
-from .state import MetricsState
+from agent import __version__
+from agent.analysis.topology import Pf, Rail
+from agent.findings import RailRow
+from agent.metrics.state import MetricsState
+from agent.model import Link, RdmaDevice, RdmaLink, Snapshot
 
 __all__ = ["RDMA_HW_COUNTERS", "RailscopeCollector"]
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from .collector import RailscopeCollector
-from .state import MetricsState
+from agent.metrics.collector import RailscopeCollector
+from agent.metrics.state import MetricsState
 
 __all__ = ["CONTENT_TYPE", "render"]
 

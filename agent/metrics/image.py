@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..config import Expectations, ReadConfig
-from ..diagnose import diagnose, with_unavailable
-from ..events import EVENT_CODES
-from ..history import load_history
-from ..host.recorded import RecordedHost
-from ..snapshot import take_snapshot
-from ..topology import build_topology
-from .state import HungSource, MetricsState, SourceStatus
+from agent.analysis.diagnose import diagnose, with_unavailable
+from agent.analysis.topology import build_topology
+from agent.config import Expectations, ReadConfig
+from agent.events import EVENT_CODES
+from agent.host.recorded import RecordedHost
+from agent.metrics.state import HungSource, MetricsState, SourceStatus
+from agent.readers.history import load_history
+from agent.readers.snapshot import take_snapshot
 
 __all__ = ["SOURCES", "source_of", "state_from_image"]
 

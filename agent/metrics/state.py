@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..findings import Diagnosis
-    from ..model import Snapshot
-    from ..topology import Topology
+    from agent.analysis.topology import Topology
+    from agent.findings import Diagnosis
+    from agent.model import Snapshot
 
 __all__ = ["HungSource", "MetricsState", "SourceStatus"]
 

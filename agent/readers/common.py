@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from ..host import CmdResult, Host
+from agent.host import CmdResult, Host
 
 __all__ = ["BDF_RE", "Notes", "basename", "parse_json", "read_int", "read_word", "to_int"]
 

@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..host import CmdResult, Host
-from ..model import DevlinkDev, DevlinkParam, DevlinkPort, Eswitch, Link, PciFunction
-from .common import BDF_RE, Notes, parse_json, to_int
-from .pci import bus_devices_of_links
+from agent.host import CmdResult, Host
+from agent.model import DevlinkDev, DevlinkParam, DevlinkPort, Eswitch, Link, PciFunction
+from agent.readers.common import BDF_RE, Notes, parse_json, to_int
+from agent.readers.pci import bus_devices_of_links
 
 __all__ = [
     "DEFAULT_PARAMS",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..host import Host
-from ..model import DriverInfo, EthtoolStats
-from .common import Notes, to_int
+from agent.host import Host
+from agent.model import DriverInfo, EthtoolStats
+from agent.readers.common import Notes, to_int
 
 __all__ = ["parse_drvinfo", "parse_ethtool_i", "parse_ethtool_s", "parse_firmware", "read_ethtool"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..host import Host
-from ..model import Link, VfInfo
-from .common import Notes, to_int
+from agent.host import Host
+from agent.model import Link, VfInfo
+from agent.readers.common import Notes, to_int
 
 __all__ = [
     "parse_link",

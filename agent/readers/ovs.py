@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..host import Host
-from ..model import OvsInterface
-from .common import Notes, parse_json, to_int
+from agent.host import Host
+from agent.model import OvsInterface
+from agent.readers.common import Notes, parse_json, to_int
 
 __all__ = ["DB_SOCKETS", "OVS_ARGV", "parse_ovs_interfaces", "read_ovs"]
 

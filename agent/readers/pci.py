@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..host import Host
-from ..model import Link, PciFunction
-from .common import BDF_RE, Notes, basename, read_word, to_int
+from agent.host import Host
+from agent.model import Link, PciFunction
+from agent.readers.common import BDF_RE, Notes, basename, read_word, to_int
 
 __all__ = ["bus_devices_of_links", "functions_of_links", "parse_pci_function", "read_bus_devices", "read_pci"]
 

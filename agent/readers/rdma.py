@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
 
-from ..host import Host
-from ..model import RdmaDevice, RdmaLink
-from .common import BDF_RE, Notes, basename, parse_json, read_word, to_int
+from agent.host import Host
+from agent.model import RdmaDevice, RdmaLink
+from agent.readers.common import BDF_RE, Notes, basename, parse_json, read_word, to_int
 
 __all__ = [
     "netns_from_sysfs",

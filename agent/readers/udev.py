@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from ..host import Host
-from ..model import RailRule
-from .common import BDF_RE, Notes
+from agent.host import Host
+from agent.model import RailRule
+from agent.readers.common import BDF_RE, Notes
 
 __all__ = ["NET_RULES", "RDMA_RULES", "parse_rules", "read_rules"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from ..host import Host
-from ..model import Versions
-from .common import Notes, read_word
+from agent.host import Host
+from agent.model import Versions
+from agent.readers.common import Notes, read_word
 
 __all__ = ["parse_modprobe_netns", "read_versions"]
 

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from .keys import AGENT
-from .runtime import Agent
+from agent.service.keys import AGENT
+from agent.service.runtime import Agent
 
 __all__ = ["make_app"]
 

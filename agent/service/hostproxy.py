@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..host import CmdResult, Host
-from .sampling import Progress
+from agent.host import CmdResult, Host
+from agent.service.sampling import Progress
 
 __all__ = ["TrackedHost"]
 

@@ -32,31 +32,31 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ..detectors import engine
-from ..detectors.feed import (
+from agent.analysis.diagnose import diagnose, load_kernel_table
+from agent.analysis.topology import Topology, build_topology
+from agent.detectors import engine
+from agent.detectors.feed import (
     link_keys_by_ifindex,
     link_obs,
     link_subjects,
     observations_from_snapshot,
     rail_counters,
 )
-from ..detectors.observations import CountersObs, LinkObs
-from ..detectors.thresholds import Thresholds
-from ..diagnose import diagnose, load_kernel_table
-from ..events import EVENT_CODES, EventLog
-from ..findings import Diagnosis
-from ..host import Host
-from ..metrics.collector import RailscopeCollector
-from ..metrics.exposition import CONTENT_TYPE
-from ..metrics.state import HungSource, MetricsState, SourceStatus
-from ..model import Event, Snapshot
-from ..recorder import FlightRecorder, incident_counters
-from ..topology import Topology, build_topology
-from .coalesce import CoalescingQueue
-from .devlink_watch import DevlinkWatcher
-from .hostproxy import TrackedHost
-from .lanes import Lane, SourceState, SourceTimer
-from .sampling import (
+from agent.detectors.observations import CountersObs, LinkObs
+from agent.detectors.thresholds import Thresholds
+from agent.events import EVENT_CODES, EventLog
+from agent.findings import Diagnosis
+from agent.host import Host
+from agent.metrics.collector import RailscopeCollector
+from agent.metrics.exposition import CONTENT_TYPE
+from agent.metrics.state import HungSource, MetricsState, SourceStatus
+from agent.model import Event, Snapshot
+from agent.service.coalesce import CoalescingQueue
+from agent.service.devlink_watch import DevlinkWatcher
+from agent.service.flight_recorder import FlightRecorder, incident_counters
+from agent.service.hostproxy import TrackedHost
+from agent.service.lanes import Lane, SourceState, SourceTimer
+from agent.service.sampling import (
     SOURCES,
     TRAFFIC,
     LinkCache,
@@ -69,9 +69,9 @@ from .sampling import (
     read_links_part,
     read_rdma_part,
 )
-from .selfmetrics import AgentCollector
-from .settings import AgentSettings
-from .watcher import LinkNote, LinkWatcher
+from agent.service.selfmetrics import AgentCollector
+from agent.service.settings import AgentSettings
+from agent.service.watcher import LinkNote, LinkWatcher
 
 __all__ = ["Agent", "ImageBusy", "ImageError"]
 
@@ -107,7 +107,7 @@ class Agent:
         self._monotonic = monotonic
         self._call_later = call_later or _loop_call_later
         if host_factory is None:
-            from ..host.live import LiveHost
+            from agent.host.live import LiveHost
 
             def host_factory() -> Host:
                 return LiveHost(settings.host_root, command_timeout_s=settings.command_timeout_s)
@@ -550,7 +550,7 @@ class Agent:
 
     def _record_image_sync(self, reason: str, incident: str | None,
                            hung: frozenset[tuple[str, str]] = frozenset()) -> tuple[str, str]:
-        from ..record import RecordError, record_image
+        from agent.capture.replay import RecordError, record_image
 
         node = self.settings.node or (self.snapshot.node if self.snapshot else None) or "node"
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock()))

@@ -16,19 +16,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..config import ReadConfig
-from ..host import Host
-from ..model import Link, Snapshot
-from ..readers.common import Notes, read_word, to_int
-from ..readers.devlink import read_devlink
-from ..readers.ethtool import read_ethtool
-from ..readers.links import parse_link, read_link_stats, read_speeds, with_stats
-from ..readers.ovs import read_ovs
-from ..readers.pci import functions_of_links, read_bus_devices, read_pci
-from ..readers.rdma import read_rdma
-from ..readers.udev import read_rules
-from ..readers.versions import read_versions
-from ..snapshot import rail_netdevs, with_parents
+from agent.config import ReadConfig
+from agent.host import Host
+from agent.model import Link, Snapshot
+from agent.readers.common import Notes, read_word, to_int
+from agent.readers.devlink import read_devlink
+from agent.readers.ethtool import read_ethtool
+from agent.readers.links import parse_link, read_link_stats, read_speeds, with_stats
+from agent.readers.ovs import read_ovs
+from agent.readers.pci import functions_of_links, read_bus_devices, read_pci
+from agent.readers.rdma import read_rdma
+from agent.readers.snapshot import rail_netdevs, with_parents
+from agent.readers.udev import read_rules
+from agent.readers.versions import read_versions
 
 __all__ = ["SOURCES", "LinkCache", "Part", "Progress", "compose", "read_config", "read_counters", "read_devlink_part",
            "read_links_part", "read_rdma_part"]

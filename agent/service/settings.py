@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from ..config import Expectations, ReadConfig
+from agent.config import Expectations, ReadConfig
 
 __all__ = ["DEFAULT_PORT", "RESERVED_PORTS", "AgentSettings", "SettingsError", "check_listen", "check_port"]
 

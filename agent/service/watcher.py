@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..host.netlink import RTM_NEWLINK, iter_messages, parse_link
-from .coalesce import CoalescingQueue
+from agent.host.netlink import RTM_NEWLINK, iter_messages, parse_link
+from agent.service.coalesce import CoalescingQueue
 
 __all__ = ["LinkNote", "LinkWatcher"]
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.capture.replay import RecordError, record_image
 from agent.host.recorded import open_image
+from agent.host.recording import RecordingHost
 from agent.model import Snapshot
-from agent.record import RecordError, RecordingHost, record_image
-from agent.snapshot import take_snapshot
+from agent.readers.snapshot import take_snapshot
 
 from .conftest import RailNetns
 
@@ -80,8 +81,8 @@ RECORD_LIVE = """
 import dataclasses, json
 from agent.host.live import LiveHost
 from agent.host.recorded import open_image
-from agent.record import record_image
-from agent.snapshot import take_snapshot
+from agent.capture.replay import record_image
+from agent.readers.snapshot import take_snapshot
 out = {out!r}
 with LiveHost() as host:
     seen, manifest = record_image(host, out)

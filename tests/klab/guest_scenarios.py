@@ -172,11 +172,11 @@ def scenario_setup() -> dict[str, Any]:
 
 def scenario_representors() -> dict[str, Any]:
     """The agent's snapshot and topology against what the kernel's own tools say."""
+    from agent.analysis.topology import build_topology
     from agent.config import Expectations, ReadConfig
     from agent.host.live import LiveHost
     from agent.readers.devlink import parse_eswitch, parse_params
-    from agent.snapshot import take_snapshot
-    from agent.topology import build_topology
+    from agent.readers.snapshot import take_snapshot
 
     raw = {
         "port_show": sh_json("devlink", "-j", "port", "show"),
@@ -375,7 +375,7 @@ def scenario_doctor_record(out: Path) -> dict[str, Any]:
         again = sh(sys.executable, "-m", "agent.cli", "doctor", "--json", *DOCTOR_FLAGS, check=False)
         took["doctor_after_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
-        sh(sys.executable, "-c", "import agent.cli, agent.snapshot, agent.diagnose")
+        sh(sys.executable, "-c", "import agent.cli, agent.readers.snapshot, agent.analysis.diagnose")
         took["python_imports_s"] = round(time.monotonic() - t, 2)
         (out / "doctor-live-after.json").write_text(again.stdout)
     finally:
@@ -423,12 +423,12 @@ def scenario_churn(out: Path) -> dict[str, Any]:
 
     from prometheus_client import CollectorRegistry, generate_latest
 
+    from agent.analysis.topology import build_topology
     from agent.config import Expectations, ReadConfig
     from agent.host.live import LiveHost
     from agent.metrics.collector import RailscopeCollector
     from agent.metrics.state import MetricsState
-    from agent.snapshot import take_snapshot
-    from agent.topology import build_topology
+    from agent.readers.snapshot import take_snapshot
 
     host = LiveHost()
     current: list[MetricsState] = [MetricsState()]
@@ -694,7 +694,7 @@ def _devlink_event_read() -> dict[str, Any]:
 #: Classes whose instances make up the agent's picture of the node: their live count must not grow
 #: with churn (a vanished representor's records kept anywhere, e.g. in the links cache, would).
 STRUCTURAL = ("agent.model.Link", "agent.model.VfInfo", "agent.model.DevlinkPort", "agent.model.Snapshot",
-              "agent.topology.Representor", "agent.topology.Pf", "agent.topology.Rail", "agent.topology.Topology")
+              "agent.analysis.topology.Representor", "agent.analysis.topology.Pf", "agent.analysis.topology.Rail", "agent.analysis.topology.Topology")
 DAEMON_MEMORY_CYCLES = 5
 
 
@@ -773,10 +773,10 @@ def _churn_to(want: int) -> None:
 
 def scenario_busy() -> dict[str, Any]:
     """A snapshot while netdevsim creates many VFs under the devlink lock: devlink is busy, not down."""
+    from agent.analysis.diagnose import diagnose
     from agent.config import Expectations, ReadConfig
-    from agent.diagnose import diagnose
     from agent.host.live import LiveHost
-    from agent.snapshot import take_snapshot
+    from agent.readers.snapshot import take_snapshot
 
     set_numvfs(0)
     set_eswitch("switchdev")  # netdevsim creates a representor per VF, all under the devlink lock

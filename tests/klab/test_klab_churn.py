@@ -66,7 +66,7 @@ def test_no_agent_record_outlives_its_cycle(churn):
     layout = "agent.host.netlink._Layout"
     records = [{k: v for k, v in m["agent_objects"].items() if k != layout} for m in mem]
     assert records[0].get("agent.model.Link", 0) >= 4  # the state being served holds the current links
-    assert records[0].get("agent.topology.Representor") == 4
+    assert records[0].get("agent.analysis.topology.Representor") == 4
     for m, rec in zip(mem[1:], records[1:], strict=True):
         assert rec == records[0], (m["cycle"], rec, records[0])
     cap = netlink._MAX_LAYOUTS * netlink._MAX_LAYOUTS_PER_LENGTH

@@ -68,7 +68,7 @@ def test_no_agent_record_or_thread_outlives_churn(inproc):
     cycle), and the thread count stays the same."""
     mem = inproc["memory"]
     assert len(mem) >= 4
-    assert mem[1]["structural"]["agent.topology.Representor"] >= 4
+    assert mem[1]["structural"]["agent.analysis.topology.Representor"] >= 4
     # devlink ports are read on their own slow timer (>= 60 s, or 30 s after ports come or go): their
     # count is that of the last devlink read, with or without the VFs' ports, never more than both.
     ports = "agent.model.DevlinkPort"

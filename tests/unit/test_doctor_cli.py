@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent.findings import Diagnosis, Finding, RailRow
-from agent.render import render
+from agent.report.text import render
 
 IMAGES = Path(__file__).resolve().parent.parent / "images"
 BASE = IMAGES / "spectrumx-2rail-healthy"
@@ -175,7 +175,7 @@ def test_render_colour_only_when_asked() -> None:
 
 
 def test_no_color_wins_over_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent.render import use_colour
+    from agent.report.text import use_colour
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

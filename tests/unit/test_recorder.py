@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from agent.recorder import FlightRecorder, incident_counters, load_jsonl
+from agent.service.flight_recorder import FlightRecorder, incident_counters, load_jsonl
 
 RAILS = [f"net_rail{i}" for i in range(8)]
 

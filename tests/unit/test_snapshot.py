@@ -17,7 +17,7 @@ from agent.config import ReadConfig
 from agent.host import slug
 from agent.host.recorded import RecordedHost, open_image
 from agent.model import Snapshot
-from agent.snapshot import take_snapshot
+from agent.readers.snapshot import take_snapshot
 
 
 @pytest.fixture
@@ -202,7 +202,7 @@ def test_live_snapshot_in_a_network_namespace() -> None:
         for argv in (["link", "add", "net_rail0", "type", "veth", "peer", "name", "peer0"],
                      ["link", "set", "net_rail0", "up"], ["link", "set", "peer0", "up"]):
             subprocess.run(["ip", "-n", ns, *argv], check=True, capture_output=True)
-        code = ("import json\nfrom agent.host.live import LiveHost\nfrom agent.snapshot import take_snapshot\n"
+        code = ("import json\nfrom agent.host.live import LiveHost\nfrom agent.readers.snapshot import take_snapshot\n"
                 "s = take_snapshot(LiveHost('/'))\n"
                 "print(json.dumps({'stats': [lk.ifname for lk in s.links if lk.stats64],"
                 " 'speed': {lk.ifname: lk.speed_mbps for lk in s.links},"

@@ -10,9 +10,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "checks"))
 
 import nodes
 
+from agent.analysis.topology import build_topology, parse_port_name
 from agent.config import Expectations
 from agent.model import DevlinkDev, Eswitch, Link, OvsInterface, PciFunction, RailRule, RdmaLink, Snapshot
-from agent.topology import build_topology, parse_port_name
 
 EXP = Expectations()
 PF0, PF1 = nodes.PCIS[0], nodes.PCIS[1]

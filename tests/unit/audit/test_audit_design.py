@@ -20,13 +20,13 @@ import make_images as mi
 import nodes
 import pytest
 
+from agent.analysis.diagnose import diagnose
+from agent.analysis.topology import build_topology
 from agent.config import Expectations
-from agent.diagnose import diagnose
 from agent.host.recorded import open_image
 from agent.model import DevlinkPort, Event, Link, OvsInterface, PciFunction, RailRule, Versions
-from agent.render import render
-from agent.snapshot import take_snapshot
-from agent.topology import build_topology
+from agent.readers.snapshot import take_snapshot
+from agent.report.text import render
 
 EXP = Expectations()
 IMAGES = Path(__file__).resolve().parents[2] / "images"

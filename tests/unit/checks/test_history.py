@@ -6,12 +6,12 @@ import json
 
 import nodes
 
-from agent.checks import merge
+from agent.analysis.checks import merge
+from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
-from agent.diagnose import diagnose
 from agent.findings import Finding
-from agent.history import capture_time_of, parse_events, parse_recorder
 from agent.model import Event
+from agent.readers.history import capture_time_of, parse_events, parse_recorder
 
 T0 = nodes.TAKEN_AT - 120
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import nodes
 
+from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
-from agent.diagnose import diagnose
 from agent.model import RailRule
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import nodes
 from test_rails import found
 
+from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
-from agent.diagnose import diagnose
 from agent.model import OvsInterface
 
 PF0 = f"pci/{nodes.PCIS[0]}"

@@ -7,9 +7,9 @@ from dataclasses import replace
 import nodes
 import pytest
 
-from agent.checks.versions import KernelRow, doca_line, parse_kernel, version_key
+from agent.analysis.checks.versions import KernelRow, doca_line, parse_kernel, version_key
+from agent.analysis.diagnose import KernelTableError, diagnose, load_kernel_table, parse_kernel_table
 from agent.config import Expectations
-from agent.diagnose import KernelTableError, diagnose, load_kernel_table, parse_kernel_table
 
 TABLE = (KernelRow("26.01", "generic", "6.8.0", "6.8.0-100", "test"),)
 

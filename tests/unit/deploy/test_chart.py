@@ -35,9 +35,9 @@ except (ImportError, OSError) as exc:  # OSError: the bundled libhelm_c.so does 
 
 import jsonschema
 
+from agent.analysis.diagnose import load_kernel_table
 from agent.cli import build_parser
 from agent.commands.serve import settings_from_args
-from agent.diagnose import load_kernel_table
 from agent.readers.ovs import DB_SOCKETS
 from agent.readers.udev import NET_RULES, RDMA_RULES
 from agent.service.settings import DEFAULT_PORT, RESERVED_PORTS

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from agent.analysis.topology import build_topology
 from agent.config import Expectations
 from agent.detectors import ConfigObs, CountersObs, DriverObs, LinkObs, RepresentorObs, initial, run
 from agent.detectors.feed import link_keys_by_ifindex, link_obs, link_subjects, observations_from_snapshot
 from agent.host.recorded import open_image
 from agent.model import EthtoolStats, Snapshot
-from agent.snapshot import take_snapshot
-from agent.topology import build_topology
+from agent.readers.snapshot import take_snapshot
 
 RAIL0 = ("0000:0c:00.0", "p0")
 

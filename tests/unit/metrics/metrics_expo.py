@@ -9,11 +9,11 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.analysis.topology import build_topology
 from agent.config import Expectations
 from agent.findings import Diagnosis, Finding
 from agent.metrics.state import HungSource, MetricsState, SourceStatus
 from agent.model import EthtoolStats, Snapshot
-from agent.topology import build_topology
 
 
 def state_for(snap: Snapshot, **kw) -> MetricsState:

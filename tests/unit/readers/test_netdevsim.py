@@ -13,14 +13,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent.analysis.topology import build_topology
 from agent.config import Expectations, ReadConfig
 from agent.host.recorded import RecordedHost
 from agent.model import DevlinkDev, Link, PciFunction
 from agent.readers.common import Notes
 from agent.readers.devlink import pf_handles, pf_of_handle, read_devlink
 from agent.readers.pci import bus_devices_of_links, read_bus_devices
-from agent.snapshot import take_snapshot
-from agent.topology import build_topology
+from agent.readers.snapshot import take_snapshot
 
 from .imagekit import make_image, recorded_body
 

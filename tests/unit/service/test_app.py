@@ -16,14 +16,14 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
-from agent.diagnose import diagnose
-from agent.history import load_history
 from agent.host.recorded import open_image
+from agent.readers.history import load_history
+from agent.readers.snapshot import take_snapshot
 from agent.service.app import make_app
 from agent.service.runtime import Agent
 from agent.service.settings import AgentSettings
-from agent.snapshot import take_snapshot
 
 
 def _agent(image: Path, **kw: object) -> Agent:

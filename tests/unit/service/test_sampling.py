@@ -10,6 +10,7 @@ from agent.config import ReadConfig
 from agent.host.recorded import open_image
 from agent.readers.common import Notes
 from agent.readers.links import parse_links
+from agent.readers.snapshot import take_snapshot
 from agent.service.sampling import (
     LinkCache,
     compose,
@@ -19,7 +20,6 @@ from agent.service.sampling import (
     read_links_part,
     read_rdma_part,
 )
-from agent.snapshot import take_snapshot
 
 
 class _Dumps:

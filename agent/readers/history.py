@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .findings import CODES, SEVERITIES
-from .model import Event
+from agent.findings import CODES, SEVERITIES
+from agent.model import Event
 
 __all__ = ["History", "Recorder", "Sample", "capture_time_of", "load_history", "parse_events", "parse_recorder"]
 

@@ -15,8 +15,8 @@ answers again and ``railscope doctor --from`` reaches the same diagnosis as it d
 - the ethtool ioctls are written as the text ``ethtool -S <if>`` / ``ethtool -i <if>`` print: a
   recorded host answers the ioctls with None and the readers parse that text instead (DESIGN §2).
 
-``record_image`` runs the snapshot readers through a ``RecordingHost``. It is the minimal recorder;
-the capture plans add what a person wants besides (dmesg, ``ip -d -s link``, OVS, udev, logs).
+``agent.capture.replay.record_image`` runs the snapshot readers through a ``RecordingHost``; the
+capture plans add what a person wants besides (dmesg, ``ip -d -s link``, OVS, udev, logs).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ import hashlib
 import json
 import os
 import posixpath
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -34,13 +32,11 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from . import __version__
-from .config import ReadConfig
-from .host import CmdResult, Host, slug
-from .host.ethtool import format_drvinfo, format_gstats
-from .model import Snapshot
+from agent import __version__
+from agent.host import CmdResult, Host, slug
+from agent.host.ethtool import format_drvinfo, format_gstats
 
-__all__ = ["RecordError", "RecordingHost", "record_image"]
+__all__ = ["RecordError", "RecordingHost"]
 
 SCHEMA = "railscope.bundle/v1"
 _MAX_HOPS = 40
@@ -389,52 +385,3 @@ class RecordingHost:
                 json.dump(manifest, fh, indent=1)
                 fh.write("\n")
             return manifest
-
-
-def _check_out_dir(out_dir: str) -> None:
-    if os.path.lexists(out_dir):
-        if not os.path.isdir(out_dir):
-            raise RecordError(f"{out_dir}: exists and is not a directory")
-        if os.listdir(out_dir):
-            raise RecordError(f"{out_dir}: directory is not empty, refusing to overwrite")
-
-
-def record_image(host: Host, out_dir: str, *, node: str | None = None, cluster: str | None = None,
-                 incident: str | None = None, reason: str | None = None,
-                 events: list[dict[str, Any]] | None = None,
-                 cfg: ReadConfig | None = None) -> tuple[Snapshot, dict[str, Any]]:
-    """Read ``host`` with the snapshot readers and write what they saw as a node image in ``out_dir``.
-
-    ``out_dir`` must not exist or be empty. The image is built beside it and moved into place at
-    the end, so a failure leaves no half image behind. ``node`` defaults to the host's hostname.
-    """
-    from .readers.ovs import OVS_ARGV
-    from .snapshot import take_snapshot
-
-    out_dir = os.path.abspath(out_dir)
-    _check_out_dir(out_dir)
-    parent = os.path.dirname(out_dir)
-    try:
-        os.makedirs(parent, exist_ok=True)
-        work = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
-    except OSError as exc:
-        raise RecordError(f"{out_dir}: cannot write here ({exc.strerror or exc})") from None
-    try:
-        rec = RecordingHost(host, work)
-        snap = take_snapshot(rec, cfg or ReadConfig())
-        ovs_why = next((why for source, why in snap.unavailable if source == "ovs"), None)
-        if ovs_why:
-            # Live, the OVS reader skips ovs-vsctl when there is no db socket; an image keeps no
-            # sockets, so the manifest says why the command is absent (DESIGN §2: skipped + reason).
-            rec.note_skipped(OVS_ARGV, ovs_why)
-        manifest = rec.finish(node=node or snap.node, cluster=cluster, incident=incident,
-                              reason=reason, events=events)
-        os.chmod(work, 0o755)
-        _check_out_dir(out_dir)
-        if os.path.isdir(out_dir):
-            os.rmdir(out_dir)
-        os.rename(work, out_dir)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    return snap, manifest

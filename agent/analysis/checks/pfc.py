@@ -9,11 +9,11 @@ snapshot's counters are cumulative since the driver loaded: they can say a storm
 
 from __future__ import annotations
 
-from ..config import Expectations
-from ..findings import Finding
-from ..model import Snapshot
-from ..topology import Topology
-from ._util import finding
+from agent.analysis.checks._util import finding
+from agent.analysis.topology import Topology
+from agent.config import Expectations
+from agent.findings import Finding
+from agent.model import Snapshot
 
 
 def lossless_discard_keys(prio: int) -> tuple[str, ...]:

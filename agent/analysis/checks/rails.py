@@ -8,12 +8,12 @@ never apply such a name and the netdev keeps its kernel name.
 
 from __future__ import annotations
 
-from ..config import Expectations
-from ..findings import Finding
-from ..model import Snapshot
-from ..naming import IFNAMSIZ_MAX
-from ..topology import Topology
-from ._util import finding, name_list, rail_label
+from agent.analysis.checks._util import finding, name_list, rail_label
+from agent.analysis.topology import Topology
+from agent.config import Expectations
+from agent.findings import Finding
+from agent.model import Snapshot
+from agent.naming import IFNAMSIZ_MAX
 
 
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:

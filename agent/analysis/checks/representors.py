@@ -6,11 +6,11 @@ not be read judges nothing. OVS ports that belong to no PF are reported on ``nod
 
 from __future__ import annotations
 
-from ..config import Expectations
-from ..findings import Finding
-from ..model import Snapshot
-from ..topology import Topology
-from ._util import finding, name_list
+from agent.analysis.checks._util import finding, name_list
+from agent.analysis.topology import Topology
+from agent.config import Expectations
+from agent.findings import Finding
+from agent.model import Snapshot
 
 
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:

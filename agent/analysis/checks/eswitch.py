@@ -8,11 +8,11 @@ state, reported whatever the expectation, on the PF that differs from the NIC's 
 
 from __future__ import annotations
 
-from ..config import Expectations
-from ..findings import Finding
-from ..model import Snapshot
-from ..topology import Topology
-from ._util import finding
+from agent.analysis.checks._util import finding
+from agent.analysis.topology import Topology
+from agent.config import Expectations
+from agent.findings import Finding
+from agent.model import Snapshot
 
 
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:

@@ -13,12 +13,12 @@ from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
 
-from .checks import KernelRow, run_checks
-from .config import Expectations
-from .findings import Diagnosis, Finding, RailRow
-from .history import Recorder
-from .model import Event, Snapshot
-from .topology import Rail, Topology, build_topology
+from agent.analysis.checks import KernelRow, run_checks
+from agent.analysis.topology import Rail, Topology, build_topology
+from agent.config import Expectations
+from agent.findings import Diagnosis, Finding, RailRow
+from agent.model import Event, Snapshot
+from agent.readers.history import Recorder
 
 __all__ = ["KernelTableError", "diagnose", "load_kernel_table", "parse_kernel_table", "rail_rows"]
 

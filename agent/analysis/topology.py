@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .config import Expectations
-from .model import DevlinkPort, Link, OvsInterface, RailRule, RdmaDevice, RdmaLink, Snapshot
-from .naming import IFNAMSIZ_MAX, RailName, parse_name, render
+from agent.config import Expectations
+from agent.model import DevlinkPort, Link, OvsInterface, RailRule, RdmaDevice, RdmaLink, Snapshot
+from agent.naming import IFNAMSIZ_MAX, RailName, parse_name, render
 
 __all__ = [
     "Nic",

@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import TextIO
 
-from .findings import Diagnosis, RailRow
+from agent.findings import Diagnosis, RailRow
 
 __all__ = ["render", "use_colour"]
 

@@ -15,19 +15,19 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .config import ReadConfig
-from .host import Host
-from .model import Link, PciFunction, RailRule, Snapshot
-from .naming import parse_name
-from .readers.common import Notes
-from .readers.devlink import read_devlink
-from .readers.ethtool import read_ethtool
-from .readers.links import read_link_stats, read_links, read_speeds, with_stats
-from .readers.ovs import read_ovs
-from .readers.pci import functions_of_links, read_bus_devices, read_pci
-from .readers.rdma import read_rdma
-from .readers.udev import read_rules
-from .readers.versions import read_versions
+from agent.config import ReadConfig
+from agent.host import Host
+from agent.model import Link, PciFunction, RailRule, Snapshot
+from agent.naming import parse_name
+from agent.readers.common import Notes
+from agent.readers.devlink import read_devlink
+from agent.readers.ethtool import read_ethtool
+from agent.readers.links import read_link_stats, read_links, read_speeds, with_stats
+from agent.readers.ovs import read_ovs
+from agent.readers.pci import functions_of_links, read_bus_devices, read_pci
+from agent.readers.rdma import read_rdma
+from agent.readers.udev import read_rules
+from agent.readers.versions import read_versions
 
 __all__ = ["is_representor", "is_uplink_port_name", "rail_netdevs", "take_snapshot", "with_parents"]
 

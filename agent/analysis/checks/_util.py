@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..findings import CODES, Finding
+from agent.findings import CODES, Finding
 
 
 def finding(code: str, subject: str, message: str, severity: str | None = None, **evidence: Any) -> Finding:

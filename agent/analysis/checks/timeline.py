@@ -14,13 +14,13 @@ Events within ``event_window_s`` before the capture time become findings as they
 
 from __future__ import annotations
 
-from ..config import Expectations
-from ..findings import Finding
-from ..history import Recorder, Sample
-from ..model import Event, Snapshot
-from ..topology import Topology
-from ._util import finding
-from .pfc import STORM_ERROR, lossless_discard_keys
+from agent.analysis.checks._util import finding
+from agent.analysis.checks.pfc import STORM_ERROR, lossless_discard_keys
+from agent.analysis.topology import Topology
+from agent.config import Expectations
+from agent.findings import Finding
+from agent.model import Event, Snapshot
+from agent.readers.history import Recorder, Sample
 
 STORM_WINDOW_S = 60.0
 

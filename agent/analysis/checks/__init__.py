@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..config import Expectations
-from ..findings import Finding, severity_rank
-from ..history import Recorder
-from ..model import Event, Snapshot
-from ..topology import Topology
-from . import eswitch, history, pfc, rails, rdma, representors, versions
-from .versions import KernelRow
+from agent.analysis.checks import eswitch, pfc, rails, rdma, representors, timeline, versions
+from agent.analysis.checks.versions import KernelRow
+from agent.analysis.topology import Topology
+from agent.config import Expectations
+from agent.findings import Finding, severity_rank
+from agent.model import Event, Snapshot
+from agent.readers.history import Recorder
 
 __all__ = ["SNAPSHOT_CHECKS", "KernelRow", "merge", "run_checks"]
 
@@ -47,5 +47,5 @@ def run_checks(snap: Snapshot, topo: Topology, exp: Expectations, *, kernel_tabl
     for fn in SNAPSHOT_CHECKS.values():
         out.extend(fn(snap, topo, exp))
     out.extend(versions.check(snap, topo, exp, kernel_table))
-    out.extend(history.check(snap, topo, exp, events=events, recorder=recorder, capture_time=capture_time))
+    out.extend(timeline.check(snap, topo, exp, events=events, recorder=recorder, capture_time=capture_time))
     return merge(out)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 
-from ..config import Expectations
-from ..findings import Finding
-from ..model import Snapshot
-from ..topology import Topology
-from ._util import finding, rail_label
+from agent.analysis.checks._util import finding, rail_label
+from agent.analysis.topology import Topology
+from agent.config import Expectations
+from agent.findings import Finding
+from agent.model import Snapshot
 
 # ib_core's netns_mode module parameter: 0 (or N) = exclusive, 1 (or Y) = shared.
 # https://docs.kernel.org/infiniband/user_verbs.html ; rdma system show reports the running mode.

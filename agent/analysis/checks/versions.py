@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..config import Expectations
-from ..findings import Finding
-from ..model import Snapshot
-from ..topology import Rail, Topology
-from ._util import finding
+from agent.analysis.checks._util import finding
+from agent.analysis.topology import Rail, Topology
+from agent.config import Expectations
+from agent.findings import Finding
+from agent.model import Snapshot
 
 _DOCA_RE = re.compile(r"\A(?P<line>\d{2}\.\d{2})-\d+(?:\.\d+)*")
 # 6.8.0-60-generic, 6.8.0-1013-nvidia, 5.15.0-105.115-generic (Ubuntu's full upload number)

@@ -1,0 +1,9 @@
+"""Analysis: pure functions from what the readers returned to what it means (DESIGN §4).
+
+``topology`` (rails, PFs, NICs, representors from a snapshot), ``checks/`` (snapshot + history ->
+findings, one module per subject) and ``diagnose`` (the whole pipeline's last step).
+
+May import: ``agent.model``, ``agent.config``, ``agent.naming``, ``agent.findings`` and the readers'
+records. Never the host seam's live parts, pyroute2, subprocess, aiohttp or prometheus_client, and no
+clock or file of its own.
+"""
