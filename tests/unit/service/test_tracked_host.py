@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.host.recorded import open_image
-from agent.service.hostproxy import TrackedHost
-from agent.service.sampling import Progress
+from agent.service.tracked_host import Progress, TrackedHost
 
 
 def test_commands_pass_through_and_name_their_device(example_image: Path) -> None:

@@ -1,6 +1,8 @@
-"""Background sampling off the scrape path: one worker thread per source, driven from the event loop.
+"""Scheduling the registry's sources off the scrape path: one worker thread per source, driven from
+the event loop.
 
-Each source runs a blocking read (netlink dump, devlink commands, sysfs, ethtool ioctls) in its own
+``Scheduler`` makes one ``SourceTimer`` per source of ``agent/readers/sources.py`` that is not
+disabled, at the interval the settings give it (else the registry's default). Each source runs a blocking read (netlink dump, devlink commands, sysfs, ethtool ioctls) in its own
 daemon thread, at its own interval. A source still running after its deadline is marked *hung*:
 it is reported (``railscope_source_hung``), the scrape keeps serving its last good value, and no
 second copy of it is started while the first is stuck — a task stuck in the driver cannot be
@@ -15,11 +17,13 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Lane", "SourceState", "SourceTimer"]
+from agent.readers.sources import Source
+
+__all__ = ["Lane", "Scheduler", "SourceState", "SourceTimer"]
 
 log = logging.getLogger("railscope.agent.sources")
 
@@ -159,3 +163,40 @@ class SourceTimer:
                         await self._poke.wait()
                 except TimeoutError:
                     pass
+
+
+class Scheduler:
+    """The timers of the registry's sources; ``run(source)`` is called in the source's own thread."""
+
+    def __init__(self, sources: tuple[Source, ...], intervals: Mapping[str, float], *,
+                 run: Callable[[Source], Any], on_done: Callable[[Any], None], deadline_s: float,
+                 current_device: Callable[[str], Callable[[], str]]) -> None:
+        self.sources = sources
+        self.states = {s.name: SourceState(s.name, intervals.get(s.name, s.interval_s)) for s in sources}
+        self._run = run
+        self._on_done = on_done
+        self._deadline_s = deadline_s
+        self._current_device = current_device
+        self.lanes: dict[str, Lane] = {}
+        self.timers: dict[str, SourceTimer] = {}
+
+    def start(self) -> None:
+        """Lanes and timers (not yet driven: ``drive`` each, in order, from the boot task)."""
+        for src in self.sources:
+            lane = self.lanes[src.name] = Lane(src.name)
+            self.timers[src.name] = SourceTimer(
+                self.states[src.name], lane, lambda s=src: self._run(s), self._on_done,
+                deadline_s=self._deadline_s, current_device=self._current_device(src.name))
+
+    def poke(self, name: str) -> None:
+        timer = self.timers.get(name)
+        if timer is not None:
+            timer.poke()
+
+    def stop(self) -> None:
+        for timer in self.timers.values():
+            timer.stopped = True
+
+    def close(self) -> None:
+        for lane in self.lanes.values():
+            lane.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from agent.service.lanes import Lane, SourceState, SourceTimer
+from agent.service.scheduler import Lane, SourceState, SourceTimer
 
 
 def test_a_source_past_its_deadline_is_hung_and_not_restarted() -> None:

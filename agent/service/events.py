@@ -1,10 +1,5 @@
-"""The agent's event history: what the detectors reported, bounded, for ``events.json``, the log
-and ``railscope_events_total{code}``.
-
-``EVENT_CODES`` is separate from the doctor's finding ``CODES``: ``DriverReload`` is an event (it
-explains the flaps it would otherwise cause), never a finding. Events of the other codes become
-findings as they are when ``railscope doctor`` reads ``events.json`` (DESIGN §4 "Time").
-"""
+"""The daemon's event log: what the detectors reported, bounded, for ``events.json``, ``/v1/events``
+and ``railscope_events_total{code}`` (the codes are ``agent.findings.EVENT_CODES``)."""
 
 from __future__ import annotations
 
@@ -15,17 +10,9 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Any
 
-from agent.findings import CODES
 from agent.model import Event
 
-__all__ = ["DEFAULT_MAX_EVENTS", "EVENT_CODES", "EventLog", "events_from_json", "log_line"]
-
-#: code -> default severity of every event a detector emits.
-EVENT_CODES: dict[str, str] = {
-    **{code: CODES[code] for code in ("LinkFlapping", "ConfigFlapping", "RepresentorStale", "PfcStorm",
-                                      "LosslessDrops")},
-    "DriverReload": "info",
-}
+__all__ = ["DEFAULT_MAX_EVENTS", "EventLog", "events_from_json"]
 
 DEFAULT_MAX_EVENTS = 1000
 
@@ -87,13 +74,6 @@ class EventLog:
 
     def dumps(self, since: float | None = None) -> str:
         return json.dumps(self.to_json(since), indent=1, sort_keys=False, default=str) + "\n"
-
-
-def log_line(event: Event) -> str:
-    """One structured JSON log line for an event (no newline)."""
-    doc = {"msg": event.message, "event": event.code, "severity": event.severity,
-           "subject": event.subject, "ts": event.ts, "evidence": dict(event.evidence)}
-    return json.dumps(_jsonable(doc), sort_keys=False, default=str, separators=(",", ":"))
 
 
 def events_from_json(doc: Any) -> tuple[list[Event], int]:

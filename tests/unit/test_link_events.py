@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import struct
 
+from agent.host.netlink.link_events import LinkNote, LinkWatcher
 from agent.service.coalesce import CoalescingQueue
-from agent.service.watcher import LinkNote, LinkWatcher
 
 RTM_NEWLINK, RTM_DELLINK = 16, 17
 IFLA_IFNAME, IFLA_OPERSTATE, IFLA_CARRIER, IFLA_CARRIER_DOWN_COUNT, IFLA_PHYS_PORT_NAME = 3, 16, 33, 48, 38

@@ -12,9 +12,24 @@ import threading
 from typing import Any
 
 from agent.host import CmdResult, Host
-from agent.service.sampling import Progress
 
-__all__ = ["TrackedHost"]
+__all__ = ["Progress", "TrackedHost"]
+
+
+class Progress:
+    """What a source's thread is reading right now (for the ``device`` label of a hung source)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._device = ""
+
+    def set(self, device: str) -> None:
+        with self._lock:
+            self._device = device
+
+    def get(self) -> str:
+        with self._lock:
+            return self._device
 
 
 _BUSY = "another firmware read is still running (stuck in the driver?): skipped"
@@ -78,7 +93,7 @@ class TrackedHost:
         why = self._skip(argv[0], device) if argv else None
         if why:
             return CmdResult(tuple(argv), None, missing=True, reason=why)
-        self.progress.set(_device_of(argv))
+        self.progress.set(device)
         try:
             if argv and argv[0] == "ethtool":
                 if not self._fw.acquire(timeout=self.firmware_wait_s):

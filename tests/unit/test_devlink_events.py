@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from agent.service import runtime
-from agent.service.devlink_watch import (
+from agent.config import AgentSettings
+from agent.host.netlink.devlink_events import (
     CTRL_ATTR_FAMILY_ID,
     CTRL_ATTR_FAMILY_NAME,
     CTRL_ATTR_MCAST_GROUPS,
@@ -35,8 +35,8 @@ from agent.service.devlink_watch import (
     build_getfamily,
     parse_family,
 )
-from agent.service.runtime import _RESAMPLE_GAP_S, Agent
-from agent.service.settings import AgentSettings
+from agent.service import daemon as runtime
+from agent.service.daemon import _RESAMPLE_GAP_S, Agent
 
 DEVLINK_ID = 0x1B
 CONFIG_GROUP = 7
@@ -218,7 +218,7 @@ def test_a_devlink_event_reads_devlink_once_per_gap_without_waiting_for_the_poll
             made.append(self)
 
     monkeypatch.setattr(runtime, "DevlinkWatcher", _Watcher)
-    settings = AgentSettings(listen="127.0.0.1", port=0, devlink_interval_s=3600.0, watch_links=True,
+    settings = AgentSettings(listen="127.0.0.1", port=0, intervals=(("devlink", 3600.0),), watch_links=True,
                              recorder_window_s=0, node="gpu-node-7")
     agent = Agent(settings, host_factory=lambda: open_image(str(example_image)))
     devlink = agent.source_states["devlink"]

@@ -1,8 +1,8 @@
-"""The netlink link watcher: one thread that creates AND reads its own socket.
+"""The rtnetlink link-event listener: one thread that creates AND reads its own socket.
 
 It subscribes to ``RTMGRP_LINK`` and turns every RTM_NEWLINK / RTM_DELLINK into a small
-``LinkNote`` pushed into a bounded ``CoalescingQueue`` keyed by ifindex; the event loop drains that
-queue into the detectors. Carrier losses are cumulative counters in each message
+``LinkNote`` put into a sink keyed by ifindex (the daemon's bounded, coalescing queue, which its event
+loop drains into the detectors). Carrier losses are cumulative counters in each message
 (``IFLA_CARRIER_DOWN_COUNT``), so coalescing several messages of one link into the newest loses no
 flap.
 
@@ -10,7 +10,8 @@ Why a plain ``AF_NETLINK`` socket and not pyroute2's ``IPRoute.bind()``: the soc
 and read in the same thread (a pyroute2 socket made in one thread and read in another gets no
 events, pyroute2 #1342), and pyroute2 decodes every attribute of every message in pure Python,
 which under a storm of thousands of representor creations costs far more than the few attributes
-the detectors need. The decoding is the live host's own ``parse_link`` (the ``links.json`` schema).
+the detectors need. The decoding is the link dump's own codec (``codec.parse_link``, the
+``links.json`` schema).
 
 When the kernel drops notifications because the socket buffer overflowed (``ENOBUFS``), the
 watcher counts an overrun and calls ``on_overrun`` so the agent resamples the links in full.
@@ -21,31 +22,30 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Protocol
 
-from agent.host.netlink import RTM_NEWLINK, iter_messages, parse_link
-from agent.service.coalesce import CoalescingQueue
+from agent.host.netlink.codec import (
+    IFF_UP,
+    NETLINK_ROUTE,
+    RTM_DELLINK,
+    RTM_NEWLINK,
+    RTMGRP_LINK,
+    ifinfo_flags,
+    iter_messages,
+    parse_link,
+)
 
-__all__ = ["LinkNote", "LinkWatcher"]
+__all__ = ["LinkNote", "LinkWatcher", "NoteSink"]
 
 log = logging.getLogger("railscope.agent.watcher")
-
-NETLINK_ROUTE = 0
-RTMGRP_LINK = 1
-RTM_DELLINK = 17
-SOL_NETLINK = 270
-NETLINK_NO_ENOBUFS = 5
 
 #: 4 MiB: a few thousand link messages (about 1-1.5 KiB each with IFLA_STATS64) fit before overrun.
 _RCVBUF = 4 << 20
 _RECV = 1 << 16
-#: struct ifinfomsg: family, pad, type, index, flags, change (include/uapi/linux/rtnetlink.h)
-_IFINFOMSG = struct.Struct("=BxHiII")
-IFF_UP = 0x1
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +66,15 @@ class LinkNote:
     parent_dev: str | None = None
 
 
+class NoteSink(Protocol):
+    def put(self, key: Hashable, item: LinkNote) -> bool:
+        """Queue ``item``; True when the reader must be woken."""
+
+
 class LinkWatcher:
     """Owns one daemon thread; ``start()`` returns once the socket is subscribed."""
 
-    def __init__(self, queue: CoalescingQueue[LinkNote], wake: Callable[[], None],
+    def __init__(self, queue: NoteSink, wake: Callable[[], None],
                  on_overrun: Callable[[], None] | None = None, clock: Callable[[], float] = time.time) -> None:
         self.queue = queue
         self._wake = wake
@@ -147,7 +152,7 @@ class LinkWatcher:
             if link is None:
                 continue
             self.messages += 1
-            flags = _IFINFOMSG.unpack_from(buf, start)[3]
+            flags = ifinfo_flags(buf, start)
             note = LinkNote(
                 ts=now, ifindex=link["ifindex"], ifname=link["ifname"], deleted=mtype == RTM_DELLINK,
                 admin_up=bool(flags & IFF_UP),

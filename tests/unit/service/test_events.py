@@ -5,9 +5,9 @@ import threading
 
 import pytest
 
-from agent.events import EVENT_CODES, EventLog, events_from_json, log_line
-from agent.findings import CODES
+from agent.findings import CODES, EVENT_CODES
 from agent.model import Event
+from agent.service.events import EventLog, events_from_json
 
 
 def ev(ts: float, code: str = "LinkFlapping", subject: str = "net_rail0", **evidence) -> Event:
@@ -46,16 +46,6 @@ def test_recent_since_and_json_document() -> None:
     assert log.to_json(since=15) == {"events": [doc["events"][1]]}
     log.add(ev(15.0, "ConfigFlapping", "pci/0000:1a:00.0"))  # added late, from another thread
     assert [e["ts"] for e in log.to_json()["events"]] == [10.0, 15.0, 20.5]
-
-
-def test_log_line_is_one_json_line() -> None:
-    line = log_line(ev(1.5, "PfcStorm", causes=["tx_pause_storm_error_events +3"], ratio=float("nan"),
-                       stale={3, 1}))
-    assert "\n" not in line
-    doc = json.loads(line)
-    assert doc["event"] == "PfcStorm" and doc["severity"] == "critical" and doc["subject"] == "net_rail0"
-    assert doc["msg"] == "PfcStorm at 1.5"
-    assert doc["evidence"] == {"causes": ["tx_pause_storm_error_events +3"], "ratio": None, "stale": [1, 3]}
 
 
 def test_events_from_json_is_tolerant() -> None:

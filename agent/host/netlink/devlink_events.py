@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from agent.host.netlink import iter_messages
+from agent.host.netlink.codec import iter_messages
 
 __all__ = ["DevlinkWatcher", "FamilyInfo", "build_getfamily", "parse_family"]
 
