@@ -120,7 +120,7 @@ def _devlink_words(argv: tuple[str, ...], *path: str) -> bool:
     if _tool(argv) != "devlink":
         return False
     words = _words(argv)
-    return len(words) >= len(path) and all(_is(w, k) for w, k in zip(words, path, strict=False))
+    return len(words) >= len(path) and all(_is(w, k, 2) for w, k in zip(words, path, strict=False))
 
 
 # Verbs that change state in iproute2, devlink, rdma, dcb, tc and the OVS tools.
@@ -147,8 +147,7 @@ def _any_set(argv: tuple[str, ...]) -> bool:
 
 
 # ethtool options that change the device (ethtool(8)); -d/-e/-t are their own entry.
-_ETHTOOL_SETTERS = {"-s", "-A", "-C", "-G", "-K", "-L", "-E", "-f", "-N", "-U", "-X", "-W", "-r", "-p",
-                    "-P"} - {"-P"}
+_ETHTOOL_SETTERS = {"-s", "-A", "-C", "-G", "-K", "-L", "-E", "-f", "-N", "-U", "-X", "-W", "-r", "-p"}
 _ETHTOOL_LONG_SETTERS = ("--change", "--pause", "--coalesce", "--set-", "--features", "--offload",
                          "--change-eeprom", "--flash", "--config-", "--identify", "--negotiate",
                          "--reset", "--set-channels", "--set-ring", "--set-fec", "--set-eee",

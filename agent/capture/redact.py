@@ -30,7 +30,7 @@ MARK = b"[redacted]"
 
 _PEM_BEGIN = re.compile(rb"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY|[A-Z0-9 ]*PRIVATE KEY BLOCK)-----")
 _PEM_END = re.compile(rb"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
-_SECRETS: tuple[tuple[re.Pattern[bytes], bytes], ...] = (
+_SECRETS: tuple[tuple[re.Pattern[bytes], bytes], ...] = (  # (pattern, replacement; b"": keep quotes)
     # HTTP headers and their curl / log forms: the whole value goes.
     (re.compile(rb"(?i)\b((?:proxy-)?authorization\s*[:=]\s*)[^\r\n]+"), rb"\1" + MARK),
     (re.compile(rb"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}"), rb"\1" + MARK),
@@ -38,11 +38,11 @@ _SECRETS: tuple[tuple[re.Pattern[bytes], bytes], ...] = (
     # kubeconfig and YAML / JSON / INI credentials: "token: ...", "client-key-data: ...",
     # "password=...", '"secret": "..."'.
     (re.compile(
-        rb"(?i)(\"?[\w.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
-        rb"private[_-]?key|client-key-data|client-certificate-data|credentials?)[\w.-]*\"?\s*[:=]\s*)"
+        rb"(?i)(?<![\w.-])(\"?[\w.-]{0,40}?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
+        rb"private[_-]?key|client-key-data|client-certificate-data|credentials?)[\w.-]{0,40}\"?\s*[:=]\s*)"
         rb"(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s,;}\]]+)"), b""),
     # URLs with a user:password part.
-    (re.compile(rb"([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@"), rb"\1" + MARK + b"@"),
+    (re.compile(rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{1,256}:)[^@\s/]{1,256}@"), rb"\1" + MARK + b"@"),
 )
 
 # One pass for every kind of address so that a match is never re-redacted.
@@ -57,6 +57,16 @@ _ADDR = re.compile(
 _K8S_NAME = re.compile(
     rb"(?i)(\b(?:k8s_)?(?:pod(?:[_-]?name)?|namespace|pod[_-]?namespace|netns)\"?\s*[:=]\s*\"?)"
     rb"([a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)(?=[\"\s,;}\]]|$)")
+
+#: what each secret pattern cannot match without (lower case)
+_NEEDLES: tuple[tuple[bytes, ...], ...] = (
+    (b"authorization",),
+    (b"bearer",),
+    (b"basic",),
+    (b"pass", b"secret", b"token", b"key", b"credential"),
+    (b"://",),
+)
+
 
 def _keep_quotes(m: re.Match[bytes]) -> bytes:
     """``key: value`` -> ``key: [redacted]``; a quoted value keeps its quotes (JSON stays JSON)."""
@@ -90,6 +100,7 @@ class Redactor:
         self._names_re = (re.compile(rb"(?<![\w-])(" + b"|".join(re.escape(n) for n, _ in self._names)
                                      + rb")(?![\w-])") if self._names else None)
         self._name_map = dict(self._names)
+        self._memo: dict[bytes, bytes] = {}
 
     @property
     def pseudonymising(self) -> bool:
@@ -145,6 +156,16 @@ class Redactor:
         return new.exploded if len(text) == 39 else new.compressed
 
     def _addr(self, m: re.Match[bytes]) -> bytes:
+        raw = m.group(0)
+        hit = self._memo.get(raw)
+        if hit is not None:
+            return hit
+        out_b = self._addr_new(m)
+        if len(self._memo) < 100_000:
+            self._memo[raw] = out_b
+        return out_b
+
+    def _addr_new(self, m: re.Match[bytes]) -> bytes:
         text = m.group(0).decode("ascii")
         kind = m.lastgroup
         out: str | None
@@ -166,8 +187,10 @@ class Redactor:
     # -- bytes ------------------------------------------------------------------------------
     def line(self, data: bytes) -> bytes:
         """Redact one line (no PEM state: ``stream`` handles key blocks)."""
-        for pat, repl in _SECRETS:
-            if pat.search(data):
+        low = data.lower()
+        for (pat, repl), needles in zip(_SECRETS, _NEEDLES, strict=True):
+            # A plain substring test first: most blocks hold no keyword, and the regexes are slow.
+            if any(n in low for n in needles):
                 data = pat.sub(repl or _keep_quotes, data)
         if self.key is None:
             return data
@@ -197,13 +220,14 @@ class Redactor:
                 out[-1] = out[-1][:-1]
             return out, tail
 
-        def emit(ls: list[bytes]) -> Iterator[bytes]:
+        def per_line(ls: list[bytes]) -> Iterator[bytes]:
             nonlocal in_key
             for ln in ls:
                 if in_key:
-                    if _PEM_END.search(ln):
+                    end = _PEM_END.search(ln)
+                    if end:
                         in_key = False
-                        yield ln[_PEM_END.search(ln).start():]  # type: ignore[union-attr]
+                        yield ln[end.start():]
                     continue
                 m = _PEM_BEGIN.search(ln)
                 if m:
@@ -215,6 +239,14 @@ class Redactor:
                         yield self.line(ln[:m.end()]) + b"\n" + MARK + b"\n"
                     continue
                 yield self.line(ln)
+
+        def emit(ls: list[bytes]) -> Iterator[bytes]:
+            block = b"".join(ls)
+            if not in_key and b"-----BEGIN" not in block:
+                # Every pattern stays within a line: the whole block goes through the regexes at once.
+                yield self.line(block)
+                return
+            yield from per_line(ls)
 
         for chunk in chunks:
             if not chunk:

@@ -118,7 +118,7 @@ def _nice_thread(nice: int) -> None:
 def _source_of(argv: tuple[str, ...]) -> str:
     from agent.metrics.image import source_of
 
-    return source_of(list(argv)) or argv[0]
+    return source_of(list(argv)) or os.path.basename(argv[0])
 
 
 def _device_of(argv: tuple[str, ...]) -> str:
@@ -316,7 +316,11 @@ class _Run:
         if left <= 0:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=self._late(), plugin=t.plugin))
             return
-        res = run_argv(argv, timeout_s=min(step.timeout_s, max(left, 0.1)), max_bytes=step.max_bytes, keep=step.keep)
+        timeout = min(step.timeout_s, max(left, 0.1))
+        if self.host.live:
+            res = run_argv(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
+        else:
+            res = self.host.run(argv, timeout_s=timeout, max_bytes=step.max_bytes)  # a node image re-captured
         base = t.rel[: -len(".stdout")]
         if res.missing:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=res.why(), plugin=t.plugin))
@@ -540,6 +544,14 @@ def _fill(text: str, binding: dict[str, str]) -> str:
     return _PLACE.sub(lambda m: binding.get(m.group(1), m.group(0)), text)
 
 
+def _kept_times(host: Host) -> dict[str, Any]:
+    """A node image captured again keeps its capture time: the event windows are measured from it."""
+    m = getattr(host, "manifest", None)
+    if host.live or not isinstance(m, dict):
+        return {}
+    return {k: m[k] for k in ("started_at", "ended_at") if isinstance(m.get(k), str)}
+
+
 def _kind(step: Step) -> str:
     return "command" if isinstance(step, Command) else "file" if isinstance(step, File) else "generated"
 
@@ -622,6 +634,7 @@ def capture(host: Host, out: IO[bytes] | None, params: CaptureParams, *,
             "agent_version": __version__,
             "started_at": _iso(run.started_at),
             "ended_at": _iso(ended),
+            **_kept_times(host),
             "capture": {
                 "deadline_s": params.deadline_s, "parallel": params.parallel, "nice": params.nice,
                 "redact": redactor.pseudonymising, "pod_netns": params.pod_netns,

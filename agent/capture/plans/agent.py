@@ -16,7 +16,15 @@ from agent.readers.ethtool import read_ethtool
 from agent.readers.links import read_links
 
 
+def _from_image(ctx: CaptureContext, name: str) -> bytes | None:
+    """A node image being captured again carries its own events and recorder."""
+    image_file = getattr(ctx.host, "image_file", None)
+    return image_file(name) if image_file is not None and not ctx.host.live else None
+
+
 def _events(ctx: CaptureContext) -> bytes:
+    if ctx.events is None and (kept := _from_image(ctx, "events.json")) is not None:
+        return kept
     return (json.dumps({"events": ctx.events or []}, indent=1, default=str) + "\n").encode()
 
 
@@ -49,6 +57,8 @@ def _counters(snap: Snapshot, rails: tuple[str, ...]) -> list[tuple[str, dict[st
 def _recorder(ctx: CaptureContext) -> bytes:
     if ctx.recorder_jsonl is not None:
         return ctx.recorder_jsonl()
+    if (kept := _from_image(ctx, "recorder.jsonl")) is not None:
+        return kept
     from agent.service.flight_recorder import FlightRecorder
 
     snap = ctx.snapshot
