@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from agent.capture.redact import Redactor
 
-__all__ = ["SPOOL_MEM", "BundleWriter", "read_chunks", "sha256_line", "write_sha256_file"]
+__all__ = ["SPOOL_MEM", "BundleWriter", "DirWriter", "read_chunks", "sha256_line", "write_sha256_file"]
 
 CHUNK = 1 << 20
 #: a redacted member larger than this goes to a temporary file on its way into the tar
@@ -188,3 +188,63 @@ def write_sha256_file(archive: str, hexdigest: str) -> str:
         fh.write(sha256_line(hexdigest, archive))
     os.replace(tmp, path)
     return path
+
+
+class DirWriter:
+    """The same members as ``BundleWriter``, written as a node image directory (``railscope record``,
+    test fixtures). ``root`` must not exist; it is created."""
+
+    def __init__(self, root: str, redactor: Redactor | None = None) -> None:
+        self.root = os.path.abspath(root)
+        self.redactor = redactor or Redactor()
+        os.makedirs(self.root)
+        self.members = 0
+
+    def _dst(self, rel: str) -> str:
+        dst = os.path.normpath(os.path.join(self.root, rel))
+        if not dst.startswith(self.root + os.sep):
+            raise ValueError(f"{rel}: outside the image")
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        return dst
+
+    def add_dir(self, rel: str) -> None:
+        os.makedirs(self._dst(rel.strip("/")), exist_ok=True)
+
+    def add_symlink(self, rel: str, target: str) -> None:
+        os.symlink(target, self._dst(rel))
+        self.members += 1
+
+    def add_bytes(self, rel: str, data: bytes, *, redact: bool = True) -> tuple[int, str]:
+        if redact:
+            data = self.redactor.bytes(data)
+        with open(self._dst(rel), "wb") as fh:
+            fh.write(data)
+        self.members += 1
+        return len(data), hashlib.sha256(data).hexdigest()
+
+    def add_stream(self, rel: str, chunks: Iterable[bytes], *, redact: bool = True) -> tuple[int, str]:
+        sha = hashlib.sha256()
+        size = 0
+        with open(self._dst(rel), "wb") as fh:
+            for piece in (self.redactor.stream(chunks) if redact else chunks):
+                fh.write(piece)
+                sha.update(piece)
+                size += len(piece)
+        self.members += 1
+        return size, sha.hexdigest()
+
+    def add_path(self, rel: str, path: str, *, redact: bool = True) -> tuple[int, str] | None:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            self.add_symlink(rel, os.readlink(path))
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            self.add_dir(rel)
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with open(path, "rb") as fh:
+            return self.add_stream(rel, read_chunks(fh), redact=redact)
+
+    def close(self) -> tuple[int, str]:
+        return 0, ""

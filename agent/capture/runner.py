@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from agent import __version__
 from agent.capture import manifest as mf
-from agent.capture.archive import BundleWriter, write_sha256_file
+from agent.capture.archive import BundleWriter, DirWriter, write_sha256_file
 from agent.capture.context import CaptureContext, fill_from_snapshot
 from agent.capture.plan import Command, File, Generated, Plan, PlanRefused, Step, check_plan, placeholders
 from agent.capture.plans import PLUGINS, load
@@ -43,8 +43,9 @@ from agent.config import ReadConfig
 from agent.host import Host, slug
 from agent.host.recording import SCHEMA, RecordingHost
 from agent.host.runner import _Tail, run_argv
+from agent.model import Snapshot
 
-__all__ = ["CaptureError", "CaptureParams", "CaptureResult", "bundle_name", "capture", "capture_to_file"]
+__all__ = ["CaptureError", "CaptureParams", "CaptureResult", "bundle_name", "capture", "capture_to_dir", "capture_to_file"]
 
 log = logging.getLogger("railscope.capture")
 
@@ -92,6 +93,8 @@ class CaptureResult:
     hung: tuple[tuple[str, str], ...]
     partial: bool
     path: str | None = None
+    #: what the replay readers saw (None when replay did not run or finish)
+    snapshot: Snapshot | None = None
 
 
 def _iso(ts: float) -> str:
@@ -568,6 +571,15 @@ def capture(host: Host, out: IO[bytes] | None, params: CaptureParams, *,
             progress: Callable[[int, int, int], None] | None = None) -> CaptureResult:
     """Capture ``host`` into a bundle written to ``out`` (and/or ``on_chunk``). Never raises for
     what the node lacks; raises ``OSError`` only when the bundle itself cannot be written."""
+    def writer(name: str, redactor: Redactor, staging: str, mtime: float) -> BundleWriter:
+        return BundleWriter(out, name, redactor, on_chunk=on_chunk, tmp_dir=staging, mtime=mtime)
+
+    return _capture(host, params, writer, plans=plans, staging_dir=staging_dir, progress=progress)
+
+
+def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Redactor, str, float], Any], *,
+             plans: list[ModuleType] | None = None, staging_dir: str | None = None,
+             progress: Callable[[int, int, int], None] | None = None) -> CaptureResult:
     mods = plans if plans is not None else load(params.plugins)
     bundle_id = params.bundle_id or uuid.uuid4().hex[:16]
     staging = tempfile.mkdtemp(prefix=".railscope-capture-", dir=staging_dir)
@@ -645,10 +657,11 @@ def capture(host: Host, out: IO[bytes] | None, params: CaptureParams, *,
             "notes": run.notes,
             "hung": [{"source": s, "device": d} for s, d in sorted(set(run.hung))],
         }
-        writer = BundleWriter(out, name, redactor, on_chunk=on_chunk, tmp_dir=staging, mtime=ended)
+        writer = make_writer(name, redactor, staging, ended)
         run.pack(writer, manifest)
         nbytes, digest = writer.close()
-        return CaptureResult(name, bundle_id, nbytes, digest, manifest, tuple(sorted(set(run.hung))), run.partial)
+        return CaptureResult(name, bundle_id, nbytes, digest, manifest, tuple(sorted(set(run.hung))), run.partial,
+                             snapshot=snap)
     finally:
         # A worker stuck past the deadline (a read hung in the driver) may still hold a file here.
         shutil.rmtree(staging, ignore_errors=True)
@@ -703,3 +716,37 @@ def _replace(params: CaptureParams, **kw: Any) -> CaptureParams:
     import dataclasses
 
     return dataclasses.replace(params, **kw)
+
+
+def capture_to_dir(host: Host, out_dir: str, params: CaptureParams, **kw: Any) -> CaptureResult:
+    """Capture into a node image *directory* (``railscope record``). ``out_dir`` must not exist or
+    be empty; the image is built beside it and moved into place at the end, so a failure leaves no
+    half image behind."""
+    out_dir = os.path.abspath(out_dir)
+    _check_out_dir(out_dir)
+    parent = os.path.dirname(out_dir)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        work = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", dir=parent)
+    except OSError as exc:
+        raise CaptureError(f"{out_dir}: cannot write here ({exc.strerror or exc})") from None
+    image = os.path.join(work, "image")
+    try:
+        res = _capture(host, params, lambda name, red, staging, mtime: DirWriter(image, red),
+                       staging_dir=work, **kw)
+        _check_out_dir(out_dir)
+        if os.path.isdir(out_dir):
+            os.rmdir(out_dir)
+        os.rename(image, out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    res.path = out_dir
+    return res
+
+
+def _check_out_dir(out_dir: str) -> None:
+    if os.path.lexists(out_dir):
+        if not os.path.isdir(out_dir):
+            raise CaptureError(f"{out_dir}: exists and is not a directory")
+        if os.listdir(out_dir):
+            raise CaptureError(f"{out_dir}: directory is not empty, refusing to overwrite")
