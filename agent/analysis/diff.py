@@ -526,8 +526,10 @@ def _findings(out: _Out, a: Side, b: Side) -> None:
         else:
             out.changes.append(Item("FindingNew", f.subject, None, f.severity, f"{f.code}: {f.message}",
                                     fkey, f.severity))
+    # A finding of a rail that is gone is not resolved: the regression that lost the rail says it.
+    gone = {i.subject for i in out.regressions if i.code in ("RailLost", "RailRenamed", "RdmaPortLost")}
     for k, f in fa.items():
-        if k not in fb:
+        if k not in fb and f.subject not in gone:
             out.changes.append(Item("FindingResolved", f.subject, f.severity, None, f"{f.code}: resolved",
                                     (("finding", f.code),), f.severity))
     if folded:
