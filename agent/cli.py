@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metrics": ("agent.commands.metrics", "Print the Prometheus exposition the agent would serve for a node image."),
     "agent": ("agent.commands.serve", "Run the node agent: /metrics, detectors, flight recorder."),
     "record": ("agent.commands.record", "Record this node (or a running agent) into a node image directory."),
+    "report": ("agent.commands.report", "Report on a bundle: diagnosis, flight recorder, events, manifest (--html FILE)."),
     "diff": ("agent.commands.diff", "Compare two captures of a node: regressions, changes, counter rates."),
 }
 
