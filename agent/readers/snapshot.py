@@ -18,7 +18,7 @@ from typing import Any
 from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import Link, PciFunction, RailRule, Snapshot
-from agent.naming import parse_name
+from agent.naming import parse_name, rail_rules
 from agent.readers.common import Notes
 from agent.readers.devlink import read_devlink
 from agent.readers.ethtool import read_ethtool
@@ -138,8 +138,10 @@ def take_snapshot(host: Host, cfg: ReadConfig | None = None, *, now: float | Non
     functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes) + read_bus_devices(host, links)
     fn_by_bdf = {f.bdf: f for f in functions}
 
-    rails = rail_netdevs(links, pci_of, fn_by_bdf, rules, cfg.net_templates)
-    rail_bdfs = sorted({pci_of[n] for n in rails if n in pci_of} | {r.pci for r in rules})
+    # A site's rules file also names storage / management NICs: only the rules that name rails count.
+    named = rail_rules(rules, cfg.net_templates, cfg.rdma_templates)
+    rails = rail_netdevs(links, pci_of, fn_by_bdf, named, cfg.net_templates)
+    rail_bdfs = sorted({pci_of[n] for n in rails if n in pci_of} | {r.pci for r in named})
     links = with_stats(links, read_link_stats(host, rails, notes), read_speeds(host, rails))
 
     dl = read_devlink(host, functions, rail_bdfs, cfg.devlink_params, timeout, notes, links=links)
