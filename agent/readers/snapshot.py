@@ -53,13 +53,15 @@ def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[
     """Netdevs whose statistics, ethtool counters and RDMA port belong to a rail, sorted by name.
 
     A netdev counts when it is not a representor and not on a VF, and one of:
-    - its PCI function has a udev naming rule, ``net`` or ``rdma`` (whatever name it has now: a failed
-      rename is still the rail's netdev, and a function named by an RDMA rule alone is a rail too);
+    - its PCI function has a udev naming rule that names a rail (``agent.naming.rail_rules``), ``net``
+      or ``rdma`` (whatever name it has now: a failed rename is still the rail's netdev, and a function
+      named by an RDMA rule alone is a rail too);
     - its name matches a rail name template;
     - it is an uplink (``phys_port_name`` ``p<N>``) of a Mellanox function (other vendors' uplinks,
       such as a management NIC, are not rails).
     """
-    ruled = {r.pci for r in rules}
+    # A site's rules file also names storage / management NICs: only the rules that name rails count.
+    ruled = {r.pci for r in rail_rules(rules, templates)}
     out = []
     for lk in links:
         if is_representor(lk):
@@ -138,7 +140,6 @@ def take_snapshot(host: Host, cfg: ReadConfig | None = None, *, now: float | Non
     functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes) + read_bus_devices(host, links)
     fn_by_bdf = {f.bdf: f for f in functions}
 
-    # A site's rules file also names storage / management NICs: only the rules that name rails count.
     named = rail_rules(rules, cfg.net_templates, cfg.rdma_templates)
     rails = rail_netdevs(links, pci_of, fn_by_bdf, named, cfg.net_templates)
     rail_bdfs = sorted({pci_of[n] for n in rails if n in pci_of} | {r.pci for r in named})
