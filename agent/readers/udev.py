@@ -29,6 +29,9 @@ _SUBSYSTEM = re.compile(r'(?:^|[\s,])SUBSYSTEM=="(?P<s>[^"]*)"')
 # rdma-core's PROGRAM="rdma_rename %k NAME_FIXED X" (rdma-core kernel-boot/rdma_rename.c).
 _RDMA_RUN = re.compile(r'RUN\+?="[^"]*\brdma\s+dev\s+set\s+%k\s+name\s+(?P<name>[^"\s]+)\s*"')
 _RDMA_RENAME = re.compile(r'PROGRAM="[^"]*\brdma_rename\s+%k\s+NAME_FIXED\s+(?P<name>[^"\s]+)\s*"')
+# What the kernel refuses in a device name (net/core/dev.c dev_valid_name: "/", ":", whitespace).
+_IFNAME = re.compile(r"\A[^/:\s]+\Z")
+_RDMA_NAME = re.compile(r"\A[^/\s]{1,63}\Z")  # IB_DEVICE_NAME_MAX 64 with the NUL
 _NAMING_WORDS = re.compile(r"\bNAME:?=|\brdma_rename\b|\brdma\s+dev\s+set\b")
 
 
@@ -102,6 +105,11 @@ def parse_rules(text: str, file: str, kind: str | None = None,
         for k, name in renames:
             if not name:
                 problems.append(RuleProblem(file, n, f"empty {'NAME' if k == 'net' else 'RDMA name'}"))
+                continue
+            if "%" in name or "$" in name:
+                continue  # a substitution (NAME="$env{ID_NET_NAME}"): no fixed name to expect
+            if not (_IFNAME if k == "net" else _RDMA_NAME).match(name) or name in (".", ".."):
+                problems.append(RuleProblem(file, n, f"{_show(name, 40)!r} is not a valid device name"))
                 continue
             out.append(RailRule(pci=key.lower(), name=name, kind=k, file=file, line=n))
     return tuple(out)

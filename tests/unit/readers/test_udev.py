@@ -139,3 +139,11 @@ def test_read_rules_reads_every_file_and_reports_bad_lines(tmp_path: Path) -> No
     assert notes.unavailable == [
         ("udev rdma rules", f"{RDMA_RULES}: not present"),
         ("udev rules", f'{SITE} line 5: KERNELS=="0000:s2:00.0" is not a PCI function address')]
+
+
+def test_substituted_names_are_not_expected_names_and_bad_names_are_problems() -> None:
+    problems: list = []
+    text = ('SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:1a:00.0", NAME="$env{ID_NET_NAME}"\n'
+            'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:1a:00.1", NAME="eth:rail1"\n')
+    assert parse_rules(text, SITE, None, problems) == ()
+    assert [str(p) for p in problems] == [f"{SITE} line 2: 'eth:rail1' is not a valid device name"]
