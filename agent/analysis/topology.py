@@ -4,14 +4,17 @@ Checks, metrics and detectors all ask the same questions of a snapshot — which
 which PF owns this representor, which PFs form one NIC — so the answers live here, once, by the rules
 of DESIGN §4:
 
-- **Rails** come from the udev naming rules (PCI function -> expected name), else from netdev names
+- **Rails** come from the udev naming rules (PCI function -> expected name; the operator's files, and
+  a site's own files where a name matches a template: ``agent.naming.rail_rules``), else from netdev names
   that match a template, else from ``--rails N`` (names rendered with the first template). A rail is
   keyed by its PCI function; its rail / plane numbers are parsed from the rule's *expected* name.
 - **A rail's netdev** is the uplink of its PCI function: ``parent_dev`` is the function and
   ``phys_port_name`` is ``p<N>``, or, with no switch id, the function's own netdev. Representors
   share the function (a ``KERNELS==`` rule matches them too) and never count.
 - **A rail's RDMA port** is the ``rdma link`` whose netdev is the rail netdev, else port 1 of the RDMA
-  device on the rail's function. Representor ports (one per VF in switchdev) are never a rail's.
+  device on the rail's function — of several (ConnectX-8's SMI device beside the RoCE one), the only
+  Ethernet one, else the one the RDMA rule names, never the first by name. Representor ports (one per
+  VF in switchdev) are never a rail's.
 - **Representors** (``pf<N>vf<M>``) belong to the PF that is their ``parent_dev``, cross-checked with
   the devlink port; ``c<C>pf..`` names with C >= 1 belong to another host (a DPU's) and are ignored.
   A representor is *stale* when its VF index is >= the PF's ``sriov_numvfs`` (or VFs are 0).
