@@ -91,7 +91,13 @@ def parse_rules(text: str, file: str, kind: str | None = None,
         if s.count('"') % 2:
             problems.append(RuleProblem(file, n, f"unbalanced quotes: {_show(s)}"))
             continue
-        renames = [(k, name) for k, name in _kind_of(s) if kind is None or k == kind]
+        found = _kind_of(s)
+        if not found and not _NAME.search(s):
+            # "NAME=net_rail0" unquoted, "rdma dev set %k name" without a name: udev would not
+            # rename either, and the rail it meant must not vanish without a word
+            problems.append(RuleProblem(file, n, f"a rename this reader cannot read: {_show(s)}"))
+            continue
+        renames = [(k, name) for k, name in found if kind is None or k == kind]
         if not renames:
             continue
         km = _KERNELS.search(s)

@@ -147,3 +147,13 @@ def test_substituted_names_are_not_expected_names_and_bad_names_are_problems() -
             'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:1a:00.1", NAME="eth:rail1"\n')
     assert parse_rules(text, SITE, None, problems) == ()
     assert [str(p) for p in problems] == [f"{SITE} line 2: 'eth:rail1' is not a valid device name"]
+
+
+@pytest.mark.parametrize("line", [
+    'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:1a:00.0", NAME=net_rail0',
+    'ACTION=="add", KERNELS=="0000:1a:00.0", SUBSYSTEM=="infiniband", RUN+="/usr/bin/rdma dev set %k name"',
+])
+def test_a_rename_that_cannot_be_read_is_a_problem(line: str) -> None:
+    problems: list = []
+    assert parse_rules(line + "\n", NET_RULES, None, problems) == ()
+    assert [(p.file, p.line) for p in problems] == [(NET_RULES, 1)] and "cannot read" in problems[0].why
