@@ -83,6 +83,10 @@ KERNELS = [
     ("5.14.0-427.50.1.el9_4.aarch64", "RHEL / Rocky 9.4 nodes (issue 9)", ("5.14.0", "5.14.0-427.50.1", "el9_4", "rhel")),
     ("5.14.0-362.el9_3.x86_64", "a public distro-detection script's table, RHEL / CentOS 9",
      ("5.14.0", "5.14.0-362", "el9_3", "rhel")),
+    ("5.15.0-307.178.5.el9uek.x86_64", "a public table of Azure Oracle Linux 9.5 images (UEK)",
+     ("5.15.0", "5.15.0-307.178.5", "el9uek", "rhel")),
+    ("5.14.0-362.8.1.el9_3.x86_64", "Oracle Linux's RHCK example beside UEK, uname -r",
+     ("5.14.0", "5.14.0-362.8.1", "el9_3", "rhel")),
     ("6.1.106-116.188.amzn2023.x86_64", "Amazon Linux 2023 nodes (issue 9)",
      ("6.1", "6.1.106-116.188", "amzn2023", "amazon")),
     ("6.1.134-152.225.amzn2023.x86_64", "kubectl get nodes of an EKS cluster, Amazon Linux 2023.7.20250512",
@@ -148,3 +152,11 @@ def test_rows_for_other_distributions(driver, kernel, want):
              KernelRow("23.10", "amzn2023", "6.1", "6.1.106-116.188", "test"))
     snap = nodes.node(driver_version=driver, kernel=kernel)
     assert found(snap, table) == ([("DriverKernelUnvalidated", want, "node")] if want else [])
+
+
+def test_rhel_variants_are_their_own_flavour():
+    # RHEL for Real Time and the 64k-page aarch64 kernel append "+rt" / "+64k" after the arch: their
+    # modules are built apart, so a row for el9_4 never judges them.
+    rt = parse_kernel("5.14.0-427.13.1.el9_4.x86_64+rt")
+    assert (rt.flavour, rt.arch, rt.abi) == ("el9_4+rt", "x86_64", "5.14.0-427.13.1")
+    assert parse_kernel("5.14.0-427.13.1.el9_4.aarch64+64k").flavour == "el9_4+64k"
