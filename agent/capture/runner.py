@@ -95,6 +95,8 @@ class CaptureResult:
     path: str | None = None
     #: what the replay readers saw (None when replay did not run or finish)
     snapshot: Snapshot | None = None
+    #: when the capture started, Unix seconds
+    started_ts: float = 0.0
 
 
 def _iso(ts: float) -> str:
@@ -119,7 +121,7 @@ def _nice_thread(nice: int) -> None:
 
 
 def _source_of(argv: tuple[str, ...]) -> str:
-    from agent.metrics.image import source_of
+    from agent.readers.sources import source_of
 
     return source_of(list(argv)) or os.path.basename(argv[0])
 
@@ -334,11 +336,14 @@ class _Run:
             self._place(base + ".stderr", res.stderr)
         if res.rc is not None:
             self._place(base + ".rc", f"{res.rc}\n".encode())
+        reason = res.why() if res.timed_out else None
+        if res.timed_out and timeout < step.timeout_s:
+            reason = f"cut by the capture deadline ({self.params.deadline_s:g}s) after {res.duration_s:.1f}s"
+            self._late()
         it = mf.item(t.rel, "command", argv=argv, rc=res.rc, duration_s=res.duration_s, nbytes=len(res.stdout),
-                     truncated=res.truncated, timed_out=res.timed_out, plugin=t.plugin,
-                     reason=res.why() if res.timed_out else None)
+                     truncated=res.truncated, timed_out=res.timed_out, plugin=t.plugin, reason=reason)
         self.put_item(it)
-        if res.timed_out and t.fw_key is not None:
+        if res.timed_out and t.fw_key is not None and timeout >= step.timeout_s:
             with self.lock:
                 self.fw_hung[t.fw_key] = f"{' '.join(argv)} on {t.fw_key} hung (timed out after {res.duration_s:.1f}s)"
                 self.hung.append((_source_of(argv), _device_of(argv) or t.fw_key))
@@ -346,6 +351,9 @@ class _Run:
                                   "reads were skipped")
 
     def _late(self) -> str:
+        self.partial = True
+        if not any("deadline" in n for n in self.notes):
+            self.notes.append(f"deadline: steps were cut or not started after {self.params.deadline_s:g}s")
         return f"not started: the capture deadline ({self.params.deadline_s:g}s) had passed"
 
     def _glob(self, pattern: str) -> list[str]:
@@ -661,7 +669,7 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
         run.pack(writer, manifest)
         nbytes, digest = writer.close()
         return CaptureResult(name, bundle_id, nbytes, digest, manifest, tuple(sorted(set(run.hung))), run.partial,
-                             snapshot=snap)
+                             snapshot=snap, started_ts=run.started_at)
     finally:
         # A worker stuck past the deadline (a read hung in the driver) may still hold a file here.
         shutil.rmtree(staging, ignore_errors=True)
@@ -674,7 +682,8 @@ def output_path(out: str, name: str) -> str:
     return out
 
 
-def capture_to_file(host: Host, out: str, params: CaptureParams, **kw: Any) -> CaptureResult:
+def capture_to_file(host: Host, out: str, params: CaptureParams, *,
+                    before_sha256: Callable[[CaptureResult], None] | None = None, **kw: Any) -> CaptureResult:
     """Capture into a file (``out``: a file, or a directory for ``<name>.tar.gz``), written under a
     temporary name and renamed when complete, with ``<file>.sha256`` beside it."""
     node = params.node
@@ -707,8 +716,11 @@ def capture_to_file(host: Host, out: str, params: CaptureParams, **kw: Any) -> C
         if os.path.exists(part):
             os.unlink(part)
         raise
-    write_sha256_file(target, res.sha256)
     res.path = target
+    if before_sha256 is not None:
+        before_sha256(res)
+    # Last: a bundle with its .sha256 is complete (the uploader sends only those).
+    write_sha256_file(target, res.sha256)
     return res
 
 
