@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import math
 import os
 import posixpath
 import queue
@@ -76,6 +77,9 @@ class CaptureParams:
     recorder_jsonl: Callable[[], bytes] | None = None
     #: PFs or devices (netdev, devlink handle) whose firmware reads hung earlier: not tried again
     skip_firmware: frozenset[str] = frozenset()
+    #: (tool, device) of reads stuck in the agent's own samplers ("" device: all of that tool's):
+    #: never started a second time
+    hung_tools: frozenset[tuple[str, str]] = frozenset()
     plugins: tuple[str, ...] = PLUGINS
     pod_netns: bool = False
     bundle_id: str | None = None
@@ -317,6 +321,12 @@ class _Run:
                 self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True,
                                       reason=f"skipped: {why}", plugin=t.plugin))
                 return
+        tool = os.path.basename(argv[0])
+        stuck = next(((tl, dev) for tl, dev in self.params.hung_tools if tl == tool and (not dev or dev in argv)), None)
+        if stuck is not None:
+            self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, plugin=t.plugin,
+                                  reason=f"skipped: {tool} is stuck in the agent's own read of {stuck[1] or 'it'}"))
+            return
         left = self.left()
         if left <= 0:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=self._late(), plugin=t.plugin))
@@ -653,7 +663,8 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
             "reason": params.reason,
             "agent_version": __version__,
             "started_at": _iso(run.started_at),
-            "ended_at": _iso(ended),
+            # Rounded up: an event of the last second must fall inside the window that ends here.
+            "ended_at": _iso(math.ceil(ended)),
             **_kept_times(host),
             "capture": {
                 "deadline_s": params.deadline_s, "parallel": params.parallel, "nice": params.nice,

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent import __version__
@@ -37,6 +37,8 @@ class SpoolEntry:
     sha256_file: str
     sidecar: str
     meta: dict[str, Any]
+    #: the capture that made it, when it was made by this process
+    result: Any = field(default=None, compare=False)
 
     @property
     def bytes(self) -> int:
@@ -135,7 +137,7 @@ class Spool:
         stem = os.path.basename(res.path)[: -len(".tar.gz")]
         with open(os.path.join(self.root, stem + ".json"), encoding="utf-8") as fh:
             meta = json.load(fh)
-        entry = SpoolEntry(stem, res.path, res.path + ".sha256", os.path.join(self.root, stem + ".json"), meta)
+        entry = SpoolEntry(stem, res.path, res.path + ".sha256", os.path.join(self.root, stem + ".json"), meta, res)
         self.enforce()
         return entry
 

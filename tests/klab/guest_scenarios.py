@@ -560,6 +560,7 @@ def scenario_config_flapping() -> dict[str, Any]:
 
 
 DAEMON_PORT = 9841
+DAEMON_TOKEN = "klab-daemon-token-0123456789"
 DAEMON_CYCLES = 3
 #: How long the daemon may take to show a representor change in /metrics (link events trigger a
 #: read; under emulation one read takes seconds).
@@ -571,7 +572,10 @@ def _http(path: str, timeout: float = 30.0) -> tuple[int, bytes]:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{DAEMON_PORT}{path}", timeout=timeout) as resp:
+        # The data endpoints answer over TCP only with the daemon's bearer token (--data-token-file).
+        req = urllib.request.Request(f"http://127.0.0.1:{DAEMON_PORT}{path}",
+                                     headers={"Authorization": f"Bearer {DAEMON_TOKEN}"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -594,8 +598,11 @@ def scenario_daemon(out: Path) -> dict[str, Any]:
     ``railscope doctor`` runs live at the same moment, for the host to compare.
     """
     log = (out / "agent-daemon.log").open("w")
+    token_file = out / "daemon-token"
+    token_file.write_text(DAEMON_TOKEN + "\n")
     argv = [sys.executable, "-m", "agent.cli", "agent", "--listen", "127.0.0.1", "--port", str(DAEMON_PORT),
-            "--representor-include", ".", "--node", "klab-node", "--cluster", "klab"]
+            "--representor-include", ".", "--node", "klab-node", "--cluster", "klab",
+            "--data-token-file", str(token_file)]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     steps: list[dict[str, Any]] = []
     rss: list[dict[str, Any]] = []
