@@ -81,7 +81,8 @@ def inside(args: argparse.Namespace) -> dict[str, object]:
         sosdir = os.path.join(work, "sos")
         os.makedirs(sosdir)
         sos = _timed(["sos", "report", "--batch", "--quiet", "-o", "networking", "--tmp-dir", sosdir], work, 3600)
-        tarball = next(iter(glob.glob(os.path.join(sosdir, "sosreport-*.tar.*"))), None)
+        tarball = next(iter(p for ext in ("xz", "gz", "bz2") for p in glob.glob(os.path.join(sosdir, f"sosreport-*.tar.{ext}"))),
+                       None)
         sos["bundle_bytes"] = os.path.getsize(tarball) if tarball else None
         sos["timed_out"] = "timed out" in (sos["stdout"] + sos["stderr"]).lower()  # type: ignore[operator]
         if tarball:
