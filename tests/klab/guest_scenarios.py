@@ -371,6 +371,16 @@ def scenario_doctor_record(out: Path) -> dict[str, Any]:
         bundle = out / "image-guest.tar.gz"
         with tarfile.open(bundle, "w:gz") as tar:
             tar.add(image, arcname=image.name)
+        # The whole bundle, as an operator takes it: one tar.gz and its .sha256, copied to /out.
+        t = time.monotonic()
+        cap = sh(sys.executable, "-m", "agent.cli", "capture", "-o", "/tmp/klab-image/capture-guest.tar.gz",
+                 "--node", "klab-node", "--recorder-gap", "2", check=False)
+        took["capture_s"] = round(time.monotonic() - t, 2)
+        (out / "capture.stderr").write_text(cap.stderr)
+        for suffix in ("", ".sha256"):
+            src = Path("/tmp/klab-image/capture-guest.tar.gz" + suffix)
+            if src.exists():
+                (out / src.name).write_bytes(src.read_bytes())
         t = time.monotonic()
         again = sh(sys.executable, "-m", "agent.cli", "doctor", "--json", *DOCTOR_FLAGS, check=False)
         took["doctor_after_s"] = round(time.monotonic() - t, 2)
@@ -381,7 +391,8 @@ def scenario_doctor_record(out: Path) -> dict[str, Any]:
     finally:
         sh("ip", "link", "set", "dev", "net_rail1", "up")
     return {"doctor_rc": live.returncode, "record_rc": rec.returncode, "doctor_after_rc": again.returncode,
-            "image": bundle.name, "flags": list(DOCTOR_FLAGS), "took": took}
+            "image": bundle.name, "flags": list(DOCTOR_FLAGS), "took": took,
+            "capture_rc": cap.returncode, "capture": "capture-guest.tar.gz"}
 
 
 def _metric_lines(text: str, name: str) -> dict[str, float]:
