@@ -13,7 +13,7 @@ BIG = 300 << 20
 RSS_BOUND = 120 << 20
 
 CHILD = """
-import json, resource, sys
+import json, sys
 from types import SimpleNamespace
 from agent.capture.plan import File, Plan
 from agent.capture.runner import CaptureParams, capture_to_file
@@ -22,8 +22,11 @@ root, out = sys.argv[1], sys.argv[2]
 plan = SimpleNamespace(PLAN=Plan("big", 1, (File("/var/log/big.log", 400 << 20),)))
 res = capture_to_file(LiveHost(root), out, CaptureParams(node="n", nice=0), plans=[plan])
 item = next(i for i in res.manifest["items"] if i["path"] == "fs/var/log/big.log")
-print(json.dumps({"path": res.path, "sha256": res.sha256, "item_bytes": item["bytes"],
-                  "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+# VmHWM, not getrusage's ru_maxrss: the latter keeps the parent's high-water mark across
+# fork + exec (the kernel folds the old mm's peak into the new process), so under a large pytest
+# process it measured pytest, not the capture.
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"path": res.path, "sha256": res.sha256, "item_bytes": item["bytes"], "maxrss": hwm * 1024}))
 """
 
 
