@@ -131,9 +131,13 @@ def _source_of(argv: tuple[str, ...]) -> str:
 
 
 def _device_of(argv: tuple[str, ...]) -> str:
-    from agent.metrics.image import _device_of as dev
-
-    return dev(list(argv))
+    """What a stuck command was reading: the devlink handle or the netdev, else ""."""
+    for tok in argv[1:]:
+        if tok.startswith(("pci/", "auxiliary/")):
+            return tok
+    if argv and os.path.basename(argv[0]) == "ethtool" and len(argv) >= 3:
+        return argv[-1]
+    return ""
 
 
 @dataclass
