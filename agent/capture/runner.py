@@ -264,7 +264,7 @@ class _Run:
             return [{"handle": h, "reporter": r} for h, r in ctx.reporters]
         out: list[dict[str, str]] = [{}]
         for name in names:
-            values = {"rail": ctx.rails, "pf": ctx.pfs, "handle": ctx.handles}[name]
+            values = {"rail": ctx.rails, "pf": ctx.pfs, "handle": ctx.handles, "netns": ctx.netns}[name]
             out = [{**b, name: v} for b in out for v in values]
         return out
 
@@ -276,8 +276,11 @@ class _Run:
             binds = self._bindings(ctx, names)
             if not binds:
                 rel = self._rel(step, {})
+                why = f"nothing to read: no {'/'.join(names)} on this node"
+                if "netns" in names and not ctx.pod_netns:
+                    why = "pod network namespaces are read only with --pod-netns (tenant data, CAP_SYS_ADMIN)"
                 self.put_item(mf.item(rel, _kind(step), argv=getattr(step, "argv", None), skipped=True,
-                                      reason=f"nothing to read: no {'/'.join(names)} on this node", plugin=plan.name))
+                                      reason=why, plugin=plan.name))
                 continue
             for b in binds:
                 rel = self._rel(step, b)
@@ -559,7 +562,7 @@ class _Run:
         writer.add_bytes("manifest.json", data)
 
 
-_PLACE = re.compile(r"\{(rail|pf|handle|reporter)\}")
+_PLACE = re.compile(r"\{(rail|pf|handle|reporter|netns)\}")
 
 
 def _fill(text: str, binding: dict[str, str]) -> str:

@@ -135,8 +135,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.redact_key_file:
         print("railscope capture: --redact-key-file needs --redact", file=sys.stderr)
         return 3
-    if args.pod_netns:
-        print("railscope capture: --pod-netns is not supported yet; reading the host namespace only", file=sys.stderr)
     events, recorder = None, None
     if args.agent:
         from agent.capture.agent_data import AgentDataError, fetch_agent_data
@@ -148,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     params = CaptureParams(node=args.node, cluster=args.cluster, incident=args.incident, reason=args.reason,
                            redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
                            recorder_gap_s=args.recorder_gap, cfg=read_config(args),  # type: ignore[arg-type]
-                           events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None)
+                           events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None,
+                           pod_netns=args.pod_netns)
     try:
         host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)
     except HostError as exc:
