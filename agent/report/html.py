@@ -57,6 +57,7 @@ pre{background:var(--alt);padding:6px 8px;margin:4px 0 0;font-size:12px;white-sp
 overflow-wrap:anywhere}
 table.charts td{padding:4px 6px;border-bottom:1px solid var(--line)}
 table.charts th{font-weight:600}
+table.charts td:first-child{white-space:nowrap;min-width:116px}
 table.charts th small{display:block;font-weight:400;color:var(--muted)}
 .rail{font-weight:700;font-size:15px}
 .legend span{display:inline-block;margin-right:14px}
