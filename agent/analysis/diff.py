@@ -331,7 +331,10 @@ def _rails(out: _Out, pairs: list[_RailPair], a: Side, b: Side) -> None:
                     f"({after.netdev_name or 'no netdev'} on {after.pci or 'no PCI function'})", key)
             continue
         if lb is None:
-            continue  # missing before: nothing of it can get worse
+            # Missing before: nothing of it can get worse; its coming back is a change.
+            if la is not None:
+                out.chg("RailAdded", subj, None, la.ifname, f"rail {_label(p.key)}: {la.ifname} is back", key)
+            continue
         if la is None:
             out.reg("RailLost", subj, lb.ifname, None,
                     f"rail {_label(p.key)}: {lb.ifname} is gone"
