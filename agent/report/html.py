@@ -22,7 +22,7 @@ from agent.report.terminal import safe
 
 __all__ = ["render_html"]
 
-CHART_W, CHART_H = 264, 84
+CHART_W, CHART_H = 248, 84
 PAD_L, PAD_R, PAD_T, PAD_B = 40, 6, 8, 16
 TX, RX = "#c2410c", "#1d4ed8"
 
