@@ -127,3 +127,31 @@ def test_an_unreadable_bundle_gets_a_page_that_says_so(tmp_path: Path) -> None:
             assert status == 404
 
     run(go())
+
+
+def test_report_of_a_stored_bundle_by_its_key(tmp_path: Path) -> None:
+    import asyncio
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    token = tmp_path / "operator-token"
+    token.write_text(OPERATOR_TOKEN + "\n")
+
+    def report(url: str, key: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agent.cli", "report", key, "--collector", url, *extra],
+                              capture_output=True, text=True, timeout=120, cwd=root)
+
+    async def go() -> None:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            keys = await store_three(url)
+            key = next(k for k in keys if "gpu-node-017" in k)
+            res = await asyncio.to_thread(report, url, key, "--token-file", str(token))
+            assert res.returncode == 2, res.stderr  # RailLinkDown is critical
+            assert "RailLinkDown  net_rail0" in res.stdout and f"({key})" in res.stdout
+            res = await asyncio.to_thread(report, url, key)
+            assert res.returncode == 3 and "answered 401" in res.stderr and "Traceback" not in res.stderr
+            res = await asyncio.to_thread(report, url, key.replace("b0", "b9"), "--token-file", str(token))
+            assert res.returncode == 3 and "answered 404" in res.stderr
+
+    run(go())
