@@ -224,8 +224,14 @@ async def analysis_of(request: web.Request, stored: Stored) -> dict[str, Any]:
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
                 and cached.get("expectations") == judged:
             return cached
-        async with request.app[_SLOTS]:
-            doc = await _analyse_stored(col, stored, exp)
+        try:
+            async with request.app[_SLOTS]:
+                doc = await _analyse_stored(col, stored, exp)
+        except (StoreError, FileNotFoundError) as exc:
+            # The store failed, not the bundle: say so on the page, cache nothing, try again next time.
+            col.metrics.storage_errors.labels("read").inc()
+            locks.pop(key.rel, None)
+            return {"error": f"the store could not be read ({exc})", "key": key.rel}
         doc.update(schema=SCHEMA, sha256=stored.sha256, version=__version__, key=key.rel, expectations=judged)
         try:
             await _cache_put(col, key, doc)

@@ -155,3 +155,31 @@ def test_report_of_a_stored_bundle_by_its_key(tmp_path: Path) -> None:
             assert res.returncode == 3 and "answered 404" in res.stderr
 
     run(go())
+
+
+def test_bundle_text_is_escaped_on_the_incident_page(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(IMAGES))
+    import make_images
+
+    img = make_images.Image.load(IMAGES / "spectrumx-2rail-healthy")
+    evil = "<script>alert(1)</script>\x1b[2J"
+    make_images.set_events(img, [{"ts": make_images.ENDED_AT - 5, "code": "LinkFlapping", "severity": "warning",
+                                  "subject": "net_rail0" + evil, "message": evil, "evidence": {}}])
+    img.save(tmp_path / "evil", "evil", {})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        tf.add(tmp_path / "evil", arcname="evil")
+
+    async def go() -> None:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            status, doc, _ = await post(url, body(replace(HELLO, incident="inc-evil"), buf.getvalue()))
+            assert status == 200
+            status, page, _ = await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-evil", basic(OPERATOR_TOKEN))
+            assert status == 200 and "LinkFlapping" in page
+            assert "<script>" not in page and "&lt;script&gt;" in page and "\x1b" not in page
+            status, page, _ = await fetch(url, f"/ui/bundles/{doc['key']}", basic(OPERATOR_TOKEN))
+            assert status == 200 and "<script>" not in page and "&lt;script&gt;alert(1)" in page
+
+    run(go())
