@@ -138,6 +138,10 @@ def test_a_node_image_recorded_by_the_agent_replays_to_the_same_diagnosis(exampl
         items = {it["path"]: it for it in manifest.get("items", [])}
         assert "recorder.jsonl" in items and items["recorder.jsonl"]["bytes"] > 0
         assert manifest.get("node") == "gpu-node-7" and manifest.get("reason") == "test"
+        # the capture runner's whole bundle, every plug-in listed
+        from agent.capture.plans import PLUGINS
+
+        assert [p["name"] for p in manifest["plugins"]] == list(PLUGINS)
         history = load_history(host)
         assert history.recorder is not None and set(history.recorder.netdevs) == {"net_rail0", "net_rail1"}
         replayed = diagnose(take_snapshot(host), exp, events=history.events, recorder=history.recorder)
@@ -350,3 +354,19 @@ def test_event_captures_land_in_the_spool_once_per_cooldown_and_the_cap_drops_th
         assert "railscope_spool_dropped_total 1.0" in text
 
     _serve(agent, body)
+
+
+def test_a_firmware_read_hung_in_a_capture_is_exported_and_skipped_by_the_next(example_image: Path) -> None:
+    agent = _agent(example_image)
+    agent.capture.hung.add(("counters", "net_rail0"))
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        text = await (await client.get("/metrics")).text()
+        assert 'railscope_source_hung{device="net_rail0",source="counters"} 1.0' in text
+
+    _serve(agent, body)
+    params = agent.capture._params("test", None, "gpu-node-7", frozenset({("devlink", "pci/0000:0c:00.0")}))
+    assert params.skip_firmware == frozenset({"net_rail0", "pci/0000:0c:00.0"})
+    assert params.hung_tools == frozenset({("devlink", "pci/0000:0c:00.0")})
+    assert params.recorder_jsonl is not None and params.events == []
