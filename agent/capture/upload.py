@@ -111,34 +111,48 @@ class _Body:
         self.sent = 0
         self.sha256 = ""
 
-    async def _pieces(self) -> AsyncIterator[bytes]:
+    async def _pieces(self, h: hashlib._Hash) -> AsyncIterator[bytes]:
+        """The source's bytes, each already added to ``h`` (in a worker thread where it is read there)."""
         loop = asyncio.get_running_loop()
         src = self.source
         if isinstance(src, Path):
             fh = await loop.run_in_executor(None, open, src, "rb")
+
+            def read() -> bytes:
+                data = fh.read(_READ)
+                h.update(data)
+                return data
+
             try:
-                while data := await loop.run_in_executor(None, fh.read, _READ):
+                while data := await loop.run_in_executor(None, read):
                     yield data
             finally:
                 fh.close()
         elif hasattr(src, "__aiter__"):
             async for data in src:  # type: ignore[union-attr]
+                h.update(data)
                 yield data
         else:
             it = iter(src)  # type: ignore[arg-type]
             done = object()
+
             # The archive compresses as it is iterated: run it in a thread, not on the loop.
-            while (data := await loop.run_in_executor(None, next, it, done)) is not done:
+            def step() -> object:
+                data = next(it, done)
+                if data is not done:
+                    h.update(data)  # type: ignore[arg-type]
+                return data
+
+            while (data := await loop.run_in_executor(None, step)) is not done:
                 yield data  # type: ignore[misc]
 
     async def frames(self) -> AsyncIterator[bytes]:
         self.started = True
         yield encode(self.hello)
         h, n, seq = hashlib.sha256(), 0, 0
-        async for piece in self._pieces():
+        async for piece in self._pieces(h):
             for off in range(0, len(piece), MAX_CHUNK_BYTES):
                 data = bytes(piece[off:off + MAX_CHUNK_BYTES])
-                h.update(data)
                 n += len(data)
                 yield encode(Chunk(seq, data))
                 seq += 1

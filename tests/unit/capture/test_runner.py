@@ -135,3 +135,19 @@ def test_generated_files_and_per_rail_expansion(tmp_path: Path) -> None:
     assert got[f"cmd/{slug_base}_dev_r0.stdout"] == b"dev r0\n"
     assert got[f"cmd/{slug_base}_dev_r1.stdout"] == b"dev r1\n"
     assert got[f"cmd/{slug_base}_dev_r1.rc"] == b"0\n"
+
+
+def test_pod_namespaces_only_with_pod_netns(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "var/run/netns").mkdir(parents=True)
+    for name in ("cni-1f2e", "cni-9a8b"):
+        (root / "var/run/netns" / name).write_text("")
+    echo = script(tmp_path, "echo-arg", 'echo "$@"\n')
+    plans = [plugin(Plan("n", 1, (Command((echo, "-n", "{netns}", "addr")),)))]
+    off = items(run(tmp_path, plans))
+    (it,) = [i for i in off.values() if i.get("plugin") == "n"]
+    assert it["skipped"] and "--pod-netns" in it["reason"]
+    on = run(tmp_path, plans, pod_netns=True)
+    got = {tuple(i["argv"]): i for i in manifest(on)["items"] if i.get("plugin") == "n"}
+    assert sorted(got) == [(echo, "-n", "cni-1f2e", "addr"), (echo, "-n", "cni-9a8b", "addr")]
+    assert all(i["rc"] == 0 for i in got.values())
