@@ -21,7 +21,7 @@ ALLOWED_PROJECT_IMPORTS = {"host", "model", "common", "naming"}
 
 
 def test_every_source_has_a_reader() -> None:
-    assert READERS == ["devlink", "ethtool", "links", "ovs", "pci", "rdma", "udev", "versions"]
+    assert READERS == ["devlink", "ethtool", "health", "links", "ovs", "pci", "rdma", "udev", "versions"]
 
 
 @pytest.mark.parametrize("name", READERS)
