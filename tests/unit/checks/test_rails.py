@@ -63,3 +63,11 @@ def test_down_rail_gives_rail_and_rdma_link_down():
 def test_operstate_unknown_with_carrier_is_up():
     snap = nodes.replace_link(nodes.node(), "net_rail0", operstate="UNKNOWN")
     assert found(snap) == []
+
+
+def test_operstate_unknown_without_carrier_is_down():
+    """UNKNOWN is up only with carrier (drivers without operstate support report UNKNOWN; carrier 0 is
+    still no link)."""
+    snap = nodes.replace_link(nodes.node(), "net_rail0", operstate="UNKNOWN", carrier=0)
+    assert ("RailLinkDown", "critical", "net_rail0") in found(snap)
+    assert diagnose(snap, Expectations(), kernel_table=()).rails[0].oper == "down"
