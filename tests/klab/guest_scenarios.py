@@ -822,6 +822,22 @@ def scenario_busy() -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 
 
+def _break_health(path: str) -> None:
+    """One ``devlink_health_report`` on netdevsim's dummy reporter. With ``fail_recover`` on, the
+    write returns the failed auto-recovery's error (EINVAL): the reporter is then in error, as wanted.
+    One unbuffered write: a second report while in error would be refused (ECANCELED)."""
+    import errno
+
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, b"klab")
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ECANCELED):
+            raise
+    finally:
+        os.close(fd)
+
+
 def scenario_health(out: Path) -> dict[str, Any]:
     """netdevsim's ``dummy`` devlink health reporter broken and recovered through its debugfs.
 
@@ -866,7 +882,7 @@ def scenario_health(out: Path) -> dict[str, Any]:
             await asyncio.sleep(3.0)  # two health reads at least: the baseline count
             steps["healthy"] = await asyncio.to_thread(judge)
             write(f"{dbg}/fail_recover", "1")
-            write(f"{dbg}/break_health", "1")
+            _break_health(f"{dbg}/break_health")
             steps["broken"] = await asyncio.to_thread(judge)
             t = time.monotonic()
             while not [e for e in agent.events.recent() if e.code == "NicHealthError"]:
