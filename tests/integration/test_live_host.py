@@ -226,3 +226,30 @@ def test_link_event_messages_agree_with_pyroute2(rails: RailNetns) -> None:
     assert len(got["ours"]) >= 6 and any(n["deleted"] for n in got["ours"])
     assert {n["ifname"] for n in got["ours"]} >= {"ev0", "ev1"}
     assert got["ours"] == got["theirs"]
+
+
+GENL_EVENTS = """
+import json, subprocess, threading
+from pyroute2.netlink import genlmsg
+from agent.host.netlink.devlink_events import DevlinkWatcher
+got = threading.Event()
+watcher = DevlinkWatcher(got.set, msg_class=lambda: genlmsg, family="ethtool", group="monitor")
+watcher.start()
+subscribed = watcher.subscribed
+subprocess.run(["ip", "link", "add", "gen0", "type", "veth", "peer", "name", "gen1"], check=True)
+subprocess.run(["ethtool", "-K", "gen0", "tso", "off"], check=True)
+event = got.wait(5)
+watcher.stop()
+print(json.dumps({"subscribed": subscribed, "event": event, "events": watcher.events, "error": watcher.error,
+                  "alive": watcher.alive}))
+"""
+
+
+def test_the_genl_listener_hears_a_real_kernel_notification(rails: RailNetns) -> None:
+    # The devlink listener's machinery (pyroute2 family and group resolution, the membership, the
+    # select/get loop in its own thread) on a generic-netlink family this kernel has: ethtool's
+    # "monitor" group announces a feature change. devlink's own is the kernel lab's (netdevsim).
+    got = rails.python(GENL_EVENTS)
+    assert got["subscribed"] and got["error"] is None, got
+    assert got["event"] and got["events"] >= 1, got
+    assert not got["alive"]

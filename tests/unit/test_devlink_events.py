@@ -70,7 +70,7 @@ class _FakeGenl:
         self.groups = {DEVLINK_GROUP: CONFIG_GROUP} if groups is None else groups
         self.bind_error = bind_error
         self.bound: tuple[str, Any] | None = None
-        self.joined: list[int] = []
+        self.joined: list[str] = []
         self.batches: queue.Queue[list[dict[str, Any]]] = queue.Queue()
         self._r, self._w = socket.socketpair()
         self.closed = threading.Event()
@@ -83,7 +83,8 @@ class _FakeGenl:
         self.bound = (proto, msg_class)
         self.prid, self.mcast_groups = DEVLINK_ID, dict(self.groups)
 
-    def add_membership(self, group: int) -> None:
+    def add_membership(self, group: str) -> None:
+        assert group in self.mcast_groups  # pyroute2 looks the name up in what bind resolved
         self.joined.append(group)
 
     def fileno(self) -> int:
@@ -124,7 +125,7 @@ def test_devlink_messages_call_back_and_others_do_not() -> None:
     watcher = DevlinkWatcher(lambda: events.append(1), socket_factory=lambda: sock)  # type: ignore[arg-type,return-value]
     watcher.start()
     assert watcher.subscribed
-    assert sock.bound is not None and sock.bound[0] == "devlink" and sock.joined == [CONFIG_GROUP]
+    assert sock.bound is not None and sock.bound[0] == "devlink" and sock.joined == [DEVLINK_GROUP]
     sock.push(GENL_ID_CTRL)  # the controller's own message: not devlink's
     sock.push(DEVLINK_ID)
     _until(lambda: watcher.events == 1)

@@ -44,7 +44,7 @@ class GenlSocket(Protocol):
     mcast_groups: dict[str, int]
 
     def bind(self, proto: str, msg_class: Any) -> Any: ...
-    def add_membership(self, group: int) -> Any: ...
+    def add_membership(self, group: str) -> Any: ...
     def fileno(self) -> int: ...
     def get(self) -> list[Any]: ...
     def close(self) -> Any: ...
@@ -73,8 +73,12 @@ class DevlinkWatcher:
 
     def __init__(self, on_event: Callable[[], None], *,
                  socket_factory: Callable[[], GenlSocket] = _open_socket,
-                 msg_class: Callable[[], Any] = _msg_class) -> None:
+                 msg_class: Callable[[], Any] = _msg_class,
+                 family: str = DEVLINK_FAMILY, group: str = DEVLINK_GROUP) -> None:
+        """``family`` / ``group`` / ``msg_class`` are devlink's; a test may listen to another family."""
         self._on_event = on_event
+        self._family = family
+        self._group = group
         self._socket_factory = socket_factory
         self._msg_class = msg_class
         self._stop = threading.Event()
@@ -101,11 +105,10 @@ class DevlinkWatcher:
 
     def _subscribe(self, sock: GenlSocket) -> int:
         """Resolves the family, joins devlink's config group; returns the devlink family id."""
-        sock.bind(DEVLINK_FAMILY, self._msg_class())
-        group = (sock.mcast_groups or {}).get(DEVLINK_GROUP)
-        if group is None:
-            raise ValueError(f"devlink family has no {DEVLINK_GROUP!r} multicast group")
-        sock.add_membership(group)
+        sock.bind(self._family, self._msg_class())
+        if self._group not in (sock.mcast_groups or {}):
+            raise ValueError(f"{self._family} family has no {self._group!r} multicast group")
+        sock.add_membership(self._group)  # by name: pyroute2 maps it to the group id it resolved
         return int(sock.prid)
 
     def _run(self) -> None:
@@ -119,9 +122,9 @@ class DevlinkWatcher:
                 family = self._subscribe(sock)
             except Exception as exc:  # pyroute2 raises its NetlinkError (not an OSError) for ENOENT
                 if _errno_of(exc) == errno.ENOENT:
-                    self._give_up("devlink events: the kernel has no devlink family; devlink is polled")
+                    self._give_up(f"{self._family} events: the kernel has no {self._family} family; it is polled")
                 else:
-                    self._give_up(f"devlink events: {getattr(exc, 'strerror', None) or exc}")
+                    self._give_up(f"{self._family} events: {getattr(exc, 'strerror', None) or exc}")
                 return
             self.subscribed = True
             self._ready.set()
