@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import bundles, ingest
+from . import bundles, ingest, pages
 from .auth import Authenticator
 from .config import CollectorSettings
 from .metrics import CONTENT_TYPE_LATEST
@@ -70,6 +70,7 @@ def make_app(settings: CollectorSettings, store: Store | None = None) -> web.App
     app.router.add_get("/v1/bundles", bundles.list_bundles)
     app.router.add_get(f"/v1/bundles/{_PARTS}", bundles.fetch)
     app.router.add_post(f"/v1/bundles/{_PARTS}/verify", bundles.verify)
+    pages.add_routes(app)
     return app
 
 
