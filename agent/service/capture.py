@@ -86,7 +86,7 @@ class ImageCapture:
             deadline_s=self.settings.capture_deadline_s,
             cfg=self.settings.read, events=self.events.to_json()["events"],
             recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
-            skip_firmware=skip, hung_tools=hung)
+            skip_firmware=skip, hung_tools=hung, firmware_lock=self._fw_lock)
 
     def _run(self, out: str, params: CaptureParams, hung: frozenset[tuple[str, str]], trigger: str,
              spool: Spool | None = None) -> CaptureResult:
