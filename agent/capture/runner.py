@@ -344,7 +344,7 @@ class _Run:
         lock = self.params.firmware_lock
         if self.host.live and t.fw_key is not None and lock is not None:
             # Never wait past the deadline: the holder may be a read stuck in the driver.
-            if not lock.acquire(timeout=max(0.0, left)):
+            if not lock.acquire(timeout=max(0.0, left - 0.5)):
                 self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, plugin=t.plugin,
                                       reason="skipped: another firmware read held the NIC until the deadline"))
                 return
@@ -532,7 +532,9 @@ class _Run:
             return
         for i in range(max(1, min(self.params.parallel, len(units)))):
             threading.Thread(target=worker, name=f"capture-{i}", daemon=True).start()
-        finished.wait(max(0.0, self.left()))
+        # A step that gave up at the deadline gets a moment to say why before the bundle is sealed.
+        if not finished.wait(max(0.0, self.left())):
+            finished.wait(0.5)
         with self.lock:
             self.sealed = True
             late = [t for t in tasks if t.state != "done"]
