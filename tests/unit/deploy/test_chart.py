@@ -61,6 +61,7 @@ FULL_AGENT = {
     "logLevel": "debug",
     "linksInterval": "20s",
     "devlinkInterval": "2m",
+    "healthInterval": "5m",
     "rdmaInterval": 90,
     "configInterval": "5m",
     "countersInterval": 2,
@@ -604,6 +605,7 @@ def test_every_value_reaches_the_agent(chart: Any, monkeypatch: pytest.MonkeyPat
     assert (s.port, s.cluster, s.node, s.listen) == (9850, "gpu-east-1", "gpu-node-7", "127.0.0.1")
     iv = dict(s.intervals)
     assert (iv["links"], iv["devlink"], iv["rdma"], iv["config"]) == (20, 120, 90, 300)
+    assert iv["health"] == 300
     assert (iv["counters"], s.source_deadline_s, s.command_timeout_s) == (2, 30, 7)
     assert s.read.devlink_params == ("esw_multiport",)
     assert s.disabled == frozenset({"rdma"})
