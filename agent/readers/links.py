@@ -151,7 +151,7 @@ def read_links(host: Host, notes: Notes | None = None) -> tuple[Link, ...]:
         notes.missing("netlink", f"link dump failed: {exc}")
         return ()
     if dump is None:
-        notes.missing("netlink", getattr(host, "links_error", None) or "link dump not available")
+        notes.missing("netlink", host.links_error or "link dump not available")
         return ()
     return parse_links(dump)
 

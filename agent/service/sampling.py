@@ -116,7 +116,7 @@ class LinkCache:
             notes.missing("netlink", f"link dump failed: {exc}")
             return ()
         if dump is None:
-            notes.missing("netlink", getattr(host, "links_error", None) or "link dump not available")
+            notes.missing("netlink", host.links_error or "link dump not available")
             return ()
         out: list[Link] = []
         seen: dict[Any, tuple[dict[str, Any], Link]] = {}
