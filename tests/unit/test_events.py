@@ -5,9 +5,10 @@ import threading
 
 import pytest
 
-from agent.events import EVENT_CODES, EventLog, events_from_json, log_line
+from agent.events import EVENT_CODES, EventLog, log_line
 from agent.findings import CODES
 from agent.model import Event
+from agent.readers.history import EVENT_VOCABULARY, parse_events
 
 
 def ev(ts: float, code: str = "LinkFlapping", subject: str = "net_rail0", **evidence) -> Event:
@@ -58,19 +59,24 @@ def test_log_line_is_one_json_line() -> None:
     assert doc["evidence"] == {"causes": ["tx_pause_storm_error_events +3"], "ratio": None, "stale": [1, 3]}
 
 
-def test_events_from_json_is_tolerant() -> None:
+def test_events_json_reads_back_through_the_history_parser() -> None:
+    """``events.json`` has one parser, ``readers/history.py``: what the log writes, it reads."""
     log = EventLog()
     log.add(ev(1.0))
-    events, bad = events_from_json(log.to_json())
-    assert (events, bad) == (log.recent(), 0)
+    events, why = parse_events(log.dumps().encode())
+    assert (list(events), why) == (log.recent(), None)
     doc = {"events": [{"ts": 2, "code": "PfcStorm", "severity": "critical", "subject": "net_rail1"},
                       {"ts": "x", "code": "PfcStorm", "severity": "critical", "subject": "net_rail1"},
                       "junk", {"ts": 3, "code": "", "severity": "info", "subject": "node"}]}
-    events, bad = events_from_json(doc)
+    events, why = parse_events(json.dumps(doc).encode())
     assert [(e.ts, e.code, e.message, e.evidence) for e in events] == [(2.0, "PfcStorm", "", ())]
-    assert bad == 3
-    assert events_from_json({"events": "nope"}) == ([], 1)
-    assert events_from_json([]) == ([], 1)
+    assert why == "events.json: 3 malformed event(s) ignored, 1 unknown code(s)"
+    assert parse_events(b'{"events": "nope"}') == ((), 'events.json: expected {"events": [...]}')
+    assert parse_events(b"[]") == ((), 'events.json: expected {"events": [...]}')
+
+
+def test_every_event_code_is_in_the_vocabulary_history_accepts() -> None:
+    assert set(EVENT_CODES) <= EVENT_VOCABULARY
 
 
 def test_invalid_bound() -> None:
