@@ -51,7 +51,13 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.agent:
+        import signal
+
         from agent.service.client import AgentFetchError, fetch_image
+
+        # SIGTERM (a pod stopping, a timeout(1)) becomes an exit that runs the clean-up of the
+        # half-written image, instead of killing the process with it on disk.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
         try:
             fetch_image(args.agent, args.output, reason=args.reason, incident=args.incident)
