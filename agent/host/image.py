@@ -52,6 +52,7 @@ __all__ = [
     "ManifestItem",
     "item_of",
     "load_json",
+    "loads_bounded",
     "manifest_to_json",
     "open_tree",
     "parse_manifest",
@@ -292,20 +293,32 @@ def _integer(text: str) -> int | None:
     return int(text) if len(text) <= _MAX_NUMBER else None
 
 
+def loads_bounded(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` with the rules of ``load_json`` for text already decoded (a command's output).
+    Raises ``ImageError`` for nesting deeper than ``max_depth``, ``json.JSONDecodeError`` for text that
+    is not JSON."""
+    if text.count("[") + text.count("{") > max_depth and _depth(text.encode("utf-8", "surrogatepass")) > max_depth:
+        raise ImageError(f"{what}: JSON nested deeper than {max_depth} levels, ignored")
+    try:
+        return json.loads(text, parse_constant=lambda _: None, parse_float=_number, parse_int=_integer)
+    except RecursionError:
+        raise ImageError(f"{what}: JSON nested deeper than {max_depth} levels, ignored") from None
+
+
 def load_json(data: bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse one JSON document of an image. ``NaN``, ``Infinity``, numbers that overflow a double and
     numbers of more than 40 digits read as ``null`` (so a field validator drops them, one field, not
     the file). Raises ``ImageError`` (``what: ...``) for text that is not UTF-8 JSON or nests deeper
     than ``max_depth``."""
-    if data.count(b"[") + data.count(b"{") > max_depth and _depth(data) > max_depth:
-        raise ImageError(f"{what}: JSON nested deeper than {max_depth} levels, ignored")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ImageError(f"{what}: not UTF-8 (byte {exc.start})") from None
     try:
-        return json.loads(text, parse_constant=lambda _: None, parse_float=_number, parse_int=_integer)
-    except (ValueError, RecursionError) as exc:
+        return loads_bounded(text, what, max_depth)
+    except ImageError:
+        raise
+    except ValueError as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ImageError(f"{what}: not JSON ({msg[:120]})") from None
 
@@ -317,18 +330,18 @@ class Limits:
     """What one image may hold. A bundle is a few MB (DESIGN §10: the 8 x 127 VF node's is under 5 MB
     unpacked); each bound is far above that and far below what hurts a node or the collector."""
 
-    #: entries of any kind, extended headers included
-    members: int = 250_000
+    #: entries of any kind, extended headers included (the 8 x 127-VF node of bigimage.py has 10,500)
+    members: int = 100_000
     #: bytes of one member name or symlink target (PATH_MAX)
     name_bytes: int = 4096
     #: components of one path (sysfs device paths are about 12 deep)
     depth: int = 128
     #: bytes of one GNU long-name / long-link or PAX extended header
     header_bytes: int = 64 << 10
-    #: bytes of one file
-    file_bytes: int = 64 << 20
+    #: bytes of one file (a full dmesg ring is 16 MiB at most)
+    file_bytes: int = 32 << 20
     #: bytes of every file and extended header together
-    total_bytes: int = 256 << 20
+    total_bytes: int = 128 << 20
 
 
 LIMITS = Limits()
@@ -383,7 +396,7 @@ class ImageTree:
         parent, _, leaf = key.rpartition("/")
         if parent not in self.dirs:
             if parent in self.files or parent in self.links:
-                raise self._refuse(f"member {member!r} is inside a file or symlink")
+                raise self._refuse(f"member {_cut(member)!r} is inside a file or symlink")
             self._parent(parent, member)
             self.dirs[parent] = set()
         self.dirs[parent].add(leaf)
@@ -391,7 +404,7 @@ class ImageTree:
     def _claim(self, key: str, member: str, kind: str) -> None:
         taken = "dir" if key in self.dirs else "file" if key in self.files else "link" if key in self.links else None
         if taken is not None and taken != kind:
-            raise self._refuse(f"member {member!r} appears twice, as a {taken} and a {kind}")
+            raise self._refuse(f"member {_cut(member)!r} appears twice, as a {taken} and a {kind}")
         if key:
             self._parent(key, member)
 
@@ -405,7 +418,7 @@ class ImageTree:
 
     def add_link(self, key: str, target: str, member: str) -> None:
         if len(target.encode("utf-8", "surrogateescape")) > self.limits.name_bytes or "\0" in target:
-            raise self._refuse(f"member {member!r}: symlink target longer than {self.limits.name_bytes} bytes")
+            raise self._refuse(f"member {_cut(member)!r}: symlink target longer than {self.limits.name_bytes} bytes")
         self._claim(key, member, "link")
         self.links[key] = target
 
@@ -416,7 +429,7 @@ class ImageTree:
 
     def spend(self, size: int, member: str) -> None:
         if size > self.limits.file_bytes:
-            raise self._refuse(f"member {member!r} is {_mib(size)}, more than the {_mib(self.limits.file_bytes)} "
+            raise self._refuse(f"member {_cut(member)!r} is {_mib(size)}, more than the {_mib(self.limits.file_bytes)} "
                                "one file may have")
         self.total += size
         if self.total > self.limits.total_bytes:
@@ -425,10 +438,10 @@ class ImageTree:
     def key(self, raw: str, member: str) -> str | None:
         """A member name -> tree key; None (and a problem noted) for a name to leave out."""
         if raw.startswith("/"):
-            raise self._refuse(f"member {member!r} has an absolute name")
+            raise self._refuse(f"member {_cut(member)!r} has an absolute name")
         parts = [p for p in raw.split("/") if p and p != "."]
         if ".." in parts:
-            raise self._refuse(f"member {member!r} climbs out with '..'")
+            raise self._refuse(f"member {_cut(member)!r} climbs out with '..'")
         if len(parts) > self.limits.depth:
             raise self._refuse(f"member {_cut(member)!r} is more than {self.limits.depth} directories deep")
         return "/".join(parts)
@@ -762,7 +775,7 @@ def _read_members(st: _Stream, tree: ImageTree) -> None:
             data = st.read(size)
             st.skip(-size % _BLOCK)
             if key == "":
-                raise tree._refuse(f"member {member!r} is a file at the archive's root")
+                raise tree._refuse(f"member {_cut(member)!r} is a file at the archive's root")
             tree.add_file(key, data, member)
         elif typ == b"5":
             tree.add_dir(key, member)
