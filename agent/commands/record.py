@@ -62,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             fetch_image(args.agent, args.output, reason=args.reason, incident=args.incident)
         except AgentFetchError as exc:
-            print(f"railscope record: {exc}", file=sys.stderr)
+            from agent.report.escape import clean
+
+            print(f"railscope record: {clean(exc)}", file=sys.stderr)
             return 3 if "refusing to overwrite" in str(exc) else 1
         print(f"railscope record: wrote {args.output} from {args.agent}", file=sys.stderr)
         return 0
@@ -94,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         host.close()
     items = manifest["items"]
     skipped = sum(1 for i in items if i.get("skipped"))
-    print(f"railscope record: wrote {args.output}: node {manifest['node'] or '?'}, "
+    from agent.report.escape import clean
+
+    print(f"railscope record: wrote {args.output}: node {clean(manifest['node'] or '?')}, "
           f"{len(snap.links)} links, {len(items)} items ({skipped} not available)", file=sys.stderr)
     return 0

@@ -111,7 +111,7 @@ def test_the_unmutated_image_diagnoses() -> None:
     _doctor(RecordedHost(TREE))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
 def test_mutated_json_never_raises(change: tuple[str, bytes]) -> None:
     rel, data = change
