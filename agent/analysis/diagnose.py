@@ -112,7 +112,9 @@ def diagnose(snap: Snapshot, exp: Expectations, *, events: tuple[Event, ...] = (
              topology: Topology | None = None) -> Diagnosis:
     """The diagnosis of one node snapshot; ``events`` / ``recorder`` come from a node image's history."""
     topo = topology or build_topology(snap, exp)
-    table = kernel_table if kernel_table is not None else load_kernel_table(exp.kernel_table_file)
+    # The caller loads --kernel-table (a file): this function reads nothing, it only falls back to
+    # the rows shipped with the package.
+    table = kernel_table if kernel_table is not None else _shipped_table()
     findings: tuple[Finding, ...] = run_checks(snap, topo, exp, kernel_table=table, events=events,
                                                recorder=recorder, capture_time=capture_time)
     node = snap.node or snap.versions.hostname

@@ -11,8 +11,8 @@ import json
 import os
 import sys
 
-from agent.analysis.diagnose import KernelTableError, diagnose, load_kernel_table, with_unavailable
-from agent.analysis.topology import build_topology
+from agent.analysis import pipeline
+from agent.analysis.diagnose import KernelTableError, load_kernel_table, with_unavailable
 from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
 from agent.config import Expectations, ReadConfig
 from agent.findings import Diagnosis
@@ -39,9 +39,9 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def _fail(msg: str) -> int:
-    from agent.report.escape import clean
+    from agent.report.terminal import safe
 
-    sys.stderr.write(f"railscope doctor: error: {clean(msg)}\n")
+    sys.stderr.write(f"railscope doctor: error: {safe(msg)}\n")
     return EXIT_USAGE
 
 
@@ -107,11 +107,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
         snap = take_snapshot(host, cfg)
-        topo = build_topology(snap, exp)
-        hist = load_history(host)
-        diag: Diagnosis = diagnose(snap, exp, events=hist.events, recorder=hist.recorder,
-                                   capture_time=hist.capture_time, kernel_table=table, topology=topo)
-        diag = with_unavailable(diag, hist.unavailable)
+        diag: Diagnosis = pipeline.run(snap, exp, table, history=load_history(host)).diagnosis
         if host.image is not None and host.image.problems:
             diag = with_unavailable(diag, host.image.problems)
     except HostError as exc:
@@ -125,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         host.close()
 
     if args.json:
-        from agent.report.escape import strict_json
+        from agent.report.jsondoc import strict_json
 
         json.dump(strict_json(diag.as_json()), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
         sys.stdout.write("\n")

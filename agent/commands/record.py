@@ -62,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             fetch_image(args.agent, args.output, reason=args.reason, incident=args.incident)
         except AgentFetchError as exc:
-            from agent.report.escape import clean
+            from agent.report.terminal import safe
 
-            print(f"railscope record: {clean(exc)}", file=sys.stderr)
+            print(f"railscope record: {safe(exc)}", file=sys.stderr)
             return 3 if "refusing to overwrite" in str(exc) else 1
         print(f"railscope record: wrote {args.output} from {args.agent}", file=sys.stderr)
         return 0
@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
         host.close()
     items = manifest["items"]
     skipped = sum(1 for i in items if i.get("skipped"))
-    from agent.report.escape import clean
+    from agent.report.terminal import safe
 
-    print(f"railscope record: wrote {args.output}: node {clean(manifest['node'] or '?')}, "
+    print(f"railscope record: wrote {args.output}: node {safe(manifest['node'] or '?')}, "
           f"{len(snap.links)} links, {len(items)} items ({skipped} not available)", file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from agent.findings import CODES, SEVERITIES
+from agent.findings import CODES, EVENT_CODES, SEVERITIES
 from agent.host import Host
 from agent.host.image import ImageError, Manifest, load_json
 from agent.model import Event
@@ -38,10 +38,10 @@ __all__ = [
     "parse_recorder",
 ]
 
-#: Codes an event may carry: the finding codes, and ``DriverReload`` (an event only). The agent's
-#: ``EVENT_CODES`` is a subset (a test holds it so); anything else is dropped, so that no word from
-#: an image becomes a finding code or a metric label.
-EVENT_VOCABULARY = frozenset(CODES) | {"DriverReload"}
+#: Codes an event may carry: the agent's ``EVENT_CODES`` and the finding codes (an image from another
+#: agent version may carry an event of any code a check knows). Anything else is dropped, so that no
+#: word from an image becomes a finding code or a metric label.
+EVENT_VOCABULARY = frozenset(CODES) | frozenset(EVENT_CODES)
 #: a subject, netdev or counter name longer than this is no name of a node
 _MAX_NAME = 256
 _MAX_MESSAGE = 4096
@@ -141,7 +141,7 @@ def _event(e: Any) -> Event | str | None:
     if code not in EVENT_VOCABULARY:
         return code[:_MAX_NAME]
     if sev not in SEVERITIES:
-        sev = CODES.get(code, "info")
+        sev = CODES.get(code) or EVENT_CODES.get(code, "info")
     evidence = e.get("evidence")
     ev_items = tuple(sorted((k, v) for k, v in evidence.items())) if isinstance(evidence, dict) else ()
     msg = e.get("message")

@@ -24,7 +24,7 @@ from agent.host.image import open_tree
 from agent.host.recorded import RecordedHost
 from agent.readers.history import load_history
 from agent.readers.snapshot import take_snapshot
-from agent.report.escape import strict_json
+from agent.report.jsondoc import strict_json
 from agent.report.text import render
 
 from .hostile import BASE
