@@ -853,22 +853,27 @@ def read_directory(path: str, limits: Limits = LIMITS) -> ImageTree:
     return tree
 
 
-def _walk(dir_fd: int, prefix: str, tree: ImageTree) -> None:
+def _walk(dir_fd: int, prefix: str, tree: ImageTree, depth: int = 1) -> None:
+    # Built here without add_file/add_dir: a directory has no duplicate names and every parent is
+    # in the tree before its children.
     lim = tree.limits
+    children = tree.dirs[prefix[:-1]]
+    if depth > lim.depth:
+        raise tree._refuse(f"{_cut(prefix + '...')!r} is more than {lim.depth} directories deep")
     with os.scandir(dir_fd) as it:
         entries = list(it)
+    tree.entries += len(entries)
+    if tree.entries > lim.members:
+        raise tree._refuse(f"more than {lim.members} members")
     for entry in entries:
         name = entry.name
         rel = prefix + name
-        tree.count(rel)
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
             tree.skip(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "name is not UTF-8")
             continue
-        if rel.count("/") >= lim.depth:
-            raise tree._refuse(f"{_cut(rel)!r} is more than {lim.depth} directories deep")
-        if len(rel.encode()) > lim.name_bytes:
+        if len(rel) * 4 > lim.name_bytes and len(rel.encode()) > lim.name_bytes:
             raise tree._refuse(f"a path of more than {lim.name_bytes} bytes ({_cut(rel)!r})")
         # The entry's type from the directory itself (d_type; lstat where the filesystem gives none):
         # a FIFO, socket or device is known before anything is opened.
@@ -884,50 +889,58 @@ def _walk(dir_fd: int, prefix: str, tree: ImageTree) -> None:
         except OSError as exc:
             tree.skip(rel, f"cannot be read ({exc.strerror or exc})")
             continue
-        if mode == stat.S_IFLNK:
+        if mode == stat.S_IFREG:
+            data = _read_regular(dir_fd, name, rel, tree)
+            if data is not None:
+                tree.files[rel] = data
+                children.add(name)
+        elif mode == stat.S_IFLNK:
             try:
-                tree.add_link(rel, os.readlink(name, dir_fd=dir_fd), rel)
+                target = os.readlink(name, dir_fd=dir_fd)
             except OSError as exc:
                 tree.skip(rel, f"cannot be read ({exc.strerror or exc})")
+                continue
+            if len(target) * 4 > lim.name_bytes and len(target.encode("utf-8", "surrogateescape")) > lim.name_bytes:
+                raise tree._refuse(f"{_cut(rel)!r}: symlink target longer than {lim.name_bytes} bytes")
+            tree.links[rel] = target
+            children.add(name)
         elif mode == stat.S_IFDIR:
-            tree.add_dir(rel, rel)
             try:
                 sub = os.open(name, _O_DIR, dir_fd=dir_fd)
             except OSError as exc:
                 tree.skip(rel, f"cannot be read ({exc.strerror or exc})")
                 continue
+            tree.dirs[rel] = set()
+            children.add(name)
             try:
-                _walk(sub, rel + "/", tree)
+                _walk(sub, rel + "/", tree, depth + 1)
             finally:
                 os.close(sub)
-        elif mode == stat.S_IFREG:
-            tree.add_file(rel, _read_regular(dir_fd, name, rel, tree), rel)
         else:
             raise tree._refuse(f"{_cut(rel)!r} is {_KIND_OF.get(mode, 'not a regular file')}")
 
 
-def _read_regular(dir_fd: int, name: str, rel: str, tree: ImageTree) -> bytes:
+def _read_regular(dir_fd: int, name: str, rel: str, tree: ImageTree) -> bytes | None:
     try:
         fd = os.open(name, _O_FILE, dir_fd=dir_fd)
     except OSError as exc:
         tree.skip(rel, f"cannot be read ({exc.strerror or exc})")
-        return b""
+        return None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise tree._refuse(f"{_cut(rel)!r} changed while it was read")
         tree.spend(st.st_size, rel)
-        # Read one byte past the size: a file that grows while it is read is cut at the cap.
+        # One byte past the size: a file that grows while it is read is noticed (and cut at the cap).
         cap = min(tree.limits.file_bytes, st.st_size) + 1
-        chunks = []
-        got = 0
-        while got < cap:
-            chunk = os.read(fd, cap - got)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        data = b"".join(chunks)
+        data = os.read(fd, cap)
+        if len(data) < st.st_size:
+            chunks = [data]
+            got = len(data)
+            while got < cap and (chunk := os.read(fd, cap - got)):
+                chunks.append(chunk)
+                got += len(chunk)
+            data = b"".join(chunks)
         if len(data) > st.st_size:
             tree.spend(len(data) - st.st_size, rel)
         return data

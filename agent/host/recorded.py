@@ -134,7 +134,11 @@ class RecordedHost:
             # One bad entry costs that entry, not the whole dump (readers/links.py checks each field).
             self.problems += (("netlink", f"netlink/links.json: {len(links) - len(good)} entry(ies) "
                                           "that are not objects ignored"),)
-        self._links = good
+        named = [x for x in good if _link_key_ok(x)]
+        if len(named) != len(good):
+            self.problems += (("netlink", f"netlink/links.json: {len(good) - len(named)} link(s) without a "
+                                          "positive ifindex and a name of 1-15 characters ignored"),)
+        self._links = named
 
     def links(self) -> list[dict[str, Any]] | None:
         self._load_links()
@@ -166,6 +170,13 @@ class RecordedHost:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _link_key_ok(link: dict[str, Any]) -> bool:
+    """A positive ifindex and an interface name the kernel could hold (IFNAMSIZ: 15 characters)."""
+    ifindex, ifname = link.get("ifindex"), link.get("ifname")
+    return (isinstance(ifindex, int) and not isinstance(ifindex, bool) and 0 < ifindex < (1 << 31)
+            and isinstance(ifname, str) and 0 < len(ifname) <= 15 and "/" not in ifname)
 
 
 def open_image(source: str | os.PathLike[str] | bytes | IO[bytes], limits: Limits = LIMITS,

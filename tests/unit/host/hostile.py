@@ -221,6 +221,10 @@ def tar_cases(canary: Path) -> list[Case]:
             7, "x", None, {"ifindex": "9", "ifname": 9}, {"ifindex": 99, "ifname": "9" * 5000, "mtu": "x",
                                                           "stats64": [1], "vfinfo": 5, "carrier": float("nan")}])),
              "diagnose", "3 entry(ies) that are not objects ignored", "netlink"),
+        Case("links-absurd-names", _json_case("netlink/links.json", _links_with([
+            {"ifindex": 99, "ifname": "9" * 5000}, {"ifindex": -1, "ifname": "eth9"}, {"ifindex": 98, "ifname": ""},
+            {"ifindex": 97, "ifname": "a/b"}, {"ifindex": True, "ifname": "eth8"}])),
+             "diagnose", "5 link(s) without a positive ifindex and a name of 1-15 characters ignored", "netlink"),
         Case("events-not-a-list", _json_case("events.json", b'{"events": {}}'), "diagnose", "expected", "events"),
         Case("events-wrong-types", _json_case("events.json", _events(
             {**_EV, "ts": "yesterday"}, {**_EV, "ts": -5}, {**_EV, "code": "OwnedByBundle"}, {**_EV, "subject": 7},

@@ -168,7 +168,8 @@ def _terminal_bundle() -> bytes:
     manifest = json.loads((hostile.BASE / "manifest.json").read_text())
     manifest["node"] = "gpu" + _ESC
     links = json.loads((hostile.BASE / "netlink" / "links.json").read_text())
-    links["links"].append({"ifindex": 999, "ifname": "eth" + _ESC, "operstate": "UP" + _ESC, "carrier": 1})
+    # a name the kernel could hold (15 characters): the link is kept, its name escaped
+    links["links"].append({"ifindex": 999, "ifname": "e\x1b[2J\r\nCRIT", "operstate": "UP" + _ESC, "carrier": 1})
     events = {"events": [{"ts": 1772359100, "code": "LinkFlapping", "severity": "warning",
                           "subject": "net_rail0" + _ESC, "message": "flap" + _ESC}]}
     members = hostile.base_members(replace={
