@@ -74,8 +74,19 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recorder-gap", type=_non_negative, default=10.0, metavar="SECONDS",
                    help="Without a running agent, recorder.jsonl holds two samples of the rail counters this far "
                         "apart, so rates exist offline; 0 takes one sample. Default: 10.")
+    p.add_argument("--agent", default=env_default("agent", None), metavar="unix:PATH|URL",
+                   help="A running agent whose events and flight recorder go into the bundle (its data socket, "
+                        "unix:/run/railscope/agent.sock in the pod, or http://ADDR:PORT with --agent-token-file). "
+                        "If it does not answer, the capture takes its own two samples. Default: none.")
+    p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
+                   help="Bearer token for --agent over TCP. Default: none.")
     p.add_argument("--pod-netns", action="store_true",
                    help="Also read pod network namespaces (needs CAP_SYS_ADMIN; reads tenant data). Default: off.")
+    p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
+                   help="Also stream the bundle to this collector as it is produced (the file is written too, "
+                        "to send again if the upload fails). Default: none.")
+    p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
+                   help="The agent token for --collector (a projected ServiceAccount token in a pod). Default: none.")
 
 
 def read_config(args: argparse.Namespace) -> object:
@@ -129,19 +140,36 @@ def run(args: argparse.Namespace) -> int:
     elif args.redact_key_file:
         print("railscope capture: --redact-key-file needs --redact", file=sys.stderr)
         return 3
-    if args.pod_netns:
-        print("railscope capture: --pod-netns is not supported yet; reading the host namespace only", file=sys.stderr)
+    events, recorder = None, None
+    if args.agent:
+        from agent.capture.agent_data import AgentDataError, fetch_agent_data
+
+        try:
+            events, recorder = fetch_agent_data(args.agent, args.agent_token_file)
+        except AgentDataError as exc:
+            print(f"railscope capture: the agent's events and recorder are not in this bundle: {exc}", file=sys.stderr)
     params = CaptureParams(node=args.node, cluster=args.cluster, incident=args.incident, reason=args.reason,
                            redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
-                           recorder_gap_s=args.recorder_gap, cfg=read_config(args))  # type: ignore[arg-type]
+                           recorder_gap_s=args.recorder_gap, cfg=read_config(args),  # type: ignore[arg-type]
+                           events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None,
+                           pod_netns=args.pod_netns)
     try:
         host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)
     except HostError as exc:
         print(f"railscope capture: {exc}", file=sys.stderr)
         return 3
     progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
+    upload_res = None
     try:
-        res = capture_to_file(host, args.output, params, progress=progress)
+        if args.collector:
+            from agent.commands.collector_upload import capture_streamed
+
+            res, upload_res = capture_streamed(args, host, params, progress)
+        else:
+            res = capture_to_file(host, args.output, params, progress=progress)
+    except ValueError as exc:  # a node, cluster or incident the collector's key scheme refuses
+        print(f"railscope capture: {exc}", file=sys.stderr)
+        return 3
     except CaptureError as exc:
         if progress:
             progress.end()
@@ -163,4 +191,12 @@ def run(args: argparse.Namespace) -> int:
           file=sys.stderr)
     print(res.path)
     print(f"sha256 {res.sha256}")
+    if upload_res is not None:
+        from agent.capture.upload import UploadError
+
+        if isinstance(upload_res, UploadError):
+            print(f"railscope capture: upload to {args.collector} failed: {upload_res} (the bundle is in {res.path})",
+                  file=sys.stderr)
+            return 1
+        print(f"collector {upload_res.status} {upload_res.key}")
     return 0

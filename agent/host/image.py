@@ -33,7 +33,7 @@ import re
 import stat
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from agent.host import HostError
@@ -117,9 +117,12 @@ class Manifest:
     started_at: str | None = None
     ended_at: str | None = None
     items: tuple[ManifestItem, ...] = ()
+    #: top-level keys beyond v1's (a capture's ``plugins``, ``notes``, ``hung``), kept as read
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def as_json(self) -> dict[str, Any]:
         return {
+            **self.extra,
             "schema": self.schema, "node": self.node, "cluster": self.cluster, "incident": self.incident,
             "reason": self.reason, "agent_version": self.agent_version, "started_at": self.started_at,
             "ended_at": self.ended_at, "items": [it.as_json() for it in sorted(self.items, key=lambda i: (i.path or "", i.argv or ()))],
@@ -200,7 +203,8 @@ def parse_manifest(data: bytes) -> tuple[Manifest, tuple[str, ...]]:
             items.append(item)
     if bad:
         problems.append(f"manifest.json: {bad} malformed item(s) ignored (first: {first_bad})")
-    return Manifest(schema=SCHEMA, items=tuple(items), **text), tuple(problems)
+    extra = {k: v for k, v in doc.items() if k not in _TEXT_FIELDS and k not in ("schema", "items")}
+    return Manifest(schema=SCHEMA, items=tuple(items), extra=extra, **text), tuple(problems)
 
 
 def _short(v: Any) -> str:

@@ -20,9 +20,11 @@ from typing import Any
 from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import Link, PciFunction, RailRule, Snapshot
+from agent.naming import rail_rules
 from agent.readers.common import Notes, read_word, to_int
 from agent.readers.devlink import read_devlink
 from agent.readers.ethtool import read_ethtool
+from agent.readers.health import read_health
 from agent.readers.links import (
     is_representor,
     parse_link,
@@ -138,6 +140,9 @@ class Source:
     firmware_touching: bool = False
     #: the link dump is this source's: node images' netlink items belong to it
     netlink: bool = False
+    #: the daemon runs this source in another source's thread, after it: a tool stuck in the driver
+    #: (devlink waits on one lock per instance) then holds one thread, never two
+    lane: str | None = None
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -158,7 +163,8 @@ def read_config(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part
 
 def read_links_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     """Versions, the link dump (no statistics in bulk), PCI / SR-IOV, then the rails' statistics."""
-    rules = ctx.rules
+    # A site's rules file also names storage / management NICs: only the rules that name rails count.
+    rules = rail_rules(ctx.rules, cfg.net_templates, cfg.rdma_templates)
     versions = read_versions(host, notes)
     links = (ctx.link_cache or LinkCache()).links(host, notes)
     pci_of = functions_of_links(host, links)
@@ -180,6 +186,10 @@ def read_devlink_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -
                       links=ctx.links)
     return _part("devlink", notes, fields={"devlink_devs": dl.devs, "eswitch": dl.eswitch, "params": dl.params,
                                            "ports": dl.ports})
+
+
+def read_health_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    return _part("health", notes, fields={"health": read_health(host, cfg.command_timeout_s, notes)})
 
 
 def read_rdma_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
@@ -224,6 +234,8 @@ SOURCES: tuple[Source, ...] = (
            (), 15.0, 0.0, ("versions", "links", "pci", "node"), read_links_part, netlink=True),
     Source("devlink", "devlink (eswitch mode, params, ports)",
            (("devlink",),), 60.0, 60.0, ("devlink_devs", "eswitch", "params", "ports"), read_devlink_part),
+    Source("health", "the devlink health reporters (devlink -j health show)",
+           (("devlink", "-j", "health"),), 60.0, 60.0, ("health",), read_health_part, lane="devlink"),
     Source("rdma", "rdma links, the netns mode and the rails' RDMA port counters",
            (("rdma",),), 60.0, 60.0, ("rdma_links", "rdma_netns", "rdma_devices"), read_rdma_part),
     Source("counters", "the rails' incident counters (ethtool statistics, one netdev at a time; carrier losses; "

@@ -22,11 +22,11 @@ root, out = sys.argv[1], sys.argv[2]
 plan = SimpleNamespace(PLAN=Plan("big", 1, (File("/var/log/big.log", 400 << 20),)))
 res = capture_to_file(LiveHost(root), out, CaptureParams(node="n", nice=0), plans=[plan])
 item = next(i for i in res.manifest["items"] if i["path"] == "fs/var/log/big.log")
-# VmHWM, not ru_maxrss: ru_maxrss survives execve on Linux, so a child of a big pytest process would
-# report the parent's peak.
-with open("/proc/self/status") as fh:
-    hwm = next(int(ln.split()[1]) for ln in fh if ln.startswith("VmHWM:")) * 1024
-print(json.dumps({"path": res.path, "sha256": res.sha256, "item_bytes": item["bytes"], "maxrss": hwm}))
+# VmHWM, not getrusage's ru_maxrss: the latter keeps the parent's high-water mark across
+# fork + exec (the kernel folds the old mm's peak into the new process), so under a large pytest
+# process it measured pytest, not the capture.
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"path": res.path, "sha256": res.sha256, "item_bytes": item["bytes"], "maxrss": hwm * 1024}))
 """
 
 

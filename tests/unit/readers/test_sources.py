@@ -79,6 +79,7 @@ def test_commands_belong_to_the_source_that_runs_them() -> None:
     assert source_of(["devlink", "-j", "dev", "show"]) == "devlink"
     assert source_of(["ovs-vsctl", "--format=json"]) == "config"
     assert source_of(["rdma", "-j", "link", "show"]) == "rdma"
+    assert source_of(["devlink", "-j", "health", "show"]) == "health"  # the longest prefix wins
     assert source_of(["cat"]) is None
 
 
@@ -96,6 +97,7 @@ def test_a_disabled_source_is_not_read(example_image: Path) -> None:
 
     with open_image(str(example_image)) as inner:
         host = Counting(inner)
-        snap = take_snapshot(host, ReadConfig(), disabled=("devlink", "counters"))  # type: ignore[arg-type]
+        snap = take_snapshot(host, ReadConfig(), disabled=("devlink", "health", "counters"))  # type: ignore[arg-type]
     assert not any(a[0] in ("devlink", "ethtool") for a in host.argv)
     assert snap.eswitch == () and snap.ethtool == () and snap.rdma_links  # the others are read
+    assert ("health", "disabled (--disable-source)") in snap.unavailable
