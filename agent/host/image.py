@@ -11,8 +11,9 @@ collector opens every bundle it stores. So:
   socket is refused without being opened), symlinks kept as text and resolved inside the tree;
 - symlinks are resolved inside the tree only (an absolute target is relative to the tree's root, ``..``
   stops at the root), so a link cannot name a file of the machine reading the image;
-- every JSON file of an image goes through ``load_json``: bounded size and nesting depth, and no
-  ``NaN`` / ``Infinity`` / 5,000-digit numbers (they read as ``null``, which the field validators drop).
+- every JSON file of an image goes through ``agent.safejson.load_json`` (re-exported here): bounded
+  nesting depth, and no ``NaN`` / ``Infinity`` / 5,000-digit numbers (they read as ``null``, which
+  the field validators drop).
 
 The manifest writer (``Manifest``, ``ManifestItem``, ``manifest_to_json``) and its validating reader
 (``parse_manifest``) live here too, so that capture, the recording host and the collector agree.
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from agent.host import HostError
+from agent.safejson import MAX_JSON_DEPTH, JSONError, load_json, loads_bounded
 
 __all__ = [
     "KINDS",
@@ -46,6 +48,7 @@ __all__ = [
     "ImageError",
     "ImageFS",
     "ImageTree",
+    "JSONError",
     "Limits",
     "Manifest",
     "ManifestItem",
@@ -172,7 +175,7 @@ def parse_manifest(data: bytes) -> tuple[Manifest, tuple[str, ...]]:
     problems: list[str] = []
     try:
         doc = load_json(data, "manifest.json")
-    except ImageError as exc:
+    except JSONError as exc:
         return Manifest(), (str(exc),)
     if not isinstance(doc, dict):
         return Manifest(), ("manifest.json: not a JSON object",)
@@ -261,69 +264,6 @@ def _item(raw: Any) -> tuple[ManifestItem | None, str]:
         return None, "reason: not a string"
     return ManifestItem(path=path, kind=kind, argv=argv, rc=rc, duration_s=float(dur), bytes=size, sha256=sha,
                         reason=reason, **flags), ""
-
-
-# -- JSON ---------------------------------------------------------------------------------------
-
-#: Deepest nesting any JSON file of an image needs is about 6 (links -> vfinfo -> vf); the bound
-#: keeps the recursive parser and everything that walks the result far from the interpreter's limit.
-MAX_JSON_DEPTH = 64
-_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
-#: a JSON number longer than this is no counter, index or time of a node (u64 has 20 digits)
-_MAX_NUMBER = 40
-
-
-def _depth(data: bytes) -> int:
-    from itertools import accumulate
-
-    brackets = _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS)
-    if len(brackets) <= 1:
-        return len(brackets)
-    # +1 / -1 per bracket as signed bytes: the running sum's maximum is the depth, at C speed.
-    return max(accumulate(memoryview(brackets.translate(_BRACKETS)).cast("b")))
-
-
-def _number(text: str) -> float | None:
-    if len(text) > _MAX_NUMBER:
-        return None
-    x = float(text)
-    return x if math.isfinite(x) else None
-
-
-def _integer(text: str) -> int | None:
-    return int(text) if len(text) <= _MAX_NUMBER else None
-
-
-def loads_bounded(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """``json.loads`` with the rules of ``load_json`` for text already decoded (a command's output).
-    Raises ``ImageError`` for nesting deeper than ``max_depth``, ``json.JSONDecodeError`` for text that
-    is not JSON."""
-    if text.count("[") + text.count("{") > max_depth and _depth(text.encode("utf-8", "surrogatepass")) > max_depth:
-        raise ImageError(f"{what}: JSON nested deeper than {max_depth} levels, ignored")
-    try:
-        return json.loads(text, parse_constant=lambda _: None, parse_float=_number, parse_int=_integer)
-    except RecursionError:
-        raise ImageError(f"{what}: JSON nested deeper than {max_depth} levels, ignored") from None
-
-
-def load_json(data: bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Parse one JSON document of an image. ``NaN``, ``Infinity``, numbers that overflow a double and
-    numbers of more than 40 digits read as ``null`` (so a field validator drops them, one field, not
-    the file). Raises ``ImageError`` (``what: ...``) for text that is not UTF-8 JSON or nests deeper
-    than ``max_depth``."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ImageError(f"{what}: not UTF-8 (byte {exc.start})") from None
-    try:
-        return loads_bounded(text, what, max_depth)
-    except ImageError:
-        raise
-    except ValueError as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ImageError(f"{what}: not JSON ({msg[:120]})") from None
 
 
 # -- the in-memory tree ----------------------------------------------------------------------------

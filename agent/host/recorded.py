@@ -16,9 +16,9 @@ from typing import IO, Any
 from agent.host import CmdResult, HostError, slug
 from agent.host.image import (
     LIMITS,
-    ImageError,
     ImageFS,
     ImageTree,
+    JSONError,
     Limits,
     Manifest,
     ManifestItem,
@@ -122,7 +122,7 @@ class RecordedHost:
             return
         try:
             doc = load_json(raw, "netlink/links.json")
-        except ImageError as exc:
+        except JSONError as exc:
             self.links_error = str(exc)
             return
         links = doc.get("links") if isinstance(doc, dict) else None

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from agent.host import CmdResult, Host
-from agent.host.image import ImageError, loads_bounded
+from agent.safejson import JSONError, loads_bounded
 
 __all__ = ["BDF_RE", "Notes", "basename", "parse_json", "read_int", "read_word", "to_int"]
 
@@ -51,7 +51,7 @@ def parse_json(text: str, what: str, truncated: bool = False) -> tuple[Any, str 
     try:
         # Bounded nesting, no NaN: a recorded command's output is as untrusted as the rest of an image.
         return loads_bounded(text, what), None
-    except ImageError as exc:
+    except JSONError as exc:
         return None, str(exc)
     except json.JSONDecodeError as exc:
         cut = ", output cut at the size cap" if truncated else ""

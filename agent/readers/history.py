@@ -10,7 +10,7 @@ stops a diagnosis: what can be read is used, and the reason for the rest goes to
 One set of rules for bad values in both files (an image is untrusted input, DESIGN §2): a time that
 is not a finite non-negative number, a code outside the event vocabulary, a subject or netdev that is
 not a short string, a counter that is not an integer in ``[0, 2**64)`` -- each is dropped and
-counted, never a traceback. JSON goes through ``agent.host.image.load_json`` (bounded nesting; no
+counted, never a traceback. JSON goes through ``agent.safejson.load_json`` (bounded nesting; no
 NaN / Infinity).
 
 Parsing is pure (bytes in, records out); ``load_history`` only asks the host for the two files.
@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.findings import CODES, EVENT_CODES, SEVERITIES
-from agent.host import Host
-from agent.host.image import ImageError, Manifest, load_json
 from agent.model import Event
+from agent.safejson import JSONError, load_json
+
+if TYPE_CHECKING:
+    # Types only: the checks import this module's records, and they never reach the host seam.
+    from agent.host import Host
+    from agent.host.image import Manifest
 
 __all__ = [
     "EVENT_VOCABULARY",
@@ -103,7 +107,7 @@ def parse_events(data: bytes) -> tuple[tuple[Event, ...], str | None]:
     """The events of an ``events.json``, oldest first, and a reason when (part of) it could not be read."""
     try:
         doc = load_json(data, "events.json")
-    except ImageError as exc:
+    except JSONError as exc:
         return (), str(exc)
     raw = doc.get("events") if isinstance(doc, dict) else None
     if not isinstance(raw, list):
@@ -162,7 +166,7 @@ def parse_recorder(data: bytes) -> tuple[Recorder | None, str | None]:
         if len(line) <= _MAX_LINE:
             try:
                 row = load_json(line, "recorder.jsonl")
-            except ImageError:
+            except JSONError:
                 row = None
         got = _sample(row)
         if got is None:

@@ -9,7 +9,7 @@ import pytest
 
 from agent.host.image import (
     SCHEMA,
-    ImageError,
+    JSONError,
     Manifest,
     ManifestItem,
     item_of,
@@ -71,5 +71,5 @@ def test_load_json_bounds() -> None:
     assert load_json(b'[NaN, -Infinity, 1e400, 2.5, ' + b"9" * 5000 + b", 7]", "x") == [None, None, None, 2.5, None, 7]
     # brackets inside strings are text, not nesting
     assert load_json(b'{"a": "' + b"[" * 1000 + b'"}', "x") == {"a": "[" * 1000}
-    with pytest.raises(ImageError, match="x: not UTF-8"):
+    with pytest.raises(JSONError, match="x: not UTF-8"):
         load_json(b'"\xff"', "x")
