@@ -269,3 +269,30 @@ def test_hostile_bundle_through_record_agent(index: int, world: dict[str, Path],
     import shutil
 
     shutil.rmtree(out)
+
+
+# -- the collector's report path ---------------------------------------------------------------
+
+@pytest.mark.parametrize("index", range(len(TAR_CASES)), ids=[c.name for c in TAR_CASES])
+def test_hostile_bundle_through_the_collectors_report(index: int, world: dict[str, Path]) -> None:
+    """The collector analyses every bundle it stores with the same reader: a refused bundle is a page
+    saying why (one line), any other a doctor document and an HTML page; never an exception."""
+    from collector.pages import _analyse_file, expectations
+
+    case = hostile.tar_cases(world["canary"])[index]
+    if case.name in ("gnu-long-name-bomb", "pax-header-bomb", "total-bomb"):
+        pytest.skip("a bomb's body of 120-256 MiB: the doctor table proves the refusal; in process adds nothing")
+    path = world["in"] / "b.tar.gz"
+    data = case.make(world["in"])
+    assert isinstance(data, bytes)
+    path.write_bytes(data)
+    got = _analyse_file(str(path), "cluster/2026/b.tar.gz", expectations())
+    if case.outcome == "refuse":
+        assert set(got) == {"error"} and case.expect in got["error"] and "\n" not in got["error"], got
+        assert str(world["in"]) not in got["error"]  # the stored name, not the collector's disk path
+        return
+    assert "error" not in got, got.get("error")
+    assert got["doctor"]["schema"] == "railscope.doctor/v1" and got["html"].lstrip().startswith("<!")
+    assert SECRET not in json.dumps(got["doctor"]) + got["html"]
+    if case.source:
+        assert any(case.expect in u["reason"] for u in got["doctor"]["unavailable"] if u["source"] == case.source)
