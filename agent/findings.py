@@ -18,6 +18,7 @@ SEVERITIES = ("critical", "warning", "info")
 CODES: dict[str, str] = {
     "RailMissing": "critical",
     "RailNameMismatch": "critical",
+    "RdmaNameMismatch": "critical",
     "RailTemplateInvalid": "critical",
     "RailLinkDown": "critical",
     "RdmaLinkDown": "critical",

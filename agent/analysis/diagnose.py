@@ -86,7 +86,8 @@ def _row(snap: Snapshot, rail: Rail) -> RailRow:
         firmware = rail.rdma_device.fw_ver.split()[0]
     pf = rail.pf
     return RailRow(
-        rail=rail.rail, plane=rail.plane, netdev=name, rdma=rail.rdma.dev if rail.rdma else None, pci=rail.pci,
+        rail=rail.rail, plane=rail.plane, netdev=name, pci=rail.pci,
+        rdma=rail.rdma.dev if rail.rdma else rail.rdma_device.name if rail.rdma_device else None,
         oper="up" if rail.netdev.is_oper_up else "down",
         speed_mbps=_speed(snap, name),
         rdma_state=rail.rdma.state if rail.rdma else None,

@@ -20,6 +20,7 @@ from typing import Any
 from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import Link, PciFunction, RailRule, Snapshot
+from agent.naming import rail_rules
 from agent.readers.common import Notes, read_word, to_int
 from agent.readers.devlink import read_devlink
 from agent.readers.ethtool import read_ethtool
@@ -162,7 +163,8 @@ def read_config(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part
 
 def read_links_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     """Versions, the link dump (no statistics in bulk), PCI / SR-IOV, then the rails' statistics."""
-    rules = ctx.rules
+    # A site's rules file also names storage / management NICs: only the rules that name rails count.
+    rules = rail_rules(ctx.rules, cfg.net_templates, cfg.rdma_templates)
     versions = read_versions(host, notes)
     links = (ctx.link_cache or LinkCache()).links(host, notes)
     pci_of = functions_of_links(host, links)

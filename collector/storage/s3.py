@@ -1,0 +1,418 @@
+"""The S3 store through boto3: one PutObject for a small bundle, a multipart upload for a large one.
+
+Every boto3 call runs in this store's thread pool, never on the event loop. A small bundle (below one
+part) is held in memory and sent with ``ChecksumSHA256`` and ``If-None-Match: *`` once the end frame
+matched. A large one starts a multipart upload at its first full part; parts upload concurrently
+(``part_concurrency`` per ingest, ``parts_in_flight`` for the whole replica, which bounds memory),
+each with its own ``ChecksumSHA256``; ``CompleteMultipartUpload`` runs only after the end frame
+matched, and ``AbortMultipartUpload`` on any error, so a failed ingest leaves no orphaned parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, sha256_line
+
+from ..config import CollectorSettings
+from . import Stored, StoreError
+
+__all__ = ["S3Store"]
+
+log = logging.getLogger("railscope.collector.s3")
+
+_READ = 1 << 20
+
+
+def _b64sha(data: bytes | bytearray | memoryview) -> str:
+    return base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def _code(exc: BaseException) -> str:
+    resp = getattr(exc, "response", None)
+    return str((resp or {}).get("Error", {}).get("Code", "")) if isinstance(resp, dict) else ""
+
+
+class S3Writer:
+    def __init__(self, store: S3Store, key: BundleKey) -> None:
+        self.store, self.key = store, key
+        self.obj = key.key(store.prefix)
+        # The part being filled; it holds one of the replica's part slots from its first byte.
+        self._buf: bytearray | None = None
+        self._fill = 0
+        self._upload_id: str | None = None
+        self._parts: dict[int, dict[str, Any]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._mine = asyncio.Semaphore(store.settings.part_concurrency)
+        self._next = 1
+        self._failed: BaseException | None = None
+
+    async def write(self, data: bytes) -> None:
+        if self._failed is not None:
+            raise StoreError(f"s3 upload_part failed: {self._failed}")
+        size = self.store.settings.part_bytes
+        view = memoryview(data)
+        while view:
+            if self._buf is None:
+                # Back-pressure: a new part waits for a slot, which holds the ingest (and so the
+                # client's TCP stream); every part buffer of the replica, filling or uploading,
+                # holds a slot, so ingest memory stays parts_in_flight x part_bytes.
+                await self.store.parts.acquire()
+                self._buf, self._fill = bytearray(size), 0
+            k = min(size - self._fill, len(view))
+            self._buf[self._fill:self._fill + k] = view[:k]
+            self._fill += k
+            view = view[k:]
+            if self._fill == size:
+                part, self._buf = self._buf, None
+                await self._send_part(part)
+
+    def _take(self) -> bytearray:
+        """The part being filled, cut to its length (in place: no copy); its slot goes with it."""
+        part, self._buf = self._buf, None
+        assert part is not None
+        del part[self._fill:]
+        return part
+
+    async def _send_part(self, part: bytearray) -> None:
+        st = self.store
+        try:
+            if self._upload_id is None:
+                resp = await st.call("create_multipart_upload", Bucket=st.bucket, Key=self.obj,
+                                     ChecksumAlgorithm="SHA256", ContentType="application/gzip")
+                self._upload_id = resp["UploadId"]
+            await self._mine.acquire()
+        except BaseException:
+            st.parts.release()
+            raise
+        number, self._next = self._next, self._next + 1
+        task = asyncio.create_task(self._upload(number, part))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _upload(self, number: int, part: bytearray) -> None:
+        st = self.store
+        upload_id = self._upload_id
+
+        def put() -> tuple[str, dict[str, Any]]:
+            # Hashed in the worker thread (hashlib releases the GIL): the event loop keeps receiving.
+            checksum = _b64sha(part)
+            return checksum, st.client.upload_part(Bucket=st.bucket, Key=self.obj, UploadId=upload_id,
+                                                   PartNumber=number, Body=part, ChecksumSHA256=checksum)
+
+        try:
+            checksum, resp = await st.run(put)
+            self._parts[number] = {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": checksum}
+        except BaseException as exc:  # any failure fails the ingest at its next step
+            self._failed = exc
+        finally:
+            st.parts.release()
+            self._mine.release()
+
+    async def _drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def commit(self, sha256: str) -> bool:
+        st = self.store
+        try:
+            if self._upload_id is None:
+                held = self._buf is not None
+                data = self._take() if held else bytearray()
+
+                def put() -> None:
+                    st.client.put_object(Bucket=st.bucket, Key=self.obj, Body=data, ChecksumSHA256=_b64sha(data),
+                                         ContentType="application/gzip", IfNoneMatch="*")
+
+                try:
+                    await st.run(put)
+                except Exception as exc:
+                    if _code(exc) in ("PreconditionFailed", "412"):
+                        return False
+                    raise
+                finally:
+                    if held:
+                        st.parts.release()
+            else:
+                if self._buf is not None:
+                    await self._send_part(self._take())
+                await self._drain()
+                if self._failed is not None:
+                    raise StoreError(f"s3 upload_part failed: {self._failed}")
+                parts = [self._parts[n] for n in sorted(self._parts)]
+                # Two replicas finishing one bundle id at once must store it once. Not every S3
+                # server honours If-None-Match on CompleteMultipartUpload (SeaweedFS ignores it),
+                # so the .sha256 is claimed first with a conditional PutObject, which they do.
+                if not await st.claim_sha256(self.key, sha256):
+                    await self.abort()
+                    return False
+                try:
+                    await st.call("complete_multipart_upload", Bucket=st.bucket, Key=self.obj,
+                                  UploadId=self._upload_id, MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+                except Exception:
+                    await st.release_sha256(self.key)
+                    raise
+                self._upload_id = None
+                return True
+            await st.write_sha256(self.key, sha256)
+            return True
+        except StoreError:
+            await self.abort()
+            raise
+        except Exception as exc:
+            await self.abort()
+            raise StoreError(f"s3: {type(exc).__name__}: {exc}") from None
+
+    async def abort(self) -> None:
+        if self._buf is not None:
+            self._buf = None
+            self.store.parts.release()
+        await self._drain()
+        if self._upload_id is not None:
+            upload_id, self._upload_id = self._upload_id, None
+            try:
+                await self.store.call("abort_multipart_upload", Bucket=self.store.bucket, Key=self.obj,
+                                      UploadId=upload_id)
+            except Exception as exc:
+                # The store is down: retried in the background until it answers.
+                log.warning("abort_multipart_upload %s failed (%s): retried later", self.obj, exc)
+                self.store.orphans.add((self.obj, upload_id))
+
+
+class S3Store:
+    def __init__(self, settings: CollectorSettings) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.settings = settings
+        self.bucket = settings.store.bucket
+        self.prefix = settings.store.prefix
+        workers = settings.parts_in_flight + 8
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="railscope-s3")
+        # Checksums are sent where we give them (ChecksumSHA256), not computed again by botocore.
+        # Payload signing off: over plain HTTP botocore would hash every part once more for SigV4;
+        # the signed x-amz-checksum-sha256 header already binds the body, and the server checks it.
+        cfg = Config(max_pool_connections=workers, retries={"max_attempts": 3, "mode": "standard"},
+                     request_checksum_calculation="when_required", response_checksum_validation="when_required",
+                     connect_timeout=5, read_timeout=60, s3={"payload_signing_enabled": False})
+        self.client = boto3.session.Session().client("s3", endpoint_url=settings.s3_endpoint_url, config=cfg)
+        self.parts = asyncio.Semaphore(settings.parts_in_flight)
+        #: (key, upload id) of aborts that failed: retried every few seconds
+        self.orphans: set[tuple[str, str]] = set()
+        self._retry_task: asyncio.Task[None] | None = None
+        self.description = f"s3://{self.bucket}/{self.prefix}"
+
+    async def run(self, fn: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    async def call(self, op: str, **kwargs: Any) -> Any:
+        fn = getattr(self.client, op)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(**kwargs))
+
+    async def start(self) -> None:
+        try:
+            await self._sweep()
+        except Exception as exc:
+            log.warning("could not list incomplete multipart uploads at start: %s", exc)
+        self._retry_task = asyncio.create_task(self._retry_aborts())
+
+    async def _sweep(self) -> None:
+        """Abort the incomplete multipart uploads under the prefix older than ``stale_part_s``.
+
+        A replica killed mid-ingest leaves its upload open; no other replica knows its id. The age
+        keeps a sweep from aborting what a live replica is still sending.
+        """
+        import datetime as dt
+
+        cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=self.settings.stale_part_s)
+
+        def run() -> list[tuple[str, str]]:
+            out = []
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
+                                                                                   Prefix=self._base())
+            for page in pages:
+                for u in page.get("Uploads", []):
+                    if u["Initiated"] <= cutoff:
+                        out.append((u["Key"], u["UploadId"]))
+            return out
+
+        for key, upload_id in await asyncio.get_running_loop().run_in_executor(self._pool, run):
+            log.info("aborting a stale multipart upload of %s", key)
+            self.orphans.add((key, upload_id))
+        await self._abort_orphans()
+
+    async def _abort_orphans(self) -> None:
+        for key, upload_id in sorted(self.orphans):
+            try:
+                await self.call("abort_multipart_upload", Bucket=self.bucket, Key=key, UploadId=upload_id)
+            except Exception as exc:
+                if _code(exc) not in ("NoSuchUpload", "404"):
+                    continue
+            self.orphans.discard((key, upload_id))
+
+    async def _retry_aborts(self) -> None:
+        while True:
+            await asyncio.sleep(3)
+            if self.orphans:
+                await self._abort_orphans()
+
+    async def close(self) -> None:
+        if self._retry_task is not None:
+            self._retry_task.cancel()
+        if self.orphans:
+            await self._abort_orphans()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def ready(self) -> None:
+        try:
+            await self.call("head_bucket", Bucket=self.bucket)
+        except Exception as exc:
+            raise StoreError(f"s3 bucket {self.bucket}: {type(exc).__name__}: {exc}") from None
+
+    async def begin(self, key: BundleKey) -> S3Writer:
+        return S3Writer(self, key)
+
+    async def write_sha256(self, key: BundleKey, sha256: str) -> None:
+        body = sha256_line(sha256, key.name).encode()
+        await self.call("put_object", Bucket=self.bucket, Key=key.sha_key(self.prefix), Body=body,
+                        ChecksumSHA256=_b64sha(body), ContentType="text/plain")
+
+    async def claim_sha256(self, key: BundleKey, sha256: str) -> bool:
+        """Write the .sha256 only if absent; False when another upload holds it.
+
+        A claim left by a replica that died before completing (a .sha256 without its object, older
+        than ``stale_part_s``) is taken over.
+        """
+        body = sha256_line(sha256, key.name).encode()
+        for _ in range(2):
+            try:
+                await self.call("put_object", Bucket=self.bucket, Key=key.sha_key(self.prefix), Body=body,
+                                ChecksumSHA256=_b64sha(body), ContentType="text/plain", IfNoneMatch="*")
+                return True
+            except Exception as exc:
+                if _code(exc) not in ("PreconditionFailed", "412"):
+                    raise
+            if await self.stat(key) is not None:
+                return False
+            try:
+                head = await self.call("head_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
+            except Exception:
+                continue
+            import datetime as dt
+
+            age = (dt.datetime.now(dt.UTC) - head["LastModified"]).total_seconds()
+            if age < self.settings.stale_part_s:
+                return False
+            await self.release_sha256(key)
+        return False
+
+    async def release_sha256(self, key: BundleKey) -> None:
+        try:
+            await self.call("delete_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
+        except Exception as exc:
+            log.warning("could not remove the claim %s: %s", key.sha_key(self.prefix), exc)
+
+    def _base(self) -> str:
+        return self.prefix + "/" if self.prefix else ""
+
+    async def _objects(self, prefix: str) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                out.extend(page.get("Contents", []))
+            return out
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, run)
+        except Exception as exc:
+            raise StoreError(f"s3 list: {type(exc).__name__}: {exc}") from None
+
+    async def _sha(self, key: BundleKey) -> str | None:
+        try:
+            resp = await self.call("get_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
+            text = await asyncio.get_running_loop().run_in_executor(self._pool, resp["Body"].read, 4096)
+        except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise StoreError(f"s3 get .sha256: {exc}") from None
+        words = text.decode("ascii", "replace").split()
+        return words[0] if words else None
+
+    async def _collect(self, objs: list[dict[str, Any]], keep) -> list[Stored]:  # type: ignore[no-untyped-def]
+        base = self._base()
+        names = {o["Key"] for o in objs}
+        out: list[Stored] = []
+        for o in objs:
+            rel = o["Key"][len(base):]
+            parts = rel.split("/")
+            if len(parts) != 4 or not parts[3].endswith(SUFFIX):
+                continue
+            try:
+                key = parse_name(*parts)
+            except KeyPartError:
+                continue
+            if not keep(key):
+                continue
+            sha = await self._sha(key) if key.sha_key(self.prefix) in names else None
+            out.append(Stored(key=key, bytes=int(o["Size"]), sha256=sha))
+        return out
+
+    async def find(self, key: BundleKey) -> Stored | None:
+        objs = await self._objects(f"{self._base()}{key.dir}/{key.node}-")
+        found = await self._collect(objs, lambda k: k.node == key.node and k.bundle == key.bundle)
+        return found[0] if found else None
+
+    async def stat(self, key: BundleKey) -> Stored | None:
+        try:
+            head = await self.call("head_object", Bucket=self.bucket, Key=key.key(self.prefix))
+        except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise StoreError(f"s3 head: {exc}") from None
+        return Stored(key=key, bytes=int(head["ContentLength"]), sha256=await self._sha(key))
+
+    async def list(self, cluster: str | None = None, date: str | None = None, incident: str | None = None,
+                   node: str | None = None) -> list[Stored]:
+        for kind, val in (("cluster", cluster), ("incident", incident), ("node", node)):
+            if val is not None:
+                check_part(kind, val)
+        # The longest prefix the filters name, the rest filtered here.
+        prefix = self._base()
+        for val in (cluster, date, incident):
+            if val is None:
+                break
+            prefix += val + "/"
+        else:
+            if node is not None:
+                prefix += node + "-"
+        objs = await self._objects(prefix)
+
+        def keep(k: BundleKey) -> bool:
+            return ((cluster is None or k.cluster == cluster) and (date is None or k.date == date)
+                    and (incident is None or k.incident == incident) and (node is None or k.node == node))
+
+        return sorted(await self._collect(objs, keep), key=lambda s: s.key.rel)
+
+    async def read(self, key: BundleKey) -> AsyncIterator[bytes]:
+        try:
+            resp = await self.call("get_object", Bucket=self.bucket, Key=key.key(self.prefix))
+        except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                raise FileNotFoundError(key.rel) from None
+            raise StoreError(f"s3 get: {exc}") from None
+        body = resp["Body"]
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                data = await loop.run_in_executor(self._pool, body.read, _READ)
+                if not data:
+                    return
+                yield data
+        finally:
+            body.close()
