@@ -28,7 +28,7 @@ from collector_helpers import (
     running,
 )
 
-from proto.frames import End, Hello, encode
+from proto.frames import Chunk, End, Hello, encode
 
 DATA = os.urandom(300_000)
 KEY = "prod-east/2026-12-01/inc-1/gpu-node-017-20261201T093823Z-b0123456789abcdef01234567.tar.gz"
@@ -397,3 +397,51 @@ def test_hello_typed_fields_refused(tmp_path: Path) -> None:
     s, doc = run(go())
     assert (s, doc["error"]) == (400, "bad_key")
     assert isinstance(Hello, type)
+
+
+def test_frames_without_bytes_are_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    empty = hashlib.sha256(b"").hexdigest()
+    flood = encode(HELLO) + b"".join(encode(Chunk(i, b"")) for i in range(1000)) + encode(End(0, empty))
+
+    async def go() -> list[tuple[int, str]]:
+        async with running(local_settings(tmp_path, max_bundle_bytes=3 << 20)) as (url, _col):
+            out = []
+            for raw in (flood, encode(HELLO) + encode(End(0, empty))):
+                s, doc, _h = await post(url, raw)
+                out.append((s, doc["error"]))
+            return out
+
+    assert run(go()) == [(400, "empty_chunk"), (400, "empty_bundle")]
+    assert files(tmp_path / "store") == []
+
+
+def test_the_size_cap_counts_framing_on_the_wire(tmp_path: Path) -> None:
+    # Chunks of 4096 bytes, each padded with an unknown key (ignored by the decoder): the data
+    # stays under the cap, the body passes it by a fifth.
+    data = os.urandom(4096 * 234)
+    raw = encode(HELLO) + b"".join(
+        msgpack.packb({"t": "chunk", "v": 1, "seq": i, "data": data[off:off + 4096], "pad": "x" * 1000})
+        for i, off in enumerate(range(0, len(data), 4096))) + encode(End(len(data), hashlib.sha256(data).hexdigest()))
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path, max_bundle_bytes=1_000_000)) as (url, _col):
+            s, doc, _h = await post(url, raw)
+            return s, doc
+
+    s, doc = run(go())
+    assert (s, doc["error"]) == (413, "too_large")
+    assert files(tmp_path / "store") == []
+
+
+def test_small_chunks_hashed_in_batches_give_the_digest(tmp_path: Path) -> None:
+    data = os.urandom(4096 * 200 + 17)
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            s, doc, _h = await post(url, body(HELLO, data, chunk=4096))
+            return s, doc
+
+    s, doc = run(go())
+    assert s == 200 and doc["sha256"] == hashlib.sha256(data).hexdigest()
+    stored = [p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]
+    assert len(stored) == 1 and (tmp_path / "store" / stored[0]).read_bytes() == data
