@@ -82,6 +82,11 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Bearer token for --agent over TCP. Default: none.")
     p.add_argument("--pod-netns", action="store_true",
                    help="Also read pod network namespaces (needs CAP_SYS_ADMIN; reads tenant data). Default: off.")
+    p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
+                   help="Also stream the bundle to this collector as it is produced (the file is written too, "
+                        "to send again if the upload fails). Default: none.")
+    p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
+                   help="The agent token for --collector (a projected ServiceAccount token in a pod). Default: none.")
 
 
 def read_config(args: argparse.Namespace) -> object:
@@ -154,8 +159,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"railscope capture: {exc}", file=sys.stderr)
         return 3
     progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
+    upload_res = None
     try:
-        res = capture_to_file(host, args.output, params, progress=progress)
+        if args.collector:
+            from agent.commands.collector_upload import capture_streamed
+
+            res, upload_res = capture_streamed(args, host, params, progress)
+        else:
+            res = capture_to_file(host, args.output, params, progress=progress)
+    except ValueError as exc:  # a node, cluster or incident the collector's key scheme refuses
+        print(f"railscope capture: {exc}", file=sys.stderr)
+        return 3
     except CaptureError as exc:
         if progress:
             progress.end()
@@ -177,4 +191,12 @@ def run(args: argparse.Namespace) -> int:
           file=sys.stderr)
     print(res.path)
     print(f"sha256 {res.sha256}")
+    if upload_res is not None:
+        from agent.capture.upload import UploadError
+
+        if isinstance(upload_res, UploadError):
+            print(f"railscope capture: upload to {args.collector} failed: {upload_res} (the bundle is in {res.path})",
+                  file=sys.stderr)
+            return 1
+        print(f"collector {upload_res.status} {upload_res.key}")
     return 0

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from agent.host import CmdResult, Host
+from agent.safejson import JSONError, loads_bounded
 
 __all__ = ["BDF_RE", "Notes", "basename", "parse_json", "read_word", "to_int"]
 
@@ -48,8 +49,11 @@ def parse_json(text: str, what: str, truncated: bool = False) -> tuple[Any, str 
     if not text.strip():
         return None, f"{what}: empty output"
     try:
-        return json.loads(text), None
-    except ValueError as exc:
+        # Bounded nesting, no NaN: a recorded command's output is as untrusted as the rest of an image.
+        return loads_bounded(text, what), None
+    except JSONError as exc:
+        return None, str(exc)
+    except json.JSONDecodeError as exc:
         cut = ", output cut at the size cap" if truncated else ""
         return None, f"{what}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}{cut})"
 

@@ -151,3 +151,40 @@ def test_pod_namespaces_only_with_pod_netns(tmp_path: Path) -> None:
     got = {tuple(i["argv"]): i for i in manifest(on)["items"] if i.get("plugin") == "n"}
     assert sorted(got) == [(echo, "-n", "cni-1f2e", "addr"), (echo, "-n", "cni-9a8b", "addr")]
     assert all(i["rc"] == 0 for i in got.values())
+
+
+def test_commands_run_niced_with_lc_all_c_and_no_inherited_environment(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RAILSCOPE_TEST_SECRET", "leak")
+    probe = script(tmp_path, "probe", 'echo "lc=$LC_ALL secret=$RAILSCOPE_TEST_SECRET"\n'
+                                      "cut -d' ' -f19 /proc/$$/stat\n")
+    out = io.BytesIO()
+    root = tmp_path / "root"
+    root.mkdir()
+    from agent.capture.runner import CaptureParams as P
+
+    capture(LiveHost(str(root)), out, P(node="n", nice=10, recorder_gap_s=0),
+            plans=[plugin(Plan("p", 1, (Command((probe,)),)))], staging_dir=str(tmp_path))
+    it = next(i for i in items(out.getvalue()).values() if i["argv"] == [probe])
+    lines = members(out.getvalue())[it["path"]].decode().splitlines()
+    assert lines[0] == "lc=C secret="
+    assert int(lines[1]) >= 10
+
+
+def test_firmware_reads_take_the_shared_firmware_lock_and_never_wait_past_the_deadline(tmp_path: Path) -> None:
+    import threading
+
+    fw = script(tmp_path, "fwread", "echo ok\n")
+    plans = [fake_replay({"r0": "0000:0a:00.0"}),
+             plugin(Plan("fw", 1, (Command((fw, "{rail}"), firmware="rail"), Command((fw, "free")))))]
+    lock = threading.Lock()
+    lock.acquire()  # a sampler's read stuck in the driver holds it
+    t0 = time.monotonic()
+    bundle = run(tmp_path, plans, firmware_lock=lock, deadline_s=2.0)
+    assert time.monotonic() - t0 < 8
+    by_argv = {tuple(i["argv"]): i for i in manifest(bundle)["items"] if i["argv"]}
+    assert by_argv[(fw, "r0")]["skipped"] and "held" in by_argv[(fw, "r0")]["reason"]
+    assert by_argv[(fw, "free")]["rc"] == 0  # not a firmware read: not held up
+    lock.release()
+    bundle = run(tmp_path, plans, firmware_lock=lock)
+    by_argv = {tuple(i["argv"]): i for i in manifest(bundle)["items"] if i["argv"]}
+    assert by_argv[(fw, "r0")]["rc"] == 0 and not lock.locked()

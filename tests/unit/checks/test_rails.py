@@ -65,14 +65,6 @@ def test_operstate_unknown_with_carrier_is_up():
     assert found(snap) == []
 
 
-def test_operstate_unknown_without_carrier_is_down():
-    """UNKNOWN is up only with carrier (drivers without operstate support report UNKNOWN; carrier 0 is
-    still no link)."""
-    snap = nodes.replace_link(nodes.node(), "net_rail0", operstate="UNKNOWN", carrier=0)
-    assert ("RailLinkDown", "critical", "net_rail0") in found(snap)
-    assert diagnose(snap, Expectations(), kernel_table=()).rails[0].oper == "down"
-
-
 SITE = "/etc/udev/rules.d/70-persistent-net.rules"
 
 
@@ -104,3 +96,10 @@ def test_site_rules_name_rails_and_not_the_storage_nic():
 def test_site_rail_whose_rename_failed_is_not_invisible():
     snap = nodes.replace_link(site_node(), "eth_rail1", ifname="enp141s0f0np0")
     assert found(snap) == [("RailNameMismatch", "critical", "eth_rail1")]
+
+def test_operstate_unknown_without_carrier_is_down():
+    """UNKNOWN is up only with carrier (drivers without operstate support report UNKNOWN; carrier 0 is
+    still no link)."""
+    snap = nodes.replace_link(nodes.node(), "net_rail0", operstate="UNKNOWN", carrier=0)
+    assert ("RailLinkDown", "critical", "net_rail0") in found(snap)
+    assert diagnose(snap, Expectations(), kernel_table=()).rails[0].oper == "down"
