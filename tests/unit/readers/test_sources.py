@@ -110,7 +110,7 @@ def test_no_devlink_family_spares_the_health_command() -> None:
 
     class NoDevlink:
         live = False
-        image = None  # a host with no image door, like a live one
+        image = None  # a live host has no image door
         links_error = "no links here"
 
         def __init__(self) -> None:
