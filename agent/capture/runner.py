@@ -80,6 +80,8 @@ class CaptureParams:
     #: (tool, device) of reads stuck in the agent's own samplers ("" device: all of that tool's):
     #: never started a second time
     hung_tools: frozenset[tuple[str, str]] = frozenset()
+    #: held around each firmware-touching command: the daemon's, shared with its own samplers
+    firmware_lock: Any = None
     plugins: tuple[str, ...] = PLUGINS
     pod_netns: bool = False
     bundle_id: str | None = None
@@ -339,7 +341,19 @@ class _Run:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=self._late(), plugin=t.plugin))
             return
         timeout = min(step.timeout_s, max(left, 0.1))
-        if self.host.live:
+        lock = self.params.firmware_lock
+        if self.host.live and t.fw_key is not None and lock is not None:
+            # Never wait past the deadline: the holder may be a read stuck in the driver.
+            if not lock.acquire(timeout=max(0.0, left - 0.5)):
+                self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, plugin=t.plugin,
+                                      reason="skipped: another firmware read held the NIC until the deadline"))
+                return
+            try:
+                timeout = min(step.timeout_s, max(self.left(), 0.1))
+                res = run_argv(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
+            finally:
+                lock.release()
+        elif self.host.live:
             res = run_argv(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
         else:
             res = self.host.run(argv, timeout_s=timeout, max_bytes=step.max_bytes)  # a node image re-captured
@@ -553,7 +567,9 @@ class _Run:
             return
         for i in range(max(1, min(self.params.parallel, len(units)))):
             threading.Thread(target=worker, name=f"capture-{i}", daemon=True).start()
-        finished.wait(max(0.0, self.left()))
+        # A step that gave up at the deadline gets a moment to say why before the bundle is sealed.
+        if not finished.wait(max(0.0, self.left())):
+            finished.wait(0.5)
         with self.lock:
             self.sealed = True
             late = [t for t in tasks if t.state != "done"]

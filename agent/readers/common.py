@@ -13,7 +13,7 @@ from typing import Any
 from agent.host import CmdResult, Host
 from agent.safejson import JSONError, loads_bounded
 
-__all__ = ["BDF_RE", "Notes", "basename", "parse_json", "read_int", "read_word", "to_int"]
+__all__ = ["BDF_RE", "Notes", "basename", "parse_json", "read_word", "to_int"]
 
 #: A PCI function address as sysfs and netlink print it (domain may be longer than 4 digits on
 #: some VMD / Hyper-V hosts).
@@ -80,11 +80,6 @@ def read_word(host: Host, path: str, max_bytes: int = 4096) -> str | None:
         return None
     text = text.strip()
     return text or None
-
-
-def read_int(host: Host, path: str) -> int | None:
-    """An integer sysfs file; None when missing, empty, truncated or garbage."""
-    return to_int(read_word(host, path, 64))
 
 
 def basename(target: str | None) -> str | None:

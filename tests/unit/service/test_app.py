@@ -342,6 +342,9 @@ def test_event_captures_land_in_the_spool_once_per_cooldown_and_the_cap_drops_th
         meta = entries[0].meta
         assert meta["node"] == "gpu-node-7" and meta["incident"].startswith("linkflapping-")
         assert meta["reason"].startswith("event LinkFlapping")
+        from proto.keys import bundle_id
+
+        assert meta["bundle"] == bundle_id(meta["incident"], "gpu-node-7", meta["plan"]) and meta["plan"]
         text = await (await client.get("/metrics")).text()
         assert 'railscope_captures_total{outcome="ok",trigger="event"} 1.0' in text
         assert "railscope_spool_dropped_total 0.0" in text
