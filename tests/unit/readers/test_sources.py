@@ -110,7 +110,7 @@ def test_no_devlink_family_spares_the_health_command() -> None:
 
     class NoDevlink:
         live = False
-        image = None  # the image door: a node image's manifest would give the capture time and node
+        image = None  # a live host has no image door
         links_error = "no links here"
 
         def __init__(self) -> None:
