@@ -166,6 +166,15 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("--spool-max-bytes", type=_count, default=env_default("spool-max-bytes", str(1 << 30)),
                    metavar="BYTES", help="Size cap of the spool; the oldest bundles are dropped first. "
                                          "Default: 1073741824 (1 GiB).")
+    c.add_argument("--collector", default=env_default("collector", None), metavar="URL",
+                   help="The collector the spool is emptied into, oldest bundle first; a bundle leaves the spool "
+                        "only once the collector has it. Default: none (bundles stay in the spool).")
+    c.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
+                   help="The agent's token for --collector (a projected ServiceAccount token, read before every "
+                        "upload). Default: none.")
+    c.add_argument("--upload-interval", type=_duration, default=env_default("upload-interval", "30s"),
+                   help="How often the spool is tried when the collector was unreachable; a new capture is "
+                        "sent at once. Default: 30s.")
     c.add_argument("--data-socket", default=env_default("data-socket", None), metavar="PATH",
                    help="Unix socket serving every endpoint, the data endpoints (/v1/image, /v1/events, "
                         "/v1/recorder) included; what railscope capture --agent unix:PATH uses in the pod. "
@@ -227,7 +236,8 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         representor_include=args.representor_include, expectations=exp, read=read, thresholds=thresholds,
         capture_on=args.capture_on if isinstance(args.capture_on, frozenset) else _codes(args.capture_on),
         capture_cooldown_s=args.capture_cooldown, capture_deadline_s=args.capture_deadline,
-        spool_dir=args.spool, spool_max_bytes=args.spool_max_bytes,
+        spool_dir=args.spool, spool_max_bytes=args.spool_max_bytes, collector_url=args.collector,
+        collector_token_file=args.collector_token_file, upload_interval_s=args.upload_interval,
         data_socket=args.data_socket, data_token_file=args.data_token_file,
     )
 

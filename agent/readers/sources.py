@@ -103,6 +103,9 @@ class Context:
     link_cache: LinkCache | None = None
     #: read the flight recorder's extra counters (stats64 traffic, RDMA loss) with the counters
     recorder: bool = False
+    #: why devlink answers nothing on this node (no tool, no devlink family), from the devlink read:
+    #: every other devlink command would fail the same way
+    devlink_gone: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +192,9 @@ def read_devlink_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -
 
 
 def read_health_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    if ctx.devlink_gone is not None:
+        notes.missing("devlink health", ctx.devlink_gone)
+        return _part("health", notes, fields={"health": ()})
     return _part("health", notes, fields={"health": read_health(host, cfg.command_timeout_s, notes)})
 
 
@@ -273,6 +279,11 @@ def after(ctx: Context, part: Part) -> Context:
     if part.source == "links":
         return replace(ctx, links=tuple(part.fields.get("links", ())), functions=tuple(part.fields.get("pci", ())),
                        rails=part.rails, rail_bdfs=part.rail_bdfs)
+    if part.source == "devlink":
+        # ``devlink dev show`` failed (the reader's one "devlink" note, no instance read): not busy
+        gone = next((why for src, why in part.unavailable if src == "devlink"), None)
+        listed = part.fields.get("devlink_devs")
+        return replace(ctx, devlink_gone=gone if not listed and "devlink" not in part.busy else None)
     return ctx
 
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 import errno
 import logging
 import select
-import threading
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from agent.host.netlink.listener import ListenerThread
 
 __all__ = ["DEVLINK_FAMILY", "DEVLINK_GROUP", "DevlinkWatcher", "GenlSocket"]
 
@@ -68,40 +69,24 @@ def _errno_of(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else getattr(exc, "errno", None)
 
 
-class DevlinkWatcher:
+class DevlinkWatcher(ListenerThread):
     """Owns one daemon thread; ``start()`` returns once the socket is subscribed or given up."""
+
+    thread_name = "railscope-devlink-watcher"
 
     def __init__(self, on_event: Callable[[], None], *,
                  socket_factory: Callable[[], GenlSocket] = _open_socket,
                  msg_class: Callable[[], Any] = _msg_class,
                  family: str = DEVLINK_FAMILY, group: str = DEVLINK_GROUP) -> None:
         """``family`` / ``group`` / ``msg_class`` are devlink's; a test may listen to another family."""
+        super().__init__()
         self._on_event = on_event
         self._family = family
         self._group = group
         self._socket_factory = socket_factory
         self._msg_class = msg_class
-        self._stop = threading.Event()
-        self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
-        #: why the listener is not (or no longer) listening; None while it listens
-        self.error: str | None = None
         self.subscribed = False
         self.events = 0
-
-    def start(self, timeout_s: float = 5.0) -> None:
-        self._thread = threading.Thread(target=self._run, name="railscope-devlink-watcher", daemon=True)
-        self._thread.start()
-        self._ready.wait(timeout_s)
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def _subscribe(self, sock: GenlSocket) -> int:
         """Resolves the family, joins devlink's config group; returns the devlink family id."""

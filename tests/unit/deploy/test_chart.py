@@ -72,6 +72,9 @@ FULL_AGENT = {
     "captureDeadline": "120s",
     "spool": "/var/lib/railscope/spool",
     "spoolMaxBytes": 536870912,
+    "collector": "http://rs-railscope-collector.railscope:9842",
+    "collectorTokenFile": "/var/run/secrets/railscope/collector-token",
+    "uploadInterval": "1m",
     "dataSocket": "/run/railscope/agent.sock",
     "dataTokenFile": "/etc/railscope/data-token",
     "devlinkParam": ["esw_multiport"],
@@ -612,6 +615,8 @@ def test_every_value_reaches_the_agent(chart: Any, monkeypatch: pytest.MonkeyPat
     assert s.read.command_timeout_s == 7
     assert s.representor_include == "^pf0vf[0-3]$"
     assert (s.recorder_window_s, s.event_history, s.event_queue) == (600, 2000000, 512)
+    assert (s.collector_url, s.collector_token_file, s.upload_interval_s) == (
+        "http://rs-railscope-collector.railscope:9842", "/var/run/secrets/railscope/collector-token", 60)
     assert (s.capture_on, s.capture_cooldown_s, s.capture_deadline_s) == (frozenset({"LinkFlapping", "PfcStorm"}),
                                                                           900, 120)
     assert (s.spool_dir, s.spool_max_bytes) == ("/var/lib/railscope/spool", 536870912)

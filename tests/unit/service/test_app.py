@@ -134,14 +134,15 @@ def test_a_node_image_recorded_by_the_agent_replays_to_the_same_diagnosis(exampl
     path.write_bytes(got["tar"])
     exp = Expectations()
     with open_image(str(path)) as host:
-        manifest = host.manifest or {}
-        items = {it["path"]: it for it in manifest.get("items", [])}
-        assert "recorder.jsonl" in items and items["recorder.jsonl"]["bytes"] > 0
-        assert manifest.get("node") == "gpu-node-7" and manifest.get("reason") == "test"
+        manifest = host.manifest
+        assert manifest is not None
+        items = {it.path: it for it in manifest.items}
+        assert "recorder.jsonl" in items and items["recorder.jsonl"].bytes > 0
+        assert manifest.node == "gpu-node-7" and manifest.reason == "test"
         # the capture runner's whole bundle, every plug-in listed
         from agent.capture.plans import PLUGINS
 
-        assert [p["name"] for p in manifest["plugins"]] == list(PLUGINS)
+        assert [p["name"] for p in manifest.extra["plugins"]] == list(PLUGINS)
         history = load_history(host)
         assert history.recorder is not None and set(history.recorder.netdevs) == {"net_rail0", "net_rail1"}
         replayed = diagnose(take_snapshot(host), exp, events=history.events, recorder=history.recorder)
