@@ -51,8 +51,16 @@ def test_rules_use_only_series_the_agent_exports() -> None:
     assert used <= exported | MAINTENANCE, sorted(used - exported - MAINTENANCE)
 
 
-#: Served beside the node's own series by the agent's Node watch (agent/service/maintenance.py).
-MAINTENANCE = {"railscope_node_maintenance"}
+def _maintenance_names() -> set[str]:
+    """Served beside the node's own series by the agent's Node watch (agent/service/maintenance.py)."""
+    from agent.events import EventLog
+    from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
+
+    col = MaintenanceCollector(NodeWatch(ApiConfig("http://127.0.0.1:1"), "n"), EventLog())
+    return {s.name for fam in col.collect() for s in fam.samples}
+
+
+MAINTENANCE = _maintenance_names()
 MAINTENANCE_SUITE = ROOT / "deploy" / "prometheus" / "tests" / "railscope-maintenance-test.yaml"
 
 
