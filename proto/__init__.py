@@ -1,0 +1,4 @@
+"""The wire format shared by the agent and the collector: ``SPEC.md``, frames, the key scheme, vectors.
+
+Imports neither ``agent`` nor ``collector`` (DESIGN §1): only msgpack and the standard library.
+"""

@@ -1,0 +1,303 @@
+"""Send a bundle to the collector as proto frames (proto/SPEC.md), with retries; drain the node spool.
+
+A bundle comes from a file (the spool: it can be sent again, so every retryable failure is retried)
+or from an iterator of ``tar.gz`` chunks (a capture streaming while it is produced: retried only while
+none of it was consumed, which ``Expect: 100-continue`` makes the common case for 401 / 429 / 503).
+Retries back off exponentially with full jitter and wait at least the collector's ``Retry-After``.
+
+The spool (written by the capture): ``<spool>/<bundle>.tar.gz``, its ``<bundle>.tar.gz.sha256``
+(``<hex>  <name>``) and a JSON sidecar ``<bundle>.json`` holding the hello's keys
+(``proto.frames.Hello.to_json``). The ``.sha256`` is written last: a bundle without one is still
+being written and is left alone. :func:`drain_spool` sends bundles oldest first and deletes a
+bundle only after the collector answered stored or duplicate; one the collector refuses for good
+(409, 400, 413) or whose bytes no longer match its ``.sha256`` moves to ``<spool>/rejected/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import random
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from proto.frames import MAX_CHUNK_BYTES, Chunk, End, FrameError, Hello, encode
+
+__all__ = [
+    "CONTENT_TYPE",
+    "DrainResult",
+    "RetryPolicy",
+    "UploadError",
+    "UploadResult",
+    "drain_spool",
+    "frame_stream",
+    "upload",
+    "upload_sync",
+]
+
+log = logging.getLogger("railscope.agent.upload")
+
+CONTENT_TYPE = "application/vnd.railscope.frames+msgpack"
+_READ = MAX_CHUNK_BYTES
+#: Statuses worth sending again (SPEC.md "Answers"); every other 4xx is final.
+_RETRYABLE = {408, 429, 500, 502, 503, 504}
+
+Progress = Callable[[int, int | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    attempts: int = 8
+    base_s: float = 1.0
+    cap_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        """Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"), never below Retry-After."""
+        jittered = rng.uniform(0, min(self.cap_s, self.base_s * (2 ** attempt)))
+        if retry_after is not None:
+            # Spread the agents that were all told the same Retry-After over half as long again.
+            return retry_after + rng.uniform(0, max(retry_after / 2, self.base_s))
+        return jittered
+
+
+@dataclass(frozen=True, slots=True)
+class UploadResult:
+    status: str  # "stored" or "duplicate"
+    key: str
+    bytes: int
+    sha256: str
+    attempts: int
+
+    @property
+    def duplicate(self) -> bool:
+        return self.status == "duplicate"
+
+
+class UploadError(Exception):
+    def __init__(self, message: str, status: int | None = None, code: str = "", retryable: bool = False,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.retryable, self.retry_after = status, code, retryable, retry_after
+
+
+def frame_stream(hello: Hello, chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The encoded frames of one upload: hello, the chunks (split to the frame bound), end."""
+    yield encode(hello)
+    h, n, seq = hashlib.sha256(), 0, 0
+    for piece in chunks:
+        for off in range(0, len(piece), MAX_CHUNK_BYTES):
+            data = bytes(piece[off:off + MAX_CHUNK_BYTES])
+            h.update(data)
+            n += len(data)
+            yield encode(Chunk(seq, data))
+            seq += 1
+    yield encode(End(n, h.hexdigest()))
+
+
+class _Body:
+    """The request body as an async generator of frames; remembers whether the source was touched."""
+
+    def __init__(self, hello: Hello, source: Path | Iterable[bytes] | AsyncIterator[bytes],
+                 expected_sha256: str | None, progress: Progress | None, total: int | None) -> None:
+        self.hello, self.source, self.expected = hello, source, expected_sha256
+        self.progress, self.total = progress, total
+        self.started = False
+        self.sent = 0
+        self.sha256 = ""
+
+    async def _pieces(self) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        src = self.source
+        if isinstance(src, Path):
+            fh = await loop.run_in_executor(None, open, src, "rb")
+            try:
+                while data := await loop.run_in_executor(None, fh.read, _READ):
+                    yield data
+            finally:
+                fh.close()
+        elif hasattr(src, "__aiter__"):
+            async for data in src:  # type: ignore[union-attr]
+                yield data
+        else:
+            it = iter(src)  # type: ignore[arg-type]
+            done = object()
+            # The archive compresses as it is iterated: run it in a thread, not on the loop.
+            while (data := await loop.run_in_executor(None, next, it, done)) is not done:
+                yield data  # type: ignore[misc]
+
+    async def frames(self) -> AsyncIterator[bytes]:
+        self.started = True
+        yield encode(self.hello)
+        h, n, seq = hashlib.sha256(), 0, 0
+        async for piece in self._pieces():
+            for off in range(0, len(piece), MAX_CHUNK_BYTES):
+                data = bytes(piece[off:off + MAX_CHUNK_BYTES])
+                h.update(data)
+                n += len(data)
+                yield encode(Chunk(seq, data))
+                seq += 1
+                self.sent = n
+                if self.progress:
+                    self.progress(n, self.total)
+        self.sha256 = h.hexdigest()
+        if self.expected is not None and self.sha256 != self.expected:
+            # The spooled file changed since it was written: never let it be stored as the bundle.
+            raise UploadError(f"{self.hello.bundle}: bytes do not match their .sha256 (spool corrupt)",
+                              code="corrupt_spool")
+        yield encode(End(n, self.sha256))
+
+
+def _token(token: str | None, token_file: str | None) -> str | None:
+    if token_file:
+        # Read on every attempt: a projected ServiceAccount token is rotated in place.
+        return Path(token_file).read_text().strip()
+    return token
+
+
+async def _attempt(session: aiohttp.ClientSession, url: str, body: _Body, token: str | None,
+                   timeout: aiohttp.ClientTimeout) -> dict:
+    headers = {"Content-Type": CONTENT_TYPE}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        async with session.post(url.rstrip("/") + "/v1/bundles", data=body.frames(), headers=headers,
+                                expect100=True, timeout=timeout) as resp:
+            try:
+                doc = await resp.json(content_type=None)
+            except (ValueError, aiohttp.ContentTypeError):
+                doc = {"error": "bad_answer", "message": (await resp.text())[:200]}
+            if resp.status == 200:
+                return doc
+            ra = resp.headers.get("Retry-After")
+            retry_after = float(ra) if ra and ra.isdigit() else None
+            raise UploadError(f"collector answered {resp.status} {doc.get('error', '')}: {doc.get('message', '')}",
+                              status=resp.status, code=str(doc.get("error", "")),
+                              retryable=resp.status in _RETRYABLE, retry_after=retry_after)
+    except UploadError:
+        raise
+    except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, UploadError):
+            raise cause from None
+        raise UploadError(f"collector unreachable: {type(exc).__name__}: {exc}", retryable=True) from None
+
+
+async def upload(url: str, hello: Hello, source: str | Path | Iterable[bytes] | AsyncIterator[bytes], *,
+                 token: str | None = None, token_file: str | None = None, expected_sha256: str | None = None,
+                 retry: RetryPolicy | None = None, progress: Progress | None = None,
+                 session: aiohttp.ClientSession | None = None, rng: random.Random | None = None,
+                 timeout: aiohttp.ClientTimeout | None = None) -> UploadResult:
+    """Send one bundle; retried per ``retry``; :class:`UploadError` when it cannot be stored."""
+    retry = retry or RetryPolicy()
+    rng = rng or random.Random()
+    timeout = timeout or aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=120)
+    if isinstance(source, str):
+        source = Path(source)
+    total = source.stat().st_size if isinstance(source, Path) else None
+    own = session is None
+    session = session or aiohttp.ClientSession()
+    try:
+        for attempt in range(retry.attempts):
+            body = _Body(hello, source, expected_sha256, progress, total)
+            try:
+                doc = await _attempt(session, url, body, _token(token, token_file), timeout)
+                return UploadResult(status=str(doc.get("status")), key=str(doc.get("key")),
+                                    bytes=int(doc.get("bytes", 0)), sha256=str(doc.get("sha256")),
+                                    attempts=attempt + 1)
+            except UploadError as exc:
+                resendable = isinstance(source, Path) or not body.started
+                if not exc.retryable or not resendable or attempt + 1 == retry.attempts:
+                    raise
+                wait = retry.delay(attempt, exc.retry_after, rng)
+                log.info("upload of %s: %s; again in %.1f s", hello.bundle, exc, wait)
+                await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+    finally:
+        if own:
+            await session.close()
+
+
+def upload_sync(url: str, hello: Hello, source: str | Path | Iterable[bytes], **kwargs: object) -> UploadResult:
+    """:func:`upload` for a caller without an event loop (the CLI)."""
+    return asyncio.run(upload(url, hello, source, **kwargs))  # type: ignore[arg-type]
+
+
+@dataclass
+class DrainResult:
+    sent: list[UploadResult] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    left: int = 0  # bundles still in the spool (the collector unreachable)
+    error: str = ""
+
+
+def _spooled(spool: Path) -> list[Path]:
+    """Complete bundles (their .sha256 exists), oldest first."""
+    found = []
+    for p in spool.glob("*.tar.gz"):
+        if p.with_name(p.name + ".sha256").is_file():
+            try:
+                found.append((p.stat().st_mtime, p.name, p))
+            except FileNotFoundError:
+                continue
+    return [p for _m, _n, p in sorted(found)]
+
+
+def _sidecar(bundle: Path) -> Path:
+    stem = bundle.name[: -len(".tar.gz")]
+    for cand in (bundle.with_name(stem + ".json"), bundle.with_name(bundle.name + ".json")):
+        if cand.is_file():
+            return cand
+    return bundle.with_name(stem + ".json")
+
+
+def _files(bundle: Path) -> list[Path]:
+    return [bundle, bundle.with_name(bundle.name + ".sha256"), _sidecar(bundle)]
+
+
+def _reject(spool: Path, bundle: Path, why: str) -> None:
+    dest = spool / "rejected"
+    dest.mkdir(mode=0o700, exist_ok=True)
+    for f in _files(bundle):
+        if f.exists():
+            os.replace(f, dest / f.name)
+    (dest / (bundle.name + ".why")).write_text(why + "\n")
+    log.error("spooled bundle %s set aside in %s: %s", bundle.name, dest, why)
+
+
+async def drain_spool(spool: str | Path, url: str, *, token: str | None = None, token_file: str | None = None,
+                      retry: RetryPolicy | None = None, session: aiohttp.ClientSession | None = None,
+                      rng: random.Random | None = None) -> DrainResult:
+    """Send every complete bundle of ``spool``, oldest first; stop at the first that cannot reach the collector."""
+    spool = Path(spool)
+    result = DrainResult()
+    bundles = _spooled(spool)
+    for i, bundle in enumerate(bundles):
+        try:
+            hello = Hello.from_json(json.loads(_sidecar(bundle).read_text()))
+            words = bundle.with_name(bundle.name + ".sha256").read_text().split()
+            expected = words[0] if words else ""
+        except (OSError, ValueError, FrameError) as exc:
+            _reject(spool, bundle, f"unreadable sidecar or .sha256: {exc}")
+            result.rejected.append(bundle.name)
+            continue
+        try:
+            res = await upload(url, hello, bundle, token=token, token_file=token_file, expected_sha256=expected,
+                               retry=retry, session=session, rng=rng)
+        except UploadError as exc:
+            if exc.retryable:
+                result.left = len(bundles) - i
+                result.error = str(exc)
+                return result
+            _reject(spool, bundle, str(exc))
+            result.rejected.append(bundle.name)
+            continue
+        for f in _files(bundle):
+            f.unlink(missing_ok=True)
+        result.sent.append(res)
+    return result

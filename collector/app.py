@@ -1,0 +1,101 @@
+"""The collector's HTTP app: upload, the bundle API, ``/metrics``, ``/healthz``, ``/readyz``.
+
+An app factory (aiohttp-demos ``polls``): the store and the authenticator live in ``cleanup_ctx``;
+``serve`` binds the address with bounded request lines and headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from . import bundles, ingest
+from .auth import Authenticator
+from .config import CollectorSettings
+from .metrics import CONTENT_TYPE_LATEST
+from .state import STATE, Collector
+from .storage import Store, StoreError, open_store
+
+__all__ = ["make_app", "serve"]
+
+log = logging.getLogger("railscope.collector")
+
+_PARTS = "{cluster}/{date}/{incident}/{name}"
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    col = request.app[STATE]
+    try:
+        await asyncio.wait_for(col.store.ready(), 5)
+    except (StoreError, TimeoutError) as exc:
+        col.metrics.storage_errors.labels("ready").inc()
+        return web.json_response({"status": "store unreachable", "store": col.store.description,
+                                  "error": str(exc) or "timeout"}, status=503)
+    return web.json_response({"status": "ready", "store": col.store.description})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[STATE].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def make_app(settings: CollectorSettings, store: Store | None = None) -> web.Application:
+    """The app; raises ``SettingsError`` for a configuration that cannot work (no token source)."""
+    col = Collector(settings=settings, store=store or open_store(settings), auth=Authenticator(settings))
+    # Only small JSON bodies are read whole; the upload streams and enforces its own cap.
+    app = web.Application(client_max_size=64 * 1024)
+    app[STATE] = col
+
+    async def resources(app: web.Application) -> AsyncIterator[None]:
+        await col.store.start()
+        await col.auth.start()
+        yield
+        await col.auth.close()
+        await col.store.close()
+
+    app.cleanup_ctx.append(resources)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/v1/bundles", ingest.upload, expect_handler=ingest.expect_upload)
+    app.router.add_get("/v1/bundles", bundles.list_bundles)
+    app.router.add_get(f"/v1/bundles/{_PARTS}", bundles.fetch)
+    app.router.add_post(f"/v1/bundles/{_PARTS}/verify", bundles.verify)
+    return app
+
+
+def handler_args(settings: CollectorSettings) -> dict[str, int]:
+    """Bounded request line and header fields (aiohttp's parser refuses longer ones with 400)."""
+    return {"max_line_size": 8190, "max_field_size": settings.max_header_bytes}
+
+
+async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None) -> int:
+    """Serve until SIGTERM / SIGINT. 1 when the address cannot be bound."""
+    app = make_app(settings)
+    runner = web.AppRunner(app, access_log=None, **handler_args(settings))
+    await runner.setup()
+    site = web.TCPSite(runner, settings.listen, settings.port, backlog=1024)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        log.error("cannot serve on %s:%s: %s", settings.listen, settings.port, exc.strerror)
+        return 1
+    log.info("collector serving on %s:%s, store %s", settings.listen, settings.port, app[STATE].store.description)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    await runner.cleanup()
+    return 0

@@ -1,0 +1,201 @@
+"""Who is calling: static per-role tokens and Kubernetes TokenReview, compared in constant time.
+
+Roles (DESIGN §9): ``agent`` uploads (and polls) as its own node only; ``alerting`` posts alerts;
+``operator`` lists, fetches, verifies. A ServiceAccount token is sent to the API server's TokenReview
+with the collector's audience; the node it is bound to comes from the token's pod-node claim
+(``authentication.kubernetes.io/node-name`` in ``user.extra``, Kubernetes ≥ 1.30). Without a node
+claim an agent token is refused: it could upload as any node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import ssl
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from proto.keys import KeyPartError, check_part
+
+from .config import CollectorSettings, SettingsError
+
+__all__ = ["ROLES", "AuthError", "Authenticator", "Principal", "load_tokens"]
+
+log = logging.getLogger("railscope.collector.auth")
+
+ROLES = ("agent", "alerting", "operator")
+NODE_CLAIM = "authentication.kubernetes.io/node-name"
+TOKENREVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
+_MAX_TOKEN = 16 * 1024
+
+
+class AuthError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    roles: frozenset[str]
+    node: str | None = None  # an agent's node; None: any node (operators, --insecure-dev)
+    name: str = ""
+
+    def require(self, role: str, node: str | None = None) -> None:
+        if role not in self.roles:
+            raise AuthError(403, "forbidden", f"{self.name or 'this token'} may not do this (needs role {role})")
+        if role == "agent" and node is not None and self.node is not None and node != self.node:
+            raise AuthError(403, "forbidden", f"an agent token of node {self.node} may not act as node {node}")
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+
+
+def load_tokens(path: str, role: str) -> list[tuple[bytes, Principal]]:
+    """A token file: one token per line (``#`` comments); agent files name the node first: ``<node> <token>``."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SettingsError(f"{role} token file {path}: {exc.strerror}") from None
+    out: list[tuple[bytes, Principal]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        words = line.split()
+        if role == "agent":
+            if len(words) != 2:
+                raise SettingsError(f"{path}:{n}: an agent token line is '<node> <token>'")
+            try:
+                node = check_part("node", words[0])
+            except KeyPartError as exc:
+                raise SettingsError(f"{path}:{n}: {exc}") from None
+            token, principal = words[1], Principal(frozenset({"agent"}), node=node, name=f"agent {node}")
+        else:
+            if len(words) != 1:
+                raise SettingsError(f"{path}:{n}: one token per line")
+            token, principal = words[0], Principal(frozenset({role}), name=role)
+        if len(token) < 16:
+            raise SettingsError(f"{path}:{n}: a token must be at least 16 characters")
+        out.append((_digest(token), principal))
+    if not out:
+        raise SettingsError(f"{role} token file {path}: no token in it")
+    return out
+
+
+class Authenticator:
+    """Bearer token -> :class:`Principal`, or :class:`AuthError` (401 unknown, 403 wrong role or node)."""
+
+    def __init__(self, settings: CollectorSettings) -> None:
+        self.settings = settings
+        self._static: list[tuple[bytes, Principal]] = []
+        for role, path in (("agent", settings.agent_token_file), ("alerting", settings.alerting_token_file),
+                           ("operator", settings.operator_token_file)):
+            if path:
+                self._static += load_tokens(path, role)
+        self._review = bool(settings.tokenreview_url)
+        if not self._static and not self._review and not settings.insecure_dev:
+            raise SettingsError("no token source (--agent-token-file, --operator-token-file, "
+                                "--alerting-token-file, --tokenreview-url): refusing to serve without "
+                                "authentication unless --insecure-dev")
+        self._session: aiohttp.ClientSession | None = None
+        self._cache: OrderedDict[bytes, tuple[float, Principal | None]] = OrderedDict()
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        if self._review:
+            ctx: ssl.SSLContext | bool = True
+            if self.settings.tokenreview_ca_file:
+                ctx = ssl.create_default_context(cafile=self.settings.tokenreview_ca_file)
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx),
+                                                  timeout=aiohttp.ClientTimeout(total=10))
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def authenticate(self, header: str | None) -> Principal:
+        token = None
+        if header and header[:7].lower() == "bearer ":
+            token = header[7:].strip()
+        if not token:
+            if self.settings.insecure_dev:
+                return Principal(frozenset(ROLES), name="insecure-dev")
+            raise AuthError(401, "unauthenticated", "no bearer token")
+        if len(token) > _MAX_TOKEN:
+            raise AuthError(401, "unauthenticated", "token too long")
+        digest = _digest(token)
+        found: Principal | None = None
+        # Every static token is compared, each in constant time over fixed-length digests: neither
+        # the position of a match nor a token's length shows in the time taken.
+        for known, principal in self._static:
+            if hmac.compare_digest(known, digest) and found is None:
+                found = principal
+        if found is not None:
+            return found
+        if self._review:
+            reviewed = await self._tokenreview(token, digest)
+            if reviewed is not None:
+                return reviewed
+        if self.settings.insecure_dev:
+            return Principal(frozenset(ROLES), name="insecure-dev")
+        raise AuthError(401, "unauthenticated", "unknown token")
+
+    async def _tokenreview(self, token: str, digest: bytes) -> Principal | None:
+        now = time.monotonic()
+        hit = self._cache.get(digest)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        principal = await self._ask(token)
+        # A positive answer is kept a minute, a negative one 10 s: a burst of uploads after an
+        # incident costs the API server one review per agent, not one per request.
+        self._cache[digest] = (now + (60 if principal else 10), principal)
+        self._cache.move_to_end(digest)
+        while len(self._cache) > 4096:
+            self._cache.popitem(last=False)
+        return principal
+
+    async def _ask(self, token: str) -> Principal | None:
+        assert self._session is not None
+        own = ""
+        if self.settings.tokenreview_token_file:
+            try:
+                own = Path(self.settings.tokenreview_token_file).read_text().strip()
+            except OSError as exc:
+                raise AuthError(503, "auth_unavailable", f"the collector's own token: {exc.strerror}") from None
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": token, "audiences": [self.settings.agent_audience]}}
+        url = self.settings.tokenreview_url.rstrip("/") + TOKENREVIEW_PATH  # type: ignore[union-attr]
+        try:
+            async with self._session.post(url, json=body, headers={"Authorization": f"Bearer {own}"}) as resp:
+                if resp.status != 201 and resp.status != 200:
+                    log.warning("tokenreview answered %s", resp.status)
+                    raise AuthError(503, "auth_unavailable", f"TokenReview answered {resp.status}")
+                doc = await resp.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise AuthError(503, "auth_unavailable", f"TokenReview failed: {type(exc).__name__}") from None
+        status = doc.get("status") or {} if isinstance(doc, dict) else {}
+        if not status.get("authenticated"):
+            return None
+        if self.settings.agent_audience not in (status.get("audiences") or []):
+            return None
+        user = status.get("user") or {}
+        username = user.get("username", "")
+        if username not in self.settings.agent_service_accounts:
+            return None
+        nodes = (user.get("extra") or {}).get(NODE_CLAIM) or []
+        if not isinstance(nodes, list) or len(nodes) != 1:
+            log.warning("agent token of %s has no node claim: refused", username)
+            return None
+        try:
+            node = check_part("node", nodes[0])
+        except KeyPartError:
+            return None
+        return Principal(frozenset({"agent"}), node=node, name=f"agent {node}")

@@ -1,0 +1,103 @@
+"""The collector's configuration, parsed once into one frozen dataclass.
+
+``agent/commands/collector.py`` maps flags (and ``RAILSCOPE_*`` variables) onto these fields one to one.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from proto.keys import KeyPartError, check_prefix
+
+__all__ = ["DEFAULT_PORT", "CollectorSettings", "SettingsError", "StoreURL", "parse_store"]
+
+DEFAULT_PORT = 9842
+MiB = 1 << 20
+#: S3 refuses parts below 5 MiB except the last one.
+MIN_PART = 5 * MiB
+
+
+class SettingsError(ValueError):
+    """A setting that cannot work; the message is one line for the operator."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreURL:
+    kind: str  # "local" or "s3"
+    path: str = ""  # local directory
+    bucket: str = ""
+    prefix: str = ""
+
+
+def parse_store(text: str) -> StoreURL:
+    """``./dir`` or ``file:///dir`` for the local store; ``s3://bucket/prefix`` for S3."""
+    if text.startswith("s3://"):
+        u = urlsplit(text)
+        if not u.netloc:
+            raise SettingsError(f"--store {text}: no bucket")
+        try:
+            prefix = check_prefix(u.path)
+        except KeyPartError as exc:
+            raise SettingsError(f"--store {text}: {exc}") from None
+        return StoreURL(kind="s3", bucket=u.netloc, prefix=prefix)
+    if "://" in text and not text.startswith("file://"):
+        raise SettingsError(f"--store {text}: expected a directory or s3://bucket/prefix")
+    path = text[len("file://"):] if text.startswith("file://") else text
+    if not path:
+        raise SettingsError("--store: empty path")
+    return StoreURL(kind="local", path=path)
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorSettings:
+    listen: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    store: StoreURL = StoreURL(kind="local", path="./railscope-data")
+    s3_endpoint_url: str | None = None
+    #: static tokens: files of one token per line (agent: ``<node> <token>``)
+    agent_token_file: str | None = None
+    alerting_token_file: str | None = None
+    operator_token_file: str | None = None
+    #: TokenReview: the API server's URL, the collector's own token and CA, the audience agents ask for
+    tokenreview_url: str | None = None
+    tokenreview_token_file: str | None = None
+    tokenreview_ca_file: str | None = None
+    agent_audience: str = "railscope-collector"
+    #: ServiceAccounts whose tokens are agents (``system:serviceaccount:<ns>:<name>``)
+    agent_service_accounts: tuple[str, ...] = ("system:serviceaccount:railscope:railscope-agent",)
+    insecure_dev: bool = False
+    max_bundle_bytes: int = 4 << 30
+    max_inflight: int = 8
+    retry_after_s: int = 5
+    #: the slow-client floor: after ``min_rate_grace_s``, an upload averaging less is ended (408)
+    min_rate_bps: int = 64 * 1024
+    min_rate_grace_s: float = 30.0
+    #: no byte at all for this long ends an upload (408)
+    stall_timeout_s: float = 60.0
+    part_bytes: int = 8 * MiB
+    #: parts uploading at once per ingest, and across all ingests of this replica (memory bound)
+    part_concurrency: int = 4
+    parts_in_flight: int = 8
+    max_header_bytes: int = 8190
+    #: temporary files of the local store older than this are removed at start (a replica killed mid-ingest)
+    stale_part_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.max_inflight < 1:
+            raise SettingsError("--max-inflight must be at least 1")
+        if self.part_bytes < MIN_PART:
+            raise SettingsError(f"--part-size must be at least {MIN_PART} bytes (S3's smallest part)")
+        if self.part_concurrency < 1 or self.parts_in_flight < 1:
+            raise SettingsError("part concurrency must be at least 1")
+        if self.max_bundle_bytes < 1:
+            raise SettingsError("--max-bundle-size must be positive")
+
+
+def check_listen(addr: str) -> str:
+    text = addr.strip().strip("[]")
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise SettingsError(f"--listen {addr!r}: not an IP address") from None

@@ -1,0 +1,206 @@
+"""``POST /v1/bundles``: stream a bundle's frames into the store, verified (proto/SPEC.md).
+
+The body is read as it arrives (never buffered whole: ``client_max_size`` does not bound
+``request.content``, so this handler enforces its own cap), hashed while received, and written to
+the store as parts fill. The object becomes visible only when the end frame's length and sha256
+match; every other outcome aborts the write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+
+import aiohttp
+from aiohttp import web
+
+from proto.frames import Chunk, End, FrameError, Hello, UploadReader
+from proto.keys import BundleKey, KeyPartError
+
+from .auth import AuthError, Principal
+from .errors import Refused, error_response
+from .state import STATE, Collector
+from .storage import Stored, StoreError, Writer
+
+__all__ = ["expect_upload", "upload"]
+
+log = logging.getLogger("railscope.collector.ingest")
+
+
+async def _admit(request: web.Request) -> Principal:
+    """Token, role and capacity: checked before ``100 Continue``, so a refusal costs no body."""
+    col = request.app[STATE]
+    try:
+        principal = await col.auth.authenticate(request.headers.get("Authorization"))
+        principal.require("agent")
+    except AuthError as exc:
+        raise Refused(exc.status, exc.code, exc.message) from None
+    if col.in_flight >= col.settings.max_inflight:
+        raise Refused(429, "busy", f"{col.in_flight} uploads in flight on this replica; retry later",
+                      headers={"Retry-After": str(col.settings.retry_after_s)})
+    return principal
+
+
+async def expect_upload(request: web.Request) -> web.StreamResponse | None:
+    try:
+        await _admit(request)
+    except Refused as r:
+        request.app[STATE].metrics.refuse(r.code)
+        return error_response(r.status, r.code, r.message, r.headers, close=True)
+    if request.headers.get("Expect", "").lower() != "100-continue":
+        return error_response(417, "malformed", "only Expect: 100-continue is understood", close=True)
+    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    request.writer.output_size = 0
+    return None
+
+
+async def upload(request: web.Request) -> web.Response:
+    col = request.app[STATE]
+    try:
+        principal = await _admit(request)
+    except Refused as r:
+        col.metrics.refuse(r.code)
+        return error_response(r.status, r.code, r.message, r.headers, close=True)
+    col.in_flight += 1
+    col.metrics.in_flight.inc()
+    started = time.monotonic()
+    try:
+        doc = await _Ingest(col, principal, request).run()
+    except Refused as r:
+        col.metrics.refuse(r.code)
+        log.info("upload refused: %s %s", r.code, r.message)
+        return error_response(r.status, r.code, r.message, r.headers, close=True)
+    finally:
+        col.in_flight -= 1
+        col.metrics.in_flight.dec()
+        col.metrics.duration.observe(time.monotonic() - started)
+    return web.json_response(doc)
+
+
+class _Ingest:
+    def __init__(self, col: Collector, principal: Principal, request: web.Request) -> None:
+        self.col, self.principal, self.request = col, principal, request
+        self.s = col.settings
+        self.reader = UploadReader()
+        self.hasher = hashlib.sha256()
+        self.total = 0
+        self.key: BundleKey | None = None
+        self.existing: Stored | None = None
+        self.writer: Writer | None = None
+
+    async def run(self) -> dict[str, object]:
+        committed = False
+        try:
+            await self._receive()
+            doc = await self._finish()
+            committed = True
+            return doc
+        except StoreError as exc:
+            self.col.metrics.storage_errors.labels("write").inc()
+            log.error("store failed during an upload: %s", exc)
+            raise Refused(503, "store_unavailable", "the store failed; retry later",
+                          headers={"Retry-After": str(self.s.retry_after_s)}) from None
+        finally:
+            if not committed and self.writer is not None:
+                # Shielded: a cancelled handler (client gone) must still abort its parts.
+                await asyncio.shield(self.writer.abort())
+
+    async def _read(self, started: float, received: int) -> bytes:
+        try:
+            data = await asyncio.wait_for(self.request.content.readany(), self.s.stall_timeout_s)
+        except TimeoutError:
+            raise Refused(408, "too_slow", f"no data for {self.s.stall_timeout_s:g} s") from None
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionError):
+            raise Refused(400, "truncated", "the body ended before the end frame") from None
+        elapsed = time.monotonic() - started
+        if elapsed > self.s.min_rate_grace_s and (received + len(data)) / elapsed < self.s.min_rate_bps:
+            raise Refused(408, "too_slow", f"below {self.s.min_rate_bps} bytes/s after "
+                                           f"{self.s.min_rate_grace_s:g} s")
+        return data
+
+    async def _receive(self) -> None:
+        started = time.monotonic()
+        received = 0
+        while True:
+            data = await self._read(started, received)
+            if not data:
+                break
+            received += len(data)
+            try:
+                frames = self.reader.feed(data)
+            except FrameError as exc:
+                raise Refused(400, exc.code, str(exc)) from None
+            for frame in frames:
+                if isinstance(frame, Chunk):
+                    await self._chunk(frame.data)
+                elif isinstance(frame, Hello):
+                    await self._hello(frame)
+                elif isinstance(frame, End):
+                    self._end(frame)
+        if not self.reader.finished:
+            raise Refused(400, "truncated", "the body ended before the end frame")
+
+    async def _hello(self, hello: Hello) -> None:
+        try:
+            key = BundleKey.build(hello.cluster, hello.incident, hello.node, hello.bundle, hello.created)
+        except KeyPartError as exc:
+            raise Refused(400, "bad_key", str(exc)) from None
+        try:
+            self.principal.require("agent", node=key.node)
+        except AuthError as exc:
+            raise Refused(exc.status, exc.code, exc.message) from None
+        self.key = key
+        self.existing = await self.col.store.find(key)
+        if self.existing is None:
+            self.writer = await self.col.store.begin(key)
+
+    async def _chunk(self, data: bytes) -> None:
+        self.total += len(data)
+        if self.total > self.s.max_bundle_bytes:
+            raise Refused(413, "too_large", f"the bundle passes --max-bundle-size ({self.s.max_bundle_bytes} bytes)")
+        self.col.metrics.bytes_in.inc(len(data))
+        self.hasher.update(data)
+        if self.writer is not None:
+            await self.writer.write(data)
+
+    def _end(self, end: End) -> None:
+        if end.bytes != self.total:
+            raise Refused(400, "length_mismatch", f"end says {end.bytes} bytes, {self.total} arrived")
+        if end.sha256 != self.hasher.hexdigest():
+            raise Refused(400, "digest_mismatch", "the end frame's sha256 is not the data's")
+
+    async def _finish(self) -> dict[str, object]:
+        assert self.key is not None and self.reader.end is not None
+        digest = self.reader.end.sha256
+        if self.writer is not None:
+            if await self.writer.commit(digest):
+                self.writer = None
+                self.col.metrics.stored.inc()
+                log.info("stored %s (%d bytes)", self.key.rel, self.total)
+                return self._answer("stored", self.key, False)
+            self.writer = None
+            # Another upload of the same bundle id finished first: judge against it.
+            self.existing = await self.col.store.find(self.key)
+        existing = self.existing
+        if existing is None:
+            raise StoreError("the bundle vanished while it was being stored")
+        recorded = existing.sha256
+        if recorded is None:
+            # Stored, but the replica died before writing .sha256: hash what is there, then write it.
+            h = hashlib.sha256()
+            async for piece in self.col.store.read(existing.key):
+                h.update(piece)
+            if h.hexdigest() == digest:
+                await self.col.store.write_sha256(existing.key, digest)
+            recorded = h.hexdigest()
+        if recorded != digest:
+            raise Refused(409, "conflict", f"bundle {self.key.bundle} is stored with another sha256")
+        self.col.metrics.duplicates.inc()
+        return self._answer("duplicate", existing.key, True)
+
+    def _answer(self, status: str, key: BundleKey, duplicate: bool) -> dict[str, object]:
+        assert self.reader.end is not None
+        return {"status": status, "duplicate": duplicate, "key": key.rel, "bytes": self.reader.end.bytes,
+                "sha256": self.reader.end.sha256}

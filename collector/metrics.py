@@ -1,0 +1,43 @@
+"""The collector's own metrics (``/metrics``), in a registry per app so that replicas in one process
+(tests, benchmarks) never share counters."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "CollectorMetrics"]
+
+#: Refusal reasons are the SPEC.md error codes: a closed set, so the label stays bounded.
+REASONS = ("malformed", "unknown_frame", "order", "unsupported_version", "bad_key", "length_mismatch",
+           "digest_mismatch", "truncated", "frame_too_large", "unauthenticated", "forbidden", "too_slow",
+           "conflict", "too_large", "busy", "store_unavailable", "auth_unavailable", "disconnected")
+
+
+class CollectorMetrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.bytes_in = Counter("railscope_collector_received_bytes", "Bundle bytes received (chunk data).",
+                                registry=r)
+        self.stored = Counter("railscope_collector_bundles_stored", "Bundles stored and verified.", registry=r)
+        self.duplicates = Counter("railscope_collector_bundles_duplicate",
+                                  "Uploads of a bundle already stored with the same digest (nothing written).",
+                                  registry=r)
+        self.refused = Counter("railscope_collector_bundles_refused", "Uploads refused, by reason (SPEC.md codes).",
+                               ["reason"], registry=r)
+        for reason in REASONS:
+            self.refused.labels(reason)
+        self.duration = Histogram("railscope_collector_ingest_duration_seconds",
+                                  "Time from the request to the answer of an upload that was admitted.",
+                                  buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900), registry=r)
+        self.in_flight = Gauge("railscope_collector_ingests_in_flight", "Uploads being received now.", registry=r)
+        self.storage_errors = Counter("railscope_collector_storage_errors", "Store operations that failed.",
+                                      ["op"], registry=r)
+        for op in ("write", "read", "list", "ready"):
+            self.storage_errors.labels(op)
+
+    def refuse(self, reason: str) -> None:
+        self.refused.labels(reason if reason in REASONS else "malformed").inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,81 @@
+"""Where bundles live: the local directory (the embedded default) or S3 (boto3).
+
+Both stores keep the same promise: an object is visible only after :meth:`Writer.commit`, its
+``.sha256`` beside it afterwards, and :meth:`Writer.abort` leaves nothing behind (no temporary file,
+no incomplete multipart upload).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from proto.keys import BundleKey
+
+if TYPE_CHECKING:
+    from ..config import CollectorSettings
+
+__all__ = ["Store", "StoreError", "Stored", "Writer", "open_store"]
+
+
+class StoreError(Exception):
+    """The store failed (unreachable, refused a write); the ingest answers 503."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    key: BundleKey
+    bytes: int
+    sha256: str | None  # from the .sha256 beside it; None while it is missing
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.key.to_json(), "bytes": self.bytes, "sha256": self.sha256}
+
+
+class Writer(Protocol):
+    async def write(self, data: bytes) -> None:
+        """Take the next bytes; may wait (back-pressure) while parts upload."""
+
+    async def commit(self, sha256: str) -> bool:
+        """Make the object visible and write its .sha256; False if another upload stored it first."""
+
+    async def abort(self) -> None:
+        """Remove everything written; never raises."""
+
+
+class Store(Protocol):
+    description: str
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ready(self) -> None:
+        """Raise :class:`StoreError` when the store cannot be reached."""
+
+    async def find(self, key: BundleKey) -> Stored | None:
+        """The stored bundle with ``key``'s cluster, date, incident, node and bundle id, if any."""
+
+    async def begin(self, key: BundleKey) -> Writer: ...
+
+    async def list(self, cluster: str | None = None, date: str | None = None, incident: str | None = None,
+                   node: str | None = None) -> list[Stored]: ...
+
+    async def read(self, key: BundleKey) -> AsyncIterator[bytes]:
+        """The object's bytes in chunks; :class:`FileNotFoundError` when absent."""
+
+    async def write_sha256(self, key: BundleKey, sha256: str) -> None: ...
+
+    async def stat(self, key: BundleKey) -> Stored | None:
+        """The object at exactly ``key``, if present."""
+
+
+def open_store(settings: CollectorSettings) -> Store:
+    if settings.store.kind == "s3":
+        from .s3 import S3Store
+
+        return S3Store(settings)
+    from .local import LocalStore
+
+    return LocalStore(settings)

@@ -1,0 +1,287 @@
+"""The S3 store through boto3: one PutObject for a small bundle, a multipart upload for a large one.
+
+Every boto3 call runs in this store's thread pool, never on the event loop. A small bundle (below one
+part) is held in memory and sent with ``ChecksumSHA256`` and ``If-None-Match: *`` once the end frame
+matched. A large one starts a multipart upload at its first full part; parts upload concurrently
+(``part_concurrency`` per ingest, ``parts_in_flight`` for the whole replica, which bounds memory),
+each with its own ``ChecksumSHA256``; ``CompleteMultipartUpload`` runs only after the end frame
+matched, and ``AbortMultipartUpload`` on any error, so a failed ingest leaves no orphaned parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, sha256_line
+
+from ..config import CollectorSettings
+from . import Stored, StoreError
+
+__all__ = ["S3Store"]
+
+log = logging.getLogger("railscope.collector.s3")
+
+_READ = 1 << 20
+
+
+def _b64sha(data: bytes) -> str:
+    return base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def _code(exc: BaseException) -> str:
+    resp = getattr(exc, "response", None)
+    return str((resp or {}).get("Error", {}).get("Code", "")) if isinstance(resp, dict) else ""
+
+
+class S3Writer:
+    def __init__(self, store: S3Store, key: BundleKey) -> None:
+        self.store, self.key = store, key
+        self.obj = key.key(store.prefix)
+        self._buf = bytearray()
+        self._upload_id: str | None = None
+        self._parts: dict[int, dict[str, Any]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._mine = asyncio.Semaphore(store.settings.part_concurrency)
+        self._next = 1
+        self._failed: BaseException | None = None
+
+    async def write(self, data: bytes) -> None:
+        if self._failed is not None:
+            raise StoreError(f"s3 upload_part failed: {self._failed}")
+        self._buf += data
+        size = self.store.settings.part_bytes
+        while len(self._buf) >= size:
+            part = bytes(memoryview(self._buf)[:size])
+            del self._buf[:size]
+            await self._send_part(part)
+
+    async def _send_part(self, part: bytes) -> None:
+        st = self.store
+        if self._upload_id is None:
+            resp = await st.call("create_multipart_upload", Bucket=st.bucket, Key=self.obj,
+                                 ChecksumAlgorithm="SHA256", ContentType="application/gzip")
+            self._upload_id = resp["UploadId"]
+        # Back-pressure: this await holds the ingest (and so the client's TCP stream) while the
+        # replica's part budget is spent; memory stays parts_in_flight x part_bytes.
+        await self._mine.acquire()
+        try:
+            await st.parts.acquire()
+        except BaseException:
+            self._mine.release()
+            raise
+        number, self._next = self._next, self._next + 1
+        task = asyncio.create_task(self._upload(number, part))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _upload(self, number: int, part: bytes) -> None:
+        st = self.store
+        try:
+            checksum = _b64sha(part)
+            resp = await st.call("upload_part", Bucket=st.bucket, Key=self.obj, UploadId=self._upload_id,
+                                 PartNumber=number, Body=part, ChecksumSHA256=checksum)
+            self._parts[number] = {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": checksum}
+        except BaseException as exc:  # any failure fails the ingest at its next step
+            self._failed = exc
+        finally:
+            st.parts.release()
+            self._mine.release()
+
+    async def _drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def commit(self, sha256: str) -> bool:
+        st = self.store
+        try:
+            if self._upload_id is None:
+                data = bytes(self._buf)
+                self._buf = bytearray()
+                try:
+                    await st.call("put_object", Bucket=st.bucket, Key=self.obj, Body=data,
+                                  ChecksumSHA256=_b64sha(data), ContentType="application/gzip", IfNoneMatch="*")
+                except Exception as exc:
+                    if _code(exc) in ("PreconditionFailed", "412"):
+                        return False
+                    raise
+            else:
+                if self._buf:
+                    await self._send_part(bytes(self._buf))
+                    self._buf = bytearray()
+                await self._drain()
+                if self._failed is not None:
+                    raise StoreError(f"s3 upload_part failed: {self._failed}")
+                parts = [self._parts[n] for n in sorted(self._parts)]
+                await st.call("complete_multipart_upload", Bucket=st.bucket, Key=self.obj,
+                              UploadId=self._upload_id, MultipartUpload={"Parts": parts})
+                self._upload_id = None
+            await st.write_sha256(self.key, sha256)
+            return True
+        except StoreError:
+            await self.abort()
+            raise
+        except Exception as exc:
+            await self.abort()
+            raise StoreError(f"s3: {type(exc).__name__}: {exc}") from None
+
+    async def abort(self) -> None:
+        await self._drain()
+        self._buf = bytearray()
+        if self._upload_id is not None:
+            upload_id, self._upload_id = self._upload_id, None
+            try:
+                await self.store.call("abort_multipart_upload", Bucket=self.store.bucket, Key=self.obj,
+                                      UploadId=upload_id)
+            except Exception as exc:  # logged; the bucket's lifecycle rule is the backstop
+                log.error("abort_multipart_upload %s failed: %s (the bucket lifecycle rule removes it)",
+                          self.obj, exc)
+                self.store.abort_failures += 1
+
+
+class S3Store:
+    def __init__(self, settings: CollectorSettings) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.settings = settings
+        self.bucket = settings.store.bucket
+        self.prefix = settings.store.prefix
+        workers = settings.parts_in_flight + 8
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="railscope-s3")
+        # Checksums are sent where we give them (ChecksumSHA256), not computed again by botocore.
+        cfg = Config(max_pool_connections=workers, retries={"max_attempts": 3, "mode": "standard"},
+                     request_checksum_calculation="when_required", response_checksum_validation="when_required",
+                     connect_timeout=5, read_timeout=60)
+        self.client = boto3.session.Session().client("s3", endpoint_url=settings.s3_endpoint_url, config=cfg)
+        self.parts = asyncio.Semaphore(settings.parts_in_flight)
+        self.abort_failures = 0
+        self.description = f"s3://{self.bucket}/{self.prefix}"
+
+    async def call(self, op: str, **kwargs: Any) -> Any:
+        fn = getattr(self.client, op)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(**kwargs))
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def ready(self) -> None:
+        try:
+            await self.call("head_bucket", Bucket=self.bucket)
+        except Exception as exc:
+            raise StoreError(f"s3 bucket {self.bucket}: {type(exc).__name__}: {exc}") from None
+
+    async def begin(self, key: BundleKey) -> S3Writer:
+        return S3Writer(self, key)
+
+    async def write_sha256(self, key: BundleKey, sha256: str) -> None:
+        body = sha256_line(sha256, key.name).encode()
+        await self.call("put_object", Bucket=self.bucket, Key=key.sha_key(self.prefix), Body=body,
+                        ChecksumSHA256=_b64sha(body), ContentType="text/plain")
+
+    def _base(self) -> str:
+        return self.prefix + "/" if self.prefix else ""
+
+    async def _objects(self, prefix: str) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                out.extend(page.get("Contents", []))
+            return out
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, run)
+        except Exception as exc:
+            raise StoreError(f"s3 list: {type(exc).__name__}: {exc}") from None
+
+    async def _sha(self, key: BundleKey) -> str | None:
+        try:
+            resp = await self.call("get_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
+            text = await asyncio.get_running_loop().run_in_executor(self._pool, resp["Body"].read, 4096)
+        except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise StoreError(f"s3 get .sha256: {exc}") from None
+        words = text.decode("ascii", "replace").split()
+        return words[0] if words else None
+
+    async def _collect(self, objs: list[dict[str, Any]], keep) -> list[Stored]:  # type: ignore[no-untyped-def]
+        base = self._base()
+        names = {o["Key"] for o in objs}
+        out: list[Stored] = []
+        for o in objs:
+            rel = o["Key"][len(base):]
+            parts = rel.split("/")
+            if len(parts) != 4 or not parts[3].endswith(SUFFIX):
+                continue
+            try:
+                key = parse_name(*parts)
+            except KeyPartError:
+                continue
+            if not keep(key):
+                continue
+            sha = await self._sha(key) if key.sha_key(self.prefix) in names else None
+            out.append(Stored(key=key, bytes=int(o["Size"]), sha256=sha))
+        return out
+
+    async def find(self, key: BundleKey) -> Stored | None:
+        objs = await self._objects(f"{self._base()}{key.dir}/{key.node}-")
+        found = await self._collect(objs, lambda k: k.node == key.node and k.bundle == key.bundle)
+        return found[0] if found else None
+
+    async def stat(self, key: BundleKey) -> Stored | None:
+        try:
+            head = await self.call("head_object", Bucket=self.bucket, Key=key.key(self.prefix))
+        except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise StoreError(f"s3 head: {exc}") from None
+        return Stored(key=key, bytes=int(head["ContentLength"]), sha256=await self._sha(key))
+
+    async def list(self, cluster: str | None = None, date: str | None = None, incident: str | None = None,
+                   node: str | None = None) -> list[Stored]:
+        for kind, val in (("cluster", cluster), ("incident", incident), ("node", node)):
+            if val is not None:
+                check_part(kind, val)
+        # The longest prefix the filters name, the rest filtered here.
+        prefix = self._base()
+        for val in (cluster, date, incident):
+            if val is None:
+                break
+            prefix += val + "/"
+        else:
+            if node is not None:
+                prefix += node + "-"
+        objs = await self._objects(prefix)
+
+        def keep(k: BundleKey) -> bool:
+            return ((cluster is None or k.cluster == cluster) and (date is None or k.date == date)
+                    and (incident is None or k.incident == incident) and (node is None or k.node == node))
+
+        return sorted(await self._collect(objs, keep), key=lambda s: s.key.rel)
+
+    async def read(self, key: BundleKey) -> AsyncIterator[bytes]:
+        try:
+            resp = await self.call("get_object", Bucket=self.bucket, Key=key.key(self.prefix))
+        except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                raise FileNotFoundError(key.rel) from None
+            raise StoreError(f"s3 get: {exc}") from None
+        body = resp["Body"]
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                data = await loop.run_in_executor(self._pool, body.read, _READ)
+                if not data:
+                    return
+                yield data
+        finally:
+            body.close()

@@ -1,0 +1,153 @@
+"""Tokens: static per role, constant-time, failing closed; ServiceAccount tokens through TokenReview.
+
+No API server runs here: ``TokenReviewStandIn`` is a stand-in that speaks the TokenReview API
+(authentication.k8s.io/v1) on loopback, answering like kube-apiserver for the tokens it was given.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from collector_helpers import HELLO, body, local_settings, post, run, running
+
+from collector.auth import NODE_CLAIM, Authenticator, load_tokens
+from collector.config import CollectorSettings, SettingsError, StoreURL
+
+DATA = os.urandom(10_000)
+SA = "system:serviceaccount:railscope:railscope-agent"
+COLLECTOR_SA_TOKEN = "collector-own-token-000000000000"
+
+
+class TokenReviewStandIn:
+    """A stand-in for kube-apiserver's TokenReview endpoint (not an API server)."""
+
+    def __init__(self, tokens: dict[str, dict]) -> None:
+        self.tokens = tokens
+        self.reviews = 0
+
+    async def review(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {COLLECTOR_SA_TOKEN}":
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        self.reviews += 1
+        doc = await request.json()
+        spec = doc["spec"]
+        user = self.tokens.get(spec["token"])
+        status: dict = {"authenticated": False}
+        if user is not None and user.get("aud") in spec.get("audiences", []):
+            status = {"authenticated": True, "audiences": [user["aud"]],
+                      "user": {"username": user["username"], "uid": "u1", "groups": ["system:serviceaccounts"],
+                               "extra": user.get("extra", {})}}
+        return web.json_response({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                  "spec": spec, "status": status}, status=201)
+
+
+async def _standin(tokens: dict[str, dict]) -> tuple[web.AppRunner, str, TokenReviewStandIn]:
+    standin = TokenReviewStandIn(tokens)
+    app = web.Application()
+    app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", standin.review)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}", standin
+
+
+def _review_settings(tmp_path: Path, api: str) -> CollectorSettings:
+    own = tmp_path / "own-token"
+    own.write_text(COLLECTOR_SA_TOKEN)
+    return CollectorSettings(store=StoreURL(kind="local", path=str(tmp_path / "store")), tokenreview_url=api,
+                             tokenreview_token_file=str(own))
+
+
+SA_TOKENS = {
+    "sa-017": {"username": SA, "aud": "railscope-collector", "extra": {NODE_CLAIM: ["gpu-node-017"]}},
+    "sa-018": {"username": SA, "aud": "railscope-collector", "extra": {NODE_CLAIM: ["gpu-node-018"]}},
+    "sa-nonode": {"username": SA, "aud": "railscope-collector"},
+    "sa-otheraud": {"username": SA, "aud": "kubernetes", "extra": {NODE_CLAIM: ["gpu-node-017"]}},
+    "sa-othersa": {"username": "system:serviceaccount:default:default", "aud": "railscope-collector",
+                   "extra": {NODE_CLAIM: ["gpu-node-017"]}},
+}
+
+
+def test_serviceaccount_tokens_are_bound_to_their_node(tmp_path: Path) -> None:
+    async def go() -> tuple[dict[str, int], int]:
+        runner, api, standin = await _standin(SA_TOKENS)
+        out = {}
+        try:
+            async with running(_review_settings(tmp_path, api)) as (url, _col):
+                for token in ("sa-017", "sa-018", "sa-nonode", "sa-otheraud", "sa-othersa", "unknown"):
+                    out[token] = (await post(url, body(HELLO, DATA), token=token))[0]
+                out["again"] = (await post(url, body(HELLO, DATA), token="sa-017"))[0]
+        finally:
+            await runner.cleanup()
+        return out, standin.reviews
+
+    out, reviews = run(go())
+    assert out == {"sa-017": 200, "sa-018": 403, "sa-nonode": 401, "sa-otheraud": 401, "sa-othersa": 401,
+                   "unknown": 401, "again": 200}
+    assert reviews == 6  # the second sa-017 upload was answered from the cache
+
+
+def test_an_unreachable_tokenreview_is_503_not_an_open_door(tmp_path: Path) -> None:
+    async def go() -> tuple[int, dict]:
+        async with running(_review_settings(tmp_path, "http://127.0.0.1:9")) as (url, _col):
+            s, doc, _h = await post(url, body(HELLO, DATA), token="sa-017")
+            return s, doc
+
+    s, doc = run(go())
+    assert s == 503 and doc["error"] == "auth_unavailable"
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.tar.gz"))
+
+
+def test_fail_closed_without_a_token_source(tmp_path: Path) -> None:
+    s = CollectorSettings(store=StoreURL(kind="local", path=str(tmp_path / "store")))
+    with pytest.raises(SettingsError, match="insecure-dev"):
+        Authenticator(s)
+    Authenticator(replace(s, insecure_dev=True))
+
+
+def test_insecure_dev_accepts_uploads_without_a_token(tmp_path: Path) -> None:
+    s = CollectorSettings(store=StoreURL(kind="local", path=str(tmp_path / "store")), insecure_dev=True)
+
+    async def go() -> int:
+        async with running(s) as (url, _col):
+            return (await post(url, body(HELLO, DATA), token=None))[0]
+
+    assert run(go()) == 200
+
+
+@pytest.mark.parametrize(("text", "role", "why"), [
+    ("", "operator", "no token"),
+    ("short\n", "operator", "at least 16"),
+    ("a b\n", "operator", "one token per line"),
+    ("tok-without-node-0000000\n", "agent", "<node> <token>"),
+    ("../n tok-0000000000000000\n", "agent", "valid key part"),
+])
+def test_bad_token_files_are_refused_at_start(tmp_path: Path, text: str, role: str, why: str) -> None:
+    f = tmp_path / "t"
+    f.write_text(text)
+    with pytest.raises(SettingsError, match=why):
+        load_tokens(str(f), role)
+
+
+def test_a_missing_token_file_is_a_setting_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="token file"):
+        local_settings(tmp_path)  # writes valid files; now point at a missing one
+        Authenticator(replace(local_settings(tmp_path), operator_token_file=str(tmp_path / "nope")))
+
+
+def test_token_comparison_is_over_every_token(tmp_path: Path) -> None:
+    async def go() -> list[str]:
+        auth = Authenticator(local_settings(tmp_path))
+        names = []
+        for token in ("agent-token-gpu-node-018-0123456789", "operator-token-0123456789abcdef"):
+            p = await auth.authenticate(f"Bearer {token}")
+            names.append(p.name)
+        return names
+
+    assert run(go()) == ["agent gpu-node-018", "operator"]

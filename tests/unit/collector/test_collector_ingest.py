@@ -1,0 +1,399 @@
+"""Streaming ingest into the local store: stored once, verified, visible only on a match, refusals clean."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import msgpack
+import pytest
+from collector_helpers import (
+    AGENT_TOKEN,
+    AGENT_TOKEN_18,
+    AGENT_TOKEN_N1,
+    ALERTING_TOKEN,
+    HELLO,
+    OPERATOR_TOKEN,
+    body,
+    files,
+    get,
+    local_settings,
+    post,
+    run,
+    running,
+)
+
+from proto.frames import End, Hello, encode
+
+DATA = os.urandom(300_000)
+KEY = "prod-east/2026-12-01/inc-1/gpu-node-017-20261201T093823Z-b0123456789abcdef01234567.tar.gz"
+
+
+def test_a_bundle_is_stored_under_its_key_with_its_sha256(tmp_path: Path) -> None:
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            status, doc, _h = await post(url, body(HELLO, DATA))
+            return status, doc
+
+    status, doc = run(go())
+    assert status == 200, doc
+    assert doc == {"status": "stored", "duplicate": False, "key": KEY, "bytes": len(DATA),
+                   "sha256": hashlib.sha256(DATA).hexdigest()}
+    root = tmp_path / "store"
+    assert files(root) == [KEY, KEY + ".sha256"]
+    assert (root / KEY).read_bytes() == DATA
+    res = subprocess.run(["sha256sum", "-c", Path(KEY).name + ".sha256"], cwd=(root / KEY).parent,
+                         capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.strip().endswith(": OK")
+
+
+def test_resending_the_same_bundle_is_a_no_op_and_another_digest_is_409(tmp_path: Path) -> None:
+    async def go() -> list[tuple[int, dict]]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            out = []
+            for data in (DATA, DATA, DATA[:-1] + b"x"):
+                status, doc, _h = await post(url, body(HELLO, data))
+                out.append((status, doc))
+            return out
+
+    first, again, other = run(go())
+    assert first[0] == 200 and not first[1]["duplicate"]
+    mtime = (tmp_path / "store" / KEY).stat().st_mtime_ns
+    assert again[0] == 200 and again[1]["duplicate"] is True and again[1]["status"] == "duplicate"
+    assert other[0] == 409 and other[1]["error"] == "conflict"
+    assert (tmp_path / "store" / KEY).read_bytes() == DATA
+    assert (tmp_path / "store" / KEY).stat().st_mtime_ns == mtime
+    assert files(tmp_path / "store") == [KEY, KEY + ".sha256"]
+
+
+def test_a_missing_sha256_beside_a_stored_bundle_is_rewritten_on_resend(tmp_path: Path) -> None:
+    async def go() -> dict:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            await post(url, body(HELLO, DATA))
+            (tmp_path / "store" / (KEY + ".sha256")).unlink()
+            _s, doc, _h = await post(url, body(HELLO, DATA))
+            return doc
+
+    assert run(go())["duplicate"] is True
+    assert (tmp_path / "store" / (KEY + ".sha256")).read_text().split()[0] == hashlib.sha256(DATA).hexdigest()
+
+
+def test_two_uploads_of_one_bundle_at_once_store_it_once(tmp_path: Path) -> None:
+    async def go() -> list[tuple[int, dict, dict]]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            return await asyncio.gather(*(post(url, body(HELLO, DATA, chunk=4096)) for _ in range(4)))
+
+    answers = run(go())
+    assert all(s == 200 for s, _d, _h in answers)
+    assert sorted(d["duplicate"] for _s, d, _h in answers) == [False, True, True, True]
+    assert files(tmp_path / "store") == [KEY, KEY + ".sha256"]
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("cluster", "../etc"), ("cluster", "Prod"), ("incident", "a/b"), ("incident", ".."), ("bundle", "b\x00x"),
+    ("bundle", "x" * 64), ("cluster", "é"), ("incident", ""), ("bundle", "-rf"),
+])
+def test_hostile_key_parts_are_refused_and_nothing_is_written(tmp_path: Path, field: str, value: str) -> None:
+    hello = replace(HELLO, **{field: value})
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            status, doc, _h = await post(url, body(hello, DATA))
+            return status, doc
+
+    status, doc = run(go())
+    assert status == 400 and doc["error"] == "bad_key"
+    assert files(tmp_path / "store") == []
+
+
+def test_odd_bytes_in_the_node_name_are_refused(tmp_path: Path) -> None:
+    # the agent token's node is gpu-node-017; a node of "../gpu-node-017" is refused as a key part first
+    hello = replace(HELLO, node="../gpu-node-017")
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            status, doc, _h = await post(url, body(hello, DATA))
+            return status, doc
+
+    status, doc = run(go())
+    assert status == 400 and doc["error"] == "bad_key"
+    assert files(tmp_path / "store") == []
+
+
+@pytest.mark.parametrize(("token", "status", "code"), [
+    (None, 401, "unauthenticated"),
+    ("not-a-token-at-all-xxxxxxxx", 401, "unauthenticated"),
+    (AGENT_TOKEN_18, 403, "forbidden"),  # an agent uploading as another node
+    (OPERATOR_TOKEN, 403, "forbidden"),
+    (ALERTING_TOKEN, 403, "forbidden"),
+])
+def test_upload_tokens(tmp_path: Path, token: str | None, status: int, code: str) -> None:
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            s, doc, _h = await post(url, body(HELLO, DATA), token=token)
+            return s, doc
+
+    got = run(go())
+    assert got[0] == status and got[1]["error"] == code
+    assert files(tmp_path / "store") == []
+
+
+def test_refusals_before_the_body_with_expect_100_continue(tmp_path: Path) -> None:
+    sent = []
+
+    async def source():
+        sent.append(1)
+        yield body(HELLO, DATA)
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            s, doc, _h = await post(url, source(), token="wrong-token-xxxxxxxxxxxx", expect100=True)
+            return s, doc
+
+    s, doc = run(go())
+    assert s == 401 and doc["error"] == "unauthenticated"
+    assert sent == []
+
+
+def _corrupt_digest(data: bytes) -> bytes:
+    return body(HELLO, data, end=End(len(data), hashlib.sha256(data + b"!").hexdigest()))
+
+
+@pytest.mark.parametrize(("name", "raw", "code"), [
+    ("wrong digest", _corrupt_digest(DATA), "digest_mismatch"),
+    ("wrong length", body(HELLO, DATA, end=End(len(DATA) + 1, hashlib.sha256(DATA).hexdigest())), "length_mismatch"),
+    ("truncated", body(HELLO, DATA)[:-200], "truncated"),
+    ("no end", body(HELLO, DATA)[: -len(encode(End(len(DATA), "0" * 64)))], "truncated"),
+    ("garbage", b"\xc1" * 100, "malformed"),
+    ("array frame", msgpack.packb([1, 2, 3]), "malformed"),
+    ("wrong frame type", encode(HELLO) + msgpack.packb({"t": "ping", "v": 1}), "unknown_frame"),
+    ("unknown major", msgpack.packb({"t": "hello", "v": 2, **HELLO.to_json()}), "unsupported_version"),
+    ("chunk first", body(HELLO, DATA)[len(encode(HELLO)):], "order"),
+    ("empty body", b"", "truncated"),
+])
+def test_bad_streams_are_refused_and_nothing_is_left(tmp_path: Path, name: str, raw: bytes, code: str) -> None:
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, col):
+            s, doc, _h = await post(url, raw)
+            assert col.in_flight == 0
+            return s, doc
+
+    s, doc = run(go())
+    assert s == 400 and doc["error"] == code, (name, doc)
+    assert files(tmp_path / "store") == [], name  # no object, no .sha256, no temporary file
+
+
+def test_a_corrupted_chunk_fails_the_digest(tmp_path: Path) -> None:
+    raw = bytearray(body(HELLO, DATA))
+    raw[len(encode(HELLO)) + 5000] ^= 0xFF  # flip a byte inside the first chunk's data
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            s, doc, _h = await post(url, bytes(raw))
+            return s, doc
+
+    s, doc = run(go())
+    assert (s, doc["error"]) == (400, "digest_mismatch")
+    assert files(tmp_path / "store") == []
+
+
+def test_an_oversize_bundle_is_refused_with_413(tmp_path: Path) -> None:
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path, max_bundle_bytes=100_000)) as (url, _col):
+            s, doc, _h = await post(url, body(HELLO, DATA))
+            return s, doc
+
+    s, doc = run(go())
+    assert (s, doc["error"]) == (413, "too_large")
+    assert files(tmp_path / "store") == []
+
+
+def test_a_client_that_stalls_is_ended_with_408(tmp_path: Path) -> None:
+    async def stalled():
+        raw = body(HELLO, DATA)
+        yield raw[:1000]
+        await asyncio.sleep(5)
+        yield raw[1000:]
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path, stall_timeout_s=0.5)) as (url, _col):
+            s, doc, _h = await post(url, stalled())
+            return s, doc
+
+    s, doc = run(go())
+    assert (s, doc["error"]) == (408, "too_slow")
+    assert files(tmp_path / "store") == []
+
+
+def test_a_client_below_the_rate_floor_is_ended_with_408(tmp_path: Path) -> None:
+    async def trickle():
+        raw = body(HELLO, DATA)
+        for i in range(0, len(raw), 100):
+            yield raw[i:i + 100]
+            await asyncio.sleep(0.05)  # 2 kB/s, under the 64 KiB/s floor
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path, min_rate_grace_s=0.5)) as (url, _col):
+            s, doc, _h = await post(url, trickle())
+            return s, doc
+
+    s, doc = run(go())
+    assert (s, doc["error"]) == (408, "too_slow")
+    assert files(tmp_path / "store") == []
+
+
+def test_beyond_the_in_flight_cap_the_answer_is_429_with_retry_after(tmp_path: Path) -> None:
+    async def slow():
+        raw = body(HELLO, DATA)
+        yield raw[:1000]
+        await asyncio.sleep(1.0)
+        yield raw[1000:]
+
+    async def go() -> tuple[tuple, tuple]:
+        async with running(local_settings(tmp_path, max_inflight=1, retry_after_s=7)) as (url, col):
+            first = asyncio.create_task(post(url, slow()))
+            while col.in_flight == 0:
+                await asyncio.sleep(0.01)
+            second = await post(url, body(replace(HELLO, bundle="b2"), DATA), expect100=True)
+            return await first, second
+
+    first, second = run(go())
+    assert first[0] == 200
+    assert second[0] == 429 and second[1]["error"] == "busy" and second[2]["Retry-After"] == "7"
+
+
+def test_oversize_headers_are_refused(tmp_path: Path) -> None:
+    async def go() -> int:
+        import aiohttp
+
+        async with running(local_settings(tmp_path)) as (url, _col), aiohttp.ClientSession() as s:
+            async with s.post(url + "/v1/bundles", data=b"", headers={"X-Big": "a" * 20000}) as r:
+                return r.status
+
+    assert run(go()) in (400, 431)
+    assert files(tmp_path / "store") == []
+
+
+def test_every_golden_vector_through_the_collector(tmp_path: Path) -> None:
+    vectors = json.loads((Path(__file__).resolve().parents[3] / "proto" / "vectors" / "v1.json").read_text())
+
+    async def go() -> list[tuple[str, int, dict]]:
+        out = []
+        for vec in vectors["vectors"]:
+            # a store per vector: two vectors share a hello with other bundle bytes (a 409 otherwise)
+            async with running(local_settings(tmp_path / vec["name"])) as (url, _col):
+                hello = next((f for f in vec.get("frames", []) if f["t"] == "hello"), None)
+                token = AGENT_TOKEN_N1 if (hello is None or hello["node"] == "n1") else AGENT_TOKEN
+                s, doc, _h = await post(url, bytes.fromhex(vec["hex"]), token=token)
+                out.append((vec["name"], s, doc))
+        return out
+
+    by_name = {v["name"]: v for v in vectors["vectors"]}
+    for name, s, doc in run(go()):
+        vec = by_name[name]
+        kinds = [f["t"] for f in vec.get("frames", [])]
+        if "error" in vec:
+            assert (s, doc["error"]) == (400, vec["error"]), name
+        elif kinds and kinds[-1] == "end":
+            assert s == 200 and doc["status"] in ("stored", "duplicate"), (name, doc)
+        else:
+            assert (s, doc["error"]) == (400, "truncated"), name
+
+
+def test_metrics_count_stored_refused_and_bytes(tmp_path: Path) -> None:
+    async def go() -> str:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            await post(url, body(HELLO, DATA))
+            await post(url, body(HELLO, DATA))
+            await post(url, b"\xc1")
+            await post(url, body(HELLO, DATA), token=None)
+            _s, text, _h = await get(url, "/metrics", token=None)
+            return text.decode()
+
+    text = run(go())
+    assert "railscope_collector_bundles_stored_total 1.0" in text
+    assert "railscope_collector_bundles_duplicate_total 1.0" in text
+    assert 'railscope_collector_bundles_refused_total{reason="malformed"} 1.0' in text
+    assert 'railscope_collector_bundles_refused_total{reason="unauthenticated"} 1.0' in text
+    assert f"railscope_collector_received_bytes_total {2 * len(DATA)}.0" in text
+    assert "railscope_collector_ingests_in_flight 0.0" in text
+    assert "railscope_collector_ingest_duration_seconds_count 3.0" in text
+
+
+def test_healthz_and_readyz_follow_the_store(tmp_path: Path) -> None:
+    async def go() -> list[int]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            out = [(await get(url, "/healthz", token=None))[0], (await get(url, "/readyz", token=None))[0]]
+            (tmp_path / "store").rename(tmp_path / "gone")
+            out.append((await get(url, "/readyz", token=None))[0])
+            return out
+
+    assert run(go()) == [200, 200, 503]
+
+
+def test_the_slot_is_released_when_the_client_goes_away(tmp_path: Path) -> None:
+    async def go() -> tuple[int, list[str]]:
+        async with running(local_settings(tmp_path, max_inflight=1)) as (url, col):
+            host, port = url.removeprefix("http://").split(":")
+            _reader, writer = await asyncio.open_connection(host, int(port))
+            raw = body(HELLO, DATA)
+            head = (f"POST /v1/bundles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {AGENT_TOKEN}\r\n"
+                    f"Content-Length: {len(raw)}\r\n\r\n").encode()
+            writer.write(head + raw[:150_000])
+            await writer.drain()
+            while col.in_flight == 0:
+                await asyncio.sleep(0.01)
+            writer.transport.abort()  # the agent dies mid-stream
+            for _ in range(200):
+                if col.in_flight == 0:
+                    break
+                await asyncio.sleep(0.02)
+            left = files(tmp_path / "store")
+            s, _doc, _h = await post(url, body(HELLO, DATA))
+            return s, left
+
+    s, left = run(go())
+    assert left == []  # no partial object, no temporary file
+    assert s == 200
+
+
+def test_a_stale_temporary_file_is_removed_at_start(tmp_path: Path) -> None:
+    d = tmp_path / "store" / "prod-east" / "2026-12-01" / "inc-1"
+    d.mkdir(parents=True)
+    (d / ".x.tar.gz.abc.part").write_bytes(b"partial")
+
+    async def go() -> None:
+        async with running(local_settings(tmp_path, stale_part_s=0)):
+            pass
+
+    run(go())
+    assert files(tmp_path / "store") == []
+
+
+def test_a_hello_with_unknown_keys_is_accepted(tmp_path: Path) -> None:
+    raw = msgpack.packb({"t": "hello", "v": 1, **HELLO.to_json(), "x-future": "ignored"}, use_bin_type=True)
+    raw += body(HELLO, DATA)[len(encode(HELLO)):]
+
+    async def go() -> int:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            return (await post(url, raw))[0]
+
+    assert run(go()) == 200
+
+
+def test_hello_typed_fields_refused(tmp_path: Path) -> None:
+    raw = msgpack.packb({"t": "hello", "v": 1, **HELLO.to_json(), "created": 0}, use_bin_type=True)
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            s, doc, _h = await post(url, raw)
+            return s, doc
+
+    s, doc = run(go())
+    assert (s, doc["error"]) == (400, "bad_key")
+    assert isinstance(Hello, type)

@@ -1,0 +1,108 @@
+"""The frame codec's bounds: what a hostile stream cannot make the decoder do."""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proto.frames import (
+    MAX_CHUNK_BYTES,
+    MAX_FRAME_BYTES,
+    Chunk,
+    End,
+    FrameDecoder,
+    FrameError,
+    Hello,
+    UploadReader,
+    encode,
+)
+
+HELLO = Hello(bundle="b1", node="n1", cluster="c1", incident="i1", reason="manual", agent="0.1.0",
+              created=1796117903, plan="replay/v1")
+
+
+def test_a_full_chunk_passes_and_a_byte_more_is_refused() -> None:
+    dec = FrameDecoder()
+    frames = list(dec.feed(encode(Chunk(0, b"x" * MAX_CHUNK_BYTES))))
+    assert len(frames) == 1 and len(frames[0].data) == MAX_CHUNK_BYTES
+    big = msgpack.packb({"t": "chunk", "v": 1, "seq": 0, "data": b"x" * (MAX_CHUNK_BYTES + 1)}, use_bin_type=True)
+    with pytest.raises(FrameError) as info:
+        list(FrameDecoder().feed(big))
+    assert info.value.code == "frame_too_large"
+
+
+def test_an_oversize_frame_is_refused_once_the_bound_is_buffered() -> None:
+    # A str header announcing 64 MiB: the decoder holds at most one frame's bound of it, then refuses.
+    head = b"\x81\xa1t" + b"\xdb" + (64 << 20).to_bytes(4, "big")
+    dec = FrameDecoder()
+    with pytest.raises(FrameError) as info:
+        for _ in range(64):
+            list(dec.feed(head + b"a" * (1 << 20)))
+            head = b""
+    assert info.value.code == "frame_too_large"
+    assert dec.pending <= MAX_FRAME_BYTES
+
+
+def test_many_small_frames_in_one_feed_larger_than_the_frame_bound() -> None:
+    # A feed that holds the end of one big frame and the start of the next must not trip the bound.
+    one = encode(Chunk(0, b"a" * (MAX_CHUNK_BYTES - 10)))
+    two = encode(Chunk(1, b"b" * (MAX_CHUNK_BYTES - 10)))
+    stream = encode(HELLO) + one + two
+    reader = UploadReader()
+    got = reader.feed(stream[:100]) + reader.feed(stream[100:])
+    assert [type(f).__name__ for f in got] == ["Hello", "Chunk", "Chunk"]
+
+
+def test_hello_fields_are_typed() -> None:
+    doc = {"t": "hello", "v": 1, **HELLO.to_json()}
+    doc["created"] = "yesterday"
+    with pytest.raises(FrameError, match="created"):
+        list(FrameDecoder().feed(msgpack.packb(doc)))
+    doc = {"t": "hello", "v": 1, **HELLO.to_json(), "node": "x" * 300}
+    with pytest.raises(FrameError, match="longer"):
+        list(FrameDecoder().feed(msgpack.packb(doc)))
+    doc = {"t": "hello", "v": 1, **HELLO.to_json()}
+    del doc["cluster"]
+    with pytest.raises(FrameError, match="cluster"):
+        list(FrameDecoder().feed(msgpack.packb(doc)))
+
+
+def test_bool_is_not_an_integer() -> None:
+    with pytest.raises(FrameError):
+        list(FrameDecoder().feed(msgpack.packb({"t": "end", "v": True, "bytes": 0, "sha256": "0" * 64})))
+    with pytest.raises(FrameError):
+        list(FrameDecoder().feed(msgpack.packb({"t": "end", "v": 1, "bytes": False, "sha256": "0" * 64})))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=4096))
+def test_arbitrary_bytes_give_frames_or_a_frame_error(raw: bytes) -> None:
+    reader = UploadReader()
+    try:
+        reader.feed(raw)
+    except FrameError:
+        pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=3000), max_size=6), st.integers(min_value=1, max_value=5000))
+def test_any_split_of_a_stream_gives_the_same_frames(chunks: list[bytes], piece: int) -> None:
+    body = b"".join(chunks)
+    frames = [HELLO] + [Chunk(i, c) for i, c in enumerate(chunks)] + [End(len(body), hashlib.sha256(body).hexdigest())]
+    raw = b"".join(encode(f) for f in frames)
+    reader = UploadReader()
+    got = []
+    for i in range(0, len(raw), piece):
+        got.extend(reader.feed(raw[i:i + piece]))
+    assert got == frames and reader.finished
+
+
+def test_hello_json_round_trip_and_unknown_keys() -> None:
+    doc = HELLO.to_json() | {"future": 1}
+    assert Hello.from_json(doc) == HELLO
+    with pytest.raises(FrameError):
+        Hello.from_json(["not", "a", "map"])
