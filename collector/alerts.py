@@ -19,15 +19,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from aiohttp import web
+
 from proto.keys import KeyPartError, check_part
 
-from .requests import DEFAULT_PLAN, CaptureRequest, check_params, request_for
+from .auth import AuthError
+from .errors import error_response
+from .requests import BOARD, DEFAULT_PLAN, CaptureRequest, check_params, request_for
+from .state import STATE
+from .storage import StoreError
+
+log = logging.getLogger("railscope.collector.alerts")
 
 __all__ = ["SEVERITY_RANK", "Alert", "AlertLimits", "Decision", "Skip", "Webhook", "WebhookError", "decide",
            "derive_incident", "parse_webhook"]
@@ -337,3 +347,60 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
             recent_by_node.setdefault(t.node, []).append(req)
     return Decision(queue=tuple(queue), skipped=tuple(skipped), requeued=tuple(requeued), resolved=resolved,
                     no_node=no_node)
+
+
+# -- HTTP: POST /v1/alerts (alerting role) -----------------------------------------------------
+
+LIMITS: web.AppKey[AlertLimits] = web.AppKey("alert_limits", AlertLimits)
+
+
+async def _body(request: web.Request) -> bytes:
+    """The payload, read up to the cap (``client_max_size`` does not guard ``request.content``)."""
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise WebhookError(413, "too_large", f"the payload is larger than {MAX_BODY_BYTES} bytes")
+    data = bytearray()
+    while True:
+        chunk = await request.content.read(1 << 16)
+        if not chunk:
+            return bytes(data)
+        data.extend(chunk)
+        if len(data) > MAX_BODY_BYTES:
+            raise WebhookError(413, "too_large", f"the payload is larger than {MAX_BODY_BYTES} bytes")
+
+
+async def receive(request: web.Request) -> web.Response:
+    """Alertmanager's webhook: queue the captures the policy allows and say why the rest were not."""
+    col = request.app[STATE]
+    try:
+        principal = await col.auth.authenticate(request.headers.get("Authorization"))
+        principal.require("alerting")
+    except AuthError as exc:
+        return error_response(exc.status, exc.code, exc.message)
+    try:
+        hook = parse_webhook(await _body(request))
+    except WebhookError as exc:
+        # The body may be unread past the cap: the connection cannot carry another request.
+        return error_response(exc.status, exc.code, exc.message, close=exc.status == 413)
+    board = request.app[BOARD]
+    limits = request.app[LIMITS]
+    try:
+        # A fresh view: another replica may have queued for this group a moment ago.
+        await board.refresh()
+        now = time.time()
+        decision = decide(hook, board.all(), now, limits)
+        for req in decision.queue:
+            await board.box.put(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
+            board.note(req)
+    except StoreError as exc:
+        # 5xx: Alertmanager sends the group again, and the requests are idempotent.
+        return error_response(503, "store_unavailable", str(exc)[:200], headers={"Retry-After": "10"})
+    answer = decision.to_json()
+    log.info("alert group %s: %d queued, skipped %s, %d resolved, %d without node", hook.group_key[:120],
+             len(decision.queue), answer["skipped"], decision.resolved, decision.no_node)
+    return web.json_response(answer)
+
+
+def setup(app: web.Application, limits: AlertLimits | None = None) -> None:
+    """``POST /v1/alerts``; needs the request board of :func:`collector.requests.setup`."""
+    app[LIMITS] = limits or AlertLimits()
+    app.router.add_post("/v1/alerts", receive)
