@@ -19,6 +19,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metrics": ("agent.commands.metrics", "Print the Prometheus exposition the agent would serve for a node image."),
     "agent": ("agent.commands.serve", "Run the node agent: /metrics, detectors, flight recorder."),
     "record": ("agent.commands.record", "Record this node (or a running agent) into a node image directory."),
+    "collector": ("agent.commands.collector", "Run the collector: receive, verify and store bundles."),
+    "bundles": ("agent.commands.bundles", "List, fetch and verify bundles stored by the collector."),
 }
 
 

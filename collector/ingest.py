@@ -181,8 +181,13 @@ class _Ingest:
                 log.info("stored %s (%d bytes)", self.key.rel, self.total)
                 return self._answer("stored", self.key, False)
             self.writer = None
-            # Another upload of the same bundle id finished first: judge against it.
-            self.existing = await self.col.store.find(self.key)
+            # Another upload of the same bundle id finished first (or is finishing, on another
+            # replica): judge against it once it is visible.
+            for _ in range(20):
+                self.existing = await self.col.store.find(self.key)
+                if self.existing is not None:
+                    break
+                await asyncio.sleep(0.25)
         existing = self.existing
         if existing is None:
             raise StoreError("the bundle vanished while it was being stored")

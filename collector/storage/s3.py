@@ -118,9 +118,20 @@ class S3Writer:
                 if self._failed is not None:
                     raise StoreError(f"s3 upload_part failed: {self._failed}")
                 parts = [self._parts[n] for n in sorted(self._parts)]
-                await st.call("complete_multipart_upload", Bucket=st.bucket, Key=self.obj,
-                              UploadId=self._upload_id, MultipartUpload={"Parts": parts})
+                # Two replicas finishing one bundle id at once must store it once. Not every S3
+                # server honours If-None-Match on CompleteMultipartUpload (SeaweedFS ignores it),
+                # so the .sha256 is claimed first with a conditional PutObject, which they do.
+                if not await st.claim_sha256(self.key, sha256):
+                    await self.abort()
+                    return False
+                try:
+                    await st.call("complete_multipart_upload", Bucket=st.bucket, Key=self.obj,
+                                  UploadId=self._upload_id, MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+                except Exception:
+                    await st.release_sha256(self.key)
+                    raise
                 self._upload_id = None
+                return True
             await st.write_sha256(self.key, sha256)
             return True
         except StoreError:
@@ -138,10 +149,10 @@ class S3Writer:
             try:
                 await self.store.call("abort_multipart_upload", Bucket=self.store.bucket, Key=self.obj,
                                       UploadId=upload_id)
-            except Exception as exc:  # logged; the bucket's lifecycle rule is the backstop
-                log.error("abort_multipart_upload %s failed: %s (the bucket lifecycle rule removes it)",
-                          self.obj, exc)
-                self.store.abort_failures += 1
+            except Exception as exc:
+                # The store is down: retried in the background until it answers.
+                log.warning("abort_multipart_upload %s failed (%s): retried later", self.obj, exc)
+                self.store.orphans.add((self.obj, upload_id))
 
 
 class S3Store:
@@ -160,7 +171,9 @@ class S3Store:
                      connect_timeout=5, read_timeout=60)
         self.client = boto3.session.Session().client("s3", endpoint_url=settings.s3_endpoint_url, config=cfg)
         self.parts = asyncio.Semaphore(settings.parts_in_flight)
-        self.abort_failures = 0
+        #: (key, upload id) of aborts that failed: retried every few seconds
+        self.orphans: set[tuple[str, str]] = set()
+        self._retry_task: asyncio.Task[None] | None = None
         self.description = f"s3://{self.bucket}/{self.prefix}"
 
     async def call(self, op: str, **kwargs: Any) -> Any:
@@ -168,9 +181,57 @@ class S3Store:
         return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(**kwargs))
 
     async def start(self) -> None:
-        return None
+        try:
+            await self._sweep()
+        except Exception as exc:
+            log.warning("could not list incomplete multipart uploads at start: %s", exc)
+        self._retry_task = asyncio.create_task(self._retry_aborts())
+
+    async def _sweep(self) -> None:
+        """Abort the incomplete multipart uploads under the prefix older than ``stale_part_s``.
+
+        A replica killed mid-ingest leaves its upload open; no other replica knows its id. The age
+        keeps a sweep from aborting what a live replica is still sending.
+        """
+        import datetime as dt
+
+        cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=self.settings.stale_part_s)
+
+        def run() -> list[tuple[str, str]]:
+            out = []
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
+                                                                                   Prefix=self._base())
+            for page in pages:
+                for u in page.get("Uploads", []):
+                    if u["Initiated"] <= cutoff:
+                        out.append((u["Key"], u["UploadId"]))
+            return out
+
+        for key, upload_id in await asyncio.get_running_loop().run_in_executor(self._pool, run):
+            log.info("aborting a stale multipart upload of %s", key)
+            self.orphans.add((key, upload_id))
+        await self._abort_orphans()
+
+    async def _abort_orphans(self) -> None:
+        for key, upload_id in sorted(self.orphans):
+            try:
+                await self.call("abort_multipart_upload", Bucket=self.bucket, Key=key, UploadId=upload_id)
+            except Exception as exc:
+                if _code(exc) not in ("NoSuchUpload", "404"):
+                    continue
+            self.orphans.discard((key, upload_id))
+
+    async def _retry_aborts(self) -> None:
+        while True:
+            await asyncio.sleep(3)
+            if self.orphans:
+                await self._abort_orphans()
 
     async def close(self) -> None:
+        if self._retry_task is not None:
+            self._retry_task.cancel()
+        if self.orphans:
+            await self._abort_orphans()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def ready(self) -> None:
@@ -186,6 +247,41 @@ class S3Store:
         body = sha256_line(sha256, key.name).encode()
         await self.call("put_object", Bucket=self.bucket, Key=key.sha_key(self.prefix), Body=body,
                         ChecksumSHA256=_b64sha(body), ContentType="text/plain")
+
+    async def claim_sha256(self, key: BundleKey, sha256: str) -> bool:
+        """Write the .sha256 only if absent; False when another upload holds it.
+
+        A claim left by a replica that died before completing (a .sha256 without its object, older
+        than ``stale_part_s``) is taken over.
+        """
+        body = sha256_line(sha256, key.name).encode()
+        for _ in range(2):
+            try:
+                await self.call("put_object", Bucket=self.bucket, Key=key.sha_key(self.prefix), Body=body,
+                                ChecksumSHA256=_b64sha(body), ContentType="text/plain", IfNoneMatch="*")
+                return True
+            except Exception as exc:
+                if _code(exc) not in ("PreconditionFailed", "412"):
+                    raise
+            if await self.stat(key) is not None:
+                return False
+            try:
+                head = await self.call("head_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
+            except Exception:
+                continue
+            import datetime as dt
+
+            age = (dt.datetime.now(dt.UTC) - head["LastModified"]).total_seconds()
+            if age < self.settings.stale_part_s:
+                return False
+            await self.release_sha256(key)
+        return False
+
+    async def release_sha256(self, key: BundleKey) -> None:
+        try:
+            await self.call("delete_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
+        except Exception as exc:
+            log.warning("could not remove the claim %s: %s", key.sha_key(self.prefix), exc)
 
     def _base(self) -> str:
         return self.prefix + "/" if self.prefix else ""

@@ -1,0 +1,142 @@
+"""``railscope collector``: the central service that receives, verifies and stores bundles.
+
+Every flag can also come from ``RAILSCOPE_<FLAG>``. Exit status: 0 after a clean stop, 1 when it
+cannot serve (address taken), 3 for a setting that cannot work (no token source without
+``--insecure-dev``, an unreadable token file, a bad ``--store``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import _bool_word, _duration, env_default
+
+_SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _size(text: str) -> int:
+    """Bytes, or with a binary unit: 512k, 8M, 4G."""
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    mult = _SIZE_UNITS.get(t[-1:], 1)
+    try:
+        n = int(float(t[:-1] if t[-1:] in _SIZE_UNITS else t) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 8M or 4G, got {text!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError("a size must be positive")
+    return n
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("expected a number of at least 0")
+    return n
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    from collector.config import DEFAULT_PORT
+
+    g = p.add_argument_group("serving")
+    g.add_argument("--listen", default=env_default("listen", "127.0.0.1"), metavar="ADDR",
+                   help="The IP address to serve on (the pod IP, or 0.0.0.0 behind a Service). Default: 127.0.0.1.")
+    g.add_argument("--port", type=int, default=int(env_default("port", str(DEFAULT_PORT)) or DEFAULT_PORT),
+                   help=f"The TCP port to serve on. Default: {DEFAULT_PORT}.")
+    g.add_argument("--store", default=env_default("store", "./railscope-data"),
+                   help="Where bundles go: a directory (the embedded store) or s3://bucket/prefix (boto3, with the "
+                        "usual AWS configuration: environment, profile, IRSA). Default: ./railscope-data.")
+    g.add_argument("--s3-endpoint-url", default=env_default("s3-endpoint-url", None), metavar="URL",
+                   help="The S3 endpoint for MinIO, Ceph RGW or SeaweedFS. Default: AWS.")
+    g.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                   default=env_default("log-level", "info"), help="Least severe log lines written. Default: info.")
+
+    a = p.add_argument_group("authentication (every endpoint but /metrics, /healthz, /readyz)")
+    a.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
+                   help="Static agent tokens, one '<node> <token>' per line: each uploads as its node only. "
+                        "Default: none.")
+    a.add_argument("--operator-token-file", default=env_default("operator-token-file", None), metavar="FILE",
+                   help="Static operator tokens (list, fetch, verify), one per line. Default: none.")
+    a.add_argument("--alerting-token-file", default=env_default("alerting-token-file", None), metavar="FILE",
+                   help="Static alerting tokens (Alertmanager's webhook), one per line. Default: none.")
+    a.add_argument("--tokenreview-url", default=env_default("tokenreview-url", None), metavar="URL",
+                   help="The Kubernetes API server whose TokenReview checks agents' projected ServiceAccount "
+                        "tokens (https://kubernetes.default.svc in a cluster). Default: none.")
+    a.add_argument("--tokenreview-token-file", default=env_default("tokenreview-token-file", None), metavar="FILE",
+                   help="The collector's own token for TokenReview. Default: none.")
+    a.add_argument("--tokenreview-ca-file", default=env_default("tokenreview-ca-file", None), metavar="FILE",
+                   help="The API server's CA bundle. Default: the system's.")
+    a.add_argument("--agent-audience", default=env_default("agent-audience", "railscope-collector"),
+                   help="The audience agents' tokens must carry. Default: railscope-collector.")
+    a.add_argument("--agent-service-account", action="append", default=None, metavar="USER",
+                   help="A ServiceAccount whose tokens are agents, as system:serviceaccount:<ns>:<name>. "
+                        "Repeatable. Default: system:serviceaccount:railscope:railscope-agent.")
+    a.add_argument("--insecure-dev", action="store_true",
+                   default=_bool_word(env_default("insecure-dev", "false") or "false"),
+                   help="Accept requests without a valid token, as every role. For a laptop only. Default: off "
+                        "(without a token source the collector refuses to start).")
+
+    lim = p.add_argument_group("limits")
+    lim.add_argument("--max-bundle-size", type=_size, default=env_default("max-bundle-size", "4G"),
+                     help="A bundle longer than this is refused (413) as its bytes pass it. Default: 4G.")
+    lim.add_argument("--max-inflight", type=_count, default=env_default("max-inflight", "8"),
+                     help="Uploads served at once by this replica; beyond, 429 with Retry-After. Default: 8.")
+    lim.add_argument("--retry-after", type=_count, default=env_default("retry-after", "5"),
+                     help="Seconds told to agents in Retry-After. Default: 5.")
+    lim.add_argument("--min-rate", type=_size, default=env_default("min-rate", "64k"),
+                     help="An upload averaging fewer bytes per second than this after --min-rate-grace is ended "
+                          "(408). Default: 64k.")
+    lim.add_argument("--min-rate-grace", type=_duration, default=env_default("min-rate-grace", "30s"),
+                     help="How long an upload may start slowly. Default: 30s.")
+    lim.add_argument("--stall-timeout", type=_duration, default=env_default("stall-timeout", "60s"),
+                     help="An upload that sends nothing for this long is ended (408). Default: 60s.")
+    lim.add_argument("--part-size", type=_size, default=env_default("part-size", "8M"),
+                     help="Multipart part size for S3 (a smaller bundle is one PutObject); at least 5M. Default: 8M.")
+    lim.add_argument("--part-concurrency", type=_count, default=env_default("part-concurrency", "4"),
+                     help="Parts of one upload sent to S3 at once. Default: 4.")
+    lim.add_argument("--parts-in-flight", type=_count, default=env_default("parts-in-flight", "8"),
+                     help="Parts held in memory for S3 across all uploads of this replica: with --part-size, "
+                          "the ingest memory bound. Default: 8.")
+    lim.add_argument("--stale-part-age", type=_duration, default=env_default("stale-part-age", "1h"),
+                     help="Temporary files and incomplete multipart uploads older than this (a replica killed "
+                          "mid-upload) are removed at start. Default: 1h.")
+
+
+def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from collector.config import CollectorSettings, check_listen, parse_store
+
+    kw: dict[str, object] = {}
+    if args.agent_service_account:
+        kw["agent_service_accounts"] = tuple(args.agent_service_account)
+    return CollectorSettings(
+        listen=check_listen(args.listen), port=int(args.port), store=parse_store(args.store),
+        s3_endpoint_url=args.s3_endpoint_url, agent_token_file=args.agent_token_file,
+        alerting_token_file=args.alerting_token_file, operator_token_file=args.operator_token_file,
+        tokenreview_url=args.tokenreview_url, tokenreview_token_file=args.tokenreview_token_file,
+        tokenreview_ca_file=args.tokenreview_ca_file, agent_audience=args.agent_audience,
+        insecure_dev=bool(args.insecure_dev), max_bundle_bytes=int(args.max_bundle_size),
+        max_inflight=int(args.max_inflight), retry_after_s=int(args.retry_after), min_rate_bps=int(args.min_rate),
+        min_rate_grace_s=float(args.min_rate_grace), stall_timeout_s=float(args.stall_timeout),
+        part_bytes=int(args.part_size), part_concurrency=int(args.part_concurrency),
+        parts_in_flight=int(args.parts_in_flight), stale_part_s=float(args.stale_part_age), **kw,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from collector.app import serve
+    from collector.config import SettingsError
+
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = settings_from_args(args)
+        return asyncio.run(serve(settings))
+    except SettingsError as exc:
+        print(f"railscope collector: {exc}", file=sys.stderr)
+        return 3

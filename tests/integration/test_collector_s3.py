@@ -1,0 +1,213 @@
+"""The S3 store against a real SeaweedFS on loopback: PutObject for small bundles, multipart for large,
+and every failed ingest leaves no object and no incomplete multipart upload (listed after each test)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from collector.config import CollectorSettings, StoreURL
+from proto.frames import End
+
+from .collector_env import AWS_ENV, BUCKET, Weed
+
+from collector_helpers import HELLO, body, get, post, run, running, write_tokens  # isort: skip
+
+pytestmark = pytest.mark.slow
+MiB = 1 << 20
+SMALL = os.urandom(300_000)
+LARGE = os.urandom(12 * MiB + 12345)  # three parts of 5 MiB: two full, one short
+
+
+@pytest.fixture(scope="module")
+def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Weed]:
+    old = {k: os.environ.get(k) for k in AWS_ENV}
+    os.environ.update(AWS_ENV)
+    w = Weed(tmp_path_factory.mktemp("weed"))
+    w.start()
+    try:
+        yield w
+    finally:
+        w.stop()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def s3(weed: Weed, tmp_path: Path) -> Iterator[CollectorSettings]:
+    weed.clear()
+    yield CollectorSettings(store=StoreURL(kind="s3", bucket=BUCKET, prefix="railscope"),
+                            s3_endpoint_url=weed.endpoint, part_bytes=5 * MiB, part_concurrency=3,
+                            parts_in_flight=4, **write_tokens(tmp_path / "tokens"))  # type: ignore[arg-type]
+    # whatever the test did, nothing half-written may remain
+    assert weed.uploads() == []
+
+
+def _key(hello=HELLO) -> str:  # type: ignore[no-untyped-def]
+    return ("railscope/prod-east/2026-12-01/inc-1/gpu-node-017-20261201T093823Z-"
+            f"{hello.bundle}.tar.gz")
+
+
+@pytest.mark.parametrize(("data", "multipart"), [(SMALL, False), (LARGE, True)], ids=["small", "large"])
+def test_a_bundle_lands_in_s3_with_its_sha256(weed: Weed, s3: CollectorSettings, data: bytes,
+                                              multipart: bool) -> None:
+    async def go() -> tuple[int, dict]:
+        async with running(s3) as (url, _col):
+            s, doc, _h = await post(url, body(HELLO, data, chunk=MiB))
+            return s, doc
+
+    s, doc = run(go())
+    assert s == 200 and doc["status"] == "stored", doc
+    key = _key()
+    assert weed.objects() == [key, key + ".sha256"]
+    c = weed.client()
+    got = c.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert got == data
+    sha_line = c.get_object(Bucket=BUCKET, Key=key + ".sha256")["Body"].read().decode()
+    assert sha_line == f"{hashlib.sha256(data).hexdigest()}  {Path(key).name}\n"
+    head = c.head_object(Bucket=BUCKET, Key=key, ChecksumMode="ENABLED")
+    if multipart:
+        assert head["ETag"].endswith('-3"')  # three parts
+    else:
+        assert head.get("ChecksumSHA256") == base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def test_duplicate_and_conflict_on_s3(weed: Weed, s3: CollectorSettings) -> None:
+    async def go() -> list[tuple[int, dict]]:
+        async with running(s3) as (url, _col):
+            out = []
+            for data in (LARGE, LARGE, LARGE[:-1] + b"!"):
+                s, doc, _h = await post(url, body(HELLO, data, chunk=MiB))
+                out.append((s, doc))
+            return out
+
+    first, again, other = run(go())
+    assert first[0] == 200 and again == (200, again[1]) and again[1]["duplicate"] is True
+    assert other[0] == 409 and other[1]["error"] == "conflict"
+    assert weed.objects() == [_key(), _key() + ".sha256"]
+
+
+def _flip(raw: bytes, at: int) -> bytes:
+    b = bytearray(raw)
+    b[at] ^= 0xFF
+    return bytes(b)
+
+
+def _stalled(raw: bytes, after: int):  # type: ignore[no-untyped-def]
+    async def gen():  # type: ignore[no-untyped-def]
+        yield raw[:after]
+        await asyncio.sleep(30)
+        yield raw[after:]
+
+    return gen()
+
+
+FAULTS = {
+    "corrupted chunk": (lambda: _flip(body(HELLO, LARGE, chunk=MiB), 8 * MiB), {}, 400, "digest_mismatch"),
+    "wrong end digest": (lambda: body(HELLO, LARGE, chunk=MiB, end=End(len(LARGE), "0" * 64)), {}, 400,
+                         "digest_mismatch"),
+    "truncated body": (lambda: body(HELLO, LARGE, chunk=MiB)[: 11 * MiB], {}, 400, "truncated"),
+    "oversize body": (lambda: body(HELLO, LARGE, chunk=MiB), {"max_bundle_bytes": 11 * MiB}, 413, "too_large"),
+    "stalled client": (lambda: _stalled(body(HELLO, LARGE, chunk=MiB), 11 * MiB), {"stall_timeout_s": 1.0}, 408,
+                       "too_slow"),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_failed_large_ingest_leaves_no_object_and_no_multipart_upload(weed: Weed, s3: CollectorSettings,
+                                                                       fault: str) -> None:
+    make, overrides, status, code = FAULTS[fault]
+
+    async def go() -> tuple[int, dict, list[str]]:
+        async with running(replace(s3, **overrides)) as (url, col):
+            s, doc, _h = await post(url, make())
+            # parts were sent before the fault: the multipart upload existed and was aborted
+            return s, doc, sorted(col.store.orphans)  # type: ignore[attr-defined]
+
+    s, doc, orphans = run(go())
+    assert (s, doc["error"]) == (status, code), doc
+    assert weed.objects() == []
+    assert weed.uploads() == [] and orphans == []
+
+
+def test_list_fetch_verify_through_s3(weed: Weed, s3: CollectorSettings) -> None:
+    async def go() -> tuple[list[dict], bytes, dict]:
+        async with running(s3) as (url, _col):
+            await post(url, body(HELLO, LARGE, chunk=MiB))
+            await post(url, body(replace(HELLO, bundle="b2", incident="inc-2"), SMALL))
+            listed = json.loads((await get(url, "/v1/bundles?incident=inc-1"))[1])["bundles"]
+            blob = (await get(url, "/v1/bundles/" + listed[0]["key"]))[1]
+            ver = json.loads((await get(url, f"/v1/bundles/{listed[0]['key']}/verify", method="POST"))[1])
+            return listed, blob, ver
+
+    listed, blob, ver = run(go())
+    assert [b["bundle"] for b in listed] == [HELLO.bundle]
+    assert listed[0]["sha256"] == hashlib.sha256(LARGE).hexdigest() and listed[0]["bytes"] == len(LARGE)
+    assert blob == LARGE
+    assert ver["ok"] is True
+
+
+def test_readyz_reports_an_unreachable_bucket(weed: Weed, s3: CollectorSettings) -> None:
+    async def go() -> int:
+        async with running(replace(s3, store=StoreURL(kind="s3", bucket="no-such-bucket", prefix=""))) as (url, _c):
+            return (await get(url, "/readyz", token=None))[0]
+
+    assert run(go()) == 503
+
+
+def test_seaweedfs_stopped_mid_upload(tmp_path: Path) -> None:
+    """The store dies after the first parts: the agent gets 503, the abort is retried until the store is
+    back, nothing is left, and the bundle sent again lands once."""
+    old = {k: os.environ.get(k) for k in AWS_ENV}
+    os.environ.update(AWS_ENV)
+    w = Weed(tmp_path / "weed")
+    w.start()
+    try:
+        settings = CollectorSettings(store=StoreURL(kind="s3", bucket=BUCKET, prefix="railscope"),
+                                     s3_endpoint_url=w.endpoint, part_bytes=5 * MiB,
+                                     **write_tokens(tmp_path / "tokens"))  # type: ignore[arg-type]
+        raw = body(HELLO, LARGE, chunk=MiB)
+
+        async def dying():  # type: ignore[no-untyped-def]
+            yield raw[: 6 * MiB]
+            await asyncio.sleep(0.5)  # the first part is uploading or done
+            w.stop(hard=True)
+            yield raw[6 * MiB:]
+
+        async def go() -> tuple[tuple[int, dict], int, list[str], tuple[int, dict]]:
+            async with running(settings) as (url, col):
+                first = await post(url, dying())
+                orphans_while_down = len(col.store.orphans)  # type: ignore[attr-defined]
+                w.start()
+                for _ in range(100):
+                    if not col.store.orphans:  # type: ignore[attr-defined]
+                        break
+                    await asyncio.sleep(0.2)
+                left = w.uploads() + w.objects()
+                s, doc, _h = await post(url, raw)
+                return (first[0], first[1]), orphans_while_down, left, (s, doc)
+
+        (s1, d1), orphans, left, (s2, d2) = run(go())
+        assert (s1, d1["error"]) == (503, "store_unavailable")
+        assert orphans == 1  # the abort could not reach the store: kept and retried
+        assert left == []  # ... and done once it was back: no object, no incomplete upload
+        assert s2 == 200 and d2["status"] == "stored"
+        assert w.objects() == [_key(), _key() + ".sha256"] and w.uploads() == []
+    finally:
+        w.stop()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

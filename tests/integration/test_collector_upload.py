@@ -1,0 +1,202 @@
+"""The agent's uploader and spool drain against a real collector: retries, Retry-After, exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from agent.capture.upload import RetryPolicy, UploadError, drain_spool, frame_stream, upload
+from proto.frames import Hello
+from proto.keys import bundle_id
+
+from .collector_env import ROOT
+
+from collector_helpers import (  # isort: skip
+    AGENT_TOKEN, AGENT_TOKEN_18, HELLO, body, files, local_settings, post, run, running,
+)
+
+DATA = os.urandom(2_500_000)  # three chunk frames
+FAST = RetryPolicy(attempts=5, base_s=0.01, cap_s=0.05)
+
+
+def test_the_uploader_encodes_the_golden_vector() -> None:
+    vectors = {v["name"]: v for v in json.loads((ROOT / "proto/vectors/v1.json").read_text())["vectors"]}
+    vec = vectors["small_bundle"]
+    hello = Hello.from_json(vec["frames"][0])
+    data = bytes.fromhex(vec["frames"][1]["data_hex"])
+    assert b"".join(frame_stream(hello, [data])).hex() == vec["hex"]
+    # chunk boundaries of the source do not show on the wire beyond the frame bound
+    assert b"".join(frame_stream(hello, [data[:3], data[3:]])) != bytes.fromhex(vec["hex"])
+    two = vectors["two_chunks"]
+    h0 = Hello.from_json(two["frames"][0])
+    payload = b"".join(bytes.fromhex(f["data_hex"]) for f in two["frames"][1:3])
+    assert b"".join(frame_stream(h0, [payload[:256], payload[256:]])).hex() == two["hex"]
+
+
+def test_upload_from_a_file_then_again_is_a_duplicate(tmp_path: Path) -> None:
+    f = tmp_path / "b.tar.gz"
+    f.write_bytes(DATA)
+    seen: list[int] = []
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            a = await upload(url, HELLO, f, token=AGENT_TOKEN, progress=lambda n, _t: seen.append(n))
+            b = await upload(url, HELLO, str(f), token=AGENT_TOKEN)
+            return a, b
+
+    a, b = run(go())
+    assert a.status == "stored" and not a.duplicate and a.sha256 == hashlib.sha256(DATA).hexdigest()
+    assert b.duplicate and b.key == a.key
+    assert seen[-1] == len(DATA) and seen == sorted(seen)
+
+
+def test_upload_streams_an_iterator_of_chunks(tmp_path: Path) -> None:
+    pieces = [DATA[:10], DATA[10:1_500_000], DATA[1_500_000:]]  # one piece above the frame bound
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with running(local_settings(tmp_path)) as (url, _col):
+            return await upload(url, HELLO, iter(pieces), token=AGENT_TOKEN)
+
+    res = run(go())
+    assert res.bytes == len(DATA)
+    stored = [p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]
+    assert (tmp_path / "store" / stored[0]).read_bytes() == DATA
+
+
+def test_429_is_retried_after_retry_after(tmp_path: Path) -> None:
+    async def slow():  # type: ignore[no-untyped-def]
+        raw = body(replace(HELLO, bundle="bslow"), DATA)
+        yield raw[:1000]
+        await asyncio.sleep(0.6)
+        yield raw[1000:]
+
+    f = tmp_path / "b.tar.gz"
+    f.write_bytes(DATA)
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with running(local_settings(tmp_path, max_inflight=1, retry_after_s=1)) as (url, col):
+            holder = asyncio.create_task(post(url, slow()))
+            while col.in_flight == 0:
+                await asyncio.sleep(0.01)
+            t0 = time.monotonic()
+            res = await upload(url, HELLO, f, token=AGENT_TOKEN, retry=FAST, rng=random.Random(1))
+            waited = time.monotonic() - t0
+            await holder
+            return res, waited
+
+    res, waited = run(go())
+    assert res.status == "stored" and res.attempts == 2
+    assert waited >= 1.0  # the backoff alone (<= 0.05 s) would not have waited this long
+
+
+def test_a_final_refusal_is_not_retried(tmp_path: Path) -> None:
+    f = tmp_path / "b.tar.gz"
+    f.write_bytes(DATA)
+
+    async def go() -> UploadError:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            with pytest.raises(UploadError) as info:
+                await upload(url, HELLO, f, token=AGENT_TOKEN_18, retry=FAST)
+            return info.value
+
+    err = run(go())
+    assert (err.status, err.code, err.retryable) == (403, "forbidden", False)
+
+
+def test_an_unreachable_collector_is_retried_then_reported(tmp_path: Path) -> None:
+    f = tmp_path / "b.tar.gz"
+    f.write_bytes(DATA)
+    calls = []
+
+    async def go() -> UploadError:
+        with pytest.raises(UploadError) as info:
+            await upload("http://127.0.0.1:9", HELLO, f, token=AGENT_TOKEN,
+                         retry=RetryPolicy(attempts=3, base_s=0.01, cap_s=0.01),
+                         progress=lambda n, t: calls.append(n))
+        return info.value
+
+    err = run(go())
+    assert err.retryable and err.status is None and "unreachable" in str(err)
+
+
+def _spool(spool: Path, hello: Hello, data: bytes, mtime: float, sha: str | None = None) -> Path:
+    spool.mkdir(parents=True, exist_ok=True)
+    p = spool / f"{hello.bundle}.tar.gz"
+    p.write_bytes(data)
+    (spool / f"{hello.bundle}.json").write_text(json.dumps(hello.to_json()))
+    (spool / f"{hello.bundle}.tar.gz.sha256").write_text(f"{sha or hashlib.sha256(data).hexdigest()}  {p.name}\n")
+    for q in (p, spool / f"{hello.bundle}.json"):
+        os.utime(q, (mtime, mtime))
+    return p
+
+
+def _hello(n: int) -> Hello:
+    return replace(HELLO, bundle=bundle_id("inc-1", "gpu-node-017", f"replay/v{n}"), plan=f"replay/v{n}")
+
+
+def test_drain_sends_oldest_first_sets_aside_the_bad_and_keeps_the_unfinished(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    now = time.time()
+    _spool(spool, _hello(1), DATA, now - 300)
+    _spool(spool, _hello(2), DATA[::-1], now - 200)
+    corrupt = _spool(spool, _hello(3), DATA, now - 100, sha="0" * 64)  # bytes no longer match
+    _spool(spool, _hello(4), DATA[:1000], now - 50)
+    (spool / f"{_hello(4).bundle}.tar.gz.sha256").unlink()  # still being written: left alone
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with running(local_settings(tmp_path)) as (url, _col):
+            return await drain_spool(spool, url, token=AGENT_TOKEN, retry=FAST)
+
+    res = run(go())
+    assert [r.key.split("-")[-1] for r in res.sent] == [f"{_hello(1).bundle}.tar.gz", f"{_hello(2).bundle}.tar.gz"]
+    assert res.rejected == [corrupt.name] and res.left == 0
+    assert sorted(p.name for p in spool.iterdir() if p.is_file()) == [f"{_hello(4).bundle}.json",
+                                                                     f"{_hello(4).bundle}.tar.gz"]
+    assert (spool / "rejected" / corrupt.name).exists()
+    assert "sha256" in (spool / "rejected" / (corrupt.name + ".why")).read_text()
+    stored = [p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]
+    assert len(stored) == 2  # the corrupt one never became visible
+
+
+def test_a_conflicting_spooled_bundle_is_set_aside(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    _spool(spool, HELLO, DATA, time.time())
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with running(local_settings(tmp_path)) as (url, _col):
+            assert (await post(url, body(HELLO, DATA[::-1])))[0] == 200
+            return await drain_spool(spool, url, token=AGENT_TOKEN, retry=FAST)
+
+    res = run(go())
+    assert res.rejected == [f"{HELLO.bundle}.tar.gz"] and res.sent == []
+    assert "409" in (spool / "rejected" / f"{HELLO.bundle}.tar.gz.why").read_text()
+
+
+def test_the_spool_waits_for_the_collector_and_lands_once(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    for n in range(3):
+        _spool(spool, _hello(n), DATA[n:], time.time() - 10 + n)
+    token = tmp_path / "token"
+    token.write_text(AGENT_TOKEN + "\n")
+
+    down = run(drain_spool(spool, "http://127.0.0.1:9", token_file=str(token),
+                           retry=RetryPolicy(attempts=2, base_s=0.01, cap_s=0.01)))
+    assert down.left == 3 and down.sent == [] and len(list(spool.glob("*.tar.gz"))) == 3
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with running(local_settings(tmp_path)) as (url, _col):
+            first = await drain_spool(spool, url, token_file=str(token), retry=FAST)
+            second = await drain_spool(spool, url, token_file=str(token), retry=FAST)
+            return first, second
+
+    first, second = run(go())
+    assert len(first.sent) == 3 and second.sent == [] and list(spool.glob("*.tar.gz")) == []
+    assert len([p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]) == 3
