@@ -1,0 +1,92 @@
+"""What a capture's plans are expanded against: the rails, PFs and devlink handles the replay
+readers found, and what the caller (the CLI or the daemon) brings (events, flight recorder)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.config import ReadConfig
+from agent.host import Host
+from agent.model import Snapshot
+
+__all__ = ["CaptureContext", "fill_from_snapshot", "health_reporters", "rails_of"]
+
+
+@dataclass
+class CaptureContext:
+    host: Host
+    cfg: ReadConfig = field(default_factory=ReadConfig)
+    snapshot: Snapshot | None = None
+    #: rail netdev -> the PCI function it is on ("" when none)
+    rail_pf: dict[str, str] = field(default_factory=dict)
+    #: devlink handle of each rail PF -> its PCI function
+    handle_pf: dict[str, str] = field(default_factory=dict)
+    #: (handle, reporter) of the rail PFs' health reporters
+    reporters: tuple[tuple[str, str], ...] = ()
+    #: the running agent's events (``events.json`` document) and flight recorder, when in the daemon
+    events: list[dict[str, Any]] | None = None
+    recorder_jsonl: Callable[[], bytes] | None = None
+    #: without a running agent: seconds between the two offline counter samples
+    recorder_gap_s: float = 10.0
+    #: the capture's deadline (monotonic); a Generated step waits no longer than this
+    deadline: float = float("inf")
+    sleep: Callable[[float], None] = time.sleep
+    pod_netns: bool = False
+
+    @property
+    def rails(self) -> tuple[str, ...]:
+        return tuple(sorted(self.rail_pf))
+
+    @property
+    def pfs(self) -> tuple[str, ...]:
+        return tuple(sorted({pf for pf in self.rail_pf.values() if pf}))
+
+    @property
+    def handles(self) -> tuple[str, ...]:
+        return tuple(sorted(self.handle_pf))
+
+
+def health_reporters(health_json: bytes | None, handles: set[str]) -> list[tuple[str, str]]:
+    """(handle, reporter) from ``devlink -j health show`` as the replay recorded it."""
+    try:
+        doc = json.loads(health_json or b"{}")
+    except ValueError:
+        return []
+    out = []
+    health = doc.get("health") if isinstance(doc, dict) else None
+    if isinstance(health, dict):
+        for handle, reps in health.items():
+            if handle not in handles or not isinstance(reps, list):
+                continue
+            for rep in reps:
+                name = rep.get("reporter") if isinstance(rep, dict) else None
+                if isinstance(name, str) and name:
+                    out.append((handle, name))
+    return sorted(set(out))
+
+
+def rails_of(snap: Snapshot) -> dict[str, str]:
+    """Rail netdev -> its PCI function: the netdevs the readers read ethtool on (rails and uplinks)."""
+    names = {st.netdev for st in snap.ethtool} | {d.netdev for d in snap.drivers}
+    out = {}
+    for name in names:
+        link = snap.link(name)
+        pf = ""
+        if link is not None and link.parent_bus == "pci" and link.parent_dev:
+            pf = link.parent_dev
+        out[name] = pf
+    return out
+
+
+def fill_from_snapshot(ctx: CaptureContext, snap: Snapshot, health_json: bytes | None = None) -> None:
+    ctx.snapshot = snap
+    ctx.rail_pf = rails_of(snap)
+    pfs = {pf for pf in ctx.rail_pf.values() if pf}
+    known = {d.handle for d in snap.devlink_devs}
+    ctx.handle_pf = {f"pci/{pf}": pf for pf in pfs if f"pci/{pf}" in known}
+    if ctx.handle_pf:
+        ctx.reporters = tuple(health_reporters(health_json, set(ctx.handle_pf)))

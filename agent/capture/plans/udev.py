@@ -1,0 +1,10 @@
+"""udev: every rules directory that can name a NIC or an RDMA device."""
+
+from agent.capture.plan import File, Plan
+
+PLAN = Plan("udev", 1, (
+    File("/etc/udev/rules.d/*"),
+    File("/run/udev/rules.d/*"),
+    File("/lib/udev/rules.d/*net*"),
+    File("/lib/udev/rules.d/*rdma*"),
+), "/etc, /run and /lib udev rules")

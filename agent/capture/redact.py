@@ -1,0 +1,266 @@
+"""Redaction before bytes reach the archive (DESIGN §7).
+
+Secrets are always removed: private key blocks, bearer tokens, ``Authorization`` headers,
+kubeconfig credentials and ``password=`` style pairs. With a key (``--redact``), addresses and
+names become keyed HMAC pseudonyms of the same shape: IPv4 / IPv6 addresses (RoCE GIDs are IPv6),
+MACs and other colon-separated hardware addresses, IB GUIDs, host names, pod and namespace names.
+The same input gives the same pseudonym with the same key on every node, and no map file exists:
+the key is the only way back.
+
+A pseudonym keeps the form of what it replaces (a MAC stays a unicast, locally administered MAC;
+an IPv4 address stays a dotted quad), so the readers parse a redacted bundle as they parse any and
+the checks reach the same findings.
+
+Redaction works line by line over a stream (``Redactor.stream``) so that a large file never sits
+in memory whole; a line longer than ``MAX_LINE`` is cut into pieces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import re
+from collections.abc import Iterable, Iterator
+
+__all__ = ["MAX_LINE", "Redactor", "load_key"]
+
+MAX_LINE = 1 << 20
+MARK = b"[redacted]"
+
+_PEM_BEGIN = re.compile(rb"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY|[A-Z0-9 ]*PRIVATE KEY BLOCK)-----")
+_PEM_END = re.compile(rb"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
+_SECRETS: tuple[tuple[re.Pattern[bytes], bytes], ...] = (  # (pattern, replacement; b"": keep quotes)
+    # HTTP headers and their curl / log forms: the whole value goes.
+    (re.compile(rb"(?i)\b((?:proxy-)?authorization\s*[:=]\s*)[^\r\n]+"), rb"\1" + MARK),
+    (re.compile(rb"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}"), rb"\1" + MARK),
+    (re.compile(rb"(?i)\b(basic\s+)[A-Za-z0-9+/=]{8,}"), rb"\1" + MARK),
+    # kubeconfig and YAML / JSON / INI credentials: "token: ...", "client-key-data: ...",
+    # "password=...", '"secret": "..."'.
+    (re.compile(
+        rb"(?i)(?<![\w.-])(\"?[\w.-]{0,40}?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
+        rb"private[_-]?key|client-key-data|client-certificate-data|credentials?)[\w.-]{0,40}\"?\s*[:=]\s*)"
+        rb"(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s,;}\]]+)"), b""),
+    # URLs with a user:password part.
+    (re.compile(rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{1,256}:)[^@\s/]{1,256}@"), rb"\1" + MARK + b"@"),
+)
+
+# One pass for every kind of address so that a match is never re-redacted.
+_HEX2 = rb"[0-9A-Fa-f]{2}"
+_ADDR = re.compile(
+    rb"(?P<hw>(?<![0-9A-Fa-f:])" + _HEX2 + rb"(?::" + _HEX2 + rb"){5,19}(?![0-9A-Fa-f:]))"
+    rb"|(?P<guid>(?<![0-9A-Fa-f:])[0-9A-Fa-f]{4}(?::[0-9A-Fa-f]{4}){3}(?![0-9A-Fa-f:]))"
+    rb"|(?P<v6>(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?:\.\d{1,3}){0,3}(?![0-9A-Za-z:]))"
+    rb"|(?P<v4>(?<![\w.-])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]|-\d))"
+)
+# Names the node and Kubernetes carry by key: "pod=...", "namespace: ...", OVS external_ids.
+_K8S_NAME = re.compile(
+    rb"(?i)(\b(?:k8s_)?(?:pod(?:[_-]?name)?|namespace|pod[_-]?namespace|netns)\"?\s*[:=]\s*\"?)"
+    rb"([a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)(?=[\"\s,;}\]]|$)")
+
+#: what each secret pattern cannot match without (lower case)
+_NEEDLES: tuple[tuple[bytes, ...], ...] = (
+    (b"authorization",),
+    (b"bearer",),
+    (b"basic",),
+    (b"pass", b"secret", b"token", b"key", b"credential"),
+    (b"://",),
+)
+
+
+def _keep_quotes(m: re.Match[bytes]) -> bytes:
+    """``key: value`` -> ``key: [redacted]``; a quoted value keeps its quotes (JSON stays JSON)."""
+    val = m.group(2)
+    if val[:1] in (b'"', b"'"):
+        return m.group(1) + val[:1] + MARK + val[:1]
+    return m.group(1) + MARK
+
+
+_KEEP_V4 = {"0.0.0.0", "255.255.255.255"}
+
+
+def load_key(path: str) -> bytes:
+    """The HMAC key from ``--redact-key-file`` (its bytes, surrounding whitespace stripped)."""
+    with open(path, "rb") as fh:
+        key = fh.read(1 << 16).strip()
+    if len(key) < 16:
+        raise ValueError(f"{path}: a redaction key needs at least 16 bytes")
+    return key
+
+
+class Redactor:
+    """Redacts bytes. ``key`` None: secrets only; a key: secrets and pseudonyms too."""
+
+    def __init__(self, key: bytes | None = None, names: Iterable[str] = ()) -> None:
+        self.key = key
+        self._names: list[tuple[bytes, bytes]] = []
+        if key is not None:
+            for name in sorted({n for n in names if n and len(n) >= 2}, key=len, reverse=True):
+                self._names.append((name.encode(), self.pseudonym("host", name).encode()))
+        self._names_re = (re.compile(rb"(?<![\w-])(" + b"|".join(re.escape(n) for n, _ in self._names)
+                                     + rb")(?![\w-])") if self._names else None)
+        self._name_map = dict(self._names)
+        self._memo: dict[bytes, bytes] = {}
+
+    @property
+    def pseudonymising(self) -> bool:
+        return self.key is not None
+
+    # -- pseudonyms -------------------------------------------------------------------------
+    def _mac(self, kind: str, value: str) -> bytes:
+        assert self.key is not None
+        return hmac.new(self.key, kind.encode() + b"\0" + value.encode(), hashlib.sha256).digest()
+
+    def pseudonym(self, kind: str, value: str) -> str:
+        """The pseudonym of ``value`` (``kind``: host, pod, namespace), e.g. ``host-3f9a0c12d4``."""
+        return f"{kind}-{self._mac(kind, value).hex()[:10]}"
+
+    def _hw(self, text: str) -> str:
+        octets = text.split(":")
+        low = text.lower()
+        if low.replace(":", "").strip("0") == "" or low.replace(":", "").strip("f") == "":
+            return text  # all zeros / broadcast: no one's address
+        digest = self._mac("hw", low)
+        raw = bytearray(digest[: len(octets)])
+        if len(octets) == 6:
+            raw[0] = (raw[0] | 0x02) & 0xFE  # locally administered, unicast
+        out = ":".join(f"{b:02x}" for b in raw)
+        return out.upper() if text.isupper() else out
+
+    def _guid(self, text: str) -> str:
+        digest = self._mac("guid", text.lower()).hex()[:16]
+        return ":".join(digest[i:i + 4] for i in range(0, 16, 4))
+
+    def _v4(self, text: str) -> str | None:
+        try:
+            addr = ipaddress.IPv4Address(text)
+        except ValueError:
+            return None
+        if text in _KEEP_V4 or addr.is_loopback or text.startswith("255."):
+            return None  # loopback, any, netmasks: nothing identifying
+        digest = self._mac("ipv4", str(addr))
+        return ".".join(str(b) for b in digest[:4])
+
+    def _v6(self, text: str) -> str | None:
+        if text.count(":") < 2:
+            return None
+        try:
+            addr = ipaddress.IPv6Address(text)
+        except ValueError:
+            return None
+        if addr.is_loopback or addr.is_unspecified:
+            return None
+        digest = self._mac("ipv6", addr.exploded)
+        new = ipaddress.IPv6Address(digest[:16])
+        # A GID or an address printed in full keeps its full form; a compressed one stays short.
+        return new.exploded if len(text) == 39 else new.compressed
+
+    def _addr(self, m: re.Match[bytes]) -> bytes:
+        raw = m.group(0)
+        hit = self._memo.get(raw)
+        if hit is not None:
+            return hit
+        out_b = self._addr_new(m)
+        if len(self._memo) < 100_000:
+            self._memo[raw] = out_b
+        return out_b
+
+    def _addr_new(self, m: re.Match[bytes]) -> bytes:
+        text = m.group(0).decode("ascii")
+        kind = m.lastgroup
+        out: str | None
+        if kind == "hw":
+            out = self._hw(text)
+        elif kind == "guid":
+            out = self._guid(text)
+        elif kind == "v6":
+            out = self._v6(text)
+        else:
+            out = self._v4(text)
+        return m.group(0) if out is None else out.encode("ascii")
+
+    def _k8s(self, m: re.Match[bytes]) -> bytes:
+        key = m.group(1).lower()
+        kind = "namespace" if b"namespace" in key or b"netns" in key else "pod"
+        return m.group(1) + self.pseudonym(kind, m.group(2).decode("ascii", "replace")).encode()
+
+    # -- bytes ------------------------------------------------------------------------------
+    def line(self, data: bytes) -> bytes:
+        """Redact one line (no PEM state: ``stream`` handles key blocks)."""
+        low = data.lower()
+        for (pat, repl), needles in zip(_SECRETS, _NEEDLES, strict=True):
+            # A plain substring test first: most blocks hold no keyword, and the regexes are slow.
+            if any(n in low for n in needles):
+                data = pat.sub(repl or _keep_quotes, data)
+        if self.key is None:
+            return data
+        data = _ADDR.sub(self._addr, data)
+        data = _K8S_NAME.sub(self._k8s, data)
+        if self._names_re is not None:
+            data = self._names_re.sub(lambda m: self._name_map[m.group(1)], data)
+        return data
+
+    def text(self, value: str) -> str:
+        """Redact a short string (a manifest field)."""
+        return self.bytes(value.encode()).decode("utf-8", "replace")
+
+    def bytes(self, data: bytes) -> bytes:
+        return b"".join(self.stream([data]))
+
+    def stream(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        """Redact a byte stream line by line; at most one partial line (``MAX_LINE``) is held."""
+        in_key = False
+        rest = b""
+
+        def lines(buf: bytes, final: bool) -> tuple[list[bytes], bytes]:
+            parts = buf.split(b"\n")
+            tail = b"" if final else parts.pop()
+            out = [p + b"\n" for p in parts]
+            if final and out:
+                out[-1] = out[-1][:-1]
+            return out, tail
+
+        def per_line(ls: list[bytes]) -> Iterator[bytes]:
+            nonlocal in_key
+            for ln in ls:
+                if in_key:
+                    end = _PEM_END.search(ln)
+                    if end:
+                        in_key = False
+                        yield ln[end.start():]
+                    continue
+                m = _PEM_BEGIN.search(ln)
+                if m:
+                    end = _PEM_END.search(ln, m.end())
+                    if end:
+                        yield self.line(ln[:m.end()]) + MARK + ln[end.start():]
+                    else:
+                        in_key = True
+                        yield self.line(ln[:m.end()]) + b"\n" + MARK + b"\n"
+                    continue
+                yield self.line(ln)
+
+        def emit(ls: list[bytes]) -> Iterator[bytes]:
+            block = b"".join(ls)
+            if not in_key and b"-----BEGIN" not in block:
+                # Every pattern stays within a line: the whole block goes through the regexes at once.
+                yield self.line(block)
+                return
+            yield from per_line(ls)
+
+        for chunk in chunks:
+            if not chunk:
+                continue
+            buf = rest + chunk
+            ls, rest = lines(buf, False)
+            if len(rest) > MAX_LINE:
+                ls.append(rest)
+                rest = b""
+            out = b"".join(emit(ls))
+            if out:
+                yield out
+        if rest:
+            ls, _ = lines(rest, True)
+            out = b"".join(emit(ls))
+            if out:
+                yield out

@@ -1,0 +1,166 @@
+"""``railscope capture``: a bundle of this node — what the readers read (it replays with ``railscope
+doctor --from``) plus what an engineer or the vendor's support asks for — as ``<name>.tar.gz`` with
+``<name>.tar.gz.sha256`` beside it.
+
+Exit status: 0 a bundle was written (partial if the deadline cut it short: the manifest says what
+is missing), 1 no bundle could be written, 3 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from agent.commands.common import _template, env_default
+from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
+
+
+def _positive(text: str) -> float:
+    try:
+        val = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if val <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return val
+
+
+def _non_negative(text: str) -> float:
+    try:
+        val = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if val < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return val
+
+
+def register_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host-root", default=env_default("host-root", "/"), metavar="DIR",
+                   help="Where the node's filesystem is mounted (/host in the DaemonSet). Default: /.")
+    p.add_argument("--node", default=env_default("node", None),
+                   help="Node name for the manifest and the bundle's name. Default: the node's hostname.")
+    p.add_argument("--cluster", default=env_default("cluster", None),
+                   help="Cluster name for the manifest. Default: none (null).")
+    p.add_argument("--incident", default=None, help="Incident id for the manifest. Default: none (null).")
+    p.add_argument("--net-template", type=_template, action="append", default=None,
+                   help="Netdev name template that marks rails, as for doctor. Repeatable. Default: "
+                        f"{', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')}.")
+    p.add_argument("--rdma-template", type=_template, action="append", default=None,
+                   help="RDMA device name template. Repeatable. Default: "
+                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
+    p.add_argument("--command-timeout", type=_positive, default=10.0, metavar="SECONDS",
+                   help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", default=".", metavar="FILE|DIR",
+                   help="Where to write the bundle: a file name (NAME.tar.gz), or a directory that gets "
+                        "<node>-<time>.tar.gz. An existing file is never overwritten. Default: the current directory.")
+    register_common(p)
+    p.add_argument("--reason", default="railscope capture",
+                   help="Why the bundle was taken, for the manifest. Default: 'railscope capture'.")
+    p.add_argument("--redact", action="store_true",
+                   help="Replace IP and MAC addresses, host names, IB GUIDs, RoCE GIDs, pod and namespace names "
+                        "with keyed pseudonyms (secrets are always removed). Default: off.")
+    p.add_argument("--redact-key-file", default=env_default("redact-key-file", None), metavar="FILE",
+                   help="HMAC key for --redact (at least 16 bytes; the chart mounts a cluster Secret), so the same "
+                        "address gets the same pseudonym on every node. Default: a random key for this bundle only.")
+    p.add_argument("--deadline", type=_positive, default=300.0, metavar="SECONDS",
+                   help="Overall deadline: what has finished by then is packed (a partial bundle). Default: 300.")
+    p.add_argument("--parallel", type=int, default=4, metavar="N",
+                   help="Steps run at once (firmware reads stay one at a time per PF). Default: 4.")
+    p.add_argument("--recorder-gap", type=_non_negative, default=10.0, metavar="SECONDS",
+                   help="Without a running agent, recorder.jsonl holds two samples of the rail counters this far "
+                        "apart, so rates exist offline; 0 takes one sample. Default: 10.")
+    p.add_argument("--pod-netns", action="store_true",
+                   help="Also read pod network namespaces (needs CAP_SYS_ADMIN; reads tenant data). Default: off.")
+
+
+def read_config(args: argparse.Namespace) -> object:
+    from agent.config import ReadConfig
+
+    return ReadConfig(
+        command_timeout_s=args.command_timeout,
+        net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
+        rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
+    )
+
+
+class _Progress:
+    """One line on a terminal: steps done / total and bytes so far."""
+
+    def __init__(self, stream: object) -> None:
+        self.stream = stream
+        self.shown = False
+
+    def __call__(self, done: int, total: int, nbytes: int) -> None:
+        self.shown = True
+        print(f"\rrailscope capture: {done}/{total} steps, {nbytes / 1e6:.1f} MB ", end="", file=self.stream,  # type: ignore[arg-type]
+              flush=True)
+
+    def end(self) -> None:
+        if self.shown:
+            print(file=self.stream)  # type: ignore[arg-type]
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.capture.redact import load_key
+    from agent.capture.runner import CaptureError, CaptureParams, capture_to_file
+    from agent.host import HostError
+    from agent.host.live import LiveHost
+
+    if args.parallel < 1:
+        print("railscope capture: --parallel must be at least 1", file=sys.stderr)
+        return 3
+    key: bytes | None = None
+    if args.redact:
+        if args.redact_key_file:
+            try:
+                key = load_key(args.redact_key_file)
+            except (OSError, ValueError) as exc:
+                print(f"railscope capture: --redact-key-file: {exc}", file=sys.stderr)
+                return 3
+        else:
+            key = os.urandom(32)
+            print("railscope capture: --redact without --redact-key-file: pseudonyms are valid for this bundle "
+                  "only", file=sys.stderr)
+    elif args.redact_key_file:
+        print("railscope capture: --redact-key-file needs --redact", file=sys.stderr)
+        return 3
+    if args.pod_netns:
+        print("railscope capture: --pod-netns is not supported yet; reading the host namespace only", file=sys.stderr)
+    params = CaptureParams(node=args.node, cluster=args.cluster, incident=args.incident, reason=args.reason,
+                           redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
+                           recorder_gap_s=args.recorder_gap, cfg=read_config(args))  # type: ignore[arg-type]
+    try:
+        host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)
+    except HostError as exc:
+        print(f"railscope capture: {exc}", file=sys.stderr)
+        return 3
+    progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
+    try:
+        res = capture_to_file(host, args.output, params, progress=progress)
+    except CaptureError as exc:
+        if progress:
+            progress.end()
+        print(f"railscope capture: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if progress:
+            progress.end()
+        print(f"railscope capture: {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    finally:
+        host.close()
+    if progress:
+        progress.end()
+    items = res.manifest["items"]
+    skipped = sum(1 for i in items if i.get("skipped"))
+    extra = " (partial: the deadline passed; see the manifest)" if res.partial else ""
+    print(f"railscope capture: {len(items)} items ({skipped} not available), {res.bytes} bytes{extra}",
+          file=sys.stderr)
+    print(res.path)
+    print(f"sha256 {res.sha256}")
+    return 0
