@@ -32,8 +32,9 @@ from aiohttp import web
 from proto.keys import KeyPartError, check_part
 
 from .auth import AuthError
+from .config import AlertLimits
 from .errors import error_response
-from .requests import BOARD, DEFAULT_PLAN, CaptureRequest, check_params, request_for
+from .requests import BOARD, CaptureRequest, check_params, request_for
 from .state import STATE
 from .storage import StoreError
 
@@ -180,38 +181,6 @@ def derive_incident(group_key: str, earliest: float, alertname: str = "") -> str
 
 
 @dataclass(frozen=True, slots=True)
-class AlertLimits:
-    """The bounds of capture on alert. Defaults: what a 1,000-node cluster can absorb in a storm."""
-
-    #: the kill switch: False queues nothing
-    enabled: bool = True
-    #: a node captured (for any incident) this recently is not captured again
-    cooldown_s: float = 900.0
-    #: requests pending across the cluster
-    max_in_flight: int = 20
-    #: per incident: the worst nodes by severity, plus a sample of the rest
-    incident_worst: int = 5
-    incident_sample: int = 5
-    #: requests per alert name per window
-    rate_per_alertname: int = 50
-    rate_window_s: float = 600.0
-    #: a request not picked up by then is dropped
-    request_ttl_s: float = 1800.0
-    plan: str = DEFAULT_PLAN
-
-    def __post_init__(self) -> None:
-        for name in ("cooldown_s", "rate_window_s", "request_ttl_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
-        for name in ("max_in_flight", "incident_worst", "incident_sample", "rate_per_alertname"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
-        if self.request_ttl_s < 60:
-            raise ValueError("request_ttl_s must be at least 60 s (agents poll for up to 55 s)")
-        check_params(self.plan, None)
-
-
-@dataclass(frozen=True, slots=True)
 class Skip:
     node: str
     incident: str
@@ -280,8 +249,9 @@ def _sample_order(incident: str, node: str) -> str:
 
 
 def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
-           limits: AlertLimits = AlertLimits()) -> Decision:
+           limits: AlertLimits | None = None) -> Decision:
     """The requests to queue for ``hook``, given the requests already stored."""
+    limits = limits or AlertLimits()
     targets, resolved, no_node = _targets(hook)
     existing = list(existing)
     by_id = {r.id: r for r in existing}
@@ -402,5 +372,7 @@ async def receive(request: web.Request) -> web.Response:
 
 def setup(app: web.Application, limits: AlertLimits | None = None) -> None:
     """``POST /v1/alerts``; needs the request board of :func:`collector.requests.setup`."""
-    app[LIMITS] = limits or AlertLimits()
+    limits = limits or app[STATE].settings.alerts
+    check_params(limits.plan, None)
+    app[LIMITS] = limits
     app.router.add_post("/v1/alerts", receive)
