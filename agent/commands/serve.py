@@ -104,6 +104,12 @@ def register(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
                    default=env_default("log-level", "info"),
                    help="Least severe log lines written (JSON, one per line, on stderr). Default: info.")
+    g.add_argument("--collector", default=env_default("collector", None), metavar="URL",
+                   help="The collector to pull capture requests from (a long poll, so nothing connects into "
+                        "the pod) and to upload their bundles to. Needs --node. Default: none (off).")
+    g.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
+                   help="The bearer token for the collector, read again on every request (a projected "
+                        "ServiceAccount token rotates). Default: none.")
 
     s = p.add_argument_group("sampling (the scrape never reads the node: it serves the latest sample)")
     s.add_argument("--links-interval", type=_duration, default=env_default("links-interval", "15s"),
@@ -167,6 +173,10 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         if getattr(args, name) < 60:
             raise SettingsError(f"--{name.replace('_', '-')} must be at least 60s: devlink and rdma are slow "
                                 "and busy while the SR-IOV daemon creates VFs")
+    if args.collector and not args.node:
+        raise SettingsError("--collector needs --node: capture requests are polled per node")
+    if args.collector and not args.collector.startswith(("http://", "https://")):
+        raise SettingsError(f"--collector {args.collector!r}: expected an http:// or https:// URL")
     if args.counters_interval > args.links_interval:
         raise SettingsError("--counters-interval must not be longer than --links-interval")
     thresholds = tuple((fld, getattr(args, flag.replace("-", "_"))) for flag, fld, _d, _h in _THRESHOLDS)
@@ -187,6 +197,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         command_timeout_s=args.command_timeout, recorder_window_s=args.recorder_window,
         event_history=args.event_history, event_queue=args.event_queue, node=args.node, cluster=args.cluster,
         representor_include=args.representor_include, expectations=exp, read=read, thresholds=thresholds,
+        collector_url=args.collector, collector_token_file=args.collector_token_file,
     )
 
 

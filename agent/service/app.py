@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from agent.service import maintenance
+from agent.service import maintenance, pull
 from agent.service.keys import AGENT
 from agent.service.runtime import Agent
 
@@ -109,4 +109,5 @@ def make_app(agent: Agent) -> web.Application:
     app.router.add_get("/v1/image", image)
     app.cleanup_ctx.append(_agent_ctx)
     maintenance.attach(app, agent)
+    pull.attach(app, agent)
     return app

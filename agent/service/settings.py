@@ -95,3 +95,6 @@ class AgentSettings:
     watch_links: bool = True
     #: the byte cap of one node image served by /v1/image
     image_max_bytes: int = 256 << 20
+    #: the collector to pull capture requests from and upload to (agent/service/pull.py); None: off
+    collector_url: str | None = None
+    collector_token_file: str | None = None

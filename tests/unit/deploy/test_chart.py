@@ -59,6 +59,8 @@ FULL_AGENT = {
     "port": 9850,
     "cluster": "gpu-east-1",
     "logLevel": "debug",
+    "collector": "http://railscope-collector.railscope.svc:9842",
+    "collectorTokenFile": "/var/run/secrets/railscope/collector-token",
     "linksInterval": "20s",
     "devlinkInterval": "2m",
     "rdmaInterval": 90,
