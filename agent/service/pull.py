@@ -275,3 +275,43 @@ def attach(app: web.Application, agent: Agent) -> RequestPuller | None:
 
     app.cleanup_ctx.append(ctx)
     return puller
+
+
+# -- the operator's side: railscope capture --node N --incident ID --collector URL [--wait] -------
+
+class RequestFailed(Exception):
+    """The collector refused or never finished a request; the message is one line for the operator."""
+
+
+async def queue_request(url: str, node: str, incident: str, *, token: str | None, wait_s: float | None = None,
+                        poll_s: float = 2.0, plan: str = "node-bundle",
+                        params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Queue a capture of ``node`` for ``incident`` (operator role); with ``wait_s``, wait for its bundle.
+
+    Returns the request as the collector last showed it (``state`` ``done`` and ``bundle`` when waited).
+    """
+    base = url.rstrip("/")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = {"node": node, "incident": incident, "plan": plan, "params": dict(params or {})}
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        async with session.post(base + "/v1/requests", json=body, headers=headers) as resp:
+            doc = await resp.json(content_type=None)
+            if resp.status not in (200, 201):
+                raise RequestFailed(f"the collector answered {resp.status}: {doc.get('message', doc)}")
+        req = doc["request"]
+        if wait_s is None:
+            return req
+        deadline = time.monotonic() + wait_s
+        show = f"{base}/v1/requests/{quote(node)}/{quote(req['id'])}"
+        while req.get("state") != "done":
+            if time.monotonic() > deadline:
+                raise RequestFailed(f"request {req['id']} not done after {wait_s:.0f} s (is the agent of "
+                                    f"{node} running with --collector?)")
+            await asyncio.sleep(poll_s)
+            async with session.get(show, headers=headers) as resp:
+                doc = await resp.json(content_type=None)
+                if resp.status != 200:
+                    raise RequestFailed(f"the collector answered {resp.status}: {doc.get('message', doc)}")
+            req = doc["request"]
+        return req

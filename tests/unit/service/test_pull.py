@@ -194,3 +194,48 @@ def test_collector_flags_need_a_node(example_image: Path) -> None:
 def replace_settings(agent: Agent, **kw: object) -> Agent:
     agent.settings = replace(agent.settings, **kw)  # type: ignore[misc]
     return agent
+
+
+def test_railscope_capture_queues_a_request_and_waits_for_its_bundle(tmp_path: Path, example_image: Path) -> None:
+    import os
+    import subprocess
+
+    from collector_helpers import OPERATOR_TOKEN
+
+    root = Path(__file__).resolve().parents[3]
+    tokens = tmp_path / "op-token"
+    tokens.write_text(OPERATOR_TOKEN + "\n")
+    bad = tmp_path / "bad-token"
+    bad.write_text("not-an-operator-token-at-all\n")
+
+    async def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agent.cli", "capture", *argv, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(root)}, cwd=root)
+        out, err = await proc.communicate()
+        return subprocess.CompletedProcess(argv, proc.returncode or 0, out.decode(), err.decode())
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            puller = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
+            task = asyncio.create_task(puller.run())
+            try:
+                waited = await cli("--node", NODE, "--incident", "inc-77", "--collector", url, "--wait",
+                                   "--token-file", str(tokens), "--wait-timeout", "60")
+                queued = await cli("--node", "gpu-node-018", "--incident", "inc-78", "--collector", url,
+                                   "--token-file", str(tokens))
+                refused = await cli("--node", NODE, "--incident", "inc-79", "--collector", url,
+                                    "--token-file", str(bad))
+                no_incident = await cli("--node", NODE, "--collector", url, "--token-file", str(tokens))
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            return waited, queued, refused, no_incident
+
+    waited, queued, refused, no_incident = asyncio.run(go())
+    assert waited.returncode == 0, waited.stderr
+    key = waited.stdout.strip()
+    assert key.startswith("prod-east/") and "/inc-77/" in key and (tmp_path / "store" / key).is_file()
+    assert queued.returncode == 0 and queued.stdout.strip() == bundle_id("inc-78", "gpu-node-018", "node-bundle/v1")
+    assert refused.returncode == 1 and "401" in refused.stderr
+    assert no_incident.returncode == 3
