@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("agent.commands.record", "Record this node (or a running agent) into a node image directory."),
     "collector": ("agent.commands.collector", "Run the collector: receive, verify and store bundles."),
     "bundles": ("agent.commands.bundles", "List, fetch and verify bundles stored by the collector."),
+    "report": ("agent.commands.report", "Report on a bundle: diagnosis, flight recorder, events, manifest (--html FILE)."),
+    "diff": ("agent.commands.diff", "Compare two captures of a node: regressions, changes, counter rates."),
 }
 
 

@@ -1,11 +1,16 @@
-"""Finding codes, severities and the ``railscope.doctor/v1`` document (DESIGN §4)."""
+"""Finding and event codes, severities and the ``railscope.doctor/v1`` document (DESIGN §4).
+
+``EVENT_CODES`` is separate from the finding ``CODES``: ``DriverReload`` is an event (it explains the
+flaps it would otherwise cause), never a finding. Events of the other codes become findings as they
+are when ``railscope doctor`` reads ``events.json`` (DESIGN §4 "Time").
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "SEVERITIES", "Diagnosis", "Finding", "RailRow", "severity_rank"]
+__all__ = ["CODES", "EVENT_CODES", "SEVERITIES", "Diagnosis", "Finding", "RailRow", "severity_rank"]
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -13,6 +18,7 @@ SEVERITIES = ("critical", "warning", "info")
 CODES: dict[str, str] = {
     "RailMissing": "critical",
     "RailNameMismatch": "critical",
+    "RdmaNameMismatch": "critical",
     "RailTemplateInvalid": "critical",
     "RailLinkDown": "critical",
     "RdmaLinkDown": "critical",
@@ -28,6 +34,13 @@ CODES: dict[str, str] = {
     "ConfigFlapping": "warning",
     "FirmwareSkew": "info",
     "DriverKernelUnvalidated": "warning",
+}
+
+#: code -> default severity of every event a detector emits.
+EVENT_CODES: dict[str, str] = {
+    **{code: CODES[code] for code in ("LinkFlapping", "ConfigFlapping", "RepresentorStale", "PfcStorm",
+                                      "LosslessDrops")},
+    "DriverReload": "info",
 }
 
 

@@ -202,6 +202,14 @@ class Versions:
     modprobe_netns_mode: tuple[tuple[str, str], ...] = ()
 
 
+#: The files nic-configuration-operator writes: every rule in them names a rail, and they win over
+#: a site's own file that names the same PCI function (DESIGN §4 "Rails").
+OPERATOR_RULE_FILES: tuple[str, ...] = (
+    "/etc/udev/rules.d/10-nic-net-interface-naming.rules",
+    "/etc/udev/rules.d/10-nic-rdma-interface-naming.rules",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class RailRule:
     """One udev naming rule: a PCI function -> the name its netdev or RDMA device should get."""

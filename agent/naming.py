@@ -8,15 +8,24 @@ https://github.com/Mellanox/nic-configuration-operator (``NicInterfaceNameTempla
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+
+from agent.model import OPERATOR_RULE_FILES, RailRule
 
 __all__ = [
     "DEFAULT_NET_TEMPLATES",
     "DEFAULT_RDMA_TEMPLATES",
     "IFNAMSIZ_MAX",
+    "OPERATOR_RULE_FILES",
+    "SITE_NET_TEMPLATES",
+    "SITE_RDMA_TEMPLATES",
     "RailName",
+    "net_twin",
     "parse_name",
+    "rail_rules",
+    "rdma_twin",
     "render",
 ]
 
@@ -27,6 +36,17 @@ DEFAULT_NET_TEMPLATES: tuple[str, ...] = (
     "net_%nic_id%_%plane_id%_%rail_id%",
 )
 DEFAULT_RDMA_TEMPLATES: tuple[str, ...] = tuple(t.replace("net_", "rdma_", 1) for t in DEFAULT_NET_TEMPLATES)
+
+#: Rail names that sites write in their own udev rules (``70-persistent-net.rules``), known so that
+#: such a node is read without flags. ``eth_rail<N>`` / ``roce_rail<N>`` beside ``eth_sec<N>`` storage
+#: NICs: the Spectrum-X OpenShift rail mapping of github.com/schmaustech/gpu-nic-rail-mapping (README,
+#: Dell XE9680 H200 and Grace Hopper nodes). ``mlx5_ib<N>``: Azure's persistent RDMA naming for
+#: HB / ND VMs (learn.microsoft.com, "Known Issues with IB RDMA and NUMA Node Affinity",
+#: ``99-rdma-persistent-naming.rules``).
+SITE_NET_TEMPLATES: tuple[str, ...] = ("eth_rail%rail_id%",)
+SITE_RDMA_TEMPLATES: tuple[str, ...] = ("roce_rail%rail_id%", "mlx5_ib%rail_id%")
+#: net template -> its RDMA twin where the twin is not the ``net_`` -> ``rdma_`` rule.
+_TWINS: dict[str, str] = {"eth_rail%rail_id%": "roce_rail%rail_id%"}
 
 #: A netdev name holds at most 15 characters (IFNAMSIZ 16 with the NUL); udev cannot apply a
 #: longer NAME= and the interface keeps its kernel name. RDMA device names may be 64.
@@ -98,3 +118,53 @@ def validate_template(template: str) -> str | None:
     if bad:
         return f"template {template!r}: unknown variable %{bad[0]}%"
     return None
+
+
+def rdma_twin(net_template: str) -> str | None:
+    """The RDMA template that goes with a net template: ``net_`` -> ``rdma_``, or a known site pair."""
+    if net_template in _TWINS:
+        return _TWINS[net_template]
+    if net_template.startswith("net_"):
+        return "rdma_" + net_template[len("net_"):]
+    return None
+
+
+def net_twin(rdma_template: str) -> str | None:
+    """The net template that goes with an RDMA template; None for RDMA-only names (``mlx5_ib%rail_id%``)."""
+    for net, rdma in _TWINS.items():
+        if rdma == rdma_template:
+            return net
+    if rdma_template.startswith("rdma_"):
+        return "net_" + rdma_template[len("rdma_"):]
+    return None
+
+
+def _is_rail_name(rule: RailRule, net_templates: tuple[str, ...], rdma_templates: tuple[str, ...]) -> bool:
+    return parse_name(rule.name, net_templates if rule.kind == "net" else rdma_templates) is not None
+
+
+def rail_rules(rules: Iterable[RailRule], net_templates: tuple[str, ...] = DEFAULT_NET_TEMPLATES,
+               rdma_templates: tuple[str, ...] = DEFAULT_RDMA_TEMPLATES) -> tuple[RailRule, ...]:
+    """The naming rules that name rails, one per (PCI function, kind) (DESIGN §4 "Rails").
+
+    Every rule of the operator's two files names a rail. A rule of another file names a rail when
+    its function has a rule (net or RDMA, in that file set) whose name matches a template — the given
+    ones, or the known operator and site ones; a site's storage or management NIC rules
+    (``eth_sec0``) are not rails. When two files name one function, the operator's rule wins; among
+    the other files, the first file (udev's lexical order) and first line.
+
+    >>> r = [RailRule("0000:1a:00.0", "eth_sec0", "net", "/etc/udev/rules.d/70-persistent-net.rules", 1),
+    ...      RailRule("0000:18:00.0", "eth_rail0", "net", "/etc/udev/rules.d/70-persistent-net.rules", 2)]
+    >>> [x.name for x in rail_rules(r)]
+    ['eth_rail0']
+    """
+    nets = tuple(dict.fromkeys((*net_templates, *DEFAULT_NET_TEMPLATES, *SITE_NET_TEMPLATES)))
+    rdmas = tuple(dict.fromkeys((*rdma_templates, *DEFAULT_RDMA_TEMPLATES, *SITE_RDMA_TEMPLATES)))
+    ordered = sorted(rules, key=lambda r: (r.file not in OPERATOR_RULE_FILES, r.file, r.line))
+    site_rail_pcis = {r.pci for r in ordered if r.file not in OPERATOR_RULE_FILES and _is_rail_name(r, nets, rdmas)}
+    chosen: dict[tuple[str, str], RailRule] = {}
+    for r in ordered:
+        if r.file not in OPERATOR_RULE_FILES and r.pci not in site_rail_pcis:
+            continue
+        chosen.setdefault((r.pci, r.kind), r)
+    return tuple(sorted(chosen.values(), key=lambda r: (r.file not in OPERATOR_RULE_FILES, r.file, r.line)))

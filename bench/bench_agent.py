@@ -150,14 +150,8 @@ def agent_sample_cpu(rails: int, runs: int) -> dict[str, float]:
     from agent.host.live import LiveHost
     from agent.metrics.exposition import render
     from agent.metrics.state import MetricsState
-    from agent.service.sampling import (
-        compose,
-        read_config,
-        read_counters,
-        read_devlink_part,
-        read_links_part,
-        read_rdma_part,
-    )
+    from agent.readers.common import Notes
+    from agent.readers.sources import SOURCES, Context, after, compose
 
     exp = Expectations(rails=rails)
     cfg = ReadConfig()
@@ -166,14 +160,11 @@ def agent_sample_cpu(rails: int, runs: int) -> dict[str, float]:
 
     def once() -> tuple[float, float, bytes, int]:
         t0 = time.process_time()
-        conf = read_config(host, cfg)
-        links = read_links_part(host, cfg, conf.fields["rules"])
-        parts = {
-            "config": conf, "links": links,
-            "devlink": read_devlink_part(host, cfg, links.fields["pci"], links.rail_bdfs),
-            "rdma": read_rdma_part(host, cfg, links.rails, links.rail_bdfs),
-            "counters": read_counters(host, cfg, links.rails, {}),
-        }
+        ctx = Context(recorder=True)
+        parts = {}
+        for src in SOURCES:
+            parts[src.name] = src.read(host, cfg, ctx, Notes())
+            ctx = after(ctx, parts[src.name])
         snap = compose(None, parts)
         topo = build_topology(snap, exp)
         diag = diagnose(snap, exp, topology=topo, kernel_table=table)

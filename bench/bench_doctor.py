@@ -39,7 +39,7 @@ runs, rails = int(sys.argv[1]), int(sys.argv[2])
 from agent.config import Expectations, ReadConfig
 from agent.analysis.diagnose import diagnose, load_kernel_table
 from agent.host.live import LiveHost
-from agent.host.netlink import LinkReader
+from agent.host.netlink.dump import LinkReader
 from agent.readers.snapshot import take_snapshot
 from agent.analysis.topology import build_topology
 

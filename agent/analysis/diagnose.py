@@ -86,7 +86,8 @@ def _row(snap: Snapshot, rail: Rail) -> RailRow:
         firmware = rail.rdma_device.fw_ver.split()[0]
     pf = rail.pf
     return RailRow(
-        rail=rail.rail, plane=rail.plane, netdev=name, rdma=rail.rdma.dev if rail.rdma else None, pci=rail.pci,
+        rail=rail.rail, plane=rail.plane, netdev=name, pci=rail.pci,
+        rdma=rail.rdma.dev if rail.rdma else rail.rdma_device.name if rail.rdma_device else None,
         oper="up" if rail.netdev.is_oper_up else "down",
         speed_mbps=_speed(snap, name),
         rdma_state=rail.rdma.state if rail.rdma else None,
@@ -112,7 +113,9 @@ def diagnose(snap: Snapshot, exp: Expectations, *, events: tuple[Event, ...] = (
              topology: Topology | None = None) -> Diagnosis:
     """The diagnosis of one node snapshot; ``events`` / ``recorder`` come from a node image's history."""
     topo = topology or build_topology(snap, exp)
-    table = kernel_table if kernel_table is not None else load_kernel_table(exp.kernel_table_file)
+    # The caller loads --kernel-table (a file): this function reads nothing, it only falls back to
+    # the rows shipped with the package.
+    table = kernel_table if kernel_table is not None else _shipped_table()
     findings: tuple[Finding, ...] = run_checks(snap, topo, exp, kernel_table=table, events=events,
                                                recorder=recorder, capture_time=capture_time)
     node = snap.node or snap.versions.hostname

@@ -4,14 +4,17 @@ Checks, metrics and detectors all ask the same questions of a snapshot — which
 which PF owns this representor, which PFs form one NIC — so the answers live here, once, by the rules
 of DESIGN §4:
 
-- **Rails** come from the udev naming rules (PCI function -> expected name), else from netdev names
+- **Rails** come from the udev naming rules (PCI function -> expected name; the operator's files, and
+  a site's own files where a name matches a template: ``agent.naming.rail_rules``), else from netdev names
   that match a template, else from ``--rails N`` (names rendered with the first template). A rail is
   keyed by its PCI function; its rail / plane numbers are parsed from the rule's *expected* name.
 - **A rail's netdev** is the uplink of its PCI function: ``parent_dev`` is the function and
   ``phys_port_name`` is ``p<N>``, or, with no switch id, the function's own netdev. Representors
   share the function (a ``KERNELS==`` rule matches them too) and never count.
 - **A rail's RDMA port** is the ``rdma link`` whose netdev is the rail netdev, else port 1 of the RDMA
-  device on the rail's function. Representor ports (one per VF in switchdev) are never a rail's.
+  device on the rail's function — of several (ConnectX-8's SMI device beside the RoCE one), the only
+  Ethernet one, else the one the RDMA rule names, never the first by name. Representor ports (one per
+  VF in switchdev) are never a rail's.
 - **Representors** (``pf<N>vf<M>``) belong to the PF that is their ``parent_dev``, cross-checked with
   the devlink port; ``c<C>pf..`` names with C >= 1 belong to another host (a DPU's) and are ignored.
   A representor is *stale* when its VF index is >= the PF's ``sriov_numvfs`` (or VFs are 0).
@@ -30,7 +33,19 @@ from typing import Any
 
 from agent.config import Expectations
 from agent.model import DevlinkPort, Link, OvsInterface, RailRule, RdmaDevice, RdmaLink, Snapshot
-from agent.naming import IFNAMSIZ_MAX, RailName, parse_name, render
+from agent.naming import (
+    DEFAULT_NET_TEMPLATES,
+    DEFAULT_RDMA_TEMPLATES,
+    IFNAMSIZ_MAX,
+    SITE_NET_TEMPLATES,
+    SITE_RDMA_TEMPLATES,
+    RailName,
+    net_twin,
+    parse_name,
+    rail_rules,
+    rdma_twin,
+    render,
+)
 
 __all__ = [
     "Nic",
@@ -184,6 +199,11 @@ class Rail:
     rdma_device: RdmaDevice | None = None
     #: the expected netdev name is longer than IFNAMSIZ: udev can never apply it
     name_too_long: bool = False
+    net_rule: RailRule | None = None
+    #: the RDMA naming rule of the function; ``expected_rdma`` is its name when there is one
+    rdma_rule: RailRule | None = None
+    #: other RDMA devices on the rail's function (a ConnectX-8 SMI device beside the RoCE one)
+    other_rdma: tuple[str, ...] = ()
 
     @property
     def netdev_name(self) -> str | None:
@@ -325,28 +345,54 @@ def _sysfs_state_word(text: str | None) -> str | None:
     return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", word).upper()
 
 
-def _rdma_port_of(snap: Snapshot, netdev: Link | None, pci: str | None,
-                  rep_names: frozenset[str]) -> tuple[RdmaLink | None, RdmaDevice | None]:
+def _link_layer(dev: RdmaDevice) -> str | None:
+    for port, _state, _phys, layer in dev.ports:
+        if port == 1:
+            return layer
+    return None
+
+
+def _rdma_port_of(snap: Snapshot, netdev: Link | None, pci: str | None, rep_names: frozenset[str],
+                  expected: str | None = None) -> tuple[RdmaLink | None, RdmaDevice | None, tuple[str, ...]]:
+    """The rail's RDMA port, its device, and the other RDMA devices on the rail's function.
+
+    A function may carry several RDMA devices (ConnectX-8: an SMI device such as ``smi1`` beside
+    ``mlx5_0``, made by ``rdma dev add ... type SMI``): the rail's is the one with a port whose
+    netdev is the rail netdev, else the only Ethernet (RoCE) one, else the one the RDMA rule names,
+    else the only one. Never the first by name: with two candidates and nothing to tell them apart,
+    the rail has no RDMA device (and no RdmaLinkDown), and the candidates are in ``others``.
+    """
+    on_fn = sorted((d for d in snap.rdma_devices if d.pci == pci), key=lambda d: d.name) if pci else []
+    chosen: RdmaDevice | None = None
+    port: RdmaLink | None = None
     if netdev is not None:
         for rl in snap.rdma_links:
             if rl.netdev == netdev.ifname and rl.netdev not in rep_names:
-                return rl, _rdma_device(snap, rl.dev)
-    if pci is None:
-        return None, None
-    devs = sorted((d for d in snap.rdma_devices if d.pci == pci), key=lambda d: d.name)
-    if not devs:
-        # Without sysfs, the rdma links still name the device; a port whose netdev is the
+                port = rl
+                chosen = _rdma_device(snap, rl.dev)
+                break
+    if port is None and on_fn:
+        roce = [d for d in on_fn if (_link_layer(d) or "").lower() == "ethernet"]
+        named = [d for d in on_fn if d.name == expected]
+        for group in (roce if len(roce) == 1 else [], named, on_fn if len(on_fn) == 1 else []):
+            if group:
+                chosen = group[0]
+                break
+    others = tuple(d.name for d in on_fn if chosen is None or d.name != chosen.name)
+    if port is not None:
+        return port, chosen, others
+    if chosen is None:
+        # Without sysfs the rdma links still name the device; a port whose netdev is the
         # function's uplink was handled above, so nothing more can be known here.
-        return None, None
-    dev = devs[0]
+        return None, None, others
     for rl in snap.rdma_links:
-        if rl.dev == dev.name and rl.port == 1:
-            return rl, dev
-    for port, state, phys, _layer in dev.ports:
-        if port == 1:
-            return RdmaLink(dev.name, 1, _sysfs_state_word(state), _sysfs_state_word(phys),
-                            netdev.ifname if netdev is not None else None), dev
-    return None, dev
+        if rl.dev == chosen.name and rl.port == 1:
+            return rl, chosen, others
+    for p, state, phys, _layer in chosen.ports:
+        if p == 1:
+            return RdmaLink(chosen.name, 1, _sysfs_state_word(state), _sysfs_state_word(phys),
+                            netdev.ifname if netdev is not None else None), chosen, others
+    return None, chosen, others
 
 
 def _rdma_device(snap: Snapshot, name: str) -> RdmaDevice | None:
@@ -356,12 +402,25 @@ def _rdma_device(snap: Snapshot, name: str) -> RdmaDevice | None:
     return None
 
 
+def _all_templates(given: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*given, *known)))
+
+
+def _net_templates(exp: Expectations) -> tuple[str, ...]:
+    return _all_templates(exp.net_templates, (*DEFAULT_NET_TEMPLATES, *SITE_NET_TEMPLATES))
+
+
+def _rdma_templates(exp: Expectations) -> tuple[str, ...]:
+    return _all_templates(exp.rdma_templates, (*DEFAULT_RDMA_TEMPLATES, *SITE_RDMA_TEMPLATES))
+
+
 def _rdma_template_for(net_template: str, exp: Expectations) -> str | None:
-    """The RDMA twin of a net template: ``net_`` -> ``rdma_``, else the one at the same position."""
-    if net_template.startswith("net_"):
-        twin = "rdma_" + net_template[len("net_"):]
-        if twin in exp.rdma_templates or not exp.rdma_templates:
-            return twin
+    """The RDMA twin of a net template: ``net_`` -> ``rdma_`` (or a known site pair), else the one at
+    the same position of ``--rdma-template``."""
+    twin = rdma_twin(net_template)
+    if twin is not None and (twin in exp.rdma_templates or not exp.rdma_templates
+                             or net_template not in exp.net_templates):
+        return twin
     if net_template in exp.net_templates:
         i = exp.net_templates.index(net_template)
         if i < len(exp.rdma_templates):
@@ -517,29 +576,33 @@ class _RailSeed:
     expected_rdma: str | None
     source: str
     rule_file: str | None = None
-    #: a net naming rule names this function's netdev (an RDMA rule alone names only the RDMA device)
-    net_rule: bool = False
+    #: the net naming rule of this function (an RDMA rule alone names only the RDMA device)
+    net_rule: RailRule | None = None
+    #: the RDMA naming rule of this function: its name is what NCCL and the device plugin select
+    rdma_rule: RailRule | None = None
 
 
 def _seeds_from_rules(rules: tuple[RailRule, ...], exp: Expectations) -> list[_RailSeed]:
-    net = [r for r in rules if r.kind == "net"]
-    rdma = {r.pci: r for r in rules if r.kind == "rdma"}
+    chosen = rail_rules(rules, exp.net_templates, exp.rdma_templates)
+    net_t, rdma_t = _net_templates(exp), _rdma_templates(exp)
+    net = {r.pci: r for r in chosen if r.kind == "net"}
+    rdma = {r.pci: r for r in chosen if r.kind == "rdma"}
     seeds: list[_RailSeed] = []
-    pcis = [r.pci for r in net] + [p for p in rdma if p not in {r.pci for r in net}]
-    for ordinal, pci in enumerate(dict.fromkeys(pcis)):
-        nrule = next((r for r in net if r.pci == pci), None)
-        rrule = rdma.get(pci)
-        parsed = parse_name(nrule.name, exp.net_templates) if nrule else None
+    for ordinal, pci in enumerate(dict.fromkeys(r.pci for r in chosen)):
+        nrule, rrule = net.get(pci), rdma.get(pci)
+        parsed = parse_name(nrule.name, net_t) if nrule else None
         if parsed is None and rrule is not None:
-            parsed = parse_name(rrule.name, exp.rdma_templates)
+            parsed = parse_name(rrule.name, rdma_t)
         if nrule is not None:
             expected_net = nrule.name
-        elif parsed is not None:
-            net_t = _net_template_for(parsed.template, exp)
-            expected_net = render(net_t, parsed.rail, parsed.plane, parsed.nic) if net_t else rrule.name
+        elif parsed is not None and (tmpl := _net_template_for(parsed.template, exp)):
+            expected_net = render(tmpl, parsed.rail, parsed.plane, parsed.nic)
         else:
             expected_net = rrule.name if rrule else pci
-        expected_rdma = rrule.name if rrule else (_expected_rdma(parsed, exp) if parsed and nrule else None)
+        if rrule is not None:
+            expected_rdma = rrule.name
+        else:
+            expected_rdma = _expected_rdma(parsed, exp) if parsed is not None and nrule is not None else None
         seeds.append(_RailSeed(
             rail=parsed.rail if parsed else ordinal,
             plane=parsed.plane if parsed else None,
@@ -549,14 +612,16 @@ def _seeds_from_rules(rules: tuple[RailRule, ...], exp: Expectations) -> list[_R
             expected_rdma=expected_rdma,
             source="udev",
             rule_file=(nrule or rrule).file if (nrule or rrule) else None,
-            net_rule=nrule is not None,
+            net_rule=nrule,
+            rdma_rule=rrule,
         ))
     return seeds
 
 
 def _net_template_for(rdma_template: str, exp: Expectations) -> str | None:
-    if rdma_template.startswith("rdma_"):
-        return "net_" + rdma_template[len("rdma_"):]
+    twin = net_twin(rdma_template)
+    if twin is not None:
+        return twin
     if rdma_template in exp.rdma_templates:
         i = exp.rdma_templates.index(rdma_template)
         if i < len(exp.net_templates):
@@ -609,20 +674,22 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
         if netdev is None and s.source == "rails":
             netdev = snap.link(s.expected_netdev)
         pci = s.pci or (netdev.parent_dev if netdev is not None else None)
-        rdma, rdev = _rdma_port_of(snap, netdev, pci, rep_names)
-        if s.source == "udev" and not s.net_rule and netdev is not None:
+        rdma, rdev, other_rdma = _rdma_port_of(snap, netdev, pci, rep_names,
+                                               s.rdma_rule.name if s.rdma_rule else s.expected_rdma)
+        if s.source == "udev" and s.net_rule is None and netdev is not None:
             # Only an RDMA rule names this function: nothing says what its netdev should be called,
             # so the name it has is the expected one (no RailNameMismatch from a guessed twin).
             s.expected_netdev = netdev.ifname
         # IFNAMSIZ binds netdev names only; an RDMA rule's name may be 64 characters.
-        too_long = s.net_rule and len(s.expected_netdev) > IFNAMSIZ_MAX
+        too_long = s.net_rule is not None and len(s.expected_netdev) > IFNAMSIZ_MAX
         if too_long and s.rule_file:
             problems.setdefault(s.rule_file, []).append(s.expected_netdev)
         rails.append(Rail(
             rail=s.rail, plane=s.plane, pci=pci, expected_netdev=s.expected_netdev,
             expected_rdma=s.expected_rdma, netdev=netdev, rdma=rdma,
             pf=pfs.get(pci) if pci else None, nic=s.nic, source=s.source, rule_file=s.rule_file,
-            rdma_device=rdev, name_too_long=too_long,
+            rdma_device=rdev, name_too_long=too_long, net_rule=s.net_rule, rdma_rule=s.rdma_rule,
+            other_rdma=other_rdma,
         ))
     rails.sort(key=lambda r: (r.rail, -1 if r.plane is None else r.plane, r.pci or ""))
 

@@ -119,7 +119,7 @@ def _nice_thread(nice: int) -> None:
 
 
 def _source_of(argv: tuple[str, ...]) -> str:
-    from agent.metrics.image import source_of
+    from agent.readers.sources import source_of
 
     return source_of(list(argv)) or os.path.basename(argv[0])
 

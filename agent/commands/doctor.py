@@ -11,8 +11,8 @@ import json
 import os
 import sys
 
-from agent.analysis.diagnose import KernelTableError, diagnose, load_kernel_table, with_unavailable
-from agent.analysis.topology import build_topology
+from agent.analysis import pipeline
+from agent.analysis.diagnose import KernelTableError, load_kernel_table, with_unavailable
 from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
 from agent.config import Expectations, ReadConfig
 from agent.findings import Diagnosis
@@ -111,11 +111,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
         snap = take_snapshot(host, cfg)
-        topo = build_topology(snap, exp)
-        hist = load_history(host)
-        diag: Diagnosis = diagnose(snap, exp, events=hist.events, recorder=hist.recorder,
-                                   capture_time=hist.capture_time, kernel_table=table, topology=topo)
-        diag = with_unavailable(diag, hist.unavailable)
+        diag: Diagnosis = pipeline.run(snap, exp, table, history=load_history(host)).diagnosis
         manifest_error = getattr(host, "manifest_error", None)
         if manifest_error:
             diag = with_unavailable(diag, (("manifest", manifest_error),))

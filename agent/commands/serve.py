@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import os
 import re
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -40,7 +39,7 @@ _THRESHOLDS: tuple[tuple[str, str, str, str], ...] = (
      "reload's, not flaps."),
 )
 if TYPE_CHECKING:
-    from agent.service.settings import AgentSettings
+    from agent.config import AgentSettings
 
 _INTS = {"flap-count", "config-flap-changes"}
 _FLOATS = {"storm-ratio"}
@@ -81,7 +80,7 @@ def _regex(text: str) -> str:
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    from agent.service.settings import DEFAULT_PORT
+    from agent.config import DEFAULT_PORT
 
     g = p.add_argument_group("serving")
     g.add_argument("--listen", default=env_default("listen", None), metavar="ADDR",
@@ -112,20 +111,18 @@ def register(p: argparse.ArgumentParser) -> None:
                         "ServiceAccount token rotates). Default: none.")
 
     s = p.add_argument_group("sampling (the scrape never reads the node: it serves the latest sample)")
-    s.add_argument("--links-interval", type=_duration, default=env_default("links-interval", "15s"),
-                   help="How often the links (bulk dump without statistics), the rails' statistics, PCI / "
-                        "SR-IOV and versions are read. Link events also trigger a read. Default: 15s.")
-    s.add_argument("--devlink-interval", type=_duration, default=env_default("devlink-interval", "60s"),
-                   help="How often devlink (eswitch mode, params, ports) is read; at least 60s. Default: 60s.")
-    s.add_argument("--rdma-interval", type=_duration, default=env_default("rdma-interval", "60s"),
-                   help="How often rdma links, the netns mode and the rails' RDMA port counters are read; "
-                        "at least 60s. Default: 60s.")
-    s.add_argument("--config-interval", type=_duration, default=env_default("config-interval", "60s"),
-                   help="How often the udev naming rules and OVS interfaces are read. Default: 60s.")
-    s.add_argument("--counters-interval", type=_duration, default=env_default("counters-interval", "1s"),
-                   help="How often the rails' incident counters (ethtool statistics, one netdev at a time; "
-                        "carrier losses; RDMA loss counters) are read: the flight recorder's resolution. "
-                        "Default: 1s.")
+    from agent.readers.sources import SOURCES
+
+    for src in SOURCES:
+        low = f"; at least {src.min_interval_s:g}s" if src.min_interval_s >= 60 else ""
+        default = f"{src.interval_s:g}s"
+        s.add_argument(f"--{src.name}-interval", type=_duration, default=env_default(f"{src.name}-interval", default),
+                       help=f"Time between two reads of {src.doc}{low}. Default: {default}.")
+    names = ", ".join(src.name for src in SOURCES)
+    s.add_argument("--disable-source", action="append", choices=[src.name for src in SOURCES], default=None,
+                   metavar="NAME",
+                   help=f"Never read this source ({names}): its series and findings are absent and "
+                        "unavailable says so. Repeatable. Default: every source is read.")
     s.add_argument("--source-deadline", type=_duration, default=env_default("source-deadline", "20s"),
                    help="A read still running after this long is reported in railscope_source_hung and never "
                         "started twice. Default: 20s.")
@@ -160,8 +157,14 @@ def register(p: argparse.ArgumentParser) -> None:
 def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     from dataclasses import replace
 
-    from agent.config import ReadConfig
-    from agent.service.settings import AgentSettings, SettingsError, check_listen, check_port
+    from agent.config import (
+        AgentSettings,
+        ReadConfig,
+        SettingsError,
+        check_intervals,
+        check_listen,
+        check_port,
+    )
 
     if not args.listen:
         raise SettingsError("--listen ADDR is required (or RAILSCOPE_LISTEN): the node's IP address")
@@ -169,16 +172,19 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     port = check_port(int(args.port))
     if not os.path.isdir(args.host_root):
         raise SettingsError(f"--host-root {args.host_root}: not a directory")
-    for name in ("devlink_interval", "rdma_interval"):
-        if getattr(args, name) < 60:
-            raise SettingsError(f"--{name.replace('_', '-')} must be at least 60s: devlink and rdma are slow "
-                                "and busy while the SR-IOV daemon creates VFs")
     if args.collector and not args.node:
         raise SettingsError("--collector needs --node: capture requests are polled per node")
     if args.collector and not args.collector.startswith(("http://", "https://")):
         raise SettingsError(f"--collector {args.collector!r}: expected an http:// or https:// URL")
-    if args.counters_interval > args.links_interval:
-        raise SettingsError("--counters-interval must not be longer than --links-interval")
+    from agent.readers.sources import SOURCES
+
+    intervals = {src.name: getattr(args, f"{src.name}_interval") for src in SOURCES}
+    check_intervals(intervals, {src.name: src.min_interval_s for src in SOURCES})
+    env_off = env_default("disable-source", None)
+    disabled = frozenset(args.disable_source or (env_off.replace(",", " ").split() if env_off else ()))
+    unknown = sorted(disabled - set(intervals))
+    if unknown:
+        raise SettingsError(f"--disable-source {', '.join(unknown)}: no such source (known: {', '.join(intervals)})")
     thresholds = tuple((fld, getattr(args, flag.replace("-", "_"))) for flag, fld, _d, _h in _THRESHOLDS)
     th = dict(thresholds)
     exp = replace(expectations_from_args(args), flap_count=th["flap_count"], flap_window_s=th["flap_window_s"],
@@ -191,9 +197,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     )
     return AgentSettings(
         listen=listen, port=port, host_root=args.host_root,
-        links_interval_s=args.links_interval, devlink_interval_s=args.devlink_interval,
-        rdma_interval_s=args.rdma_interval, config_interval_s=args.config_interval,
-        counters_interval_s=args.counters_interval, source_deadline_s=args.source_deadline,
+        intervals=tuple(intervals.items()), disabled=disabled, source_deadline_s=args.source_deadline,
         command_timeout_s=args.command_timeout, recorder_window_s=args.recorder_window,
         event_history=args.event_history, event_queue=args.event_queue, node=args.node, cluster=args.cluster,
         representor_include=args.representor_include, expectations=exp, read=read, thresholds=thresholds,
@@ -201,48 +205,9 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     )
 
 
-async def serve(settings: AgentSettings) -> int:
-    """Serve until SIGTERM / SIGINT; 1 when the address cannot be bound, 3 for a bad setting."""
-    import logging
-
-    from aiohttp import web
-
-    from agent.service.app import make_app
-    from agent.service.runtime import Agent
-
-    log = logging.getLogger("railscope.agent")
-    try:
-        agent = Agent(settings)
-    except ValueError as exc:  # a --kernel-table file that does not parse, a bad threshold
-        print(f"railscope agent: {exc}", file=sys.stderr)
-        return 3
-    app = make_app(agent)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.listen, settings.port, reuse_address=True)
-    try:
-        await site.start()
-    except OSError as exc:
-        log.error("cannot serve", extra={"listen": settings.listen, "port": settings.port,
-                                         "reason": exc.strerror or str(exc)})
-        print(f"railscope agent: cannot listen on {settings.listen} port {settings.port}: "
-              f"{exc.strerror or exc}", file=sys.stderr)
-        await runner.cleanup()
-        return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("serving", extra={"listen": settings.listen, "port": settings.port})
-    await stop.wait()
-    log.info("stopping (signal)")
-    await runner.cleanup()
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
+    from agent.config import SettingsError
     from agent.service.logs import setup_logging
-    from agent.service.settings import SettingsError
 
     try:
         settings = settings_from_args(args)
@@ -250,4 +215,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"railscope agent: {exc}", file=sys.stderr)
         return 3
     setup_logging(args.log_level)
+    from agent.service.app import serve
+
     return asyncio.run(serve(settings))

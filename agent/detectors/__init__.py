@@ -4,9 +4,9 @@ No pyroute2, no subprocess, no file access, no clock: the watcher passes the tim
 detector is tested on recorded observation sequences.
 """
 
+from agent.config import Thresholds
 from agent.detectors.engine import DetectorState, initial, run, step
 from agent.detectors.observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
-from agent.detectors.thresholds import Thresholds
 
 __all__ = [
     "ConfigObs",

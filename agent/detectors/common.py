@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.events import EVENT_CODES
+from agent.findings import EVENT_CODES
 from agent.model import Event
 
 __all__ = ["counter_delta", "episode_fires", "make_event"]

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent.config import Thresholds
 from agent.detectors.common import episode_fires, make_event
 from agent.detectors.observations import ConfigObs
-from agent.detectors.thresholds import Thresholds
 from agent.model import Event
 
 __all__ = ["ConfigFlapState", "forgive", "initial", "step"]

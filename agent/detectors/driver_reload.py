@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from agent.config import Thresholds
 from agent.detectors.common import make_event
 from agent.detectors.observations import DriverObs, LinkObs
-from agent.detectors.thresholds import Thresholds
 from agent.model import Event
 
 __all__ = ["DriverState", "initial", "step"]

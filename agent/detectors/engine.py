@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from agent.config import Thresholds
 from agent.detectors import (
     config_flapping,
     driver_reload,
@@ -19,7 +20,6 @@ from agent.detectors import (
     representor_stale,
 )
 from agent.detectors.observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
-from agent.detectors.thresholds import Thresholds
 from agent.model import Event
 
 __all__ = ["DetectorState", "initial", "run", "step"]

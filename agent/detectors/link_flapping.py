@@ -13,9 +13,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from agent.config import Thresholds
 from agent.detectors.common import counter_delta, episode_fires, make_event
 from agent.detectors.observations import LinkObs
-from agent.detectors.thresholds import Thresholds
 from agent.model import Event
 
 __all__ = ["LinkFlapState", "forgive", "initial", "step"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from agent.config import Thresholds
 from agent.detectors.common import counter_delta, episode_fires, make_event
 from agent.detectors.observations import CountersObs
-from agent.detectors.thresholds import Thresholds
 from agent.model import Event
 
 __all__ = ["LosslessDropsState", "discard_counters", "initial", "step"]

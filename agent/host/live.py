@@ -62,7 +62,7 @@ class LiveHost:
     # -- netlink ----------------------------------------------------------------------------
     def _netlink(self) -> Any:
         if self._nl is None:
-            from agent.host.netlink import LinkReader
+            from agent.host.netlink.dump import LinkReader
 
             self._nl = LinkReader()
         return self._nl

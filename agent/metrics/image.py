@@ -10,28 +10,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from agent.analysis.diagnose import diagnose, with_unavailable
-from agent.analysis.topology import build_topology
+from agent.analysis import pipeline
+from agent.analysis.diagnose import load_kernel_table
 from agent.config import Expectations, ReadConfig
-from agent.events import EVENT_CODES
+from agent.findings import EVENT_CODES
 from agent.host.recorded import RecordedHost
 from agent.metrics.state import HungSource, MetricsState, SourceStatus
+from agent.readers import sources as registry
 from agent.readers.history import load_history
 from agent.readers.snapshot import take_snapshot
 
-__all__ = ["SOURCES", "source_of", "state_from_image"]
-
-#: The agent's background sources (``railscope agent`` samples each on its own interval), as
-#: ``railscope_scrape_collector_*{source}`` names them live.
-SOURCES = ("config", "links", "devlink", "rdma", "counters")
-
-#: A recorded command's argv[0] -> the agent source that runs it.
-_COMMAND_SOURCE = {"devlink": "devlink", "rdma": "rdma", "ethtool": "counters", "ovs-vsctl": "config"}
-
-
-def source_of(argv: list[str]) -> str | None:
-    """The agent source that runs ``argv``: ``["ethtool", "-S", "net_rail0"]`` -> ``"counters"``."""
-    return _COMMAND_SOURCE.get(argv[0]) if argv else None
+__all__ = ["state_from_image"]
 
 
 def _device_of(argv: list[str]) -> str:
@@ -56,9 +45,9 @@ def _sources(host: RecordedHost) -> tuple[tuple[SourceStatus, ...], tuple[HungSo
             continue
         argv = item.get("argv")
         if item.get("kind") == "netlink":
-            src: str | None = "links"
+            src: str | None = next(s.name for s in registry.SOURCES if s.netlink)
         elif isinstance(argv, list):
-            src = source_of([str(a) for a in argv])
+            src = registry.source_of([str(a) for a in argv])
         else:
             src = None
         if src is None:
@@ -69,24 +58,20 @@ def _sources(host: RecordedHost) -> tuple[tuple[SourceStatus, ...], tuple[HungSo
         if item.get("timed_out"):
             timed_out.add(src)
             hung.append(HungSource(src, _device_of([str(a) for a in argv or ()])))
-    status = tuple(SourceStatus(s, s not in timed_out, round(took[s], 6)) for s in SOURCES)
+    status = tuple(SourceStatus(s, s not in timed_out, round(took[s], 6)) for s in registry.names())
     return status, tuple(sorted(set(hung), key=lambda h: (h.source, h.device)))
 
 
 def state_from_image(host: RecordedHost, exp: Expectations, cfg: ReadConfig | None = None) -> MetricsState:
     """Read the image like the agent reads a node, and package it as the agent's latest sample."""
     cfg = cfg or ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
-    snap = take_snapshot(host, cfg)
-    topo = build_topology(snap, exp)
     # The same history the doctor reads: events.json findings and recorder.jsonl rates.
     hist = load_history(host)
-    diagnosis = with_unavailable(
-        diagnose(snap, exp, events=hist.events, recorder=hist.recorder, capture_time=hist.capture_time,
-                 topology=topo),
-        hist.unavailable)
+    out = pipeline.run(take_snapshot(host, cfg), exp, load_kernel_table(exp.kernel_table_file), history=hist)
+    snap = out.snapshot
     sources, hung = _sources(host)
     return MetricsState(
-        snapshot=snap, topology=topo, diagnosis=diagnosis, sources=sources, hung=hung,
+        snapshot=snap, topology=out.topology, diagnosis=out.diagnosis, sources=sources, hung=hung,
         event_counts=dict(Counter(ev.code for ev in hist.events)), event_codes=tuple(sorted(EVENT_CODES)),
         taken_at=snap.taken_at,
     )

@@ -7,20 +7,27 @@ The bulk dump carries no statistics (mlx5 would query firmware for every represe
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from agent.host import Host
-from agent.model import Link, VfInfo
+from agent.model import Link, PciFunction, RailRule, VfInfo
+from agent.naming import parse_name
 from agent.readers.common import Notes, to_int
 
 __all__ = [
+    "is_representor",
+    "is_uplink_port_name",
     "parse_link",
     "parse_links",
     "parse_speed",
     "parse_stats",
+    "rail_netdevs",
     "read_link_stats",
     "read_links",
     "read_speeds",
+    "with_parents",
     "with_stats",
 ]
 
@@ -203,5 +210,67 @@ def with_stats(links: tuple[Link, ...], stats: dict[str, tuple[tuple[str, int], 
             lk = dataclasses.replace(lk, stats64=stats[lk.ifname])
         if lk.ifname in speeds:
             lk = dataclasses.replace(lk, speed_mbps=speeds[lk.ifname])
+        out.append(lk)
+    return tuple(out)
+
+
+_UPLINK = re.compile(r"\Ap[0-9]+\Z")
+# pf<N>vf<M>, pf<N>sf<M>, and with a controller prefix c<C>pf... (a DPU's host-side ports); a bare
+# pf<N> / c<C>pf<N> is the representor of a host PF seen from a DPU.
+_REPRESENTOR = re.compile(r"\A(?:c[0-9]+)?pf[0-9]+(?:(?:vf|sf)[0-9]+)?\Z")
+#: PCI vendor id of Mellanox / NVIDIA networking (ConnectX, BlueField).
+MELLANOX_VENDOR = "0x15b3"
+
+
+def is_uplink_port_name(name: str | None) -> bool:
+    """``p0``, ``p1``: the port name of a NIC's physical (uplink) port in switchdev-capable drivers."""
+    return bool(name) and bool(_UPLINK.match(name or ""))
+
+
+def is_representor(link: Link) -> bool:
+    return bool(link.phys_port_name) and bool(_REPRESENTOR.match(link.phys_port_name or ""))
+
+
+def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[str, PciFunction],
+                 rules: Iterable[RailRule], templates: tuple[str, ...]) -> list[str]:
+    """Netdevs whose statistics, ethtool counters and RDMA port belong to a rail, sorted by name.
+
+    A netdev counts when it is not a representor and not on a VF, and one of:
+    - its PCI function has a udev naming rule, ``net`` or ``rdma`` (whatever name it has now: a failed
+      rename is still the rail's netdev, and a function named by an RDMA rule alone is a rail too);
+    - its name matches a rail name template;
+    - it is an uplink (``phys_port_name`` ``p<N>``) of a Mellanox function (other vendors' uplinks,
+      such as a management NIC, are not rails).
+    """
+    ruled = {r.pci for r in rules}
+    out = []
+    for lk in links:
+        if is_representor(lk):
+            continue
+        bdf = pci_of.get(lk.ifname)
+        fn = functions.get(bdf) if bdf else None
+        if fn is not None and fn.is_vf:
+            continue
+        if bdf in ruled or parse_name(lk.ifname, templates) is not None:
+            out.append(lk.ifname)
+        elif is_uplink_port_name(lk.phys_port_name) and bdf and \
+                (fn is None or fn.vendor in (None, MELLANOX_VENDOR)):
+            out.append(lk.ifname)
+    return sorted(out)
+
+
+def with_parents(links: Iterable[Link], pci_of: dict[str, str]) -> tuple[Link, ...]:
+    """The links with ``parent_dev`` filled from the ``device`` symlink where netlink named no parent.
+
+    Kernels older than the commit that added ``IFLA_PARENT_DEV_NAME`` (torvalds/linux 00e77ed8e64d,
+    2021) send no parent; the rules "a rail's netdev is the uplink whose ``parent_dev`` (or ``device``
+    link) is the function" and "a representor belongs to its ``parent_dev``" then need the symlink's
+    answer (DESIGN §2, §4).
+    """
+    out = []
+    for lk in links:
+        bdf = pci_of.get(lk.ifname)
+        if lk.parent_dev is None and bdf is not None:
+            lk = dataclasses.replace(lk, parent_bus=lk.parent_bus or "pci", parent_dev=bdf)
         out.append(lk)
     return tuple(out)

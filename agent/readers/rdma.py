@@ -7,6 +7,7 @@ uplink ports), never for all of them.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from itertools import pairwise
@@ -27,7 +28,15 @@ __all__ = [
 ]
 
 _IB = "/sys/class/infiniband"
-_TEXT_LINK = re.compile(r"\Alink\s+(?P<dev>\S+)/(?P<port>[0-9]+)\b(?P<rest>.*)\Z")
+# The text forms of ``rdma link show``:
+#   iproute2 >= 5.5:  "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ens1f0"
+#   iproute2 < 5.5:   "0/1: mlx5_0/1: state ACTIVE physical_state LINK_UP netdev ens1f0 "
+#                     (device index / port, then "<name>/<port>"; rdma/link.c link_parse_cb printed
+#                     pr_out("%u/%u: %s: ", idx, port, name) with name = "<dev>/<port>")
+_TEXT_LINK = re.compile(r"\Alink\s+(?P<dev>\S+)/(?P<port>[0-9]+)(?:\s+(?P<rest>.*))?\Z")
+_TEXT_LINK_OLD = re.compile(r"\A(?P<idx>[0-9]+)/(?P<port0>[0-9]+):\s+(?P<dev>\S+)/(?P<port>[0-9]+):(?:\s+(?P<rest>.*))?\Z")
+# IB_DEVICE_NAME_MAX is 64; a name never holds "/" or whitespace.
+_DEV_NAME = re.compile(r"\A[^\s/]{1,63}\Z")
 
 
 def _s(value: Any) -> str | None:
@@ -36,42 +45,89 @@ def _s(value: Any) -> str | None:
     return value.strip() or None
 
 
-def parse_rdma_links(text: str, truncated: bool = False) -> tuple[RdmaLink, ...]:
-    """``rdma -j link show`` (a top-level JSON array) or its text form -> links.
+def _json_values(text: str, what: str, truncated: bool) -> list[Any]:
+    """Every top-level JSON value of ``text``: one array, one object, or objects one after another."""
+    dec = json.JSONDecoder()
+    out: list[Any] = []
+    pos, end = 0, len(text)
+    while True:
+        while pos < end and text[pos].isspace():
+            pos += 1
+        if pos >= end:
+            return out
+        try:
+            doc, pos = dec.raw_decode(text, pos)
+        except ValueError:
+            _doc, err = parse_json(text[pos:], what, truncated)
+            raise ValueError(err or f"{what}: not valid JSON") from None
+        out.extend(doc if isinstance(doc, list) else [doc])
 
-    Sample, JSON::
+
+def _device_and_port(ifname: str | None, port: int | None, where: str) -> tuple[str, int]:
+    """The RDMA device name and port of one ``rdma link`` entry.
+
+    iproute2 before 5.5 put the port into the name (JSON ``"ifname": "mlx5_0/1"``); later ones give
+    ``"ifname": "mlx5_0", "port": 1``. Anything else is not read: a wrong device name would hide the
+    rail's RDMA port and raise nothing.
+    """
+    if ifname is None:
+        raise ValueError(f"rdma link show: {where} has no ifname")
+    dev = ifname
+    if "/" in ifname:
+        dev, _, tail = ifname.rpartition("/")
+        if not tail.isdigit() or (port is not None and int(tail) != port):
+            raise ValueError(f"rdma link show: {where}: cannot read device and port from ifname {ifname!r}")
+        port = int(tail)
+    if port is None:
+        raise ValueError(f"rdma link show: {where} ({ifname!r}) has no port")
+    if not _DEV_NAME.match(dev):
+        raise ValueError(f"rdma link show: {where}: {ifname!r} is not an RDMA device name")
+    return dev, port
+
+
+def _words_after(rest: str) -> dict[str, str]:
+    words = rest.split()
+    return {k: words[i + 1] for i, k in enumerate(words[:-1]) if k in ("state", "physical_state", "netdev")}
+
+
+def parse_rdma_links(text: str, truncated: bool = False) -> tuple[RdmaLink, ...]:
+    """``rdma -j link show`` in every shape iproute2 has printed since 4.13 -> links.
+
+    Samples, JSON (iproute2 >= 5.5, then < 5.5 with the port in ``ifname``)::
 
         [{"ifindex":0,"ifname":"rdma_rail0","port":1,"state":"ACTIVE","physical_state":"LINK_UP",
           "netdev":"net_rail0","netdev_index":4}]
+        [{"ifindex":0,"port":1,"ifname":"mlx5_0/1","state":"ACTIVE","physical_state":"LINK_UP",
+          "netdev":"ens1f0","netdev_index":4}]
 
-    Sample, text (note the trailing space after the netdev name)::
+    Samples, text (an iproute2 that ignores ``-j``; note the trailing space after the netdev)::
 
         link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev p1p1
+        0/1: mlx5_0/1: state ACTIVE physical_state LINK_UP netdev eth0
+
+    Raises ``ValueError`` (the source is then "not available" with the reason) for output it cannot
+    read whole: corrupt JSON, an entry without a device or port, a text line of no known form.
     """
     stripped = text.lstrip()
+    out = []
     if stripped.startswith(("[", "{")):
-        doc, err = parse_json(text, "rdma -j link show", truncated)
-        if err:
-            raise ValueError(err)
-        items = doc if isinstance(doc, list) else [doc]
-        out = []
-        for d in items:
+        for n, d in enumerate(_json_values(text, "rdma -j link show", truncated)):
             if not isinstance(d, dict):
-                continue
-            dev, port = _s(d.get("ifname")), to_int(d.get("port"))
-            if dev is None or port is None:
-                continue
+                raise ValueError(f"rdma link show: entry {n} is not an object")
+            dev, port = _device_and_port(_s(d.get("ifname")), to_int(d.get("port")), f"entry {n}")
             out.append(RdmaLink(dev=dev, port=port, state=_s(d.get("state")),
                                 physical_state=_s(d.get("physical_state")), netdev=_s(d.get("netdev"))))
         return tuple(out)
-    out = []
-    for line in text.splitlines():
-        m = _TEXT_LINK.match(line.strip())
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or (line[:1].isspace() and line.strip().startswith("caps:")):
+            continue  # "    caps: <...>" continues the entry above (-d)
+        s = line.strip()
+        m = _TEXT_LINK.match(s) or _TEXT_LINK_OLD.match(s)
         if not m:
-            continue
-        words = m.group("rest").split()
-        kv = dict(zip(words[::2], words[1::2], strict=False))
-        out.append(RdmaLink(dev=m.group("dev"), port=int(m.group("port")), state=kv.get("state"),
+            raise ValueError(f"rdma link show: line {n} is in no known form: {s[:80]!r}")
+        dev, port = _device_and_port(f"{m.group('dev')}/{m.group('port')}", None, f"line {n}")
+        kv = _words_after(m.group("rest") or "")
+        out.append(RdmaLink(dev=dev, port=port, state=kv.get("state"),
                             physical_state=kv.get("physical_state"), netdev=kv.get("netdev")))
     if not out and stripped:
         raise ValueError("rdma link show: no 'link <dev>/<port>' line in the output")
@@ -79,25 +135,26 @@ def parse_rdma_links(text: str, truncated: bool = False) -> tuple[RdmaLink, ...]
 
 
 def parse_rdma_system(text: str) -> str | None:
-    """``rdma -j system show`` -> ``"shared"`` | ``"exclusive"`` | None.
+    """``rdma -j system show`` -> ``"shared"`` | ``"exclusive"`` | None (the tool printed no netns).
 
-    JSON (an array of one object): ``[{"netns":"exclusive","privileged-qkey":false,...}]``; old
-    iproute2 prints fewer keys. Text: ``netns shared copy-on-fork on``.
+    JSON (an array of one object): ``[{"netns":"exclusive","privileged-qkey":false,...}]``; older
+    iproute2 prints fewer keys, or one object. Text: ``netns shared copy-on-fork on``. A netns word
+    other than those two raises ``ValueError``: it is not guessed.
     """
     stripped = text.strip()
+    found: list[str] = []
     if stripped.startswith(("[", "{")):
-        doc, err = parse_json(text, "rdma -j system show")
-        if err:
-            raise ValueError(err)
-        items = doc if isinstance(doc, list) else [doc]
-        for d in items:
-            if isinstance(d, dict) and _s(d.get("netns")) in ("shared", "exclusive"):
-                return _s(d.get("netns"))
-        return None
-    words = stripped.split()
-    for key, val in pairwise(words):
-        if key == "netns" and val in ("shared", "exclusive"):
+        for d in _json_values(text, "rdma -j system show", False):
+            if isinstance(d, dict) and "netns" in d:
+                found.append(str(_s(d.get("netns")) or d.get("netns")))
+    else:
+        words = stripped.split()
+        found = [val for key, val in pairwise(words) if key == "netns"]
+    for val in found:
+        if val in ("shared", "exclusive"):
             return val
+    if found:
+        raise ValueError(f"rdma system show: netns {found[0][:40]!r} is neither shared nor exclusive")
     return None
 
 

@@ -1,4 +1,5 @@
-"""The agent's HTTP app: ``/metrics``, ``/healthz``, ``/readyz`` and the recorder endpoints.
+"""The agent's HTTP app: ``/metrics``, ``/healthz``, ``/readyz`` and the recorder endpoints, and the
+aiohttp runner that serves it until SIGTERM / SIGINT.
 
 Every handler serves state the background samplers already hold: nothing here reads the node,
 except ``/v1/image``, which records a node image in a worker thread (one at a time) and streams it.
@@ -10,15 +11,18 @@ import asyncio
 import json
 import logging
 import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from agent.config import AgentSettings
 from agent.service import maintenance, pull
+from agent.service.daemon import Agent
 from agent.service.keys import AGENT
-from agent.service.runtime import Agent
 
-__all__ = ["make_app"]
+__all__ = ["make_app", "serve"]
 
 log = logging.getLogger("railscope.agent.http")
 
@@ -111,3 +115,34 @@ def make_app(agent: Agent) -> web.Application:
     maintenance.attach(app, agent)
     pull.attach(app, agent)
     return app
+
+
+async def serve(settings: AgentSettings) -> int:
+    """Serve until SIGTERM / SIGINT; 1 when the address cannot be bound, 3 for a bad setting."""
+    try:
+        agent = Agent(settings)
+    except ValueError as exc:  # a --kernel-table file that does not parse, a bad threshold
+        print(f"railscope agent: {exc}", file=sys.stderr)
+        return 3
+    app = make_app(agent)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.listen, settings.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        log.error("cannot serve", extra={"listen": settings.listen, "port": settings.port,
+                                         "reason": exc.strerror or str(exc)})
+        print(f"railscope agent: cannot listen on {settings.listen} port {settings.port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        await runner.cleanup()
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("serving", extra={"listen": settings.listen, "port": settings.port})
+    await stop.wait()
+    log.info("stopping (signal)")
+    await runner.cleanup()
+    return 0

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from agent.service.runtime import Agent
+    from agent.service.daemon import Agent
 
 __all__ = ["AGENT"]
 

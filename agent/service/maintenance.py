@@ -38,8 +38,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 if TYPE_CHECKING:
-    from agent.events import EventLog
-    from agent.service.runtime import Agent
+    from agent.service.daemon import Agent
+    from agent.service.events import EventLog
 
 __all__ = ["REASONS", "SRIOV_STATE_ANNOTATION", "ApiConfig", "MaintenanceCollector", "NodeWatch",
            "attach", "node_reasons"]

@@ -36,7 +36,7 @@ from proto.frames import Hello
 from proto.keys import KeyPartError, bundle_id, check_part
 
 if TYPE_CHECKING:
-    from agent.service.runtime import Agent
+    from agent.service.daemon import Agent
 
 __all__ = ["PLANS", "Captured", "PullRequest", "RequestPuller", "attach", "parse_request"]
 

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 if TYPE_CHECKING:
-    from agent.service.runtime import Agent
+    from agent.service.daemon import Agent
 
 __all__ = ["AgentCollector", "rss_bytes"]
 

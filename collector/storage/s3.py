@@ -30,7 +30,7 @@ log = logging.getLogger("railscope.collector.s3")
 _READ = 1 << 20
 
 
-def _b64sha(data: bytes) -> str:
+def _b64sha(data: bytes | bytearray) -> str:
     return base64.b64encode(hashlib.sha256(data).digest()).decode()
 
 
@@ -54,14 +54,19 @@ class S3Writer:
     async def write(self, data: bytes) -> None:
         if self._failed is not None:
             raise StoreError(f"s3 upload_part failed: {self._failed}")
-        self._buf += data
         size = self.store.settings.part_bytes
-        while len(self._buf) >= size:
-            part = bytes(memoryview(self._buf)[:size])
-            del self._buf[:size]
-            await self._send_part(part)
+        view = memoryview(data)
+        while view:
+            # Fill the part exactly and hand the buffer itself over: no part-sized copy, so memory
+            # is the parts in flight plus the one filling.
+            room = size - len(self._buf)
+            self._buf += view[:room]
+            view = view[room:]
+            if len(self._buf) == size:
+                part, self._buf = self._buf, bytearray()
+                await self._send_part(part)
 
-    async def _send_part(self, part: bytes) -> None:
+    async def _send_part(self, part: bytes | bytearray) -> None:
         st = self.store
         if self._upload_id is None:
             resp = await st.call("create_multipart_upload", Bucket=st.bucket, Key=self.obj,
@@ -80,7 +85,7 @@ class S3Writer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _upload(self, number: int, part: bytes) -> None:
+    async def _upload(self, number: int, part: bytes | bytearray) -> None:
         st = self.store
         try:
             checksum = _b64sha(part)
@@ -101,8 +106,7 @@ class S3Writer:
         st = self.store
         try:
             if self._upload_id is None:
-                data = bytes(self._buf)
-                self._buf = bytearray()
+                data, self._buf = self._buf, bytearray()
                 try:
                     await st.call("put_object", Bucket=st.bucket, Key=self.obj, Body=data,
                                   ChecksumSHA256=_b64sha(data), ContentType="application/gzip", IfNoneMatch="*")
@@ -112,8 +116,8 @@ class S3Writer:
                     raise
             else:
                 if self._buf:
-                    await self._send_part(bytes(self._buf))
-                    self._buf = bytearray()
+                    part, self._buf = self._buf, bytearray()
+                    await self._send_part(part)
                 await self._drain()
                 if self._failed is not None:
                     raise StoreError(f"s3 upload_part failed: {self._failed}")

@@ -577,6 +577,130 @@ def netns_shared(img: Image) -> None:
     img.files["fs/etc/modprobe.d/ib_core.conf"] = b"# written by the RDMA CNI setup\noptions ib_core netns_mode=0\n"
 
 
+# -- real clusters: site naming rules, failed RDMA renames, older tools ----------------------
+
+RULES_DIR = "fs/etc/udev/rules.d"
+
+
+def drop_operator_rules(img: Image) -> None:
+    """A node whose rails are not named by nic-configuration-operator: its two files are absent."""
+    for rel in (NET_RULES, RDMA_RULES):
+        img.files.pop(rel, None)
+
+
+def move_pci(img: Image, mapping: dict[str, str]) -> None:
+    """Give PCI functions other addresses on every door (paths, symlinks, file and command text)."""
+    for rel in list(img.files):
+        data = img.files.pop(rel)
+        try:
+            data = sub_all(data.decode(), mapping).encode()
+        except UnicodeDecodeError:
+            pass
+        img.files[sub_all(rel, mapping)] = data
+    img.links = {sub_all(rel, mapping): sub_all(target, mapping) for rel, target in img.links.items()}
+    for item in img.manifest["items"]:
+        if item.get("path"):
+            item["path"] = sub_all(item["path"], mapping)
+        if item.get("argv"):
+            item["argv"] = [sub_all(a, mapping) for a in item["argv"]]
+
+
+# The site file of github.com/schmaustech/gpu-nic-rail-mapping (README): one line per net and RDMA
+# name, rails and storage NICs ("eth_sec") side by side, the same key order.
+def _site_line(pci: str, net: str, rdma: str) -> str:
+    return (f'ACTION=="add", KERNELS=="{pci}", SUBSYSTEM=="net", NAME="{net}"\n'
+            f'ACTION=="add", KERNELS=="{pci}", SUBSYSTEM=="infiniband", PROGRAM="rdma_rename %k NAME_FIXED {rdma}"\n')
+
+
+def site_rules(img: Image) -> None:
+    drop_operator_rules(img)
+    rename_netdev(img, "net_rail0", "enp12s0f0np0")  # the net rename of rail 0 failed
+    rename_netdev(img, "net_rail0_0", "enp12s0f0npf0vf0")
+    rename_netdev(img, "net_rail1", "eth_rail1")
+    rename_netdev(img, "net_rail1_0", "eth_rail1_0")
+    rename_netdev(img, "rdma_rail0", "roce_rail0")
+    rename_netdev(img, "rdma_rail1", "mlx5_1")  # the RDMA rename of rail 1 failed
+    rename_netdev(img, "ens7f0np0", "eth_sec0")
+    rename_netdev(img, "ens7f1np1", "eth_sec1")
+    img.files[f"{RULES_DIR}/70-persistent-net.rules"] = (
+        _site_line("0000:0c:00.0", "eth_rail0", "roce_rail0") + _site_line("0000:a1:00.0", "eth_sec0", "roce_sec0")
+        + _site_line("0000:a1:00.1", "eth_sec1", "roce_sec1") + _site_line("0000:8d:00.0", "eth_rail1", "roce_rail1")
+    ).encode()
+
+
+def azure_rules(img: Image) -> None:
+    """PCI domains 0101 / 0102 as Hyper-V gives them, rails named by Azure's RDMA rules only."""
+    move_pci(img, {"pci0000:0b/0000:0b:01.0": "pci0101:00/0101:00:01.0", "0000:0c:00": "0101:00:00",
+                   "0000-0c-00": "0101-00-00", "pci0000:8c/0000:8c:01.0": "pci0102:00/0102:00:01.0",
+                   "0000:8d:00": "0102:00:00", "0000-8d-00": "0102-00-00"})
+    drop_operator_rules(img)
+    # systemd's predictable names with a PCI domain: P<domain, decimal>p<bus>s<slot>, then the port
+    rename_netdev(img, "net_rail0", "enP257p0s0np0")
+    rename_netdev(img, "net_rail0_0", "enP257p0s0npf0vf0")
+    rename_netdev(img, "net_rail1", "enP258p0s0np0")
+    rename_netdev(img, "net_rail1_0", "enP258p0s0npf0vf0")
+    rename_netdev(img, "rdma_rail0", "mlx5_ib0")
+    rename_netdev(img, "rdma_rail1", "mlx5_ib1")
+    img.files[f"{RULES_DIR}/99-rdma-persistent-naming.rules"] = (
+        b'ACTION=="add", SUBSYSTEMS=="pci", KERNELS=="0101:00:00.0", PROGRAM="rdma_rename %k NAME_FIXED mlx5_ib0"\n'
+        b'ACTION=="add", SUBSYSTEMS=="pci", KERNELS=="0102:00:00.0", PROGRAM="rdma_rename %k NAME_FIXED mlx5_ib1"\n'
+    )
+
+
+def _old_system_show(img: Image) -> None:
+    # iproute2 before 5.2 has no "rdma system": rd_exec_cmd prints "Unknown object" and fails.
+    argv = ["rdma", "-j", "system", "show"]
+    img.set_cmd(argv, "", rc=1)
+    img.files[f"cmd/{slug(argv)}.stderr"] = b"Unknown object 'system'.\n"
+
+
+def old_rdma_text(img: Image) -> None:
+    """iproute2 < 5.5 that ignores -j: "<dev index>/<port>: <dev>/<port>: ..." lines (trailing space)."""
+    rdma_down(img, "rdma_rail1", "DOWN", "POLLING", "1: DOWN", "2: Polling")
+    img.set_cmd(["rdma", "-j", "link", "show"],
+                "0/1: rdma_rail0/1: state ACTIVE physical_state LINK_UP netdev net_rail0 \n"
+                "1/1: rdma_rail1/1: state DOWN physical_state POLLING netdev net_rail1 \n")
+    _old_system_show(img)
+
+
+def old_rdma_json(img: Image) -> None:
+    """iproute2 < 5.5 JSON: the port is also in "ifname" ("rdma_rail0/1"), keys in its order."""
+    rdma_down(img, "rdma_rail1", "DOWN", "POLLING", "1: DOWN", "2: Polling")
+    argv = ["rdma", "-j", "link", "show"]
+    doc = [{"ifindex": e["ifindex"], "port": e["port"], "ifname": f"{e['ifname']}/{e['port']}", "state": e["state"],
+            "physical_state": e["physical_state"], "netdev": e["netdev"], "netdev_index": e["netdev_index"]}
+           for e in img.jcmd(argv)]
+    img.set_jcmd(argv, doc)
+    _old_system_show(img)
+
+
+def cx8_smi(img: Image) -> None:
+    """An SMI device ``smi1`` (InfiniBand link layer, no netdev) on rail 0's function."""
+    dev = "sys/devices/pci0000:0b/0000:0b:01.0/0000:0c:00.0"
+    base = f"fs/{dev}/infiniband/smi1"
+    src = f"fs/{dev}/infiniband/rdma_rail0"
+    for name in ("board_id", "fw_ver", "hca_type", "hw_rev", "node_type"):
+        img.files[f"{base}/{name}"] = img.files[f"{src}/{name}"]
+    img.files[f"{src}/hca_type"] = b"MT4131\n"
+    img.files[f"{base}/hca_type"] = b"MT4131\n"
+    img.files[f"{base}/node_guid"] = b"b83f:d203:00a1:c2d5\n"
+    img.files[f"{base}/node_desc"] = b"gpu-node-017 smi1\n"
+    img.files[f"{base}/ports/1/state"] = b"2: INIT\n"  # no subnet manager on the SMI plane yet
+    img.files[f"{base}/ports/1/phys_state"] = b"5: LinkUp\n"
+    img.files[f"{base}/ports/1/link_layer"] = b"InfiniBand\n"
+    img.links[f"{base}/device"] = "../../../0000:0c:00.0"
+    img.links["fs/sys/class/infiniband/smi1"] = "../../devices/pci0000:0b/0000:0b:01.0/0000:0c:00.0/infiniband/smi1"
+    argv = ["rdma", "-j", "link", "show"]
+    doc = img.jcmd(argv)
+    doc.append({"ifindex": 2, "ifname": "smi1", "port": 1, "state": "INIT", "physical_state": "LINK_UP"})
+    img.set_jcmd(argv, doc)
+
+
+def malformed_rule(img: Image) -> None:
+    text = img.files[NET_RULES].decode()
+    img.files[NET_RULES] = text.replace('KERNELS=="0000:8d:00.0"', 'KERNELS=="0000:s2:00.0"').encode()
+
+
 # --------------------------------------------------------------------------------------------
 # the images
 
@@ -591,6 +715,12 @@ class Spec:
     findings: tuple[tuple[str, str, str], ...]
     what: str  # what was changed, for the README
     args: tuple[str, ...] = ()
+    #: rails[] rows (rail, plane, netdev, rdma, pci, oper, rdma_state) the image must give, when stated
+    rails: tuple[tuple[object, ...], ...] = ()
+    #: (source, reason) entries that must be in "unavailable", when stated
+    unavailable: tuple[tuple[str, str], ...] = ()
+    #: where the image's real shape comes from, for the README (public sources)
+    origin: str = ""
 
 
 IMAGES: tuple[Spec, ...] = (
@@ -666,6 +796,64 @@ IMAGES: tuple[Spec, ...] = (
          "table's row."),
     Spec("driver-kernel-unknown-line", "2rail", (kernel_unknown,), (("DriverKernelUnvalidated", "info", "node"),),
          "DOCA driver 26.01-0.5.2 on kernel 6.11.0-29-generic, a kernel line the table has no row for."),
+    Spec("site-rules-rename-failed", "2rail", (site_rules,),
+         (("RailNameMismatch", "critical", "eth_rail0"), ("RdmaNameMismatch", "critical", "roce_rail1")),
+         "The operator's two rules files are gone; `/etc/udev/rules.d/70-persistent-net.rules` names the rails "
+         "`eth_rail0` / `roce_rail0` (`0000:0c:00.0`) and `eth_rail1` / `roce_rail1` (`0000:8d:00.0`) and the E810 "
+         "storage ports `eth_sec0` / `eth_sec1` (renamed from `ens7f0np0` / `ens7f1np1`, not rails). Rail 0's netdev "
+         "kept its kernel name `enp12s0f0np0` (its RDMA device was renamed `roce_rail0`); rail 1's netdev is "
+         "`eth_rail1` but its RDMA device kept `mlx5_1` (the `rdma_rename` failed) on every door: sysfs, "
+         "`rdma link`.",
+         rails=((0, None, "enp12s0f0np0", "roce_rail0", "0000:0c:00.0", "up", "ACTIVE"),
+                (1, None, "eth_rail1", "mlx5_1", "0000:8d:00.0", "up", "ACTIVE")),
+         origin="The rules file's lines, names and key order are those github.com/schmaustech/gpu-nic-rail-mapping "
+                "(README) generates for a Dell XE9680 H200 node (BlueField-3 rails `eth_rail<N>` / `roce_rail<N>`, "
+                "storage `eth_sec<N>` / `roce_sec<N>`); the PCI addresses are this image's."),
+    Spec("azure-domain-rdma-rules-healthy", "2rail", (azure_rules,), (),
+         "PCI functions moved to domains `0101` / `0102` (`0101:00:00.0`, `0102:00:00.0` and their VFs, on every "
+         "door: sysfs paths, devlink handles, command slugs); the operator's files are gone and "
+         "`/etc/udev/rules.d/99-rdma-persistent-naming.rules` names the RDMA devices `mlx5_ib0` / `mlx5_ib1` "
+         "(applied); the netdevs carry systemd's domain names `enP257p0s0np0` / `enP258p0s0np0`.",
+         rails=((0, None, "enP257p0s0np0", "mlx5_ib0", "0101:00:00.0", "up", "ACTIVE"),
+                (1, None, "enP258p0s0np0", "mlx5_ib1", "0102:00:00.0", "up", "ACTIVE")),
+         origin="The rules file is Azure's (learn.microsoft.com, HBv5-series VM sizes, \"Known Issues with IB RDMA "
+                "and NUMA Node Affinity\": `ACTION==\"add\", SUBSYSTEMS==\"pci\", KERNELS==\"0101:00:00.0\", "
+                "PROGRAM=\"rdma_rename %k NAME_FIXED mlx5_ib0\"`), cut to two devices. Azure's RDMA NICs are "
+                "InfiniBand VFs; here the shape (domain, RDMA-only rules) sits on the base image's RoCE rails."),
+    Spec("rdma-link-iproute2-old-text", "2rail", (old_rdma_text,), (("RdmaLinkDown", "critical", "rdma_rail1"),),
+         "`rdma -j link show` answers in the text of iproute2 before 5.5 (a tool that ignores `-j`), rail 1's "
+         "port DOWN / POLLING (sysfs too); `rdma system show` fails as a tool without `system` does (rc 1, "
+         "`Unknown object 'system'.`), so the netns mode comes from `ib_core`'s `netns_mode`.",
+         rails=((0, None, "net_rail0", "rdma_rail0", "0000:0c:00.0", "up", "ACTIVE"),
+                (1, None, "net_rail1", "rdma_rail1", "0000:8d:00.0", "up", "DOWN")),
+         unavailable=(("rdma system", "rdma -j system show: exit 1: Unknown object 'system'."),),
+         origin="The line format is iproute2's rdma/link.c before 5.5: `link_parse_cb` printed "
+                "`pr_out(\"%u/%u: %s: \", idx, port, name)` with `name` = `<dev>/<port>`, then `state X `, "
+                "`physical_state X `, `netdev X ` (github.com/iproute2/iproute2 history of rdma/link.c)."),
+    Spec("rdma-link-iproute2-old-json", "2rail", (old_rdma_json,), (("RdmaLinkDown", "critical", "rdma_rail1"),),
+         "`rdma -j link show` answers in the JSON of iproute2 before 5.5 (`\"ifname\": \"rdma_rail1/1\"`), rail 1's "
+         "port DOWN / POLLING; `rdma system show` fails as in rdma-link-iproute2-old-text.",
+         rails=((0, None, "net_rail0", "rdma_rail0", "0000:0c:00.0", "up", "ACTIVE"),
+                (1, None, "net_rail1", "rdma_rail1", "0000:8d:00.0", "up", "DOWN")),
+         origin="The JSON keys and their order are iproute2's rdma/link.c before 5.5: `ifindex`, `port`, then "
+                "`ifname` = the same `<dev>/<port>` string as the text form, `state`, `physical_state`, `netdev`, "
+                "`netdev_index` (github.com/iproute2/iproute2 history of rdma/link.c)."),
+    Spec("connectx8-smi-device-healthy", "2rail", (cx8_smi,), (),
+         "Rail 0's function `0000:0c:00.0` (hca_type MT4131, ConnectX-8) carries a second RDMA device `smi1` "
+         "(InfiniBand link layer, port 1 INIT / LinkUp, no netdev) beside `rdma_rail0`, in sysfs and in "
+         "`rdma link`. The rail's RDMA device is `rdma_rail0` (its port's netdev is the rail's); `smi1` is never "
+         "judged.",
+         rails=((0, None, "net_rail0", "rdma_rail0", "0000:0c:00.0", "up", "ACTIVE"),
+                (1, None, "net_rail1", "rdma_rail1", "0000:8d:00.0", "up", "ACTIVE")),
+         origin="ConnectX-8 SMI devices are made with `rdma dev add smi<N> type SMI parent mlx5_<N>` (one per "
+                "ConnectX-8, named `smi<N>` by public cluster scripts); the sysfs values are the base image's."),
+    Spec("udev-rule-malformed-line", "2rail", (malformed_rule,), (),
+         "Line 5 of the operator's net rules file says `KERNELS==\"0000:s2:00.0\"` (not a PCI function): it is "
+         "reported under unavailable with its file and line; rail 1 is still named by its RDMA rule.",
+         rails=((0, None, "net_rail0", "rdma_rail0", "0000:0c:00.0", "up", "ACTIVE"),
+                (1, None, "net_rail1", "rdma_rail1", "0000:8d:00.0", "up", "ACTIVE")),
+         unavailable=(("udev rules", f"{NET_RULES_PATH} line 5: KERNELS==\"0000:s2:00.0\" is not a PCI function "
+                                     "address"),)),
 )
 
 
@@ -707,10 +895,16 @@ def build(only: set[str] | None = None, out: Path = HERE) -> list[str]:
         report = ", ".join(f"`{c}` {s} on `{subj}`" for c, s, subj in spec.findings) or \
             "no finding of any severity, every rail up and healthy"
         origin = BASE_ORIGIN if spec.base == "2rail" else BASE_ORIGIN + " Extended to four rails by the generator."
+        if spec.origin:
+            origin += " **What is real.** " + spec.origin
         readme = README.format(name=spec.name, origin=origin, what=spec.what, args=f"with `{' '.join(spec.args)}`" if spec.args else "no flags",
                                report=report, exit=exit_status(spec.findings))
         expected = {"args": list(spec.args), "findings": [list(f) for f in spec.findings],
                     "exit": exit_status(spec.findings)}
+        if spec.rails:
+            expected["rails"] = [list(r) for r in spec.rails]
+        if spec.unavailable:
+            expected["unavailable"] = [list(u) for u in spec.unavailable]
         img.save(out / spec.name, readme, expected)
         made.append(spec.name)
     return made

@@ -105,7 +105,7 @@ def test_ethtool_ioctls_read_real_veth_counters(rails: RailNetns) -> None:
 
 CHURN_DUMPS = """
 import json
-from agent.host.netlink import LinkReader
+from agent.host.netlink.dump import LinkReader
 seen, interrupted = [], 0
 with LinkReader() as reader:
     for _ in range(25):
@@ -139,7 +139,7 @@ def test_dump_while_links_come_and_go(rails: RailNetns) -> None:
 AGAINST_PYROUTE2 = """
 import json
 from pyroute2 import IPRoute
-from agent.host.netlink import LinkReader
+from agent.host.netlink.dump import LinkReader
 with LinkReader() as reader:
     ours = reader.dump()
 with IPRoute() as ipr:

@@ -699,7 +699,7 @@ DAEMON_MEMORY_CYCLES = 5
 
 
 def scenario_daemon_memory(out: Path) -> dict[str, Any]:
-    """The agent daemon's runtime (``agent.service.runtime.Agent``) in this process, through churn.
+    """The agent daemon's runtime (``agent.service.daemon.Agent``) in this process, through churn.
 
     The same object ``railscope agent`` runs, started here so that its live objects can be counted
     exactly: after each create/remove cycle, once /metrics shows the kernel's representors, the
@@ -710,13 +710,13 @@ def scenario_daemon_memory(out: Path) -> dict[str, Any]:
     """
     import asyncio
 
-    from agent.service.runtime import Agent
-    from agent.service.settings import AgentSettings
+    from agent.config import AgentSettings
+    from agent.service.daemon import Agent
 
     log_path = out / "daemon-memory.jsonl"
 
     async def run() -> dict[str, Any]:
-        agent = Agent(AgentSettings(links_interval_s=5.0, recorder_window_s=0, representor_include=".",
+        agent = Agent(AgentSettings(intervals=(("links", 5.0),), recorder_window_s=0, representor_include=".",
                                     node="klab-node"))
         await agent.start()
         log = log_path.open("w")

@@ -20,7 +20,7 @@ PF = '{device="net_rail0",pci="netdevsim10"}'
 #: layout cache (bounded, checked on its own). What remains is interpreter free lists filling up
 #: (measured: about 1 KiB per cycle, falling); a snapshot kept alive per cycle would be > 20 KiB.
 LEAK_BYTES_PER_CYCLE = 4096
-NETLINK = "agent/host/netlink.py"
+NETLINK = "agent/host/netlink/codec.py"
 
 @pytest.fixture(scope="module")
 def churn(klab):
@@ -59,11 +59,11 @@ def test_no_agent_record_outlives_its_cycle(churn):
 
     Only the link reader's layout cache may grow (it learns message shapes), up to its fixed cap.
     """
-    from agent.host import netlink
+    from agent.host.netlink import codec as netlink
 
     mem = churn["memory"]
     assert len(mem) >= 3
-    layout = "agent.host.netlink._Layout"
+    layout = "agent.host.netlink.codec._Layout"
     records = [{k: v for k, v in m["agent_objects"].items() if k != layout} for m in mem]
     assert records[0].get("agent.model.Link", 0) >= 4  # the state being served holds the current links
     assert records[0].get("agent.analysis.topology.Representor") == 4

@@ -5,7 +5,7 @@ removed netdevsim10's 4 VFs three times, and after each change polled ``/metrics
 representor series matched the kernel (link events make the daemon re-read). Then it fetched a node
 image from ``/v1/image`` and ran ``railscope doctor --json`` live at the same moment.
 
-``scenario_daemon_memory`` ran the same runtime (``agent.service.runtime.Agent``) inside the scenario
+``scenario_daemon_memory`` ran the same runtime (``agent.service.daemon.Agent``) inside the scenario
 process through five more cycles and counted its record objects and threads after each.
 """
 

@@ -8,8 +8,9 @@ import struct
 
 import pytest
 
-from agent.host import netlink as nl
-from agent.host.netlink import LinkReader, NetlinkError, build_getlink, parse_dump, parse_link
+from agent.host.netlink import codec as nl
+from agent.host.netlink.codec import NetlinkError, build_getlink, parse_link
+from agent.host.netlink.dump import LinkReader, _Dump, parse_dump
 
 SEQ = 77
 
@@ -163,7 +164,7 @@ def test_layout_cache_gives_what_a_full_walk_gives() -> None:
     decoy = veth(30, "eth999", 4242, b"\x06", first=13)
     chunks = [b"".join(same_shape[:3]), decoy + b"".join(same_shape[3:]) + PF + done()]
     cache: nl.LayoutCache = {}
-    dump = nl._Dump(SEQ, cache)
+    dump = _Dump(SEQ, cache)
     for c in chunks:
         dump.feed(c, len(c))
     cached = dump.links

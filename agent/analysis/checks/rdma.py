@@ -1,16 +1,21 @@
-"""RdmaLinkDown and RdmaNetnsModeUnexpected.
+"""RdmaNameMismatch, RdmaLinkDown and RdmaNetnsModeUnexpected.
 
 Only a rail's own RDMA port is judged (DESIGN §4 "A rail's RDMA port"): in switchdev the PF's RDMA
 device has one port per representor, and those follow their pods. A rail with no netdev is
 ``RailMissing`` only; a rail with no RDMA device raises nothing here.
+
+The subject of both RDMA rail codes is the RDMA name the rule expects (``rdma_rail1``): NCCL
+(``NCCL_IB_HCA``) and the RDMA device plugin select devices by that name, so a failed
+``rdma_rename`` leaves the rail invisible to them while its netdev looks fine. Without an RDMA
+rule nothing expects a name, and the subject is the device's own name.
 """
 
 from __future__ import annotations
 
 import re
 
-from agent.analysis.checks._util import finding, rail_label
-from agent.analysis.topology import Topology
+from agent.analysis.checks._util import finding, name_list, rail_label
+from agent.analysis.topology import Rail, Topology
 from agent.config import Expectations
 from agent.findings import Finding
 from agent.model import Snapshot
@@ -53,9 +58,41 @@ def requested_netns_mode(snap: Snapshot) -> tuple[str | None, list[str]]:
     return mode, [where for word, where in asks if word == mode]
 
 
+def rdma_subject(rail: Rail) -> str | None:
+    """The expected RDMA name (the RDMA rule's), else the name of the rail's RDMA device."""
+    if rail.rdma_rule is not None:
+        return rail.rdma_rule.name
+    if rail.rdma is not None:
+        return rail.rdma.dev
+    return rail.rdma_device.name if rail.rdma_device is not None else None
+
+
+def _name_mismatch(rail: Rail) -> Finding | None:
+    rule = rail.rdma_rule
+    if rule is None or rail.netdev is None:
+        return None
+    actual = rail.rdma_device.name if rail.rdma_device is not None else None
+    if actual == rule.name or (actual is None and (not rail.other_rdma or rule.name in rail.other_rdma)):
+        return None
+    where = f"{rule.file} line {rule.line}"
+    if actual is not None:
+        what = f"the RDMA device of {rail.pci} is named {actual}, not {rule.name}"
+    else:
+        what = f"no RDMA device of {rail.pci} is named {rule.name} (it has {name_list(rail.other_rdma)})"
+    return finding(
+        "RdmaNameMismatch", rule.name,
+        f"rail {rail_label(rail.rail, rail.plane)}: {what} (the RDMA rename did not apply; NCCL_IB_HCA and "
+        f"the RDMA device plugin select devices by name)",
+        pci=rail.pci, actual=actual, rule=where, netdev=rail.netdev.ifname,
+        others=list(rail.other_rdma) or None)
+
+
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
     out: list[Finding] = []
     for rail in topo.rails:
+        mismatch = _name_mismatch(rail)
+        if mismatch is not None:
+            out.append(mismatch)
         rl = rail.rdma
         if rail.netdev is None or rl is None:
             continue
@@ -63,10 +100,10 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         bad_phys = rl.physical_state is not None and rl.physical_state != "LINK_UP"
         if bad_state or bad_phys:
             out.append(finding(
-                "RdmaLinkDown", rl.dev,
+                "RdmaLinkDown", rdma_subject(rail) or rl.dev,
                 f"rail {rail_label(rail.rail, rail.plane)}: RDMA port {rl.dev}/{rl.port} is {rl.state or '?'} / {rl.physical_state or '?'}",
                 port=rl.port, state=rl.state, physical_state=rl.physical_state, netdev=rl.netdev,
-                rail=rail.expected_netdev))
+                rail=rail.expected_netdev, device=rl.dev, others=list(rail.other_rdma) or None))
 
     running = running_netns_mode(snap)
     if running is None:

@@ -63,3 +63,36 @@ def test_down_rail_gives_rail_and_rdma_link_down():
 def test_operstate_unknown_with_carrier_is_up():
     snap = nodes.replace_link(nodes.node(), "net_rail0", operstate="UNKNOWN")
     assert found(snap) == []
+
+
+SITE = "/etc/udev/rules.d/70-persistent-net.rules"
+
+
+def site_node():
+    """Rails named by a site's own file (eth_rail / roce_rail), a storage NIC's rules beside them."""
+    snap = nodes.node(rules=False)
+    snap = nodes.replace_link(nodes.replace_link(snap, "net_rail0", ifname="eth_rail0"), "net_rail1", ifname="eth_rail1")
+    rename = {"rdma_rail0": "roce_rail0", "rdma_rail1": "roce_rail1"}
+    snap = replace(snap, rdma_links=tuple(replace(rl, dev=rename[rl.dev], netdev=rl.netdev.replace("net_", "eth_"))
+                                          for rl in snap.rdma_links),
+                   rdma_devices=tuple(replace(d, name=rename[d.name]) for d in snap.rdma_devices),
+                   drivers=tuple(replace(d, netdev=d.netdev.replace("net_", "eth_")) for d in snap.drivers),
+                   ethtool=tuple(replace(e, netdev=e.netdev.replace("net_", "eth_")) for e in snap.ethtool))
+    rules = []
+    for i, (pci, name) in enumerate(((nodes.PCIS[0], "rail0"), ("0000:1a:00.0", "sec0"), (nodes.PCIS[1], "rail1"))):
+        rules.append(RailRule(pci, f"eth_{name}", "net", SITE, 2 * i + 1))
+        rules.append(RailRule(pci, f"roce_{name}", "rdma", SITE, 2 * i + 2))
+    return replace(snap, rules=tuple(rules))
+
+
+def test_site_rules_name_rails_and_not_the_storage_nic():
+    snap = site_node()
+    assert found(snap) == []
+    rails = diagnose(snap, Expectations(), kernel_table=()).rails
+    assert [(r.rail, r.netdev, r.rdma, r.pci) for r in rails] == [
+        (0, "eth_rail0", "roce_rail0", nodes.PCIS[0]), (1, "eth_rail1", "roce_rail1", nodes.PCIS[1])]
+
+
+def test_site_rail_whose_rename_failed_is_not_invisible():
+    snap = nodes.replace_link(site_node(), "eth_rail1", ifname="enp141s0f0np0")
+    assert found(snap) == [("RailNameMismatch", "critical", "eth_rail1")]

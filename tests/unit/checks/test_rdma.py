@@ -8,8 +8,10 @@ import nodes
 import pytest
 from test_rails import found
 
+from agent.analysis.diagnose import diagnose
+from agent.analysis.topology import build_topology
 from agent.config import Expectations
-from agent.model import Versions
+from agent.model import RdmaDevice, RdmaLink, Versions
 
 
 def rdma_state(snap, dev, state, phys):
@@ -51,3 +53,74 @@ def test_netns_mode(running, expect, cmdline, modprobe, want):
 def test_netns_mode_from_sysfs_when_rdma_tool_missing():
     snap = replace(nodes.node(), rdma_netns=None, versions=Versions(netns_mode="Y"))
     assert found(snap, Expectations(rdma_netns="exclusive")) == [("RdmaNetnsModeUnexpected", "warning", "node")]
+
+
+# -- RdmaNameMismatch: the rule names an RDMA device the function does not have (rename failed)
+
+
+def rdma_renamed(snap, old, new):
+    """The RDMA device ``old`` kept the kernel name ``new``: rdma links and sysfs say ``new``."""
+    return replace(snap, rdma_links=tuple(replace(rl, dev=new) if rl.dev == old else rl for rl in snap.rdma_links),
+                   rdma_devices=tuple(replace(d, name=new) if d.name == old else d for d in snap.rdma_devices))
+
+
+def test_failed_rdma_rename_is_rdma_name_mismatch_on_the_expected_name():
+    snap = rdma_renamed(nodes.node(), "rdma_rail1", "mlx5_1")
+    assert found(snap) == [("RdmaNameMismatch", "critical", "rdma_rail1")]
+    (f,) = diagnose(snap, Expectations(), kernel_table=()).findings
+    assert f.evidence["actual"] == "mlx5_1" and f.evidence["rule"] == f"{nodes.RDMA_RULES} line 5"
+    # the rail table shows the name the device has
+    assert [r.rdma for r in diagnose(snap, Expectations(), kernel_table=()).rails] == ["rdma_rail0", "mlx5_1"]
+
+
+def test_rdma_link_down_on_a_renamed_device_keeps_the_expected_subject():
+    snap = rdma_state(rdma_renamed(nodes.node(), "rdma_rail1", "mlx5_1"), "mlx5_1", "DOWN", "DISABLED")
+    assert found(snap) == [("RdmaLinkDown", "critical", "rdma_rail1"), ("RdmaNameMismatch", "critical", "rdma_rail1")]
+
+
+def test_without_an_rdma_rule_nothing_expects_an_rdma_name():
+    snap = rdma_renamed(nodes.node(), "rdma_rail1", "mlx5_1")
+    snap = replace(snap, rules=tuple(r for r in snap.rules if r.kind == "net"))
+    assert found(snap) == []
+    assert found(rdma_state(snap, "mlx5_1", "DOWN", "DISABLED")) == [("RdmaLinkDown", "critical", "mlx5_1")]
+
+
+def test_missing_rail_is_rail_missing_only_even_with_a_renamed_rdma_device():
+    snap = nodes.drop_link(rdma_renamed(nodes.node(), "rdma_rail1", "mlx5_1"), "net_rail1")
+    assert found(snap) == [("RailMissing", "critical", "net_rail1")]
+
+
+# -- a function with two RDMA devices (ConnectX-8: an SMI device beside the RoCE one)
+
+
+def with_smi(snap, pci, name, netdev_on_link=True):
+    """An SMI device (InfiniBand link layer, no netdev) on ``pci``, as ``rdma dev add ... type SMI`` makes."""
+    smi = RdmaDevice(name, pci, "40.44.1036", "MT4131", None, ((1, "4: ACTIVE", "5: LinkUp", "InfiniBand"),))
+    links = (*snap.rdma_links, RdmaLink(name, 1, "ACTIVE", "LINK_UP", None))
+    if not netdev_on_link:
+        links = tuple(replace(rl, netdev=None) for rl in links)
+    return replace(snap, rdma_devices=(*snap.rdma_devices, smi), rdma_links=links)
+
+
+@pytest.mark.parametrize("smi", ["smi1", "aaa_smi"])  # "aaa_smi": a name that sorts first, to show order plays no part
+@pytest.mark.parametrize("netdev_on_link", [True, False])
+def test_rail_rdma_device_is_the_roce_one_never_the_first_by_name(smi, netdev_on_link):
+    snap = with_smi(nodes.node(), nodes.PCIS[0], smi, netdev_on_link)
+    topo = build_topology(snap, Expectations())
+    rail0 = topo.rails[0]
+    assert (rail0.rdma.dev, rail0.rdma_device.name, rail0.other_rdma) == ("rdma_rail0", "rdma_rail0", (smi,))
+    assert found(snap) == []
+    down = rdma_state(snap, "rdma_rail0", "DOWN", "DISABLED")
+    (f,) = diagnose(down, Expectations(), kernel_table=()).findings
+    assert (f.code, f.subject, f.evidence["device"], f.evidence["others"]) == (
+        "RdmaLinkDown", "rdma_rail0", "rdma_rail0", [smi])
+
+
+def test_two_devices_nothing_tells_apart_is_no_rail_device_and_a_failed_rename():
+    snap = with_smi(nodes.node(), nodes.PCIS[0], "smi1", netdev_on_link=False)
+    snap = replace(snap, rdma_devices=tuple(replace(d, ports=()) for d in snap.rdma_devices))
+    snap = rdma_renamed(snap, "rdma_rail0", "mlx5_0")
+    rail0 = build_topology(snap, Expectations()).rails[0]
+    assert rail0.rdma_device is None and rail0.other_rdma == ("mlx5_0", "smi1")
+    (f,) = [f for f in diagnose(snap, Expectations(), kernel_table=()).findings if f.code == "RdmaNameMismatch"]
+    assert f.subject == "rdma_rail0" and f.evidence["others"] == ["mlx5_0", "smi1"]

@@ -7,7 +7,14 @@ from dataclasses import replace
 import nodes
 import pytest
 
-from agent.analysis.checks.versions import KernelRow, doca_line, parse_kernel, version_key
+from agent.analysis.checks.versions import (
+    KernelRow,
+    beyond,
+    doca_line,
+    parse_driver_version,
+    parse_kernel,
+    version_key,
+)
 from agent.analysis.diagnose import KernelTableError, diagnose, load_kernel_table, parse_kernel_table
 from agent.config import Expectations
 
@@ -43,7 +50,7 @@ def test_parsers():
     assert version_key("6.8.0-60") < version_key("6.8.0-100")
     assert doca_line("25.10-1.7.1") == "25.10" and doca_line("6.8.0-60-generic") is None
     k = parse_kernel("5.15.0-105.115-generic")
-    assert (k.line, k.abi, k.flavour) == ("5.15.0", "5.15.0-105", "generic")
+    assert (k.line, k.abi, k.flavour) == ("5.15.0", "5.15.0-105.115", "generic")
 
 
 def test_shipped_table_and_extra_file(tmp_path):
@@ -59,3 +66,97 @@ def test_shipped_table_and_extra_file(tmp_path):
         parse_kernel_table("{", "x.json")
     with pytest.raises(KernelTableError):
         load_kernel_table(str(tmp_path / "nope.json"))
+
+
+# -- strings of real fleets, each with where it was seen
+
+#: (uname -r, where seen, (line, abi, flavour, family))
+KERNELS = [
+    ("6.8.0-60-generic", "the shared example image, Ubuntu 24.04", ("6.8.0", "6.8.0-60", "generic", "ubuntu")),
+    ("5.15.0-105-generic", "a public benchmark report, Ubuntu 22.04.4 LTS", ("5.15.0", "5.15.0-105", "generic", "ubuntu")),
+    ("5.15.0-1040-azure", "a CI runner's uname, Ubuntu 22.04.2 on Azure", ("5.15.0", "5.15.0-1040", "azure", "ubuntu")),
+    ("6.8.0-1012-aws", "uname -a of an EC2 host, Ubuntu 24.04", ("6.8.0", "6.8.0-1012", "aws", "ubuntu")),
+    ("6.5.0-1019-nvidia-64k", "a Grace Hopper MGX node, Ubuntu 22.04.5 (BlueField-3 benchmark README)",
+     ("6.5.0", "6.5.0-1019", "nvidia-64k", "ubuntu")),
+    ("6.17.0-1014-nvidia-64k", "GB200 NVL72 racks, Ubuntu 24.04.4 (public cluster notes)",
+     ("6.17.0", "6.17.0-1014", "nvidia-64k", "ubuntu")),
+    ("5.14.0-427.50.1.el9_4.aarch64", "RHEL / Rocky 9.4 nodes (issue 9)", ("5.14.0", "5.14.0-427.50.1", "el9_4", "rhel")),
+    ("5.14.0-362.el9_3.x86_64", "a public distro-detection script's table, RHEL / CentOS 9",
+     ("5.14.0", "5.14.0-362", "el9_3", "rhel")),
+    ("5.15.0-307.178.5.el9uek.x86_64", "a public table of Azure Oracle Linux 9.5 images (UEK)",
+     ("5.15.0", "5.15.0-307.178.5", "el9uek", "rhel")),
+    ("5.14.0-362.8.1.el9_3.x86_64", "Oracle Linux's RHCK example beside UEK, uname -r",
+     ("5.14.0", "5.14.0-362.8.1", "el9_3", "rhel")),
+    ("6.1.106-116.188.amzn2023.x86_64", "Amazon Linux 2023 nodes (issue 9)",
+     ("6.1", "6.1.106-116.188", "amzn2023", "amazon")),
+    ("6.1.134-152.225.amzn2023.x86_64", "kubectl get nodes of an EKS cluster, Amazon Linux 2023.7.20250512",
+     ("6.1", "6.1.134-152.225", "amzn2023", "amazon")),
+    ("5.14.21-150500.55.39-default", "uname -a in a public Ansible run, SLES 15 SP5",
+     ("5.14.21", "5.14.21-150500.55.39", "default", "suse")),
+    ("5.14.21-150500.55.52-default", "os_info of a SUSE Linux Enterprise Server 15 SP5 host",
+     ("5.14.21", "5.14.21-150500.55.52", "default", "suse")),
+]
+
+
+@pytest.mark.parametrize(("release", "seen", "want"), KERNELS, ids=[k[0] for k in KERNELS])
+def test_kernel_releases_of_real_fleets(release, seen, want):
+    k = parse_kernel(release)
+    assert k is not None, seen
+    assert (k.line, k.abi, k.flavour, k.family) == want, seen
+
+
+@pytest.mark.parametrize("release", ["", "linux", "6.8", "6.8.0-60-Generic", "6.8.0-60-generic; rm -rf /"])
+def test_not_a_kernel_release(release):
+    assert parse_kernel(release) is None or parse_kernel(release).flavour is None
+
+
+#: (driver version, where seen, (kind, line))
+DRIVERS = [
+    ("25.10-1.7.1", "the shared example image (DOCA-OFED)", ("ofed", "25.10")),
+    ("23.10-1.1.9", "MLNX_OFED 23.10 LTS on fleets (issue 9)", ("ofed", "23.10")),
+    ("5.0-2.1.8", "MLNX_OFED_LINUX-5.0-2.1.8.0, Azure's InfiniBand setup guide and HPC clusters",
+     ("mlnx_ofed", "5.0")),
+    ("4.9-7.1.0.0", "MLNX_OFED 4.9 LTS package numbering", ("mlnx_ofed", "4.9")),
+    ("5.0-0", "the inbox mlx5 DRIVER_VERSION before Linux 5.x dropped it", ("inbox", None)),
+    ("6.8.0-60-generic", "the inbox driver on Ubuntu 24.04: ethtool -i reports the kernel release", ("inbox", None)),
+    ("5.14.0-427.50.1.el9_4.aarch64", "the inbox driver on RHEL 9.4", ("inbox", None)),
+]
+
+
+@pytest.mark.parametrize(("version", "seen", "want"), DRIVERS, ids=[d[0] for d in DRIVERS])
+def test_driver_versions_of_real_fleets(version, seen, want):
+    d = parse_driver_version(version)
+    assert (d.kind, d.line) == want, seen
+
+
+def test_unknown_driver_version_is_no_line():
+    assert parse_driver_version("mlx5 custom build") == parse_driver_version("mlx5 custom build")
+    assert doca_line("mlx5 custom build") is None and parse_driver_version("") is None
+
+
+def test_abi_compares_at_the_rows_precision():
+    assert not beyond("6.8.0-100.115", "6.8.0-100") and beyond("6.8.0-101", "6.8.0-100")
+    assert beyond("5.14.0-427.50.1", "5.14.0-427.13.1") and not beyond("5.14.0-427", "5.14.0-427.13.1")
+
+
+@pytest.mark.parametrize(("driver", "kernel", "want"), [
+    ("5.8-1.0.1", "5.14.0-427.50.1.el9_4.x86_64", "warning"),
+    ("5.8-1.0.1", "5.14.0-427.13.1.el9_4.x86_64", None),
+    ("5.8-1.0.1", "5.14.0-503.11.1.el9_5.x86_64", "info"),  # another RHEL minor: another flavour
+    ("23.10-1.1.9", "6.1.106-116.188.amzn2023.x86_64", None),
+    ("23.10-1.1.9", "6.1.134-152.225.amzn2023.x86_64", "warning"),
+])
+def test_rows_for_other_distributions(driver, kernel, want):
+    # Test rows in the table's schema (not shipped data): a RHEL 9.4 row and an Amazon Linux 2023 row.
+    table = (KernelRow("5.8", "el9_4", "5.14.0", "5.14.0-427.13.1", "test"),
+             KernelRow("23.10", "amzn2023", "6.1", "6.1.106-116.188", "test"))
+    snap = nodes.node(driver_version=driver, kernel=kernel)
+    assert found(snap, table) == ([("DriverKernelUnvalidated", want, "node")] if want else [])
+
+
+def test_rhel_variants_are_their_own_flavour():
+    # RHEL for Real Time and the 64k-page aarch64 kernel append "+rt" / "+64k" after the arch: their
+    # modules are built apart, so a row for el9_4 never judges them.
+    rt = parse_kernel("5.14.0-427.13.1.el9_4.x86_64+rt")
+    assert (rt.flavour, rt.arch, rt.abi) == ("el9_4+rt", "x86_64", "5.14.0-427.13.1")
+    assert parse_kernel("5.14.0-427.13.1.el9_4.aarch64+64k").flavour == "el9_4+64k"

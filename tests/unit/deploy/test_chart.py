@@ -38,9 +38,9 @@ import jsonschema
 from agent.analysis.diagnose import load_kernel_table
 from agent.cli import build_parser
 from agent.commands.serve import settings_from_args
+from agent.config import DEFAULT_PORT, RESERVED_PORTS
 from agent.readers.ovs import DB_SOCKETS
 from agent.readers.udev import NET_RULES, RDMA_RULES
-from agent.service.settings import DEFAULT_PORT, RESERVED_PORTS
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "railscope"
@@ -69,6 +69,7 @@ FULL_AGENT = {
     "sourceDeadline": "30s",
     "commandTimeout": "7s",
     "devlinkParam": ["esw_multiport"],
+    "disableSource": ["rdma"],
     "representorInclude": "^pf0vf[0-3]$",
     "recorderWindow": "10m",
     "eventHistory": 2000000,
@@ -586,9 +587,11 @@ def test_every_value_reaches_the_agent(chart: Any, monkeypatch: pytest.MonkeyPat
     assert env["RAILSCOPE_EXPECT_ESW_MULTIPORT"]["value"] == "false"
     s = agent_settings(docs, monkeypatch, tmp_path)
     assert (s.port, s.cluster, s.node, s.listen) == (9850, "gpu-east-1", "gpu-node-7", "127.0.0.1")
-    assert (s.links_interval_s, s.devlink_interval_s, s.rdma_interval_s, s.config_interval_s) == (20, 120, 90, 300)
-    assert (s.counters_interval_s, s.source_deadline_s, s.command_timeout_s) == (2, 30, 7)
+    iv = dict(s.intervals)
+    assert (iv["links"], iv["devlink"], iv["rdma"], iv["config"]) == (20, 120, 90, 300)
+    assert (iv["counters"], s.source_deadline_s, s.command_timeout_s) == (2, 30, 7)
     assert s.read.devlink_params == ("esw_multiport",)
+    assert s.disabled == frozenset({"rdma"})
     assert s.read.command_timeout_s == 7
     assert s.representor_include == "^pf0vf[0-3]$"
     assert (s.recorder_window_s, s.event_history, s.event_queue) == (600, 2000000, 512)

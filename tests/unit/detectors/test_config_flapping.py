@@ -5,9 +5,9 @@ from typing import Any
 import pytest
 from detector_replay import replay
 
+from agent.config import Thresholds
 from agent.detectors import config_flapping
 from agent.detectors.observations import ConfigObs
-from agent.detectors.thresholds import Thresholds
 
 PF = "pci/0000:1a:00.0"
 

@@ -17,7 +17,7 @@ from agent.detectors import (
     run,
     step,
 )
-from agent.events import EVENT_CODES
+from agent.findings import EVENT_CODES
 
 RAILS = {  # key -> (netdev, PF handle, ifindex before the reload, after)
     ("0000:1a:00.0", "p0"): ("net_rail0", "pci/0000:1a:00.0", 4, 14),

@@ -5,9 +5,9 @@ from collections.abc import Callable
 import pytest
 from detector_replay import replay
 
+from agent.config import Thresholds
 from agent.detectors import pfc_storm
 from agent.detectors.observations import CountersObs
-from agent.detectors.thresholds import Thresholds
 
 # Counter names and values in the shape of the public ethtool -S samples
 # (tests/fixtures/public/mlx5/ethtool-S-mlx5-uplink-pfc-prio3-*.RECONSTRUCTED.txt).

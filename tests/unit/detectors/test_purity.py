@@ -44,4 +44,4 @@ def test_detector_module_is_pure(path: Path) -> None:
 def test_every_detector_module_is_checked() -> None:
     names = {p.stem for p in DETECTORS}
     assert {"link_flapping", "config_flapping", "representor_stale", "pfc_storm", "lossless_drops",
-            "driver_reload", "engine", "feed", "observations", "thresholds"} <= names
+            "driver_reload", "engine", "feed", "observations"} <= names

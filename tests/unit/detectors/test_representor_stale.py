@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 from detector_replay import replay
 
+from agent.config import Thresholds
 from agent.detectors import representor_stale
 from agent.detectors.observations import RepresentorObs
-from agent.detectors.thresholds import Thresholds
 
 PF = "pci/0000:1a:00.0"
 

@@ -36,7 +36,7 @@ a test fails when this file and the code disagree.
 
 
 def _maintenance_families() -> list:
-    from agent.events import EventLog
+    from agent.service.events import EventLog
     from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
 
     col = MaintenanceCollector(NodeWatch(ApiConfig("http://127.0.0.1:1"), "n"), EventLog())

@@ -53,7 +53,7 @@ def test_rules_use_only_series_the_agent_exports() -> None:
 
 def _maintenance_names() -> set[str]:
     """Served beside the node's own series by the agent's Node watch (agent/service/maintenance.py)."""
-    from agent.events import EventLog
+    from agent.service.events import EventLog
     from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
 
     col = MaintenanceCollector(NodeWatch(ApiConfig("http://127.0.0.1:1"), "n"), EventLog())

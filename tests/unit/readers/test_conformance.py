@@ -13,10 +13,11 @@ import pytest
 
 import agent.readers
 
-#: modules of the package that are not a source: shared helpers, the snapshot runner, the history parser
-NOT_SOURCES = {"common", "snapshot", "history"}
+#: modules of the package that are not a reader: shared helpers, the snapshot runner, the history parser,
+#: the registry
+NOT_SOURCES = {"common", "snapshot", "history", "sources"}
 READERS = sorted(m.name for m in pkgutil.iter_modules(agent.readers.__path__) if m.name not in NOT_SOURCES)
-ALLOWED_PROJECT_IMPORTS = {"host", "model", "common"}
+ALLOWED_PROJECT_IMPORTS = {"host", "model", "common", "naming"}
 
 
 def test_every_source_has_a_reader() -> None:

@@ -152,3 +152,69 @@ def test_sf_rdma_device_has_no_pci_function(tmp_path: Path) -> None:
                       symlinks={"/sys/class/infiniband/mlx5_2/device": "../../../mlx5_core.sf.2"})
     (d,) = read_rdma_devices(host, set(), ["0000:0c:00.0"])
     assert (d.name, d.pci, d.ports) == ("mlx5_2", None, ())
+
+
+# -- every shape of `rdma link show` since iproute2 4.13. Before 5.5, rdma/link.c link_parse_cb built
+# the name as "<dev>/<port>" (snprintf "%s/%u") and printed it as JSON "ifname" and in text after
+# "<dev index>/<port>: "; 5.5 and later print "link <dev>/<port>" and JSON "ifname": "<dev>", "port".
+
+OLD_TEXT = ("0/1: mlx5_0/1: state ACTIVE physical_state LINK_UP netdev ens1f0 \n"
+            "1/1: mlx5_1/1: subnet_prefix fe80:0000:0000:0000 lid 13 sm_lid 1 lmc 0 state DOWN "
+            "physical_state POLLING \n")
+OLD_JSON = ('[{"ifindex":0,"port":1,"ifname":"mlx5_0/1","state":"ACTIVE","physical_state":"LINK_UP",'
+            '"netdev":"ens1f0","netdev_index":4},{"ifindex":1,"port":1,"ifname":"mlx5_1/1","state":"DOWN",'
+            '"physical_state":"POLLING"}]\n')
+WANT = (RdmaLink("mlx5_0", 1, "ACTIVE", "LINK_UP", "ens1f0"), RdmaLink("mlx5_1", 1, "DOWN", "POLLING", None))
+
+
+@pytest.mark.parametrize("text", [
+    OLD_TEXT,
+    OLD_JSON,
+    # one object per line, as a jsonw stream without the enclosing array
+    OLD_JSON.strip()[1:-1].replace("},{", "}\n{") + "\n",
+    # pretty (-p) output of the same array
+    json.dumps(json.loads(OLD_JSON), indent=4),
+    # iproute2 >= 5.5
+    "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ens1f0 \n"
+    "link mlx5_1/1 subnet_prefix fe80:0000:0000:0000 lid 13 sm_lid 1 lmc 0 state DOWN physical_state POLLING \n",
+    '[{"ifindex":0,"ifname":"mlx5_0","port":1,"state":"ACTIVE","physical_state":"LINK_UP","netdev":"ens1f0",'
+    '"netdev_index":4},{"ifindex":1,"ifname":"mlx5_1","port":1,"state":"DOWN","physical_state":"POLLING"}]',
+    # -d adds a caps line under each entry
+    "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ens1f0 \n    caps: <CM, IP_BASED_GID>\n"
+    "link mlx5_1/1 subnet_prefix fe80:0000:0000:0000 lid 13 sm_lid 1 lmc 0 state DOWN physical_state POLLING \n",
+], ids=["text<5.5", "json<5.5", "json-stream", "json-pretty", "text>=5.5", "json>=5.5", "text-details"])
+def test_every_link_shape_gives_the_same_links(text: str) -> None:
+    assert parse_rdma_links(text) == WANT
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ('[{"ifindex":0,"port":2,"ifname":"mlx5_0/1","state":"ACTIVE"}]', "cannot read device and port"),
+    ('[{"ifindex":0,"ifname":"mlx5_0/x","state":"ACTIVE"}]', "cannot read device and port"),
+    ('[{"ifindex":0,"ifname":"mlx5_0","state":"ACTIVE"}]', "has no port"),
+    ('[{"ifindex":0,"port":1,"state":"ACTIVE"}]', "has no ifname"),
+    ('[{"ifindex":0,"ifname":"mlx5 0","port":1}]', "is not an RDMA device name"),
+    ('["mlx5_0"]', "is not an object"),
+    ("link mlx5_0/1 state ACTIVE\nsomething else\n", "line 2 is in no known form"),
+])
+def test_a_shape_that_cannot_be_read_is_a_reason_never_a_wrong_name(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        parse_rdma_links(text)
+
+
+def test_unreadable_shape_is_unavailable_with_the_reason(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", cmds={
+        ("rdma", "-j", "link", "show"): ('[{"ifindex":0,"ifname":"mlx5_0/x","state":"ACTIVE"}]', 0),
+        ("rdma", "-j", "system", "show"): ('[{"netns":"exclusive"}]', 0)})
+    notes = Notes()
+    links, netns, _devs = read_rdma(host, ["ens1f0"], [], notes=notes)
+    assert links == () and netns == "exclusive"
+    assert [(s, r) for s, r in notes.unavailable if s == "rdma"] == [
+        ("rdma", "rdma link show: entry 0: cannot read device and port from ifname 'mlx5_0/x'")]
+
+
+def test_system_show_shapes_and_an_unknown_netns_word() -> None:
+    assert parse_rdma_system("netns shared\n") == "shared"  # iproute2 5.x before copy-on-fork
+    assert parse_rdma_system("netns exclusive privileged-qkey off copy-on-fork on\n") == "exclusive"
+    assert parse_rdma_system('{"netns":"shared"}\n{"copy-on-fork":true}\n') == "shared"
+    with pytest.raises(ValueError, match="neither shared nor exclusive"):
+        parse_rdma_system('[{"netns":"isolated"}]')

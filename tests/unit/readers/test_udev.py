@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent.model import RailRule
 from agent.readers.common import Notes
 from agent.readers.udev import NET_RULES, RDMA_RULES, parse_rules, read_rules
@@ -63,3 +65,95 @@ def test_read_rules_files(tmp_path: Path) -> None:
     rules = read_rules(host, notes)
     assert rules == (RailRule("0000:0c:00.0", "net_rail0", "net", NET_RULES, 1),)
     assert notes.unavailable == [("udev rdma rules", f"{RDMA_RULES}: not present")]
+
+
+# A site's own rules file, as github.com/schmaustech/gpu-nic-rail-mapping (README) generates it for a
+# Dell XE9680 H200 node: rails and storage NICs in one file, net and RDMA rules side by side.
+SITE = "/etc/udev/rules.d/70-persistent-net.rules"
+SITE_TEXT = (
+    'ACTION=="add", KERNELS=="0000:18:00.0", SUBSYSTEM=="net", NAME="eth_rail0"\n'
+    'ACTION=="add", KERNELS=="0000:18:00.0", SUBSYSTEM=="infiniband", PROGRAM="rdma_rename %k NAME_FIXED roce_rail0"\n'
+    'ACTION=="add", KERNELS=="0000:1a:00.0", SUBSYSTEM=="net", NAME="eth_sec0"\n'
+    'ACTION=="add", KERNELS=="0000:1a:00.0", SUBSYSTEM=="infiniband", PROGRAM="rdma_rename %k NAME_FIXED roce_sec0"\n'
+)
+# learn.microsoft.com, HBv5-series, "Known Issues with IB RDMA and NUMA Node Affinity"
+AZURE = "/etc/udev/rules.d/99-rdma-persistent-naming.rules"
+AZURE_TEXT = (
+    'ACTION=="add", SUBSYSTEMS=="pci", KERNELS=="0101:00:00.0", PROGRAM="rdma_rename %k NAME_FIXED mlx5_ib0"\n'
+    'ACTION=="add", SUBSYSTEMS=="pci", KERNELS=="0102:00:00.0", PROGRAM="rdma_rename %k NAME_FIXED mlx5_ib1"\n'
+)
+
+
+def test_site_file_has_both_kinds_on_their_lines() -> None:
+    rules = parse_rules(SITE_TEXT, SITE)
+    assert [(r.pci, r.kind, r.name, r.line) for r in rules] == [
+        ("0000:18:00.0", "net", "eth_rail0", 1), ("0000:18:00.0", "rdma", "roce_rail0", 2),
+        ("0000:1a:00.0", "net", "eth_sec0", 3), ("0000:1a:00.0", "rdma", "roce_sec0", 4)]
+
+
+def test_pci_domains_other_than_0000() -> None:
+    rules = parse_rules(AZURE_TEXT, AZURE)
+    assert [(r.pci, r.kind, r.name) for r in rules] == [
+        ("0101:00:00.0", "rdma", "mlx5_ib0"), ("0102:00:00.0", "rdma", "mlx5_ib1")]
+    # Grace Hopper: PCI domain 0002 (the same write-up's GH200 node)
+    (gh,) = parse_rules('ACTION=="add", KERNELS=="0002:01:00.0", SUBSYSTEM=="net", NAME="eth_rail0"\n', SITE)
+    assert gh.pci == "0002:01:00.0"
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ('ACTION=="add", KERNELS=="0000:s2:00.0", SUBSYSTEM=="net", NAME="eth_rail2"',
+     'KERNELS=="0000:s2:00.0" is not a PCI function address'),
+    ('ACTION=="add", KERNELS=="0000:1a:00", SUBSYSTEM=="net", NAME="eth_rail2"',
+     'KERNELS=="0000:1a:00" is not a PCI function address'),
+    ('ACTION=="add", KERNELS=="0000:1a:00.0, SUBSYSTEM=="net", NAME="eth_rail2"', "unbalanced quotes"),
+])
+def test_unparseable_naming_line_is_a_problem_with_file_and_line(line: str, why: str) -> None:
+    problems: list = []
+    assert parse_rules("# header\n" + line + "\n", SITE, None, problems) == ()
+    assert [(p.file, p.line) for p in problems] == [(SITE, 2)]
+    assert why in str(problems[0]) and str(problems[0]).startswith(f"{SITE} line 2: ")
+
+
+def test_rules_keyed_by_other_things_are_not_rail_rules_and_not_problems() -> None:
+    text = ('SUBSYSTEM=="net", ACTION=="add", ATTR{address}=="b8:3f:d2:aa:00:10", NAME="mgmt0"\n'
+            'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:1a:00.*", NAME="eth_rail9"\n'
+            'SUBSYSTEM=="block", KERNELS=="0000:1a:00.0", NAME="disk0"\n'
+            'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:1a:00.0", RUN+="/bin/true"\n')
+    problems: list = []
+    assert parse_rules(text, SITE, None, problems) == () and problems == []
+
+
+def test_read_rules_reads_every_file_and_reports_bad_lines(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={
+        NET_RULES: 'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:0c:00.0", NAME="net_rail0"\n',
+        SITE: SITE_TEXT + 'ACTION=="add", KERNELS=="0000:s2:00.0", SUBSYSTEM=="net", NAME="eth_rail2"\n',
+        AZURE: AZURE_TEXT,
+        "/etc/udev/rules.d/README": 'KERNELS=="0000:77:00.0", NAME="not_a_rules_file"\n',
+    })
+    notes = Notes()
+    rules = read_rules(host, notes)
+    assert [(r.file, r.line, r.name) for r in rules] == [
+        (NET_RULES, 1, "net_rail0"),
+        (SITE, 1, "eth_rail0"), (SITE, 2, "roce_rail0"), (SITE, 3, "eth_sec0"), (SITE, 4, "roce_sec0"),
+        (AZURE, 1, "mlx5_ib0"), (AZURE, 2, "mlx5_ib1")]
+    assert notes.unavailable == [
+        ("udev rdma rules", f"{RDMA_RULES}: not present"),
+        ("udev rules", f'{SITE} line 5: KERNELS=="0000:s2:00.0" is not a PCI function address')]
+
+
+def test_substituted_names_are_not_expected_names_and_bad_names_are_problems() -> None:
+    problems: list = []
+    text = ('SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:1a:00.0", NAME="$env{ID_NET_NAME}"\n'
+            'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:1a:00.1", NAME="eth:rail1"\n')
+    assert parse_rules(text, SITE, None, problems) == ()
+    assert [str(p) for p in problems] == [f"{SITE} line 2: 'eth:rail1' is not a valid device name"]
+
+
+@pytest.mark.parametrize("line", [
+    'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:1a:00.0", NAME=net_rail0',
+    'ACTION=="add", KERNELS=="0000:1a:00.0", SUBSYSTEM=="infiniband", RUN+="/usr/bin/rdma dev set %k name"',
+])
+def test_a_rename_that_cannot_be_read_is_a_problem(line: str) -> None:
+    problems: list = []
+    assert parse_rules(line + "\n", NET_RULES, None, problems) == ()
+    assert [(p.file, p.line) for p in problems] == [(NET_RULES, 1)] and "cannot read" in problems[0].why

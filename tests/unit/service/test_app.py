@@ -16,18 +16,18 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from agent.analysis import pipeline
 from agent.analysis.diagnose import diagnose
-from agent.config import Expectations
+from agent.config import AgentSettings, Expectations
 from agent.host.recorded import open_image
 from agent.readers.history import load_history
 from agent.readers.snapshot import take_snapshot
 from agent.service.app import make_app
-from agent.service.runtime import Agent
-from agent.service.settings import AgentSettings
+from agent.service.daemon import Agent
 
 
 def _agent(image: Path, **kw: object) -> Agent:
-    settings = AgentSettings(listen="127.0.0.1", port=0, counters_interval_s=0.2, links_interval_s=1.0,
+    settings = AgentSettings(listen="127.0.0.1", port=0, intervals=(("counters", 0.2), ("links", 1.0)),
                              watch_links=False, node="gpu-node-7", **kw)  # type: ignore[arg-type]
     return Agent(settings, host_factory=lambda: open_image(str(image)))
 
@@ -138,7 +138,7 @@ def test_a_node_image_recorded_by_the_agent_replays_to_the_same_diagnosis(exampl
 
 def test_link_notes_of_a_pci_rail_raise_link_flapping_once(example_image: Path) -> None:
     """The path a real ConnectX rail takes: notes keyed by (PCI function, port), three carrier losses."""
-    from agent.service.watcher import LinkNote
+    from agent.host.netlink.link_events import LinkNote
 
     agent = _agent(example_image)
 
@@ -206,19 +206,19 @@ def test_fetch_image_unpacks_what_the_agent_serves(example_image: Path, tmp_path
 
 
 def test_a_dump_older_than_a_link_message_does_not_count_a_loss_twice(example_image: Path) -> None:
-    from agent.service.watcher import LinkNote
+    from agent.host.netlink.link_events import LinkNote
 
     agent = _agent(example_image)
 
     async def body(client: TestClient) -> None:
         await _until_ready(client)
-        stale = (agent.snapshot, agent.topology, agent.diagnosis)  # net_rail0 carrier_down_count 1
+        stale = pipeline.Outcome(agent.snapshot, agent.topology, agent.diagnosis)  # net_rail0 carrier_down_count 1
         now = agent.clock()
         for n, (downs, carrier) in enumerate([(2, 0), (2, 1), (3, 0), (3, 1)]):
             agent._on_notes([LinkNote(ts=now + n, ifindex=4, ifname="net_rail0", deleted=False, admin_up=True,
                                       operstate="UP" if carrier else "DOWN", carrier=carrier,
                                       carrier_down_count=downs, phys_port_name="p0", parent_dev="0000:0c:00.0")])
-            agent._apply_analysis(*stale)  # a links sample read before the message, analysed after it
+            agent._apply_analysis(stale)  # a links sample read before the message, analysed after it
         assert agent.events.counts().get("LinkFlapping", 0) == 0  # two losses, not four
 
     _serve(agent, body)

@@ -18,12 +18,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from agent.config import AgentSettings
 from agent.model import Event
 from agent.service import maintenance
 from agent.service.app import make_app
+from agent.service.daemon import Agent
 from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch, node_reasons
-from agent.service.runtime import Agent
-from agent.service.settings import AgentSettings
 
 NODE = "gpu-node-7"
 TOKEN = "stand-in-token"
@@ -233,7 +233,7 @@ def test_a_bad_token_and_garbage_are_errors_not_crashes(tmp_path: Path) -> None:
 
 
 def _agent(image: Path) -> Agent:
-    settings = AgentSettings(listen="127.0.0.1", port=0, counters_interval_s=0.2, links_interval_s=1.0,
+    settings = AgentSettings(listen="127.0.0.1", port=0, intervals=(("counters", 0.2), ("links", 1.0)),
                              watch_links=False, node=NODE)
     from agent.host.recorded import open_image
 
@@ -274,7 +274,7 @@ def test_the_agent_serves_the_reasons_of_its_node_and_its_driver_reloads(example
 
 
 def test_a_driver_reload_counts_for_minutes_only() -> None:
-    from agent.events import EventLog
+    from agent.service.events import EventLog
 
     now = [10_000.0]
     events = EventLog()

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agent.service.runtime import _RESAMPLE_GAP_S, Agent
-from agent.service.settings import AgentSettings
-from agent.service.watcher import LinkNote
+from agent.config import AgentSettings
+from agent.host.netlink.link_events import LinkNote
+from agent.service.daemon import _RESAMPLE_GAP_S, Agent
 
 T0 = 1000.0
 
@@ -72,7 +72,7 @@ def _agent() -> tuple[Agent, _FakeTime, _Timer]:
     agent = Agent(AgentSettings(watch_links=False, recorder_window_s=0), host_factory=lambda: None,  # type: ignore[arg-type,return-value]
                   monotonic=fake.monotonic, call_later=fake.call_later)
     links = _Timer(fake)
-    agent._timers["links"] = links  # type: ignore[assignment]
+    agent.scheduler.timers["links"] = links  # type: ignore[assignment]
     return agent, fake, links
 
 
@@ -114,7 +114,7 @@ def test_an_overrun_reads_at_once_and_takes_the_deferred_read_with_it() -> None:
     agent._on_notes([_note(11)])
     assert len(fake.pending()) == 1
     fake.advance(T0 + 1.0)
-    agent._poke_links(True)  # the watcher lost messages: read now whatever the gap
+    agent.links_debounce.poke(True)  # the watcher lost messages: read now whatever the gap
     assert links.pokes == [T0, T0 + 1.0]
     assert fake.pending() == []  # the read just asked for covers the deferred events
     fake.advance(T0 + 10.0)
@@ -123,7 +123,7 @@ def test_an_overrun_reads_at_once_and_takes_the_deferred_read_with_it() -> None:
 
 def test_events_for_known_links_ask_for_no_read() -> None:
     agent, fake, links = _agent()
-    agent._known_ifindexes = {10}
+    agent.links.known_ifindexes = {10}
     agent._on_notes([_note(10)])
     fake.advance(T0 + 10.0)
     assert links.pokes == []

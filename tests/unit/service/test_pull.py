@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))
 from collector_helpers import AGENT_TOKEN, ALERTING_TOKEN, local_settings, running
 from test_alerts_policy import alert, payload
 
+from agent.config import AgentSettings
 from agent.host.recorded import open_image
 from agent.service import pull
+from agent.service.daemon import Agent
 from agent.service.pull import PullRequest, RequestPuller, RequestRefused, parse_request
-from agent.service.runtime import Agent
-from agent.service.settings import AgentSettings
 from proto.keys import bundle_id
 
 NODE = "gpu-node-017"

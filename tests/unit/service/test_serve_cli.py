@@ -8,7 +8,7 @@ import pytest
 
 from agent.cli import build_parser, main
 from agent.commands.serve import settings_from_args
-from agent.service.settings import DEFAULT_PORT, RESERVED_PORTS, SettingsError
+from agent.config import DEFAULT_PORT, RESERVED_PORTS, SettingsError
 
 
 def _settings(argv: list[str]):
@@ -45,8 +45,9 @@ def test_defaults() -> None:
     s = _settings(["--listen", "10.0.0.7"])
     assert s.listen == "10.0.0.7"
     assert s.port == DEFAULT_PORT and DEFAULT_PORT not in RESERVED_PORTS
-    assert s.links_interval_s == 15 and s.devlink_interval_s == 60 and s.rdma_interval_s == 60
-    assert s.counters_interval_s == 1 and s.recorder_window_s == 900
+    iv = dict(s.intervals)
+    assert iv["links"] == 15 and iv["devlink"] == 60 and iv["rdma"] == 60 and iv["config"] == 60
+    assert iv["counters"] == 1 and s.recorder_window_s == 900 and s.disabled == frozenset()
     assert s.representor_include is None
     # The watched devlink params default to the reader's own list (a class attribute of a slotted
     # dataclass is a member descriptor, not the default: reading it broke every devlink sample).
@@ -64,7 +65,7 @@ def test_every_flag_reads_its_environment_variable(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("RAILSCOPE_REPRESENTOR_INCLUDE", "^net_rail0_")
     monkeypatch.setenv("RAILSCOPE_LISTEN_ANY", "false")
     s = _settings([])
-    assert (s.listen, s.port, s.links_interval_s, s.recorder_window_s) == ("192.0.2.10", 9842, 30, 0)
+    assert (s.listen, s.port, s.interval_s("links", 15), s.recorder_window_s) == ("192.0.2.10", 9842, 30, 0)
     assert dict(s.thresholds)["flap_count"] == 5 and dict(s.thresholds)["flap_window_s"] == 120
     assert s.expectations.flap_count == 5 and s.expectations.flap_window_s == 120
     assert s.representor_include == "^net_rail0_"

@@ -1,0 +1,69 @@
+"""``railscope diff BEFORE AFTER``: what got worse, what changed and how the counters moved between
+two captures of one node (the upgrade gate).
+
+Each side is a node image directory, a bundle ``.tar.gz`` or ``live`` (this node, now). Exit status by
+``--fail-on``: regression (default) 1 when any regression; change 1 when any regression or change;
+never 0. 3 on bad usage or a side that is not a node image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
+
+__all__ = ["register", "run"]
+
+EXIT_USAGE = 3
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("before", metavar="BEFORE",
+                   help="The earlier capture: a node image directory, a bundle .tar.gz, or 'live'.")
+    p.add_argument("after", metavar="AFTER",
+                   help="The later capture: a node image directory, a bundle .tar.gz, or 'live'.")
+    p.add_argument("--json", action="store_true", help="Print the railscope.diff/v1 JSON document.")
+    p.add_argument("--fail-on", choices=("regression", "change", "never"), default="regression",
+                   help="Exit 1 on any regression (default), on any regression or change, or never.")
+    p.add_argument("--host-root", default=env_default("host-root", "/"), metavar="DIR",
+                   help="For a 'live' side: read the node's files under DIR. Default: /.")
+    add_expectation_flags(p)
+
+
+def _fail(msg: str) -> int:
+    from agent.report.terminal import safe
+
+    sys.stderr.write(f"railscope diff: error: {safe(msg)}\n")
+    return EXIT_USAGE
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.analysis.diagnose import KernelTableError, load_kernel_table
+    from agent.analysis.diff import Side, diff
+    from agent.commands.sources import LIVE, SourceError, load
+
+    if args.before == LIVE and args.after == LIVE:
+        return _fail("BEFORE and AFTER cannot both be live")
+    try:
+        exp = expectations_from_args(args)
+        table = load_kernel_table(exp.kernel_table_file)
+    except (KernelTableError, ValueError) as exc:
+        return _fail(str(exc))
+    sides = []
+    for source in (args.before, args.after):
+        try:
+            got = load(source, exp, table, host_root=args.host_root, allow_live=True)
+        except SourceError as exc:
+            return _fail(str(exc))
+        sides.append(Side(source, got.snapshot, got.topology, got.diagnosis, exp.lossless_prio))
+    result = diff(sides[0], sides[1])
+    if args.json:
+        json.dump(result.as_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from agent.report.diff_text import render_diff
+
+        render_diff(result, sys.stdout)
+    return result.exit_status(args.fail_on)

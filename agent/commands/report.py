@@ -1,0 +1,90 @@
+"""``railscope report BUNDLE``: the diagnosis of a bundle with its flight recorder, events and
+manifest, as text, or as one self-contained HTML page (``--html FILE``) to attach to a ticket.
+
+BUNDLE is a node image directory or a bundle ``.tar.gz``. Exit status as ``doctor``'s: 0 no warning
+or critical finding, 1 warnings only, 2 a critical finding, 3 bad usage or not a node image; 1 also
+when the page cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+from agent.commands.common import add_expectation_flags, expectations_from_args
+
+__all__ = ["register", "run"]
+
+EXIT_USAGE = 3
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.add_argument("bundle", metavar="BUNDLE", help="A node image directory or a bundle .tar.gz.")
+    p.add_argument("--html", metavar="FILE",
+                   help="Write one self-contained HTML page (inline styles and SVG charts, no scripts, no "
+                        "network fetches) to FILE ('-' for stdout) instead of the text report.")
+    add_expectation_flags(p)
+
+
+def _fail(msg: str, status: int = EXIT_USAGE) -> int:
+    from agent.report.terminal import safe
+
+    sys.stderr.write(f"railscope report: error: {safe(msg)}\n")
+    return status
+
+
+def _write(path: str, text: str) -> None:
+    """Write the page whole or not at all: a ticket never gets half a page."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".railscope-report-", suffix=".html", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.analysis.diagnose import KernelTableError, load_kernel_table
+    from agent.commands.doctor import not_judged
+    from agent.commands.sources import SourceError, load
+    from agent.report.content import build_report
+
+    try:
+        exp = expectations_from_args(args)
+        table = load_kernel_table(exp.kernel_table_file)
+    except (KernelTableError, ValueError) as exc:
+        return _fail(str(exc))
+    try:
+        got = load(args.bundle, exp, table)
+    except SourceError as exc:
+        return _fail(str(exc))
+    manifest_error = next((why for src, why in got.diagnosis.unavailable if src == "manifest"), None)
+    rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=manifest_error,
+                       lossless_prio=exp.lossless_prio)
+    if args.html:
+        from agent import __version__
+        from agent.report.html import render_html
+
+        page = render_html(rep, not_judged=not_judged(exp), version=__version__)
+        if args.html == "-":
+            sys.stdout.write(page)
+        else:
+            try:
+                _write(args.html, page)
+            except OSError as exc:
+                return _fail(f"{args.html}: {exc.strerror or exc}", 1)
+            print(f"railscope report: wrote {args.html} ({len(page.encode()) / 1024:.0f} KiB)", file=sys.stderr)
+    else:
+        from agent.report.report_text import render_report
+
+        render_report(rep, sys.stdout, not_judged=not_judged(exp))
+    return got.diagnosis.exit_status()

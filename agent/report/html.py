@@ -1,0 +1,369 @@
+"""``railscope report --html``: one self-contained page to attach to a ticket.
+
+Styles inline, charts as inline SVG, no script and no external resource (a Content-Security-Policy
+of ``default-src 'none'`` says so to the browser too), so the page reads the same offline, in a
+ticket system's sandbox and with JavaScript off. Every string from the bundle is escaped: a node
+image is untrusted input (DESIGN §2).
+
+The flight recorder is a grid of small charts, one row per rail and one column per series, each
+column on one scale, so the rail that storms stands out from its neighbours at a glance.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+
+from agent.findings import Diagnosis, RailRow
+from agent.report.content import METRICS, Line, Metric, Report
+from agent.report.report_text import fmt_value, utc
+from agent.report.terminal import safe
+
+__all__ = ["render_html"]
+
+CHART_W, CHART_H = 264, 84
+PAD_L, PAD_R, PAD_T, PAD_B = 40, 6, 8, 16
+TX, RX = "#c2410c", "#1d4ed8"
+
+_CSS = """
+:root{--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--bg:#fff;--alt:#f6f8fa;
+--crit:#b42318;--crit-bg:#fee4e2;--warn:#8a5300;--warn-bg:#fff1c2;--info:#175cd3;--info-bg:#e0eaff;
+--ok:#067647;--ok-bg:#dcfae6}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",
+Roboto,"Noto Sans","DejaVu Sans",sans-serif}
+main{max-width:1240px;margin:0 auto;padding:20px 24px 40px}
+h1{font-size:22px;margin:0 0 6px}
+h2{font-size:17px;margin:28px 0 8px;padding-bottom:4px;border-bottom:1px solid var(--line)}
+.sub{color:var(--muted);margin:0 0 12px}
+.pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;
+vertical-align:middle;white-space:nowrap}
+.critical{color:var(--crit);background:var(--crit-bg)}.warning{color:var(--warn);background:var(--warn-bg)}
+.info{color:var(--info);background:var(--info-bg)}.ok{color:var(--ok);background:var(--ok-bg)}
+.status{font-size:14px;margin-left:10px}
+dl.meta{display:grid;grid-template-columns:max-content 1fr max-content 1fr;gap:2px 14px;margin:10px 0 0}
+dl.meta dt{color:var(--muted)}dl.meta dd{margin:0;font-family:ui-monospace,"DejaVu Sans Mono",monospace;
+font-size:13px;overflow-wrap:anywhere}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertical-align:top}
+th{background:var(--alt);font-weight:600;white-space:nowrap}
+td.mono,td code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px}
+tr.bad td{background:#fff5f4}
+td.down{color:var(--crit);font-weight:700}td.up{color:var(--ok);font-weight:600}
+.muted{color:var(--muted)}
+details{margin-top:6px}summary{cursor:pointer}details.ev summary{color:var(--muted)}
+pre{background:var(--alt);padding:6px 8px;margin:4px 0 0;font-size:12px;white-space:pre-wrap;
+overflow-wrap:anywhere}
+table.charts td{padding:4px 6px;border-bottom:1px solid var(--line)}
+table.charts th{font-weight:600}
+table.charts th small{display:block;font-weight:400;color:var(--muted)}
+.rail{font-weight:700;font-size:15px}
+.legend span{display:inline-block;margin-right:14px}
+.legend i{display:inline-block;width:18px;height:0;border-top:3px solid;vertical-align:middle;margin-right:5px}
+svg text{font:10px system-ui,"DejaVu Sans",sans-serif;fill:#59636e}
+ul.tight{margin:4px 0;padding-left:20px}
+footer{margin-top:32px;color:var(--muted);font-size:12px}
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(safe(value), quote=True)
+
+
+def _pill(severity: str) -> str:
+    cls = severity if severity in ("critical", "warning", "info") else "info"
+    return f'<span class="pill {cls}">{_e(severity.upper())}</span>'
+
+
+def _status(diag: Diagnosis) -> str:
+    counts = [(s, sum(1 for f in diag.findings if f.severity == s)) for s in ("critical", "warning", "info")]
+    parts = [f'<span class="pill {s}">{n} {s}</span>' for s, n in counts if n]
+    if not parts:
+        return '<span class="pill ok">OK: no findings</span>'
+    return " ".join(parts)
+
+
+def _meta(rep: Report) -> str:
+    m = rep.manifest
+    d = rep.diagnosis
+    drivers = sorted({f"{r.driver} {r.driver_version or ''}".strip() for r in d.rails if r.driver})
+    rows = [
+        ("Node", d.node), ("Kernel", d.kernel),
+        ("Cluster", m.field("cluster")), ("Incident", m.field("incident")),
+        ("Reason", m.field("reason")), ("Driver", ", ".join(drivers) or None),
+        ("Captured", m.field("ended_at") or utc(rep.capture_time)), ("Agent", m.field("agent_version")),
+        ("Bundle", rep.source), ("Rails", str(len(d.rails))),
+    ]
+    cells = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v if v is not None else '-')}</dd>" for k, v in rows)
+    return f'<dl class="meta">{cells}</dl>'
+
+
+def _findings(diag: Diagnosis) -> str:
+    if not diag.findings:
+        return '<p><span class="pill ok">OK</span> no findings.</p>'
+    rows = []
+    for f in diag.findings:
+        ev = ""
+        if f.evidence:
+            ev = (f"<details class=ev><summary>evidence</summary><pre>"
+                  f"{_e(json.dumps(f.evidence, indent=1, sort_keys=True, default=str))}</pre></details>")
+        rows.append(f"<tr><td>{_pill(f.severity)}</td><td class=mono>{_e(f.code)}</td>"
+                    f"<td class=mono>{_e(f.subject)}</td><td>{_e(f.message)}{ev}</td></tr>")
+    return ("<table><thead><tr><th>Severity</th><th>Code</th><th>Subject</th><th>What</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _speed(mbps: int | None) -> str:
+    if mbps is None:
+        return "-"
+    return f"{mbps // 1000}G" if mbps >= 1000 and mbps % 1000 == 0 else f"{mbps}M"
+
+
+def _dash(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return str(v)
+
+
+def _rail_row(r: RailRow) -> str:
+    label = str(r.rail) if r.plane is None else f"{r.rail}.{r.plane}"
+    link = r.oper or "missing"
+    link_cls = "up" if link == "up" else "down"
+    rdma_cls = "" if r.rdma_state in (None, "ACTIVE") else " down"
+    bad = ' class="bad"' if link != "up" or rdma_cls else ""
+    cells = [
+        f"<td class=mono>{_e(label)}</td>", f"<td class=mono>{_e(_dash(r.netdev))}</td>",
+        f"<td class=mono>{_e(_dash(r.rdma))}</td>", f"<td class=mono>{_e(_dash(r.pci))}</td>",
+        f'<td class="{link_cls}">{_e(link)}</td>', f"<td>{_e(_speed(r.speed_mbps))}</td>",
+        f'<td class="mono{rdma_cls}">{_e(_dash(r.rdma_state))}</td>', f"<td class=mono>{_e(_dash(r.firmware))}</td>",
+        f"<td>{_e(_dash(r.eswitch_mode))}</td>", f"<td>{_e(_dash(r.esw_multiport))}</td>",
+        f"<td>{_e(_dash(r.numvfs))}</td>", f"<td>{_e(_dash(r.representors))}</td>",
+    ]
+    return f"<tr{bad}>{''.join(cells)}</tr>"
+
+
+def _rails(diag: Diagnosis) -> str:
+    if not diag.rails:
+        return "<p>No rails found.</p>"
+    head = "".join(f"<th>{h}</th>" for h in ("Rail", "Netdev", "RDMA", "PCI", "Link", "Speed", "RDMA state",
+                                             "Firmware", "Eswitch", "Multiport", "VFs", "Reps"))
+    return (f'<table id="rails"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(_rail_row(r) for r in diag.rails)}</tbody></table>")
+
+
+# -- charts ------------------------------------------------------------------------------------
+
+def _bucket(points: Sequence[tuple[float, float | None]], span: float, width: int) -> list[tuple[float, float | None]]:
+    """At most one point per pixel column, keeping each column's peak (a spike must not vanish)."""
+    if len(points) <= width:
+        return list(points)
+    cells: dict[int, tuple[float, float | None]] = {}
+    for t, v in points:
+        i = int((t + span) / span * (width - 1)) if span > 0 else 0
+        cur = cells.get(i)
+        if cur is None or (v is not None and (cur[1] is None or v > cur[1])):
+            cells[i] = (t, v)
+    return [cells[k] for k in sorted(cells)]
+
+
+def _num(v: float) -> str:
+    return f"{v:.1f}".rstrip("0").rstrip(".")
+
+
+def _axis_label(v: float, metric: Metric) -> str:
+    if metric.kind == "share":
+        return f"{v * 100:.0f}%"
+    if v >= 1000:
+        return f"{v / 1000:.3g}k"
+    return f"{v:.3g}"
+
+
+def _chart(lines: Sequence[Line], metric: Metric, hi: float, span: float, events: Sequence[float],
+           label: str) -> str:
+    w, h = CHART_W, CHART_H
+    pw, ph = w - PAD_L - PAD_R, h - PAD_T - PAD_B
+    span = span or 1.0
+    top = hi if hi > 0 else 1.0
+
+    def x(t: float) -> float:
+        return PAD_L + (t + span) / span * pw
+
+    def y(v: float) -> float:
+        return PAD_T + ph - min(v, top) / top * ph
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+             f'role="img" class="chart" data-metric="{_e(metric.name)}">',
+             f"<title>{_e(label)}</title>",
+             f'<rect x="{PAD_L}" y="{PAD_T}" width="{pw}" height="{ph}" fill="#fbfcfd" stroke="#d1d9e0"/>',
+             f'<line x1="{PAD_L}" y1="{PAD_T + ph / 2:.1f}" x2="{PAD_L + pw}" y2="{PAD_T + ph / 2:.1f}" '
+             'stroke="#eef1f4"/>',
+             f'<text x="{PAD_L - 4}" y="{PAD_T + 8}" text-anchor="end">{_e(_axis_label(top, metric))}</text>',
+             f'<text x="{PAD_L - 4}" y="{PAD_T + ph}" text-anchor="end">0</text>',
+             f'<text x="{PAD_L}" y="{h - 3}">-{_e(_span_word(span))}</text>',
+             f'<text x="{PAD_L + pw}" y="{h - 3}" text-anchor="end">capture</text>']
+    for t in events:
+        if -span <= t <= 0:
+            parts.append(f'<line x1="{x(t):.1f}" y1="{PAD_T}" x2="{x(t):.1f}" y2="{PAD_T + ph}" '
+                         'stroke="#8250df" stroke-dasharray="3 2" stroke-width="1"/>')
+    for ln in lines:
+        colour = RX if ln.direction == "rx" else TX
+        pts = _bucket(ln.points, span, pw)
+        if metric.kind == "count":
+            for t, v in pts:
+                if v:
+                    parts.append(f'<line x1="{x(t):.1f}" y1="{PAD_T + ph}" x2="{x(t):.1f}" y2="{y(v):.1f}" '
+                                 f'stroke="{TX}" stroke-width="2"/>')
+            continue
+        runs: list[list[str]] = [[]]
+        for t, v in pts:
+            if v is None:
+                if runs[-1]:
+                    runs.append([])
+                continue
+            runs[-1].append(f"{x(t):.1f},{y(v):.1f}")
+        dash = ' stroke-dasharray="4 2"' if ln.direction == "rx" else ""
+        for run in runs:
+            if not run:
+                continue
+            if len(run) == 1:
+                cx, cy = run[0].split(",")
+                parts.append(f'<circle cx="{cx}" cy="{cy}" r="1.5" fill="{colour}"/>')
+                continue
+            if ln.direction != "rx":
+                first_x, last_x = run[0].split(",")[0], run[-1].split(",")[0]
+                base = f"{PAD_T + ph:.1f}"
+                parts.append(f'<polygon points="{first_x},{base} {" ".join(run)} {last_x},{base}" '
+                             f'fill="{colour}" fill-opacity="0.14" stroke="none"/>')
+            parts.append(f'<polyline points="{" ".join(run)}" fill="none" stroke="{colour}" '
+                         f'stroke-width="1.6"{dash}/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _span_word(span: float) -> str:
+    return f"{span / 60:.0f} min" if span >= 120 else f"{span:.0f} s"
+
+
+def _peaks(lines: Sequence[Line], metric: Metric) -> str:
+    bits = []
+    for ln in lines:
+        word = f"{ln.direction} " if ln.direction else ""
+        val = f"{ln.total:.0f}" if metric.kind == "count" else fmt_value(ln.peak, metric)
+        what = "total" if metric.kind == "count" else "peak"
+        reset = f", {ln.resets} reset" if ln.resets else ""
+        bits.append(f"{word}{what} {val}{reset}")
+    return " · ".join(bits)
+
+
+def _recorder(rep: Report) -> str:
+    if not rep.series:
+        return "<p>No flight recorder in this bundle (no <code>recorder.jsonl</code>).</p>"
+    span = rep.window_s or 1.0
+    his: dict[str, float] = {}
+    for m in METRICS:
+        peak = max(((ln.peak or 0.0) for s in rep.series for ln in s.lines(m.name)), default=0.0)
+        his[m.name] = max(peak, 1.0) if m.kind == "share" else (peak or 1.0)
+    ev_by_netdev: dict[str, list[float]] = {}
+    if rep.capture_time is not None:
+        for e in rep.events:
+            ev_by_netdev.setdefault(e.subject, []).append(e.ts - rep.capture_time)
+    head = "".join(f"<th>{_e(rep.title(m))}<small>{_e(m.unit)} · scale 0-{_e(_axis_label(his[m.name], m))}"
+                   f"</small></th>" for m in METRICS)
+    worst: dict[str, str] = {}
+    for f in rep.diagnosis.findings:  # sorted worst first: the first one per subject stands
+        worst.setdefault(f.subject, f.severity)
+    rows = []
+    for s in rep.series:
+        sev = worst.get(s.netdev)
+        flag = f" {_pill(sev)}" if sev else ""
+        cells = [f'<td><div class="rail">rail {_e(s.label)}{flag}</div><div class="mono muted">{_e(s.netdev)}</div>'
+                 f'<div class="muted">{s.samples} samples</div></td>']
+        events = ev_by_netdev.get(s.netdev, [])
+        for m in METRICS:
+            lines = s.lines(m.name)
+            if not lines:
+                cells.append('<td class="muted">not recorded</td>')
+                continue
+            chart = _chart(lines, m, his[m.name], span, events, f"rail {s.label} {s.netdev}: {rep.title(m)}")
+            cells.append(f"<td>{chart}<div class=muted>{_e(_peaks(lines, m))}</div></td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    legend = (f'<p class="legend"><span><i style="border-color:{TX}"></i>transmitted</span>'
+              f'<span><i style="border-color:{RX};border-top-style:dashed"></i>received</span>'
+              '<span><i style="border-color:#8250df;border-top-style:dotted"></i>an event on that rail</span>'
+              f"<span class=muted>{_e(_span_word(span))} before the capture at {_e(utc(rep.capture_time))}; "
+              "a gap is a counter reset or a missing sample</span></p>")
+    return (f'{legend}<table class="charts" id="recorder"><thead><tr><th>Rail</th>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _events(rep: Report) -> str:
+    if not rep.events:
+        return "<p>No events in this bundle.</p>"
+    rows = []
+    for e in rep.events:
+        rel = f"{e.ts - rep.capture_time:+.0f} s" if rep.capture_time is not None else ""
+        rows.append(f"<tr><td class=mono>{_e(utc(e.ts))}</td><td class=mono>{_e(rel)}</td><td>{_pill(e.severity)}</td>"
+                    f"<td class=mono>{_e(e.code)}</td><td class=mono>{_e(e.subject)}</td><td>{_e(e.message)}</td></tr>")
+    return ("<table id=events><thead><tr><th>Time (UTC)</th><th>Before capture</th><th>Severity</th><th>Code</th>"
+            f"<th>Subject</th><th>What</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _list(title: str, items: Sequence[str]) -> str:
+    if not items:
+        return ""
+    lis = "".join(f"<li><code>{_e(i)}</code></li>" for i in items)
+    # A long list (hundreds of skipped items on a big node) stays one line until opened.
+    opened = " open" if len(items) <= 6 else ""
+    return f"<details{opened}><summary><b>{_e(title)}</b> ({len(items)})</summary><ul class=tight>{lis}</ul></details>"
+
+
+def _manifest(rep: Report) -> str:
+    m = rep.manifest
+    if not m.present:
+        why = f" ({_e(m.error)})" if m.error else " (a hand-made image)"
+        return f"<p>No <code>manifest.json</code>{why}.</p>"
+    kinds = ", ".join(f"{n} {_e(k)}" for k, n in m.by_kind)
+    out = [f"<p>{m.items} item(s), {m.bytes / 1048576:.2f} MiB ({kinds}). Timed out: <b>{len(m.timed_out)}</b>, "
+           f"truncated: <b>{len(m.truncated)}</b>, skipped: <b>{len(m.skipped)}</b>, failed: "
+           f"<b>{len(m.failed)}</b>.</p>"]
+    out.append(_list("Timed out", [f"{w} (after {d:.1f} s)" for w, d in m.timed_out]))
+    out.append(_list("Truncated (the tail is kept)", list(m.truncated)))
+    out.append(_list("Skipped", [f"{w}: {why}" for w, why in m.skipped]))
+    out.append(_list("Failed", [f"{w}: exit {rc}" for w, rc in m.failed]))
+    return "".join(out)
+
+
+def _unavailable(diag: Diagnosis) -> str:
+    if not diag.unavailable:
+        return ""
+    lis = "".join(f"<li><code>{_e(s)}</code>: {_e(w)}</li>" for s, w in diag.unavailable)
+    return f"<h2>Not available</h2><ul class=tight>{lis}</ul>"
+
+
+def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "") -> str:
+    """The whole page as one string."""
+    d = rep.diagnosis
+    nj = (f'<p class="muted">Not judged (no expectation given): {_e(", ".join(not_judged))}</p>'
+          if not_judged and d.rails else "")
+    title = f"railscope report: {d.node or '?'}"
+    return "".join([
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        "img-src data:\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
+        f'<h1>{_e(title)}<span class="status">{_status(d)}</span></h1>',
+        _meta(rep),
+        f'<h2 id="findings-h">Findings ({len(d.findings)})</h2>', _findings(d), nj,
+        f'<h2 id="rails-h">Rails ({len(d.rails)})</h2>', _rails(d),
+        '<h2 id="recorder-h">Flight recorder</h2>', _recorder(rep),
+        f'<h2 id="events-h">Events ({len(rep.events)})</h2>', _events(rep),
+        '<h2 id="capture-h">Capture</h2>', _manifest(rep),
+        _unavailable(d),
+        f"<footer>railscope {_e(version)} · report of {_e(rep.source)} · the same diagnosis as "
+        f"<code>railscope doctor --from</code></footer>",
+        "</main></body></html>\n",
+    ])

@@ -1,0 +1,30 @@
+"""Text from a node made safe for a terminal.
+
+A node image is untrusted (DESIGN §2): a netdev alias, an event message or a manifest reason can
+carry escape sequences that would repaint an operator's terminal. Control characters (C0, DEL, C1)
+and the bidirectional overrides become visible ``\\xNN`` / ``\\uNNNN`` escapes.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["safe"]
+
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group(0))
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def safe(value: object) -> str:
+    """``str(value)`` with every control character escaped (``None`` is ``-``).
+
+    >>> safe("net\\x1b[2Jrail")
+    'net\\\\x1b[2Jrail'
+    """
+    if value is None:
+        return "-"
+    return _UNSAFE.sub(_escape, str(value))

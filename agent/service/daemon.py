@@ -1,0 +1,405 @@
+"""The running agent: the registry's sources sampled in the background, detectors, events, the
+flight recorder — wired together. Each job has its own module: ``scheduler`` (the sources' timers and
+threads), ``link_state`` (what link messages mean to the detectors), ``debounce`` (re-read gaps),
+``events`` (the event log), ``flight_recorder``, ``capture`` (node images), ``app`` (HTTP).
+
+Threads and where state lives:
+
+- each source of ``agent/readers/sources.py`` reads the node in its own daemon thread through its own
+  ``LiveHost`` (a netlink socket is never shared between threads);
+- the link listener thread reads rtnetlink events into a bounded, coalescing queue;
+- the devlink listener thread turns devlink notifications into devlink reads;
+- the analysis thread runs the pipeline (topology, diagnosis) of each new snapshot;
+- everything else — the latest parts, the detector state, the hung marks — is touched only on the
+  event loop, so nothing there needs a lock. ``EventLog`` and ``FlightRecorder`` are thread-safe
+  because a capture reads them from its own thread.
+
+The scrape renders the latest state; it never waits for a source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from prometheus_client import generate_latest
+
+from agent.analysis import pipeline
+from agent.analysis.diagnose import load_kernel_table
+from agent.analysis.topology import Topology
+from agent.config import AgentSettings, Thresholds
+from agent.detectors import engine
+from agent.detectors.feed import observations_from_snapshot
+from agent.detectors.observations import CountersObs
+from agent.findings import EVENT_CODES, Diagnosis
+from agent.host import Host
+from agent.host.netlink.devlink_events import DevlinkWatcher
+from agent.host.netlink.link_events import LinkNote, LinkWatcher
+from agent.metrics.exposition import CONTENT_TYPE, make_registry
+from agent.metrics.state import HungSource, MetricsState, SourceStatus
+from agent.model import Event, Snapshot
+from agent.readers import sources as registry
+from agent.readers.common import Notes
+from agent.readers.history import History
+from agent.service.capture import ImageBusy, ImageCapture, ImageError
+from agent.service.coalesce import CoalescingQueue
+from agent.service.debounce import Debouncer, Handle
+from agent.service.events import EventLog
+from agent.service.flight_recorder import FlightRecorder, incident_counters
+from agent.service.link_state import LinkState
+from agent.service.scheduler import Lane, Scheduler, SourceState
+from agent.service.selfmetrics import AgentCollector
+from agent.service.tracked_host import Progress, TrackedHost
+
+__all__ = ["Agent", "ImageBusy", "ImageError"]
+
+log = logging.getLogger("railscope.agent")
+events_log = logging.getLogger("railscope.agent.events")
+
+#: a link event for a link the agent does not know yet asks for a links sample, at most this often
+_RESAMPLE_GAP_S = 2.0
+#: a representor or uplink appearing or going asks for devlink and rdma reads, at most this often
+_PORTS_RESAMPLE_GAP_S = 30.0
+#: link notes handled per turn of the event loop, so that a storm never starves the scrape
+_DRAIN_BATCH = 512
+#: sources read again when a NIC port (representor, uplink) came or went: devlink ports, rdma links
+_PORT_SOURCES = ("devlink", "rdma")
+
+
+class Agent:
+    ImageBusy = ImageBusy
+    ImageError = ImageError
+
+    def __init__(self, settings: AgentSettings, *, host_factory: Callable[[], Host] | None = None,
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
+                 call_later: Callable[[float, Callable[[], None]], Handle] | None = None) -> None:
+        """``monotonic`` and ``call_later`` (default: the running loop's) time the re-read gaps."""
+        self.settings = settings
+        self.clock = clock
+        if host_factory is None:
+            from agent.host.live import LiveHost
+
+            def host_factory() -> Host:
+                return LiveHost(settings.host_root, command_timeout_s=settings.command_timeout_s)
+        self._host_factory = host_factory
+        self.sources = tuple(s for s in registry.SOURCES if s.name not in settings.disabled)
+        intervals = {s.name: settings.interval_s(s.name, s.interval_s) for s in self.sources}
+        self.thresholds = Thresholds(lossless_prio=settings.expectations.lossless_prio,
+                                     **dict(settings.thresholds))
+        self.events = EventLog(settings.event_history)
+        self.recorder: FlightRecorder | None = None
+        if settings.recorder_window_s > 0:
+            self.recorder = FlightRecorder(incident_counters(settings.expectations.lossless_prio) + registry.TRAFFIC,
+                                           window_s=settings.recorder_window_s,
+                                           interval_s=intervals.get("counters", 1.0))
+        self.queue: CoalescingQueue[LinkNote] = CoalescingQueue(settings.event_queue)
+        self.watcher: LinkWatcher | None = None
+        self.devlink_watcher: DevlinkWatcher | None = None
+        self.detectors = engine.initial(self.thresholds)
+        self._kernel_table = load_kernel_table(settings.expectations.kernel_table_file)
+        self._rep_include = re.compile(settings.representor_include) if settings.representor_include else None
+
+        self._parts: dict[str, registry.Part] = {}
+        self.snapshot: Snapshot | None = None
+        self.topology: Topology | None = None
+        self.diagnosis: Diagnosis | None = None
+        self.links = LinkState()
+        self._disabled_notes = tuple((name, "disabled (--disable-source)") for name in sorted(settings.disabled))
+
+        debounce = {"monotonic": monotonic, "call_later": call_later}
+        self.links_debounce = Debouncer(_RESAMPLE_GAP_S, partial(self._poke, ("links",)), **debounce)
+        self.devlink_debounce = Debouncer(_RESAMPLE_GAP_S, partial(self._poke, ("devlink",)), **debounce)
+        self.ports_debounce = Debouncer(_PORTS_RESAMPLE_GAP_S, partial(self._poke, _PORT_SOURCES), **debounce)
+
+        self._link_cache = registry.LinkCache()
+        self._fw_lock = threading.Lock()
+        self._progress = {src.name: Progress() for src in self.sources}
+        self.scheduler = Scheduler(self.sources, intervals, run=self._read, on_done=self._on_part,
+                                   deadline_s=settings.source_deadline_s,
+                                   current_device=lambda name: self._progress[name].get)
+        self.capture = ImageCapture(settings, host_factory, self._fw_lock, self.events, self.recorder, clock)
+        self._lanes: dict[str, Lane] = {}
+        self._hosts: dict[str, Host] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._wake: asyncio.Event | None = None
+        self._analysis_dirty = False
+        self._analysis_running = False
+        self._render_fut: asyncio.Future[bytes] | None = None
+        self._image_lock: asyncio.Lock | None = None
+        self.ready = False
+        self.started_at = clock()
+
+        self.registry = make_registry(self.metrics_state, clock=clock, representor_include=self._rep_include,
+                                      extra=(AgentCollector(self),))
+        self.metrics_content_type = CONTENT_TYPE
+
+    @property
+    def source_states(self) -> dict[str, SourceState]:
+        return self.scheduler.states
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._image_lock = asyncio.Lock()
+        for name in ("analysis", "render", "image"):
+            self._lanes[name] = Lane(name)
+        self.scheduler.start()
+        if self.settings.watch_links:
+            wake = self._wake
+
+            def _wake_loop() -> None:
+                loop.call_soon_threadsafe(wake.set)
+
+            self.watcher = LinkWatcher(self.queue, _wake_loop, on_overrun=lambda: loop.call_soon_threadsafe(
+                self.links_debounce.poke, True), clock=self.clock)
+            self.watcher.start()
+            self.devlink_watcher = DevlinkWatcher(lambda: loop.call_soon_threadsafe(self.devlink_debounce.poke))
+            await loop.run_in_executor(None, self.devlink_watcher.start)
+        self._tasks.append(asyncio.create_task(self._drain(), name="railscope-drain"))
+        self._tasks.append(asyncio.create_task(self._boot(), name="railscope-boot"))
+        log.info("agent started", extra={"listen": self.settings.listen, "port": self.settings.port,
+                                         "recorder_window_s": self.settings.recorder_window_s,
+                                         "disabled_sources": sorted(self.settings.disabled)})
+
+    async def _boot(self) -> None:
+        """First sample in registry order (rules before links, links before the rest); a source that
+        hangs at boot delays the others by at most its deadline."""
+        deadline = self.settings.source_deadline_s
+        for src in self.sources:
+            timer = self.scheduler.timers[src.name]
+            self._tasks.append(asyncio.create_task(timer.drive(), name=f"railscope-{src.name}"))
+            if src.name in ("config", "links"):
+                try:
+                    async with asyncio.timeout(deadline + 1.0):
+                        await timer.first_done.wait()
+                except TimeoutError:
+                    log.warning("first sample late", extra={"source": src.name})
+
+    async def stop(self) -> None:
+        for deb in (self.links_debounce, self.devlink_debounce, self.ports_debounce):
+            deb.cancel()
+        self.scheduler.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self.watcher is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.watcher.stop)
+        if self.devlink_watcher is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.devlink_watcher.stop)
+        self.scheduler.close()
+        for lane in self._lanes.values():
+            lane.close()
+        for host in list(self._hosts.values()):
+            try:
+                host.close()
+            except Exception:  # closing a socket of a lane stuck in the kernel may fail; exit anyway
+                log.debug("closing a host failed", exc_info=True)
+        log.info("agent stopped")
+
+    # -- the sources (worker threads) ----------------------------------------------------------
+    def _host(self, src: str) -> Host:
+        host = self._hosts.get(src)
+        if host is None:
+            host = self._hosts[src] = TrackedHost(self._host_factory(), self._progress[src], self._fw_lock)
+        return host
+
+    def _context(self) -> registry.Context:
+        ctx = registry.Context(rdma_ports=dict(self.links.rdma_ports), link_cache=self._link_cache, recorder=True)
+        for src in registry.SOURCES:
+            part = self._parts.get(src.name)
+            if part is not None:
+                ctx = registry.after(ctx, part)
+        return ctx
+
+    def _read(self, src: registry.Source) -> registry.Part:
+        return src.read(self._host(src.name), self.settings.read, self._context(), Notes())
+
+    # -- results (event loop) ----------------------------------------------------------------
+    def _on_part(self, part: registry.Part) -> None:
+        self._parts[part.source] = part
+        if part.source == "counters":
+            self._apply_counters(part)
+            return
+        if part.source == "links":
+            self.links.on_dump(part.fields.get("links", ()))
+        self.snapshot = self._compose()
+        if "links" in self._parts:
+            self._schedule_analysis()
+
+    def _compose(self) -> Snapshot:
+        snap = registry.compose(self.snapshot, self._parts)
+        if self._disabled_notes:
+            snap = replace(snap, unavailable=snap.unavailable + self._disabled_notes)
+        if self.settings.node:
+            snap = replace(snap, node=self.settings.node)
+        return snap
+
+    def _schedule_analysis(self) -> None:
+        if self._analysis_running:
+            self._analysis_dirty = True
+            return
+        self._analysis_running = True
+        self._tasks.append(asyncio.create_task(self._analyse(), name="railscope-analysis"))
+        self._tasks[:] = [t for t in self._tasks if not t.done()]
+
+    async def _analyse(self) -> None:
+        try:
+            while True:
+                self._analysis_dirty = False
+                snap = self.snapshot
+                if snap is None:
+                    return
+                since = self.clock() - self.settings.expectations.event_window_s
+                events = tuple(self.events.recent(since))
+                try:
+                    out = await self._lanes["analysis"].submit(partial(self._analysis_work, snap, events))
+                except Exception:
+                    log.exception("analysis failed")
+                    return
+                self._apply_analysis(out)
+                if not self._analysis_dirty:
+                    return
+        finally:
+            self._analysis_running = False
+
+    def _analysis_work(self, snap: Snapshot, events: tuple[Event, ...]) -> pipeline.Outcome:
+        # The window ends now, not at the newest event: an old event must age out even when no newer
+        # one arrives (and an event newer than the last sample still counts).
+        return pipeline.run(snap, self.settings.expectations, self._kernel_table,
+                            history=History(events=events), capture_time=self.clock())
+
+    def _apply_analysis(self, out: pipeline.Outcome) -> None:
+        snap, topo = out.snapshot, out.topology
+        self.topology = topo
+        self.diagnosis = out.diagnosis
+        self.links.on_topology(topo)
+        now = self.clock()
+        counters_live = "counters" in self._parts
+        obs = [self.links.newest_downs(o) for o in observations_from_snapshot(snap, topo)
+               if not (counters_live and isinstance(o, CountersObs))]
+        obs.extend(self.links.pciless_obs(snap))
+        self._feed(obs, now)
+        if not self.ready:
+            self.ready = True
+            log.info("first sample taken", extra={"rails": len(topo.rails), "links": len(snap.links)})
+
+    def _apply_counters(self, part: registry.Part) -> None:
+        snap = self.snapshot
+        if snap is None:
+            return
+        snap = replace(snap, **part.fields)
+        self.snapshot = snap
+        topo = self.topology
+        if topo is None:
+            return
+        now = part.taken_at
+        obs = []
+        for netdev, subject, counters in self.links.counter_samples(snap, topo, part.extra):
+            if self.recorder is not None:
+                self.recorder.add(now, netdev, counters)
+            obs.append(CountersObs(netdev, counters, subject=subject))
+        self._feed(obs, now)
+
+    def _feed(self, observations: list[Any], now: float) -> None:
+        for ob in observations:
+            self.detectors, events = engine.step(self.detectors, ob, now)
+            for ev in events:
+                self._emit(ev)
+
+    def _emit(self, ev: Event) -> None:
+        self.events.add(ev)
+        level = logging.WARNING if ev.severity in ("warning", "critical") else logging.INFO
+        events_log.log(level, ev.message or ev.code, extra={
+            "event": ev.code, "severity": ev.severity, "subject": ev.subject, "event_ts": ev.ts,
+            "evidence": dict(ev.evidence)})
+        if "links" in self._parts:
+            self._schedule_analysis()  # the event becomes a railscope_finding now, not at the next sample
+
+    # -- link events -------------------------------------------------------------------------
+    async def _drain(self) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while True:
+                batch = self.queue.drain(_DRAIN_BATCH)
+                if not batch:
+                    break
+                self._on_notes(batch)
+                await asyncio.sleep(0)
+
+    def _on_notes(self, notes: list[LinkNote]) -> None:
+        out = self.links.on_notes(notes)
+        for ts, ob in out.observations:
+            self._feed([ob], ts)
+        if out.unknown:
+            self.links_debounce.poke()
+        if out.ports:
+            self.ports_debounce.poke()
+
+    def _poke(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            self.scheduler.poke(name)
+
+    # -- what the endpoints serve --------------------------------------------------------------
+    def metrics_state(self) -> MetricsState:
+        sources = []
+        hung = []
+        for src, st in self.scheduler.states.items():
+            if st.runs:
+                sources.append(SourceStatus(src, bool(st.last_success), st.last_duration_s or 0.0))
+            hung.extend(HungSource(src, dev) for dev in sorted(st.hung))
+        links = self._parts.get("links")
+        return MetricsState(snapshot=self.snapshot, topology=self.topology, diagnosis=self.diagnosis,
+                            sources=tuple(sources), hung=tuple(hung), event_counts=self.events.counts(),
+                            event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None)
+
+    async def render_metrics(self) -> bytes:
+        """The exposition, rendered in the render thread; concurrent scrapes share one render."""
+        if self._render_fut is None or self._render_fut.done():
+            self._render_fut = self._lanes["render"].submit(lambda: generate_latest(self.registry))
+        return await asyncio.shield(self._render_fut)
+
+    def sample_age(self) -> float | None:
+        links = self._parts.get("links")
+        return None if links is None else round(max(0.0, self.clock() - links.taken_at), 3)
+
+    def waiting_for(self) -> list[str]:
+        states = self.scheduler.states
+        return [src for src in ("config", "links") if src in states and not states[src].runs] or ["analysis"]
+
+    def recorder_jsonl(self) -> str:
+        return self.recorder.to_jsonl() if self.recorder is not None else ""
+
+    # -- node images ---------------------------------------------------------------------------
+    async def record_image(self, *, reason: str = "requested", incident: str | None = None) -> tuple[str, str]:
+        """Record a node image now (with ``recorder.jsonl`` and ``events.json``) as a ``tar.gz``;
+        returns (path, bundle name). One at a time."""
+        assert self._image_lock is not None
+        if self._image_lock.locked():
+            raise ImageBusy()
+        async with self._image_lock:
+            hung = self._hung_tools()
+            node = self.settings.node or (self.snapshot.node if self.snapshot else None) or "node"
+            return await self._lanes["image"].submit(lambda: self.capture.record(reason, incident, node, hung))
+
+    def _hung_tools(self) -> frozenset[tuple[str, str]]:
+        """(tool, device) of every hung read, for a capture to skip."""
+        tools = {s.name: s.tools for s in self.sources}
+        out = set()
+        for src, st in self.scheduler.states.items():
+            for dev in st.hung:
+                out.update((tool, dev) for tool in tools.get(src, ()))
+        return frozenset(out)
+
+    def discard_image(self, path: str) -> None:
+        self.capture.discard(path)

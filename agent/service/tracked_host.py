@@ -1,0 +1,140 @@
+"""A ``Host`` wrapper for the agent's worker threads.
+
+It says what the thread is reading right now (the ``device`` of ``railscope_source_hung`` when a
+read never returns), and it serialises the firmware-touching reads: on mlx5, ``ETHTOOL_GSTATS``
+is a synchronous firmware command, so the counters sampler and a capture running at the same
+time must not read the same NIC in parallel (DESIGN §3, "one at a time per PF").
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from agent.host import CmdResult, Host
+
+__all__ = ["Progress", "TrackedHost"]
+
+
+class Progress:
+    """What a source's thread is reading right now (for the ``device`` label of a hung source)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._device = ""
+
+    def set(self, device: str) -> None:
+        with self._lock:
+            self._device = device
+
+    def get(self) -> str:
+        with self._lock:
+            return self._device
+
+
+_BUSY = "another firmware read is still running (stuck in the driver?): skipped"
+
+
+def _device_of(argv: tuple[str, ...] | list[str]) -> str:
+    for arg in argv[1:]:
+        if arg.startswith(("pci/", "auxiliary/")):
+            return arg
+    return ""
+
+
+class TrackedHost:
+    """Forwards every door to ``inner``; notes the device in ``progress``; one ethtool read at a time."""
+
+    def __init__(self, inner: Host, progress: Progress, firmware_lock: threading.Lock,
+                 firmware_wait_s: float = 30.0, hung: frozenset[tuple[str, str]] = frozenset()) -> None:
+        self.inner = inner
+        #: (tool, device) of reads stuck in the agent's own samplers ("" device: every device).
+        #: A capture skips them (DESIGN §7): a second stuck task helps no one.
+        self.hung = hung
+        self.progress = progress
+        self._fw = firmware_lock
+        #: how long to wait for another thread's firmware read; past that the read is skipped,
+        #: since that thread is most likely stuck in the driver
+        self.firmware_wait_s = firmware_wait_s
+        self.live = inner.live
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        return self.inner.read_text(path, max_bytes)
+
+    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
+        return self.inner.read_bytes(path, max_bytes)
+
+    def listdir(self, path: str) -> list[str] | None:
+        return self.inner.listdir(path)
+
+    def readlink(self, path: str) -> str | None:
+        return self.inner.readlink(path)
+
+    def realpath(self, path: str) -> str | None:
+        return self.inner.realpath(path)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return self.inner.glob(pattern)
+
+    def _skip(self, tool: str, device: str) -> str | None:
+        if (tool, "") in self.hung or (tool, device) in self.hung:
+            return f"{tool} {device}".strip() + ": a read of it is stuck in the agent (railscope_source_hung); skipped"
+        return None
+
+    def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
+            max_bytes: int = 8 << 20) -> CmdResult:
+        device = _device_of(argv) or (argv[-1] if argv and argv[0] == "ethtool" else "")
+        why = self._skip(argv[0], device) if argv else None
+        if why:
+            return CmdResult(tuple(argv), None, missing=True, reason=why)
+        self.progress.set(device)
+        try:
+            if argv and argv[0] == "ethtool":
+                if not self._fw.acquire(timeout=self.firmware_wait_s):
+                    return CmdResult(tuple(argv), None, missing=True, reason=_BUSY)
+                try:
+                    return self.inner.run(argv, timeout_s, max_bytes)
+                finally:
+                    self._fw.release()
+            return self.inner.run(argv, timeout_s, max_bytes)
+        finally:
+            self.progress.set("")
+
+    def links(self) -> list[dict[str, Any]] | None:
+        return self.inner.links()
+
+    def link_stats(self, ifnames: list[str]) -> dict[str, dict[str, int]]:
+        return self.inner.link_stats(ifnames)
+
+    def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
+        why = self._skip("ethtool", ifname)
+        if why:
+            raise OSError(why)
+        self.progress.set(ifname)
+        if not self._fw.acquire(timeout=self.firmware_wait_s):
+            raise OSError(_BUSY)
+        try:
+            return self.inner.ethtool_stats(ifname)
+        finally:
+            self._fw.release()
+
+    def ethtool_drvinfo(self, ifname: str) -> dict[str, str] | None:
+        why = self._skip("ethtool", ifname)
+        if why:
+            raise OSError(why)
+        self.progress.set(ifname)
+        if not self._fw.acquire(timeout=self.firmware_wait_s):
+            raise OSError(_BUSY)
+        try:
+            return self.inner.ethtool_drvinfo(ifname)
+        finally:
+            self._fw.release()
+
+    def close(self) -> None:
+        self.inner.close()

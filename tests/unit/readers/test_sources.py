@@ -1,0 +1,101 @@
+"""The source registry: the daemon's composed parts equal ``take_snapshot``; names, flags and series
+come from it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from agent.config import ReadConfig
+from agent.host.recorded import open_image
+from agent.readers import sources
+from agent.readers.common import Notes
+from agent.readers.links import parse_links
+from agent.readers.snapshot import take_snapshot
+from agent.readers.sources import SOURCES, Context, LinkCache, after, compose, source_of
+
+
+class _Dumps:
+    def __init__(self, dumps: list[list[dict] | None]) -> None:
+        self.dumps = dumps
+        self.links_error = "netlink/links.json: not in this image"
+
+    def links(self) -> list[dict] | None:
+        return self.dumps.pop(0)
+
+
+def test_link_cache_reads_like_the_reader_and_reuses_unchanged_records(example_image: Path) -> None:
+    dump = json.loads((example_image / "netlink" / "links.json").read_text())["links"]
+    changed = copy.deepcopy(dump)
+    changed[3]["carrier_down_count"] += 1
+    cache = LinkCache()
+    host = _Dumps([copy.deepcopy(dump), copy.deepcopy(dump), changed, None])
+    first = cache.links(host, Notes())  # type: ignore[arg-type]
+    assert first == parse_links(dump)
+    second = cache.links(host, Notes())  # type: ignore[arg-type]
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    third = cache.links(host, Notes())  # type: ignore[arg-type]
+    assert third == parse_links(changed)
+    assert third[3] is not second[3] and third[3].carrier_down_count == second[3].carrier_down_count + 1
+    assert third[0] is second[0]
+    notes = Notes()
+    assert cache.links(host, notes) == ()  # type: ignore[arg-type]
+    assert notes.unavailable == [("netlink", "netlink/links.json: not in this image")]
+
+
+def test_composed_parts_equal_one_snapshot(example_image: Path) -> None:
+    cfg = ReadConfig()
+    with open_image(str(example_image)) as host:
+        whole = take_snapshot(host, cfg)
+        ctx = Context(recorder=True)
+        parts = {}
+        for src in SOURCES:  # one at a time, each from its own context, as the daemon reads them
+            parts[src.name] = src.read(host, cfg, ctx, Notes())
+            ctx = after(ctx, parts[src.name])
+    composed = compose(None, parts)
+    assert parts["links"].rails == ("net_rail0", "net_rail1")
+    for name in ("versions", "links", "pci", "devlink_devs", "eswitch", "params", "ports", "rdma_links",
+                 "rdma_netns", "rdma_devices", "ethtool", "drivers", "rules", "ovs", "busy", "unavailable"):
+        assert getattr(composed, name) == getattr(whole, name), name
+    # The recorder's extras: the rails' stats64 traffic beside their ethtool counters.
+    assert set(parts["counters"].extra) == {"net_rail0", "net_rail1"}
+
+
+def test_every_source_is_declared_once_with_its_fields() -> None:
+    names = [s.name for s in SOURCES]
+    assert len(names) == len(set(names))
+    owned = [f for s in SOURCES for f in s.fields]
+    assert len(owned) == len(set(owned)), "a snapshot field owned by two sources"
+    assert names.index("config") < names.index("links") < names.index("counters")  # rules before rails
+    for s in SOURCES:
+        assert s.min_interval_s <= s.interval_s
+    assert [s.name for s in SOURCES if s.firmware_touching] == ["counters"]
+    assert sources.by_name("devlink").tools == ("devlink",)
+
+
+def test_commands_belong_to_the_source_that_runs_them() -> None:
+    assert source_of(["ethtool", "-S", "net_rail0"]) == "counters"
+    assert source_of(["devlink", "-j", "dev", "show"]) == "devlink"
+    assert source_of(["ovs-vsctl", "--format=json"]) == "config"
+    assert source_of(["rdma", "-j", "link", "show"]) == "rdma"
+    assert source_of(["cat"]) is None
+
+
+def test_a_disabled_source_is_not_read(example_image: Path) -> None:
+    class Counting:
+        def __init__(self, inner):
+            self.inner, self.argv = inner, []
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def run(self, argv, *a, **kw):
+            self.argv.append(tuple(argv))
+            return self.inner.run(argv, *a, **kw)
+
+    with open_image(str(example_image)) as inner:
+        host = Counting(inner)
+        snap = take_snapshot(host, ReadConfig(), disabled=("devlink", "counters"))  # type: ignore[arg-type]
+    assert not any(a[0] in ("devlink", "ethtool") for a in host.argv)
+    assert snap.eswitch == () and snap.ethtool == () and snap.rdma_links  # the others are read

@@ -1,0 +1,46 @@
+"""Which naming rules name rails: operator files, site files by template, conflicts (DESIGN §4)."""
+
+from __future__ import annotations
+
+from agent.model import RailRule
+from agent.naming import net_twin, parse_name, rail_rules, rdma_twin
+
+NET = "/etc/udev/rules.d/10-nic-net-interface-naming.rules"
+RDMA = "/etc/udev/rules.d/10-nic-rdma-interface-naming.rules"
+SITE = "/etc/udev/rules.d/70-persistent-net.rules"
+AZURE = "/etc/udev/rules.d/99-rdma-persistent-naming.rules"
+
+
+def names(rules: tuple[RailRule, ...]) -> list[tuple[str, str, str]]:
+    return [(r.pci, r.kind, r.name) for r in rules]
+
+
+def test_every_operator_rule_names_a_rail_whatever_its_name() -> None:
+    rules = (RailRule("0000:1a:00.0", "storage0", "net", NET, 1), RailRule("0000:1a:00.0", "x", "rdma", RDMA, 1))
+    assert names(rail_rules(rules)) == [("0000:1a:00.0", "net", "storage0"), ("0000:1a:00.0", "rdma", "x")]
+
+
+def test_site_rules_name_rails_by_template_and_keep_their_pairs() -> None:
+    rules = (RailRule("0000:18:00.0", "eth_rail0", "net", SITE, 1),
+             RailRule("0000:18:00.0", "roce_rail0", "rdma", SITE, 2),
+             RailRule("0000:1a:00.0", "eth_sec0", "net", SITE, 3),
+             RailRule("0000:1a:00.0", "roce_sec0", "rdma", SITE, 4),
+             RailRule("0101:00:00.0", "mlx5_ib0", "rdma", AZURE, 1))
+    assert names(rail_rules(rules)) == [("0000:18:00.0", "net", "eth_rail0"), ("0000:18:00.0", "rdma", "roce_rail0"),
+                                        ("0101:00:00.0", "rdma", "mlx5_ib0")]
+    # a given template makes a site's own naming a rail too
+    assert ("0000:1a:00.0", "net", "eth_sec0") in names(rail_rules(rules, ("eth_sec%rail_id%",)))
+
+
+def test_operator_file_wins_over_a_site_file_for_one_function() -> None:
+    rules = (RailRule("0000:18:00.0", "eth_rail0", "net", SITE, 1),
+             RailRule("0000:18:00.0", "roce_rail0", "rdma", SITE, 2),
+             RailRule("0000:18:00.0", "net_rail0", "net", NET, 4))
+    assert names(rail_rules(rules)) == [("0000:18:00.0", "net", "net_rail0"), ("0000:18:00.0", "rdma", "roce_rail0")]
+
+
+def test_twins_and_site_templates() -> None:
+    assert rdma_twin("net_rail%rail_id%") == "rdma_rail%rail_id%"
+    assert rdma_twin("eth_rail%rail_id%") == "roce_rail%rail_id%"
+    assert net_twin("roce_rail%rail_id%") == "eth_rail%rail_id%" and net_twin("mlx5_ib%rail_id%") is None
+    assert parse_name("mlx5_ib3", ("mlx5_ib%rail_id%",)).rail == 3
