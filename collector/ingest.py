@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import aiohttp
 from aiohttp import web
@@ -27,6 +29,10 @@ from .storage import Stored, StoreError, Writer
 __all__ = ["expect_upload", "upload"]
 
 log = logging.getLogger("railscope.collector.ingest")
+
+#: sha256 of the received bytes runs here, off the event loop (hashlib releases the GIL), so one
+#: core hashes while another receives and the store's threads send parts.
+_HASH_POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="railscope-hash")
 
 
 async def _admit(request: web.Request) -> Principal:
@@ -89,6 +95,13 @@ class _Ingest:
         self.key: BundleKey | None = None
         self.existing: Stored | None = None
         self.writer: Writer | None = None
+        self._hashing: asyncio.Future[None] | None = None
+
+    async def _hash(self, data: bytes) -> None:
+        # One update in flight per ingest, awaited before the next: the digest sees the bytes in order.
+        if self._hashing is not None:
+            await self._hashing
+        self._hashing = asyncio.get_running_loop().run_in_executor(_HASH_POOL, self.hasher.update, data)
 
     async def run(self) -> dict[str, object]:
         committed = False
@@ -138,6 +151,8 @@ class _Ingest:
                 elif isinstance(frame, Hello):
                     await self._hello(frame)
                 elif isinstance(frame, End):
+                    if self._hashing is not None:
+                        await self._hashing
                     self._end(frame)
         if not self.reader.finished:
             raise Refused(400, "truncated", "the body ended before the end frame")
@@ -161,7 +176,7 @@ class _Ingest:
         if self.total > self.s.max_bundle_bytes:
             raise Refused(413, "too_large", f"the bundle passes --max-bundle-size ({self.s.max_bundle_bytes} bytes)")
         self.col.metrics.bytes_in.inc(len(data))
-        self.hasher.update(data)
+        await self._hash(data)
         if self.writer is not None:
             await self.writer.write(data)
 

@@ -5,19 +5,17 @@ or from an iterator of ``tar.gz`` chunks (a capture streaming while it is produc
 none of it was consumed, which ``Expect: 100-continue`` makes the common case for 401 / 429 / 503).
 Retries back off exponentially with full jitter and wait at least the collector's ``Retry-After``.
 
-The spool (written by the capture): ``<spool>/<bundle>.tar.gz``, its ``<bundle>.tar.gz.sha256``
-(``<hex>  <name>``) and a JSON sidecar ``<bundle>.json`` holding the hello's keys
-(``proto.frames.Hello.to_json``). The ``.sha256`` is written last: a bundle without one is still
-being written and is left alone. :func:`drain_spool` sends bundles oldest first and deletes a
-bundle only after the collector answered stored or duplicate; one the collector refuses for good
-(409, 400, 413) or whose bytes no longer match its ``.sha256`` moves to ``<spool>/rejected/``.
+The spool is ``agent.capture.spool``'s: ``<name>.tar.gz``, ``<name>.tar.gz.sha256`` and the sidecar
+``<name>.json`` (bundle id, node, cluster, incident, reason, agent version, sha256, created_at),
+written last. :func:`drain_spool` sends bundles oldest first and deletes one only after the
+collector answered stored or duplicate; one the collector refuses for good (409, 400, 413) or whose
+bytes no longer match their sha256 moves to ``<spool>/rejected/``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import os
 import random
@@ -37,8 +35,10 @@ __all__ = [
     "UploadResult",
     "drain_spool",
     "frame_stream",
+    "hello_from_spool",
     "upload",
     "upload_sync",
+    "upload_while_producing",
 ]
 
 log = logging.getLogger("railscope.agent.upload")
@@ -111,34 +111,48 @@ class _Body:
         self.sent = 0
         self.sha256 = ""
 
-    async def _pieces(self) -> AsyncIterator[bytes]:
+    async def _pieces(self, h: hashlib._Hash) -> AsyncIterator[bytes]:
+        """The source's bytes, each already added to ``h`` (in a worker thread where it is read there)."""
         loop = asyncio.get_running_loop()
         src = self.source
         if isinstance(src, Path):
             fh = await loop.run_in_executor(None, open, src, "rb")
+
+            def read() -> bytes:
+                data = fh.read(_READ)
+                h.update(data)
+                return data
+
             try:
-                while data := await loop.run_in_executor(None, fh.read, _READ):
+                while data := await loop.run_in_executor(None, read):
                     yield data
             finally:
                 fh.close()
         elif hasattr(src, "__aiter__"):
             async for data in src:  # type: ignore[union-attr]
+                h.update(data)
                 yield data
         else:
             it = iter(src)  # type: ignore[arg-type]
             done = object()
+
             # The archive compresses as it is iterated: run it in a thread, not on the loop.
-            while (data := await loop.run_in_executor(None, next, it, done)) is not done:
+            def step() -> object:
+                data = next(it, done)
+                if data is not done:
+                    h.update(data)  # type: ignore[arg-type]
+                return data
+
+            while (data := await loop.run_in_executor(None, step)) is not done:
                 yield data  # type: ignore[misc]
 
     async def frames(self) -> AsyncIterator[bytes]:
         self.started = True
         yield encode(self.hello)
         h, n, seq = hashlib.sha256(), 0, 0
-        async for piece in self._pieces():
+        async for piece in self._pieces(h):
             for off in range(0, len(piece), MAX_CHUNK_BYTES):
                 data = bytes(piece[off:off + MAX_CHUNK_BYTES])
-                h.update(data)
                 n += len(data)
                 yield encode(Chunk(seq, data))
                 seq += 1
@@ -236,68 +250,126 @@ class DrainResult:
     error: str = ""
 
 
-def _spooled(spool: Path) -> list[Path]:
-    """Complete bundles (their .sha256 exists), oldest first."""
-    found = []
-    for p in spool.glob("*.tar.gz"):
-        if p.with_name(p.name + ".sha256").is_file():
-            try:
-                found.append((p.stat().st_mtime, p.name, p))
-            except FileNotFoundError:
-                continue
-    return [p for _m, _n, p in sorted(found)]
+#: Key parts for a spooled bundle that names no cluster or incident (a capture outside any incident).
+DEFAULT_CLUSTER = "default"
+NO_INCIDENT = "unassigned"
+#: Bundles kept in ``<spool>/rejected/`` for a person; older ones are removed.
+KEEP_REJECTED = 16
 
 
-def _sidecar(bundle: Path) -> Path:
-    stem = bundle.name[: -len(".tar.gz")]
-    for cand in (bundle.with_name(stem + ".json"), bundle.with_name(bundle.name + ".json")):
-        if cand.is_file():
-            return cand
-    return bundle.with_name(stem + ".json")
+def hello_from_spool(meta: dict[str, object]) -> Hello:
+    """The hello of a spooled bundle, from its sidecar (``agent.capture.spool``)."""
+    try:
+        created = int(float(meta.get("created_at") or 0))  # type: ignore[arg-type]
+        return Hello(bundle=str(meta["bundle_id"]), node=str(meta["node"]),
+                     cluster=str(meta.get("cluster") or DEFAULT_CLUSTER),
+                     incident=str(meta.get("incident") or NO_INCIDENT), reason=str(meta.get("reason") or ""),
+                     agent=str(meta.get("agent_version") or ""), created=created, plan=str(meta.get("plan") or ""))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FrameError(f"sidecar: {exc}") from None
 
 
-def _files(bundle: Path) -> list[Path]:
-    return [bundle, bundle.with_name(bundle.name + ".sha256"), _sidecar(bundle)]
-
-
-def _reject(spool: Path, bundle: Path, why: str) -> None:
-    dest = spool / "rejected"
+def _reject(root: Path, files: list[str], why: str) -> None:
+    dest = root / "rejected"
     dest.mkdir(mode=0o700, exist_ok=True)
-    for f in _files(bundle):
-        if f.exists():
-            os.replace(f, dest / f.name)
-    (dest / (bundle.name + ".why")).write_text(why + "\n")
-    log.error("spooled bundle %s set aside in %s: %s", bundle.name, dest, why)
+    for f in files:
+        if os.path.exists(f):
+            os.replace(f, dest / os.path.basename(f))
+    (dest / (os.path.basename(files[0]) + ".why")).write_text(why + "\n")
+    log.error("spooled bundle %s set aside in %s: %s", os.path.basename(files[0]), dest, why)
+    kept = sorted(dest.glob("*.tar.gz"), key=lambda p: p.stat().st_mtime)
+    for old in kept[:-KEEP_REJECTED]:
+        for f in (old, old.with_name(old.name + ".sha256"), old.with_name(old.name + ".why"),
+                  old.with_name(old.name[: -len(".tar.gz")] + ".json")):
+            f.unlink(missing_ok=True)
 
 
-async def drain_spool(spool: str | Path, url: str, *, token: str | None = None, token_file: str | None = None,
+async def drain_spool(spool: object, url: str, *, token: str | None = None, token_file: str | None = None,
                       retry: RetryPolicy | None = None, session: aiohttp.ClientSession | None = None,
                       rng: random.Random | None = None) -> DrainResult:
-    """Send every complete bundle of ``spool``, oldest first; stop at the first that cannot reach the collector."""
-    spool = Path(spool)
+    """Send every complete bundle of the spool (a ``Spool`` or its directory), oldest first.
+
+    A bundle is removed only after the collector answered stored or duplicate; one it refuses for good
+    (or whose bytes no longer match their digest) moves to ``rejected/``; the first bundle that
+    cannot reach the collector ends the drain, leaving it and the rest for the next one.
+    """
+    from agent.capture.spool import Spool
+
+    if not isinstance(spool, Spool):
+        # Listing only: the cap is the capture's business.
+        spool = Spool(str(spool), max_bytes=1 << 62)
+    root = Path(spool.root)
     result = DrainResult()
-    bundles = _spooled(spool)
-    for i, bundle in enumerate(bundles):
+    entries = spool.entries()
+    for i, entry in enumerate(entries):
+        files = [entry.bundle, entry.sha256_file, entry.sidecar]
+        name = os.path.basename(entry.bundle)
         try:
-            hello = Hello.from_json(json.loads(_sidecar(bundle).read_text()))
-            words = bundle.with_name(bundle.name + ".sha256").read_text().split()
-            expected = words[0] if words else ""
-        except (OSError, ValueError, FrameError) as exc:
-            _reject(spool, bundle, f"unreadable sidecar or .sha256: {exc}")
-            result.rejected.append(bundle.name)
+            hello = hello_from_spool(entry.meta)
+            expected = str(entry.meta.get("sha256") or "") or Path(entry.sha256_file).read_text().split()[0]
+        except (OSError, IndexError, FrameError) as exc:
+            _reject(root, files, f"unreadable sidecar or .sha256: {exc}")
+            result.rejected.append(name)
             continue
         try:
-            res = await upload(url, hello, bundle, token=token, token_file=token_file, expected_sha256=expected,
-                               retry=retry, session=session, rng=rng)
+            res = await upload(url, hello, Path(entry.bundle), token=token, token_file=token_file,
+                               expected_sha256=expected, retry=retry, session=session, rng=rng)
         except UploadError as exc:
             if exc.retryable:
-                result.left = len(bundles) - i
+                result.left = len(entries) - i
                 result.error = str(exc)
                 return result
-            _reject(spool, bundle, str(exc))
-            result.rejected.append(bundle.name)
+            _reject(root, files, str(exc))
+            result.rejected.append(name)
             continue
-        for f in _files(bundle):
-            f.unlink(missing_ok=True)
+        spool.remove(entry)
         result.sent.append(res)
     return result
+
+
+_END = object()
+
+
+async def upload_while_producing(url: str, hello: Hello, produce: Callable[[Callable[[bytes], None]], object],
+                                 **kwargs: object) -> tuple[object, UploadResult | UploadError]:
+    """Run ``produce(on_chunk)`` (a capture writing its file and handing each compressed chunk to
+    ``on_chunk``) in a thread and stream the chunks to the collector as they come.
+
+    The queue between them is bounded: a slow collector slows the archive, never fills memory. If
+    the upload fails, the capture still finishes (its file is the bundle to send again); the error
+    is returned, not raised, next to what ``produce`` returned.
+    """
+    import queue
+
+    q: queue.Queue[object] = queue.Queue(maxsize=16)
+    abandoned = False
+
+    def on_chunk(data: bytes) -> None:
+        if not abandoned:
+            q.put(bytes(data))
+
+    def run() -> object:
+        try:
+            return produce(on_chunk)
+        finally:
+            q.put(_END)
+
+    def chunks() -> Iterator[bytes]:
+        while (item := q.get()) is not _END:
+            yield item  # type: ignore[misc]
+
+    loop = asyncio.get_running_loop()
+    produced = loop.run_in_executor(None, run)
+    try:
+        res: UploadResult | UploadError = await upload(url, hello, chunks(), **kwargs)  # type: ignore[arg-type]
+    except UploadError as exc:
+        abandoned = True
+        res = exc
+
+        def drain() -> None:
+            while q.get() is not _END:
+                pass
+
+        if not produced.done():
+            await loop.run_in_executor(None, drain)
+    return await produced, res

@@ -76,16 +76,21 @@ def register(p: argparse.ArgumentParser) -> None:
                         "apart, so rates exist offline; 0 takes one sample. Default: 10.")
     p.add_argument("--pod-netns", action="store_true",
                    help="Also read pod network namespaces (needs CAP_SYS_ADMIN; reads tenant data). Default: off.")
+    p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
+                   help="Also stream the bundle to this collector as it is produced (the file is written too, "
+                        "to send again if the upload fails). Default: none.")
+    p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
+                   help="The agent token for --collector (a projected ServiceAccount token in a pod). Default: none.")
     r = p.add_argument_group("asking a node's agent to capture (operator role)")
-    r.add_argument("--collector", default=None, metavar="URL",
-                   help="Queue a capture request for --node and --incident on this collector instead of capturing "
-                        "here; the node's agent pulls it, captures and uploads. Default: none (capture here).")
+    r.add_argument("--operator-token-file", default=env_default("operator-token-file", None), metavar="FILE",
+                   help="With --collector, queue a capture request for --node and --incident instead of capturing "
+                        "here: the node's agent pulls it, captures and uploads. The file holds an operator token. "
+                        "Default: none (capture here).")
     r.add_argument("--wait", action="store_true",
-                   help="With --collector: wait until the bundle is stored, then print its key. Default: off.")
+                   help="Queue the request (as --operator-token-file does) and wait until its bundle is stored, "
+                        "then print its key. Default: off.")
     r.add_argument("--wait-timeout", type=_positive, default=600.0, metavar="SECONDS",
                    help="With --wait: give up after this long (exit 1). Default: 600.")
-    r.add_argument("--token-file", default=env_default("token-file", None), metavar="FILE",
-                   help="With --collector: a file holding an operator token. Default: none.")
 
 
 def read_config(args: argparse.Namespace) -> object:
@@ -128,9 +133,10 @@ def _request(args: argparse.Namespace) -> int:
         print(f"railscope capture: {exc} (--collector needs --node and --incident)", file=sys.stderr)
         return 3
     try:
-        token = open(args.token_file, encoding="utf-8").read().strip() if args.token_file else None
+        token = (open(args.operator_token_file, encoding="utf-8").read().strip()
+                 if args.operator_token_file else None)
     except OSError as exc:
-        print(f"railscope capture: --token-file: {exc.strerror or exc}", file=sys.stderr)
+        print(f"railscope capture: --operator-token-file: {exc.strerror or exc}", file=sys.stderr)
         return 3
     params = {"pod_netns": bool(args.pod_netns), "redact": bool(args.redact)}
     try:
@@ -151,7 +157,7 @@ def _request(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.collector:
+    if args.collector and (args.operator_token_file or args.wait):
         return _request(args)
     from agent.capture.redact import load_key
     from agent.capture.runner import CaptureError, CaptureParams, capture_to_file
@@ -187,8 +193,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"railscope capture: {exc}", file=sys.stderr)
         return 3
     progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
+    upload_res = None
     try:
-        res = capture_to_file(host, args.output, params, progress=progress)
+        if args.collector:
+            from agent.commands.collector_upload import capture_streamed
+
+            res, upload_res = capture_streamed(args, host, params, progress)
+        else:
+            res = capture_to_file(host, args.output, params, progress=progress)
+    except ValueError as exc:  # a node, cluster or incident the collector's key scheme refuses
+        print(f"railscope capture: {exc}", file=sys.stderr)
+        return 3
     except CaptureError as exc:
         if progress:
             progress.end()
@@ -210,4 +225,12 @@ def run(args: argparse.Namespace) -> int:
           file=sys.stderr)
     print(res.path)
     print(f"sha256 {res.sha256}")
+    if upload_res is not None:
+        from agent.capture.upload import UploadError
+
+        if isinstance(upload_res, UploadError):
+            print(f"railscope capture: upload to {args.collector} failed: {upload_res} (the bundle is in {res.path})",
+                  file=sys.stderr)
+            return 1
+        print(f"collector {upload_res.status} {upload_res.key}")
     return 0

@@ -30,7 +30,7 @@ log = logging.getLogger("railscope.collector.s3")
 _READ = 1 << 20
 
 
-def _b64sha(data: bytes | bytearray) -> str:
+def _b64sha(data: bytes | bytearray | memoryview) -> str:
     return base64.b64encode(hashlib.sha256(data).digest()).decode()
 
 
@@ -43,7 +43,9 @@ class S3Writer:
     def __init__(self, store: S3Store, key: BundleKey) -> None:
         self.store, self.key = store, key
         self.obj = key.key(store.prefix)
-        self._buf = bytearray()
+        # The part being filled; it holds one of the replica's part slots from its first byte.
+        self._buf: bytearray | None = None
+        self._fill = 0
         self._upload_id: str | None = None
         self._parts: dict[int, dict[str, Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -57,40 +59,55 @@ class S3Writer:
         size = self.store.settings.part_bytes
         view = memoryview(data)
         while view:
-            # Fill the part exactly and hand the buffer itself over: no part-sized copy, so memory
-            # is the parts in flight plus the one filling.
-            room = size - len(self._buf)
-            self._buf += view[:room]
-            view = view[room:]
-            if len(self._buf) == size:
-                part, self._buf = self._buf, bytearray()
+            if self._buf is None:
+                # Back-pressure: a new part waits for a slot, which holds the ingest (and so the
+                # client's TCP stream); every part buffer of the replica, filling or uploading,
+                # holds a slot, so ingest memory stays parts_in_flight x part_bytes.
+                await self.store.parts.acquire()
+                self._buf, self._fill = bytearray(size), 0
+            k = min(size - self._fill, len(view))
+            self._buf[self._fill:self._fill + k] = view[:k]
+            self._fill += k
+            view = view[k:]
+            if self._fill == size:
+                part, self._buf = self._buf, None
                 await self._send_part(part)
 
-    async def _send_part(self, part: bytes | bytearray) -> None:
+    def _take(self) -> bytearray:
+        """The part being filled, cut to its length (in place: no copy); its slot goes with it."""
+        part, self._buf = self._buf, None
+        assert part is not None
+        del part[self._fill:]
+        return part
+
+    async def _send_part(self, part: bytearray) -> None:
         st = self.store
-        if self._upload_id is None:
-            resp = await st.call("create_multipart_upload", Bucket=st.bucket, Key=self.obj,
-                                 ChecksumAlgorithm="SHA256", ContentType="application/gzip")
-            self._upload_id = resp["UploadId"]
-        # Back-pressure: this await holds the ingest (and so the client's TCP stream) while the
-        # replica's part budget is spent; memory stays parts_in_flight x part_bytes.
-        await self._mine.acquire()
         try:
-            await st.parts.acquire()
+            if self._upload_id is None:
+                resp = await st.call("create_multipart_upload", Bucket=st.bucket, Key=self.obj,
+                                     ChecksumAlgorithm="SHA256", ContentType="application/gzip")
+                self._upload_id = resp["UploadId"]
+            await self._mine.acquire()
         except BaseException:
-            self._mine.release()
+            st.parts.release()
             raise
         number, self._next = self._next, self._next + 1
         task = asyncio.create_task(self._upload(number, part))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _upload(self, number: int, part: bytes | bytearray) -> None:
+    async def _upload(self, number: int, part: bytearray) -> None:
         st = self.store
-        try:
+        upload_id = self._upload_id
+
+        def put() -> tuple[str, dict[str, Any]]:
+            # Hashed in the worker thread (hashlib releases the GIL): the event loop keeps receiving.
             checksum = _b64sha(part)
-            resp = await st.call("upload_part", Bucket=st.bucket, Key=self.obj, UploadId=self._upload_id,
-                                 PartNumber=number, Body=part, ChecksumSHA256=checksum)
+            return checksum, st.client.upload_part(Bucket=st.bucket, Key=self.obj, UploadId=upload_id,
+                                                   PartNumber=number, Body=part, ChecksumSHA256=checksum)
+
+        try:
+            checksum, resp = await st.run(put)
             self._parts[number] = {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": checksum}
         except BaseException as exc:  # any failure fails the ingest at its next step
             self._failed = exc
@@ -106,18 +123,25 @@ class S3Writer:
         st = self.store
         try:
             if self._upload_id is None:
-                data, self._buf = self._buf, bytearray()
+                held = self._buf is not None
+                data = self._take() if held else bytearray()
+
+                def put() -> None:
+                    st.client.put_object(Bucket=st.bucket, Key=self.obj, Body=data, ChecksumSHA256=_b64sha(data),
+                                         ContentType="application/gzip", IfNoneMatch="*")
+
                 try:
-                    await st.call("put_object", Bucket=st.bucket, Key=self.obj, Body=data,
-                                  ChecksumSHA256=_b64sha(data), ContentType="application/gzip", IfNoneMatch="*")
+                    await st.run(put)
                 except Exception as exc:
                     if _code(exc) in ("PreconditionFailed", "412"):
                         return False
                     raise
+                finally:
+                    if held:
+                        st.parts.release()
             else:
-                if self._buf:
-                    part, self._buf = self._buf, bytearray()
-                    await self._send_part(part)
+                if self._buf is not None:
+                    await self._send_part(self._take())
                 await self._drain()
                 if self._failed is not None:
                     raise StoreError(f"s3 upload_part failed: {self._failed}")
@@ -146,8 +170,10 @@ class S3Writer:
             raise StoreError(f"s3: {type(exc).__name__}: {exc}") from None
 
     async def abort(self) -> None:
+        if self._buf is not None:
+            self._buf = None
+            self.store.parts.release()
         await self._drain()
-        self._buf = bytearray()
         if self._upload_id is not None:
             upload_id, self._upload_id = self._upload_id, None
             try:
@@ -170,15 +196,20 @@ class S3Store:
         workers = settings.parts_in_flight + 8
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="railscope-s3")
         # Checksums are sent where we give them (ChecksumSHA256), not computed again by botocore.
+        # Payload signing off: over plain HTTP botocore would hash every part once more for SigV4;
+        # the signed x-amz-checksum-sha256 header already binds the body, and the server checks it.
         cfg = Config(max_pool_connections=workers, retries={"max_attempts": 3, "mode": "standard"},
                      request_checksum_calculation="when_required", response_checksum_validation="when_required",
-                     connect_timeout=5, read_timeout=60)
+                     connect_timeout=5, read_timeout=60, s3={"payload_signing_enabled": False})
         self.client = boto3.session.Session().client("s3", endpoint_url=settings.s3_endpoint_url, config=cfg)
         self.parts = asyncio.Semaphore(settings.parts_in_flight)
         #: (key, upload id) of aborts that failed: retried every few seconds
         self.orphans: set[tuple[str, str]] = set()
         self._retry_task: asyncio.Task[None] | None = None
         self.description = f"s3://{self.bucket}/{self.prefix}"
+
+    async def run(self, fn: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
 
     async def call(self, op: str, **kwargs: Any) -> Any:
         fn = getattr(self.client, op)

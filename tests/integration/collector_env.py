@@ -138,7 +138,8 @@ class Collector:
     """``railscope collector`` as a process of its own."""
 
     def __init__(self, workdir: Path, store: str, *extra: str, endpoint: str | None = None,
-                 tokens: dict[str, str] | None = None) -> None:
+                 tokens: dict[str, str] | None = None, netns: str | None = None) -> None:
+        self.netns = netns
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.argv = [sys.executable, "-m", "agent.cli", "collector", "--listen", "127.0.0.1", "--port",
@@ -147,6 +148,10 @@ class Collector:
             self.argv += ["--s3-endpoint-url", endpoint]
         for flag, path in (tokens or {}).items():
             self.argv += [f"--{flag.replace('_', '-')}", path]
+        if netns:
+            # Inside a network namespace of the test's (its own loopback): ``ip netns exec`` execs
+            # the collector, so the process group is still the collector's.
+            self.argv = ["ip", "netns", "exec", netns, *self.argv]
         self.log = workdir / f"collector-{self.port}.log"
         self.proc: subprocess.Popen | None = None
 
@@ -158,6 +163,14 @@ class Collector:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"collector exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            if self.netns:
+                probe = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c",
+                                        f"import urllib.request; urllib.request.urlopen('{self.url}/readyz', timeout=2)"],
+                                       capture_output=True, timeout=20)
+                if probe.returncode == 0:
+                    return self
+                time.sleep(0.2)
+                continue
             try:
                 with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
                     if r.status == 200:

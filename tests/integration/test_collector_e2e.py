@@ -103,3 +103,32 @@ def test_a_recorded_bundle_through_the_collector_diagnoses_the_same(rails: RailN
     assert check.returncode == 0, check.stdout + check.stderr
     assert (out / name).read_bytes() == bundle.read_bytes()
     assert _doctor(out / name) == _doctor(image)
+
+
+def test_railscope_capture_streams_to_the_collector(rails: RailNetns, tmp_path: Path) -> None:
+    tokens = write_tokens(tmp_path / "tokens")
+    # The collector runs in the node's namespace: the capture there reaches it on that loopback.
+    col = Collector(tmp_path, str(tmp_path / "store"), tokens=tokens, netns=rails.node).start()
+    token = tmp_path / "agent-token"
+    token.write_text(AGENT_TOKEN)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ("capture", "-o", str(out) + "/", "--collector", col.url, "--collector-token-file", str(token),
+            "--node", "gpu-node-017", "--cluster", "lab", "--incident", "inc-cap", "--recorder-gap", "0",
+            "--deadline", "30")
+    try:
+        first = rails.railscope(*argv, timeout=180)
+        again = rails.railscope(*argv, timeout=180)  # a second capture for the same incident, node and plan
+    finally:
+        col.stop()
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.strip().splitlines()
+    local = Path(lines[0])
+    status, key = lines[-1].split()[1:]
+    assert status == "stored" and key.startswith("lab/") and "/inc-cap/gpu-node-017-" in key
+    stored = tmp_path / "store" / key
+    assert stored.read_bytes() == local.read_bytes()  # the streamed bytes are the file's
+    assert (tmp_path / "store" / (key + ".sha256")).read_text().split()[0] == lines[1].split()[1]
+    assert _doctor(stored) == _doctor(local)
+    # the bundle id is (incident, node, plan): another capture of it is refused, and kept on disk
+    assert again.returncode == 1 and "409" in again.stderr and "the bundle is in" in again.stderr

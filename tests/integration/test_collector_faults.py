@@ -4,8 +4,6 @@ and the agent's spooled bundle lands exactly once when a collector is back (loca
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ from agent.capture.upload import RetryPolicy, drain_spool
 
 from .collector_env import AWS_ENV, BUCKET, Collector, Weed
 
-from collector_helpers import AGENT_TOKEN, HELLO, body, files, write_tokens  # isort: skip
+from collector_helpers import AGENT_TOKEN, HELLO, body, files, spool_bundle, write_tokens  # isort: skip
 
 pytestmark = pytest.mark.slow
 MiB = 1 << 20
@@ -44,11 +42,7 @@ def weed(tmp_path: Path) -> Iterator[Weed]:
 
 
 def _spool(spool: Path) -> None:
-    spool.mkdir()
-    p = spool / f"{HELLO.bundle}.tar.gz"
-    p.write_bytes(DATA)
-    (spool / f"{HELLO.bundle}.json").write_text(json.dumps(HELLO.to_json()))
-    (spool / f"{HELLO.bundle}.tar.gz.sha256").write_text(f"{hashlib.sha256(DATA).hexdigest()}  {p.name}\n")
+    spool_bundle(spool, HELLO, DATA, time.time())
 
 
 async def _send_until_killed(col: Collector, raw: bytes, kill_after: int) -> str:

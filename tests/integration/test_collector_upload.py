@@ -20,7 +20,7 @@ from proto.keys import bundle_id
 from .collector_env import ROOT
 
 from collector_helpers import (  # isort: skip
-    AGENT_TOKEN, AGENT_TOKEN_18, HELLO, body, files, local_settings, post, run, running,
+    AGENT_TOKEN, AGENT_TOKEN_18, HELLO, body, files, local_settings, post, run, running, spool_bundle,
 )
 
 DATA = os.urandom(2_500_000)  # three chunk frames
@@ -128,14 +128,7 @@ def test_an_unreachable_collector_is_retried_then_reported(tmp_path: Path) -> No
 
 
 def _spool(spool: Path, hello: Hello, data: bytes, mtime: float, sha: str | None = None) -> Path:
-    spool.mkdir(parents=True, exist_ok=True)
-    p = spool / f"{hello.bundle}.tar.gz"
-    p.write_bytes(data)
-    (spool / f"{hello.bundle}.json").write_text(json.dumps(hello.to_json()))
-    (spool / f"{hello.bundle}.tar.gz.sha256").write_text(f"{sha or hashlib.sha256(data).hexdigest()}  {p.name}\n")
-    for q in (p, spool / f"{hello.bundle}.json"):
-        os.utime(q, (mtime, mtime))
-    return p
+    return spool_bundle(spool, hello, data, mtime, sha)
 
 
 def _hello(n: int) -> Hello:
@@ -148,8 +141,8 @@ def test_drain_sends_oldest_first_sets_aside_the_bad_and_keeps_the_unfinished(tm
     _spool(spool, _hello(1), DATA, now - 300)
     _spool(spool, _hello(2), DATA[::-1], now - 200)
     corrupt = _spool(spool, _hello(3), DATA, now - 100, sha="0" * 64)  # bytes no longer match
-    _spool(spool, _hello(4), DATA[:1000], now - 50)
-    (spool / f"{_hello(4).bundle}.tar.gz.sha256").unlink()  # still being written: left alone
+    unfinished = _spool(spool, _hello(4), DATA[:1000], now - 50)
+    (spool / unfinished.name.replace(".tar.gz", ".json")).unlink()  # no sidecar yet: still being written
 
     async def go():  # type: ignore[no-untyped-def]
         async with running(local_settings(tmp_path)) as (url, _col):
@@ -158,8 +151,8 @@ def test_drain_sends_oldest_first_sets_aside_the_bad_and_keeps_the_unfinished(tm
     res = run(go())
     assert [r.key.split("-")[-1] for r in res.sent] == [f"{_hello(1).bundle}.tar.gz", f"{_hello(2).bundle}.tar.gz"]
     assert res.rejected == [corrupt.name] and res.left == 0
-    assert sorted(p.name for p in spool.iterdir() if p.is_file()) == [f"{_hello(4).bundle}.json",
-                                                                     f"{_hello(4).bundle}.tar.gz"]
+    # the unfinished one: a capture killed before its sidecar; the spool clears it, never sends it
+    assert sorted(p.name for p in spool.iterdir() if p.is_file()) == []
     assert (spool / "rejected" / corrupt.name).exists()
     assert "sha256" in (spool / "rejected" / (corrupt.name + ".why")).read_text()
     stored = [p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]
@@ -176,8 +169,9 @@ def test_a_conflicting_spooled_bundle_is_set_aside(tmp_path: Path) -> None:
             return await drain_spool(spool, url, token=AGENT_TOKEN, retry=FAST)
 
     res = run(go())
-    assert res.rejected == [f"{HELLO.bundle}.tar.gz"] and res.sent == []
-    assert "409" in (spool / "rejected" / f"{HELLO.bundle}.tar.gz.why").read_text()
+    name = f"{HELLO.node}-{HELLO.bundle}.tar.gz"
+    assert res.rejected == [name] and res.sent == []
+    assert "409" in (spool / "rejected" / (name + ".why")).read_text()
 
 
 def test_the_spool_waits_for_the_collector_and_lands_once(tmp_path: Path) -> None:

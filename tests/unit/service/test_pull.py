@@ -221,12 +221,12 @@ def test_railscope_capture_queues_a_request_and_waits_for_its_bundle(tmp_path: P
             task = asyncio.create_task(puller.run())
             try:
                 waited = await cli("--node", NODE, "--incident", "inc-77", "--collector", url, "--wait",
-                                   "--token-file", str(tokens), "--wait-timeout", "60")
+                                   "--operator-token-file", str(tokens), "--wait-timeout", "60")
                 queued = await cli("--node", "gpu-node-018", "--incident", "inc-78", "--collector", url,
-                                   "--token-file", str(tokens))
+                                   "--operator-token-file", str(tokens))
                 refused = await cli("--node", NODE, "--incident", "inc-79", "--collector", url,
-                                    "--token-file", str(bad))
-                no_incident = await cli("--node", NODE, "--collector", url, "--token-file", str(tokens))
+                                    "--operator-token-file", str(bad))
+                no_incident = await cli("--node", NODE, "--collector", url, "--operator-token-file", str(tokens))
             finally:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)

@@ -67,3 +67,21 @@ true
 {{- define "railscope.kernelTablePath" -}}
 /etc/railscope/kernel-table.json
 {{- end -}}
+
+{{/* The collector's resource name: <fullname>-collector. */}}
+{{- define "railscope.collectorName" -}}
+{{- printf "%s-collector" (include "railscope.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "railscope.collectorSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "railscope.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: collector
+{{- end -}}
+
+{{- define "railscope.collectorLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "railscope.collectorSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
