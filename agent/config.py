@@ -204,6 +204,19 @@ class AgentSettings:
     watch_links: bool = True
     #: the byte cap of one node image served by /v1/image
     image_max_bytes: int = 256 << 20
+    #: detector event codes that capture a bundle into the spool (``--capture-on``), and the
+    #: least time between two such captures per code and node
+    capture_on: frozenset[str] = frozenset()
+    capture_cooldown_s: float = 600.0
+    #: overall deadline of one capture: what finished by then is packed (a partial bundle)
+    capture_deadline_s: float = 300.0
+    #: the node spool (``--spool``, None: event captures are off) and its size cap
+    spool_dir: str | None = None
+    spool_max_bytes: int = 1 << 30
+    #: the data endpoints (/v1/image, /v1/events, /v1/recorder): on this Unix socket, and over TCP
+    #: only with the bearer token in this file
+    data_socket: str | None = None
+    data_token_file: str | None = None
     #: the collector to pull capture requests from and upload to (agent/service/pull.py); None: off
     collector_url: str | None = None
     collector_token_file: str | None = None

@@ -106,6 +106,9 @@ class Side:
     topology: Topology
     diagnosis: Diagnosis
     lossless_prio: int = 3
+    #: ``taken_at`` is a real capture time (a live read, or a manifest's ``ended_at``); a hand-made
+    #: image without one gets the wall clock of its reading, which makes no rate
+    timed: bool = True
 
     @property
     def taken_at(self) -> float:
@@ -149,7 +152,7 @@ class CounterDelta:
     unit: str
     before: int
     after: int
-    seconds: float | None  # None when the captures are not in time order
+    seconds: float | None  # None when the captures have no times, or are not in time order
     reset: bool  # the counter went backwards: no delta, no rate
 
     @property
@@ -180,7 +183,10 @@ class Diff:
     counters: tuple[CounterDelta, ...] = field(default=())
 
     @property
-    def seconds(self) -> float:
+    def seconds(self) -> float | None:
+        """AFTER's capture time minus BEFORE's; None when either side has no capture time."""
+        if not (self.before.timed and self.after.timed):
+            return None
         return self.after.taken_at - self.before.taken_at
 
     def exit_status(self, fail_on: str = "regression") -> int:
@@ -195,6 +201,12 @@ class Diff:
         return 0
 
     def as_json(self) -> dict[str, Any]:
+        """``railscope.diff/v1``: ``before`` / ``after`` (source, node, kernel, captured_at, rails, finding
+        counts), ``seconds`` between them (null without capture times), ``regressions`` and ``changes``
+        (code, subject, key, before, after, message; severity for findings; the new doctor findings an
+        item explains in ``findings``), and ``counters`` (subject, rail, plane, counter, unit, before,
+        after, delta, seconds, rate, reset; delta and rate null on a reset). Tools compare code, subject
+        and key; messages are for people."""
         return {
             "schema": SCHEMA,
             "before": _side_json(self.before),
@@ -212,7 +224,8 @@ def _side_json(side: Side) -> dict[str, Any]:
         "source": side.source,
         "node": d.node,
         "kernel": d.kernel,
-        "captured_at": datetime.fromtimestamp(side.taken_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "captured_at": datetime.fromtimestamp(side.taken_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if side.timed else None,
         "rails": len(d.rails),
         "findings": {s: sum(1 for f in d.findings if f.severity == s) for s in ("critical", "warning", "info")},
     }
@@ -318,7 +331,10 @@ def _rails(out: _Out, pairs: list[_RailPair], a: Side, b: Side) -> None:
                     f"({after.netdev_name or 'no netdev'} on {after.pci or 'no PCI function'})", key)
             continue
         if lb is None:
-            continue  # missing before: nothing of it can get worse
+            # Missing before: nothing of it can get worse; its coming back is a change.
+            if la is not None:
+                out.chg("RailAdded", subj, None, la.ifname, f"rail {_label(p.key)}: {la.ifname} is back", key)
+            continue
         if la is None:
             out.reg("RailLost", subj, lb.ifname, None,
                     f"rail {_label(p.key)}: {lb.ifname} is gone"
@@ -538,7 +554,7 @@ def _findings(out: _Out, a: Side, b: Side) -> None:
 
 
 def _counters(pairs: list[_RailPair], a: Side, b: Side) -> list[CounterDelta]:
-    seconds = b.taken_at - a.taken_at
+    seconds = b.taken_at - a.taken_at if a.timed and b.timed else 0.0
     secs = seconds if seconds > 0 else None
     names = counter_names(b.lossless_prio)
     out = []

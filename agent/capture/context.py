@@ -38,6 +38,16 @@ class CaptureContext:
     pod_netns: bool = False
 
     @property
+    def netns(self) -> tuple[str, ...]:
+        """Named network namespaces (``ip netns``: CNI pod sandboxes), when ``--pod-netns`` asks."""
+        if not self.pod_netns:
+            return ()
+        names: set[str] = set()
+        for base in ("/var/run/netns", "/run/netns"):
+            names.update(n for n in self.host.listdir(base) or () if not n.startswith("."))
+        return tuple(sorted(names))[:512]
+
+    @property
     def rails(self) -> tuple[str, ...]:
         return tuple(sorted(self.rail_pf))
 

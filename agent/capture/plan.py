@@ -7,7 +7,8 @@ that the runner expands from what the readers found on the node:
 - ``{rail}``: each rail netdev and uplink (one step per rail);
 - ``{pf}``: each PCI function of a rail (``0000:1a:00.0``);
 - ``{handle}``: each devlink handle of a rail PF (``pci/0000:1a:00.0``);
-- ``{reporter}`` with ``{handle}``: each health reporter of that handle.
+- ``{reporter}`` with ``{handle}``: each health reporter of that handle;
+- ``{netns}``: each named network namespace (pod sandboxes), only with ``--pod-netns``.
 
 The deny-list is checked on the declared argv, before anything runs: a plan that names a denied
 command is refused whole.
@@ -194,6 +195,9 @@ def _named(*tools: str) -> Callable[[tuple[str, ...]], bool]:
 
 
 def _shell(argv: tuple[str, ...]) -> bool:
+    words = _words(argv)
+    if _tool(argv) == "ip" and len(words) >= 2 and _is(words[0], "netns", 2) and _is(words[1], "exec", 1):
+        return True  # ip netns exec runs any command
     return _tool(argv) in ("sh", "bash", "dash", "zsh", "ksh", "busybox", "env", "xargs", "sudo", "nsenter",
                            "chroot", "python", "python3", "perl")
 
@@ -252,7 +256,7 @@ def check_plan(plan: Plan) -> None:
                 raise PlanRefused(plan.name, step.argv, entry.name)
 
 
-_PLACEHOLDER = re.compile(r"\{(rail|pf|handle|reporter)\}")
+_PLACEHOLDER = re.compile(r"\{(rail|pf|handle|reporter|netns)\}")
 
 
 def placeholders(step: Step) -> tuple[str, ...]:

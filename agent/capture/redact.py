@@ -32,14 +32,14 @@ _PEM_BEGIN = re.compile(rb"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY|[A-Z0-9 ]*PRIVATE K
 _PEM_END = re.compile(rb"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
 _SECRETS: tuple[tuple[re.Pattern[bytes], bytes], ...] = (  # (pattern, replacement; b"": keep quotes)
     # HTTP headers and their curl / log forms: the whole value goes.
-    (re.compile(rb"(?i)\b((?:proxy-)?authorization\s*[:=]\s*)[^\r\n]+"), rb"\1" + MARK),
-    (re.compile(rb"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}"), rb"\1" + MARK),
-    (re.compile(rb"(?i)\b(basic\s+)[A-Za-z0-9+/=]{8,}"), rb"\1" + MARK),
+    (re.compile(rb"(?i)\b((?:proxy-)?authorization[ \t]*[:=][ \t]*)[^\r\n]+"), rb"\1" + MARK),
+    (re.compile(rb"(?i)\b(bearer[ \t]+)[A-Za-z0-9._~+/=-]{4,}"), rb"\1" + MARK),
+    (re.compile(rb"(?i)\b(basic[ \t]+)[A-Za-z0-9+/=]{8,}"), rb"\1" + MARK),
     # kubeconfig and YAML / JSON / INI credentials: "token: ...", "client-key-data: ...",
     # "password=...", '"secret": "..."'.
     (re.compile(
         rb"(?i)(?<![\w.-])(\"?[\w.-]{0,40}?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
-        rb"private[_-]?key|client-key-data|client-certificate-data|credentials?)[\w.-]{0,40}\"?\s*[:=]\s*)"
+        rb"private[_-]?key|client-key-data|client-certificate-data|credentials?)[\w.-]{0,40}\"?[ \t]*[:=][ \t]*)"
         rb"(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s,;}\]]+)"), b""),
     # URLs with a user:password part.
     (re.compile(rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{1,256}:)[^@\s/]{1,256}@"), rb"\1" + MARK + b"@"),
@@ -55,7 +55,7 @@ _ADDR = re.compile(
 )
 # Names the node and Kubernetes carry by key: "pod=...", "namespace: ...", OVS external_ids.
 _K8S_NAME = re.compile(
-    rb"(?i)(\b(?:k8s_)?(?:pod(?:[_-]?name)?|namespace|pod[_-]?namespace|netns)\"?\s*[:=]\s*\"?)"
+    rb"(?i)(\b(?:k8s_)?(?:pod(?:[_-]?name)?|namespace|pod[_-]?namespace|netns)\"?[ \t]*[:=][ \t]*\"?)"
     rb"([a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)(?=[\"\s,;}\]]|$)")
 
 #: what each secret pattern cannot match without (lower case)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import math
 import os
 import posixpath
 import queue
@@ -76,6 +77,9 @@ class CaptureParams:
     recorder_jsonl: Callable[[], bytes] | None = None
     #: PFs or devices (netdev, devlink handle) whose firmware reads hung earlier: not tried again
     skip_firmware: frozenset[str] = frozenset()
+    #: (tool, device) of reads stuck in the agent's own samplers ("" device: all of that tool's):
+    #: never started a second time
+    hung_tools: frozenset[tuple[str, str]] = frozenset()
     plugins: tuple[str, ...] = PLUGINS
     pod_netns: bool = False
     bundle_id: str | None = None
@@ -95,6 +99,8 @@ class CaptureResult:
     path: str | None = None
     #: what the replay readers saw (None when replay did not run or finish)
     snapshot: Snapshot | None = None
+    #: when the capture started, Unix seconds
+    started_ts: float = 0.0
 
 
 def _iso(ts: float) -> str:
@@ -125,9 +131,13 @@ def _source_of(argv: tuple[str, ...]) -> str:
 
 
 def _device_of(argv: tuple[str, ...]) -> str:
-    from agent.metrics.image import _device_of as dev
-
-    return dev(list(argv))
+    """What a stuck command was reading: the devlink handle or the netdev, else ""."""
+    for tok in argv[1:]:
+        if tok.startswith(("pci/", "auxiliary/")):
+            return tok
+    if argv and os.path.basename(argv[0]) == "ethtool" and len(argv) >= 3:
+        return argv[-1]
+    return ""
 
 
 @dataclass
@@ -254,7 +264,7 @@ class _Run:
             return [{"handle": h, "reporter": r} for h, r in ctx.reporters]
         out: list[dict[str, str]] = [{}]
         for name in names:
-            values = {"rail": ctx.rails, "pf": ctx.pfs, "handle": ctx.handles}[name]
+            values = {"rail": ctx.rails, "pf": ctx.pfs, "handle": ctx.handles, "netns": ctx.netns}[name]
             out = [{**b, name: v} for b in out for v in values]
         return out
 
@@ -266,8 +276,11 @@ class _Run:
             binds = self._bindings(ctx, names)
             if not binds:
                 rel = self._rel(step, {})
+                why = f"nothing to read: no {'/'.join(names)} on this node"
+                if "netns" in names and not ctx.pod_netns:
+                    why = "pod network namespaces are read only with --pod-netns (tenant data, CAP_SYS_ADMIN)"
                 self.put_item(mf.item(rel, _kind(step), argv=getattr(step, "argv", None), skipped=True,
-                                      reason=f"nothing to read: no {'/'.join(names)} on this node", plugin=plan.name))
+                                      reason=why, plugin=plan.name))
                 continue
             for b in binds:
                 rel = self._rel(step, b)
@@ -315,6 +328,12 @@ class _Run:
                 self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True,
                                       reason=f"skipped: {why}", plugin=t.plugin))
                 return
+        tool = os.path.basename(argv[0])
+        stuck = next(((tl, dev) for tl, dev in self.params.hung_tools if tl == tool and (not dev or dev in argv)), None)
+        if stuck is not None:
+            self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, plugin=t.plugin,
+                                  reason=f"skipped: {tool} is stuck in the agent's own read of {stuck[1] or 'it'}"))
+            return
         left = self.left()
         if left <= 0:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=self._late(), plugin=t.plugin))
@@ -334,11 +353,14 @@ class _Run:
             self._place(base + ".stderr", res.stderr)
         if res.rc is not None:
             self._place(base + ".rc", f"{res.rc}\n".encode())
+        reason = res.why() if res.timed_out else None
+        if res.timed_out and timeout < step.timeout_s:
+            reason = f"cut by the capture deadline ({self.params.deadline_s:g}s) after {res.duration_s:.1f}s"
+            self._late()
         it = mf.item(t.rel, "command", argv=argv, rc=res.rc, duration_s=res.duration_s, nbytes=len(res.stdout),
-                     truncated=res.truncated, timed_out=res.timed_out, plugin=t.plugin,
-                     reason=res.why() if res.timed_out else None)
+                     truncated=res.truncated, timed_out=res.timed_out, plugin=t.plugin, reason=reason)
         self.put_item(it)
-        if res.timed_out and t.fw_key is not None:
+        if res.timed_out and t.fw_key is not None and timeout >= step.timeout_s:
             with self.lock:
                 self.fw_hung[t.fw_key] = f"{' '.join(argv)} on {t.fw_key} hung (timed out after {res.duration_s:.1f}s)"
                 self.hung.append((_source_of(argv), _device_of(argv) or t.fw_key))
@@ -346,6 +368,9 @@ class _Run:
                                   "reads were skipped")
 
     def _late(self) -> str:
+        self.partial = True
+        if not any("deadline" in n for n in self.notes):
+            self.notes.append(f"deadline: steps were cut or not started after {self.params.deadline_s:g}s")
         return f"not started: the capture deadline ({self.params.deadline_s:g}s) had passed"
 
     def _glob(self, pattern: str) -> list[str]:
@@ -537,7 +562,7 @@ class _Run:
         writer.add_bytes("manifest.json", data)
 
 
-_PLACE = re.compile(r"\{(rail|pf|handle|reporter)\}")
+_PLACE = re.compile(r"\{(rail|pf|handle|reporter|netns)\}")
 
 
 def _fill(text: str, binding: dict[str, str]) -> str:
@@ -645,7 +670,8 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
             "reason": params.reason,
             "agent_version": __version__,
             "started_at": _iso(run.started_at),
-            "ended_at": _iso(ended),
+            # Rounded up: an event of the last second must fall inside the window that ends here.
+            "ended_at": _iso(math.ceil(ended)),
             **_kept_times(host),
             "capture": {
                 "deadline_s": params.deadline_s, "parallel": params.parallel, "nice": params.nice,
@@ -661,7 +687,7 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
         run.pack(writer, manifest)
         nbytes, digest = writer.close()
         return CaptureResult(name, bundle_id, nbytes, digest, manifest, tuple(sorted(set(run.hung))), run.partial,
-                             snapshot=snap)
+                             snapshot=snap, started_ts=run.started_at)
     finally:
         # A worker stuck past the deadline (a read hung in the driver) may still hold a file here.
         shutil.rmtree(staging, ignore_errors=True)
@@ -674,7 +700,8 @@ def output_path(out: str, name: str) -> str:
     return out
 
 
-def capture_to_file(host: Host, out: str, params: CaptureParams, **kw: Any) -> CaptureResult:
+def capture_to_file(host: Host, out: str, params: CaptureParams, *,
+                    before_sha256: Callable[[CaptureResult], None] | None = None, **kw: Any) -> CaptureResult:
     """Capture into a file (``out``: a file, or a directory for ``<name>.tar.gz``), written under a
     temporary name and renamed when complete, with ``<file>.sha256`` beside it."""
     node = params.node
@@ -707,8 +734,11 @@ def capture_to_file(host: Host, out: str, params: CaptureParams, **kw: Any) -> C
         if os.path.exists(part):
             os.unlink(part)
         raise
-    write_sha256_file(target, res.sha256)
     res.path = target
+    if before_sha256 is not None:
+        before_sha256(res)
+    # Last: a bundle with its .sha256 is complete (the uploader sends only those).
+    write_sha256_file(target, res.sha256)
     return res
 
 

@@ -1,9 +1,10 @@
 """The node spool (DESIGN §7): where the daemon's bundles wait for the uploader.
 
-A directory of mode 0700 holding, per bundle, ``<name>.tar.gz``, ``<name>.tar.gz.sha256`` and a
-small JSON sidecar ``<name>.json`` with the upload metadata (bundle id, node, cluster, incident,
-reason, agent version, bytes, sha256). It survives restarts (it is a host path in the chart); a
-bundle counts once its sidecar exists, which is written last. The spool is size-capped: past the
+A directory of mode 0700 holding, per bundle, ``<name>.tar.gz``, a small JSON sidecar
+``<name>.json`` with the upload metadata (the keys of ``proto.frames.Hello.to_json``: bundle id,
+node, cluster, incident, reason, agent version, capture time, plan; plus bytes and sha256) and
+``<name>.tar.gz.sha256``, written last: a bundle counts (for the uploader too) once it exists. It
+survives restarts (it is a host path in the chart). The spool is size-capped: past the
 cap the oldest bundles are dropped first, each with a log line and
 ``railscope_spool_dropped_total``. The uploader removes a bundle once the collector has it.
 """
@@ -16,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent import __version__
@@ -36,6 +37,8 @@ class SpoolEntry:
     sha256_file: str
     sidecar: str
     meta: dict[str, Any]
+    #: the capture that made it, when it was made by this process
+    result: Any = field(default=None, compare=False)
 
     @property
     def bytes(self) -> int:
@@ -73,8 +76,10 @@ class Spool:
                     shutil.rmtree(path, ignore_errors=True)
                 else:
                     _unlink(path)
-            elif name.endswith(".tar.gz") and not os.path.exists(path[: -len(".tar.gz")] + ".json"):
-                log.warning("spool: removing a bundle without its sidecar", extra={"bundle": name})
+            elif name.endswith(".tar.gz") and not (os.path.exists(path + ".sha256") and
+                                                   os.path.exists(path[: -len(".tar.gz")] + ".json")):
+                log.warning("spool: removing a bundle a capture left unfinished", extra={"bundle": name})
+                _unlink(path[: -len(".tar.gz")] + ".json")
                 _unlink(path)
                 _unlink(path + ".sha256")
 
@@ -94,42 +99,47 @@ class Spool:
                     raise ValueError("not an object")
             except (OSError, ValueError):
                 continue
-            if os.path.exists(bundle):
+            if os.path.exists(bundle) and os.path.exists(bundle + ".sha256"):
                 out.append(SpoolEntry(stem, bundle, bundle + ".sha256", side, meta))
-        return sorted(out, key=lambda e: (float(e.meta.get("created_at") or 0), e.name))
+        return sorted(out, key=lambda e: (float(e.meta.get("spooled_at") or 0), e.name))
 
     def total_bytes(self) -> int:
         return sum(e.bytes for e in self.entries())
 
-    def add(self, result: Any, *, node: str | None, cluster: str | None, incident: str | None,
-            reason: str | None) -> SpoolEntry:
-        """Register a bundle written into the spool (``capture_to_file(host, spool.root, ...)``):
-        write its sidecar, then enforce the cap."""
+    def sidecar(self, result: Any, *, cluster: str | None, incident: str | None, reason: str | None,
+                plan: str = "") -> dict[str, Any]:
+        """Write a spooled bundle's sidecar (before its ``.sha256``: the uploader reads it then)."""
+        m = result.manifest
         meta = {
-            "schema": SIDECAR_SCHEMA, "bundle_id": result.bundle_id, "name": result.name,
-            "node": result.manifest.get("node") or node, "cluster": cluster, "incident": incident,
-            "reason": reason, "agent_version": __version__, "bytes": result.bytes, "sha256": result.sha256,
-            "partial": result.partial, "created_at": round(time.time(), 3),
+            "bundle": result.bundle_id, "node": m.get("node") or "", "cluster": cluster or "",
+            "incident": incident or "", "reason": reason or "", "agent": __version__,
+            "created": int(result.started_ts or time.time()), "plan": plan,
+            "name": result.name, "bytes": result.bytes, "sha256": result.sha256, "partial": result.partial,
+            "spooled_at": round(time.time(), 6),
         }
-        bundle = result.path
-        stem = os.path.basename(bundle)[: -len(".tar.gz")]
-        side = os.path.join(self.root, stem + ".json")
+        stem = os.path.basename(result.path)[: -len(".tar.gz")]
         tmp = os.path.join(self.root, f".railscope-{stem}.json.part")
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(meta, fh, indent=1)
             fh.write("\n")
-        os.replace(tmp, side)
-        entry = SpoolEntry(stem, bundle, bundle + ".sha256", side, meta)
-        self.enforce()
-        return entry
+        os.replace(tmp, os.path.join(self.root, stem + ".json"))
+        return meta
 
-    def capture(self, host: Any, params: Any, **kw: Any) -> SpoolEntry:
-        """Capture ``host`` into the spool (``params``: ``CaptureParams``) and register it."""
+    def capture(self, host: Any, params: Any, *, plan: str = "", **kw: Any) -> SpoolEntry:
+        """Capture ``host`` into the spool (``params``: ``CaptureParams``), then enforce the cap."""
         from agent.capture.runner import capture_to_file
 
-        res = capture_to_file(host, self.root + "/", params, **kw)
-        return self.add(res, node=params.node, cluster=params.cluster, incident=params.incident,
-                        reason=params.reason)
+        def sidecar(res: Any) -> None:
+            self.sidecar(res, cluster=params.cluster, incident=params.incident, reason=params.reason, plan=plan)
+
+        res = capture_to_file(host, self.root + "/", params, before_sha256=sidecar, **kw)
+        assert res.path is not None
+        stem = os.path.basename(res.path)[: -len(".tar.gz")]
+        with open(os.path.join(self.root, stem + ".json"), encoding="utf-8") as fh:
+            meta = json.load(fh)
+        entry = SpoolEntry(stem, res.path, res.path + ".sha256", os.path.join(self.root, stem + ".json"), meta, res)
+        self.enforce()
+        return entry
 
     def enforce(self) -> list[str]:
         """Drop the oldest bundles until the spool is within its cap; returns the dropped names."""

@@ -74,6 +74,12 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recorder-gap", type=_non_negative, default=10.0, metavar="SECONDS",
                    help="Without a running agent, recorder.jsonl holds two samples of the rail counters this far "
                         "apart, so rates exist offline; 0 takes one sample. Default: 10.")
+    p.add_argument("--agent", default=env_default("agent", None), metavar="unix:PATH|URL",
+                   help="A running agent whose events and flight recorder go into the bundle (its data socket, "
+                        "unix:/run/railscope/agent.sock in the pod, or http://ADDR:PORT with --agent-token-file). "
+                        "If it does not answer, the capture takes its own two samples. Default: none.")
+    p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
+                   help="Bearer token for --agent over TCP. Default: none.")
     p.add_argument("--pod-netns", action="store_true",
                    help="Also read pod network namespaces (needs CAP_SYS_ADMIN; reads tenant data). Default: off.")
     p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
@@ -182,11 +188,19 @@ def run(args: argparse.Namespace) -> int:
     elif args.redact_key_file:
         print("railscope capture: --redact-key-file needs --redact", file=sys.stderr)
         return 3
-    if args.pod_netns:
-        print("railscope capture: --pod-netns is not supported yet; reading the host namespace only", file=sys.stderr)
+    events, recorder = None, None
+    if args.agent:
+        from agent.capture.agent_data import AgentDataError, fetch_agent_data
+
+        try:
+            events, recorder = fetch_agent_data(args.agent, args.agent_token_file)
+        except AgentDataError as exc:
+            print(f"railscope capture: the agent's events and recorder are not in this bundle: {exc}", file=sys.stderr)
     params = CaptureParams(node=args.node, cluster=args.cluster, incident=args.incident, reason=args.reason,
                            redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
-                           recorder_gap_s=args.recorder_gap, cfg=read_config(args))  # type: ignore[arg-type]
+                           recorder_gap_s=args.recorder_gap, cfg=read_config(args),  # type: ignore[arg-type]
+                           events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None,
+                           pod_netns=args.pod_netns)
     try:
         host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)
     except HostError as exc:

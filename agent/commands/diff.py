@@ -39,6 +39,11 @@ def _fail(msg: str) -> int:
     return EXIT_USAGE
 
 
+def _started(manifest: dict | None) -> bool:
+    # The snapshot's time falls back to started_at when ended_at is missing (readers/snapshot.py).
+    return isinstance(manifest, dict) and isinstance(manifest.get("started_at"), str)
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.analysis.diagnose import KernelTableError, load_kernel_table
     from agent.analysis.diff import Side, diff
@@ -57,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
             got = load(source, exp, table, host_root=args.host_root, allow_live=True)
         except SourceError as exc:
             return _fail(str(exc))
-        sides.append(Side(source, got.snapshot, got.topology, got.diagnosis, exp.lossless_prio))
+        timed = source == LIVE or got.history.capture_time is not None or _started(got.manifest)
+        sides.append(Side(source, got.snapshot, got.topology, got.diagnosis, exp.lossless_prio, timed))
     result = diff(sides[0], sides[1])
     if args.json:
         json.dump(result.as_json(), sys.stdout, indent=2)

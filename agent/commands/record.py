@@ -45,6 +45,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", default=env_default("agent", None), metavar="URL",
                    help="Fetch the image from a running agent (GET URL/v1/image: recorded now, with its flight "
                         "recorder and events) instead of reading this node. Default: read this node.")
+    p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
+                   help="Bearer token for --agent (the agent's --data-token-file). Default: none.")
     p.add_argument("--command-timeout", type=_positive, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
 
@@ -54,7 +56,14 @@ def run(args: argparse.Namespace) -> int:
         from agent.service.client import AgentFetchError, fetch_image
 
         try:
-            fetch_image(args.agent, args.output, reason=args.reason, incident=args.incident)
+            token = None
+            if args.agent_token_file:
+                with open(args.agent_token_file, encoding="utf-8") as fh:
+                    token = fh.read(4096).strip()
+            fetch_image(args.agent, args.output, reason=args.reason, incident=args.incident, token=token)
+        except OSError as exc:
+            print(f"railscope record: --agent-token-file: {exc.strerror or exc}", file=sys.stderr)
+            return 3
         except AgentFetchError as exc:
             print(f"railscope record: {exc}", file=sys.stderr)
             return 3 if "refusing to overwrite" in str(exc) else 1

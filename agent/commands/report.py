@@ -1,7 +1,9 @@
 """``railscope report BUNDLE``: the diagnosis of a bundle with its flight recorder, events and
 manifest, as text, or as one self-contained HTML page (``--html FILE``) to attach to a ticket.
 
-BUNDLE is a node image directory or a bundle ``.tar.gz``. Exit status as ``doctor``'s: 0 no warning
+BUNDLE is a node image directory or a bundle ``.tar.gz``, or with ``--collector URL`` a key of a bundle
+stored by the collector (``<cluster>/<yyyy-mm-dd>/<incident>/<name>.tar.gz``, as ``railscope bundles
+ls`` prints it), downloaded and checked against its sha256 first. Exit status as ``doctor``'s: 0 no warning
 or critical finding, 1 warnings only, 2 a critical finding, 3 bad usage or not a node image; 1 also
 when the page cannot be written.
 """
@@ -13,7 +15,7 @@ import os
 import sys
 import tempfile
 
-from agent.commands.common import add_expectation_flags, expectations_from_args
+from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
 
 __all__ = ["register", "run"]
 
@@ -21,7 +23,13 @@ EXIT_USAGE = 3
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("bundle", metavar="BUNDLE", help="A node image directory or a bundle .tar.gz.")
+    p.add_argument("bundle", metavar="BUNDLE",
+                   help="A node image directory, a bundle .tar.gz, or with --collector a stored bundle's key.")
+    p.add_argument("--collector", default=None, metavar="URL",
+                   help="Read BUNDLE from this collector (GET /v1/bundles/<key>, operator role). Default: BUNDLE "
+                        "is a local path.")
+    p.add_argument("--token-file", default=env_default("token-file", None), metavar="FILE",
+                   help="With --collector: a file holding an operator token. Default: none.")
     p.add_argument("--html", metavar="FILE",
                    help="Write one self-contained HTML page (inline styles and SVG charts, no scripts, no "
                         "network fetches) to FILE ('-' for stdout) instead of the text report.")
@@ -52,6 +60,44 @@ def _write(path: str, text: str) -> None:
         raise
 
 
+def _download(url: str, key: str, token_file: str | None, into: str) -> str:
+    """The stored bundle ``key`` in ``into``, its sha256 checked against the collector's ``.sha256``."""
+    import hashlib
+    import urllib.error
+    import urllib.request
+    from pathlib import Path
+
+    from agent.commands.sources import SourceError
+
+    headers = {}
+    if token_file:
+        try:
+            headers["Authorization"] = "Bearer " + Path(token_file).read_text().strip()
+        except OSError as exc:
+            raise SourceError(f"--token-file {token_file}: {exc.strerror or exc}") from None
+
+    def get(path: str):  # type: ignore[no-untyped-def]
+        req = urllib.request.Request(url.rstrip("/") + path, headers=headers)
+        try:
+            return urllib.request.urlopen(req, timeout=60)
+        except urllib.error.HTTPError as exc:
+            raise SourceError(f"{url}: {key}: the collector answered {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise SourceError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}") from None
+
+    with get(f"/v1/bundles/{key}.sha256") as resp:
+        words = resp.read(4096).decode("ascii", "replace").split()
+    path = os.path.join(into, key.rsplit("/", 1)[-1] or "bundle.tar.gz")
+    h = hashlib.sha256()
+    with get(f"/v1/bundles/{key}") as resp, open(path, "wb") as fh:
+        while data := resp.read(1 << 20):
+            fh.write(data)
+            h.update(data)
+    if not words or h.hexdigest() != words[0]:
+        raise SourceError(f"{key}: the download's sha256 {h.hexdigest()} is not the recorded one")
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.analysis.diagnose import KernelTableError, load_kernel_table
     from agent.commands.doctor import not_judged
@@ -63,10 +109,12 @@ def run(args: argparse.Namespace) -> int:
         table = load_kernel_table(exp.kernel_table_file)
     except (KernelTableError, ValueError) as exc:
         return _fail(str(exc))
-    try:
-        got = load(args.bundle, exp, table)
-    except SourceError as exc:
-        return _fail(str(exc))
+    with tempfile.TemporaryDirectory(prefix="railscope-report-") as tmp:
+        try:
+            path = _download(args.collector, args.bundle, args.token_file, tmp) if args.collector else args.bundle
+            got = load(path, exp, table)
+        except SourceError as exc:
+            return _fail(str(exc))
     manifest_error = next((why for src, why in got.diagnosis.unavailable if src == "manifest"), None)
     rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=manifest_error,
                        lossless_prio=exp.lossless_prio)

@@ -71,6 +71,17 @@ def _duration_or_zero(text: str) -> float:
     return _duration(text)
 
 
+def _codes(text: str) -> frozenset[str]:
+    from agent.findings import EVENT_CODES
+
+    codes = frozenset(c.strip() for c in text.replace(" ", ",").split(",") if c.strip())
+    unknown = sorted(codes - set(EVENT_CODES))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown event code(s) {', '.join(unknown)} "
+                                         f"(known: {', '.join(sorted(EVENT_CODES))})")
+    return codes
+
+
 def _regex(text: str) -> str:
     try:
         re.compile(text)
@@ -146,6 +157,29 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Bound of the queue of link events between the netlink watcher and the detectors "
                         "(coalesced per link; the oldest link is dropped when full). Default: 4096.")
 
+    c = p.add_argument_group("captures and data endpoints")
+    c.add_argument("--capture-on", type=_codes, default=env_default("capture-on", ""), metavar="CODES",
+                   help="Detector event codes that capture a bundle into the spool, comma separated "
+                        "(LinkFlapping,PfcStorm,...). Default: none.")
+    c.add_argument("--capture-cooldown", type=_duration, default=env_default("capture-cooldown", "10m"),
+                   help="Least time between two event captures of one code on this node: a storm of events is "
+                        "one bundle. Default: 10m.")
+    c.add_argument("--capture-deadline", type=_duration, default=env_default("capture-deadline", "300s"),
+                   help="Overall deadline of one capture; what finished by then is packed. Default: 300s.")
+    c.add_argument("--spool", default=env_default("spool", None), metavar="DIR",
+                   help="The node spool: event captures are written here (mode 0700) until uploaded. "
+                        "Default: none (event captures off).")
+    c.add_argument("--spool-max-bytes", type=_count, default=env_default("spool-max-bytes", str(1 << 30)),
+                   metavar="BYTES", help="Size cap of the spool; the oldest bundles are dropped first. "
+                                         "Default: 1073741824 (1 GiB).")
+    c.add_argument("--data-socket", default=env_default("data-socket", None), metavar="PATH",
+                   help="Unix socket serving every endpoint, the data endpoints (/v1/image, /v1/events, "
+                        "/v1/recorder) included; what railscope capture --agent unix:PATH uses in the pod. "
+                        "Default: none.")
+    c.add_argument("--data-token-file", default=env_default("data-token-file", None), metavar="FILE",
+                   help="Bearer token that opens the data endpoints over TCP (re-read when the file changes). "
+                        "Without it they answer on --data-socket only. Default: none.")
+
     t = p.add_argument_group("detector thresholds")
     for flag, _field, default, helptext in _THRESHOLDS:
         kind = _count if flag in _INTS else _ratio if flag in _FLOATS else _duration
@@ -202,6 +236,10 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         event_history=args.event_history, event_queue=args.event_queue, node=args.node, cluster=args.cluster,
         representor_include=args.representor_include, expectations=exp, read=read, thresholds=thresholds,
         collector_url=args.collector, collector_token_file=args.collector_token_file,
+        capture_on=args.capture_on if isinstance(args.capture_on, frozenset) else _codes(args.capture_on),
+        capture_cooldown_s=args.capture_cooldown, capture_deadline_s=args.capture_deadline,
+        spool_dir=args.spool, spool_max_bytes=args.spool_max_bytes,
+        data_socket=args.data_socket, data_token_file=args.data_token_file,
     )
 
 

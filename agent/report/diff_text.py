@@ -16,6 +16,9 @@ __all__ = ["render_diff"]
 
 def _when(diff: Diff) -> str:
     s = diff.seconds
+    if s is None:
+        untimed = [side.source for side in (diff.before, diff.after) if not side.timed]
+        return f"no capture time in {', '.join(safe(u) for u in untimed)} (no rates)"
     if s < 0:
         return f"AFTER is {_dur(-s)} older than BEFORE"
     return f"{_dur(s)} apart"
@@ -76,7 +79,7 @@ def _rate(c: CounterDelta) -> str:
         return f"reset ({c.before} -> {c.after}: went backwards, a driver reload or a counter wrap)"
     r = c.rate
     if r is None:
-        return f"+{c.delta} (no rate: the captures have the same time, or AFTER is older)"
+        return f"+{c.delta} (no rate: no time between the captures)"
     if c.unit == "us":
         return f"+{c.delta} us  {r * 100:.2f} % of the time paused"
     return f"+{c.delta}  {r:.3g}/s"

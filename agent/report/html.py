@@ -20,13 +20,13 @@ from agent.report.content import METRICS, Line, Metric, Report
 from agent.report.report_text import fmt_value, utc
 from agent.report.terminal import safe
 
-__all__ = ["render_html"]
+__all__ = ["CSS", "esc", "pill", "render_html"]
 
-CHART_W, CHART_H = 264, 84
+CHART_W, CHART_H = 248, 84
 PAD_L, PAD_R, PAD_T, PAD_B = 40, 6, 8, 16
 TX, RX = "#c2410c", "#1d4ed8"
 
-_CSS = """
+CSS = """
 :root{--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--bg:#fff;--alt:#f6f8fa;
 --crit:#b42318;--crit-bg:#fee4e2;--warn:#8a5300;--warn-bg:#fff1c2;--info:#175cd3;--info-bg:#e0eaff;
 --ok:#067647;--ok-bg:#dcfae6}
@@ -57,6 +57,7 @@ pre{background:var(--alt);padding:6px 8px;margin:4px 0 0;font-size:12px;white-sp
 overflow-wrap:anywhere}
 table.charts td{padding:4px 6px;border-bottom:1px solid var(--line)}
 table.charts th{font-weight:600}
+table.charts td:first-child{white-space:nowrap;min-width:116px}
 table.charts th small{display:block;font-weight:400;color:var(--muted)}
 .rail{font-weight:700;font-size:15px}
 .legend span{display:inline-block;margin-right:14px}
@@ -67,13 +68,14 @@ footer{margin-top:32px;color:var(--muted);font-size:12px}
 """
 
 
-def _e(value: object) -> str:
+def esc(value: object) -> str:
+    """Bundle text for HTML: control characters made visible, then HTML-escaped (quotes too)."""
     return html.escape(safe(value), quote=True)
 
 
-def _pill(severity: str) -> str:
+def pill(severity: str) -> str:
     cls = severity if severity in ("critical", "warning", "info") else "info"
-    return f'<span class="pill {cls}">{_e(severity.upper())}</span>'
+    return f'<span class="pill {cls}">{esc(severity.upper())}</span>'
 
 
 def _status(diag: Diagnosis) -> str:
@@ -95,7 +97,7 @@ def _meta(rep: Report) -> str:
         ("Captured", m.field("ended_at") or utc(rep.capture_time)), ("Agent", m.field("agent_version")),
         ("Bundle", rep.source), ("Rails", str(len(d.rails))),
     ]
-    cells = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v if v is not None else '-')}</dd>" for k, v in rows)
+    cells = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v if v is not None else '-')}</dd>" for k, v in rows)
     return f'<dl class="meta">{cells}</dl>'
 
 
@@ -107,9 +109,9 @@ def _findings(diag: Diagnosis) -> str:
         ev = ""
         if f.evidence:
             ev = (f"<details class=ev><summary>evidence</summary><pre>"
-                  f"{_e(json.dumps(f.evidence, indent=1, sort_keys=True, default=str))}</pre></details>")
-        rows.append(f"<tr><td>{_pill(f.severity)}</td><td class=mono>{_e(f.code)}</td>"
-                    f"<td class=mono>{_e(f.subject)}</td><td>{_e(f.message)}{ev}</td></tr>")
+                  f"{esc(json.dumps(f.evidence, indent=1, sort_keys=True, default=str))}</pre></details>")
+        rows.append(f"<tr><td>{pill(f.severity)}</td><td class=mono>{esc(f.code)}</td>"
+                    f"<td class=mono>{esc(f.subject)}</td><td>{esc(f.message)}{ev}</td></tr>")
     return ("<table><thead><tr><th>Severity</th><th>Code</th><th>Subject</th><th>What</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
 
@@ -135,12 +137,12 @@ def _rail_row(r: RailRow) -> str:
     rdma_cls = "" if r.rdma_state in (None, "ACTIVE") else " down"
     bad = ' class="bad"' if link != "up" or rdma_cls else ""
     cells = [
-        f"<td class=mono>{_e(label)}</td>", f"<td class=mono>{_e(_dash(r.netdev))}</td>",
-        f"<td class=mono>{_e(_dash(r.rdma))}</td>", f"<td class=mono>{_e(_dash(r.pci))}</td>",
-        f'<td class="{link_cls}">{_e(link)}</td>', f"<td>{_e(_speed(r.speed_mbps))}</td>",
-        f'<td class="mono{rdma_cls}">{_e(_dash(r.rdma_state))}</td>', f"<td class=mono>{_e(_dash(r.firmware))}</td>",
-        f"<td>{_e(_dash(r.eswitch_mode))}</td>", f"<td>{_e(_dash(r.esw_multiport))}</td>",
-        f"<td>{_e(_dash(r.numvfs))}</td>", f"<td>{_e(_dash(r.representors))}</td>",
+        f"<td class=mono>{esc(label)}</td>", f"<td class=mono>{esc(_dash(r.netdev))}</td>",
+        f"<td class=mono>{esc(_dash(r.rdma))}</td>", f"<td class=mono>{esc(_dash(r.pci))}</td>",
+        f'<td class="{link_cls}">{esc(link)}</td>', f"<td>{esc(_speed(r.speed_mbps))}</td>",
+        f'<td class="mono{rdma_cls}">{esc(_dash(r.rdma_state))}</td>', f"<td class=mono>{esc(_dash(r.firmware))}</td>",
+        f"<td>{esc(_dash(r.eswitch_mode))}</td>", f"<td>{esc(_dash(r.esw_multiport))}</td>",
+        f"<td>{esc(_dash(r.numvfs))}</td>", f"<td>{esc(_dash(r.representors))}</td>",
     ]
     return f"<tr{bad}>{''.join(cells)}</tr>"
 
@@ -195,14 +197,14 @@ def _chart(lines: Sequence[Line], metric: Metric, hi: float, span: float, events
         return PAD_T + ph - min(v, top) / top * ph
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-             f'role="img" class="chart" data-metric="{_e(metric.name)}">',
-             f"<title>{_e(label)}</title>",
+             f'role="img" class="chart" data-metric="{esc(metric.name)}">',
+             f"<title>{esc(label)}</title>",
              f'<rect x="{PAD_L}" y="{PAD_T}" width="{pw}" height="{ph}" fill="#fbfcfd" stroke="#d1d9e0"/>',
              f'<line x1="{PAD_L}" y1="{PAD_T + ph / 2:.1f}" x2="{PAD_L + pw}" y2="{PAD_T + ph / 2:.1f}" '
              'stroke="#eef1f4"/>',
-             f'<text x="{PAD_L - 4}" y="{PAD_T + 8}" text-anchor="end">{_e(_axis_label(top, metric))}</text>',
+             f'<text x="{PAD_L - 4}" y="{PAD_T + 8}" text-anchor="end">{esc(_axis_label(top, metric))}</text>',
              f'<text x="{PAD_L - 4}" y="{PAD_T + ph}" text-anchor="end">0</text>',
-             f'<text x="{PAD_L}" y="{h - 3}">-{_e(_span_word(span))}</text>',
+             f'<text x="{PAD_L}" y="{h - 3}">-{esc(_span_word(span))}</text>',
              f'<text x="{PAD_L + pw}" y="{h - 3}" text-anchor="end">capture</text>']
     for t in events:
         if -span <= t <= 0:
@@ -270,7 +272,7 @@ def _recorder(rep: Report) -> str:
     if rep.capture_time is not None:
         for e in rep.events:
             ev_by_netdev.setdefault(e.subject, []).append(e.ts - rep.capture_time)
-    head = "".join(f"<th>{_e(rep.title(m))}<small>{_e(m.unit)} · scale 0-{_e(_axis_label(his[m.name], m))}"
+    head = "".join(f"<th>{esc(rep.title(m))}<small>{esc(m.unit)} · scale 0-{esc(_axis_label(his[m.name], m))}"
                    f"</small></th>" for m in METRICS)
     worst: dict[str, str] = {}
     for f in rep.diagnosis.findings:  # sorted worst first: the first one per subject stands
@@ -278,22 +280,23 @@ def _recorder(rep: Report) -> str:
     rows = []
     for s in rep.series:
         sev = worst.get(s.netdev)
-        flag = f" {_pill(sev)}" if sev else ""
-        cells = [f'<td><div class="rail">rail {_e(s.label)}{flag}</div><div class="mono muted">{_e(s.netdev)}</div>'
-                 f'<div class="muted">{s.samples} samples</div></td>']
+        flag = f" {pill(sev)}" if sev else ""
+        cells = [f'<td><div class="rail">rail {esc(s.label)}{flag}</div><div class="mono muted">{esc(s.netdev)}</div>'
+                 f'<div class="muted">{s.samples} sample{"s" if s.samples != 1 else ""}</div></td>']
         events = ev_by_netdev.get(s.netdev, [])
         for m in METRICS:
             lines = s.lines(m.name)
             if not lines:
-                cells.append('<td class="muted">not recorded</td>')
+                why = "one sample: no rate" if s.samples < 2 else "not recorded"
+                cells.append(f'<td class="muted">{why}</td>')
                 continue
             chart = _chart(lines, m, his[m.name], span, events, f"rail {s.label} {s.netdev}: {rep.title(m)}")
-            cells.append(f"<td>{chart}<div class=muted>{_e(_peaks(lines, m))}</div></td>")
+            cells.append(f"<td>{chart}<div class=muted>{esc(_peaks(lines, m))}</div></td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
     legend = (f'<p class="legend"><span><i style="border-color:{TX}"></i>transmitted</span>'
               f'<span><i style="border-color:{RX};border-top-style:dashed"></i>received</span>'
               '<span><i style="border-color:#8250df;border-top-style:dotted"></i>an event on that rail</span>'
-              f"<span class=muted>{_e(_span_word(span))} before the capture at {_e(utc(rep.capture_time))}; "
+              f"<span class=muted>{esc(_span_word(span))} before the capture at {esc(utc(rep.capture_time))}; "
               "a gap is a counter reset or a missing sample</span></p>")
     return (f'{legend}<table class="charts" id="recorder"><thead><tr><th>Rail</th>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")
@@ -305,8 +308,8 @@ def _events(rep: Report) -> str:
     rows = []
     for e in rep.events:
         rel = f"{e.ts - rep.capture_time:+.0f} s" if rep.capture_time is not None else ""
-        rows.append(f"<tr><td class=mono>{_e(utc(e.ts))}</td><td class=mono>{_e(rel)}</td><td>{_pill(e.severity)}</td>"
-                    f"<td class=mono>{_e(e.code)}</td><td class=mono>{_e(e.subject)}</td><td>{_e(e.message)}</td></tr>")
+        rows.append(f"<tr><td class=mono>{esc(utc(e.ts))}</td><td class=mono>{esc(rel)}</td><td>{pill(e.severity)}</td>"
+                    f"<td class=mono>{esc(e.code)}</td><td class=mono>{esc(e.subject)}</td><td>{esc(e.message)}</td></tr>")
     return ("<table id=events><thead><tr><th>Time (UTC)</th><th>Before capture</th><th>Severity</th><th>Code</th>"
             f"<th>Subject</th><th>What</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
@@ -314,18 +317,18 @@ def _events(rep: Report) -> str:
 def _list(title: str, items: Sequence[str]) -> str:
     if not items:
         return ""
-    lis = "".join(f"<li><code>{_e(i)}</code></li>" for i in items)
+    lis = "".join(f"<li><code>{esc(i)}</code></li>" for i in items)
     # A long list (hundreds of skipped items on a big node) stays one line until opened.
     opened = " open" if len(items) <= 6 else ""
-    return f"<details{opened}><summary><b>{_e(title)}</b> ({len(items)})</summary><ul class=tight>{lis}</ul></details>"
+    return f"<details{opened}><summary><b>{esc(title)}</b> ({len(items)})</summary><ul class=tight>{lis}</ul></details>"
 
 
 def _manifest(rep: Report) -> str:
     m = rep.manifest
     if not m.present:
-        why = f" ({_e(m.error)})" if m.error else " (a hand-made image)"
+        why = f" ({esc(m.error)})" if m.error else " (a hand-made image)"
         return f"<p>No <code>manifest.json</code>{why}.</p>"
-    kinds = ", ".join(f"{n} {_e(k)}" for k, n in m.by_kind)
+    kinds = ", ".join(f"{n} {esc(k)}" for k, n in m.by_kind)
     out = [f"<p>{m.items} item(s), {m.bytes / 1048576:.2f} MiB ({kinds}). Timed out: <b>{len(m.timed_out)}</b>, "
            f"truncated: <b>{len(m.truncated)}</b>, skipped: <b>{len(m.skipped)}</b>, failed: "
            f"<b>{len(m.failed)}</b>.</p>"]
@@ -339,14 +342,14 @@ def _manifest(rep: Report) -> str:
 def _unavailable(diag: Diagnosis) -> str:
     if not diag.unavailable:
         return ""
-    lis = "".join(f"<li><code>{_e(s)}</code>: {_e(w)}</li>" for s, w in diag.unavailable)
+    lis = "".join(f"<li><code>{esc(s)}</code>: {esc(w)}</li>" for s, w in diag.unavailable)
     return f"<h2>Not available</h2><ul class=tight>{lis}</ul>"
 
 
 def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "") -> str:
     """The whole page as one string."""
     d = rep.diagnosis
-    nj = (f'<p class="muted">Not judged (no expectation given): {_e(", ".join(not_judged))}</p>'
+    nj = (f'<p class="muted">Not judged (no expectation given): {esc(", ".join(not_judged))}</p>'
           if not_judged and d.rails else "")
     title = f"railscope report: {d.node or '?'}"
     return "".join([
@@ -354,8 +357,8 @@ def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
         "img-src data:\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
-        f'<h1>{_e(title)}<span class="status">{_status(d)}</span></h1>',
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>",
+        f'<h1>{esc(title)}<span class="status">{_status(d)}</span></h1>',
         _meta(rep),
         f'<h2 id="findings-h">Findings ({len(d.findings)})</h2>', _findings(d), nj,
         f'<h2 id="rails-h">Rails ({len(d.rails)})</h2>', _rails(d),
@@ -363,7 +366,7 @@ def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "
         f'<h2 id="events-h">Events ({len(rep.events)})</h2>', _events(rep),
         '<h2 id="capture-h">Capture</h2>', _manifest(rep),
         _unavailable(d),
-        f"<footer>railscope {_e(version)} · report of {_e(rep.source)} · the same diagnosis as "
+        f"<footer>railscope {esc(version)} · report of {esc(rep.source)} · the same diagnosis as "
         f"<code>railscope doctor --from</code></footer>",
         "</main></body></html>\n",
     ])

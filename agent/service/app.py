@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import AsyncIterator
 
@@ -20,6 +21,7 @@ from aiohttp import web
 from agent.config import AgentSettings
 from agent.service import maintenance, pull
 from agent.service.daemon import Agent
+from agent.service.data_access import DataAccess, data_access_middleware
 from agent.service.keys import AGENT
 
 __all__ = ["make_app", "serve"]
@@ -103,7 +105,8 @@ async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
 
 def make_app(agent: Agent) -> web.Application:
     """The app factory: the agent's background work starts and stops with the app."""
-    app = web.Application(client_max_size=1 << 16)
+    app = web.Application(client_max_size=1 << 16,
+                          middlewares=[data_access_middleware(DataAccess(agent.settings.data_token_file))])
     app[AGENT] = agent
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
@@ -115,6 +118,23 @@ def make_app(agent: Agent) -> web.Application:
     maintenance.attach(app, agent)
     pull.attach(app, agent)
     return app
+
+
+def _unix_site(runner: web.AppRunner, path: str) -> web.UnixSite:
+    """The data socket, owner-only: a stale one from a previous run is replaced."""
+    if os.path.exists(path) and stat.S_ISSOCK(os.stat(path).st_mode):
+        os.unlink(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+    class _Site(web.UnixSite):
+        async def start(self) -> None:
+            old = os.umask(0o177)
+            try:
+                await super().start()
+            finally:
+                os.umask(old)
+
+    return _Site(runner, path)
 
 
 async def serve(settings: AgentSettings) -> int:
@@ -137,6 +157,14 @@ async def serve(settings: AgentSettings) -> int:
               f"{exc.strerror or exc}", file=sys.stderr)
         await runner.cleanup()
         return 1
+    if settings.data_socket:
+        try:
+            await _unix_site(runner, settings.data_socket).start()
+        except OSError as exc:
+            print(f"railscope agent: cannot serve on {settings.data_socket}: {exc.strerror or exc}", file=sys.stderr)
+            await runner.cleanup()
+            return 1
+        log.info("serving the data endpoints", extra={"socket": settings.data_socket})
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

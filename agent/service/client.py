@@ -36,7 +36,8 @@ def _url(base: str, reason: str | None, incident: str | None) -> str:
 
 
 def fetch_image(agent_url: str, out: str, *, reason: str | None = "railscope record --agent",
-                incident: str | None = None, timeout_s: float = 300.0, unpack: bool = True) -> str:
+                incident: str | None = None, timeout_s: float = 300.0, unpack: bool = True,
+                token: str | None = None) -> str:
     """Download the agent's node image into ``out``: a directory holding the image (``unpack``), or
     the ``.tar.gz`` file itself. ``out`` must not exist or be an empty directory. Returns ``out``."""
     out = os.path.abspath(out)
@@ -48,7 +49,9 @@ def fetch_image(agent_url: str, out: str, *, reason: str | None = "railscope rec
     fd, tmp = tempfile.mkstemp(prefix=".railscope-fetch-", suffix=".tar.gz", dir=parent)
     try:
         try:
-            with urllib.request.urlopen(url, timeout=timeout_s) as resp, os.fdopen(fd, "wb") as fh:
+            # The agent's data endpoints answer over TCP only with its bearer token (--data-token-file).
+            req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp, os.fdopen(fd, "wb") as fh:
                 total = 0
                 while chunk := resp.read(_CHUNK):
                     total += len(chunk)

@@ -137,7 +137,7 @@ class Agent:
         self.started_at = clock()
 
         self.registry = make_registry(self.metrics_state, clock=clock, representor_include=self._rep_include,
-                                      extra=(AgentCollector(self),))
+                                      extra=(AgentCollector(self), self.capture))
         self.metrics_content_type = CONTENT_TYPE
 
     @property
@@ -317,6 +317,8 @@ class Agent:
 
     def _emit(self, ev: Event) -> None:
         self.events.add(ev)
+        self.capture.on_event(ev, self.settings.node or (self.snapshot.node if self.snapshot else None) or "node",
+                              self._hung_tools)
         level = logging.WARNING if ev.severity in ("warning", "critical") else logging.INFO
         events_log.log(level, ev.message or ev.code, extra={
             "event": ev.code, "severity": ev.severity, "subject": ev.subject, "event_ts": ev.ts,
@@ -358,9 +360,10 @@ class Agent:
             if st.runs:
                 sources.append(SourceStatus(src, bool(st.last_success), st.last_duration_s or 0.0))
             hung.extend(HungSource(src, dev) for dev in sorted(st.hung))
+        hung.extend(HungSource(src, dev) for src, dev in sorted(self.capture.hung))
         links = self._parts.get("links")
         return MetricsState(snapshot=self.snapshot, topology=self.topology, diagnosis=self.diagnosis,
-                            sources=tuple(sources), hung=tuple(hung), event_counts=self.events.counts(),
+                            sources=tuple(sources), hung=tuple(dict.fromkeys(hung)), event_counts=self.events.counts(),
                             event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None)
 
     async def render_metrics(self) -> bytes:

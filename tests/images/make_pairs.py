@@ -117,6 +117,7 @@ PAIRS: tuple[Pair, ...] = (
     Pair("netns-shared", (), (mi.netns_shared,), (("RdmaNetnsChanged", "node"),)),
     Pair("pfc-lost", (), (mi.pfc_disabled,), (("PfcLost", "net_rail1"),)),
     Pair("finding-new", (), (mi.global_pause,), (("FindingNew", "net_rail0"),)),
+    Pair("rail-back", (mi.rail_missing,), (), changes=(("RailAdded", "net_rail1"), ("FindingResolved", "net_rail1"))),
     Pair("finding-resolved", (mi.global_pause,), (), changes=(("FindingResolved", "net_rail0"),)),
     Pair("upgrade", (), (upgrade,),
          changes=(("DriverChanged", "node"), ("FirmwareChanged", "net_rail0"), ("FirmwareChanged", "net_rail1"),

@@ -41,9 +41,14 @@ def _ip(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *argv], capture_output=True, text=True, check=check, timeout=60)
 
 
-def get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
+#: the data endpoints (/v1/...) answer over TCP only with the token of --data-token-file
+TOKEN = "netns-data-token-0123456789"
+
+
+def get(url: str, timeout: float = 10.0, token: str | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -77,8 +82,8 @@ class RunningAgent:
     def url(self) -> str:
         return f"http://{self.addr}:{PORT}"
 
-    def get(self, path: str, timeout: float = 10.0) -> tuple[int, bytes]:
-        return get(self.url + path, timeout)
+    def get(self, path: str, timeout: float = 10.0, token: str | None = TOKEN) -> tuple[int, bytes]:
+        return get(self.url + path, timeout, token)
 
     def metrics(self) -> str:
         status, body = self.get("/metrics")
@@ -140,10 +145,13 @@ def start_agent(rails: RailNetns, tmp_path: Path) -> Iterator[StartAgent]:
     _ip("-n", rails.node, "addr", "add", f"{addr_node}/30", "dev", "mgmt0")
     _ip("-n", rails.node, "link", "set", "mgmt0", "up")
 
+    token_file = tmp_path / "data-token"
+    token_file.write_text(TOKEN + "\n")
+
     def start(*args: str, env: dict[str, str] | None = None) -> RunningAgent:
         log_path = tmp_path / f"agent-{len(started)}.log"
         argv = ["ip", "netns", "exec", rails.node, sys.executable, "-m", "agent.cli", "agent",
-                "--listen", addr_node, "--rails", "2", *args]
+                "--listen", addr_node, "--rails", "2", "--data-token-file", str(token_file), *args]
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                     env={**os.environ, **(env or {})})
@@ -291,7 +299,7 @@ def test_a_hung_source_is_reported_while_metrics_stay_fast(start_agent: StartAge
         # A capture meanwhile skips the stuck tool instead of starting a second stuck copy of it.
         from agent.service.client import fetch_image
 
-        fetch_image(agent.url, str(tmp_path / "image"), reason="test", timeout_s=60)
+        fetch_image(agent.url, str(tmp_path / "image"), reason="test", timeout_s=60, token=TOKEN)
         manifest = json.loads((tmp_path / "image" / "manifest.json").read_text())
         skipped = [it for it in manifest["items"] if (it.get("argv") or [""])[0] == "devlink"]
         assert skipped and all(it.get("skipped") or it.get("rc") is None for it in skipped), skipped
@@ -321,8 +329,10 @@ def test_an_image_recorded_from_the_agent_carries_traffic_losses_and_events(star
     time.sleep(1.2)
     image = tmp_path / "image"
     # The operator's way: `railscope record --agent URL -o DIR`.
+    (tmp_path / "tok").write_text(TOKEN)
     res = subprocess.run([sys.executable, "-m", "agent.cli", "record", "--agent", agent.url, "-o", str(image),
-                          "--reason", "test"], capture_output=True, text=True, timeout=120)
+                          "--reason", "test", "--agent-token-file", str(tmp_path / "tok")],
+                         capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
 
     lines = [json.loads(x) for x in (image / "recorder.jsonl").read_text().splitlines()]
@@ -341,7 +351,7 @@ def test_an_image_recorded_from_the_agent_carries_traffic_losses_and_events(star
     assert [(f["severity"], f["subject"]) for f in flapping] == [("warning", "net_rail0")]
 
     archive = tmp_path / "image.tar.gz"
-    fetch_image(agent.url, str(archive), unpack=False)
+    fetch_image(agent.url, str(archive), unpack=False, token=TOKEN)
     with tarfile.open(archive) as tf:
         assert any(n.endswith("/recorder.jsonl") for n in tf.getnames())
 
@@ -390,3 +400,66 @@ def test_a_real_prometheus_scrapes_the_per_rail_series(start_agent: StartAgent, 
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def test_a_plain_tcp_request_to_a_data_endpoint_is_refused(start_agent: StartAgent) -> None:
+    agent = start_agent()
+    for path in ("/v1/events", "/v1/recorder", "/v1/image"):
+        status, body = agent.get(path, token=None)
+        assert status == 401, (path, body)
+        status, _ = agent.get(path, token="guessed-token")
+        assert status == 401, path
+    assert agent.get("/metrics", token=None)[0] == 200
+    assert agent.get("/healthz", token=None)[0] == 200
+    assert agent.get("/v1/events")[0] == 200  # with the token from --data-token-file
+    refused = [x for x in agent.logs() if x.get("msg") == "data endpoint refused"]
+    assert refused and refused[0]["path"] == "/v1/events"
+
+
+def _spooled(spool: Path) -> list[Path]:
+    return sorted(p for p in spool.glob("*.tar.gz") if Path(str(p) + ".sha256").exists())
+
+
+def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_agent: StartAgent,
+                                                                         tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    sock = tmp_path / "agent.sock"
+    agent = start_agent("--capture-on", "LinkFlapping", "--capture-cooldown", "10m", "--spool", str(spool),
+                        "--data-socket", str(sock), "--recorder-window", "1m")
+    rails = agent.rails
+    for _ in range(3):
+        flap(rails, 0)
+    assert wait_for(lambda: [e for e in agent.events() if e["code"] == "LinkFlapping"], timeout=5)
+    bundles = wait_for(lambda: _spooled(spool), timeout=90, step=0.2)
+    assert len(bundles) == 1, agent.log_path.read_text()[-3000:]
+    assert oct(spool.stat().st_mode & 0o777) == "0o700"
+    for _ in range(10):
+        flap(rails, 0)
+    time.sleep(3)
+    text = agent.metrics()
+    assert value(text, "railscope_captures_total", trigger="event", outcome="ok") == 1.0
+    assert len(_spooled(spool)) == 1  # ten more flaps inside the cooldown: no second bundle
+    sidecar = json.loads(bundles[0].with_name(bundles[0].name[: -len(".tar.gz")] + ".json").read_text())
+    assert sidecar["reason"].startswith("event LinkFlapping") and sidecar["node"]
+    # the bundle carries the live flight recorder and the event, and replays to the flapping finding
+    res = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--from", str(bundles[0]), "--json",
+                          "--rails", "2"], capture_output=True, text=True, timeout=120)
+    doc = json.loads(res.stdout)
+    with tarfile.open(bundles[0]) as tf:
+        names = tf.getnames()
+        ev_name = next(n for n in names if n.endswith("/events.json"))
+        spooled_events = json.loads(tf.extractfile(ev_name).read())["events"]  # type: ignore[union-attr]
+    assert [e["code"] for e in spooled_events] == ["LinkFlapping"]
+    assert [f["subject"] for f in doc["findings"] if f["code"] == "LinkFlapping"] == ["net_rail0"], \
+        (doc["findings"], doc.get("unavailable"), spooled_events)
+    # kubectl exec ... railscope capture: through the data socket, no token
+    res = agent.rails.railscope("capture", "-o", f"{tmp_path}/manual/", "--agent", f"unix:{sock}", timeout=180)
+    assert res.returncode == 0, res.stderr
+    path = Path(res.stdout.split()[0])
+    assert path.name.endswith(".tar.gz") and len(path.name) > 7, res.stdout + res.stderr
+    with tarfile.open(path) as tf:
+        top = path.name[: -len(".tar.gz")]
+        events = json.loads(tf.extractfile(f"{top}/events.json").read())["events"]  # type: ignore[union-attr]
+        lines = tf.extractfile(f"{top}/recorder.jsonl").read().decode().splitlines()  # type: ignore[union-attr]
+    assert any(e["code"] == "LinkFlapping" for e in events)
+    assert len({json.loads(x)["ts"] for x in lines}) > 2  # the agent's 1 s samples, not two of its own

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.netns
 DOCTOR = ("doctor", "--json", "--rails", "2")
 
 
-def capture(rails: RailNetns, out: Path, *args: str) -> tuple[Path, str]:
+def capture(rails: RailNetns, out: Path | str, *args: str) -> tuple[Path, str]:
     res = rails.railscope("capture", "-o", str(out), "--recorder-gap", "1", *args, timeout=180)
     assert res.returncode == 0, res.stderr
     path, sha = res.stdout.strip().splitlines()
@@ -38,7 +38,7 @@ def manifest_of(bundle: Path) -> dict:
 
 def test_capture_replays_to_the_live_diagnosis(rails: RailNetns, tmp_path: Path) -> None:
     rails.set_peer(1, "down")
-    bundle, sha = capture(rails, tmp_path / "out/", "--node", "node-a", "--cluster", "lab",
+    bundle, sha = capture(rails, f"{tmp_path}/out/", "--node", "node-a", "--cluster", "lab",
                           "--incident", "inc-7", "--reason", "test")
     live = rails.railscope(*DOCTOR)
     assert live.returncode in (0, 1, 2), live.stderr
@@ -61,6 +61,7 @@ def test_capture_replays_to_the_live_diagnosis(rails: RailNetns, tmp_path: Path)
 
     names = subprocess.run(["tar", "tzf", str(bundle)], capture_output=True, text=True, check=True).stdout.split()
     assert {n.split("/")[0] for n in names} == {bundle.name.removesuffix(".tar.gz")}
+    assert bundle.parent == tmp_path / "out" and bundle.name.startswith("node-a-")
 
     m = manifest_of(bundle)
     assert (m["node"], m["cluster"], m["incident"], m["reason"]) == ("node-a", "lab", "inc-7", "test")

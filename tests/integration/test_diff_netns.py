@@ -1,9 +1,10 @@
-"""``railscope diff`` on a live node: record three veth rails, change them, record again.
+"""``railscope diff`` on a live node: capture three veth rails, change them, capture again.
 
 The node namespace holds ``net_rail0..2`` (MTU 9000) with their peers in a switch namespace. Between
 the two ``railscope record`` runs: rail 0's peer goes down (its carrier drops, as a pulled cable),
 rail 1 is renamed away from its template, rail 2's MTU goes to 1500. The diff must name exactly
-those three, whether AFTER is the second recording or ``live``.
+those three, whether AFTER is the second bundle (``railscope capture``), a recorded image directory
+(``railscope record``) or ``live``.
 """
 
 from __future__ import annotations
@@ -64,11 +65,11 @@ def _names(doc: dict, part: str) -> list[tuple[str, str]]:
     return sorted((i["code"], i["subject"]) for i in doc[part])
 
 
-def test_diff_names_exactly_the_changes_made_between_two_live_recordings(three_rails: RailNetns,
+def test_diff_names_exactly_the_changes_made_between_two_live_captures(three_rails: RailNetns,
                                                                          tmp_path: Path) -> None:
     env = three_rails
-    before, after = tmp_path / "before", tmp_path / "after"
-    res = env.railscope("record", "-o", str(before))
+    before, after = tmp_path / "before.tar.gz", tmp_path / "after.tar.gz"
+    res = env.railscope("capture", "-o", str(before), "--recorder-gap", "0", timeout=180)
     assert res.returncode == 0, res.stderr
 
     env.set_peer(0, "down")
@@ -79,7 +80,9 @@ def test_diff_names_exactly_the_changes_made_between_two_live_recordings(three_r
     _ip("-n", env.node, "link", "set", "net_rail2", "mtu", "1500")
     time.sleep(1.2)  # the manifest's times are whole seconds: the captures must be apart for rates
 
-    res = env.railscope("record", "-o", str(after))
+    res = env.railscope("capture", "-o", str(after), "--recorder-gap", "0", timeout=180)
+    assert res.returncode == 0, res.stderr
+    res = env.railscope("record", "-o", str(tmp_path / "after-image"))
     assert res.returncode == 0, res.stderr
 
     res = env.railscope("diff", str(before), str(after), "--rails", str(RAILS), "--json")
@@ -97,13 +100,14 @@ def test_diff_names_exactly_the_changes_made_between_two_live_recordings(three_r
     assert carrier["delta"] >= 1 and not carrier["reset"]
     assert doc["seconds"] > 0
 
-    # The same against the node itself, now.
-    res = env.railscope("diff", str(before), "live", "--rails", str(RAILS), "--json")
-    assert res.returncode == 1, res.stderr
-    doc = json.loads(res.stdout)
-    assert doc["after"]["source"] == "live"
-    assert _names(doc, "regressions") == EXPECTED_REGRESSIONS
-    assert _names(doc, "changes") == EXPECTED_CHANGES
+    # The same against a recorded image directory, and against the node itself, now.
+    for other in (str(tmp_path / "after-image"), "live"):
+        res = env.railscope("diff", str(before), other, "--rails", str(RAILS), "--json")
+        assert res.returncode == 1, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["after"]["source"] == other
+        assert _names(doc, "regressions") == EXPECTED_REGRESSIONS
+        assert _names(doc, "changes") == EXPECTED_CHANGES
 
     res = env.railscope("diff", str(before), str(after), "--rails", str(RAILS))
     assert res.returncode == 1

@@ -38,3 +38,8 @@ def test_doctor_live_imports_no_heavy_module() -> None:
 def test_record_imports_no_heavy_module(tmp_path: Path) -> None:
     got = probe("record", "-o", str(tmp_path / "img"))
     assert got == {"rc": 0, "heavy": []}
+
+
+def test_capture_imports_no_heavy_module(tmp_path: Path) -> None:
+    got = probe("capture", "-o", str(tmp_path) + "/", "--recorder-gap", "0", "--deadline", "60")
+    assert got == {"rc": 0, "heavy": []}

@@ -371,6 +371,16 @@ def scenario_doctor_record(out: Path) -> dict[str, Any]:
         bundle = out / "image-guest.tar.gz"
         with tarfile.open(bundle, "w:gz") as tar:
             tar.add(image, arcname=image.name)
+        # The whole bundle, as an operator takes it: one tar.gz and its .sha256, copied to /out.
+        t = time.monotonic()
+        cap = sh(sys.executable, "-m", "agent.cli", "capture", "-o", "/tmp/klab-image/capture-guest.tar.gz",
+                 "--node", "klab-node", "--recorder-gap", "2", check=False)
+        took["capture_s"] = round(time.monotonic() - t, 2)
+        (out / "capture.stderr").write_text(cap.stderr)
+        for suffix in ("", ".sha256"):
+            src = Path("/tmp/klab-image/capture-guest.tar.gz" + suffix)
+            if src.exists():
+                (out / src.name).write_bytes(src.read_bytes())
         t = time.monotonic()
         again = sh(sys.executable, "-m", "agent.cli", "doctor", "--json", *DOCTOR_FLAGS, check=False)
         took["doctor_after_s"] = round(time.monotonic() - t, 2)
@@ -381,7 +391,8 @@ def scenario_doctor_record(out: Path) -> dict[str, Any]:
     finally:
         sh("ip", "link", "set", "dev", "net_rail1", "up")
     return {"doctor_rc": live.returncode, "record_rc": rec.returncode, "doctor_after_rc": again.returncode,
-            "image": bundle.name, "flags": list(DOCTOR_FLAGS), "took": took}
+            "image": bundle.name, "flags": list(DOCTOR_FLAGS), "took": took,
+            "capture_rc": cap.returncode, "capture": "capture-guest.tar.gz"}
 
 
 def _metric_lines(text: str, name: str) -> dict[str, float]:
@@ -560,6 +571,7 @@ def scenario_config_flapping() -> dict[str, Any]:
 
 
 DAEMON_PORT = 9841
+DAEMON_TOKEN = "klab-daemon-token-0123456789"
 DAEMON_CYCLES = 3
 #: How long the daemon may take to show a representor change in /metrics (link events trigger a
 #: read; under emulation one read takes seconds).
@@ -571,7 +583,10 @@ def _http(path: str, timeout: float = 30.0) -> tuple[int, bytes]:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{DAEMON_PORT}{path}", timeout=timeout) as resp:
+        # The data endpoints answer over TCP only with the daemon's bearer token (--data-token-file).
+        req = urllib.request.Request(f"http://127.0.0.1:{DAEMON_PORT}{path}",
+                                     headers={"Authorization": f"Bearer {DAEMON_TOKEN}"})
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -594,8 +609,11 @@ def scenario_daemon(out: Path) -> dict[str, Any]:
     ``railscope doctor`` runs live at the same moment, for the host to compare.
     """
     log = (out / "agent-daemon.log").open("w")
+    token_file = out / "daemon-token"
+    token_file.write_text(DAEMON_TOKEN + "\n")
     argv = [sys.executable, "-m", "agent.cli", "agent", "--listen", "127.0.0.1", "--port", str(DAEMON_PORT),
-            "--representor-include", ".", "--node", "klab-node", "--cluster", "klab"]
+            "--representor-include", ".", "--node", "klab-node", "--cluster", "klab",
+            "--data-token-file", str(token_file)]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     steps: list[dict[str, Any]] = []
     rss: list[dict[str, Any]] = []

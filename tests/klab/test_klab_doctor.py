@@ -61,3 +61,34 @@ def test_offline_findings_are_the_live_ones(doctors):
     assert [_key(f) for f in offline["findings"]] == [_key(f) for f in live["findings"]]
     assert (offline["node"], offline["kernel"]) == (live["node"], live["kernel"])
     assert doctors["offline_rc"] == doctors["data"]["doctor_rc"]
+
+
+def test_a_capture_in_the_guest_replays_on_the_host(doctors, klab):
+    """``railscope capture`` in the guest (netdevsim switchdev with VFs and representors, rdma_rxe):
+    its bundle checks with sha256sum and gives the guest's live rail table and findings here."""
+    data = doctors["data"]
+    assert data["capture_rc"] == 0, (klab.path / "capture.stderr").read_text()
+    bundle = klab.path / data["capture"]
+    check = subprocess.run(["sha256sum", "-c", bundle.name + ".sha256"], cwd=klab.path, capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    proc = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--from", str(bundle), "--json",
+                           *data["flags"]], capture_output=True, text=True, timeout=120)
+    offline = json.loads(proc.stdout)
+    live = doctors["live"]
+    assert offline["rails"] == live["rails"]
+    assert [_key(f) for f in offline["findings"]] == [_key(f) for f in live["findings"]]
+    assert proc.returncode == data["doctor_rc"]
+    import tarfile
+
+    with tarfile.open(bundle) as tf:
+        names = tf.getnames()
+        manifest = json.loads(tf.extractfile("capture-guest/manifest.json").read())  # type: ignore[union-attr]
+    assert {n.split("/")[0] for n in names} == {"capture-guest"}
+    plugins = {p["name"] for p in manifest["plugins"]}
+    assert {"replay", "devlink", "rdma", "sriov", "kernel"} <= plugins
+    # the capture's own plug-ins read the lab's real devlink and VFs
+    ran = {tuple(i["argv"]) for i in manifest["items"] if i.get("argv") and i.get("rc") == 0}
+    assert ("devlink", "-j", "dev", "param", "show") in ran
+    assert any(n.startswith("capture-guest/fs/sys/") and "virtfn" in n for n in names) or \
+        any(i["path"].endswith("sriov_numvfs") for i in manifest["items"])

@@ -10,4 +10,8 @@ PLAN = Plan("networking", 1, (
     Command(("ip", "rule", "show")),
     Command(("ip", "neigh", "show")),
     Command(("ip", "-s", "-d", "link", "show", "{rail}"), max_bytes=1 << 20),
-), "ip link / addr / route / rule / neigh")
+    # Pod sandboxes, only with --pod-netns: entering them needs CAP_SYS_ADMIN and shows tenant data.
+    Command(("ip", "-n", "{netns}", "-d", "-s", "link", "show"), max_bytes=1 << 20),
+    Command(("ip", "-n", "{netns}", "-d", "addr", "show"), max_bytes=1 << 20),
+    Command(("ip", "-n", "{netns}", "route", "show", "table", "all"), max_bytes=1 << 20),
+), "ip link / addr / route / rule / neigh; pod namespaces with --pod-netns")

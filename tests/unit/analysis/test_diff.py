@@ -150,3 +150,19 @@ def test_a_bundle_tar_gz_side_and_bad_usage(pairs: Path, tmp_path: Path) -> None
     res = subprocess.run([sys.executable, "-m", "agent.cli", "diff", str(tmp_path / "junk.tar.gz"), str(bundle)],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 3 and "Traceback" not in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_an_image_without_a_capture_time_gives_deltas_but_no_rates(pairs: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    untimed = tmp_path / "after"
+    shutil.copytree(pairs / "counters-grow" / "after", untimed, symlinks=True)
+    (untimed / "manifest.json").unlink()
+    code = main(["diff", str(pairs / "counters-grow" / "before"), str(untimed), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["seconds"] is None and doc["after"]["captured_at"] is None
+    moved = [c for c in doc["counters"] if c["delta"]]
+    assert moved and all(c["rate"] is None and c["seconds"] is None for c in moved)
+    main(["diff", str(pairs / "counters-grow" / "before"), str(untimed)])
+    assert f"no capture time in {untimed} (no rates)" in capsys.readouterr().out

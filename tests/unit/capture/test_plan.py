@@ -42,6 +42,7 @@ DENIED = {
     "ovs-appctl without -t": [("ovs-appctl", "upcall/show")],
     "module loading": [("modprobe", "mlx5_core"), ("rmmod", "mlx5_ib")],
     "a shell or wrapper": [("sh", "-c", "devlink dev show"), ("/bin/bash", "-c", "true"),
+                           ("ip", "netns", "exec", "cni-1", "cat", "/etc/shadow"), ("ip", "net", "e", "x", "id"),
                            ("nsenter", "-t", "1", "-n", "ip", "link")],
 }
 
@@ -83,6 +84,7 @@ ALLOWED = [
     ("rdma", "-j", "res", "show"), ("rdma", "-j", "statistic", "show"), ("ip", "-d", "-s", "link", "show"),
     ("ip", "route", "show", "table", "all"), ("ovs-appctl", "-t", "5", "dpctl/show", "-s"),
     ("dcb", "-j", "buffer", "show", "dev", "x"), ("ovs-vsctl", "--timeout=5", "show"),
+    ("ip", "-n", "cni-1", "-d", "addr", "show"), ("ip", "netns", "list"),
 ]
 
 

@@ -120,3 +120,8 @@ def test_a_redacted_image_gives_the_same_findings(name: str, tmp_path: Path) -> 
     for lk in links:
         if lk.get("address") and lk["address"] != "00:00:00:00:00:00":
             assert lk["address"].encode() not in raw
+
+
+def test_a_key_with_an_empty_value_never_takes_the_next_line() -> None:
+    r = Redactor()
+    assert r.bytes(b"secret=\n10\nAuthorization:\nnext\n") == b"secret=\n10\nAuthorization:\nnext\n"

@@ -135,3 +135,36 @@ def test_generated_files_and_per_rail_expansion(tmp_path: Path) -> None:
     assert got[f"cmd/{slug_base}_dev_r0.stdout"] == b"dev r0\n"
     assert got[f"cmd/{slug_base}_dev_r1.stdout"] == b"dev r1\n"
     assert got[f"cmd/{slug_base}_dev_r1.rc"] == b"0\n"
+
+
+def test_pod_namespaces_only_with_pod_netns(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "var/run/netns").mkdir(parents=True)
+    for name in ("cni-1f2e", "cni-9a8b"):
+        (root / "var/run/netns" / name).write_text("")
+    echo = script(tmp_path, "echo-arg", 'echo "$@"\n')
+    plans = [plugin(Plan("n", 1, (Command((echo, "-n", "{netns}", "addr")),)))]
+    off = items(run(tmp_path, plans))
+    (it,) = [i for i in off.values() if i.get("plugin") == "n"]
+    assert it["skipped"] and "--pod-netns" in it["reason"]
+    on = run(tmp_path, plans, pod_netns=True)
+    got = {tuple(i["argv"]): i for i in manifest(on)["items"] if i.get("plugin") == "n"}
+    assert sorted(got) == [(echo, "-n", "cni-1f2e", "addr"), (echo, "-n", "cni-9a8b", "addr")]
+    assert all(i["rc"] == 0 for i in got.values())
+
+
+def test_commands_run_niced_with_lc_all_c_and_no_inherited_environment(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RAILSCOPE_TEST_SECRET", "leak")
+    probe = script(tmp_path, "probe", 'echo "lc=$LC_ALL secret=$RAILSCOPE_TEST_SECRET"\n'
+                                      "cut -d' ' -f19 /proc/$$/stat\n")
+    out = io.BytesIO()
+    root = tmp_path / "root"
+    root.mkdir()
+    from agent.capture.runner import CaptureParams as P
+
+    capture(LiveHost(str(root)), out, P(node="n", nice=10, recorder_gap_s=0),
+            plans=[plugin(Plan("p", 1, (Command((probe,)),)))], staging_dir=str(tmp_path))
+    it = next(i for i in items(out.getvalue()).values() if i["argv"] == [probe])
+    lines = members(out.getvalue())[it["path"]].decode().splitlines()
+    assert lines[0] == "lc=C secret="
+    assert int(lines[1]) >= 10

@@ -39,7 +39,12 @@ def test_spool_holds_bundles_with_their_sidecars(tmp_path: Path) -> None:
     meta = json.loads(Path(entry.sidecar).read_text())
     assert {k: meta[k] for k in ("node", "cluster", "incident", "reason")} == \
         {"node": "node-a", "cluster": "lab", "incident": "inc-1", "reason": "LinkFlapping"}
-    assert meta["bundle_id"] and meta["agent_version"] and meta["bytes"] == os.path.getsize(entry.bundle)
+    assert meta["bundle"] and meta["agent"] and meta["bytes"] == os.path.getsize(entry.bundle)
+    # the uploader reads the sidecar as the hello frame
+    from proto.frames import Hello
+
+    hello = Hello.from_json(meta)
+    assert (hello.node, hello.cluster, hello.incident) == ("node-a", "lab", "inc-1") and hello.created > 1.6e9
     check = subprocess.run(["sha256sum", "-c", os.path.basename(entry.sha256_file)], cwd=spool.root,
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stdout

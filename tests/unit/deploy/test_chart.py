@@ -68,6 +68,13 @@ FULL_AGENT = {
     "countersInterval": 2,
     "sourceDeadline": "30s",
     "commandTimeout": "7s",
+    "captureOn": "LinkFlapping,PfcStorm",
+    "captureCooldown": "15m",
+    "captureDeadline": "120s",
+    "spool": "/var/lib/railscope/spool",
+    "spoolMaxBytes": 536870912,
+    "dataSocket": "/run/railscope/agent.sock",
+    "dataTokenFile": "/etc/railscope/data-token",
     "devlinkParam": ["esw_multiport"],
     "disableSource": ["rdma"],
     "representorInclude": "^pf0vf[0-3]$",
@@ -437,6 +444,9 @@ def test_the_pod_command_answers_its_probes_and_stops_on_sigterm(chart: Any, tmp
             env[name] = downward[e["valueFrom"]["fieldRef"]["fieldPath"]]
         else:
             env[name] = "/" if name == "RAILSCOPE_HOST_ROOT" else e["value"]
+    # The chart's host path and emptyDir, placed here instead of on this machine.
+    env["RAILSCOPE_SPOOL"] = str(tmp_path / "spool")
+    env["RAILSCOPE_DATA_SOCKET"] = str(tmp_path / "run/agent.sock")
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     probes = {kind: c[kind]["httpGet"] for kind in ("livenessProbe", "readinessProbe")}
     log = tmp_path / "agent.log"
@@ -475,7 +485,12 @@ def test_host_mounts_are_read_only_and_cover_what_the_readers_read(chart: Any, n
     mounts = container(docs)["volumeMounts"]
     host_mounts = [m for m in mounts if m["name"] in host_paths]
     assert host_mounts
+    # The one writable host path is the agent's own node spool (its bundles survive a restart).
+    spool = values.get("agent", {}).get("spool", chart.values["agent"]["spool"])
     for m in host_mounts:
+        if m["name"] == "spool":
+            assert host_paths["spool"] == m["mountPath"] == spool and spool.startswith("/var/lib/railscope")
+            continue
         assert m.get("readOnly") is True, m
     # Never the node's root or the whole of /etc: the agent needs only a few directories.
     assert not {"/", "/etc", "/var", "/run", "/var/run"} & set(host_paths.values())
@@ -511,7 +526,8 @@ def test_least_privilege_by_default(chart: Any) -> None:
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     # The root filesystem is read-only: the one writable place is a bounded scratch directory.
     scratch = [v for v in spec["volumes"] if "emptyDir" in v]
-    assert [v["emptyDir"]["sizeLimit"] for v in scratch] == ["256Mi"]
+    # (and the data socket's directory, in memory, a socket and nothing else)
+    assert [v["emptyDir"]["sizeLimit"] for v in scratch] == ["256Mi", "1Mi"]
 
 
 def test_extra_capabilities_are_added_only_when_asked(chart: Any) -> None:
@@ -574,8 +590,9 @@ def test_round_numbers_stay_integers(chart: Any, monkeypatch: pytest.MonkeyPatch
 
 
 def test_null_values_leave_the_agents_defaults(chart: Any) -> None:
+    # besides the node spool and the data socket, which the chart places (a host path, an emptyDir)
     assert set(env_of(render(chart))) == {"RAILSCOPE_LISTEN", "RAILSCOPE_NODE", "RAILSCOPE_HOST_ROOT",
-                                          "RAILSCOPE_PORT"}
+                                          "RAILSCOPE_PORT", "RAILSCOPE_SPOOL", "RAILSCOPE_DATA_SOCKET"}
     assert container(render(chart))["args"] == ["agent"]
 
 
@@ -595,6 +612,10 @@ def test_every_value_reaches_the_agent(chart: Any, monkeypatch: pytest.MonkeyPat
     assert s.read.command_timeout_s == 7
     assert s.representor_include == "^pf0vf[0-3]$"
     assert (s.recorder_window_s, s.event_history, s.event_queue) == (600, 2000000, 512)
+    assert (s.capture_on, s.capture_cooldown_s, s.capture_deadline_s) == (frozenset({"LinkFlapping", "PfcStorm"}),
+                                                                          900, 120)
+    assert (s.spool_dir, s.spool_max_bytes) == ("/var/lib/railscope/spool", 536870912)
+    assert (s.data_socket, s.data_token_file) == ("/run/railscope/agent.sock", "/etc/railscope/data-token")
     assert dict(s.thresholds) == {"flap_count": 4, "flap_window_s": 180, "config_flap_changes": 3,
                                   "config_flap_window_s": 1200, "representor_grace_s": 120, "storm_ratio": 0.25,
                                   "storm_window_s": 90, "reload_grace_s": 45}

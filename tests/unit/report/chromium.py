@@ -43,6 +43,7 @@ class Page:
     title: str = ""
     #: selector -> (x, y, width, height) of its border box, in screenshot pixels
     boxes: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    status: int | None = None  # the HTTP status of the page itself (None for file://)
 
 
 def _high(fd: int) -> int:
@@ -128,8 +129,11 @@ class _Cdp:
         os.close(self.from_r)
 
 
-def load(url: str, width: int = 1280, binary: str | None = None, boxes: tuple[str, ...] = ()) -> Page:
-    """The page at ``url`` with scripts off: its DOM, a full-page screenshot, the URLs it requested."""
+def load(url: str, width: int = 1280, binary: str | None = None, boxes: tuple[str, ...] = (),
+         headers: dict[str, str] | None = None) -> Page:
+    """The page at ``url`` with scripts off: its DOM, a full-page screenshot, the URLs it requested.
+
+    ``headers`` go with every request of the page (``Authorization`` for the collector's pages)."""
     binary = binary or chromium_binary()
     if binary is None:
         raise FileNotFoundError("chromium")
@@ -143,11 +147,16 @@ def load(url: str, width: int = 1280, binary: str | None = None, boxes: tuple[st
         cdp.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1,
                                                         "mobile": False}, sid)
         cdp.call("Network.enable", {}, sid)
+        if headers:
+            cdp.call("Network.setExtraHTTPHeaders", {"headers": headers}, sid)
         cdp.call("Page.enable", {}, sid)
         cdp.call("Page.navigate", {"url": url}, sid)
         cdp.wait_event("Page.loadEventFired")
         requests = [ev["params"]["request"]["url"] for ev in cdp.events
                     if ev.get("method") == "Network.requestWillBeSent"]
+        status = next((int(ev["params"]["response"]["status"]) for ev in cdp.events
+                       if ev.get("method") == "Network.responseReceived"
+                       and ev["params"]["response"]["url"] == url and ev["params"].get("type") == "Document"), None)
         root = cdp.call("DOM.getDocument", {"depth": -1}, sid)["root"]
         dom = cdp.call("DOM.getOuterHTML", {"nodeId": root["nodeId"]}, sid)["outerHTML"]
         metrics = cdp.call("Page.getLayoutMetrics", {}, sid)
@@ -165,7 +174,7 @@ def load(url: str, width: int = 1280, binary: str | None = None, boxes: tuple[st
             found[sel] = (int(min(xs)), int(min(ys)), int(max(xs) - min(xs)), int(max(ys) - min(ys)))
         shot = cdp.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, sid)
         title = cdp.call("Target.getTargetInfo", {"targetId": page["targetId"]})["targetInfo"]["title"]
-        return Page(dom, base64.b64decode(shot["data"]), requests, title, found)
+        return Page(dom, base64.b64decode(shot["data"]), requests, title, found, status)
     finally:
         cdp.close()
         shutil.rmtree(profile, ignore_errors=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import tarfile
+import tempfile
 from collections.abc import Awaitable, Callable
 from itertools import pairwise
 from pathlib import Path
@@ -25,8 +27,17 @@ from agent.readers.snapshot import take_snapshot
 from agent.service.app import make_app
 from agent.service.daemon import Agent
 
+#: the data endpoints answer over TCP only with the bearer token of --data-token-file
+TOKEN = "test-data-token-0123456789"
+_TOKEN_DIR = tempfile.mkdtemp(prefix="railscope-test-token-")
+TOKEN_FILE = os.path.join(_TOKEN_DIR, "token")
+with open(TOKEN_FILE, "w") as _fh:
+    _fh.write(TOKEN + "\n")
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
 
 def _agent(image: Path, **kw: object) -> Agent:
+    kw.setdefault("data_token_file", TOKEN_FILE)
     settings = AgentSettings(listen="127.0.0.1", port=0, intervals=(("counters", 0.2), ("links", 1.0)),
                              watch_links=False, node="gpu-node-7", **kw)  # type: ignore[arg-type]
     return Agent(settings, host_factory=lambda: open_image(str(image)))
@@ -34,7 +45,7 @@ def _agent(image: Path, **kw: object) -> Agent:
 
 def _serve(agent: Agent, body: Callable[[TestClient], Awaitable[None]]) -> None:
     async def main() -> None:
-        async with TestClient(TestServer(make_app(agent))) as client:
+        async with TestClient(TestServer(make_app(agent)), headers=AUTH) as client:
             await body(client)
 
     asyncio.run(main())
@@ -185,15 +196,15 @@ def test_fetch_image_unpacks_what_the_agent_serves(example_image: Path, tmp_path
         await _until_ready(client)
         url = str(client.make_url("/"))
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, lambda: fetch_image(url, str(out), reason="test"))
+        await loop.run_in_executor(None, lambda: fetch_image(url, str(out), reason="test", token=TOKEN))
         try:
-            await loop.run_in_executor(None, lambda: fetch_image(url, str(tmp_path / "full")))
+            await loop.run_in_executor(None, lambda: fetch_image(url, str(tmp_path / "full"), token=TOKEN))
         except AgentFetchError as exc:
             assert "refusing to overwrite" in str(exc)
         else:
             raise AssertionError("a non-empty directory was overwritten")
         try:
-            await loop.run_in_executor(None, lambda: fetch_image(url + "nothing-here/", str(tmp_path / "y")))
+            await loop.run_in_executor(None, lambda: fetch_image(url + "nothing-here/", str(tmp_path / "y"), token=TOKEN))
         except AgentFetchError as exc:
             assert "HTTP 404" in str(exc)
         else:
@@ -220,5 +231,122 @@ def test_a_dump_older_than_a_link_message_does_not_count_a_loss_twice(example_im
                                       carrier_down_count=downs, phys_port_name="p0", parent_dev="0000:0c:00.0")])
             agent._apply_analysis(stale)  # a links sample read before the message, analysed after it
         assert agent.events.counts().get("LinkFlapping", 0) == 0  # two losses, not four
+
+    _serve(agent, body)
+
+
+def test_data_endpoints_refuse_tcp_without_the_token(example_image: Path, tmp_path: Path) -> None:
+    agent = _agent(example_image)
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        for path in ("/v1/events", "/v1/recorder", "/v1/image"):
+            plain = await client.get(path, headers={"Authorization": ""})
+            assert plain.status == 401, path
+            wrong = await client.get(path, headers={"Authorization": "Bearer not-the-token"})
+            assert wrong.status == 401, path
+        for path in ("/metrics", "/healthz", "/readyz"):
+            assert (await client.get(path, headers={"Authorization": ""})).status == 200, path
+        assert (await client.get("/v1/events")).status == 200  # with the token
+
+    _serve(agent, body)
+
+    # Without a token file nothing opens them over TCP.
+    closed = _agent(example_image, data_token_file=None)
+
+    async def body2(client: TestClient) -> None:
+        await _until_ready(client)
+        resp = await client.get("/v1/events", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert resp.status == 403 and "Unix socket" in await resp.text()
+        assert (await client.get("/metrics")).status == 200
+
+    _serve(closed, body2)
+
+
+def test_the_data_socket_serves_them_without_a_token(example_image: Path, tmp_path: Path) -> None:
+    import stat
+
+    import aiohttp
+    from aiohttp import web
+
+    from agent.service.app import _unix_site
+
+    agent = _agent(example_image, data_token_file=None)
+    sock = str(tmp_path / "run/agent.sock")
+
+    async def main() -> None:
+        runner = web.AppRunner(make_app(agent))
+        await runner.setup()
+        await _unix_site(runner, sock).start()
+        try:
+            assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600
+            async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=sock)) as s:
+                for _ in range(200):
+                    if (await s.get("http://agent/readyz")).status == 200:
+                        break
+                    await asyncio.sleep(0.02)
+                resp = await s.get("http://agent/v1/events")
+                assert resp.status == 200 and "events" in await resp.json()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+    # railscope capture --agent unix:PATH takes the events from there (and so would kubectl exec).
+    from agent.capture.agent_data import fetch_agent_data
+
+    async def main2() -> None:
+        runner = web.AppRunner(make_app(agent))
+        await runner.setup()
+        await _unix_site(runner, sock).start()
+        try:
+            loop = asyncio.get_running_loop()
+            for _ in range(200):
+                if agent.ready:
+                    break
+                await asyncio.sleep(0.02)
+            events, recorder = await loop.run_in_executor(None, fetch_agent_data, "unix:" + sock)
+            assert events == [] and recorder is not None
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main2())
+
+
+def test_event_captures_land_in_the_spool_once_per_cooldown_and_the_cap_drops_the_oldest(
+        example_image: Path, tmp_path: Path) -> None:
+    from agent.capture.spool import Spool
+    from agent.model import Event
+
+    spool_dir = tmp_path / "spool"
+    agent = _agent(example_image, capture_on=frozenset({"LinkFlapping", "PfcStorm"}), capture_cooldown_s=600.0,
+                   spool_dir=str(spool_dir), spool_max_bytes=10 << 20)
+
+    def ev(code: str) -> Event:
+        return Event(ts=agent.clock(), code=code, severity="warning", subject="net_rail0", message=f"{code} test")
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        loop = asyncio.get_running_loop()
+        for _ in range(5):
+            agent._emit(ev("LinkFlapping"))  # a storm: one capture
+        agent._emit(ev("RepresentorStale"))  # not configured: none
+        assert await loop.run_in_executor(None, agent.capture.idle)
+        entries = Spool(str(spool_dir), 10 << 20).entries()
+        assert len(entries) == 1
+        meta = entries[0].meta
+        assert meta["node"] == "gpu-node-7" and meta["incident"].startswith("linkflapping-")
+        assert meta["reason"].startswith("event LinkFlapping")
+        text = await (await client.get("/metrics")).text()
+        assert 'railscope_captures_total{outcome="ok",trigger="event"} 1.0' in text
+        assert "railscope_spool_dropped_total 0.0" in text
+        # the cap: a second bundle (another code) that does not fit beside the first drops the first
+        agent.capture.spool.max_bytes = entries[0].bytes + 1000  # type: ignore[union-attr]
+        agent._emit(ev("PfcStorm"))
+        assert await loop.run_in_executor(None, agent.capture.idle)
+        left = Spool(str(spool_dir), 10 << 20).entries()
+        assert [e.meta["incident"].split("-")[0] for e in left] == ["pfcstorm"]
+        text = await (await client.get("/metrics")).text()
+        assert "railscope_spool_dropped_total 1.0" in text
 
     _serve(agent, body)

@@ -1,0 +1,424 @@
+"""Incident pages for operators in a browser: server-rendered HTML, no script (operator role).
+
+- ``GET /ui/`` the incidents in the store, newest first;
+- ``GET /ui/incidents/<cluster>/<date>/<incident>`` an incident: its bundles by node with each node's
+  worst findings, and the fleet view — the same code on the same rail (subject) of N nodes, a hint
+  of a fabric cause (one leaf switch, one cable bundle) rather than N broken nodes;
+- ``GET /ui/bundles/<cluster>/<date>/<incident>/<name>`` a bundle's report: the same page as
+  ``railscope report --html``, rendered from the stored bundle with the agent's offline parts
+  (recorded host, readers, analysis, report);
+- ``GET /ui/bundles/…/<name>/download`` streams the object (the bundle API's fetch).
+
+A browser sends the operator token as HTTP Basic credentials (any user name, the token as the
+password: a 401 asks for them with ``WWW-Authenticate: Basic``) or as a bearer token (a proxy, a
+script). The analysis of a bundle is cached beside it in the store (``<name>.analysis.json``; a
+hidden ``.<name>.analysis.json`` in a local store), keyed by the bundle's sha256 and the railscope
+version and the expectations judged (``RAILSCOPE_<FLAG>`` variables, as doctor reads them), so no page
+reads a large bundle twice; analyses run one at a time per replica, off the event
+loop, and two pages asking for the same bundle share one analysis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from typing import Any
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from agent import __version__
+from agent.report.html import CSS, esc, pill
+from proto.keys import BundleKey, KeyPartError, check_part, parse_name
+
+from .auth import AuthError
+from .bundles import fetch
+from .state import STATE, Collector
+from .storage import Stored, StoreError
+
+__all__ = ["add_routes", "analysis_of", "expectations"]
+
+SCHEMA = "railscope.analysis/v1"
+_PARTS = "{cluster}/{date}/{incident}/{name}"
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_REALM = 'Basic realm="railscope collector", charset="UTF-8"'
+#: Worst findings shown per node on the incident page (the report page has them all).
+WORST = 4
+
+_LOCKS: web.AppKey[dict[str, asyncio.Lock]] = web.AppKey("analysis_locks", dict)
+_SLOTS: web.AppKey[asyncio.Semaphore] = web.AppKey("analysis_slots", asyncio.Semaphore)
+_EXPECT: web.AppKey[Any] = web.AppKey("analysis_expectations", object)
+
+
+# -- auth ---------------------------------------------------------------------------------------
+
+def _bearer(header: str | None) -> str | None:
+    """``Basic`` credentials become the bearer token they carry (the password); others pass as given."""
+    if header and header[:6].lower() == "basic ":
+        try:
+            decoded = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        _user, _, password = decoded.partition(":")
+        return f"Bearer {password}" if password else None
+    return header
+
+
+def _page(title: str, body: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    text = ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+            "img-src data:\"><meta name=viewport content=\"width=device-width, initial-scale=1\">"
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{body}"
+            f"<footer>railscope collector {esc(__version__)}</footer></main></body></html>\n")
+    return web.Response(text=text, status=status, content_type="text/html", headers=_security(headers))
+
+
+def _security(headers: dict[str, str] | None = None) -> dict[str, str]:
+    # Pages hold topology and kernel logs: never cached by a shared proxy, never framed, no script.
+    return {"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff",
+            "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+            **(headers or {})}
+
+
+async def _operator(request: web.Request) -> web.Response | None:
+    col = request.app[STATE]
+    try:
+        principal = await col.auth.authenticate(_bearer(request.headers.get("Authorization")))
+        principal.require("operator")
+    except AuthError as exc:
+        col.metrics.refuse(exc.code)
+        headers = {"WWW-Authenticate": _REALM} if exc.status == 401 else None
+        return _page(f"{exc.status}", f"<h1>{exc.status}</h1><p>{esc(exc.message)}. This page needs the "
+                     "collector's operator token (as the password of HTTP Basic credentials, or a bearer "
+                     "token).</p>", exc.status, headers)
+    return None
+
+
+# -- analysis, cached beside the bundle ------------------------------------------------------------
+
+def _cache_local(col: Collector, key: BundleKey) -> str | None:
+    root = getattr(col.store, "root", None)
+    if root is None:
+        return None
+    return os.path.join(str(root), key.dir, f".{key.name}.analysis.json")
+
+
+async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
+    loop = asyncio.get_running_loop()
+    path = _cache_local(col, key)
+    try:
+        if path is not None:
+            def read() -> bytes | None:
+                try:
+                    with open(path, "rb") as fh:
+                        return fh.read(64 << 20)
+                except FileNotFoundError:
+                    return None
+            raw = await loop.run_in_executor(None, read)
+        elif hasattr(col.store, "bucket"):
+            store: Any = col.store
+            try:
+                resp = await store.call("get_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json")
+            except Exception as exc:
+                if "NoSuchKey" in repr(exc) or "404" in repr(exc):
+                    return None
+                raise
+            raw = await loop.run_in_executor(None, resp["Body"].read)
+        else:
+            return None
+    except OSError:
+        return None
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
+
+
+async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> None:
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    path = _cache_local(col, key)
+    if path is not None:
+        def write() -> None:
+            tmp = f"{path}.{os.getpid()}.part"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        await asyncio.get_running_loop().run_in_executor(None, write)
+    elif hasattr(col.store, "bucket"):
+        store: Any = col.store
+        await store.call("put_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json",
+                         Body=data, ContentType="application/json")
+
+
+def expectations() -> Any:
+    """What the reports judge against: the ``RAILSCOPE_<FLAG>`` variables doctor reads
+    (``RAILSCOPE_RAILS=8``, ``RAILSCOPE_EXPECT_ESWITCH_MODE=switchdev``), else nothing expected."""
+    import argparse
+
+    from agent.commands.common import add_expectation_flags, expectations_from_args
+
+    p = argparse.ArgumentParser(add_help=False)
+    add_expectation_flags(p)
+    return expectations_from_args(p.parse_args([]))
+
+
+def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
+    """Doctor and report of a bundle on disk (a worker thread: reading and analysing are blocking)."""
+    from agent.analysis.diagnose import diagnose, load_kernel_table, with_unavailable
+    from agent.analysis.topology import build_topology
+    from agent.config import ReadConfig
+    from agent.host import HostError
+    from agent.host.recorded import open_image
+    from agent.readers.history import load_history
+    from agent.readers.snapshot import take_snapshot
+    from agent.report.content import build_report
+    from agent.report.html import render_html
+
+    try:
+        host = open_image(path)
+    except HostError as exc:
+        return {"error": str(exc).replace(path, source)}
+    try:
+        snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates))
+        topo = build_topology(snap, exp)
+        hist = load_history(host)
+        diag = diagnose(snap, exp, events=hist.events, recorder=hist.recorder, capture_time=hist.capture_time,
+                        kernel_table=load_kernel_table(exp.kernel_table_file), topology=topo)
+        diag = with_unavailable(diag, hist.unavailable)
+        manifest_error = getattr(host, "manifest_error", None)
+        if manifest_error:
+            diag = with_unavailable(diag, (("manifest", manifest_error),))
+        manifest = getattr(host, "manifest", None)
+        rep = build_report(source, diag, hist, manifest if isinstance(manifest, dict) else None,
+                           manifest_error=manifest_error, lossless_prio=exp.lossless_prio)
+        page = render_html(rep, version=__version__)
+    except HostError as exc:
+        return {"error": str(exc).replace(path, source)}
+    except Exception as exc:  # a damaged bundle must give a page that says so, not a 500
+        return {"error": f"could not analyse: {type(exc).__name__}: {exc}".replace(path, source)}
+    finally:
+        host.close()
+    return {"doctor": diag.as_json(), "html": page}
+
+
+async def analysis_of(request: web.Request, stored: Stored) -> dict[str, Any]:
+    """The cached analysis of a stored bundle, made (once) when there is none for its digest."""
+    col = request.app[STATE]
+    key = stored.key
+    locks = request.app[_LOCKS]
+    lock = locks.setdefault(key.rel, asyncio.Lock())
+    async with lock:
+        exp = request.app[_EXPECT]
+        judged = repr(exp)
+        cached = await _cache_get(col, key)
+        if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
+                and cached.get("expectations") == judged:
+            return cached
+        try:
+            async with request.app[_SLOTS]:
+                doc = await _analyse_stored(col, stored, exp)
+        except (StoreError, FileNotFoundError) as exc:
+            # The store failed, not the bundle: say so on the page, cache nothing, try again next time.
+            col.metrics.storage_errors.labels("read").inc()
+            locks.pop(key.rel, None)
+            return {"error": f"the store could not be read ({exc})", "key": key.rel}
+        doc.update(schema=SCHEMA, sha256=stored.sha256, version=__version__, key=key.rel, expectations=judged)
+        try:
+            await _cache_put(col, key, doc)
+        except Exception as exc:  # a cache that cannot be written costs time, not the page
+            col.metrics.storage_errors.labels("write").inc()
+            doc.setdefault("cache_error", str(exc)[:200])
+        locks.pop(key.rel, None)
+        return doc
+
+
+async def _analyse_stored(col: Collector, stored: Stored, exp: Any) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    fd, tmp = tempfile.mkstemp(prefix="railscope-analysis-", suffix=".tar.gz")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            n = 0
+            async for piece in col.store.read(stored.key):
+                n += len(piece)
+                if n > col.settings.max_bundle_bytes:
+                    return {"error": f"{stored.key.name}: larger than the collector's bundle cap"}
+                await loop.run_in_executor(None, fh.write, piece)
+        return await loop.run_in_executor(None, _analyse_file, tmp, stored.key.name, exp)
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+# -- pages ---------------------------------------------------------------------------------------
+
+def _incident_url(cluster: str, date: str, incident: str) -> str:
+    return f"/ui/incidents/{cluster}/{date}/{incident}"
+
+
+def _bundle_url(key: BundleKey) -> str:
+    return f"/ui/bundles/{key.rel}"
+
+
+async def _list(request: web.Request, **filters: str | None) -> list[Stored] | web.Response:
+    col = request.app[STATE]
+    try:
+        return await col.store.list(filters.get("cluster"), filters.get("date"), filters.get("incident"), None)
+    except StoreError as exc:
+        col.metrics.storage_errors.labels("list").inc()
+        return _page("store unavailable", f"<h1>Store unavailable</h1><p>{esc(exc)}</p>", 503)
+
+
+async def index(request: web.Request) -> web.Response:
+    if (denied := await _operator(request)) is not None:
+        return denied
+    found = await _list(request)
+    if isinstance(found, web.Response):
+        return found
+    incidents: dict[tuple[str, str, str], set[str]] = {}
+    for s in found:
+        incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), set()).add(s.key.node)
+    rows = "".join(
+        f'<tr><td class=mono><a href="{esc(_incident_url(c, d, i))}">{esc(i)}</a></td><td class=mono>{esc(c)}</td>'
+        f"<td class=mono>{esc(d)}</td><td>{len(nodes)}</td></tr>"
+        for (c, d, i), nodes in sorted(incidents.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]), reverse=True))
+    body = ("<h1>Incidents</h1>" + (f"<table id=incidents><thead><tr><th>Incident</th><th>Cluster</th><th>Date</th>"
+                                    f"<th>Nodes</th></tr></thead><tbody>{rows}</tbody></table>"
+                                    if rows else "<p>No bundles stored.</p>"))
+    return _page("railscope incidents", body)
+
+
+def _worst(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    findings = doc.get("doctor", {}).get("findings", []) if isinstance(doc.get("doctor"), dict) else []
+    return [f for f in findings if isinstance(f, dict)][:WORST]
+
+
+def _fleet(by_node: Iterable[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, str, list[str]]]:
+    """(code, subject, worst severity, nodes) seen on two nodes or more, most nodes first."""
+    seen: dict[tuple[str, str], tuple[str, set[str]]] = {}
+    rank = {"critical": 0, "warning": 1, "info": 2}
+    for node, doc in by_node:
+        doctor = doc.get("doctor") if isinstance(doc.get("doctor"), dict) else {}
+        for f in doctor.get("findings", []):
+            if not isinstance(f, dict) or f.get("subject") == "node":
+                continue  # node-wide codes say nothing of a shared rail
+            k = (str(f.get("code")), str(f.get("subject")))
+            sev, nodes = seen.get(k, ("info", set()))
+            if rank.get(str(f.get("severity")), 3) < rank.get(sev, 3):
+                sev = str(f.get("severity"))
+            nodes.add(node)
+            seen[k] = (sev, nodes)
+    out = [(c, s, sev, sorted(n)) for (c, s), (sev, n) in seen.items() if len(n) >= 2]
+    out.sort(key=lambda t: (-len(t[3]), rank.get(t[2], 3), t[0], t[1]))
+    return out
+
+
+async def incident(request: web.Request) -> web.Response:
+    if (denied := await _operator(request)) is not None:
+        return denied
+    m = request.match_info
+    try:
+        cluster, incident_id = check_part("cluster", m["cluster"]), check_part("incident", m["incident"])
+        if not _DATE.fullmatch(m["date"]):
+            raise KeyPartError("date is yyyy-mm-dd")
+    except KeyPartError as exc:
+        return _page("bad key", f"<h1>Bad key</h1><p>{esc(exc)}</p>", 400)
+    date = m["date"]
+    found = await _list(request, cluster=cluster, date=date, incident=incident_id)
+    if isinstance(found, web.Response):
+        return found
+    if not found:
+        return _page("not found", f"<h1>No bundles for incident {esc(incident_id)}</h1>", 404)
+    docs = [(s, await analysis_of(request, s)) for s in found]
+    rows = []
+    for s, doc in docs:
+        k = s.key
+        if "error" in doc:
+            worst = f'<span class="pill critical">UNREADABLE</span> {esc(doc["error"])}'
+        else:
+            fs = _worst(doc)
+            total = len(doc["doctor"].get("findings", []))
+            worst = "<br>".join(f"{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
+                                f"<code>{esc(f.get('subject'))}</code>" for f in fs) or \
+                '<span class="pill ok">OK</span> no findings'
+            if total > len(fs):
+                worst += f'<br><span class="muted">and {total - len(fs)} more</span>'
+        rows.append(f"<tr><td class=mono><b>{esc(k.node)}</b></td><td class=mono>{esc(k.stamp)}</td><td>{worst}</td>"
+                    f'<td><a href="{esc(_bundle_url(k))}">report</a> · <a href="{esc(_bundle_url(k))}/download">'
+                    f"download</a> <span class=muted>({s.bytes / 1048576:.1f} MiB)</span></td></tr>")
+    fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d)
+    if fleet:
+        frows = "".join(f"<tr><td>{pill(sev)}</td><td class=mono>{esc(c)}</td><td class=mono>{esc(subj)}</td>"
+                        f"<td><b>{len(nodes)}</b> nodes</td><td class=mono>{esc(', '.join(nodes))}</td></tr>"
+                        for c, subj, sev, nodes in fleet)
+        fleet_html = ("<p>The same code on the same rail of several nodes points at what they share (a leaf "
+                      "switch, a cable bundle, a fabric setting) before the nodes themselves.</p>"
+                      "<table id=fleet><thead><tr><th>Severity</th><th>Code</th><th>Subject</th><th>Seen on</th>"
+                      f"<th>Nodes</th></tr></thead><tbody>{frows}</tbody></table>")
+    else:
+        fleet_html = "<p>No finding is shared by two nodes.</p>"
+    nodes = sorted({s.key.node for s in found})
+    body = (f'<h1>Incident {esc(incident_id)}<span class="status muted">{esc(cluster)} · {esc(date)}</span></h1>'
+            f'<p class=sub>{len(found)} bundle(s) from {len(nodes)} node(s). <a href="/ui/">All incidents</a></p>'
+            f"<h2>Fleet view</h2>{fleet_html}"
+            "<h2>Bundles by node</h2><table id=nodes><thead><tr><th>Node</th><th>Captured</th><th>Worst findings</th>"
+            f"<th>Bundle</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return _page(f"incident {incident_id}", body)
+
+
+def _stored_key(request: web.Request) -> BundleKey:
+    m = request.match_info
+    return parse_name(m["cluster"], m["date"], m["incident"], m["name"])
+
+
+async def report(request: web.Request) -> web.Response:
+    if (denied := await _operator(request)) is not None:
+        return denied
+    col = request.app[STATE]
+    try:
+        key = _stored_key(request)
+    except KeyPartError as exc:
+        return _page("bad key", f"<h1>Bad key</h1><p>{esc(exc)}</p>", 400)
+    try:
+        stored = await col.store.stat(key)
+    except StoreError as exc:
+        col.metrics.storage_errors.labels("read").inc()
+        return _page("store unavailable", f"<h1>Store unavailable</h1><p>{esc(exc)}</p>", 503)
+    if stored is None:
+        return _page("not found", f"<h1>No bundle {esc(key.rel)}</h1>", 404)
+    doc = await analysis_of(request, stored)
+    if "error" in doc:
+        return _page(key.name, f"<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(doc['error'])}</p>"
+                     f'<p><a href="{esc(_bundle_url(key))}/download">download</a></p>', 422)
+    return web.Response(text=doc["html"], content_type="text/html", headers=_security())
+
+
+async def download(request: web.Request) -> web.StreamResponse:
+    if (denied := await _operator(request)) is not None:
+        return denied
+    # The bundle API's fetch streams the object; it reads the credentials as a bearer token.
+    headers = CIMultiDict(request.headers)
+    headers["Authorization"] = _bearer(request.headers.get("Authorization")) or ""
+    return await fetch(request.clone(headers=headers))
+
+
+def add_routes(app: web.Application) -> None:
+    """The pages, under ``/ui/``."""
+    app[_LOCKS] = {}
+    app[_SLOTS] = asyncio.Semaphore(1)
+    app[_EXPECT] = expectations()
+    app.router.add_get("/ui/", index)
+    app.router.add_get("/ui/incidents/{cluster}/{date}/{incident}", incident)
+    app.router.add_get(f"/ui/bundles/{_PARTS}", report)
+    app.router.add_get(f"/ui/bundles/{_PARTS}/download", download)

@@ -1,0 +1,185 @@
+"""The incident pages: operator token (HTTP Basic or bearer) or 401 with a Basic challenge; the fleet
+view across nodes; each bundle's report page rendered once from the store and cached beside it."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import tarfile
+from dataclasses import replace
+from pathlib import Path
+
+import aiohttp
+from collector_helpers import (
+    AGENT_TOKEN,
+    AGENT_TOKEN_18,
+    AGENT_TOKEN_N1,
+    HELLO,
+    OPERATOR_TOKEN,
+    body,
+    local_settings,
+    post,
+    run,
+    running,
+)
+
+IMAGES = Path(__file__).resolve().parents[2] / "images"
+NODES = (("gpu-node-017", AGENT_TOKEN, "rail-link-down"), ("gpu-node-018", AGENT_TOKEN_18, "rail-link-down"),
+         ("n1", AGENT_TOKEN_N1, "spectrumx-2rail-healthy"))
+
+
+def bundle_of(image: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        tf.add(IMAGES / image, arcname=image)
+    return buf.getvalue()
+
+
+def basic(token: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"operator:{token}".encode()).decode()}
+
+
+async def fetch(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict]:
+    async with aiohttp.ClientSession() as s, s.get(url + path, headers=headers or {}) as r:
+        return r.status, (await r.read()).decode("utf-8", "replace"), dict(r.headers)
+
+
+async def store_three(url: str) -> dict[str, bytes]:
+    out = {}
+    for i, (node, token, image) in enumerate(NODES):
+        data = bundle_of(image)
+        hello = replace(HELLO, node=node, bundle=f"b{i}", incident="inc-fleet")
+        status, doc, _ = await post(url, body(hello, data), token=token)
+        assert status == 200, doc
+        out[doc["key"]] = data
+    return out
+
+
+def test_incident_page_fleet_view_and_report_pages(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path)
+
+    async def go() -> None:
+        async with running(settings) as (url, _col):
+            keys = await store_three(url)
+            incident = "/ui/incidents/prod-east/2026-12-01/inc-fleet"
+
+            status, text, headers = await fetch(url, incident)
+            assert status == 401 and headers["WWW-Authenticate"].startswith("Basic realm=")
+            assert "inc-fleet" not in text and "gpu-node-017" not in text
+            status, _, _ = await fetch(url, incident, basic("wrong-token"))
+            assert status == 401
+            status, _, _ = await fetch(url, incident, {"Authorization": f"Bearer {AGENT_TOKEN}"})
+            assert status == 403
+
+            status, text, headers = await fetch(url, incident, basic(OPERATOR_TOKEN))
+            assert status == 200 and headers["Content-Type"].startswith("text/html")
+            assert "default-src 'none'" in headers["Content-Security-Policy"] and "<script" not in text
+            fleet = text[text.index('id=fleet'):text.index('id=nodes')]
+            assert re.search(r"RailLinkDown</td><td class=mono>net_rail0</td><td><b>2</b> nodes", fleet)
+            assert re.search(r"RdmaLinkDown</td><td class=mono>rdma_rail0</td><td><b>2</b> nodes", fleet)
+            assert "gpu-node-017, gpu-node-018" in fleet and "n1" not in fleet
+            nodes = text[text.index("id=nodes"):]
+            assert nodes.index("gpu-node-017") < nodes.index("gpu-node-018") < nodes.index("<b>n1</b>")
+            assert nodes.count("RailLinkDown") == 2 and "OK</span> no findings" in nodes
+
+            for key, data in keys.items():
+                status, page, _ = await fetch(url, f"/ui/bundles/{key}", {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+                assert status == 200 and page.startswith("<!DOCTYPE html>") and 'id="rails"' in page
+                status, _, _ = await fetch(url, f"/ui/bundles/{key}")
+                assert status == 401
+                async with aiohttp.ClientSession() as s, s.get(f"{url}/ui/bundles/{key}/download",
+                                                               headers=basic(OPERATOR_TOKEN)) as r:
+                    assert r.status == 200 and await r.read() == data
+            status, text, _ = await fetch(url, "/ui/", basic(OPERATOR_TOKEN))
+            assert status == 200 and 'href="/ui/incidents/prod-east/2026-12-01/inc-fleet"' in text
+
+            # The analysis is cached beside each bundle: a bundle whose bytes are now unreadable still
+            # gives its page (it is never read again for the same digest).
+            store = Path(settings.store.path)
+            for key in keys:
+                cache = store / key.rsplit("/", 1)[0] / f".{key.rsplit('/', 1)[1]}.analysis.json"
+                assert cache.is_file(), cache
+                (store / key).write_bytes(b"not a bundle any more")
+            key = next(iter(keys))
+            status, page, _ = await fetch(url, f"/ui/bundles/{key}", basic(OPERATOR_TOKEN))
+            assert status == 200 and "RailLinkDown" in page
+            status, _, _ = await fetch(url, "/v1/bundles?incident=inc-fleet",
+                                       {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+            assert status == 200
+
+    run(go())
+
+
+def test_an_unreadable_bundle_gets_a_page_that_says_so(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            hello = replace(HELLO, incident="inc-bad")
+            status, doc, _ = await post(url, body(hello, b"\x1f\x8b\x08\x00 not a gzip stream"))
+            assert status == 200
+            status, page, _ = await fetch(url, f"/ui/bundles/{doc['key']}", basic(OPERATOR_TOKEN))
+            assert status == 422 and "cannot be read" in page
+            status, page, _ = await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-bad", basic(OPERATOR_TOKEN))
+            assert status == 200 and "UNREADABLE" in page
+            status, page, _ = await fetch(url, "/ui/incidents/prod-east/2026-12-01/..", basic(OPERATOR_TOKEN))
+            assert status in (400, 404)
+            status, page, _ = await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-none", basic(OPERATOR_TOKEN))
+            assert status == 404
+
+    run(go())
+
+
+def test_report_of_a_stored_bundle_by_its_key(tmp_path: Path) -> None:
+    import asyncio
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    token = tmp_path / "operator-token"
+    token.write_text(OPERATOR_TOKEN + "\n")
+
+    def report(url: str, key: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agent.cli", "report", key, "--collector", url, *extra],
+                              capture_output=True, text=True, timeout=120, cwd=root)
+
+    async def go() -> None:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            keys = await store_three(url)
+            key = next(k for k in keys if "gpu-node-017" in k)
+            res = await asyncio.to_thread(report, url, key, "--token-file", str(token))
+            assert res.returncode == 2, res.stderr  # RailLinkDown is critical
+            assert "RailLinkDown  net_rail0" in res.stdout and f"({key})" in res.stdout
+            res = await asyncio.to_thread(report, url, key)
+            assert res.returncode == 3 and "answered 401" in res.stderr and "Traceback" not in res.stderr
+            res = await asyncio.to_thread(report, url, key.replace("b0", "b9"), "--token-file", str(token))
+            assert res.returncode == 3 and "answered 404" in res.stderr
+
+    run(go())
+
+
+def test_bundle_text_is_escaped_on_the_incident_page(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(IMAGES))
+    import make_images
+
+    img = make_images.Image.load(IMAGES / "spectrumx-2rail-healthy")
+    evil = "<script>alert(1)</script>\x1b[2J"
+    make_images.set_events(img, [{"ts": make_images.ENDED_AT - 5, "code": "LinkFlapping", "severity": "warning",
+                                  "subject": "net_rail0" + evil, "message": evil, "evidence": {}}])
+    img.save(tmp_path / "evil", "evil", {})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        tf.add(tmp_path / "evil", arcname="evil")
+
+    async def go() -> None:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            status, doc, _ = await post(url, body(replace(HELLO, incident="inc-evil"), buf.getvalue()))
+            assert status == 200
+            status, page, _ = await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-evil", basic(OPERATOR_TOKEN))
+            assert status == 200 and "LinkFlapping" in page
+            assert "<script>" not in page and "&lt;script&gt;" in page and "\x1b" not in page
+            status, page, _ = await fetch(url, f"/ui/bundles/{doc['key']}", basic(OPERATOR_TOKEN))
+            assert status == 200 and "<script>" not in page and "&lt;script&gt;alert(1)" in page
+
+    run(go())
