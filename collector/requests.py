@@ -590,7 +590,9 @@ async def done(request: web.Request) -> web.Response:
 
     The body may name the bundle's key; without one (the upload was answered 409 because an earlier
     capture of this request was stored before the agent restarted) the collector finds the bundle by
-    its id. Either way the bundle must be in the store: a request is never marked done on a word.
+    its id. With ``"reused": true`` the key is the node's own capture of the same cause (a local
+    trigger within its cooldown). Either way the bundle must be in the store: a request is never
+    marked done on a word.
     """
     try:
         node = check_part("node", request.match_info["node"])
@@ -603,7 +605,12 @@ async def done(request: web.Request) -> web.Response:
         key = None
         if doc.get("bundle") is not None:
             key = parse_rel(doc["bundle"]) if isinstance(doc["bundle"], str) else None
-            if key is None or (key.incident, key.node, key.bundle) != (req.incident, req.node, req.id):
+            if doc.get("reused") is True:
+                # The agent's own capture of the same cause (a local trigger within its cooldown),
+                # stored under the incident of its event: any stored bundle of this node.
+                if key is None or key.node != req.node:
+                    raise RequestError("a reused bundle must be one of this request's node")
+            elif key is None or (key.incident, key.node, key.bundle) != (req.incident, req.node, req.id):
                 raise RequestError("the bundle key is not this request's incident, node and bundle id")
             found = await store.stat(key)
         else:

@@ -259,6 +259,8 @@ KEEP_REJECTED = 16
 
 def hello_from_spool(meta: dict[str, object]) -> Hello:
     """The hello of a spooled bundle, from its sidecar (``agent.capture.spool``)."""
+    if "bundle" in meta:  # the sidecar holds the hello's own keys (Hello.to_json)
+        return Hello.from_json(meta)
     try:
         created = int(float(meta.get("created_at") or 0))  # type: ignore[arg-type]
         return Hello(bundle=str(meta["bundle_id"]), node=str(meta["node"]),

@@ -44,6 +44,15 @@ log = logging.getLogger("railscope.agent.pull")
 
 #: plan -> (version, parameter defaults): the plans this agent can run (collector/requests.py PLANS).
 PLANS: dict[str, tuple[int, dict[str, Any]]] = {"node-bundle": (1, {"pod_netns": False, "redact": False})}
+#: alert -> the detector event of the same cause, whose local capture (``--capture-on``) a request
+#: for that alert reuses within the capture cooldown instead of capturing again
+ALERT_EVENTS: dict[str, str] = {
+    "RailscopeLinkFlapping": "LinkFlapping", "RailscopeConfigFlapping": "ConfigFlapping",
+    "RailscopePfcStorm": "PfcStorm", "RailscopeLosslessDrops": "LosslessDrops",
+    "RailscopeRepresentorStale": "RepresentorStale",
+}
+#: how often the node spool (event captures) is sent to the collector
+SPOOL_DRAIN_S = 5.0
 POLL_WAIT_S = 50
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 60.0
@@ -139,8 +148,14 @@ def capture_in_process(agent: Agent, req: PullRequest, work: str) -> Captured:
         skip_firmware=frozenset(dev for _tool, dev in agent._hung_tools()),
         pod_netns=bool(req.params.get("pod_netns")), bundle_id=req.id, name=f"{node}-{stamp}")
     host = agent._host_factory()
+    # One capture at a time on the node: /v1/image, event captures and requests share the daemon's lock.
+    busy = getattr(getattr(agent, "capture", None), "_busy", None)
     try:
-        res = capture_to_file(host, work + "/", params)
+        if busy is not None:
+            with busy:
+                res = capture_to_file(host, work + "/", params)
+        else:
+            res = capture_to_file(host, work + "/", params)
     finally:
         host.close()
     assert res.path is not None
@@ -168,6 +183,11 @@ class RequestPuller:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._done: OrderedDict[str, str] = OrderedDict()
+        self.spool_dir = agent.settings.spool_dir
+        #: event code (lower case, as in the local incident id) -> (when uploaded, the bundle's key)
+        self.local: dict[str, tuple[float, str]] = {}
+        self._drain_lock = asyncio.Lock()
+        self.reused = 0
         self.served = 0
         self.errors = 0
         self.busy = False
@@ -182,20 +202,64 @@ class RequestPuller:
         backoff = BACKOFF_MIN_S
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.wait_s + 30)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            while True:
-                try:
-                    for req in await self.poll(session):
-                        await self.serve(session, req)
-                    backoff = BACKOFF_MIN_S
-                    continue
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # the loop outlives any one failure (a capture, the collector)
-                    self.errors += 1
-                    log.warning("capture requests: %s: %s; polling again in %.0f s", type(exc).__name__, exc,
-                                backoff)
-                await self._sleep(backoff * (0.5 + self._rng.random()))
-                backoff = min(BACKOFF_MAX_S, backoff * 2)
+            drainer = asyncio.create_task(self._drain_loop(session)) if self.spool_dir else None
+            try:
+                await self._poll_loop(session, backoff)
+            finally:
+                if drainer is not None:
+                    drainer.cancel()
+                    await asyncio.gather(drainer, return_exceptions=True)
+
+    async def _drain_loop(self, session: aiohttp.ClientSession) -> None:
+        while True:
+            try:
+                await self.drain(session)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the collector away: the spool keeps the bundles
+                log.warning("sending the node spool: %s: %s", type(exc).__name__, exc)
+            await asyncio.sleep(SPOOL_DRAIN_S)
+
+    async def drain(self, session: aiohttp.ClientSession) -> None:
+        """Send the spool's event captures (their incident ``<code>-<time>``, derived from the event)."""
+        from agent.capture.upload import drain_spool
+
+        if not self.spool_dir:
+            return
+        async with self._drain_lock:
+            # The daemon's own Spool: a new one made from the directory cleans up temporary files
+            # at start, the very files a running event capture is writing.
+            spool = getattr(getattr(self.agent, "capture", None), "spool", None) or self.spool_dir
+            res = await drain_spool(spool, self.url, token_file=self.token_file, session=session)
+        for sent in res.sent:
+            parts = sent.key.split("/")
+            if len(parts) == 4:
+                self.local[parts[2].split("-", 1)[0]] = (time.time(), sent.key)
+
+    def _reusable(self, req: PullRequest) -> str | None:
+        code = ALERT_EVENTS.get(req.alertname)
+        if code is None:
+            return None
+        got = self.local.get(code.lower())
+        if got is None or time.time() - got[0] > self.agent.settings.capture_cooldown_s:
+            return None
+        return got[1]
+
+    async def _poll_loop(self, session: aiohttp.ClientSession, backoff: float) -> None:
+        while True:
+            try:
+                for req in await self.poll(session):
+                    await self.serve(session, req)
+                backoff = BACKOFF_MIN_S
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the loop outlives any one failure (a capture, the collector)
+                self.errors += 1
+                log.warning("capture requests: %s: %s; polling again in %.0f s", type(exc).__name__, exc,
+                            backoff)
+            await self._sleep(backoff * (0.5 + self._rng.random()))
+            backoff = min(BACKOFF_MAX_S, backoff * 2)
 
     async def poll(self, session: aiohttp.ClientSession) -> list[PullRequest]:
         url = f"{self.url}/v1/requests?node={quote(self.node)}&wait={self.wait_s}"
@@ -220,6 +284,18 @@ class RequestPuller:
         """Capture, upload and report one request; the stored key, or None when it must be tried again."""
         from agent.capture.upload import UploadError, upload
 
+        if self.spool_dir and req.alertname in ALERT_EVENTS:
+            # The same cause may have captured locally a moment ago: let that capture finish and
+            # reach the collector, then use it.
+            await asyncio.get_running_loop().run_in_executor(None, self.agent.capture.idle, 120.0)
+            await self.drain(session)
+        local = self._reusable(req)
+        if local is not None:
+            done = await self._done_call(session, req, local, reused=True)
+            self._remember(req.id, done)
+            self.reused += 1
+            log.info("capture request answered with the local capture", extra={"request": req.id, "bundle": done})
+            return done
         work = tempfile.mkdtemp(prefix="railscope-request-", dir=self.work_dir)
         self.busy = True
         try:
@@ -241,9 +317,7 @@ class RequestPuller:
                 # said done): the collector finds that bundle by its id.
                 key = None
             done = await self._done_call(session, req, key)
-            self._done[req.id] = done
-            while len(self._done) > _DONE_MEMORY:
-                self._done.popitem(last=False)
+            self._remember(req.id, done)
             self.served += 1
             log.info("capture request done", extra={"request": req.id, "bundle": done})
             return done
@@ -251,9 +325,18 @@ class RequestPuller:
             self.busy = False
             shutil.rmtree(work, ignore_errors=True)
 
-    async def _done_call(self, session: aiohttp.ClientSession, req: PullRequest, key: str | None) -> str:
+    def _remember(self, rid: str, done: str) -> None:
+        self._done[rid] = done
+        while len(self._done) > _DONE_MEMORY:
+            self._done.popitem(last=False)
+
+    async def _done_call(self, session: aiohttp.ClientSession, req: PullRequest, key: str | None,
+                         reused: bool = False) -> str:
         url = f"{self.url}/v1/requests/{quote(self.node)}/{quote(req.id)}/done"
-        async with session.post(url, json={"bundle": key} if key else {}, headers=self._headers()) as resp:
+        body: dict[str, Any] = {"bundle": key} if key else {}
+        if reused:
+            body["reused"] = True
+        async with session.post(url, json=body, headers=self._headers()) as resp:
             doc = await resp.json(content_type=None)
             if resp.status != 200:
                 raise OSError(f"done for {req.id} answered {resp.status}: {str(doc)[:200]}")

@@ -162,6 +162,9 @@ def test_done_needs_the_stored_bundle_and_marks_the_request(tmp_path: Path) -> N
             out["poll"] = await _call("GET", url + "/v1/requests?node=gpu-node-017&wait=0", token=AGENT_TOKEN)
             # A re-capture after a restart got 409 from the upload: done without a key finds the bundle.
             req18 = next(q for q in doc["queued"] if q["node"] == "gpu-node-018")
+            # A reused bundle (the node's own local capture) must be that node's.
+            out["reused_other"] = await _call("POST", f"{url}/v1/requests/gpu-node-018/{req18['id']}/done",
+                                              token=AGENT_TOKEN_18, json_body={"bundle": stored["key"], "reused": True})
             hello18 = replace(hello, bundle=req18["id"], node="gpu-node-018", incident=req18["incident"])
             await post(url, body(hello18, b"x" * 10), token=AGENT_TOKEN_18)
             out["found"] = await _call("POST", f"{url}/v1/requests/gpu-node-018/{req18['id']}/done",
@@ -177,6 +180,7 @@ def test_done_needs_the_stored_bundle_and_marks_the_request(tmp_path: Path) -> N
     assert out["done"][1]["request"]["bundle"] == out["upload"][1]["key"]
     assert out["again"][0] == 200 and out["show"][1]["request"]["state"] == "done"
     assert out["poll"][1]["requests"] == []
+    assert out["reused_other"][0] == 400
     assert out["found"][0] == 200 and out["found"][1]["request"]["bundle"].endswith(".tar.gz")
 
 

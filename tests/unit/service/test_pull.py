@@ -239,3 +239,37 @@ def test_railscope_capture_queues_a_request_and_waits_for_its_bundle(tmp_path: P
     assert queued.returncode == 0 and queued.stdout.strip() == bundle_id("inc-78", "gpu-node-018", "node-bundle/v1")
     assert refused.returncode == 1 and "401" in refused.stderr
     assert no_incident.returncode == 3
+
+
+def test_a_local_capture_of_the_same_cause_answers_the_alerts_request(tmp_path: Path, example_image: Path) -> None:
+    import time as _time
+
+    from agent.model import Event
+
+    store = tmp_path / "store"
+    agent = _agent(example_image, spool_dir=str(tmp_path / "spool"), capture_on=frozenset({"LinkFlapping"}))
+    # The detector's event captures into the spool, under an incident derived from the event.
+    assert agent.capture.on_event(Event(_time.time(), "LinkFlapping", "warning", "net_rail0"), NODE)
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            puller = RequestPuller(agent, url, token_file=_token(tmp_path), wait_s=5)
+            task = asyncio.create_task(puller.run())
+            try:
+                await _post_alert(url)
+                for _ in range(600):
+                    if puller.reused or puller.served:
+                        break
+                    await asyncio.sleep(0.05)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            return puller.reused, puller.served
+
+    reused, served = asyncio.run(go())
+    assert (reused, served) == (1, 0)
+    (bundle,) = _bundles(store)
+    assert bundle.parent.name.startswith("linkflapping-")
+    (doc,) = _request_docs(store)
+    assert doc["state"] == "done" and doc["bundle"].endswith(bundle.name)
+    assert not list((tmp_path / "spool").glob("*.tar.gz"))  # sent, then removed from the spool
