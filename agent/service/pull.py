@@ -142,7 +142,8 @@ def capture_in_process(agent: Agent, req: PullRequest, work: str) -> Captured:
     params = CaptureParams(
         node=node, cluster=agent.settings.cluster, incident=req.incident,
         reason=f"capture request {req.id} ({req.alertname or req.source or 'requested'})",
-        redact_key=redact_key, cfg=agent.settings.read, events=agent.events.to_json()["events"],
+        redact_key=redact_key, deadline_s=agent.settings.capture_deadline_s, cfg=agent.settings.read,
+        events=agent.events.to_json()["events"],
         recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
         # A firmware read stuck in the driver is not started a second time by the capture.
         skip_firmware=frozenset(dev for _tool, dev in agent._hung_tools()),
