@@ -213,13 +213,16 @@ class AgentSettings:
     #: the node spool (``--spool``, None: event captures are off) and its size cap
     spool_dir: str | None = None
     spool_max_bytes: int = 1 << 30
+    #: the collector the spool is emptied into (``--collector``; None: bundles stay in the spool) and
+    #: that capture requests are pulled from (agent/service/pull.py), the agent's token for it, and how
+    #: often the spool is tried
+    collector_url: str | None = None
+    collector_token_file: str | None = None
+    upload_interval_s: float = 30.0
     #: the data endpoints (/v1/image, /v1/events, /v1/recorder): on this Unix socket, and over TCP
     #: only with the bearer token in this file
     data_socket: str | None = None
     data_token_file: str | None = None
-    #: the collector to pull capture requests from and upload to (agent/service/pull.py); None: off
-    collector_url: str | None = None
-    collector_token_file: str | None = None
 
     def interval_s(self, source: str, default: float) -> float:
         return dict(self.intervals).get(source, default)

@@ -34,12 +34,13 @@ CODES: dict[str, str] = {
     "ConfigFlapping": "warning",
     "FirmwareSkew": "info",
     "DriverKernelUnvalidated": "warning",
+    "NicHealthError": "warning",
 }
 
 #: code -> default severity of every event a detector emits.
 EVENT_CODES: dict[str, str] = {
     **{code: CODES[code] for code in ("LinkFlapping", "ConfigFlapping", "RepresentorStale", "PfcStorm",
-                                      "LosslessDrops")},
+                                      "LosslessDrops", "NicHealthError")},
     "DriverReload": "info",
 }
 

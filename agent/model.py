@@ -128,6 +128,19 @@ class DevlinkPort:
     external: bool | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class HealthReporter:
+    """One devlink health reporter (``devlink -j health show``)."""
+
+    handle: str  # the key it is listed under: pci/0000:0c:00.0, pci/0000:0c:00.0/1, auxiliary/mlx5_core.eth.0/65535
+    dev: str  # the devlink instance part of the handle
+    port: int | None  # the port index when the reporter is a port's
+    name: str  # fw, fw_fatal, tx, rx, vnic, dummy ...
+    state: str | None  # healthy | error; None when not printed (not judged)
+    error: int | None = None  # errors since the driver loaded
+    recover: int | None = None  # recoveries since the driver loaded
+
+
 # --------------------------------------------------------------------------------------------
 # RDMA
 
@@ -266,6 +279,7 @@ class Snapshot:
     eswitch: tuple[Eswitch, ...] = ()
     params: tuple[DevlinkParam, ...] = ()
     ports: tuple[DevlinkPort, ...] = ()
+    health: tuple[HealthReporter, ...] = ()
     rdma_links: tuple[RdmaLink, ...] = ()
     rdma_netns: str | None = None  # "shared" | "exclusive" (rdma system show) else from sysfs
     rdma_devices: tuple[RdmaDevice, ...] = ()

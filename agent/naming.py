@@ -69,7 +69,9 @@ def _compile(template: str) -> re.Pattern[str]:
     pos = 0
     for m in re.finditer(r"%(rail_id|plane_id|nic_id)%", template):
         out.append(re.escape(template[pos:m.start()]))
-        out.append(f"(?P<{m.group(1)}>[0-9]+)")
+        # At most 9 digits: a name from an image with 5,000 of them names no rail (and would not fit
+        # an int conversion's digit limit).
+        out.append(f"(?P<{m.group(1)}>[0-9]{{1,9}})")
         pos = m.end()
     out.append(re.escape(template[pos:]))
     return re.compile("".join(out) + r"\Z")

@@ -39,6 +39,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -58,8 +59,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: the data endpoints (/v1/...) need a bearer token over TCP (--data-token-file)
+_TOKEN = "railscope-bench-" + os.urandom(8).hex()
+
+
+def _token_file() -> str:
+    path = os.path.join(tempfile.gettempdir(), f"railscope-bench-token-{os.getpid()}")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+        fh.write(_TOKEN + "\n")
+    return path
+
+
 def _get(url: str, timeout: float = 30.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {_TOKEN}"} if "/v1/" in url else {})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         return resp.read()
 
 
@@ -102,7 +115,7 @@ def start_node_exporter() -> tuple[subprocess.Popen[bytes], str]:
 def start_agent(rails: int, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "agent", "--listen", "127.0.0.1", "--port", str(port),
-                             "--rails", str(rails), "--log-level", "warning", *args],
+                             "--rails", str(rails), "--log-level", "warning", "--data-token-file", _token_file(), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120

@@ -78,6 +78,10 @@ def inside(args: argparse.Namespace) -> dict[str, object]:
         os.makedirs(cap)
         out["railscope_gap0"] = _timed([sys.executable, "-m", "agent.cli", "capture", "-o", cap,
                                         "--recorder-gap", "0"], work, 1800)
+        if args.skip_sos:
+            out["daemon"] = in_process(work)
+            out["agent"] = running_daemon(work)
+            return out
         sosdir = os.path.join(work, "sos")
         os.makedirs(sosdir)
         sos = _timed(["sos", "report", "--batch", "--quiet", "-o", "networking", "--tmp-dir", sosdir], work, 3600)
@@ -93,9 +97,61 @@ def inside(args: argparse.Namespace) -> dict[str, object]:
             sos["commands"] = listing.count("sos_commands/networking/")
         out["sos"] = sos
         out["daemon"] = in_process(work)
+        out["agent"] = running_daemon(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+def _proc_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    # utime, stime, cutime, cstime: the agent's threads and the commands it waited for
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def running_daemon(work: str) -> dict[str, float]:
+    """A real ``railscope agent`` in the namespace: one ``GET /v1/image`` (the whole bundle, with the
+    live flight recorder and events), its wall and the agent's CPU over it."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = os.path.join(work, "token")
+    with open(token, "w") as fh:
+        fh.write("bench-token-0123456789\n")
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "agent", "--listen", "127.0.0.1", "--port", str(port),
+                             "--rails", str(RAILS), "--data-token-file", token], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(base + "/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        time.sleep(3.0)  # a few recorder samples
+        req = urllib.request.Request(base + "/v1/image?reason=bench",
+                                     headers={"Authorization": "Bearer bench-token-0123456789"})
+        cpu0, t0 = _proc_cpu(proc.pid), time.perf_counter()
+        with urllib.request.urlopen(req, timeout=600) as r:
+            size = len(r.read())
+        wall = time.perf_counter() - t0
+        cpu = _proc_cpu(proc.pid) - cpu0
+        # the samplers' own CPU over the same wall, measured right after, is the baseline to subtract
+        idle0 = _proc_cpu(proc.pid)
+        time.sleep(wall)
+        idle = _proc_cpu(proc.pid) - idle0
+        return {"wall_s": wall, "cpu_s": cpu, "idle_cpu_s": idle, "bundle_bytes": float(size)}
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def in_process(work: str) -> dict[str, float]:
@@ -139,11 +195,12 @@ def build(ns: str, netdevs: int) -> None:
     ip("-n", ns, "-force", "-batch", "-", stdin="\n".join(lines) + "\n")
 
 
-def measure(netdevs: int) -> dict[str, object]:
+def measure(netdevs: int, skip_sos: bool = False) -> dict[str, object]:
     ns = f"rs-bcap-{uuid.uuid4().hex[:8]}"
     try:
         build(ns, netdevs)
-        proc = subprocess.run(["ip", "netns", "exec", ns, sys.executable, str(Path(__file__).resolve()), "--inside"],
+        argv = ["ip", "netns", "exec", ns, sys.executable, str(Path(__file__).resolve()), "--inside"]
+        proc = subprocess.run(argv + (["--skip-sos"] if skip_sos else []),
                               capture_output=True, text=True, cwd=ROOT, timeout=7200)
         if proc.returncode != 0:
             raise SystemExit(f"measurement in {ns} failed:\n{proc.stderr[-3000:]}")
@@ -167,12 +224,18 @@ def report(results: list[dict]) -> bool:
         print(f"{r['netdevs']:>8} {rs['wall_s']:>9.2f}s {rs0['wall_s']:>7.2f}s {sos['wall_s']:>8.2f}s {ratio:>6.3f} "
               f"{ratio0:>10.3f} {rs['rss'] / 2**20:>7.1f}M {sos['rss'] / 2**20:>7.1f}M "
               f"{(rs['bundle_bytes'] or 0) / 1e3:>8.0f}k {(sos['bundle_bytes'] or 0) / 1e3:>8.0f}k  {what}")
-        d = r["daemon"]
-        print(f"{'':>8} daemon in-process capture: wall {d['wall_s']:.2f}s, CPU {d['cpu_s']:.2f}s in process + "
-              f"{d['children_cpu_s']:.2f}s in commands, bundle {d['bundle_bytes'] / 1e3:.0f} kB; "
-              f"replays with doctor --from: {rs.get('replays')}")
+        report_daemon(r)
+        print(f"{'':>8} the capture replays with doctor --from: {rs.get('replays')}")
     print(f"target: railscope wall <= {TARGET}x sos's at every size: {'met' if ok else 'NOT met'}")
     return ok
+
+
+def report_daemon(r: dict) -> None:
+    d, a = r["daemon"], r["agent"]
+    print(f"{r['netdevs']:>8} in-process capture: wall {d['wall_s']:.2f}s, CPU {d['cpu_s']:.2f}s in process + "
+          f"{d['children_cpu_s']:.2f}s in commands, bundle {d['bundle_bytes'] / 1e3:.0f} kB")
+    print(f"{'':>8} running agent, GET /v1/image: wall {a['wall_s']:.2f}s, agent CPU {a['cpu_s']:.2f}s "
+          f"(its samplers alone over as long: {a['idle_cpu_s']:.2f}s), bundle {a['bundle_bytes'] / 1e3:.0f} kB")
 
 
 def main() -> int:
@@ -180,6 +243,8 @@ def main() -> int:
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--sizes", default="256,2050", help="Netdev counts, comma separated. Default: 256,2050.")
     ap.add_argument("--json", action="store_true", help="Print the raw results as JSON too.")
+    ap.add_argument("--skip-sos", action="store_true",
+                    help="Measure railscope alone (capture, in-process and running-agent captures); no ratio.")
     args = ap.parse_args()
     if args.inside:
         print(json.dumps(inside(args)))
@@ -190,9 +255,13 @@ def main() -> int:
     if shutil.which("sos") is None:
         print("bench_capture: needs sosreport (apt-get install sosreport)", file=sys.stderr)
         return 3
-    results = [measure(int(n)) for n in args.sizes.split(",")]
+    results = [measure(int(n), args.skip_sos) for n in args.sizes.split(",")]
     if args.json:
         print(json.dumps(results, indent=1))
+    if args.skip_sos:
+        for r in results:
+            report_daemon(r)
+        return 0
     return 0 if report(results) else 2
 
 

@@ -94,7 +94,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         col.metrics.storage_errors.labels("read").inc()
         # Headers are gone: cutting the body short makes the client see a short read, never a
         # complete-looking bundle.
-        request.transport and request.transport.close()
+        if request.transport is not None:
+            request.transport.close()
         return resp
     await resp.write_eof()
     return resp

@@ -195,12 +195,13 @@ def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
         diag = diagnose(snap, exp, events=hist.events, recorder=hist.recorder, capture_time=hist.capture_time,
                         kernel_table=load_kernel_table(exp.kernel_table_file), topology=topo)
         diag = with_unavailable(diag, hist.unavailable)
-        manifest_error = getattr(host, "manifest_error", None)
-        if manifest_error:
-            diag = with_unavailable(diag, (("manifest", manifest_error),))
-        manifest = getattr(host, "manifest", None)
-        rep = build_report(source, diag, hist, manifest if isinstance(manifest, dict) else None,
-                           manifest_error=manifest_error, lossless_prio=exp.lossless_prio)
+        image = host.image
+        problems = image.problems if image is not None else ()
+        diag = with_unavailable(diag, problems)
+        manifest_error = next((why for src, why in problems if src == "manifest"), None)
+        manifest = image.manifest.as_json() if image is not None and image.manifest is not None else None
+        rep = build_report(source, diag, hist, manifest, manifest_error=manifest_error,
+                           lossless_prio=exp.lossless_prio)
         page = render_html(rep, version=__version__)
     except HostError as exc:
         return {"error": str(exc).replace(path, source)}

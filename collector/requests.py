@@ -430,6 +430,11 @@ class RequestBoard:
                 await self.box.delete(rel)
                 self._cache.pop(rel, None)
 
+    def release(self) -> None:
+        """Answer every waiting agent now (the replica is shutting down; they poll another)."""
+        for node in list(self._waiters):
+            self._wake(node)
+
     def _wake(self, node: str) -> None:
         for fut in self._waiters.pop(node, set()):
             if not fut.done():
@@ -636,7 +641,12 @@ def setup(app: web.Application, *, interval_s: float = 2.0) -> None:
         yield
         await board.close()
 
+    async def shutdown(_app: web.Application) -> None:
+        # Before aiohttp waits for open requests: a poll held for 50 s must not hold a rolling update.
+        board.release()
+
     app.cleanup_ctx.append(ctx)
+    app.on_shutdown.append(shutdown)
     app.router.add_get("/v1/requests", poll)
     app.router.add_post("/v1/requests", create)
     app.router.add_get("/v1/requests/{node}/{id}", show)

@@ -1,7 +1,8 @@
 """Analysis: pure functions from what the readers returned to what it means (DESIGN §4).
 
 ``topology`` (rails, PFs, NICs, representors from a snapshot), ``checks/`` (snapshot + history ->
-findings, one module per subject) and ``diagnose`` (the whole pipeline's last step).
+findings, one module per subject), ``diagnose`` (findings and the rail table) and ``pipeline`` (snapshot
+-> topology -> history -> diagnosis, for doctor, metrics --from and the daemon).
 
 May import: ``agent.model``, ``agent.config``, ``agent.naming``, ``agent.findings`` and the readers'
 records. Never the host seam's live parts, pyroute2, subprocess, aiohttp or prometheus_client, and no

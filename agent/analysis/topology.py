@@ -248,18 +248,6 @@ class Topology:
                 return pf
         return None
 
-    def nic_of(self, bdf: str) -> Nic | None:
-        for nic in self.nics:
-            if bdf in nic.pfs:
-                return nic
-        return None
-
-    def rail_by_netdev(self, ifname: str) -> Rail | None:
-        for r in self.rails:
-            if r.netdev is not None and r.netdev.ifname == ifname:
-                return r
-        return None
-
     @property
     def rail_pfs(self) -> tuple[Pf, ...]:
         seen: dict[str, Pf] = {}

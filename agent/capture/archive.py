@@ -120,7 +120,7 @@ class BundleWriter:
     def add_bytes(self, rel: str, data: bytes, *, redact: bool = True) -> tuple[int, str]:
         """Add a member; returns its (bytes, sha256) as stored, after redaction."""
         if redact:
-            data = self.redactor.bytes(data)
+            data = self.redactor.redact(data)
         self._parent(rel)
         ti = self._info(rel, tarfile.REGTYPE, 0o644)
         ti.size = len(data)
@@ -216,7 +216,7 @@ class DirWriter:
 
     def add_bytes(self, rel: str, data: bytes, *, redact: bool = True) -> tuple[int, str]:
         if redact:
-            data = self.redactor.bytes(data)
+            data = self.redactor.redact(data)
         with open(self._dst(rel), "wb") as fh:
             fh.write(data)
         self.members += 1

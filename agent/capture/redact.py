@@ -202,9 +202,10 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """Redact a short string (a manifest field)."""
-        return self.bytes(value.encode()).decode("utf-8", "replace")
+        return self.redact(value.encode()).decode("utf-8", "replace")
 
-    def bytes(self, data: bytes) -> bytes:
+    def redact(self, data: bytes) -> bytes:
+        """Redact a whole buffer (it holds one member: ``stream`` for a large one)."""
         return b"".join(self.stream([data]))
 
     def stream(self, chunks: Iterable[bytes]) -> Iterator[bytes]:

@@ -80,6 +80,8 @@ class CaptureParams:
     #: (tool, device) of reads stuck in the agent's own samplers ("" device: all of that tool's):
     #: never started a second time
     hung_tools: frozenset[tuple[str, str]] = frozenset()
+    #: held around each firmware-touching command: the daemon's, shared with its own samplers
+    firmware_lock: Any = None
     plugins: tuple[str, ...] = PLUGINS
     pod_netns: bool = False
     bundle_id: str | None = None
@@ -339,7 +341,19 @@ class _Run:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=self._late(), plugin=t.plugin))
             return
         timeout = min(step.timeout_s, max(left, 0.1))
-        if self.host.live:
+        lock = self.params.firmware_lock
+        if self.host.live and t.fw_key is not None and lock is not None:
+            # Never wait past the deadline: the holder may be a read stuck in the driver.
+            if not lock.acquire(timeout=max(0.0, left - 0.5)):
+                self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, plugin=t.plugin,
+                                      reason="skipped: another firmware read held the NIC until the deadline"))
+                return
+            try:
+                timeout = min(step.timeout_s, max(self.left(), 0.1))
+                res = run_argv(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
+            finally:
+                lock.release()
+        elif self.host.live:
             res = run_argv(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
         else:
             res = self.host.run(argv, timeout_s=timeout, max_bytes=step.max_bytes)  # a node image re-captured
@@ -381,6 +395,9 @@ class _Run:
         fs = getattr(self.host, "fs", None)
         out: list[str] = []
         for base in self.host.glob(head.rstrip("/") or "/"):
+            if not self.host.live:
+                out.extend(self._walk_image(base, tail))
+                continue
             real = fs.real(base) if fs is not None else None
             if real is None or not os.path.isdir(real):
                 continue
@@ -394,6 +411,20 @@ class _Run:
                 if len(out) > 10_000:
                     break
         return sorted(out)
+
+    def _walk_image(self, base: str, tail: str) -> list[str]:
+        """``**`` under ``base`` in a node image (held in memory: no path on disk to walk)."""
+        out: list[str] = []
+        stack = [base]
+        while stack and len(out) <= 10_000:
+            d = stack.pop()
+            for name in self.host.listdir(d) or []:
+                node = posixpath.join(d, name)
+                if self.host.readlink(node) is None and self.host.listdir(node) is not None:
+                    stack.append(node)
+                elif not tail or fnmatch.fnmatchcase(name, tail):
+                    out.append(node)
+        return out
 
     def _files(self, t: _Task, step: File) -> None:
         pattern = _fill(step.glob, t.binding)
@@ -417,6 +448,9 @@ class _Run:
                 if self.sealed:
                     return
                 resolved = self.rec.realpath(path)  # mirrors the symlinks on the way
+            if resolved is not None and not self.host.live:
+                self._image_file(t, path, resolved, step.max_bytes)
+                continue
             real = fs.real(path) if fs is not None and resolved else None
             if resolved is None or real is None or os.path.isdir(real):
                 continue
@@ -431,6 +465,21 @@ class _Run:
             if self._place(rel, src=tmp):
                 self.put_item(mf.item(rel, "file", duration_s=time.monotonic() - t0, nbytes=nbytes,
                                       truncated=truncated, plugin=t.plugin))
+
+    def _image_file(self, t: _Task, path: str, resolved: str, cap: int) -> None:
+        """A file of a node image captured again: its bytes from memory, cut to the tail like a file."""
+        if self.host.listdir(path) is not None:
+            return
+        t0 = time.monotonic()
+        data = self.host.read_bytes(path, 1 << 40)
+        if data is None:
+            return
+        truncated = len(data) > cap
+        data = data[len(data) - cap:] if truncated else data
+        rel = "fs" + resolved
+        if self._place(rel, data):
+            self.put_item(mf.item(rel, "file", duration_s=time.monotonic() - t0, nbytes=len(data),
+                                  truncated=truncated, plugin=t.plugin))
 
     def _copy_tail(self, real: str, cap: int) -> tuple[int, bool, str]:
         """Copy a file's last ``cap`` bytes into a temporary file; (bytes, truncated, temp path)."""
@@ -518,7 +567,9 @@ class _Run:
             return
         for i in range(max(1, min(self.params.parallel, len(units)))):
             threading.Thread(target=worker, name=f"capture-{i}", daemon=True).start()
-        finished.wait(max(0.0, self.left()))
+        # A step that gave up at the deadline gets a moment to say why before the bundle is sealed.
+        if not finished.wait(max(0.0, self.left())):
+            finished.wait(0.5)
         with self.lock:
             self.sealed = True
             late = [t for t in tasks if t.state != "done"]
@@ -574,10 +625,10 @@ def _fill(text: str, binding: dict[str, str]) -> str:
 
 def _kept_times(host: Host) -> dict[str, Any]:
     """A node image captured again keeps its capture time: the event windows are measured from it."""
-    m = getattr(host, "manifest", None)
-    if host.live or not isinstance(m, dict):
+    m = host.image.manifest if host.image is not None else None
+    if host.live or m is None:
         return {}
-    return {k: m[k] for k in ("started_at", "ended_at") if isinstance(m.get(k), str)}
+    return {k: v for k, v in (("started_at", m.started_at), ("ended_at", m.ended_at)) if v is not None}
 
 
 def _kind(step: Step) -> str:

@@ -5,9 +5,8 @@ or from an iterator of ``tar.gz`` chunks (a capture streaming while it is produc
 none of it was consumed, which ``Expect: 100-continue`` makes the common case for 401 / 429 / 503).
 Retries back off exponentially with full jitter and wait at least the collector's ``Retry-After``.
 
-The spool is ``agent.capture.spool``'s: ``<name>.tar.gz``, ``<name>.tar.gz.sha256`` and the sidecar
-``<name>.json`` (bundle id, node, cluster, incident, reason, agent version, sha256, created_at),
-written last. :func:`drain_spool` sends bundles oldest first and deletes one only after the
+The spool is ``agent.capture.spool``'s: ``<name>.tar.gz``, the sidecar ``<name>.json`` (the hello's
+keys, bytes, sha256) and ``<name>.tar.gz.sha256``, written last. :func:`drain_spool` sends bundles oldest first and deletes one only after the
 collector answered stored or duplicate; one the collector refuses for good (409, 400, 413) or whose
 bytes no longer match their sha256 moves to ``<spool>/rejected/``.
 """
@@ -258,17 +257,14 @@ KEEP_REJECTED = 16
 
 
 def hello_from_spool(meta: dict[str, object]) -> Hello:
-    """The hello of a spooled bundle, from its sidecar (``agent.capture.spool``)."""
-    if "bundle" in meta:  # the sidecar holds the hello's own keys (Hello.to_json)
-        return Hello.from_json(meta)
-    try:
-        created = int(float(meta.get("created_at") or 0))  # type: ignore[arg-type]
-        return Hello(bundle=str(meta["bundle_id"]), node=str(meta["node"]),
-                     cluster=str(meta.get("cluster") or DEFAULT_CLUSTER),
-                     incident=str(meta.get("incident") or NO_INCIDENT), reason=str(meta.get("reason") or ""),
-                     agent=str(meta.get("agent_version") or ""), created=created, plan=str(meta.get("plan") or ""))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FrameError(f"sidecar: {exc}") from None
+    """The hello of a spooled bundle, from its sidecar (``agent.capture.spool``: the keys of
+    ``Hello.to_json``); a capture that names no cluster or incident goes under the defaults."""
+    doc = dict(meta)
+    doc["cluster"] = doc.get("cluster") or DEFAULT_CLUSTER
+    doc["incident"] = doc.get("incident") or NO_INCIDENT
+    for key in ("reason", "agent", "plan"):
+        doc[key] = doc.get(key) or ""
+    return Hello.from_json(doc)
 
 
 def _reject(root: Path, files: list[str], why: str) -> None:

@@ -39,7 +39,9 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def _fail(msg: str) -> int:
-    sys.stderr.write(f"railscope doctor: error: {msg}\n")
+    from agent.report.terminal import safe
+
+    sys.stderr.write(f"railscope doctor: error: {safe(msg)}\n")
     return EXIT_USAGE
 
 
@@ -87,16 +89,13 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.readers.snapshot import take_snapshot
 
-    # A live run reads no archive: tarfile is imported only with --from.
-    damaged: tuple[type[BaseException], ...] = (OSError, EOFError)
     try:
-        if args.source:
-            import tarfile
-            import zlib
-
+        if args.source is not None:
+            # --from '' is a mistake (an unset variable), never "this node".
+            if not args.source.strip():
+                return _fail("--from: an empty path is not a node image")
             from agent.host.recorded import open_image
 
-            damaged = (OSError, EOFError, tarfile.TarError, zlib.error)
             host = open_image(args.source)
         else:
             from agent.host.live import LiveHost
@@ -104,17 +103,13 @@ def run(args: argparse.Namespace) -> int:
             host = LiveHost(args.host_root)
     except HostError as exc:
         return _fail(str(exc))
-    except damaged as exc:
-        # A bundle cut short in transfer fails inside the gzip stream, not at open.
-        return _fail(f"{args.source}: damaged archive ({exc})")
 
     try:
         cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
         snap = take_snapshot(host, cfg)
         diag: Diagnosis = pipeline.run(snap, exp, table, history=load_history(host)).diagnosis
-        manifest_error = getattr(host, "manifest_error", None)
-        if manifest_error:
-            diag = with_unavailable(diag, (("manifest", manifest_error),))
+        if host.image is not None and host.image.problems:
+            diag = with_unavailable(diag, host.image.problems)
     except HostError as exc:
         return _fail(str(exc))
     except Exception as exc:  # a reader bug must not become a traceback on an operator's terminal
@@ -126,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
         host.close()
 
     if args.json:
-        json.dump(diag.as_json(), sys.stdout, indent=2, sort_keys=False)
+        from agent.report.jsondoc import strict_json
+
+        json.dump(strict_json(diag.as_json()), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
         sys.stdout.write("\n")
     else:
         from agent.report.text import render

@@ -53,7 +53,13 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.agent:
+        import signal
+
         from agent.service.client import AgentFetchError, fetch_image
+
+        # SIGTERM (a pod stopping, a timeout(1)) becomes an exit that runs the clean-up of the
+        # half-written image, instead of killing the process with it on disk.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
         try:
             token = None
@@ -65,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"railscope record: --agent-token-file: {exc.strerror or exc}", file=sys.stderr)
             return 3
         except AgentFetchError as exc:
-            print(f"railscope record: {exc}", file=sys.stderr)
+            from agent.report.terminal import safe
+
+            print(f"railscope record: {safe(exc)}", file=sys.stderr)
             return 3 if "refusing to overwrite" in str(exc) else 1
         print(f"railscope record: wrote {args.output} from {args.agent}", file=sys.stderr)
         return 0
@@ -97,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         host.close()
     items = manifest["items"]
     skipped = sum(1 for i in items if i.get("skipped"))
-    print(f"railscope record: wrote {args.output}: node {manifest['node'] or '?'}, "
+    from agent.report.terminal import safe
+
+    print(f"railscope record: wrote {args.output}: node {safe(manifest['node'] or '?')}, "
           f"{len(snap.links)} links, {len(items)} items ({skipped} not available)", file=sys.stderr)
     return 0

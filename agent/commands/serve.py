@@ -114,12 +114,6 @@ def register(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
                    default=env_default("log-level", "info"),
                    help="Least severe log lines written (JSON, one per line, on stderr). Default: info.")
-    g.add_argument("--collector", default=env_default("collector", None), metavar="URL",
-                   help="The collector to pull capture requests from (a long poll, so nothing connects into "
-                        "the pod) and to upload their bundles to. Needs --node. Default: none (off).")
-    g.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
-                   help="The bearer token for the collector, read again on every request (a projected "
-                        "ServiceAccount token rotates). Default: none.")
 
     s = p.add_argument_group("sampling (the scrape never reads the node: it serves the latest sample)")
     from agent.readers.sources import SOURCES
@@ -172,6 +166,17 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("--spool-max-bytes", type=_count, default=env_default("spool-max-bytes", str(1 << 30)),
                    metavar="BYTES", help="Size cap of the spool; the oldest bundles are dropped first. "
                                          "Default: 1073741824 (1 GiB).")
+    c.add_argument("--collector", default=env_default("collector", None), metavar="URL",
+                   help="The collector the spool is emptied into, oldest bundle first (a bundle leaves the spool "
+                        "only once the collector has it), and that the agent long-polls for capture requests "
+                        "for --node (so nothing connects into the pod). Default: none (bundles stay in the "
+                        "spool, no requests).")
+    c.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
+                   help="The agent's token for --collector (a projected ServiceAccount token, read before every "
+                        "upload). Default: none.")
+    c.add_argument("--upload-interval", type=_duration, default=env_default("upload-interval", "30s"),
+                   help="How often the spool is tried when the collector was unreachable; a new capture is "
+                        "sent at once. Default: 30s.")
     c.add_argument("--data-socket", default=env_default("data-socket", None), metavar="PATH",
                    help="Unix socket serving every endpoint, the data endpoints (/v1/image, /v1/events, "
                         "/v1/recorder) included; what railscope capture --agent unix:PATH uses in the pod. "
@@ -206,8 +211,6 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     port = check_port(int(args.port))
     if not os.path.isdir(args.host_root):
         raise SettingsError(f"--host-root {args.host_root}: not a directory")
-    if args.collector and not args.node:
-        raise SettingsError("--collector needs --node: capture requests are polled per node")
     if args.collector and not args.collector.startswith(("http://", "https://")):
         raise SettingsError(f"--collector {args.collector!r}: expected an http:// or https:// URL")
     from agent.readers.sources import SOURCES
@@ -235,10 +238,10 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         command_timeout_s=args.command_timeout, recorder_window_s=args.recorder_window,
         event_history=args.event_history, event_queue=args.event_queue, node=args.node, cluster=args.cluster,
         representor_include=args.representor_include, expectations=exp, read=read, thresholds=thresholds,
-        collector_url=args.collector, collector_token_file=args.collector_token_file,
         capture_on=args.capture_on if isinstance(args.capture_on, frozenset) else _codes(args.capture_on),
         capture_cooldown_s=args.capture_cooldown, capture_deadline_s=args.capture_deadline,
-        spool_dir=args.spool, spool_max_bytes=args.spool_max_bytes,
+        spool_dir=args.spool, spool_max_bytes=args.spool_max_bytes, collector_url=args.collector,
+        collector_token_file=args.collector_token_file, upload_interval_s=args.upload_interval,
         data_socket=args.data_socket, data_token_file=args.data_token_file,
     )
 

@@ -72,10 +72,9 @@ def load(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
         diag = diagnose(snap, exp, events=hist.events, recorder=hist.recorder, capture_time=hist.capture_time,
                         kernel_table=kernel_table, topology=topo)
         diag = with_unavailable(diag, hist.unavailable)
-        manifest_error = getattr(host, "manifest_error", None)
-        if manifest_error:
-            diag = with_unavailable(diag, (("manifest", manifest_error),))
-        manifest = getattr(host, "manifest", None)
+        if host.image is not None and host.image.problems:
+            diag = with_unavailable(diag, host.image.problems)
+        manifest = host.image.manifest.as_json() if host.image is not None and host.image.manifest else None
     except HostError as exc:
         raise SourceError(str(exc)) from None
     except damaged as exc:

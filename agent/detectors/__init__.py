@@ -6,13 +6,22 @@ detector is tested on recorded observation sequences.
 
 from agent.config import Thresholds
 from agent.detectors.engine import DetectorState, initial, run, step
-from agent.detectors.observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
+from agent.detectors.observations import (
+    ConfigObs,
+    CountersObs,
+    DriverObs,
+    HealthObs,
+    LinkObs,
+    Obs,
+    RepresentorObs,
+)
 
 __all__ = [
     "ConfigObs",
     "CountersObs",
     "DetectorState",
     "DriverObs",
+    "HealthObs",
     "LinkObs",
     "Obs",
     "RepresentorObs",

@@ -16,10 +16,19 @@ from agent.detectors import (
     driver_reload,
     link_flapping,
     lossless_drops,
+    nic_health,
     pfc_storm,
     representor_stale,
 )
-from agent.detectors.observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
+from agent.detectors.observations import (
+    ConfigObs,
+    CountersObs,
+    DriverObs,
+    HealthObs,
+    LinkObs,
+    Obs,
+    RepresentorObs,
+)
 from agent.model import Event
 
 __all__ = ["DetectorState", "initial", "run", "step"]
@@ -34,13 +43,15 @@ class DetectorState:
     storm: pfc_storm.PfcStormState = field(default_factory=pfc_storm.PfcStormState)
     drops: lossless_drops.LosslessDropsState = field(default_factory=lossless_drops.LosslessDropsState)
     driver: driver_reload.DriverState = field(default_factory=driver_reload.DriverState)
+    health: nic_health.HealthState = field(default_factory=nic_health.HealthState)
 
 
 def initial(th: Thresholds | None = None) -> DetectorState:
     th = th or Thresholds()
     return DetectorState(th=th, link=link_flapping.initial(th), config=config_flapping.initial(th),
                          representors=representor_stale.initial(th), storm=pfc_storm.initial(th),
-                         drops=lossless_drops.initial(th), driver=driver_reload.initial(th))
+                         drops=lossless_drops.initial(th), driver=driver_reload.initial(th),
+                         health=nic_health.initial(th))
 
 
 def step(state: DetectorState, obs: Obs, now: float) -> tuple[DetectorState, tuple[Event, ...]]:
@@ -70,6 +81,9 @@ def step(state: DetectorState, obs: Obs, now: float) -> tuple[DetectorState, tup
         storm, storm_events = pfc_storm.step(state.storm, obs, now)
         drops, drop_events = lossless_drops.step(state.drops, obs, now)
         return replace(state, storm=storm, drops=drops), storm_events + drop_events
+    if isinstance(obs, HealthObs):
+        health, events = nic_health.step(state.health, obs, now)
+        return replace(state, health=health), events
     raise TypeError(f"not an observation: {type(obs).__name__}")
 
 

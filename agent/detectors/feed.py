@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import Protocol
 
 from agent.analysis.topology import Topology
-from agent.detectors.observations import ConfigObs, CountersObs, DriverObs, LinkObs, Obs, RepresentorObs
+from agent.detectors.observations import (
+    ConfigObs,
+    CountersObs,
+    DriverObs,
+    HealthObs,
+    LinkObs,
+    Obs,
+    RepresentorObs,
+)
 from agent.model import Link, Snapshot
 
 __all__ = ["link_keys_by_ifindex", "link_obs", "link_subjects", "observations_from_snapshot", "rail_counters"]
@@ -118,4 +126,7 @@ def observations_from_snapshot(snap: Snapshot, topo: Topology) -> list[Obs]:
         obs.append(RepresentorObs(pf.handle, pf.numvfs, tuple(r.index for r in reps), tuple(r.netdev for r in reps)))
     for netdev, subject, counters in rail_counters(snap, topo):
         obs.append(CountersObs(netdev, counters, subject=subject))
+    for pf in topo.rail_pfs:
+        obs.extend(HealthObs(pf.handle, r.name, r.handle, r.state, r.error) for r in snap.health
+                   if r.dev == pf.handle or r.dev in pf.nested)
     return obs

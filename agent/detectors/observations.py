@@ -78,4 +78,15 @@ class DriverObs:
     version: str | None = None
 
 
-Obs = LinkObs | ConfigObs | CountersObs | RepresentorObs | DriverObs
+@dataclass(frozen=True, slots=True)
+class HealthObs:
+    """One devlink health reporter of a rail PF (or of one of its ports) in one sample."""
+
+    handle: str  # the PF's devlink handle, the event's subject
+    reporter: str
+    reporter_handle: str  # the handle it is listed under (a port's, a nested instance's)
+    state: str | None
+    error: int | None
+
+
+Obs = LinkObs | ConfigObs | CountersObs | RepresentorObs | DriverObs | HealthObs

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from agent.host.image import Manifest
 
 __all__ = [
     "CmdResult",
     "Host",
     "HostError",
+    "ImageDoor",
     "slug",
 ]
 
@@ -83,12 +87,30 @@ class CmdResult:
         return f"{' '.join(self.argv)}: exit {self.rc}" + (f": {err[-1]}" if err else "")
 
 
+class ImageDoor(Protocol):
+    """What only a node image has: its manifest and the files it carries beside the three doors
+    (``events.json``, ``recorder.jsonl``). ``Host.image`` is None on a live host."""
+
+    #: the validated manifest; None when the image has none (a hand-made fixture)
+    manifest: Manifest | None
+    #: ``(part, why)`` of what the image holds but could not be read (a bad manifest field, a
+    #: member left out): for the diagnosis's ``unavailable``
+    problems: tuple[tuple[str, str], ...]
+
+    def file(self, name: str) -> bytes | None:
+        """A file at the image root (``events.json``), or None when the image has none."""
+
+
 @runtime_checkable
 class Host(Protocol):
     """The three doors. Paths are absolute paths *as on the node* (``/sys/class/net``)."""
 
     #: True on a live node; False on a node image.
     live: bool
+    #: the image door: None on a live host
+    image: ImageDoor | None
+    #: why the last ``links()`` gave None, for a person; None when it worked
+    links_error: str | None
 
     # -- files ------------------------------------------------------------------------------
     def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:

@@ -19,6 +19,7 @@ __all__ = ["LiveHost"]
 
 class LiveHost:
     live = True
+    image = None
 
     def __init__(self, host_root: str = "/", command_timeout_s: float = 10.0) -> None:
         if not os.path.isdir(host_root):

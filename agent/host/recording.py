@@ -21,7 +21,7 @@ capture plans add what a person wants besides (dmesg, ``ip -d -s link``, OVS, ud
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import json
 import os
 import posixpath
@@ -35,10 +35,10 @@ from typing import Any
 from agent import __version__
 from agent.host import CmdResult, Host, slug
 from agent.host.ethtool import format_drvinfo, format_gstats
+from agent.host.image import SCHEMA, Manifest, ManifestItem, item_of, manifest_to_json
 
 __all__ = ["RecordError", "RecordingHost"]
 
-SCHEMA = "railscope.bundle/v1"
 _MAX_HOPS = 40
 
 
@@ -48,10 +48,6 @@ class RecordError(Exception):
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _inside(parent: str, target: str) -> str:
@@ -80,13 +76,13 @@ class RecordingHost:
         self.inner = inner
         self.live = inner.live
         #: A node image being re-recorded keeps its identity (node name, capture time) for the readers.
-        self.manifest = getattr(inner, "manifest", None)
+        self.image = inner.image
         self.root = os.path.abspath(out_dir)
         self.fs_root = os.path.join(self.root, "fs")
         os.makedirs(self.fs_root, exist_ok=True)
         self._lock = threading.RLock()
         self._links_cache: dict[str, str | None] = {}
-        self._items: dict[str, dict[str, Any]] = {}
+        self._items: dict[str, ManifestItem] = {}
         self._links: list[dict[str, Any]] | None = None
         self._links_read = False
         self._stats: dict[str, dict[str, int]] = {}
@@ -162,10 +158,7 @@ class RecordingHost:
         with open(dst, "wb") as fh:
             fh.write(data)
         rel = os.path.relpath(dst, self.root)
-        self._items[rel] = {
-            "path": rel, "kind": "file", "argv": None, "rc": None, "duration_s": 0.0, "bytes": len(data),
-            "sha256": _sha256(data), "truncated": False, "timed_out": False, "skipped": False,
-        }
+        self._items[rel] = item_of(rel, data)
 
     def _put_existing(self, path: str, follow_last: bool = True) -> None:
         """Make ``path`` exist in the image as what it is on the host: symlink, directory or file."""
@@ -197,11 +190,9 @@ class RecordingHost:
                     rel, argv = f"cmd/{slug(list(what))}.stdout", list(what)
                 else:
                     rel, argv = "fs" + what, None
-                self._items[rel] = {
-                    "path": rel, "kind": "command" if argv else "file", "argv": argv, "rc": None,
-                    "duration_s": 0.0, "bytes": 0, "sha256": None, "truncated": False, "timed_out": False,
-                    "skipped": True, "reason": f"not recorded: {exc.strerror or exc}",
-                }
+                self._items[rel] = ManifestItem(
+                    rel, "command" if argv else "file", argv=tuple(argv) if argv else None, skipped=True,
+                    reason=f"not recorded: {exc.strerror or exc}")
 
     # -- files ----------------------------------------------------------------------------------
     def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
@@ -269,11 +260,8 @@ class RecordingHost:
     def _put_command(self, res: CmdResult) -> None:
         stem = slug(list(res.argv))
         rel = f"cmd/{stem}.stdout"
-        item: dict[str, Any] = {
-            "path": rel, "kind": "command", "argv": list(res.argv), "rc": res.rc,
-            "duration_s": round(res.duration_s, 6), "bytes": len(res.stdout), "sha256": _sha256(res.stdout),
-            "truncated": res.truncated, "timed_out": res.timed_out, "skipped": False,
-        }
+        item = item_of(rel, res.stdout, "command", argv=tuple(res.argv), rc=res.rc,
+                       duration_s=round(res.duration_s, 6), truncated=res.truncated, timed_out=res.timed_out)
         cmd_dir = os.path.join(self.root, "cmd")
         os.makedirs(cmd_dir, exist_ok=True)
         base = os.path.join(cmd_dir, stem)
@@ -282,8 +270,7 @@ class RecordingHost:
             for ext in (".stdout", ".stderr", ".rc"):
                 if os.path.exists(base + ext):
                     os.unlink(base + ext)
-            item.update(bytes=0, sha256=None, skipped=True, reason=res.why())
-            self._items[rel] = item
+            self._items[rel] = dataclasses.replace(item, bytes=0, sha256=None, skipped=True, reason=res.why())
             return
         with open(base + ".stdout", "wb") as fh:
             fh.write(res.stdout)
@@ -342,6 +329,10 @@ class RecordingHost:
                 self._put_command(CmdResult(("ethtool", "-i", ifname), 0, format_drvinfo(info).encode()))
         return info
 
+    @property
+    def links_error(self) -> str | None:
+        return self.inner.links_error
+
     def close(self) -> None:
         self.inner.close()
 
@@ -351,10 +342,7 @@ class RecordingHost:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         with open(dst, "wb") as fh:
             fh.write(data)
-        self._items[rel] = {
-            "path": rel, "kind": kind, "argv": None, "rc": None, "duration_s": 0.0, "bytes": len(data),
-            "sha256": _sha256(data), "truncated": False, "timed_out": False, "skipped": False,
-        }
+        self._items[rel] = item_of(rel, data, kind)
 
     def finish(self, *, node: str | None = None, cluster: str | None = None, incident: str | None = None,
                reason: str | None = None, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -364,24 +352,15 @@ class RecordingHost:
                 doc = {"links": [{**lk, "stats64": self._stats.get(str(lk.get("ifname")))} for lk in self._links]}
                 self._put_generated("netlink/links.json", (json.dumps(doc, indent=1) + "\n").encode(), "netlink")
             elif self._links_read:
-                self._items["netlink/links.json"] = {
-                    "path": "netlink/links.json", "kind": "netlink", "argv": None, "rc": None,
-                    "duration_s": 0.0, "bytes": 0, "sha256": None, "truncated": False, "timed_out": False,
-                    "skipped": True, "reason": getattr(self.inner, "links_error", None) or "netlink not available",
-                }
+                self._items["netlink/links.json"] = ManifestItem(
+                    "netlink/links.json", "netlink", skipped=True,
+                    reason=self.inner.links_error or "netlink not available")
             self._put_generated("events.json", (json.dumps({"events": events or []}, indent=1) + "\n").encode())
-            manifest = {
-                "schema": SCHEMA,
-                "node": node,
-                "cluster": cluster,
-                "incident": incident,
-                "reason": reason,
-                "agent_version": __version__,
-                "started_at": _iso(self.started_at),
-                "ended_at": _iso(time.time()),
-                "items": [self._items[k] for k in sorted(self._items)],
-            }
+            manifest = Manifest(
+                schema=SCHEMA, node=node, cluster=cluster, incident=incident, reason=reason,
+                agent_version=__version__, started_at=_iso(self.started_at), ended_at=_iso(time.time()),
+                items=tuple(self._items[k] for k in sorted(self._items)),
+            )
             with open(os.path.join(self.root, "manifest.json"), "w", encoding="utf-8") as fh:
-                json.dump(manifest, fh, indent=1)
-                fh.write("\n")
-            return manifest
+                fh.write(manifest_to_json(manifest))
+            return manifest.as_json()

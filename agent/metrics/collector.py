@@ -26,6 +26,7 @@ from prometheus_client.metrics_core import (
 )
 
 from agent import __version__
+from agent.analysis.checks.health import reporters_of
 from agent.analysis.topology import Pf, Rail
 from agent.findings import RailRow
 from agent.metrics.state import MetricsState
@@ -169,6 +170,8 @@ class RailscopeCollector:
                     self._rail(fams, snap, rail, rows.get((rail.rail, rail.plane)))
                 for pf in topo.pfs:
                     self._pf(fams, pf)
+                for pf in topo.rail_pfs:
+                    self._health(fams, snap, pf)
         if state.diagnosis is not None:
             for f in state.diagnosis.findings:
                 fams.gauge("railscope_finding",
@@ -418,6 +421,28 @@ class RailscopeCollector:
         for pname, value in _params(pf):
             fams.info("railscope_devlink_param", "A watched devlink parameter of the PF (runtime value).",
                       (*PF, "param"), (*base, pname), {"value": _s(value)})
+
+
+    def _health(self, fams: _Families, snap: Snapshot, pf: Pf) -> None:
+        """The rail PF's devlink health reporters, its ports' included (one series per reporter name:
+        the worst state and the largest counts when two ports have a reporter of the same name)."""
+        base = (_s(pf.bdf), _s(pf.netdev))
+        by_name: dict[str, tuple[int, int | None]] = {}
+        for r in reporters_of(pf, snap.health):
+            if r.state is None:
+                continue
+            state, errors = by_name.get(r.name, (0, None))
+            err = r.error if errors is None else max(errors, r.error or 0)
+            by_name[r.name] = (max(state, 1 if r.state == "error" else 0), err)
+        for name in sorted(by_name):
+            state, errors = by_name[name]
+            fams.gauge("railscope_devlink_health_reporter_state",
+                       "1 while the PF's devlink health reporter is in state error, 0 when healthy.",
+                       (*PF, "reporter"), (*base, name), state)
+            if errors is not None:
+                fams.counter("railscope_devlink_health_reporter_errors",
+                             "Errors the PF's devlink health reporter saw since the driver loaded.",
+                             (*PF, "reporter"), (*base, name), errors)
 
 
 def _params(pf: Pf) -> list[tuple[str, Any]]:

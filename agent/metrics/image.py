@@ -40,24 +40,18 @@ def _sources(host: RecordedHost) -> tuple[tuple[SourceStatus, ...], tuple[HungSo
     took: Counter[str] = Counter()
     timed_out: set[str] = set()
     hung: list[HungSource] = []
-    for item in (host.manifest or {}).get("items") or []:
-        if not isinstance(item, dict):
-            continue
-        argv = item.get("argv")
-        if item.get("kind") == "netlink":
+    for item in host.manifest.items if host.manifest else ():
+        argv = list(item.argv or ())
+        if item.kind == "netlink":
             src: str | None = next(s.name for s in registry.SOURCES if s.netlink)
-        elif isinstance(argv, list):
-            src = registry.source_of([str(a) for a in argv])
         else:
-            src = None
+            src = registry.source_of(argv) if item.argv is not None else None
         if src is None:
             continue
-        dur = item.get("duration_s")
-        if isinstance(dur, int | float) and not isinstance(dur, bool):
-            took[src] += float(dur)
-        if item.get("timed_out"):
+        took[src] += item.duration_s
+        if item.timed_out:
             timed_out.add(src)
-            hung.append(HungSource(src, _device_of([str(a) for a in argv or ()])))
+            hung.append(HungSource(src, _device_of(argv)))
     status = tuple(SourceStatus(s, s not in timed_out, round(took[s], 6)) for s in registry.names())
     return status, tuple(sorted(set(hung), key=lambda h: (h.source, h.device)))
 

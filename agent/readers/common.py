@@ -11,8 +11,9 @@ import re
 from typing import Any
 
 from agent.host import CmdResult, Host
+from agent.safejson import JSONError, loads_bounded
 
-__all__ = ["BDF_RE", "Notes", "basename", "parse_json", "read_int", "read_word", "to_int"]
+__all__ = ["BDF_RE", "Notes", "basename", "parse_json", "read_word", "to_int"]
 
 #: A PCI function address as sysfs and netlink print it (domain may be longer than 4 digits on
 #: some VMD / Hyper-V hosts).
@@ -48,8 +49,11 @@ def parse_json(text: str, what: str, truncated: bool = False) -> tuple[Any, str 
     if not text.strip():
         return None, f"{what}: empty output"
     try:
-        return json.loads(text), None
-    except ValueError as exc:
+        # Bounded nesting, no NaN: a recorded command's output is as untrusted as the rest of an image.
+        return loads_bounded(text, what), None
+    except JSONError as exc:
+        return None, str(exc)
+    except json.JSONDecodeError as exc:
         cut = ", output cut at the size cap" if truncated else ""
         return None, f"{what}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}{cut})"
 
@@ -76,11 +80,6 @@ def read_word(host: Host, path: str, max_bytes: int = 4096) -> str | None:
         return None
     text = text.strip()
     return text or None
-
-
-def read_int(host: Host, path: str) -> int | None:
-    """An integer sysfs file; None when missing, empty, truncated or garbage."""
-    return to_int(read_word(host, path, 64))
 
 
 def basename(target: str | None) -> str | None:

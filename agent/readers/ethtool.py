@@ -19,6 +19,8 @@ __all__ = ["parse_drvinfo", "parse_ethtool_i", "parse_ethtool_s", "parse_firmwar
 
 _FW = re.compile(r"\A(?P<fw>\S+)(?:\s+\((?P<psid>[^)]*)\))?")
 
+_U64 = 1 << 64
+
 
 def parse_ethtool_s(text: str, netdev: str, require_header: bool = True) -> EthtoolStats:
     """``ethtool -S <if>`` text -> counters; key whitespace stripped, non-numeric lines skipped.
@@ -50,7 +52,8 @@ def parse_ethtool_s(text: str, netdev: str, require_header: bool = True) -> Etht
             continue
         key = name.strip()
         n = to_int(value)
-        if key and n is not None:
+        # ethtool counters are u64: a negative or wider value is a damaged line, not a count.
+        if key and n is not None and 0 <= n < _U64:
             counters.append((key, n))
     if (require_header and not seen_header) or not (seen_header or counters):
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")

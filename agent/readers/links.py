@@ -31,6 +31,7 @@ __all__ = [
     "with_stats",
 ]
 
+_U64 = 1 << 64
 # ethtool's SPEED_UNKNOWN is -1; older kernels printed it as the u32 4294967295.
 _SPEED_UNKNOWN = (-1, 0xFFFFFFFF)
 
@@ -89,13 +90,14 @@ def _vfinfo(value: Any) -> tuple[VfInfo, ...] | None:
 
 
 def parse_stats(value: Any) -> tuple[tuple[str, int], ...] | None:
-    """A stats64 object -> ``((name, value), ...)``; non-integer values are dropped."""
+    """A stats64 object -> ``((name, value), ...)``; values that are not u64 integers are dropped
+    (a node image may hold anything: a negative count must not become a Prometheus ``_total``)."""
     if not isinstance(value, dict):
         return None
     out = []
     for k, v in value.items():
         n = to_int(v)
-        if n is not None:
+        if n is not None and 0 <= n < _U64:
             out.append((str(k), n))
     return tuple(out)
 
@@ -158,7 +160,7 @@ def read_links(host: Host, notes: Notes | None = None) -> tuple[Link, ...]:
         notes.missing("netlink", f"link dump failed: {exc}")
         return ()
     if dump is None:
-        notes.missing("netlink", getattr(host, "links_error", None) or "link dump not available")
+        notes.missing("netlink", host.links_error or "link dump not available")
         return ()
     return parse_links(dump)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable
-from typing import Any
 
 from agent.config import ReadConfig
 from agent.host import Host
@@ -23,26 +22,16 @@ __all__ = ["take_snapshot"]
 
 
 def _capture_time(host: Host) -> float | None:
-    manifest: Any = getattr(host, "manifest", None)
-    if not isinstance(manifest, dict):
+    manifest = host.image.manifest if host.image is not None else None
+    if manifest is None:
         return None
-    # Imported here: only a node image has a manifest, and datetime costs a live doctor run its import.
-    from datetime import datetime
-
-    for key in ("ended_at", "started_at"):
-        val = manifest.get(key)
-        if isinstance(val, str):
-            try:
-                return datetime.fromisoformat(val.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                continue
-    return None
+    return manifest.time_of("ended_at") or manifest.time_of("started_at")
 
 
 def _node_name(host: Host, hostname: str | None) -> str | None:
-    manifest: Any = getattr(host, "manifest", None)
-    if isinstance(manifest, dict) and isinstance(manifest.get("node"), str) and manifest["node"].strip():
-        return manifest["node"].strip()
+    manifest = host.image.manifest if host.image is not None else None
+    if manifest is not None and manifest.node and manifest.node.strip():
+        return manifest.node.strip()
     return hostname
 
 

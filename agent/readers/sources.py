@@ -24,6 +24,7 @@ from agent.naming import rail_rules
 from agent.readers.common import Notes, read_word, to_int
 from agent.readers.devlink import read_devlink
 from agent.readers.ethtool import read_ethtool
+from agent.readers.health import read_health
 from agent.readers.links import (
     is_representor,
     parse_link,
@@ -102,6 +103,9 @@ class Context:
     link_cache: LinkCache | None = None
     #: read the flight recorder's extra counters (stats64 traffic, RDMA loss) with the counters
     recorder: bool = False
+    #: why devlink answers nothing on this node (no tool, no devlink family), from the devlink read:
+    #: every other devlink command would fail the same way
+    devlink_gone: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,9 @@ class Source:
     firmware_touching: bool = False
     #: the link dump is this source's: node images' netlink items belong to it
     netlink: bool = False
+    #: the daemon runs this source in another source's thread, after it: a tool stuck in the driver
+    #: (devlink waits on one lock per instance) then holds one thread, never two
+    lane: str | None = None
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -184,6 +191,13 @@ def read_devlink_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -
                                            "ports": dl.ports})
 
 
+def read_health_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    if ctx.devlink_gone is not None:
+        notes.missing("devlink health", ctx.devlink_gone)
+        return _part("health", notes, fields={"health": ()})
+    return _part("health", notes, fields={"health": read_health(host, cfg.command_timeout_s, notes)})
+
+
 def read_rdma_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     links, netns, devices = read_rdma(host, ctx.rails, ctx.rail_bdfs, cfg.command_timeout_s, notes)
     return _part("rdma", notes, fields={"rdma_links": links, "rdma_netns": netns, "rdma_devices": devices})
@@ -226,6 +240,8 @@ SOURCES: tuple[Source, ...] = (
            (), 15.0, 0.0, ("versions", "links", "pci", "node"), read_links_part, netlink=True),
     Source("devlink", "devlink (eswitch mode, params, ports)",
            (("devlink",),), 60.0, 60.0, ("devlink_devs", "eswitch", "params", "ports"), read_devlink_part),
+    Source("health", "the devlink health reporters (devlink -j health show)",
+           (("devlink", "-j", "health"),), 60.0, 60.0, ("health",), read_health_part, lane="devlink"),
     Source("rdma", "rdma links, the netns mode and the rails' RDMA port counters",
            (("rdma",),), 60.0, 60.0, ("rdma_links", "rdma_netns", "rdma_devices"), read_rdma_part),
     Source("counters", "the rails' incident counters (ethtool statistics, one netdev at a time; carrier losses; "
@@ -263,6 +279,11 @@ def after(ctx: Context, part: Part) -> Context:
     if part.source == "links":
         return replace(ctx, links=tuple(part.fields.get("links", ())), functions=tuple(part.fields.get("pci", ())),
                        rails=part.rails, rail_bdfs=part.rail_bdfs)
+    if part.source == "devlink":
+        # ``devlink dev show`` failed (the reader's one "devlink" note, no instance read): not busy
+        gone = next((why for src, why in part.unavailable if src == "devlink"), None)
+        listed = part.fields.get("devlink_devs")
+        return replace(ctx, devlink_gone=gone if not listed and "devlink" not in part.busy else None)
     return ctx
 
 

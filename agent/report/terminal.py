@@ -2,7 +2,9 @@
 
 A node image is untrusted (DESIGN §2): a netdev alias, an event message or a manifest reason can
 carry escape sequences that would repaint an operator's terminal. Control characters (C0, DEL, C1)
-and the bidirectional overrides become visible ``\\xNN`` / ``\\uNNNN`` escapes.
+and the bidirectional overrides become visible ``\\xNN`` / ``\\uNNNN`` escapes. This is the one
+escaping function: every text renderer (``text.py``, ``report_text.py``, ``diff_text.py``) and every
+error line that quotes an image passes node text through ``safe``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import re
 
 __all__ = ["safe"]
 
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0, DEL, C1; the Arabic letter mark, LRM / RLM and the bidirectional embeddings, overrides and
+# isolates (CVE-2021-42574, "Trojan Source"); the line and paragraph separators some terminals and
+# pagers break lines at.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def _escape(m: re.Match[str]) -> str:

@@ -1,7 +1,8 @@
 """Human output of ``railscope doctor``: a rail table, then findings worst first.
 
 Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org) or ``TERM`` is
-``dumb``. Everything here formats; nothing decides.
+``dumb``. Everything here formats; nothing decides. Every string of the diagnosis came from a node or
+an image and goes through ``terminal.safe`` before it is laid out (DESIGN §2: an image is untrusted input).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from agent.findings import Diagnosis, RailRow
+from agent.report.terminal import safe
 
 __all__ = ["render", "use_colour"]
 
@@ -51,7 +53,7 @@ def _dash(v: object) -> str:
         return "-"
     if isinstance(v, bool):
         return "on" if v else "off"
-    return str(v)
+    return safe(v)
 
 
 def _table(headers: Sequence[str], rows: list[list[tuple[str, str | None]]], paint: _Paint) -> list[str]:
@@ -71,16 +73,16 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
     ``not_judged`` names the expectations no flag gave (an "OK" must not read as "all checked")."""
     paint = _Paint(use_colour(stream) if colour is None else colour)
     out: list[str] = []
-    head = f"node {diag.node or '?'}  kernel {diag.kernel or '?'}"
+    head = f"node {safe(diag.node or '?')}  kernel {safe(diag.kernel or '?')}"
     if source:
-        head += f"  ({source})"
+        head += f"  ({safe(source)})"
     out.append(paint(head, "bold"))
 
     if diag.rails:
         drivers = {(r.driver, r.driver_version) for r in diag.rails if r.driver}
         if len(drivers) == 1:
             d, v = next(iter(drivers))
-            out.append(f"driver {d} {v or ''}".rstrip())
+            out.append(f"driver {safe(d)} {safe(v or '')}".rstrip())
         out.append("")
         rows = []
         for r in diag.rails:
@@ -97,8 +99,8 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
     else:
         out.append("")
         if found:
-            out.append(paint(found[0], "bold"))
-            out.extend(f"  {line}" for line in found[1:])
+            out.append(paint(safe(found[0]), "bold"))
+            out.extend(f"  {safe(line)}" for line in found[1:])
         else:
             out.append("no rails found")
 
@@ -110,15 +112,16 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
     else:
         summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         out.append(paint(f"FINDINGS ({summary})", "bold"))
-        width_code = max(len(f.code) for f in diag.findings)
-        width_subj = max(len(f.subject) for f in diag.findings)
-        for f in diag.findings:
-            out.append(f"{paint(f.severity.upper().ljust(8), f.severity)}  {f.code.ljust(width_code)}  "
-                       f"{f.subject.ljust(width_subj)}  {f.message}")
+        rows_f = [(safe(f.severity), safe(f.code), safe(f.subject), safe(f.message)) for f in diag.findings]
+        width_code = max(len(code) for _, code, _, _ in rows_f)
+        width_subj = max(len(subj) for _, _, subj, _ in rows_f)
+        for (sev, code, subj, msg), f in zip(rows_f, diag.findings, strict=True):
+            out.append(f"{paint(sev.upper().ljust(8), f.severity)}  {code.ljust(width_code)}  "
+                       f"{subj.ljust(width_subj)}  {msg}")
     if not_judged and diag.rails:
-        out.append(paint(f"not judged (no expectation given): {', '.join(not_judged)}", "dim"))
+        out.append(paint(f"not judged (no expectation given): {safe(', '.join(not_judged))}", "dim"))
     if diag.unavailable:
         out.append("")
         out.append(paint("not available:", "dim"))
-        out.extend(paint(f"  {src}: {why}", "dim") for src, why in diag.unavailable)
+        out.extend(paint(f"  {safe(src)}: {safe(why)}", "dim") for src, why in diag.unavailable)
     stream.write("\n".join(out) + "\n")

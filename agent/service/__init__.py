@@ -1,6 +1,9 @@
-"""The node agent service (``railscope agent``): background samplers, the netlink link watcher,
-detectors fed from both, the flight recorder, and the aiohttp app that serves ``/metrics``.
+"""The node agent daemon (``railscope agent``), one module per job: ``scheduler`` (the registry's
+sources, each in its own thread at its own interval), ``link_state`` (what link messages mean to the
+detectors), ``debounce`` (re-read gaps, deferred and never dropped), ``events`` (the bounded event
+log), ``flight_recorder``, ``capture`` (node images on request), ``tracked_host`` (a host per thread
+that serialises firmware reads), ``app`` (the aiohttp app and its runner) and ``daemon`` (the wiring).
 
-Layering (DESIGN §1): this package sits on top. It may use the live host, the readers, the pure
-checks and detectors, and the metrics collector; nothing below imports from here.
+May import (DESIGN §1): everything below it (the live host and its netlink listeners, the readers and
+their registry, the pure analysis and detectors, the metrics); nothing below imports from here.
 """

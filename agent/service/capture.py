@@ -81,12 +81,21 @@ class ImageCapture:
                 hung: frozenset[tuple[str, str]]) -> CaptureParams:
         recorder = self.recorder
         skip = frozenset({dev for _tool, dev in hung if dev} | {dev for _src, dev in self.hung if dev})
+        bid = None
+        if incident:
+            from proto.keys import KeyPartError, bundle_id
+
+            try:
+                # The collector's id of this capture: a second upload of it is a duplicate, not a copy.
+                bid = bundle_id(incident, _part(node), PLAN)
+            except KeyPartError:
+                bid = None
         return CaptureParams(
-            node=node, cluster=self.settings.cluster, incident=incident, reason=reason,
+            node=node, cluster=self.settings.cluster, incident=incident, reason=reason, bundle_id=bid,
             deadline_s=self.settings.capture_deadline_s,
             cfg=self.settings.read, events=self.events.to_json()["events"],
             recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
-            skip_firmware=skip, hung_tools=hung)
+            skip_firmware=skip, hung_tools=hung, firmware_lock=self._fw_lock)
 
     def _run(self, out: str, params: CaptureParams, hung: frozenset[tuple[str, str]], trigger: str,
              spool: Spool | None = None) -> CaptureResult:

@@ -20,6 +20,7 @@ The scrape renders the latest state; it never waits for a source.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import re
 import threading
@@ -136,6 +137,8 @@ class Agent:
         self.ready = False
         self.started_at = clock()
 
+        #: keys of the spool's bundles the collector stored, newest last (capture requests reuse them)
+        self.uploaded: collections.deque[str] = collections.deque(maxlen=64)
         self.registry = make_registry(self.metrics_state, clock=clock, representor_include=self._rep_include,
                                       extra=(AgentCollector(self), self.capture))
         self.metrics_content_type = CONTENT_TYPE
@@ -165,6 +168,8 @@ class Agent:
             await loop.run_in_executor(None, self.devlink_watcher.start)
         self._tasks.append(asyncio.create_task(self._drain(), name="railscope-drain"))
         self._tasks.append(asyncio.create_task(self._boot(), name="railscope-boot"))
+        if self.settings.collector_url and self.capture.spool is not None:
+            self._tasks.append(asyncio.create_task(self._upload_spool(), name="railscope-upload"))
         log.info("agent started", extra={"listen": self.settings.listen, "port": self.settings.port,
                                          "recorder_window_s": self.settings.recorder_window_s,
                                          "disabled_sources": sorted(self.settings.disabled)})
@@ -327,6 +332,33 @@ class Agent:
             self._schedule_analysis()  # the event becomes a railscope_finding now, not at the next sample
 
     # -- link events -------------------------------------------------------------------------
+    async def _upload_spool(self) -> None:
+        """Empty the node spool into the collector, oldest first, every upload interval (and at once
+        when a capture was spooled: the spool's listing changes)."""
+        from agent.capture.upload import RetryPolicy, drain_spool
+
+        spool = self.capture.spool
+        assert spool is not None and self.settings.collector_url
+        seen: tuple[str, ...] = ()
+        last = -1e9
+        while True:
+            names = tuple(e.name for e in await asyncio.get_running_loop().run_in_executor(None, spool.entries))
+            if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
+                last = self.clock()
+                try:
+                    res = await drain_spool(spool, self.settings.collector_url,
+                                            token_file=self.settings.collector_token_file,
+                                            retry=RetryPolicy(attempts=3))
+                    self.uploaded.extend(r.key for r in res.sent)
+                    if res.sent or res.rejected or res.left:
+                        log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),
+                                                        "left": res.left, "error": res.error})
+                except Exception:  # the uploader must never take the agent down
+                    log.exception("spool upload failed")
+                names = tuple(e.name for e in await asyncio.get_running_loop().run_in_executor(None, spool.entries))
+            seen = names
+            await asyncio.sleep(1.0)
+
     async def _drain(self) -> None:
         assert self._wake is not None
         while True:

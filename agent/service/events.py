@@ -12,7 +12,7 @@ from typing import Any
 
 from agent.model import Event
 
-__all__ = ["DEFAULT_MAX_EVENTS", "EventLog", "events_from_json"]
+__all__ = ["DEFAULT_MAX_EVENTS", "EventLog"]
 
 DEFAULT_MAX_EVENTS = 1000
 
@@ -74,42 +74,6 @@ class EventLog:
 
     def dumps(self, since: float | None = None) -> str:
         return json.dumps(self.to_json(since), indent=1, sort_keys=False, default=str) + "\n"
-
-
-def events_from_json(doc: Any) -> tuple[list[Event], int]:
-    """Events from an ``events.json`` document, and how many entries were malformed and skipped.
-
-    Tolerant: a capture from another agent version or a hand-edited file must not stop the doctor.
-    """
-    if isinstance(doc, dict) and "events" not in doc:
-        return [], 0
-    raw = doc.get("events") if isinstance(doc, dict) else None
-    if not isinstance(raw, list):
-        return [], 1
-    out: list[Event] = []
-    bad = 0
-    for item in raw:
-        ev = _event_of(item)
-        if ev is None:
-            bad += 1
-        else:
-            out.append(ev)
-    return out, bad
-
-
-def _event_of(item: Any) -> Event | None:
-    if not isinstance(item, dict):
-        return None
-    ts, code, sev, subject = item.get("ts"), item.get("code"), item.get("severity"), item.get("subject")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
-        return None
-    if not all(isinstance(v, str) and v for v in (code, sev, subject)):
-        return None
-    message = item.get("message")
-    evidence = item.get("evidence")
-    return Event(ts=float(ts), code=code, severity=sev, subject=subject,
-                 message=message if isinstance(message, str) else "",
-                 evidence=tuple(evidence.items()) if isinstance(evidence, dict) else ())
 
 
 def _jsonable(obj: Any) -> Any:

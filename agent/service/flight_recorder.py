@@ -21,10 +21,10 @@ import threading
 from array import array
 from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any
 
-__all__ = ["FlightRecorder", "RecorderLoad", "incident_counters", "load_jsonl"]
+__all__ = ["FlightRecorder", "incident_counters"]
 
 #: Stands for "no such counter on this netdev" in a row: a real u64 counter never reaches it.
 _ABSENT = (1 << 64) - 1
@@ -165,43 +165,3 @@ class FlightRecorder:
 
 def _ts(ts: float) -> float | int:
     return int(ts) if float(ts).is_integer() else round(ts, 3)
-
-
-@dataclass(frozen=True, slots=True)
-class RecorderLoad:
-    """What ``load_jsonl`` made of a ``recorder.jsonl``."""
-
-    #: netdev -> [(ts, {counter: value})], oldest first
-    series: dict[str, list[tuple[float, dict[str, int]]]] = field(default_factory=dict)
-    #: lines that were not a valid sample and were skipped
-    bad_lines: int = 0
-
-
-def load_jsonl(text: str) -> RecorderLoad:
-    """Per-netdev series from ``recorder.jsonl`` text. Tolerant: a line that is not a sample is
-    skipped and counted (a capture cut short ends mid-line), and a counter whose value is not a
-    non-negative integer is left out of its sample."""
-    series: dict[str, list[tuple[float, dict[str, int]]]] = {}
-    bad = 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if not isinstance(doc, dict):
-            bad += 1
-            continue
-        ts, netdev, counters = doc.get("ts"), doc.get("netdev"), doc.get("counters")
-        if (isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts)
-                or not isinstance(netdev, str) or not netdev or not isinstance(counters, dict)):
-            bad += 1
-            continue
-        values = {k: v for k, v in counters.items()
-                  if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
-        series.setdefault(netdev, []).append((float(ts), values))
-    for samples in series.values():
-        samples.sort(key=lambda s: s[0])
-    return RecorderLoad(series=series, bad_lines=bad)

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["JsonFormatter", "log_fields", "setup_logging"]
+__all__ = ["JsonFormatter", "setup_logging"]
 
 _STD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys()) | {"message", "asctime"}
 
@@ -27,11 +27,6 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[0] is not None:
             doc["exc"] = self.formatException(record.exc_info)
         return json.dumps(doc, default=str, separators=(",", ":"))
-
-
-def log_fields(**fields: Any) -> dict[str, Any]:
-    """``extra=`` for a log call: the fields become keys of the JSON line."""
-    return fields
 
 
 def setup_logging(level: str = "info", stream: Any = None) -> None:

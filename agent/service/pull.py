@@ -15,9 +15,11 @@ the same object to the collector: stored once, never twice. A request names a pl
 from __future__ import annotations
 
 import asyncio
+import calendar
 import logging
 import os
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -51,8 +53,6 @@ ALERT_EVENTS: dict[str, str] = {
     "RailscopePfcStorm": "PfcStorm", "RailscopeLosslessDrops": "LosslessDrops",
     "RailscopeRepresentorStale": "RepresentorStale",
 }
-#: how often the node spool (event captures) is sent to the collector
-SPOOL_DRAIN_S = 5.0
 POLL_WAIT_S = 50
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 60.0
@@ -184,10 +184,6 @@ class RequestPuller:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._done: OrderedDict[str, str] = OrderedDict()
-        self.spool_dir = agent.settings.spool_dir
-        #: event code (lower case, as in the local incident id) -> (when uploaded, the bundle's key)
-        self.local: dict[str, tuple[float, str]] = {}
-        self._drain_lock = asyncio.Lock()
         self.reused = 0
         self.served = 0
         self.errors = 0
@@ -203,48 +199,36 @@ class RequestPuller:
         backoff = BACKOFF_MIN_S
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.wait_s + 30)
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            drainer = asyncio.create_task(self._drain_loop(session)) if self.spool_dir else None
-            try:
-                await self._poll_loop(session, backoff)
-            finally:
-                if drainer is not None:
-                    drainer.cancel()
-                    await asyncio.gather(drainer, return_exceptions=True)
+            await self._poll_loop(session, backoff)
 
-    async def _drain_loop(self, session: aiohttp.ClientSession) -> None:
-        while True:
-            try:
-                await self.drain(session)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the collector away: the spool keeps the bundles
-                log.warning("sending the node spool: %s: %s", type(exc).__name__, exc)
-            await asyncio.sleep(SPOOL_DRAIN_S)
-
-    async def drain(self, session: aiohttp.ClientSession) -> None:
-        """Send the spool's event captures (their incident ``<code>-<time>``, derived from the event)."""
-        from agent.capture.upload import drain_spool
-
-        if not self.spool_dir:
+    async def _local_uploaded(self, timeout_s: float = 30.0) -> None:
+        """Wait until the event captures have run and the daemon's spool upload has sent them."""
+        loop = asyncio.get_running_loop()
+        capture = getattr(self.agent, "capture", None)
+        if capture is None or capture.spool is None:
             return
-        async with self._drain_lock:
-            # The daemon's own Spool: a new one made from the directory cleans up temporary files
-            # at start, the very files a running event capture is writing.
-            spool = getattr(getattr(self.agent, "capture", None), "spool", None) or self.spool_dir
-            res = await drain_spool(spool, self.url, token_file=self.token_file, session=session)
-        for sent in res.sent:
-            parts = sent.key.split("/")
-            if len(parts) == 4:
-                self.local[parts[2].split("-", 1)[0]] = (time.time(), sent.key)
+        await loop.run_in_executor(None, capture.idle, 120.0)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and await loop.run_in_executor(None, capture.spool.entries):
+            await asyncio.sleep(0.2)
 
     def _reusable(self, req: PullRequest) -> str | None:
+        """The newest event capture of the request's cause stored within the capture cooldown."""
         code = ALERT_EVENTS.get(req.alertname)
         if code is None:
             return None
-        got = self.local.get(code.lower())
-        if got is None or time.time() - got[0] > self.agent.settings.capture_cooldown_s:
-            return None
-        return got[1]
+        for key in reversed(getattr(self.agent, "uploaded", ())):
+            parts = key.split("/")
+            # <cluster>/<date>/<incident: code-yyyymmddThhmmssZ>/<node>-<stamp>-<bundle id>.tar.gz
+            if len(parts) != 4 or not parts[2].startswith(code.lower() + "-"):
+                continue
+            m = re.search(r"-(\d{8}t\d{6}z)$", parts[2])
+            if m is None:
+                continue
+            when = calendar.timegm(time.strptime(m.group(1).upper(), "%Y%m%dT%H%M%SZ"))
+            if time.time() - when <= self.agent.settings.capture_cooldown_s:
+                return key
+        return None
 
     async def _poll_loop(self, session: aiohttp.ClientSession, backoff: float) -> None:
         while True:
@@ -285,11 +269,10 @@ class RequestPuller:
         """Capture, upload and report one request; the stored key, or None when it must be tried again."""
         from agent.capture.upload import UploadError, upload
 
-        if self.spool_dir and req.alertname in ALERT_EVENTS:
+        if req.alertname in ALERT_EVENTS:
             # The same cause may have captured locally a moment ago: let that capture finish and
             # reach the collector, then use it.
-            await asyncio.get_running_loop().run_in_executor(None, self.agent.capture.idle, 120.0)
-            await self.drain(session)
+            await self._local_uploaded()
         local = self._reusable(req)
         if local is not None:
             done = await self._done_call(session, req, local, reused=True)
@@ -348,6 +331,9 @@ def attach(app: web.Application, agent: Agent) -> RequestPuller | None:
     """Run the puller with ``app`` when the agent has a collector (``--collector URL``)."""
     url = agent.settings.collector_url
     if not url:
+        return None
+    if not agent.settings.node:
+        log.warning("capture requests are not polled: --collector without --node (spec.nodeName)")
         return None
     puller = RequestPuller(agent, url, token_file=agent.settings.collector_token_file)
 

@@ -183,7 +183,8 @@ class Scheduler:
     def start(self) -> None:
         """Lanes and timers (not yet driven: ``drive`` each, in order, from the boot task)."""
         for src in self.sources:
-            lane = self.lanes[src.name] = Lane(src.name)
+            name = src.lane or src.name
+            lane = self.lanes.get(name) or self.lanes.setdefault(name, Lane(name))
             self.timers[src.name] = SourceTimer(
                 self.states[src.name], lane, lambda s=src: self._run(s), self._on_done,
                 deadline_s=self._deadline_s, current_device=self._current_device(src.name))

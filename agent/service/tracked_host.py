@@ -9,11 +9,14 @@ time must not read the same NIC in parallel (DESIGN §3, "one at a time per PF")
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from agent.host import CmdResult, Host
 
 __all__ = ["Progress", "TrackedHost"]
+
+T = TypeVar("T")
 
 
 class Progress:
@@ -112,7 +115,8 @@ class TrackedHost:
     def link_stats(self, ifnames: list[str]) -> dict[str, dict[str, int]]:
         return self.inner.link_stats(ifnames)
 
-    def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
+    def _firmware_read(self, ifname: str, read: Callable[[str], T]) -> T:
+        """An ioctl that is a firmware command on mlx5: skipped when stuck, one at a time."""
         why = self._skip("ethtool", ifname)
         if why:
             raise OSError(why)
@@ -120,21 +124,15 @@ class TrackedHost:
         if not self._fw.acquire(timeout=self.firmware_wait_s):
             raise OSError(_BUSY)
         try:
-            return self.inner.ethtool_stats(ifname)
+            return read(ifname)
         finally:
             self._fw.release()
 
+    def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
+        return self._firmware_read(ifname, self.inner.ethtool_stats)
+
     def ethtool_drvinfo(self, ifname: str) -> dict[str, str] | None:
-        why = self._skip("ethtool", ifname)
-        if why:
-            raise OSError(why)
-        self.progress.set(ifname)
-        if not self._fw.acquire(timeout=self.firmware_wait_s):
-            raise OSError(_BUSY)
-        try:
-            return self.inner.ethtool_drvinfo(ifname)
-        finally:
-            self._fw.release()
+        return self._firmware_read(ifname, self.inner.ethtool_drvinfo)
 
     def close(self) -> None:
         self.inner.close()

@@ -498,6 +498,8 @@ def storm_counters(img: Image) -> None:
 
 def storm_recorder(img: Image) -> None:
     storm_counters(img)
+    # The NIC's cumulative pause counters cover the 45 s storm (u64 counters: never below 0 a second ago).
+    set_counters(img, "net_rail0", tx_prio3_pause_duration=36_017_728, tx_prio3_pause=274_325)
 
     def grow(nd: str, before: int) -> dict[str, int]:
         if nd != "net_rail0":
@@ -704,6 +706,31 @@ def malformed_rule(img: Image) -> None:
 # --------------------------------------------------------------------------------------------
 # the images
 
+HEALTH_ARGV = ["devlink", "-j", "health", "show"]
+
+
+def _reporter(name: str, state: str = "healthy", error: int = 0, recover: int = 0) -> dict:
+    return {"reporter": name, "state": state, "error": error, "recover": recover, "grace_period": 500,
+            "auto_recover": True, "auto_dump": True}
+
+
+def set_health(img: Image, changes: dict[tuple[str, str], dict], extra: dict[str, list[dict]] | None = None) -> None:
+    """``devlink -j health show`` as mlx5 on kernel >= 6.7 prints it for the two rail PFs (``fw``,
+    ``fw_fatal`` on the PF, ``tx``, ``rx`` on the uplink port of its nested auxiliary instance), all
+    healthy but for ``changes`` ((handle, reporter) -> fields); ``extra`` adds other handles."""
+    doc: dict[str, list[dict]] = {}
+    for pf, aux in (("pci/0000:0c:00.0", "auxiliary/mlx5_core.eth.0/65535"),
+                    ("pci/0000:8d:00.0", "auxiliary/mlx5_core.eth.1/65535")):
+        doc[pf] = [_reporter("fw"), _reporter("fw_fatal")]
+        doc[aux] = [_reporter("tx"), _reporter("rx")]
+    for (handle, name), fields in changes.items():
+        for rep in doc[handle]:
+            if rep["reporter"] == name:
+                rep.update(fields)
+    doc.update(extra or {})
+    img.set_jcmd(HEALTH_ARGV, {"health": doc})
+
+
 NET_RULES_PATH = "/etc/udev/rules.d/10-nic-net-interface-naming.rules"
 
 
@@ -854,6 +881,31 @@ IMAGES: tuple[Spec, ...] = (
                 (1, None, "net_rail1", "rdma_rail1", "0000:8d:00.0", "up", "ACTIVE")),
          unavailable=(("udev rules", f"{NET_RULES_PATH} line 5: KERNELS==\"0000:s2:00.0\" is not a PCI function "
                                      "address"),)),
+
+    Spec("nic-health-fw-fatal", "2rail",
+         (lambda i: set_health(i, {("pci/0000:0c:00.0", "fw_fatal"): {"state": "error", "error": 1, "recover": 0}}),),
+         (("NicHealthError", "critical", "pci/0000:0c:00.0"),),
+         "`devlink -j health show`: the `fw_fatal` reporter of `pci/0000:0c:00.0` is in state `error` (1 error, "
+         "not recovered); every other reporter healthy."),
+    Spec("nic-health-port-error", "2rail",
+         (lambda i: set_health(i, {("auxiliary/mlx5_core.eth.1/65535", "tx"): {"state": "error", "error": 4,
+                                                                             "recover": 3}}),),
+         (("NicHealthError", "warning", "pci/0000:8d:00.0"),),
+         "The `tx` reporter of the uplink port `auxiliary/mlx5_core.eth.1/65535` (kernel >= 6.7: the PF's nested "
+         "auxiliary instance) is in state `error`; it maps back to `pci/0000:8d:00.0` through `nested_devlink`."),
+    Spec("nic-health-recovered", "2rail",
+         (lambda i: set_health(i, {("auxiliary/mlx5_core.eth.0/65535", "rx"): {"error": "2", "recover": "2"}}),),
+         (("NicHealthError", "info", "pci/0000:0c:00.0"),),
+         "The `rx` reporter of `net_rail0`'s uplink port is healthy again after 2 errors and 2 recoveries since "
+         "the driver loaded (counts printed as strings, as old iproute2 does)."),
+    Spec("nic-health-vf-reporter", "2rail",
+         (lambda i: set_health(i, {}, {"pci/0000:0c:00.1": [_reporter("vnic", "error", 5, 0)],
+                                       "auxiliary/mlx5_core.eth.2/131071": [_reporter("tx", "error", 2, 0)],
+                                       "pci/0000:0c:00.0/1": [{"reporter": "rx", "error": 7}]}),),
+         (),
+         "Traps, none judged: reporters in `error` on the VF `pci/0000:0c:00.1` and on its nested instance "
+         "`auxiliary/mlx5_core.eth.2` (a VF's, not a rail PF's), and a port reporter of a rail PF without a "
+         "state. Every rail PF reporter is healthy."),
 )
 
 

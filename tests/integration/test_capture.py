@@ -107,3 +107,41 @@ def test_capture_to_a_file_name_and_never_over_it(rails: RailNetns, tmp_path: Pa
     assert again.returncode == 1 and "refusing to overwrite" in again.stderr
     assert "Traceback" not in again.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["case-42.tar.gz", "case-42.tar.gz.sha256"]
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_a_progress_line_on_a_terminal_only(tmp_path: Path, tty: bool) -> None:
+    import os
+    import pty
+
+    master, slave = pty.openpty() if tty else (None, None)
+    try:
+        res = subprocess.run([sys.executable, "-m", "agent.cli", "capture", "-o", f"{tmp_path}/",
+                              "--recorder-gap", "0"], stdout=subprocess.PIPE,
+                             stderr=slave if tty else subprocess.PIPE, timeout=180)
+        if tty:
+            os.close(slave)  # type: ignore[arg-type]
+            err = b""
+            while True:
+                try:
+                    chunk = os.read(master, 65536)  # type: ignore[arg-type]
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                err += chunk
+        else:
+            err = res.stderr
+    finally:
+        if master is not None:
+            os.close(master)
+    assert res.returncode == 0
+    path, sha = res.stdout.decode().split("\n")[:2]
+    assert Path(path).is_file() and sha.startswith("sha256 ")
+    progress = [p for p in err.decode().split("\r") if " steps, " in p]
+    if tty:
+        last = progress[-1].strip().splitlines()[0]
+        done, total = last.split(": ")[1].split(" steps")[0].split("/")
+        assert done == total and int(total) > 10 and last.endswith("MB")
+    else:
+        assert not progress

@@ -840,6 +840,88 @@ def scenario_busy() -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 
 
+def _break_health(path: str) -> None:
+    """One ``devlink_health_report`` on netdevsim's dummy reporter. With ``fail_recover`` on, the
+    write returns the failed auto-recovery's error (EINVAL): the reporter is then in error, as wanted.
+    One unbuffered write: a second report while in error would be refused (ECANCELED)."""
+    import errno
+
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, b"klab")
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ECANCELED):
+            raise
+    finally:
+        os.close(fd)
+
+
+def scenario_health(out: Path) -> dict[str, Any]:
+    """netdevsim's ``dummy`` devlink health reporter broken and recovered through its debugfs.
+
+    ``fail_recover`` keeps the reporter in ``error`` after ``break_health`` (its auto-recovery fails),
+    then ``devlink health recover`` (the lab's, not the agent's: the agent never changes NIC state)
+    makes it healthy again with the error counted. At each step the live doctor pipeline judges the
+    node; meanwhile the daemon's runtime (in this process, the health source every second) must
+    raise the NicHealthError event for the rising error count.
+    """
+    import asyncio
+
+    from agent.analysis import pipeline
+    from agent.config import AgentSettings, Expectations, ReadConfig
+    from agent.host.live import LiveHost
+    from agent.readers.snapshot import take_snapshot
+    from agent.service.daemon import Agent
+
+    dbg = f"{NSIM_DEBUGFS}/{DEV}/health"
+
+    def judge() -> dict[str, Any]:
+        host = LiveHost()
+        try:
+            snap = take_snapshot(host, ReadConfig())
+        finally:
+            host.close()
+        diag = pipeline.run(snap, Expectations(), ()).diagnosis
+        return {"reporters": plain(snap.health), "findings": [plain(f.as_json()) for f in diag.findings
+                                                             if f.code == "NicHealthError"],
+                "health_show": sh_json("devlink", "-j", "health", "show")}
+
+    async def run() -> dict[str, Any]:
+        agent = Agent(AgentSettings(intervals=(("links", 5.0), ("health", 1.0)), recorder_window_s=0,
+                                    node="klab-node"))
+        await agent.start()
+        steps: dict[str, Any] = {}
+        try:
+            t0 = time.monotonic()
+            while not agent.ready:
+                if time.monotonic() - t0 > 180:
+                    raise TimeoutError("the agent did not take its first sample")
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(3.0)  # two health reads at least: the baseline count
+            steps["healthy"] = await asyncio.to_thread(judge)
+            write(f"{dbg}/fail_recover", "1")
+            _break_health(f"{dbg}/break_health")
+            steps["broken"] = await asyncio.to_thread(judge)
+            t = time.monotonic()
+            while not [e for e in agent.events.recent() if e.code == "NicHealthError"]:
+                if time.monotonic() - t > 60:
+                    break
+                await asyncio.sleep(0.2)
+            steps["event_after_s"] = round(time.monotonic() - t, 2)
+            write(f"{dbg}/fail_recover", "0")
+            sh("devlink", "health", "recover", HANDLE, "reporter", "dummy")
+            steps["recovered"] = await asyncio.to_thread(judge)
+            await asyncio.sleep(2.0)
+            text = (await agent.render_metrics()).decode()
+            steps["metrics"] = {k: v for k, v in _metric_lines(text, "railscope_devlink_health_reporter_errors_total").items()}
+            steps["events"] = [plain(e.as_json()) for e in agent.events.recent() if e.code == "NicHealthError"]
+        finally:
+            await agent.stop()
+        return steps
+
+    return asyncio.run(run())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="/out")
@@ -857,6 +939,7 @@ def main() -> int:
         ("daemon", lambda: scenario_daemon(out)),
         ("daemon_memory", lambda: scenario_daemon_memory(out)),
         ("busy", scenario_busy),
+        ("health", lambda: scenario_health(out)),
     ]
     for name, fn in scenarios:
         if args.only and name != "setup" and name not in args.only:

@@ -1,8 +1,10 @@
-"""The devlink watcher: family lookup parsing, the kernel without devlink, and event -> devlink read.
+"""The devlink event listener: pyroute2's generic netlink on this kernel (no devlink family here: it
+ends cleanly), and, over a stand-in socket, event -> callback and event -> devlink read.
 
-The kernel answers are built by hand in the layout of include/uapi/linux/genetlink.h, so the parser
-is checked against bytes the test controls; the wiring test drives a whole agent (over the example
-node image) whose devlink watcher reads a fake socket, and counts the devlink reads it causes.
+The real subscription and a real notification are the kernel lab's (tests/klab/test_klab_daemon.py:
+a devlink param change read within the re-read gap). The stand-in socket has pyroute2's shape
+(``bind``, ``mcast_groups``, ``add_membership``, ``fileno``, ``get``) and a socketpair behind its
+``fileno`` so that the listener's ``select`` wakes exactly as on a netlink socket.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import asyncio
 import errno
 import queue
 import socket
-import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,95 +20,25 @@ from typing import Any
 import pytest
 
 from agent.config import AgentSettings
-from agent.host.netlink.devlink_events import (
-    CTRL_ATTR_FAMILY_ID,
-    CTRL_ATTR_FAMILY_NAME,
-    CTRL_ATTR_MCAST_GROUPS,
-    CTRL_ATTR_MCAST_GRP_ID,
-    CTRL_ATTR_MCAST_GRP_NAME,
-    CTRL_CMD_GETFAMILY,
-    CTRL_CMD_NEWFAMILY,
-    GENL_ID_CTRL,
-    NETLINK_ADD_MEMBERSHIP,
-    NETLINK_GENERIC,
-    SOL_NETLINK,
-    DevlinkWatcher,
-    build_getfamily,
-    parse_family,
-)
+from agent.host.netlink.devlink_events import DEVLINK_FAMILY, DEVLINK_GROUP, DevlinkWatcher
 from agent.service import daemon as runtime
 from agent.service.daemon import _RESAMPLE_GAP_S, Agent
 
 DEVLINK_ID = 0x1B
 CONFIG_GROUP = 7
-DEVLINK_CMD_PARAM_NEW = 40  # include/uapi/linux/devlink.h
-
-
-def _nla(kind: int, payload: bytes, nested: bool = False) -> bytes:
-    n = 4 + len(payload)
-    return struct.pack("=HH", n, kind | (0x8000 if nested else 0)) + payload + b"\0" * ((4 - n % 4) % 4)
-
-
-def _msg(mtype: int, body: bytes, seq: int = 1) -> bytes:
-    return struct.pack("=IHHII", 16 + len(body), mtype, 0, seq, 0) + body
-
-
-def _newfamily(family_id: int = DEVLINK_ID, groups: tuple[tuple[str, int], ...] = (("config", CONFIG_GROUP),)) -> bytes:
-    grps = b"".join(
-        _nla(i + 1, _nla(CTRL_ATTR_MCAST_GRP_ID, struct.pack("=I", gid))
-             + _nla(CTRL_ATTR_MCAST_GRP_NAME, name.encode() + b"\0"), nested=True)
-        for i, (name, gid) in enumerate(groups))
-    body = (struct.pack("=BBH", CTRL_CMD_NEWFAMILY, 2, 0)
-            + _nla(CTRL_ATTR_FAMILY_NAME, b"devlink\0")
-            + _nla(CTRL_ATTR_FAMILY_ID, struct.pack("=H", family_id))
-            + _nla(CTRL_ATTR_MCAST_GROUPS, grps, nested=True))
-    return _msg(GENL_ID_CTRL, body)
-
-
-def _error(code: int) -> bytes:
-    return _msg(2, struct.pack("=i", code) + b"\0" * 16)
-
-
-def _devlink_note() -> bytes:
-    return _msg(DEVLINK_ID, struct.pack("=BBH", DEVLINK_CMD_PARAM_NEW, 1, 0), seq=0)
-
-
-def test_the_family_answer_gives_the_id_and_every_group() -> None:
-    info = parse_family(_newfamily(groups=(("config", CONFIG_GROUP), ("other", 9))) + _error(0))
-    assert info.family_id == DEVLINK_ID
-    assert info.groups == {"config": CONFIG_GROUP, "other": 9}
-
-
-def test_a_family_the_kernel_does_not_know_raises_its_errno() -> None:
-    with pytest.raises(OSError) as exc:
-        parse_family(_error(-errno.ENOENT))
-    assert exc.value.errno == errno.ENOENT
-
-
-def test_an_answer_without_a_family_is_a_value_error() -> None:
-    with pytest.raises(ValueError):
-        parse_family(b"\x01\x02")
-
-
-def test_the_request_names_the_family_to_the_controller() -> None:
-    req = build_getfamily(5, "devlink")
-    length, mtype, _flags, seq, _pid = struct.unpack_from("=IHHII", req)
-    assert (length, mtype, seq) == (len(req), GENL_ID_CTRL, 5)
-    assert req[16] == CTRL_CMD_GETFAMILY
-    alen, atype = struct.unpack_from("=HH", req, 20)
-    assert atype == CTRL_ATTR_FAMILY_NAME
-    assert req[24:20 + alen] == b"devlink\0"
+GENL_ID_CTRL = 0x10
 
 
 def _kernel_has_devlink() -> bool:
-    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_GENERIC)
+    from pyroute2.netlink.devlink import devlinkcmd
+    from pyroute2.netlink.generic import GenericNetlinkSocket
+
+    sock = GenericNetlinkSocket()
     try:
-        sock.settimeout(2.0)
-        sock.send(build_getfamily(1, "devlink"))
-        parse_family(sock.recv(1 << 16))
+        sock.bind(DEVLINK_FAMILY, devlinkcmd)
         return True
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
+    except Exception as exc:
+        if getattr(exc, "code", None) == errno.ENOENT:
             return False
         raise
     finally:
@@ -132,42 +63,51 @@ def test_this_kernel_either_subscribes_or_ends_cleanly() -> None:
     assert not watcher.alive
 
 
-class _FakeSocket:
-    """Answers the family lookup, then hands out the queued datagrams; records what was asked."""
+class _FakeGenl:
+    """pyroute2's GenericNetlinkSocket as the listener uses it; ``push`` queues one batch of messages."""
 
-    def __init__(self, answer: bytes) -> None:
-        self.answer = answer
-        self.datagrams: queue.Queue[bytes] = queue.Queue()
-        self.sent: list[bytes] = []
-        self.options: list[tuple[int, int, int]] = []
+    def __init__(self, groups: dict[str, int] | None = None, bind_error: BaseException | None = None) -> None:
+        self.groups = {DEVLINK_GROUP: CONFIG_GROUP} if groups is None else groups
+        self.bind_error = bind_error
+        self.bound: tuple[str, Any] | None = None
+        self.joined: list[str] = []
+        self.batches: queue.Queue[list[dict[str, Any]]] = queue.Queue()
+        self._r, self._w = socket.socketpair()
         self.closed = threading.Event()
+        self.prid = 0
+        self.mcast_groups: dict[str, int] = {}
 
-    def settimeout(self, _t: float) -> None:
-        pass
+    def bind(self, proto: str, msg_class: Any) -> None:
+        if self.bind_error is not None:
+            raise self.bind_error
+        self.bound = (proto, msg_class)
+        self.prid, self.mcast_groups = DEVLINK_ID, dict(self.groups)
 
-    def bind(self, _addr: tuple[int, int]) -> None:
-        pass
+    def add_membership(self, group: str) -> None:
+        assert group in self.mcast_groups  # pyroute2 looks the name up in what bind resolved
+        self.joined.append(group)
 
-    def send(self, data: bytes) -> int:
-        self.sent.append(data)
-        return len(data)
+    def fileno(self) -> int:
+        return self._r.fileno()
 
-    def recv(self, _n: int) -> bytes:
-        return self.answer
+    def push(self, *types: int) -> None:
+        self.batches.put([{"header": {"type": t}} for t in types])
+        self._w.send(b"x")
 
-    def setsockopt(self, level: int, opt: int, value: int) -> None:
-        self.options.append((level, opt, value))
-
-    def recv_into(self, buf: bytearray) -> int:
-        try:
-            data = self.datagrams.get(timeout=0.05)
-        except queue.Empty:
-            raise TimeoutError from None
-        buf[:len(data)] = data
-        return len(data)
+    def get(self) -> list[dict[str, Any]]:
+        self._r.recv(1)
+        return self.batches.get_nowait()
 
     def close(self) -> None:
+        self._r.close()
+        self._w.close()
         self.closed.set()
+
+
+class _NoFamily(Exception):
+    """pyroute2's NetlinkError shape: the kernel's errno as ``code``."""
+
+    code = errno.ENOENT
 
 
 def _until(cond: Any, timeout_s: float = 5.0) -> None:
@@ -180,24 +120,33 @@ def _until(cond: Any, timeout_s: float = 5.0) -> None:
 
 
 def test_devlink_messages_call_back_and_others_do_not() -> None:
-    sock = _FakeSocket(_newfamily())
+    sock = _FakeGenl()
     events: list[int] = []
     watcher = DevlinkWatcher(lambda: events.append(1), socket_factory=lambda: sock)  # type: ignore[arg-type,return-value]
     watcher.start()
     assert watcher.subscribed
-    assert (SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, CONFIG_GROUP) in sock.options
-    sock.datagrams.put(_msg(GENL_ID_CTRL, struct.pack("=BBH", CTRL_CMD_NEWFAMILY, 2, 0), seq=0))
-    sock.datagrams.put(_devlink_note())
+    assert sock.bound is not None and sock.bound[0] == "devlink" and sock.joined == [DEVLINK_GROUP]
+    sock.push(GENL_ID_CTRL)  # the controller's own message: not devlink's
+    sock.push(DEVLINK_ID)
     _until(lambda: watcher.events == 1)
-    sock.datagrams.put(_devlink_note() + _devlink_note())  # one datagram: one read asked for
+    sock.push(DEVLINK_ID, DEVLINK_ID)  # one batch: one read asked for
     _until(lambda: watcher.events == 2)
     watcher.stop()
     assert sock.closed.is_set()
     assert events == [1, 1]
 
 
+def test_no_devlink_family_ends_the_watcher_with_one_reason() -> None:
+    sock = _FakeGenl(bind_error=_NoFamily())
+    watcher = DevlinkWatcher(lambda: None, socket_factory=lambda: sock)  # type: ignore[arg-type,return-value]
+    watcher.start()
+    _until(lambda: not watcher.alive)
+    assert not watcher.subscribed and "no devlink family" in (watcher.error or "")
+    assert sock.closed.is_set()
+
+
 def test_a_family_without_the_config_group_ends_the_watcher_and_closes_its_socket() -> None:
-    sock = _FakeSocket(_newfamily(groups=(("other", 9),)))
+    sock = _FakeGenl(groups={"other": 9})
     watcher = DevlinkWatcher(lambda: None, socket_factory=lambda: sock)  # type: ignore[arg-type,return-value]
     watcher.start()
     _until(lambda: not watcher.alive)
@@ -209,7 +158,7 @@ def test_a_devlink_event_reads_devlink_once_per_gap_without_waiting_for_the_poll
         example_image: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from agent.host.recorded import open_image
 
-    sock = _FakeSocket(_newfamily())
+    sock = _FakeGenl()
     made: list[DevlinkWatcher] = []
 
     class _Watcher(DevlinkWatcher):
@@ -233,12 +182,16 @@ def test_a_devlink_event_reads_devlink_once_per_gap_without_waiting_for_the_poll
             assert devlink.runs == 1  # the boot read; the next periodic one is an hour away
             assert made and made[0].subscribed
             for _ in range(3):  # a burst inside one gap
-                sock.datagrams.put(_devlink_note())
+                sock.push(DEVLINK_ID)
             for _ in range(500):
                 if devlink.runs >= 2:
                     break
                 await asyncio.sleep(0.01)
             assert devlink.runs == 2
+            for _ in range(300):
+                if made[0].events == 3:
+                    break
+                await asyncio.sleep(0.01)
             assert made[0].events == 3
             # the burst's later events fell in the gap: one deferred read at its end, not three
             await asyncio.sleep(_RESAMPLE_GAP_S + 1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tarfile
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def _tar(src: Path, dest: Path, top: str | None) -> Path:
 def test_directory(tmp_path: Path) -> None:
     with open_image(str(_image(tmp_path / "img"))) as host:
         assert host.read_text("/proc/sys/kernel/osrelease") == "6.8.0-60-generic\n"
-        assert host.manifest is not None and host.manifest["node"] == "n1"
+        assert host.manifest is not None and host.manifest.node == "n1"
         assert not host.live
 
 
@@ -47,12 +48,13 @@ def test_directory_with_one_top_directory(tmp_path: Path) -> None:
 @pytest.mark.parametrize("top", ["node-2026-bundle", None])
 def test_tar_gz_with_and_without_top_dir(tmp_path: Path, top: str | None) -> None:
     bundle = _tar(_image(tmp_path / "img"), tmp_path / "b.tar.gz", top)
-    host = open_image(str(bundle))
-    unpacked = host.root
-    assert host.run(["rdma", "-j", "system", "show"]).ok
-    assert host.read_text("/proc/sys/kernel/osrelease") == "6.8.0-60-generic\n"
-    host.close()
-    assert not os.path.exists(unpacked)
+    before = set(os.listdir(tmp_path))
+    for source in (str(bundle), bundle.read_bytes(), bundle.open("rb")):
+        host = open_image(source)  # a path, the bytes, a file object: one reader
+        assert host.run(["rdma", "-j", "system", "show"]).ok
+        assert host.read_text("/proc/sys/kernel/osrelease") == "6.8.0-60-generic\n"
+        host.close()
+    assert set(os.listdir(tmp_path)) == before  # read in memory: nothing written beside it
 
 
 def test_not_an_image_directory(tmp_path: Path) -> None:
@@ -78,7 +80,7 @@ def test_path_traversal_member_is_refused(tmp_path: Path) -> None:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
-    with pytest.raises(HostError, match="damaged archive"):
+    with pytest.raises(HostError, match=re.escape("member '../evil' climbs out with '..', refusing")):
         open_image(str(bundle))
     assert not (tmp_path / "evil").exists()
     assert not (Path(os.path.dirname(str(tmp_path))) / "evil").exists()

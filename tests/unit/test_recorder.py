@@ -6,7 +6,8 @@ import tracemalloc
 
 import pytest
 
-from agent.service.flight_recorder import FlightRecorder, incident_counters, load_jsonl
+from agent.readers.history import parse_recorder
+from agent.service.flight_recorder import FlightRecorder, incident_counters
 
 RAILS = [f"net_rail{i}" for i in range(8)]
 
@@ -63,9 +64,10 @@ def test_jsonl_lines_follow_the_design_schema_and_round_trip() -> None:
         {"ts": 100, "netdev": "net_rail1", "counters": {"tx_prio3_pause_duration": 5, "carrier_down_count": 2}},
         {"ts": 101, "netdev": "net_rail0", "counters": {"tx_prio3_pause_duration": 8, "out_of_sequence": 0}},
     ]
-    loaded = load_jsonl(text)
-    assert loaded.bad_lines == 0
-    assert loaded.series == {
+    # recorder.jsonl has one parser, readers/history.py: what the recorder writes, it reads
+    loaded, why = parse_recorder(text.encode())
+    assert why is None and loaded is not None
+    assert {n: [(s.ts, dict(s.counters)) for s in loaded.of(n)] for n in loaded.netdevs} == {
         "net_rail0": [(100.0, {"tx_prio3_pause_duration": 7}),
                       (101.0, {"tx_prio3_pause_duration": 8, "out_of_sequence": 0})],
         "net_rail1": [(100.0, {"tx_prio3_pause_duration": 5, "carrier_down_count": 2})],
@@ -73,7 +75,7 @@ def test_jsonl_lines_follow_the_design_schema_and_round_trip() -> None:
 
 
 def test_load_skips_and_counts_bad_lines() -> None:
-    good = '{"ts": 1.5, "netdev": "net_rail0", "counters": {"rx_prio3_discards": 4, "x": "NaN", "y": -1}}'
+    good = '{"ts": 1.5, "netdev": "net_rail0", "counters": {"rx_prio3_discards": 4, "x": "NaN", "y": -1, "z": NaN}}'
     text = "\n".join([
         good,
         '{"ts": 2, "netdev": "net_rail0", "counters": {"rx_prio3_dis',  # cut short by a capture deadline
@@ -83,10 +85,15 @@ def test_load_skips_and_counts_bad_lines() -> None:
         '{"ts": 3, "netdev": "net_rail0", "counters": []}',
         "",
         '{"ts": 0.5, "netdev": "net_rail0", "counters": {"rx_prio3_discards": 3}}',
+        '{"ts": Infinity, "netdev": "net_rail0", "counters": {}}',
+        '{"ts": NaN, "netdev": "net_rail0", "counters": {}}',
     ])
-    loaded = load_jsonl(text)
-    assert loaded.bad_lines == 5
-    assert loaded.series == {"net_rail0": [(0.5, {"rx_prio3_discards": 3}), (1.5, {"rx_prio3_discards": 4})]}
+    loaded, why = parse_recorder(text.encode())
+    assert why == ("recorder.jsonl: 7 malformed line(s) ignored (first: line 2), "
+                   "3 counter value(s) that are not integers in [0, 2^64) dropped")
+    assert loaded is not None
+    assert [(s.ts, dict(s.counters)) for s in loaded.of("net_rail0")] == [
+        (0.5, {"rx_prio3_discards": 3}), (1.5, {"rx_prio3_discards": 4})]
 
 
 def test_write_to_text_and_binary_files() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.analysis.checks import eswitch, pfc, rails, rdma, representors, timeline, versions
+from agent.analysis.checks import eswitch, health, pfc, rails, rdma, representors, timeline, versions
 from agent.analysis.checks.versions import KernelRow
 from agent.analysis.topology import Topology
 from agent.config import Expectations
@@ -26,6 +26,7 @@ SNAPSHOT_CHECKS = {
     "eswitch": eswitch.check,
     "representors": representors.check,
     "pfc": pfc.check,
+    "health": health.check,
 }
 
 

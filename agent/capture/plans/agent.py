@@ -18,8 +18,8 @@ from agent.readers.links import read_links
 
 def _from_image(ctx: CaptureContext, name: str) -> bytes | None:
     """A node image being captured again carries its own events and recorder."""
-    image_file = getattr(ctx.host, "image_file", None)
-    return image_file(name) if image_file is not None and not ctx.host.live else None
+    image = ctx.host.image
+    return image.file(name) if image is not None and not ctx.host.live else None
 
 
 def _events(ctx: CaptureContext) -> bytes:

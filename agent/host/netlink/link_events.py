@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from agent.host.netlink.codec import (
     iter_messages,
     parse_link,
 )
+from agent.host.netlink.listener import ListenerThread
 
 __all__ = ["LinkNote", "LinkWatcher", "NoteSink"]
 
@@ -71,35 +71,20 @@ class NoteSink(Protocol):
         """Queue ``item``; True when the reader must be woken."""
 
 
-class LinkWatcher:
+class LinkWatcher(ListenerThread):
     """Owns one daemon thread; ``start()`` returns once the socket is subscribed."""
+
+    thread_name = "railscope-link-watcher"
 
     def __init__(self, queue: NoteSink, wake: Callable[[], None],
                  on_overrun: Callable[[], None] | None = None, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
         self.queue = queue
         self._wake = wake
         self._on_overrun = on_overrun
         self._clock = clock
-        self._stop = threading.Event()
-        self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: str | None = None
         self.messages = 0
         self.overruns = 0
-
-    def start(self, timeout_s: float = 5.0) -> None:
-        self._thread = threading.Thread(target=self._run, name="railscope-link-watcher", daemon=True)
-        self._thread.start()
-        self._ready.wait(timeout_s)
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def _open(self) -> socket.socket:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_ROUTE)

@@ -166,3 +166,21 @@ def test_an_image_without_a_capture_time_gives_deltas_but_no_rates(pairs: Path, 
     assert moved and all(c["rate"] is None and c["seconds"] is None for c in moved)
     main(["diff", str(pairs / "counters-grow" / "before"), str(untimed)])
     assert f"no capture time in {untimed} (no rates)" in capsys.readouterr().out
+
+
+def test_the_diff_document_keeps_its_shape(pairs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``railscope.diff/v1`` is a contract: these keys, no more, no fewer."""
+    doc, _ = run_diff(pairs, "upgrade-broke-a-rail", capsys)
+    assert set(doc) == {"schema", "before", "after", "seconds", "regressions", "changes", "counters"}
+    for side in (doc["before"], doc["after"]):
+        assert set(side) == {"source", "node", "kernel", "captured_at", "rails", "findings"}
+        assert set(side["findings"]) == {"critical", "warning", "info"}
+    for item in doc["regressions"] + doc["changes"]:
+        assert {"code", "subject", "key", "before", "after", "message"} <= set(item)
+        assert set(item) <= {"code", "subject", "key", "before", "after", "message", "severity", "findings"}
+    assert doc["counters"] and all(set(c) == {"subject", "rail", "plane", "counter", "unit", "before", "after",
+                                              "delta", "seconds", "rate", "reset"} for c in doc["counters"])
+    from agent.analysis.diff import CHANGE_CODES, REGRESSION_CODES
+
+    assert {i["code"] for i in doc["regressions"]} <= set(REGRESSION_CODES)
+    assert {i["code"] for i in doc["changes"]} <= set(CHANGE_CODES)

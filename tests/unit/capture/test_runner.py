@@ -168,3 +168,23 @@ def test_commands_run_niced_with_lc_all_c_and_no_inherited_environment(tmp_path:
     lines = members(out.getvalue())[it["path"]].decode().splitlines()
     assert lines[0] == "lc=C secret="
     assert int(lines[1]) >= 10
+
+
+def test_firmware_reads_take_the_shared_firmware_lock_and_never_wait_past_the_deadline(tmp_path: Path) -> None:
+    import threading
+
+    fw = script(tmp_path, "fwread", "echo ok\n")
+    plans = [fake_replay({"r0": "0000:0a:00.0"}),
+             plugin(Plan("fw", 1, (Command((fw, "{rail}"), firmware="rail"), Command((fw, "free")))))]
+    lock = threading.Lock()
+    lock.acquire()  # a sampler's read stuck in the driver holds it
+    t0 = time.monotonic()
+    bundle = run(tmp_path, plans, firmware_lock=lock, deadline_s=2.0)
+    assert time.monotonic() - t0 < 8
+    by_argv = {tuple(i["argv"]): i for i in manifest(bundle)["items"] if i["argv"]}
+    assert by_argv[(fw, "r0")]["skipped"] and "held" in by_argv[(fw, "r0")]["reason"]
+    assert by_argv[(fw, "free")]["rc"] == 0  # not a firmware read: not held up
+    lock.release()
+    bundle = run(tmp_path, plans, firmware_lock=lock)
+    by_argv = {tuple(i["argv"]): i for i in manifest(bundle)["items"] if i["argv"]}
+    assert by_argv[(fw, "r0")]["rc"] == 0 and not lock.locked()

@@ -60,3 +60,14 @@ def test_nics_without_rails_are_not_judged_by_expectations():
     snap = replace(snap, rules=tuple(r for r in snap.rules if r.pci == nodes.PCIS[0]))
     snap = nodes.set_mode(snap, PF1, "legacy")
     assert found(snap, Expectations(eswitch_mode="switchdev")) == []
+
+
+def test_multiport_expectation_judges_only_nics_that_carry_rails():
+    """A NIC without a rail (storage, management) may run any LAG mode: --expect-esw-multiport is about
+    the rails' NICs only, while the same value on a rail's NIC is judged."""
+    off_rail = replace(nodes.node(rails=2), rules=tuple(r for r in nodes.node(rails=2).rules if r.pci == nodes.PCIS[0]))
+    off_rail = nodes.replace_link(off_rail, "net_rail1", ifname="ens9f0np0")
+    off_rail = nodes.set_param(off_rail, PF1, "esw_multiport", True)
+    assert found(off_rail, Expectations(esw_multiport=False)) == []
+    on_rail = nodes.set_param(nodes.node(), PF1, "esw_multiport", True)
+    assert found(on_rail, Expectations(esw_multiport=False)) == [("EswMultiportUnexpected", "warning", PF1)]

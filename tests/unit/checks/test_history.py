@@ -10,6 +10,7 @@ from agent.analysis.checks import merge
 from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
 from agent.findings import Finding
+from agent.host.image import Manifest
 from agent.model import Event
 from agent.readers.history import capture_time_of, parse_events, parse_recorder
 
@@ -124,5 +125,6 @@ def test_malformed_history_is_a_reason_not_a_crash():
     rec, why = parse_recorder(b'{"ts": 1, "netdev": "a", "counters": {"x": 1}}\ngarbage\n')
     assert rec.netdevs == ("a",) and "line 2" in why
     assert parse_recorder(b"")[0] is None
-    assert capture_time_of({"ended_at": "2026-10-28T14:20:33Z"}) == nodes.TAKEN_AT
-    assert capture_time_of({"ended_at": "yesterday"}) is None
+    assert capture_time_of(Manifest(ended_at="2026-10-28T14:20:33Z")) == nodes.TAKEN_AT
+    assert capture_time_of(Manifest(ended_at="yesterday")) is None
+    assert capture_time_of(None) is None

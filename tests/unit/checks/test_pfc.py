@@ -37,3 +37,11 @@ def test_rx_discards_phy_alone_is_evidence_only():
 
 def test_missing_ethtool_stats_judge_nothing():
     assert found(replace(nodes.node(), ethtool=())) == []
+
+
+def test_pause_counters_in_one_direction_are_pfc_enabled():
+    """PfcDisabled needs both directions' counters missing: a NIC that counts only received (or only
+    sent) pause on the lossless priority has PFC on."""
+    rx_only = nodes.set_counters(nodes.node(), "net_rail1", tx_prio3_pause=None)
+    tx_only = nodes.set_counters(nodes.node(), "net_rail1", rx_prio3_pause=None)
+    assert found(rx_only) == [] and found(tx_only) == []

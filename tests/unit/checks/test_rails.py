@@ -96,3 +96,10 @@ def test_site_rules_name_rails_and_not_the_storage_nic():
 def test_site_rail_whose_rename_failed_is_not_invisible():
     snap = nodes.replace_link(site_node(), "eth_rail1", ifname="enp141s0f0np0")
     assert found(snap) == [("RailNameMismatch", "critical", "eth_rail1")]
+
+def test_operstate_unknown_without_carrier_is_down():
+    """UNKNOWN is up only with carrier (drivers without operstate support report UNKNOWN; carrier 0 is
+    still no link)."""
+    snap = nodes.replace_link(nodes.node(), "net_rail0", operstate="UNKNOWN", carrier=0)
+    assert ("RailLinkDown", "critical", "net_rail0") in found(snap)
+    assert diagnose(snap, Expectations(), kernel_table=()).rails[0].oper == "down"

@@ -94,7 +94,7 @@ def run(coro):  # type: ignore[no-untyped-def]
 
 
 def spool_bundle(root: Path, hello: Hello, data: bytes, created_at: float, sha: str | None = None) -> Path:
-    """A bundle in the node spool as ``agent.capture.spool.Spool.add`` leaves it (the sidecar last)."""
+    """A bundle in the node spool as ``agent.capture.spool.Spool.capture`` leaves it (the .sha256 last)."""
     import json
 
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -103,9 +103,7 @@ def spool_bundle(root: Path, hello: Hello, data: bytes, created_at: float, sha: 
     p.write_bytes(data)
     digest = sha or hashlib.sha256(data).hexdigest()
     (root / f"{name}.tar.gz.sha256").write_text(f"{digest}  {p.name}\n")
-    meta = {"schema": "railscope.spool/v1", "bundle_id": hello.bundle, "name": name, "node": hello.node,
-            "cluster": hello.cluster, "incident": hello.incident, "reason": hello.reason,
-            "agent_version": hello.agent, "bytes": len(data), "sha256": digest, "partial": False,
-            "created_at": created_at}
+    meta = {**hello.to_json(), "name": name, "bytes": len(data), "sha256": digest, "partial": False,
+            "spooled_at": created_at}
     (root / f"{name}.json").write_text(json.dumps(meta))
     return p

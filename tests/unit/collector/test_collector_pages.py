@@ -183,3 +183,22 @@ def test_bundle_text_is_escaped_on_the_incident_page(tmp_path: Path) -> None:
             assert status == 200 and "<script>" not in page and "&lt;script&gt;alert(1)" in page
 
     run(go())
+
+
+def test_the_analysis_of_a_page_stays_off_the_live_node() -> None:
+    """DESIGN §1: the collector uses the agent's offline parts only, also for what it imports late."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    probe = ("import json, sys, collector.app, collector.pages as p\n"
+             "d = p._analyse_file(sys.argv[1], 'x', p.expectations())\n"
+             "print(json.dumps([sorted(d), sorted(sys.modules)]))")
+    res = subprocess.run([sys.executable, "-c", probe, str(IMAGES / "pfc-storm-recorder")], capture_output=True,
+                         text=True, timeout=60, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stderr
+    keys, mods = json.loads(res.stdout)
+    assert keys == ["doctor", "html"]
+    forbidden = ("agent.host.live", "agent.service", "agent.capture", "pyroute2")
+    assert [m for m in mods if any(m == f or m.startswith(f + ".") for f in forbidden)] == []

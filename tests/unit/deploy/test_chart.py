@@ -59,10 +59,9 @@ FULL_AGENT = {
     "port": 9850,
     "cluster": "gpu-east-1",
     "logLevel": "debug",
-    "collector": "http://railscope-collector.railscope.svc:9842",
-    "collectorTokenFile": "/var/run/secrets/railscope/collector-token",
     "linksInterval": "20s",
     "devlinkInterval": "2m",
+    "healthInterval": "5m",
     "rdmaInterval": 90,
     "configInterval": "5m",
     "countersInterval": 2,
@@ -73,6 +72,9 @@ FULL_AGENT = {
     "captureDeadline": "120s",
     "spool": "/var/lib/railscope/spool",
     "spoolMaxBytes": 536870912,
+    "collector": "http://rs-railscope-collector.railscope:9842",
+    "collectorTokenFile": "/var/run/secrets/railscope/collector-token",
+    "uploadInterval": "1m",
     "dataSocket": "/run/railscope/agent.sock",
     "dataTokenFile": "/etc/railscope/data-token",
     "devlinkParam": ["esw_multiport"],
@@ -606,12 +608,15 @@ def test_every_value_reaches_the_agent(chart: Any, monkeypatch: pytest.MonkeyPat
     assert (s.port, s.cluster, s.node, s.listen) == (9850, "gpu-east-1", "gpu-node-7", "127.0.0.1")
     iv = dict(s.intervals)
     assert (iv["links"], iv["devlink"], iv["rdma"], iv["config"]) == (20, 120, 90, 300)
+    assert iv["health"] == 300
     assert (iv["counters"], s.source_deadline_s, s.command_timeout_s) == (2, 30, 7)
     assert s.read.devlink_params == ("esw_multiport",)
     assert s.disabled == frozenset({"rdma"})
     assert s.read.command_timeout_s == 7
     assert s.representor_include == "^pf0vf[0-3]$"
     assert (s.recorder_window_s, s.event_history, s.event_queue) == (600, 2000000, 512)
+    assert (s.collector_url, s.collector_token_file, s.upload_interval_s) == (
+        "http://rs-railscope-collector.railscope:9842", "/var/run/secrets/railscope/collector-token", 60)
     assert (s.capture_on, s.capture_cooldown_s, s.capture_deadline_s) == (frozenset({"LinkFlapping", "PfcStorm"}),
                                                                           900, 120)
     assert (s.spool_dir, s.spool_max_bytes) == ("/var/lib/railscope/spool", 536870912)

@@ -16,6 +16,7 @@ from agent.model import (
     DriverInfo,
     Eswitch,
     EthtoolStats,
+    HealthReporter,
     Link,
     PciFunction,
     RailRule,
@@ -98,6 +99,7 @@ def synthetic_snapshot(rails: int = 8, vfs: int = 127, *, numvfs: int | None = N
     links: list[Link] = [Link(ifindex=1, ifname="lo", operstate="UNKNOWN", carrier=1, mtu=65536)]
     pci: list[PciFunction] = []
     devs: list[DevlinkDev] = []
+    health: list[HealthReporter] = []
     esw: list[Eswitch] = []
     params: list[DevlinkParam] = []
     ports: list[DevlinkPort] = []
@@ -126,6 +128,8 @@ def synthetic_snapshot(rails: int = 8, vfs: int = 127, *, numvfs: int | None = N
                                virtfns=tuple(vf_bdf(i, v) for v in range(numvfs)), driver="mlx5_core"))
         pci.extend(PciFunction(bdf=vf_bdf(i, v), physfn=bdf, driver="mlx5_core") for v in range(numvfs))
         devs.append(DevlinkDev(handle=f"pci/{bdf}"))
+        health.extend(HealthReporter(f"pci/{bdf}", f"pci/{bdf}", None, name, "healthy", 0, 0)
+                      for name in ("fw", "fw_fatal"))
         esw.append(Eswitch(handle=f"pci/{bdf}", mode="switchdev", inline_mode="none", encap_mode="basic"))
         params.append(DevlinkParam(handle=f"pci/{bdf}", name="esw_multiport", values=(("runtime", False),)))
         params.append(DevlinkParam(handle=f"pci/{bdf}", name="flow_steering_mode", values=(("runtime", "smfs"),)))
@@ -151,5 +155,5 @@ def synthetic_snapshot(rails: int = 8, vfs: int = 127, *, numvfs: int | None = N
                           netns_mode="N"),
         links=tuple(links), pci=tuple(pci), devlink_devs=tuple(devs), eswitch=tuple(esw), params=tuple(params),
         ports=tuple(ports), rdma_links=tuple(rdma_links), rdma_netns="exclusive", rdma_devices=tuple(rdma_devs),
-        ethtool=tuple(ethtool), drivers=tuple(drivers), rules=tuple(rules), ovs=None,
+        ethtool=tuple(ethtool), drivers=tuple(drivers), rules=tuple(rules), ovs=None, health=tuple(health),
     )

@@ -262,7 +262,8 @@ def test_no_sample_yet_serves_only_the_agent_series() -> None:
 
 #: Labels that identify a series; anything else is a fact and belongs on an ``_info`` family.
 IDENTITY_LABELS = {"device", "rail", "plane", "prio", "direction", "pci", "code", "severity", "subject",
-                   "source", "param"}
+                   "source", "param",
+                   "reporter"}  # devlink health: a handful per PF (fw, fw_fatal, tx, rx, vnic)
 
 
 def test_every_family_follows_the_naming_rules() -> None:

@@ -9,6 +9,7 @@ and a ``driver`` link, and has no ``sriov_totalvfs`` (step 24: ``No such file or
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ def _cmds(uplink: str) -> dict[tuple[str, ...], tuple[str, int]]:
         ("devlink", "-j", "dev", "eswitch", "show", HANDLE):
             (json.dumps(_doc("netdevsim/31-devlink-eswitch-show-switchdev.txt")), 0),
         ("devlink", "-j", "port", "show"): (ports, 0),
+        ("devlink", "-j", "health", "show"): (json.dumps(_doc("netdevsim/39-devlink-health-show.txt")), 0),
     }
     for name in PARAMS:
         cmds[("devlink", "-j", "dev", "param", "show", HANDLE, "name", name)] = (_param_of(name), 0)
@@ -174,3 +176,20 @@ def test_snapshot_and_topology_of_a_netdevsim_rail(tmp_path: Path) -> None:
     assert [(r.netdev, r.index) for r in pf.representors] == [("eth1", 0), ("eth2", 1), ("eth3", 2), ("eth4", 3)]
     assert pf.stale_representors == ()
     assert [p.handle for p in topo.pfs] == [HANDLE]
+
+
+def test_netdevsims_health_reporters_belong_to_its_rail_pf(tmp_path: Path) -> None:
+    """The recorded ``devlink -j health show`` of a real netdevsim: two reporters on the instance,
+    healthy; one of them in error is the PF's NicHealthError (the kernel lab breaks it for real)."""
+    from agent.analysis.checks import health
+
+    host = netdevsim_image(tmp_path / "img", uplink="net_rail0")
+    snap = take_snapshot(host, ReadConfig(devlink_params=PARAMS), now=0.0)
+    assert [(r.dev, r.port, r.name, r.state, r.error) for r in snap.health] == [
+        (HANDLE, None, "empty", "healthy", 0), (HANDLE, None, "dummy", "healthy", 0)]
+    topo = build_topology(snap, Expectations())
+    assert health.check(snap, topo, Expectations()) == []
+    broken = dataclasses.replace(snap, health=(snap.health[0], dataclasses.replace(snap.health[1], state="error",
+                                                                                   error=1)))
+    (f,) = health.check(broken, topo, Expectations())
+    assert (f.code, f.severity, f.subject) == ("NicHealthError", "warning", HANDLE)

@@ -79,6 +79,7 @@ def test_commands_belong_to_the_source_that_runs_them() -> None:
     assert source_of(["devlink", "-j", "dev", "show"]) == "devlink"
     assert source_of(["ovs-vsctl", "--format=json"]) == "config"
     assert source_of(["rdma", "-j", "link", "show"]) == "rdma"
+    assert source_of(["devlink", "-j", "health", "show"]) == "health"  # the longest prefix wins
     assert source_of(["cat"]) is None
 
 
@@ -96,6 +97,36 @@ def test_a_disabled_source_is_not_read(example_image: Path) -> None:
 
     with open_image(str(example_image)) as inner:
         host = Counting(inner)
-        snap = take_snapshot(host, ReadConfig(), disabled=("devlink", "counters"))  # type: ignore[arg-type]
+        snap = take_snapshot(host, ReadConfig(), disabled=("devlink", "health", "counters"))  # type: ignore[arg-type]
     assert not any(a[0] in ("devlink", "ethtool") for a in host.argv)
     assert snap.eswitch == () and snap.ethtool == () and snap.rdma_links  # the others are read
+    assert ("health", "disabled (--disable-source)") in snap.unavailable
+
+
+def test_no_devlink_family_spares_the_health_command() -> None:
+    """devlink dev show failing (no devlink netlink family) means every devlink command fails the same
+    way: the health source says so instead of running one more."""
+    from agent.host import CmdResult
+
+    class NoDevlink:
+        live = False
+        image = None  # a live host has no image door
+        links_error = "no links here"
+
+        def __init__(self) -> None:
+            self.argv: list[tuple[str, ...]] = []
+
+        def run(self, argv, timeout_s=10.0, max_bytes=8 << 20):
+            self.argv.append(tuple(argv))
+            if argv[0] == "devlink":
+                return CmdResult(tuple(argv), 1, b"", b"Failed to connect to devlink Netlink\n")
+            return CmdResult(tuple(argv), None, missing=True)
+
+        def __getattr__(self, name):  # every other door: nothing there
+            return lambda *a, **kw: None if name in ("links", "read_text", "read_bytes", "listdir", "readlink",
+                                                      "realpath") else ([] if name == "glob" else {})
+
+    host = NoDevlink()
+    snap = take_snapshot(host, ReadConfig(), now=0.0)  # type: ignore[arg-type]
+    assert ("devlink", "-j", "health", "show") not in host.argv
+    assert dict(snap.unavailable)["devlink health"] == "devlink -j dev show: exit 1: Failed to connect to devlink Netlink"

@@ -134,10 +134,15 @@ def test_a_node_image_recorded_by_the_agent_replays_to_the_same_diagnosis(exampl
     path.write_bytes(got["tar"])
     exp = Expectations()
     with open_image(str(path)) as host:
-        manifest = host.manifest or {}
-        items = {it["path"]: it for it in manifest.get("items", [])}
-        assert "recorder.jsonl" in items and items["recorder.jsonl"]["bytes"] > 0
-        assert manifest.get("node") == "gpu-node-7" and manifest.get("reason") == "test"
+        manifest = host.manifest
+        assert manifest is not None
+        items = {it.path: it for it in manifest.items}
+        assert "recorder.jsonl" in items and items["recorder.jsonl"].bytes > 0
+        assert manifest.node == "gpu-node-7" and manifest.reason == "test"
+        # the capture runner's whole bundle, every plug-in listed
+        from agent.capture.plans import PLUGINS
+
+        assert [p["name"] for p in manifest.extra["plugins"]] == list(PLUGINS)
         history = load_history(host)
         assert history.recorder is not None and set(history.recorder.netdevs) == {"net_rail0", "net_rail1"}
         replayed = diagnose(take_snapshot(host), exp, events=history.events, recorder=history.recorder)
@@ -337,6 +342,9 @@ def test_event_captures_land_in_the_spool_once_per_cooldown_and_the_cap_drops_th
         meta = entries[0].meta
         assert meta["node"] == "gpu-node-7" and meta["incident"].startswith("linkflapping-")
         assert meta["reason"].startswith("event LinkFlapping")
+        from proto.keys import bundle_id
+
+        assert meta["bundle"] == bundle_id(meta["incident"], "gpu-node-7", meta["plan"]) and meta["plan"]
         text = await (await client.get("/metrics")).text()
         assert 'railscope_captures_total{outcome="ok",trigger="event"} 1.0' in text
         assert "railscope_spool_dropped_total 0.0" in text
@@ -350,3 +358,19 @@ def test_event_captures_land_in_the_spool_once_per_cooldown_and_the_cap_drops_th
         assert "railscope_spool_dropped_total 1.0" in text
 
     _serve(agent, body)
+
+
+def test_a_firmware_read_hung_in_a_capture_is_exported_and_skipped_by_the_next(example_image: Path) -> None:
+    agent = _agent(example_image)
+    agent.capture.hung.add(("counters", "net_rail0"))
+
+    async def body(client: TestClient) -> None:
+        await _until_ready(client)
+        text = await (await client.get("/metrics")).text()
+        assert 'railscope_source_hung{device="net_rail0",source="counters"} 1.0' in text
+
+    _serve(agent, body)
+    params = agent.capture._params("test", None, "gpu-node-7", frozenset({("devlink", "pci/0000:0c:00.0")}))
+    assert params.skip_firmware == frozenset({"net_rail0", "pci/0000:0c:00.0"})
+    assert params.hung_tools == frozenset({("devlink", "pci/0000:0c:00.0")})
+    assert params.recorder_jsonl is not None and params.events == []

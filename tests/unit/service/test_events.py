@@ -7,7 +7,8 @@ import pytest
 
 from agent.findings import CODES, EVENT_CODES
 from agent.model import Event
-from agent.service.events import EventLog, events_from_json
+from agent.readers.history import EVENT_VOCABULARY, parse_events
+from agent.service.events import EventLog
 
 
 def ev(ts: float, code: str = "LinkFlapping", subject: str = "net_rail0", **evidence) -> Event:
@@ -17,7 +18,8 @@ def ev(ts: float, code: str = "LinkFlapping", subject: str = "net_rail0", **evid
 
 def test_event_codes() -> None:
     assert EVENT_CODES == {"LinkFlapping": "warning", "ConfigFlapping": "warning", "RepresentorStale": "warning",
-                           "PfcStorm": "critical", "LosslessDrops": "critical", "DriverReload": "info"}
+                           "PfcStorm": "critical", "LosslessDrops": "critical", "NicHealthError": "warning",
+                           "DriverReload": "info"}
     # DriverReload is an event, never a doctor finding
     assert "DriverReload" not in CODES
 
@@ -48,19 +50,24 @@ def test_recent_since_and_json_document() -> None:
     assert [e["ts"] for e in log.to_json()["events"]] == [10.0, 15.0, 20.5]
 
 
-def test_events_from_json_is_tolerant() -> None:
+def test_events_json_reads_back_through_the_history_parser() -> None:
+    """``events.json`` has one parser, ``readers/history.py``: what the log writes, it reads."""
     log = EventLog()
     log.add(ev(1.0))
-    events, bad = events_from_json(log.to_json())
-    assert (events, bad) == (log.recent(), 0)
+    events, why = parse_events(log.dumps().encode())
+    assert (list(events), why) == (log.recent(), None)
     doc = {"events": [{"ts": 2, "code": "PfcStorm", "severity": "critical", "subject": "net_rail1"},
                       {"ts": "x", "code": "PfcStorm", "severity": "critical", "subject": "net_rail1"},
                       "junk", {"ts": 3, "code": "", "severity": "info", "subject": "node"}]}
-    events, bad = events_from_json(doc)
+    events, why = parse_events(json.dumps(doc).encode())
     assert [(e.ts, e.code, e.message, e.evidence) for e in events] == [(2.0, "PfcStorm", "", ())]
-    assert bad == 3
-    assert events_from_json({"events": "nope"}) == ([], 1)
-    assert events_from_json([]) == ([], 1)
+    assert why == "events.json: 3 malformed event(s) ignored, 1 unknown code(s)"
+    assert parse_events(b'{"events": "nope"}') == ((), 'events.json: expected {"events": [...]}')
+    assert parse_events(b"[]") == ((), 'events.json: expected {"events": [...]}')
+
+
+def test_every_event_code_is_in_the_vocabulary_history_accepts() -> None:
+    assert set(EVENT_CODES) <= EVENT_VOCABULARY
 
 
 def test_invalid_bound() -> None:

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Mutation testing of the pure parts with mutmut (not in CI: it runs the unit tests once per mutant).
+#   scripts/mutate.sh checks     analysis/checks/ and detectors/ (a short run)
+#   scripts/mutate.sh            analysis/ (topology, checks, diagnose) and detectors/
+#   scripts/mutate.sh all        also the readers' parsers and readers/history.py
+# Runs in a temporary copy of the committed tree (REV=<commit> for another one) (mutmut writes mutants/ beside the code), prints
+# mutmut's results (survivors by name) and the score: killed / (killed + survived).
+set -euo pipefail
+scope=${1:-pure}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/railscope-mutate.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+git -C "$root" archive "${REV:-HEAD}" | tar -x -C "$work"
+cd "$work"
+only='"agent/analysis/*", "agent/detectors/*"'
+[ "$scope" = checks ] && only='"agent/analysis/checks/*", "agent/detectors/*"'
+tests='"tests/unit/checks", "tests/unit/detectors", "tests/unit/test_topology.py", "tests/unit/test_images.py"'
+if [ "$scope" = all ]; then
+  only="$only, \"agent/readers/*\""
+  tests="$tests, \"tests/unit/readers\", \"tests/unit/test_netlink_parse.py\", \"tests/unit/test_snapshot.py\""
+fi
+cat >>pyproject.toml <<CFG
+
+[tool.mutmut]
+source_paths = ["agent"]
+only_mutate = [$only]
+pytest_add_cli_args_test_selection = [$tests]
+pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
+CFG
+# The example image lives beside the project (tests/conftest.py): mutmut runs the tests in mutants/,
+# whose neighbour is $work/shared.
+[ -e "$root/../shared" ] && ln -s "$(cd "$root/../shared" && pwd)" "$work/shared"
+# mutmut copies tests/ with shutil.copytree, which follows symlinks: the node images' sysfs symlinks
+# loop (class/net -> devices -> ... -> class/net), so the copy never ends. Keep them symlinks.
+mutmut() {
+  python3 -c 'import functools, shutil, sys
+shutil.copytree = functools.partial(shutil.copytree, symlinks=True)
+sys.argv = ["mutmut", *sys.argv[1:]]
+from mutmut.__main__ import cli
+cli()' "$@"
+}
+mutmut run --max-children "${MUTMUT_CHILDREN:-2}" || true
+mutmut results --all true >"$work/results.txt" 2>&1 || mutmut results >"$work/results.txt" 2>&1 || true
+cat "$work/results.txt"
+python3 - "$work/results.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+counts = {k: len(re.findall(rf": {k}\b", text)) for k in ("killed", "survived", "timeout", "no tests", "suspicious")}
+done = counts["killed"] + counts["survived"]
+print("mutants:", counts, f"score {counts['killed'] / done:.1%}" if done else "score n/a")
+PY

@@ -1,0 +1,87 @@
+"""NicHealthError: a rail PF's devlink health reporter (or its port's) in error; severity the worst."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import nodes
+from test_rails import found
+
+from agent.model import HealthReporter
+
+PF0, PF1 = (f"pci/{b}" for b in nodes.PCIS[:2])
+
+
+def rep(handle: str, name: str, state: str | None = "healthy", error: int | None = 0,
+        recover: int | None = 0) -> HealthReporter:
+    parts = handle.split("/")
+    return HealthReporter(handle, "/".join(parts[:2]), int(parts[2]) if len(parts) == 3 else None, name, state,
+                          error, recover)
+
+
+def aux_of(pf: str) -> str:
+    """The PF's nested auxiliary instance, as devlink dev show lists it (kernel >= 6.7)."""
+    snap = nodes.node()
+    return next(d.nested[0] for d in snap.devlink_devs if d.handle == pf)
+
+
+def healthy() -> tuple[HealthReporter, ...]:
+    out = []
+    for pf in (PF0, PF1):
+        out += [rep(pf, "fw"), rep(pf, "fw_fatal"), rep(f"{aux_of(pf)}/65535", "tx"), rep(f"{aux_of(pf)}/65535", "rx")]
+    return tuple(out)
+
+
+def with_health(*changes: HealthReporter, extra: tuple[HealthReporter, ...] = ()):
+    keyed = {(r.handle, r.name): r for r in healthy()}
+    for r in changes:
+        keyed[(r.handle, r.name)] = r
+    return replace(nodes.node(), health=tuple(keyed.values()) + extra)
+
+
+def test_healthy_reporters_raise_nothing():
+    assert found(with_health()) == []
+
+
+def test_fw_fatal_in_error_is_critical():
+    assert found(with_health(rep(PF0, "fw_fatal", "error", 1))) == [("NicHealthError", "critical", PF0)]
+
+
+def test_any_other_reporter_in_error_is_a_warning():
+    assert found(with_health(rep(PF1, "fw", "error", 2))) == [("NicHealthError", "warning", PF1)]
+
+
+def test_a_port_reporter_of_the_nested_auxiliary_instance_is_its_pfs():
+    snap = with_health(rep(f"{aux_of(PF1)}/65535", "tx", "error", 4, 3))
+    assert found(snap) == [("NicHealthError", "warning", PF1)]
+
+
+def test_a_port_reporter_under_the_pci_handle_is_its_pfs():
+    snap = with_health(extra=(rep(f"{PF0}/1", "rx", "error", 1),))
+    assert found(snap) == [("NicHealthError", "warning", PF0)]
+
+
+def test_errors_on_a_reporter_now_healthy_are_info():
+    assert found(with_health(rep(PF0, "fw", "healthy", 3, 3))) == [("NicHealthError", "info", PF0)]
+
+
+def test_one_finding_per_pf_with_the_worst_severity_and_every_reporter_in_evidence():
+    snap = with_health(rep(PF0, "fw", "error", 1), rep(PF0, "fw_fatal", "error", 1),
+                       rep(f"{aux_of(PF0)}/65535", "rx", "healthy", 2, 2))
+    from agent.analysis.diagnose import diagnose
+    from agent.config import Expectations
+
+    (f,) = diagnose(snap, Expectations(), kernel_table=()).findings
+    assert (f.code, f.severity, f.subject) == ("NicHealthError", "critical", PF0)
+    assert {(r["reporter"], r["state"], r["error"]) for r in f.evidence["reporters"]} == {
+        ("fw", "error", 1), ("fw_fatal", "error", 1), ("tx", "healthy", 0), ("rx", "healthy", 2)}
+
+
+def test_a_vfs_reporter_and_another_bus_are_not_judged():
+    vf = f"pci/{nodes.vf_of(nodes.PCIS[0])}"
+    snap = with_health(extra=(rep(vf, "vnic", "error", 5), rep("netdevsim/netdevsim1", "dummy", "error", 1)))
+    assert found(snap) == []
+
+
+def test_a_reporter_without_a_state_is_not_judged():
+    assert found(with_health(rep(PF0, "fw_fatal", None, 9))) == []
