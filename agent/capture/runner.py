@@ -37,7 +37,17 @@ from agent import __version__
 from agent.capture import manifest as mf
 from agent.capture.archive import BundleWriter, DirWriter, write_sha256_file
 from agent.capture.context import CaptureContext, fill_from_snapshot
-from agent.capture.plan import Command, File, Generated, Plan, PlanRefused, Step, check_plan, placeholders
+from agent.capture.plan import (
+    Command,
+    File,
+    Generated,
+    Plan,
+    PlanRefused,
+    Step,
+    check_plan,
+    placeholders,
+    refusal,
+)
 from agent.capture.plans import PLUGINS, load
 from agent.capture.redact import Redactor
 from agent.config import ReadConfig
@@ -162,7 +172,7 @@ class _Run:
         self.staging = staging
         self.tmp = os.path.join(staging, ".tmp")
         os.makedirs(self.tmp)
-        self.rec = RecordingHost(host, staging)
+        self.rec = RecordingHost(host, staging, guard=refusal)
         self.lock = threading.RLock()
         self.sealed = False
         self.items: dict[str, dict[str, Any]] = {}
@@ -322,6 +332,13 @@ class _Run:
 
     def _command(self, t: _Task, step: Command) -> None:
         argv = tuple(_fill(a, t.binding) for a in step.argv)
+        # Checked again once expanded: a rail or namespace name is the node's, not the plan's.
+        why = refusal(argv)
+        if why is not None:
+            self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=f"refused: {why}",
+                                  plugin=t.plugin))
+            self.notes.append(f"refused: {' '.join(argv)!r}: {why}")
+            return
         if t.fw_key is not None:
             why = self.fw_hung.get(t.fw_key) or next(
                 (f"firmware reads on {d} hung in an earlier read" for d in self.params.skip_firmware
