@@ -52,6 +52,7 @@ from agent.capture.plans import PLUGINS, load
 from agent.capture.redact import Redactor
 from agent.config import ReadConfig
 from agent.host import Host, slug
+from agent.host.paths import NotRegularFile, open_regular
 from agent.host.recording import SCHEMA, RecordingHost
 from agent.host.runner import _Tail, run_argv
 from agent.model import Snapshot
@@ -474,6 +475,10 @@ class _Run:
             t0 = time.monotonic()
             try:
                 nbytes, truncated, tmp = self._copy_tail(real, step.max_bytes)
+            except NotRegularFile:
+                self.put_item(mf.item("fs" + resolved, "file", skipped=True,
+                                      reason=f"{path}: not available: not a regular file", plugin=t.plugin))
+                continue
             except OSError as exc:
                 self.put_item(mf.item("fs" + resolved, "file", skipped=True,
                                       reason=f"{path}: {exc.strerror or exc}", plugin=t.plugin))
@@ -502,7 +507,7 @@ class _Run:
         """Copy a file's last ``cap`` bytes into a temporary file; (bytes, truncated, temp path)."""
         fd, tmp = tempfile.mkstemp(dir=self.tmp)
         try:
-            with open(real, "rb") as src, os.fdopen(fd, "wb") as dst:
+            with open_regular(real) as src, os.fdopen(fd, "wb") as dst:
                 st = os.fstat(src.fileno())
                 if stat.S_ISREG(st.st_mode) and st.st_size > _REAL_FILE:
                     # A real file: its size is true, so seek to the tail and stream it.
