@@ -666,18 +666,22 @@ def _argv(t: _Task) -> list[str] | None:
 def capture(host: Host, out: IO[bytes] | None, params: CaptureParams, *,
             plans: list[ModuleType] | None = None, staging_dir: str | None = None,
             on_chunk: Callable[[bytes], None] | None = None,
-            progress: Callable[[int, int, int], None] | None = None) -> CaptureResult:
+            progress: Callable[[int, int, int], None] | None = None,
+            unique: Callable[[str], bool] | None = None) -> CaptureResult:
     """Capture ``host`` into a bundle written to ``out`` (and/or ``on_chunk``). Never raises for
-    what the node lacks; raises ``OSError`` only when the bundle itself cannot be written."""
+    what the node lacks; raises ``OSError`` only when the bundle itself cannot be written.
+    ``unique(name)`` says whether a bundle name is free (a second capture within the same second
+    gets ``<name>-2``)."""
     def writer(name: str, redactor: Redactor, staging: str, mtime: float) -> BundleWriter:
         return BundleWriter(out, name, redactor, on_chunk=on_chunk, tmp_dir=staging, mtime=mtime)
 
-    return _capture(host, params, writer, plans=plans, staging_dir=staging_dir, progress=progress)
+    return _capture(host, params, writer, plans=plans, staging_dir=staging_dir, progress=progress, unique=unique)
 
 
 def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Redactor, str, float], Any], *,
              plans: list[ModuleType] | None = None, staging_dir: str | None = None,
-             progress: Callable[[int, int, int], None] | None = None) -> CaptureResult:
+             progress: Callable[[int, int, int], None] | None = None,
+             unique: Callable[[str], bool] | None = None) -> CaptureResult:
     mods = plans if plans is not None else load(params.plugins)
     bundle_id = params.bundle_id or uuid.uuid4().hex[:16]
     staging = tempfile.mkdtemp(prefix=".railscope-capture-", dir=staging_dir)
@@ -733,6 +737,11 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
             redactor = Redactor(params.redact_key, names)
         shown_node = redactor.text(node) if redactor.pseudonymising else node
         name = params.name or bundle_name(shown_node, run.started_at)
+        if params.name is None and unique is not None:
+            base, n = name, 1
+            while not unique(name) and n < 1000:
+                n += 1
+                name = f"{base}-{n}"
         ended = time.time()
         manifest: dict[str, Any] = {
             "schema": SCHEMA,
@@ -794,7 +803,10 @@ def capture_to_file(host: Host, out: str, params: CaptureParams, *,
     fd, part = tempfile.mkstemp(prefix=".railscope-", suffix=".tar.gz.part", dir=parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            res = capture(host, fh, params, staging_dir=parent, **kw)
+            def free(name: str) -> bool:
+                return not os.path.lexists(os.path.join(parent, name + ".tar.gz"))
+
+            res = capture(host, fh, params, staging_dir=parent, unique=free if params.name is None else None, **kw)
             fh.flush()
             os.fsync(fh.fileno())
         if params.name is None:
