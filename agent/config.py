@@ -213,8 +213,9 @@ class AgentSettings:
     #: the node spool (``--spool``, None: event captures are off) and its size cap
     spool_dir: str | None = None
     spool_max_bytes: int = 1 << 30
-    #: the collector the spool is emptied into (``--collector``; None: bundles stay in the spool), the
-    #: agent's token for it, and how often the spool is tried
+    #: the collector the spool is emptied into (``--collector``; None: bundles stay in the spool) and
+    #: that capture requests are pulled from (agent/service/pull.py), the agent's token for it, and how
+    #: often the spool is tried
     collector_url: str | None = None
     collector_token_file: str | None = None
     upload_interval_s: float = 30.0

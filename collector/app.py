@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import bundles, ingest, pages
+from . import alerts, bundles, ingest, pages
+from . import requests as capture_requests
 from .auth import Authenticator
 from .config import CollectorSettings
 from .metrics import CONTENT_TYPE_LATEST
@@ -71,6 +72,8 @@ def make_app(settings: CollectorSettings, store: Store | None = None) -> web.App
     app.router.add_get(f"/v1/bundles/{_PARTS}", bundles.fetch)
     app.router.add_post(f"/v1/bundles/{_PARTS}/verify", bundles.verify)
     pages.add_routes(app)
+    capture_requests.setup(app)
+    alerts.setup(app)
     return app
 
 

@@ -6,12 +6,12 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from proto.keys import KeyPartError, check_prefix
 
-__all__ = ["DEFAULT_PORT", "CollectorSettings", "SettingsError", "StoreURL", "parse_store"]
+__all__ = ["DEFAULT_PORT", "AlertLimits", "CollectorSettings", "SettingsError", "StoreURL", "parse_store"]
 
 DEFAULT_PORT = 9842
 MiB = 1 << 20
@@ -51,6 +51,38 @@ def parse_store(text: str) -> StoreURL:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertLimits:
+    """The bounds of capture on alert. Defaults: what a 1,000-node cluster can absorb in a storm."""
+
+    #: the kill switch: False queues nothing
+    enabled: bool = True
+    #: a node captured (for any incident) this recently is not captured again
+    cooldown_s: float = 900.0
+    #: requests pending across the cluster
+    max_in_flight: int = 20
+    #: per incident: the worst nodes by severity, plus a sample of the rest
+    incident_worst: int = 5
+    incident_sample: int = 5
+    #: requests per alert name per window
+    rate_per_alertname: int = 50
+    rate_window_s: float = 600.0
+    #: a request not picked up by then is dropped
+    request_ttl_s: float = 1800.0
+    #: the capture plan alert requests name (collector/requests.py PLANS)
+    plan: str = "node-bundle"
+
+    def __post_init__(self) -> None:
+        for name in ("cooldown_s", "rate_window_s", "request_ttl_s"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must not be negative")
+        for name in ("max_in_flight", "incident_worst", "incident_sample", "rate_per_alertname"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must not be negative")
+        if self.request_ttl_s < 60:
+            raise SettingsError("request_ttl_s must be at least 60 s (agents poll for up to 55 s)")
+
+
+@dataclass(frozen=True, slots=True)
 class CollectorSettings:
     listen: str = "127.0.0.1"
     port: int = DEFAULT_PORT
@@ -83,6 +115,8 @@ class CollectorSettings:
     max_header_bytes: int = 8190
     #: temporary files of the local store older than this are removed at start (a replica killed mid-ingest)
     stale_part_s: float = 3600.0
+    #: capture on alert (POST /v1/alerts)
+    alerts: AlertLimits = field(default_factory=AlertLimits)
 
     def __post_init__(self) -> None:
         if self.max_inflight < 1:

@@ -37,11 +37,22 @@ from agent import __version__
 from agent.capture import manifest as mf
 from agent.capture.archive import BundleWriter, DirWriter, write_sha256_file
 from agent.capture.context import CaptureContext, fill_from_snapshot
-from agent.capture.plan import Command, File, Generated, Plan, PlanRefused, Step, check_plan, placeholders
+from agent.capture.plan import (
+    Command,
+    File,
+    Generated,
+    Plan,
+    PlanRefused,
+    Step,
+    check_plan,
+    placeholders,
+    refusal,
+)
 from agent.capture.plans import PLUGINS, load
 from agent.capture.redact import Redactor
 from agent.config import ReadConfig
 from agent.host import Host, slug
+from agent.host.paths import NotRegularFile, open_regular
 from agent.host.recording import SCHEMA, RecordingHost
 from agent.host.runner import _Tail, run_argv
 from agent.model import Snapshot
@@ -162,7 +173,7 @@ class _Run:
         self.staging = staging
         self.tmp = os.path.join(staging, ".tmp")
         os.makedirs(self.tmp)
-        self.rec = RecordingHost(host, staging)
+        self.rec = RecordingHost(host, staging, guard=refusal)
         self.lock = threading.RLock()
         self.sealed = False
         self.items: dict[str, dict[str, Any]] = {}
@@ -322,6 +333,13 @@ class _Run:
 
     def _command(self, t: _Task, step: Command) -> None:
         argv = tuple(_fill(a, t.binding) for a in step.argv)
+        # Checked again once expanded: a rail or namespace name is the node's, not the plan's.
+        why = refusal(argv)
+        if why is not None:
+            self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=f"refused: {why}",
+                                  plugin=t.plugin))
+            self.notes.append(f"refused: {' '.join(argv)!r}: {why}")
+            return
         if t.fw_key is not None:
             why = self.fw_hung.get(t.fw_key) or next(
                 (f"firmware reads on {d} hung in an earlier read" for d in self.params.skip_firmware
@@ -457,6 +475,10 @@ class _Run:
             t0 = time.monotonic()
             try:
                 nbytes, truncated, tmp = self._copy_tail(real, step.max_bytes)
+            except NotRegularFile:
+                self.put_item(mf.item("fs" + resolved, "file", skipped=True,
+                                      reason=f"{path}: not available: not a regular file", plugin=t.plugin))
+                continue
             except OSError as exc:
                 self.put_item(mf.item("fs" + resolved, "file", skipped=True,
                                       reason=f"{path}: {exc.strerror or exc}", plugin=t.plugin))
@@ -485,7 +507,7 @@ class _Run:
         """Copy a file's last ``cap`` bytes into a temporary file; (bytes, truncated, temp path)."""
         fd, tmp = tempfile.mkstemp(dir=self.tmp)
         try:
-            with open(real, "rb") as src, os.fdopen(fd, "wb") as dst:
+            with open_regular(real) as src, os.fdopen(fd, "wb") as dst:
                 st = os.fstat(src.fileno())
                 if stat.S_ISREG(st.st_mode) and st.st_size > _REAL_FILE:
                     # A real file: its size is true, so seek to the tail and stream it.
@@ -644,18 +666,22 @@ def _argv(t: _Task) -> list[str] | None:
 def capture(host: Host, out: IO[bytes] | None, params: CaptureParams, *,
             plans: list[ModuleType] | None = None, staging_dir: str | None = None,
             on_chunk: Callable[[bytes], None] | None = None,
-            progress: Callable[[int, int, int], None] | None = None) -> CaptureResult:
+            progress: Callable[[int, int, int], None] | None = None,
+            unique: Callable[[str], bool] | None = None) -> CaptureResult:
     """Capture ``host`` into a bundle written to ``out`` (and/or ``on_chunk``). Never raises for
-    what the node lacks; raises ``OSError`` only when the bundle itself cannot be written."""
+    what the node lacks; raises ``OSError`` only when the bundle itself cannot be written.
+    ``unique(name)`` says whether a bundle name is free (a second capture within the same second
+    gets ``<name>-2``)."""
     def writer(name: str, redactor: Redactor, staging: str, mtime: float) -> BundleWriter:
         return BundleWriter(out, name, redactor, on_chunk=on_chunk, tmp_dir=staging, mtime=mtime)
 
-    return _capture(host, params, writer, plans=plans, staging_dir=staging_dir, progress=progress)
+    return _capture(host, params, writer, plans=plans, staging_dir=staging_dir, progress=progress, unique=unique)
 
 
 def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Redactor, str, float], Any], *,
              plans: list[ModuleType] | None = None, staging_dir: str | None = None,
-             progress: Callable[[int, int, int], None] | None = None) -> CaptureResult:
+             progress: Callable[[int, int, int], None] | None = None,
+             unique: Callable[[str], bool] | None = None) -> CaptureResult:
     mods = plans if plans is not None else load(params.plugins)
     bundle_id = params.bundle_id or uuid.uuid4().hex[:16]
     staging = tempfile.mkdtemp(prefix=".railscope-capture-", dir=staging_dir)
@@ -711,6 +737,11 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
             redactor = Redactor(params.redact_key, names)
         shown_node = redactor.text(node) if redactor.pseudonymising else node
         name = params.name or bundle_name(shown_node, run.started_at)
+        if params.name is None and unique is not None:
+            base, n = name, 1
+            while not unique(name) and n < 1000:
+                n += 1
+                name = f"{base}-{n}"
         ended = time.time()
         manifest: dict[str, Any] = {
             "schema": SCHEMA,
@@ -772,7 +803,10 @@ def capture_to_file(host: Host, out: str, params: CaptureParams, *,
     fd, part = tempfile.mkstemp(prefix=".railscope-", suffix=".tar.gz.part", dir=parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            res = capture(host, fh, params, staging_dir=parent, **kw)
+            def free(name: str) -> bool:
+                return not os.path.lexists(os.path.join(parent, name + ".tar.gz"))
+
+            res = capture(host, fh, params, staging_dir=parent, unique=free if params.name is None else None, **kw)
             fh.flush()
             os.fsync(fh.fileno())
         if params.name is None:

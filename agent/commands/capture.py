@@ -87,6 +87,16 @@ def register(p: argparse.ArgumentParser) -> None:
                         "to send again if the upload fails). Default: none.")
     p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent token for --collector (a projected ServiceAccount token in a pod). Default: none.")
+    r = p.add_argument_group("asking a node's agent to capture (operator role)")
+    r.add_argument("--operator-token-file", default=env_default("operator-token-file", None), metavar="FILE",
+                   help="With --collector, queue a capture request for --node and --incident instead of capturing "
+                        "here: the node's agent pulls it, captures and uploads. The file holds an operator token. "
+                        "Default: none (capture here).")
+    r.add_argument("--wait", action="store_true",
+                   help="Queue the request (as --operator-token-file does) and wait until its bundle is stored, "
+                        "then print its key. Default: off.")
+    r.add_argument("--wait-timeout", type=_positive, default=600.0, metavar="SECONDS",
+                   help="With --wait: give up after this long (exit 1). Default: 600.")
 
 
 def read_config(args: argparse.Namespace) -> object:
@@ -116,7 +126,45 @@ class _Progress:
             print(file=self.stream)  # type: ignore[arg-type]
 
 
+def _request(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from agent.service.pull import RequestFailed, queue_request
+    from proto.keys import KeyPartError, check_part
+
+    try:
+        node = check_part("--node", args.node)
+        incident = check_part("--incident", args.incident)
+    except KeyPartError as exc:
+        print(f"railscope capture: {exc} (--collector needs --node and --incident)", file=sys.stderr)
+        return 3
+    try:
+        token = (open(args.operator_token_file, encoding="utf-8").read().strip()
+                 if args.operator_token_file else None)
+    except OSError as exc:
+        print(f"railscope capture: --operator-token-file: {exc.strerror or exc}", file=sys.stderr)
+        return 3
+    params = {"pod_netns": bool(args.pod_netns), "redact": bool(args.redact)}
+    try:
+        req = asyncio.run(queue_request(args.collector, node, incident, token=token, params=params,
+                                        wait_s=args.wait_timeout if args.wait else None))
+    except RequestFailed as exc:
+        print(f"railscope capture: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, TimeoutError, ValueError) as exc:
+        print(f"railscope capture: {args.collector}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if args.wait:
+        print(req["bundle"])
+    else:
+        print(f"railscope capture: request {req['id']} queued for {node} ({incident})", file=sys.stderr)
+        print(req["id"])
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.collector and (args.operator_token_file or args.wait):
+        return _request(args)
     from agent.capture.redact import load_key
     from agent.capture.runner import CaptureError, CaptureParams, capture_to_file
     from agent.host import HostError

@@ -103,6 +103,44 @@ def register(p: argparse.ArgumentParser) -> None:
     lim.add_argument("--stale-part-age", type=_duration, default=env_default("stale-part-age", "1h"),
                      help="Temporary files and incomplete multipart uploads older than this (a replica killed "
                           "mid-upload) are removed at start. Default: 1h.")
+    _alert_flags(p)
+
+
+def _duration_or_zero(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0s", "off") else _duration(text)
+
+
+def _alert_flags(p: argparse.ArgumentParser) -> None:
+    c = p.add_argument_group("capture on alert (POST /v1/alerts)")
+    c.add_argument("--capture-on-alert", type=_bool_word, default=_bool_word(env_default("capture-on-alert", "on") or "on"),
+                   metavar="on|off",
+                   help="The kill switch: off queues no capture for any alert (operators can still ask). Default: on.")
+    c.add_argument("--capture-cooldown", type=_duration_or_zero, default=env_default("capture-cooldown", "15m"),
+                   help="A node captured this recently, for any incident, is not captured again; 0 turns the "
+                        "cooldown off. Default: 15m.")
+    c.add_argument("--capture-max-in-flight", type=_count, default=env_default("capture-max-in-flight", "20"),
+                   help="Capture requests pending across the cluster; beyond, alerts queue nothing. Default: 20.")
+    c.add_argument("--capture-incident-worst", type=_count, default=env_default("capture-incident-worst", "5"),
+                   help="Per incident, the nodes with the worst severity captured first. Default: 5.")
+    c.add_argument("--capture-incident-sample", type=_count, default=env_default("capture-incident-sample", "5"),
+                   help="Per incident, a further sample of the other nodes (the rest on demand). Default: 5.")
+    c.add_argument("--capture-rate", type=_count, default=env_default("capture-rate", "50"),
+                   help="Capture requests per alert name per --capture-rate-window. Default: 50.")
+    c.add_argument("--capture-rate-window", type=_duration, default=env_default("capture-rate-window", "10m"),
+                   help="The window of --capture-rate. Default: 10m.")
+    c.add_argument("--request-ttl", type=_duration, default=env_default("request-ttl", "30m"),
+                   help="A capture request no agent picked up by then expires. Default: 30m.")
+
+
+def _alert_limits(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from collector.config import AlertLimits
+
+    return AlertLimits(enabled=bool(args.capture_on_alert), cooldown_s=float(args.capture_cooldown),
+                       max_in_flight=int(args.capture_max_in_flight),
+                       incident_worst=int(args.capture_incident_worst),
+                       incident_sample=int(args.capture_incident_sample),
+                       rate_per_alertname=int(args.capture_rate), rate_window_s=float(args.capture_rate_window),
+                       request_ttl_s=float(args.request_ttl))
 
 
 def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -121,7 +159,8 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         max_inflight=int(args.max_inflight), retry_after_s=int(args.retry_after), min_rate_bps=int(args.min_rate),
         min_rate_grace_s=float(args.min_rate_grace), stall_timeout_s=float(args.stall_timeout),
         part_bytes=int(args.part_size), part_concurrency=int(args.part_concurrency),
-        parts_in_flight=int(args.parts_in_flight), stale_part_s=float(args.stale_part_age), **kw,
+        parts_in_flight=int(args.parts_in_flight), stale_part_s=float(args.stale_part_age),
+        alerts=_alert_limits(args), **kw,
     )
 
 

@@ -167,8 +167,10 @@ def register(p: argparse.ArgumentParser) -> None:
                    metavar="BYTES", help="Size cap of the spool; the oldest bundles are dropped first. "
                                          "Default: 1073741824 (1 GiB).")
     c.add_argument("--collector", default=env_default("collector", None), metavar="URL",
-                   help="The collector the spool is emptied into, oldest bundle first; a bundle leaves the spool "
-                        "only once the collector has it. Default: none (bundles stay in the spool).")
+                   help="The collector the spool is emptied into, oldest bundle first (a bundle leaves the spool "
+                        "only once the collector has it), and that the agent long-polls for capture requests "
+                        "for --node (so nothing connects into the pod). Default: none (bundles stay in the "
+                        "spool, no requests).")
     c.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent's token for --collector (a projected ServiceAccount token, read before every "
                         "upload). Default: none.")
@@ -209,6 +211,8 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     port = check_port(int(args.port))
     if not os.path.isdir(args.host_root):
         raise SettingsError(f"--host-root {args.host_root}: not a directory")
+    if args.collector and not args.collector.startswith(("http://", "https://")):
+        raise SettingsError(f"--collector {args.collector!r}: expected an http:// or https:// URL")
     from agent.readers.sources import SOURCES
 
     intervals = {src.name: getattr(args, f"{src.name}_interval") for src in SOURCES}

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from agent.config import AgentSettings
+from agent.service import maintenance, pull
 from agent.service.daemon import Agent
 from agent.service.data_access import DataAccess, data_access_middleware
 from agent.service.keys import AGENT
@@ -114,6 +115,8 @@ def make_app(agent: Agent) -> web.Application:
     app.router.add_get("/v1/events", events)
     app.router.add_get("/v1/image", image)
     app.cleanup_ctx.append(_agent_ctx)
+    maintenance.attach(app, agent)
+    pull.attach(app, agent)
     return app
 
 

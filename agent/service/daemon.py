@@ -20,6 +20,7 @@ The scrape renders the latest state; it never waits for a source.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import re
 import threading
@@ -136,6 +137,8 @@ class Agent:
         self.ready = False
         self.started_at = clock()
 
+        #: keys of the spool's bundles the collector stored, newest last (capture requests reuse them)
+        self.uploaded: collections.deque[str] = collections.deque(maxlen=64)
         self.registry = make_registry(self.metrics_state, clock=clock, representor_include=self._rep_include,
                                       extra=(AgentCollector(self), self.capture))
         self.metrics_content_type = CONTENT_TYPE
@@ -346,6 +349,7 @@ class Agent:
                     res = await drain_spool(spool, self.settings.collector_url,
                                             token_file=self.settings.collector_token_file,
                                             retry=RetryPolicy(attempts=3))
+                    self.uploaded.extend(r.key for r in res.sent)
                     if res.sent or res.rejected or res.left:
                         log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),
                                                         "left": res.left, "error": res.error})

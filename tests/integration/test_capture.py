@@ -64,6 +64,10 @@ def test_capture_replays_to_the_live_diagnosis(rails: RailNetns, tmp_path: Path)
     assert bundle.parent == tmp_path / "out" and bundle.name.startswith("node-a-")
 
     m = manifest_of(bundle)
+    from agent.host.image import parse_manifest
+
+    parsed, problems = parse_manifest(json.dumps(m).encode())
+    assert problems == () and len(parsed.items) == len(m["items"])  # what the image reader accepts
     assert (m["node"], m["cluster"], m["incident"], m["reason"]) == ("node-a", "lab", "inc-7", "test")
     assert [p["name"] for p in m["plugins"]] == list(PLUGINS)
     assert all(p["version"] >= 1 for p in m["plugins"])

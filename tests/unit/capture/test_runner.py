@@ -13,7 +13,7 @@ from agent.capture.plan import Command, File, Generated, Plan
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
 
-from .kit import alive, fake_replay, items, manifest, members, plugin, script
+from .kit import alive, allow, fake_replay, items, manifest, members, plugin, script
 
 
 def run(tmp_path: Path, plans: list, **kw) -> bytes:
@@ -61,7 +61,7 @@ def test_a_file_over_its_cap_keeps_its_tail(tmp_path: Path) -> None:
 
 
 def test_a_missing_tool_is_skipped_with_the_reason(tmp_path: Path) -> None:
-    bundle = run(tmp_path, [plugin(Plan("t", 1, (Command(("railscope-no-such-tool", "-j", "show"),),)))])
+    bundle = run(tmp_path, [plugin(Plan("t", 1, (Command((allow("railscope-no-such-tool"), "-j", "show"),),)))])
     it = items(bundle)["cmd/railscope-no-such-tool_-j_show.stdout"]
     assert it["skipped"] and it["reason"] == "railscope-no-such-tool: command not found"
     assert "cmd/railscope-no-such-tool_-j_show.stdout" not in members(bundle)
@@ -188,3 +188,22 @@ def test_firmware_reads_take_the_shared_firmware_lock_and_never_wait_past_the_de
     bundle = run(tmp_path, plans, firmware_lock=lock)
     by_argv = {tuple(i["argv"]): i for i in manifest(bundle)["items"] if i["argv"]}
     assert by_argv[(fw, "r0")]["rc"] == 0 and not lock.locked()
+
+
+def test_two_captures_in_one_second_get_two_files(tmp_path: Path, monkeypatch) -> None:
+    import tarfile
+
+    from agent.capture import runner
+
+    monkeypatch.setattr(runner, "bundle_name", lambda node, when=None: "node-a-20261201T000000Z")
+    root = tmp_path / "root"
+    root.mkdir()
+    plans = [plugin(Plan("g", 1, (Generated("x.txt", lambda ctx: b"x"),)))]
+    params = CaptureParams(node="node-a", nice=0, recorder_gap_s=0)
+    out = str(tmp_path / "out") + "/"
+    a = runner.capture_to_file(LiveHost(str(root)), out, params, plans=plans)
+    b = runner.capture_to_file(LiveHost(str(root)), out, params, plans=plans)
+    assert (a.name, b.name) == ("node-a-20261201T000000Z", "node-a-20261201T000000Z-2")
+    assert Path(a.path).exists() and Path(b.path).exists()
+    with tarfile.open(b.path) as tf:
+        assert {n.split("/")[0] for n in tf.getnames()} == {b.name}

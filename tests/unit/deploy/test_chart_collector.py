@@ -67,7 +67,9 @@ def test_the_collector_accepts_its_pod_environment(chart: Any, monkeypatch: pyte
     values = {"collector": {**ON["collector"], "flags": {
         "port": 9900, "s3EndpointUrl": "http://seaweedfs:8333", "maxBundleSize": "2G", "maxInflight": 16,
         "retryAfter": 3, "minRate": "128k", "minRateGrace": "20s", "stallTimeout": "2m", "partSize": "16M",
-        "partConcurrency": 6, "partsInFlight": 12, "stalePartAge": "2h", "agentAudience": "rs", "logLevel": "debug"},
+        "partConcurrency": 6, "partsInFlight": 12, "stalePartAge": "2h", "agentAudience": "rs", "logLevel": "debug",
+        "captureOnAlert": False, "captureCooldown": "5m", "captureMaxInFlight": 40, "captureIncidentWorst": 3,
+        "captureIncidentSample": 0, "captureRate": 10, "captureRateWindow": "1h", "requestTtl": "10m"},
         "tokenRoles": ["agent", "operator"]}}
     s = settings(render(chart, values), monkeypatch)
     assert (s.listen, s.port, s.store.bucket, s.store.prefix, s.s3_endpoint_url) == (
@@ -78,6 +80,9 @@ def test_the_collector_accepts_its_pod_environment(chart: Any, monkeypatch: pyte
     assert (s.stale_part_s, s.agent_audience) == (7200, "rs")
     assert s.tokenreview_url == "https://kubernetes.default.svc"
     assert s.agent_token_file == "/etc/railscope/tokens/agent" and s.alerting_token_file is None
+    a = s.alerts
+    assert (a.enabled, a.cooldown_s, a.max_in_flight, a.incident_worst, a.incident_sample) == (False, 300, 40, 3, 0)
+    assert (a.rate_per_alertname, a.rate_window_s, a.request_ttl_s) == (10, 3600, 600)
 
 
 def test_flag_values_are_exactly_the_collectors_flags(chart: Any) -> None:  # noqa: F811

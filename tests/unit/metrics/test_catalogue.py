@@ -27,17 +27,27 @@ a test fails when this file and the code disagree.
 - Budget (DESIGN §5): an 8-rail node with 127 VFs per PF serves about 1,050 series by default.
   `railscope_representor_*` are opt-in (`--representor-include REGEX`): two series per matched
   representor, four when the agent also read its statistics.
+- `railscope_node_maintenance` comes from the agent's watch on its own Node object: served by a
+  running agent that reaches an API server, never by `metrics --from`.
 
 | name | type | labels | meaning |
 |---|---|---|---|
 """
 
 
+def _maintenance_families() -> list:
+    from agent.service.events import EventLog
+    from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
+
+    col = MaintenanceCollector(NodeWatch(ApiConfig("http://127.0.0.1:1"), "n"), EventLog())
+    return [fam for fam in col.collect() if not fam.name.startswith("railscope_agent_")]
+
+
 def catalogue_text() -> str:
     st = full_state()
     text = render(st, clock=lambda: st.snapshot.taken_at, representor_include=".")
     rows = []
-    for fam in text_string_to_metric_families(text.decode()):
+    for fam in [*text_string_to_metric_families(text.decode()), *_maintenance_families()]:
         name = fam.samples[0].name
         kind = "info" if name.endswith("_info") else fam.type
         labels = sorted(set().union(*(s.labels for s in fam.samples)))

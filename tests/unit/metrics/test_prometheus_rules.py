@@ -1,5 +1,6 @@
-"""The alert rules in deploy/prometheus: promtool accepts them, their unit tests pass, and they only
-use series the agent exports."""
+"""The alert rules in deploy/prometheus: promtool accepts them, their unit tests pass, they only use
+series the agent exports, and every alert has a runbook, a firing case and a not-firing case; every
+node-scoped alert is silenced by maintenance, in its expression and in a test."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import subprocess
 
 import pytest
+import yaml
 from metrics_expo import ROOT, have, names, state_for
 from metrics_synth import synthetic_snapshot
 
@@ -46,4 +48,56 @@ def test_rules_use_only_series_the_agent_exports() -> None:
     exported = names(render(st, clock=lambda: snap.taken_at))
     used = set(re.findall(r"\brailscope_[a-z0-9_]+", RULES.read_text()))
     assert used, "no railscope series in the rules"
-    assert used <= exported, sorted(used - exported)
+    assert used <= exported | MAINTENANCE, sorted(used - exported - MAINTENANCE)
+
+
+def _maintenance_names() -> set[str]:
+    """Served beside the node's own series by the agent's Node watch (agent/service/maintenance.py)."""
+    from agent.service.events import EventLog
+    from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
+
+    col = MaintenanceCollector(NodeWatch(ApiConfig("http://127.0.0.1:1"), "n"), EventLog())
+    return {s.name for fam in col.collect() for s in fam.samples}
+
+
+MAINTENANCE = _maintenance_names()
+MAINTENANCE_SUITE = ROOT / "deploy" / "prometheus" / "tests" / "railscope-maintenance-test.yaml"
+
+
+def _alerts() -> dict[str, tuple[str, dict]]:
+    doc = yaml.safe_load(RULES.read_text())
+    return {r["alert"]: (g["name"], r) for g in doc["groups"] for r in g["rules"] if "alert" in r}
+
+
+def _cases(suites) -> dict[str, list[list]]:
+    out: dict[str, list[list]] = {}
+    for suite in suites:
+        for test in yaml.safe_load(suite.read_text())["tests"]:
+            for case in test.get("alert_rule_test", ()):
+                out.setdefault(case["alertname"], []).append(case.get("exp_alerts") or [])
+    return out
+
+
+def test_every_alert_has_a_runbook_and_a_firing_and_a_quiet_case() -> None:
+    cases = _cases(RULE_TESTS)
+    for name, (_group, rule) in _alerts().items():
+        assert rule["annotations"].get("runbook"), f"{name}: no runbook annotation"
+        assert any(cases.get(name, ())), f"{name}: no test where it fires"
+        assert any(not c for c in cases.get(name, ())), f"{name}: no test where it stays quiet"
+
+
+def test_node_scoped_alerts_keep_node_and_go_quiet_in_maintenance() -> None:
+    maintenance = _cases([MAINTENANCE_SUITE])
+    node_scoped = {n: r for n, (g, r) in _alerts().items() if g == "railscope.alerts"}
+    assert len(node_scoped) >= 18
+    for name, rule in node_scoped.items():
+        expr = " ".join(rule["expr"].split())
+        assert re.search(r"unless on\(node\) (max_over_time\()?railscope_node_maintenance(\[\w+\]\))? == 1$", expr), name
+        assert "by (" not in expr and "without" not in expr, f"{name} aggregates node away"
+        got = maintenance.get(name, [])
+        assert [] in got and any(got), f"{name}: the maintenance suite must show it quiet, then firing"
+        for alerts in got:
+            assert all(a["exp_labels"].get("node") for a in alerts), name
+    for name, (group, rule) in _alerts().items():
+        if group == "railscope.pool":
+            assert "by (cluster, pool" in rule["expr"], f"{name}: pool-wide alerts group by pool"

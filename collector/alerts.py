@@ -1,0 +1,378 @@
+"""``POST /v1/alerts``: Alertmanager's webhook (version 4) turned into capture requests, bounded.
+
+The policy is pure (:func:`parse_webhook`, :func:`decide`): a payload, the requests already in the
+store and the clock in; the requests to queue and why every other node was left out. So the same
+group posted ten times queues once, and the limits can be counted exactly in a table test.
+
+- Idempotent: Alertmanager resends a group on every ``group_interval`` and ``repeat_interval``. The
+  incident id comes from the alert's ``incident`` label, else from the group key and the group's
+  earliest ``startsAt`` — both stable across resends — and a request's id is the bundle id of
+  (incident, node, plan), so a resend finds the request it made.
+- One request per node per incident; resolved alerts create nothing; alerts without a ``node`` label
+  never fan out.
+- Bounded: a cooldown per node (across incidents), a cluster-wide cap on requests in flight, a cap
+  per incident (the worst few by severity plus a deterministic sample of the rest; the others are
+  named in the answer, to capture on demand), a rate limit per alert name, and a kill switch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from proto.keys import KeyPartError, check_part
+
+from .auth import AuthError
+from .config import AlertLimits
+from .errors import error_response
+from .requests import BOARD, CaptureRequest, check_params, request_for
+from .state import STATE
+from .storage import StoreError
+
+log = logging.getLogger("railscope.collector.alerts")
+
+__all__ = ["SEVERITY_RANK", "Alert", "AlertLimits", "Decision", "Skip", "Webhook", "WebhookError", "decide",
+           "derive_incident", "parse_webhook"]
+
+#: Worst first; an alert without a known severity ranks below info.
+SEVERITY_RANK = {"critical": 3, "error": 3, "warning": 2, "info": 1}
+
+MAX_BODY_BYTES = 2 << 20
+MAX_ALERTS = 5000
+MAX_LABELS = 64
+MAX_LABEL_BYTES = 1024
+_RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})")
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+class WebhookError(Exception):
+    """A payload refused whole: nothing is queued. ``status`` is the HTTP answer."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    status: str  # firing | resolved
+    labels: Mapping[str, str]
+    starts_at: float
+    fingerprint: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname", "")
+
+    @property
+    def node(self) -> str | None:
+        return self.labels.get("node")
+
+    @property
+    def severity(self) -> str:
+        return self.labels.get("severity", "")
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    group_key: str
+    status: str
+    receiver: str
+    alerts: tuple[Alert, ...]
+    common_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def _time(value: Any, what: str) -> float:
+    m = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if not m:
+        raise WebhookError(400, "bad_alert", f"{what} is not an RFC 3339 time")
+    # Go prints nanoseconds; Python parses at most microseconds.
+    frac = (m.group(2) or "")[:7]
+    tz = "+00:00" if m.group(3) == "Z" else m.group(3)
+    try:
+        return datetime.fromisoformat(m.group(1) + frac + tz).timestamp()
+    except ValueError:
+        raise WebhookError(400, "bad_alert", f"{what} is not a real time") from None
+
+
+def _labels(value: Any, what: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise WebhookError(400, "bad_alert", f"{what} must be an object of strings")
+    if len(value) > MAX_LABELS:
+        raise WebhookError(400, "bad_alert", f"{what}: more than {MAX_LABELS} labels")
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise WebhookError(400, "bad_alert", f"{what} {k[:40]!r} must be a string")
+        if len(k) + len(v) > MAX_LABEL_BYTES:
+            raise WebhookError(400, "bad_alert", f"{what} {k[:40]!r} is longer than {MAX_LABEL_BYTES} bytes")
+    return dict(value)
+
+
+def parse_webhook(body: bytes) -> Webhook:
+    """An Alertmanager webhook payload (version 4), validated, or :class:`WebhookError`."""
+    if len(body) > MAX_BODY_BYTES:
+        raise WebhookError(413, "too_large", f"the payload is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WebhookError(400, "bad_json", f"the payload is not JSON: {str(exc)[:80]}") from None
+    if not isinstance(doc, dict):
+        raise WebhookError(400, "bad_json", "the payload must be a JSON object")
+    if doc.get("version") != "4":
+        raise WebhookError(400, "bad_version", f"webhook version {str(doc.get('version'))[:10]!r} is not \"4\"")
+    group_key = doc.get("groupKey")
+    if not isinstance(group_key, str) or not group_key or len(group_key) > 4096:
+        raise WebhookError(400, "bad_alert", "groupKey must be a non-empty string")
+    alerts = doc.get("alerts")
+    if not isinstance(alerts, list):
+        raise WebhookError(400, "bad_alert", "alerts must be a list")
+    if len(alerts) > MAX_ALERTS:
+        raise WebhookError(413, "too_large", f"more than {MAX_ALERTS} alerts in one payload")
+    out = []
+    for n, a in enumerate(alerts):
+        if not isinstance(a, dict):
+            raise WebhookError(400, "bad_alert", f"alerts[{n}] must be an object")
+        status = a.get("status")
+        if status not in ("firing", "resolved"):
+            raise WebhookError(400, "bad_alert", f"alerts[{n}].status must be firing or resolved")
+        labels = _labels(a.get("labels"), f"alerts[{n}].labels")
+        if "alertname" not in labels:
+            raise WebhookError(400, "bad_alert", f"alerts[{n}] has no alertname label")
+        fp = a.get("fingerprint", "")
+        out.append(Alert(status=status, labels=labels, starts_at=_time(a.get("startsAt"), f"alerts[{n}].startsAt"),
+                         fingerprint=fp[:64] if isinstance(fp, str) else ""))
+    status = doc.get("status")
+    if status not in ("firing", "resolved"):
+        raise WebhookError(400, "bad_alert", "status must be firing or resolved")
+    receiver = doc.get("receiver") if isinstance(doc.get("receiver"), str) else ""
+    hook = Webhook(group_key=group_key, status=status, receiver=receiver[:200], alerts=tuple(out),
+                   common_labels=_labels(doc.get("commonLabels"), "commonLabels"))
+    # A value that would make a bad key refuses the payload before anything is queued.
+    for n, a in enumerate(hook.alerts):
+        for label in ("node", "incident"):
+            if label in a.labels:
+                try:
+                    check_part(f"alerts[{n}] label {label}", a.labels[label])
+                except KeyPartError as exc:
+                    raise WebhookError(422, "bad_label", str(exc)) from None
+    return hook
+
+
+def derive_incident(group_key: str, earliest: float, alertname: str = "") -> str:
+    """The incident id of a group without an ``incident`` label: readable, stable across resends.
+
+    ``<alertname>-<yyyymmddThhmmZ of the earliest startsAt>-<10 hex of the group key and that time>``.
+    """
+    stamp = datetime.fromtimestamp(int(earliest), UTC).strftime("%Y%m%dt%H%Mz")
+    digest = hashlib.sha256(f"{group_key}\0{int(earliest)}".encode()).hexdigest()[:10]
+    slug = _SLUG.sub("-", alertname.lower()).strip("-")[:30].strip("-") or "alert"
+    return f"{slug}-{stamp}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    node: str
+    incident: str
+    #: exists | cooldown | incident_cap | in_flight_cap | rate_limited | disabled
+    reason: str
+    alertname: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    queue: tuple[CaptureRequest, ...] = ()
+    skipped: tuple[Skip, ...] = ()
+    #: replaces an expired request that was never picked up (same id)
+    requeued: tuple[str, ...] = ()
+    resolved: int = 0
+    no_node: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        reasons: dict[str, int] = {}
+        for s in self.skipped:
+            reasons[s.reason] = reasons.get(s.reason, 0) + 1
+        return {"queued": [{"id": r.id, "incident": r.incident, "node": r.node, "plan": r.plan}
+                           for r in self.queue],
+                "skipped": reasons,
+                "on_demand": [{"incident": s.incident, "node": s.node} for s in self.skipped
+                              if s.reason == "incident_cap"][:1000],
+                "resolved": self.resolved, "no_node": self.no_node}
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    incident: str
+    node: str
+    alertname: str
+    severity: str
+    starts_at: float
+
+    @property
+    def rank(self) -> int:
+        return SEVERITY_RANK.get(self.severity, 0)
+
+
+def _targets(hook: Webhook) -> tuple[list[_Target], int, int]:
+    """(incident, node) -> its worst firing alert; with the counts of resolved and node-less alerts."""
+    firing = [a for a in hook.alerts if a.status == "firing"]
+    resolved = len(hook.alerts) - len(firing)
+    earliest = min((a.starts_at for a in hook.alerts), default=0.0)
+    group_incident = derive_incident(hook.group_key, earliest, hook.common_labels.get("alertname", ""))
+    best: dict[tuple[str, str], _Target] = {}
+    no_node = 0
+    for a in firing:
+        if not a.node:
+            no_node += 1
+            continue
+        t = _Target(a.labels.get("incident") or group_incident, a.node, a.name, a.severity, a.starts_at)
+        key = (t.incident, t.node)
+        old = best.get(key)
+        if old is None or (t.rank, -t.starts_at) > (old.rank, -old.starts_at):
+            best[key] = t
+    return list(best.values()), resolved, no_node
+
+
+def _sample_order(incident: str, node: str) -> str:
+    # The same nodes win the sample on every resend, on every replica.
+    return hashlib.sha256(f"{incident}\0{node}".encode()).hexdigest()
+
+
+def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
+           limits: AlertLimits | None = None) -> Decision:
+    """The requests to queue for ``hook``, given the requests already stored."""
+    limits = limits or AlertLimits()
+    targets, resolved, no_node = _targets(hook)
+    existing = list(existing)
+    by_id = {r.id: r for r in existing}
+    plan_params = check_params(limits.plan, None)
+    skipped: list[Skip] = []
+    if not limits.enabled:
+        skipped = [Skip(t.node, t.incident, "disabled", t.alertname) for t in targets]
+        return Decision(skipped=tuple(skipped), resolved=resolved, no_node=no_node)
+
+    in_flight = sum(1 for r in existing if r.in_flight(now))
+    recent_by_node: dict[str, list[CaptureRequest]] = {}
+    for r in existing:
+        if r.state == "done" or r.in_flight(now):
+            recent_by_node.setdefault(r.node, []).append(r)
+    rate: dict[str, int] = {}
+    for r in existing:
+        if r.alertname and now - r.created < limits.rate_window_s:
+            rate[r.alertname] = rate.get(r.alertname, 0) + 1
+
+    queue: list[CaptureRequest] = []
+    requeued: list[str] = []
+    incidents: dict[str, list[_Target]] = {}
+    for t in targets:
+        incidents.setdefault(t.incident, []).append(t)
+    for incident in sorted(incidents):
+        group = incidents[incident]
+        have = {r.node for r in existing if r.incident == incident and (r.state == "done" or r.in_flight(now))}
+        # Worst first (severity, then the earliest start, then the name); then the sample.
+        group.sort(key=lambda t: (-t.rank, t.starts_at, t.node))
+        worst = group[:limits.incident_worst]
+        rest = sorted(group[limits.incident_worst:], key=lambda t: _sample_order(incident, t.node))
+        chosen = worst + rest[:limits.incident_sample]
+        slots = limits.incident_worst + limits.incident_sample - len(have)
+        for t in group:
+            if t.node in have:
+                skipped.append(Skip(t.node, incident, "exists", t.alertname))
+        for t in group:
+            if t.node in have:
+                continue
+            if t not in chosen or slots <= 0:
+                skipped.append(Skip(t.node, incident, "incident_cap", t.alertname))
+                continue
+            cooling = [r for r in recent_by_node.get(t.node, ())
+                       if now - (r.done_at or r.created) < limits.cooldown_s]
+            if cooling:
+                skipped.append(Skip(t.node, incident, "cooldown", t.alertname))
+                continue
+            if rate.get(t.alertname, 0) >= limits.rate_per_alertname:
+                skipped.append(Skip(t.node, incident, "rate_limited", t.alertname))
+                continue
+            if in_flight >= limits.max_in_flight:
+                skipped.append(Skip(t.node, incident, "in_flight_cap", t.alertname))
+                continue
+            req = request_for(incident, t.node, now=now, ttl_s=limits.request_ttl_s, plan=limits.plan,
+                              params=plan_params, alertname=t.alertname, severity=t.severity)
+            old = by_id.get(req.id)
+            if old is not None and old.expired(now):
+                requeued.append(old.id)
+            queue.append(req)
+            in_flight += 1
+            slots -= 1
+            rate[t.alertname] = rate.get(t.alertname, 0) + 1
+            recent_by_node.setdefault(t.node, []).append(req)
+    return Decision(queue=tuple(queue), skipped=tuple(skipped), requeued=tuple(requeued), resolved=resolved,
+                    no_node=no_node)
+
+
+# -- HTTP: POST /v1/alerts (alerting role) -----------------------------------------------------
+
+LIMITS: web.AppKey[AlertLimits] = web.AppKey("alert_limits", AlertLimits)
+
+
+async def _body(request: web.Request) -> bytes:
+    """The payload, read up to the cap (``client_max_size`` does not guard ``request.content``)."""
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise WebhookError(413, "too_large", f"the payload is larger than {MAX_BODY_BYTES} bytes")
+    data = bytearray()
+    while True:
+        chunk = await request.content.read(1 << 16)
+        if not chunk:
+            return bytes(data)
+        data.extend(chunk)
+        if len(data) > MAX_BODY_BYTES:
+            raise WebhookError(413, "too_large", f"the payload is larger than {MAX_BODY_BYTES} bytes")
+
+
+async def receive(request: web.Request) -> web.Response:
+    """Alertmanager's webhook: queue the captures the policy allows and say why the rest were not."""
+    col = request.app[STATE]
+    try:
+        principal = await col.auth.authenticate(request.headers.get("Authorization"))
+        principal.require("alerting")
+    except AuthError as exc:
+        return error_response(exc.status, exc.code, exc.message)
+    try:
+        hook = parse_webhook(await _body(request))
+    except WebhookError as exc:
+        # The body may be unread past the cap: the connection cannot carry another request.
+        return error_response(exc.status, exc.code, exc.message, close=exc.status == 413)
+    board = request.app[BOARD]
+    limits = request.app[LIMITS]
+    try:
+        # A fresh view: another replica may have queued for this group a moment ago.
+        await board.refresh()
+        now = time.time()
+        decision = decide(hook, board.all(), now, limits)
+        for req in decision.queue:
+            await board.box.put(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
+            board.note(req)
+    except StoreError as exc:
+        # 5xx: Alertmanager sends the group again, and the requests are idempotent.
+        return error_response(503, "store_unavailable", str(exc)[:200], headers={"Retry-After": "10"})
+    answer = decision.to_json()
+    log.info("alert group %s: %d queued, skipped %s, %d resolved, %d without node", hook.group_key[:120],
+             len(decision.queue), answer["skipped"], decision.resolved, decision.no_node)
+    return web.json_response(answer)
+
+
+def setup(app: web.Application, limits: AlertLimits | None = None) -> None:
+    """``POST /v1/alerts``; needs the request board of :func:`collector.requests.setup`."""
+    limits = limits or app[STATE].settings.alerts
+    check_params(limits.plan, None)
+    app[LIMITS] = limits
+    app.router.add_post("/v1/alerts", receive)

@@ -1,0 +1,225 @@
+"""The capture-on-alert policy (collector/alerts.py): Alertmanager webhook v4 in, capture requests out.
+
+Table tests over payloads shaped as Alertmanager sends them (``notify/webhook``: version "4", groupKey,
+status, receiver, groupLabels, commonLabels, alerts with status / labels / startsAt / fingerprint).
+Every limit is counted exactly at its default.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from collector.alerts import AlertLimits, WebhookError, decide, derive_incident, parse_webhook
+from collector.requests import CaptureRequest, RequestError, request_for
+from proto.keys import PART, bundle_id
+
+NOW = 1_796_000_000.0  # 2026-11-30
+T0 = "2026-11-30T09:00:00.123456789Z"
+
+
+def alert(node: str | None, *, name: str = "RailscopeLinkFlapping", severity: str = "warning",
+          status: str = "firing", starts: str = T0, **labels: str) -> dict[str, Any]:
+    lab = {"alertname": name, "severity": severity, "job": "railscope", **labels}
+    if node is not None:
+        lab["node"] = node
+    return {"status": status, "labels": lab, "annotations": {"summary": "x"}, "startsAt": starts,
+            "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "http://prometheus:9090/graph",
+            "fingerprint": f"{abs(hash((node, name))) % (1 << 60):016x}"}
+
+
+def payload(alerts: list[dict[str, Any]], *, key: str = '{}:{alertname="RailscopeLinkFlapping"}',
+            status: str | None = None, **extra: Any) -> bytes:
+    firing = any(a["status"] == "firing" for a in alerts)
+    name = {"alertname": alerts[0]["labels"]["alertname"]} if alerts and "alertname" in alerts[0]["labels"] else {}
+    doc = {"version": "4", "groupKey": key, "truncatedAlerts": 0, "status": status or ("firing" if firing else "resolved"),
+           "receiver": "railscope", "groupLabels": name, "commonLabels": name,
+           "commonAnnotations": {}, "externalURL": "http://alertmanager:9093", "alerts": alerts, **extra}
+    return json.dumps(doc).encode()
+
+
+def run(body: bytes, existing: list[CaptureRequest] | None = None, now: float = NOW,
+        limits: AlertLimits | None = None):
+    return decide(parse_webhook(body), existing or [], now, limits or AlertLimits())
+
+
+def store_of(*decisions) -> list[CaptureRequest]:
+    return [r for d in decisions for r in d.queue]
+
+
+def test_the_same_group_posted_ten_times_queues_once() -> None:
+    body = payload([alert("gpu-node-017"), alert("gpu-node-018")])
+    stored: list[CaptureRequest] = []
+    counts = []
+    for i in range(10):
+        d = run(body, stored, now=NOW + 60 * i)
+        stored += d.queue
+        counts.append(len(d.queue))
+    assert counts == [2, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    assert sorted(r.node for r in stored) == ["gpu-node-017", "gpu-node-018"]
+    last = run(body, stored, now=NOW + 600)
+    assert [s.reason for s in last.skipped] == ["exists", "exists"]
+
+
+def test_one_alert_name_on_two_nodes_is_one_incident_and_one_request_per_node() -> None:
+    d = run(payload([alert("gpu-node-017"), alert("gpu-node-018", severity="critical"),
+                     alert("gpu-node-017", name="RailscopeLinkFlapping", rail="1")]))
+    assert len(d.queue) == 2
+    (incident,) = {r.incident for r in d.queue}
+    assert PART.fullmatch(incident) and incident.startswith("railscopelinkflapping-20261130t0900z-")
+    for r in d.queue:
+        assert r.id == bundle_id(incident, r.node, "node-bundle/v1")
+        assert r.plan == "node-bundle" and r.plan_version == 1 and r.params == {"pod_netns": False, "redact": False}
+        assert r.expires - r.created == 1800 and r.state == "pending"
+    assert {r.node: r.severity for r in d.queue} == {"gpu-node-017": "warning", "gpu-node-018": "critical"}
+
+
+def test_resolved_alerts_create_nothing_and_alerts_without_a_node_never_fan_out() -> None:
+    d = run(payload([alert("gpu-node-017", status="resolved")]))
+    assert d.queue == () and d.resolved == 1
+    d = run(payload([alert(None, name="RailscopeDriverSkewInPool", pool="a"), alert(None)]))
+    assert d.queue == () and d.no_node == 2
+    d = run(payload([alert("gpu-node-017", status="resolved"), alert("gpu-node-018")]))
+    assert [r.node for r in d.queue] == ["gpu-node-018"] and d.resolved == 1
+
+
+def test_the_incident_label_wins_and_the_derived_id_is_stable() -> None:
+    d = run(payload([alert("gpu-node-017", incident="inc-4711")]))
+    assert [r.incident for r in d.queue] == ["inc-4711"]
+    a = [alert("n1", starts="2026-11-30T09:00:00Z"), alert("n2", starts="2026-11-30T09:03:00Z")]
+    ids = {r.incident for r in run(payload(a)).queue}
+    ids |= {r.incident for r in run(payload(list(reversed(a)))).queue}
+    # A later alert joining the group keeps the incident: the earliest startsAt did not move.
+    ids |= {r.incident for r in run(payload([*a, alert("n3", starts="2026-11-30T09:30:00Z")])).queue}
+    assert len(ids) == 1
+    other = run(payload(a, key='{}:{alertname="RailscopePfcStorm"}')).queue[0].incident
+    assert other not in ids
+    assert derive_incident("k", 0, "") == derive_incident("k", 0, "")
+    assert PART.fullmatch(derive_incident("k" * 5000, NOW, "Ünïcode Alert/../name" * 9))
+
+
+def test_a_500_node_storm_at_default_caps_captures_the_worst_and_a_stable_sample() -> None:
+    nodes = [f"gpu-node-{i:03d}" for i in range(500)]
+    critical = {"gpu-node-100", "gpu-node-250", "gpu-node-499"}
+    alerts = [alert(n, severity="critical" if n in critical else "warning",
+                    starts=f"2026-11-30T09:{i // 60:02d}:{i % 60:02d}Z") for i, n in enumerate(nodes)]
+    d = run(payload(alerts))
+    reasons = [s.reason for s in d.skipped]
+    assert len(d.queue) == 10 and reasons.count("incident_cap") == 490 and len(reasons) == 490
+    chosen = {r.node for r in d.queue}
+    # The worst five: the three critical ones, then the two earliest warnings.
+    assert critical | {"gpu-node-000", "gpu-node-001"} <= chosen
+    # The sample does not depend on the order Alertmanager listed the alerts in.
+    random.Random(7).shuffle(alerts)
+    assert {r.node for r in run(payload(alerts)).queue} == chosen
+    # The rest are named for capture on demand.
+    assert len(d.to_json()["on_demand"]) == 490
+    # Resent while the first ten are in flight: nothing more for this incident.
+    again = run(payload(alerts), list(d.queue), now=NOW + 300)
+    assert again.queue == ()
+    assert sum(s.reason == "exists" for s in again.skipped) == 10
+
+
+def test_a_storm_of_500_incidents_stops_at_the_cluster_cap_then_the_rate_limit() -> None:
+    bodies = [payload([alert(f"gpu-node-{i:03d}")], key=f'{{}}:{{node="gpu-node-{i:03d}"}}') for i in range(500)]
+    stored: list[CaptureRequest] = []
+    reasons: list[str] = []
+    for body in bodies:
+        d = run(body, stored)
+        stored += d.queue
+        reasons += [s.reason for s in d.skipped]
+    assert len(stored) == 20 and reasons.count("in_flight_cap") == 480 and len(reasons) == 480
+    # With room in flight, the rate limit per alert name holds: 50 per 10 minutes.
+    roomy = AlertLimits(max_in_flight=1000)
+    stored, reasons = [], []
+    for body in bodies:
+        d = run(body, stored, limits=roomy)
+        stored += d.queue
+        reasons += [s.reason for s in d.skipped]
+    assert len(stored) == 50 and reasons.count("rate_limited") == 450
+    # Another alert name has its own budget; ten minutes later the first has its budget back.
+    other = payload([alert("gpu-node-900", name="RailscopePfcStorm")], key="pfc")
+    assert len(run(other, stored, limits=roomy).queue) == 1
+    late = payload([alert("gpu-node-901")], key="late")
+    assert len(run(late, stored, now=NOW + 600, limits=roomy).queue) == 1
+    # Requests that completed no longer count in flight.
+    unlimited = AlertLimits(rate_per_alertname=10_000)
+    assert [s.reason for s in run(late, stored, now=NOW + 120, limits=unlimited).skipped] == ["in_flight_cap"]
+    done = [r.done(f"c/2026-11-30/{r.incident}/x.tar.gz", NOW + 60) for r in stored]
+    assert len(run(late, done, now=NOW + 120, limits=unlimited).queue) == 1
+
+
+def test_a_node_captured_recently_is_not_captured_again_for_another_incident() -> None:
+    first = run(payload([alert("gpu-node-017")], key="a")).queue
+    done = [first[0].done("c/2026-11-30/x/y.tar.gz", NOW + 100)]
+    body_b = payload([alert("gpu-node-017", name="RailscopePfcStorm")], key="b")
+    d = run(body_b, done, now=NOW + 100 + 899)
+    assert d.queue == () and [s.reason for s in d.skipped] == ["cooldown"]
+    assert len(run(body_b, done, now=NOW + 100 + 900).queue) == 1
+    # An in-flight request for another incident also holds the node.
+    assert run(body_b, list(first), now=NOW + 10).skipped[0].reason == "cooldown"
+
+
+def test_the_kill_switch_queues_nothing() -> None:
+    d = run(payload([alert("gpu-node-017"), alert("gpu-node-018")]), limits=AlertLimits(enabled=False))
+    assert d.queue == () and [s.reason for s in d.skipped] == ["disabled", "disabled"]
+
+
+def test_an_expired_request_never_picked_up_is_queued_again_with_the_same_id() -> None:
+    first = run(payload([alert("gpu-node-017")])).queue
+    d = run(payload([alert("gpu-node-017")]), list(first), now=NOW + 1800)
+    assert [r.id for r in d.queue] == [first[0].id] and d.requeued == (first[0].id,)
+    assert not run(payload([alert("gpu-node-017")]), list(first), now=NOW + 1799).queue
+
+
+@pytest.mark.parametrize(("body", "status", "code"), [
+    (b"{not json", 400, "bad_json"),
+    (b"[]", 400, "bad_json"),
+    (b"\xff\xfe", 400, "bad_json"),
+    (json.dumps({"version": "3", "groupKey": "k", "status": "firing", "alerts": []}).encode(), 400, "bad_version"),
+    (json.dumps({"version": "4", "status": "firing", "alerts": []}).encode(), 400, "bad_alert"),
+    (payload([{"status": "firing", "labels": {"node": "n"}, "startsAt": T0}]), 400, "bad_alert"),
+    (payload([{**alert("n"), "startsAt": "yesterday"}]), 400, "bad_alert"),
+    (payload([{**alert("n"), "labels": {"alertname": "A", "node": 7}}]), 400, "bad_alert"),
+    (payload([{**alert("n"), "status": "pending"}]), 400, "bad_alert"),
+    (payload([alert("../../etc")]), 422, "bad_label"),
+    (payload([alert("gpu-node-017,gpu-node-018")]), 422, "bad_label"),
+    (payload([alert("GPU-Node-017")]), 422, "bad_label"),
+    (payload([alert("n", incident="x" * 64)]), 422, "bad_label"),
+    (payload([alert("n", incident="..")]), 422, "bad_label"),
+    (payload([alert(f"n{i}") for i in range(5001)]), 413, "too_large"),
+    (b" " * (2 << 20) + b"{}", 413, "too_large"),
+    (payload([alert("n", big="v" * 2000)]), 400, "bad_alert"),
+])
+def test_hostile_payloads_are_refused_whole(body: bytes, status: int, code: str) -> None:
+    with pytest.raises(WebhookError) as exc:
+        parse_webhook(body)
+    assert (exc.value.status, exc.value.code) == (status, code)
+    assert exc.value.message and len(exc.value.message) < 300
+
+
+def test_a_bad_node_anywhere_refuses_the_good_ones_too() -> None:
+    with pytest.raises(WebhookError):
+        parse_webhook(payload([alert("gpu-node-017"), alert("bad/node")]))
+
+
+def test_stored_requests_round_trip_and_bad_ones_are_refused() -> None:
+    req = request_for("inc-1", "gpu-node-017", now=NOW, ttl_s=1800, alertname="A", severity="critical")
+    assert CaptureRequest.loads(req.dumps()) == req
+    done = req.done("c/2026-11-30/inc-1/gpu-node-017-20261130T090000Z-" + req.id + ".tar.gz", NOW + 30)
+    assert CaptureRequest.loads(done.dumps()) == done
+    assert req.object_key() == f"_requests/gpu-node-017/{req.id}.json"
+    doc = req.to_json()
+    for bad in ({"plan": "rm -rf /"}, {"params": {"argv": ["sh", "-c", "x"]}}, {"params": {"pod_netns": "yes"}},
+                {"node": "../x"}, {"id": "b" + "0" * 24}, {"plan_version": 2}, {"state": "running"},
+                {"created": "now"}, {"schema": "other"}):
+        with pytest.raises(RequestError):
+            CaptureRequest.loads(json.dumps({**doc, **bad}).encode())
+    with pytest.raises(RequestError):
+        CaptureRequest.loads(b"x" * 20000)
+    # A non-default parameter is part of the plan, hence of the bundle id.
+    netns = request_for("inc-1", "gpu-node-017", now=NOW, ttl_s=1800, params={"pod_netns": True})
+    assert netns.id != req.id and netns.id == bundle_id("inc-1", "gpu-node-017", "node-bundle/v1;pod_netns=true")

@@ -1,0 +1,278 @@
+"""The agent pulls capture requests from a real collector, captures in process, uploads, says done.
+
+The agent reads the shared example image (a recorded host), so its capture is the real capture
+runner over that image; the collector is the real app on a loopback port with the local store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))
+
+from collector_helpers import AGENT_TOKEN, ALERTING_TOKEN, local_settings, running
+from test_alerts_policy import alert, payload
+
+from agent.config import AgentSettings
+from agent.host.recorded import open_image
+from agent.service import pull
+from agent.service.daemon import Agent
+from agent.service.pull import PullRequest, RequestPuller, RequestRefused, parse_request
+from proto.keys import bundle_id
+
+NODE = "gpu-node-017"
+
+
+def _agent(image: Path, **kw: object) -> Agent:
+    settings = AgentSettings(listen="127.0.0.1", port=0, watch_links=False, node=NODE, cluster="prod-east",
+                             **kw)  # type: ignore[arg-type]
+    return Agent(settings, host_factory=lambda: open_image(str(image)))
+
+
+async def _post_alert(url: str) -> dict:
+    body = payload([alert(NODE, severity="critical")])
+    async with aiohttp.ClientSession() as s, s.post(url + "/v1/alerts", data=body,
+                                                    headers={"Authorization": f"Bearer {ALERTING_TOKEN}"}) as r:
+        assert r.status == 200
+        return await r.json()
+
+
+def _bundles(store: Path) -> list[Path]:
+    return sorted(p for p in store.rglob("*.tar.gz") if "_requests" not in p.parts)
+
+
+def _request_docs(store: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((store / "_requests").rglob("*.json"))]
+
+
+def _token(tmp_path: Path) -> str:
+    f = tmp_path / "agent-token"
+    f.write_text(AGENT_TOKEN + "\n")
+    return str(f)
+
+
+def test_an_alert_becomes_a_stored_bundle_of_that_node_and_incident(tmp_path: Path, example_image: Path) -> None:
+    store = tmp_path / "store"
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            agent = _agent(example_image)
+            puller = RequestPuller(agent, url, token_file=_token(tmp_path), wait_s=5)
+            task = asyncio.create_task(puller.run())
+            try:
+                answer = await _post_alert(url)
+                for _ in range(600):
+                    if puller.served:
+                        break
+                    await asyncio.sleep(0.05)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            return answer, puller.served, puller.errors
+
+    answer, served, errors = asyncio.run(go())
+    assert served == 1 and errors == 0
+    (queued,) = answer["queued"]
+    (bundle,) = _bundles(store)
+    assert bundle.parent.name == queued["incident"] and bundle.parent.parent.parent.name == "prod-east"
+    assert bundle.name.startswith(f"{NODE}-") and bundle.name.endswith(f"-{queued['id']}.tar.gz")
+    digest, name = (bundle.parent / (bundle.name + ".sha256")).read_text().split()
+    assert name == bundle.name and hashlib.sha256(bundle.read_bytes()).hexdigest() == digest
+    (doc,) = _request_docs(store)
+    assert doc["state"] == "done" and doc["bundle"].endswith(bundle.name)
+    # The bundle is the capture runner's node image, with the incident in its manifest.
+    import tarfile
+
+    with tarfile.open(bundle) as tf:
+        manifest = next(m for m in tf.getmembers() if m.name.endswith("/manifest.json"))
+        meta = json.load(tf.extractfile(manifest))  # type: ignore[arg-type]
+    assert meta["incident"] == queued["incident"] and meta["node"] == NODE
+
+
+def test_an_agent_killed_mid_capture_serves_the_request_after_its_restart_once(tmp_path: Path,
+                                                                               example_image: Path) -> None:
+    store = tmp_path / "store"
+    started = threading.Event()
+    release = threading.Event()
+
+    def stuck(agent: Agent, req: PullRequest, work: str) -> pull.Captured:
+        started.set()
+        release.wait(30)
+        raise RuntimeError("killed")
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            first = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), capture=stuck, wait_s=5)
+            task = asyncio.create_task(first.run())
+            await _post_alert(url)
+            while not started.is_set():
+                await asyncio.sleep(0.02)
+            task.cancel()  # the agent dies in the middle of the capture
+            await asyncio.gather(task, return_exceptions=True)
+            release.set()
+            pending = [d["state"] for d in _request_docs(store)]
+            second = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
+            task = asyncio.create_task(second.run())
+            for _ in range(600):
+                if second.served:
+                    break
+                await asyncio.sleep(0.05)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return pending, second.served
+
+    pending, served = asyncio.run(go())
+    assert pending == ["pending"] and served == 1
+    assert len(_bundles(store)) == 1 and [d["state"] for d in _request_docs(store)] == ["done"]
+
+
+def test_a_capture_stored_before_the_agent_died_is_not_stored_twice(tmp_path: Path, example_image: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "store"
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            first = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
+
+            async def dies(*_a: object) -> str:
+                raise asyncio.CancelledError  # killed between the upload and the done call
+
+            monkeypatch.setattr(first, "_done_call", dies)
+            await _post_alert(url)
+            async with aiohttp.ClientSession() as s:
+                (req,) = await first.poll(s)
+                with pytest.raises(asyncio.CancelledError):
+                    await first.serve(s, req)
+            stored_once = _bundles(store)
+            second = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
+            async with aiohttp.ClientSession() as s:
+                (again,) = await second.poll(s)
+                key = await second.serve(s, again)
+            return stored_once, key
+
+    stored_once, key = asyncio.run(go())
+    assert len(stored_once) == 1
+    # The second capture differs byte for byte (a later clock), so the collector answered 409, and
+    # done found the first one by its id.
+    assert _bundles(store) == stored_once and key.endswith(stored_once[0].name)
+    assert [d["state"] for d in _request_docs(store)] == ["done"]
+
+
+def _doc(**kw: object) -> dict:
+    base = {"id": bundle_id("inc-1", NODE, "node-bundle/v1"), "incident": "inc-1", "node": NODE,
+            "plan": "node-bundle", "plan_version": 1, "params": {"pod_netns": False, "redact": False},
+            "created": 1796000000, "expires": 1796001800, "alertname": "A", "source": "alert"}
+    return {**base, **kw}
+
+
+def test_the_agent_runs_only_the_plans_it_ships() -> None:
+    assert parse_request(_doc(), NODE).plan_ref == "node-bundle/v1"
+    netns = _doc(params={"pod_netns": True}, id=bundle_id("inc-1", NODE, "node-bundle/v1;pod_netns=true"))
+    assert parse_request(netns, NODE).params["pod_netns"] is True
+    for bad in (_doc(node="gpu-node-018"), _doc(plan="shell"), _doc(plan_version=2),
+                _doc(params={"argv": ["sh", "-c", "id"]}), _doc(params={"pod_netns": "yes"}),
+                _doc(id="b" + "0" * 24), _doc(incident="../x"), _doc(created="now"), "not a dict"):
+        with pytest.raises(RequestRefused):
+            parse_request(bad, NODE)
+
+
+def test_collector_flags_need_a_node(example_image: Path) -> None:
+    agent = _agent(example_image)
+    with pytest.raises(ValueError):
+        RequestPuller(replace_settings(agent, node=None), "http://127.0.0.1:1")
+
+
+def replace_settings(agent: Agent, **kw: object) -> Agent:
+    agent.settings = replace(agent.settings, **kw)  # type: ignore[misc]
+    return agent
+
+
+def test_railscope_capture_queues_a_request_and_waits_for_its_bundle(tmp_path: Path, example_image: Path) -> None:
+    import os
+    import subprocess
+
+    from collector_helpers import OPERATOR_TOKEN
+
+    root = Path(__file__).resolve().parents[3]
+    tokens = tmp_path / "op-token"
+    tokens.write_text(OPERATOR_TOKEN + "\n")
+    bad = tmp_path / "bad-token"
+    bad.write_text("not-an-operator-token-at-all\n")
+
+    async def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agent.cli", "capture", *argv, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(root)}, cwd=root)
+        out, err = await proc.communicate()
+        return subprocess.CompletedProcess(argv, proc.returncode or 0, out.decode(), err.decode())
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            puller = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
+            task = asyncio.create_task(puller.run())
+            try:
+                waited = await cli("--node", NODE, "--incident", "inc-77", "--collector", url, "--wait",
+                                   "--operator-token-file", str(tokens), "--wait-timeout", "60")
+                queued = await cli("--node", "gpu-node-018", "--incident", "inc-78", "--collector", url,
+                                   "--operator-token-file", str(tokens))
+                refused = await cli("--node", NODE, "--incident", "inc-79", "--collector", url,
+                                    "--operator-token-file", str(bad))
+                no_incident = await cli("--node", NODE, "--collector", url, "--operator-token-file", str(tokens))
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            return waited, queued, refused, no_incident
+
+    waited, queued, refused, no_incident = asyncio.run(go())
+    assert waited.returncode == 0, waited.stderr
+    key = waited.stdout.strip()
+    assert key.startswith("prod-east/") and "/inc-77/" in key and (tmp_path / "store" / key).is_file()
+    assert queued.returncode == 0 and queued.stdout.strip() == bundle_id("inc-78", "gpu-node-018", "node-bundle/v1")
+    assert refused.returncode == 1 and "401" in refused.stderr
+    assert no_incident.returncode == 3
+
+
+def test_a_local_capture_of_the_same_cause_answers_the_alerts_request(tmp_path: Path, example_image: Path) -> None:
+    import time as _time
+
+    from aiohttp.test_utils import TestServer
+
+    from agent.model import Event
+    from agent.service.app import make_app
+
+    store = tmp_path / "store"
+
+    async def go() -> list:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            # The whole agent app: its spool upload and its request puller run with it.
+            agent = _agent(example_image, spool_dir=str(tmp_path / "spool"), capture_on=frozenset({"LinkFlapping"}),
+                           collector_url=url, collector_token_file=_token(tmp_path))
+            server = TestServer(make_app(agent))
+            await server.start_server()
+            try:
+                # The detector's event captures into the spool, under an incident derived from the event.
+                assert agent.capture.on_event(Event(_time.time(), "LinkFlapping", "warning", "net_rail0"), NODE)
+                await _post_alert(url)
+                for _ in range(1200):
+                    docs = _request_docs(store)
+                    if docs and docs[0]["state"] == "done":
+                        break
+                    await asyncio.sleep(0.05)
+            finally:
+                await server.close()
+            return _request_docs(store)
+
+    (doc,) = asyncio.run(go())
+    (bundle,) = _bundles(store)
+    assert bundle.parent.name.startswith("linkflapping-")  # the event's incident: no second capture
+    assert doc["state"] == "done" and doc["bundle"].endswith(bundle.name)
+    assert not list((tmp_path / "spool").glob("*.tar.gz"))  # sent, then removed from the spool
