@@ -31,6 +31,7 @@ from .auth import AuthError, Principal
 from .errors import error_response
 from .state import STATE
 from .storage import StoreError
+from .storage.local import _create, _mkdirs
 
 __all__ = ["PLANS", "REQUEST_SCHEMA", "CaptureRequest", "PlanSpec", "RequestError", "check_params",
            "plan_ref", "request_for"]
@@ -215,9 +216,9 @@ class LocalBox:
 
     def _put(self, rel: str, data: bytes, only_new: bool) -> bool:
         path = self.root / rel
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o750)
+        _mkdirs(path.parent)  # 0o750 every level, files 0o640: requests name nodes and incidents
         tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
-        with open(tmp, "wb") as fh:
+        with os.fdopen(_create(tmp), "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -513,3 +513,16 @@ def test_a_failed_upload_leaves_no_directory(tmp_path: Path) -> None:
     assert run(go()) == 400
     root = tmp_path / "store"
     assert [str(p.relative_to(root)) for p in root.rglob("*") if p.name != ".tmp"] == []
+
+
+def test_capture_requests_are_readable_by_owner_and_group_only(tmp_path: Path) -> None:
+    from collector.requests import LocalBox
+
+    old = os.umask(0o022)
+    try:
+        assert run(LocalBox(tmp_path / "store").put("prod-east/.requests/inc-1/gpu-node-017.json", b"{}"))
+    finally:
+        os.umask(old)
+    root = tmp_path / "store"
+    for p in [root, *root.rglob("*")]:
+        assert p.stat().st_mode & 0o777 == (0o750 if p.is_dir() else 0o640), p
