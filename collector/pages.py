@@ -27,6 +27,7 @@ import json
 import os
 import re
 import tempfile
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -149,8 +150,10 @@ async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> Non
     path = _cache_local(col, key)
     if path is not None:
         def write() -> None:
-            tmp = f"{path}.{os.getpid()}.part"
-            with open(tmp, "wb") as fh:
+            # 0o640 like the bundle beside it: the analysis quotes what the bundle holds.
+            tmp = f"{path}.{uuid.uuid4().hex[:12]}.part"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+            with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, path)
         await asyncio.get_running_loop().run_in_executor(None, write)

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 MAJOR = 1
-MINOR = 0
+MINOR = 1
 #: The largest ``data`` of one chunk frame.
 MAX_CHUNK_BYTES = 1 << 20
 #: A chunk frame at its largest plus room for its map header and keys.
@@ -169,6 +169,12 @@ def decode_map(doc: object) -> Frame:
     raise FrameError(f"unknown frame type {t!r}", code="unknown_frame")
 
 
+_WHY: dict[type, str] = {
+    msgpack.FormatError: "a byte that starts no msgpack value (0xc1)",
+    msgpack.StackError: "values nested too deep",
+}
+
+
 class FrameDecoder:
     """Incremental, bounded decoding of a frame stream: ``feed`` bytes, iterate the frames complete so far."""
 
@@ -219,14 +225,16 @@ class FrameDecoder:
             # msgpack refuses a str/bin/map header beyond the max_*_len bounds with "exceeds max".
             if "exceeds max" in str(exc):
                 raise FrameError(f"a frame field larger than allowed: {exc}", code="frame_too_large") from None
-            raise FrameError(f"not msgpack: {exc}") from None
+            # Some msgpack errors carry no text (0xc1, a stack too deep): name the kind instead.
+            raise FrameError(f"not msgpack: {str(exc) or _WHY.get(type(exc), type(exc).__name__)}") from None
 
 
 class UploadReader:
     """The order SPEC.md prescribes: one ``hello``, chunks numbered from 0, one ``end``, nothing after.
 
     ``feed`` returns the frames in order; the caller hashes the chunks. ``finished`` is true after
-    ``end``. ``check_end`` compares the end frame with what arrived.
+    ``end``. A chunk without data and a bundle without a chunk are refused (SPEC.md 1.1): frames
+    without bytes would cost the receiver work that no size cap on the data counts.
     """
 
     def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
@@ -253,8 +261,12 @@ class UploadReader:
             elif isinstance(frame, Chunk):
                 if frame.seq != self.next_seq:
                     raise FrameError(f"chunk seq {frame.seq}, expected {self.next_seq}", code="order")
+                if not frame.data:
+                    raise FrameError(f"chunk {frame.seq} has no data", code="empty_chunk")
                 self.next_seq += 1
             else:
+                if self.next_seq == 0:
+                    raise FrameError("a bundle of zero bytes (no chunk before end)", code="empty_bundle")
                 self.end = frame
             out.append(frame)
         return out

@@ -33,8 +33,13 @@ CFG
 # mutmut copies tests/ with shutil.copytree, which follows symlinks: the node images' sysfs symlinks
 # loop (class/net -> devices -> ... -> class/net), so the copy never ends. Keep them symlinks.
 mutmut() {
-  python3 -c 'import functools, shutil, sys
-shutil.copytree = functools.partial(shutil.copytree, symlinks=True)
+  python3 -c 'import shutil, sys
+_copytree = shutil.copytree
+def copytree(src, dst, *args, **kw):
+    if not args:  # the outer call; the recursion passes symlinks on
+        kw.setdefault("symlinks", True)
+    return _copytree(src, dst, *args, **kw)
+shutil.copytree = copytree
 sys.argv = ["mutmut", *sys.argv[1:]]
 from mutmut.__main__ import cli
 cli()' "$@"

@@ -10,7 +10,10 @@ that the runner expands from what the readers found on the node:
 - ``{reporter}`` with ``{handle}``: each health reporter of that handle;
 - ``{netns}``: each named network namespace (pod sandboxes), only with ``--pod-netns``.
 
-The deny-list is checked on the declared argv, before anything runs: a plan that names a denied
+Two guards are checked on the declared argv, before anything runs, and again on every argv after
+placeholder expansion: the *allowlist* (``ALLOWLIST``: per tool, the read-only subcommand paths and
+options the plans and the readers use; anything else is refused) and the *deny-list* (``DENY_LIST``,
+DESIGN §7: the commands never to run, named so a refusal says why). A plan that names a refused
 command is refused whole.
 """
 
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
     from agent.capture.context import CaptureContext
 
 __all__ = [
+    "ALLOWLIST",
     "DENY_LIST",
     "Command",
     "DenyEntry",
@@ -35,6 +39,8 @@ __all__ = [
     "Step",
     "check_plan",
     "denied",
+    "not_allowed",
+    "refusal",
 ]
 
 #: dmesg and logs keep their newest 4 MiB; a command's JSON keeps its head (see ``keep``).
@@ -98,7 +104,8 @@ class PlanRefused(Exception):
         self.plan = plan
         self.argv = argv
         self.entry = entry
-        super().__init__(f"plan {plan!r} refused: {' '.join(argv)!r} is on the deny-list ({entry})")
+        where = entry if entry.startswith("not on the allowlist") else f"on the deny-list ({entry})"
+        super().__init__(f"plan {plan!r} refused: {' '.join(argv)!r} is {where}")
 
 
 # -- the deny-list ------------------------------------------------------------------------------
@@ -198,8 +205,15 @@ def _shell(argv: tuple[str, ...]) -> bool:
     words = _words(argv)
     if _tool(argv) == "ip" and len(words) >= 2 and _is(words[0], "netns", 2) and _is(words[1], "exec", 1):
         return True  # ip netns exec runs any command
-    return _tool(argv) in ("sh", "bash", "dash", "zsh", "ksh", "busybox", "env", "xargs", "sudo", "nsenter",
-                           "chroot", "python", "python3", "perl")
+    return _tool(argv) in _WRAPPERS
+
+
+# Tools that run another command, or a program text of their own (find -exec, awk system()).
+_WRAPPERS = ("sh", "bash", "dash", "zsh", "ksh", "csh", "tcsh", "fish", "ash", "busybox", "env", "xargs", "sudo",
+             "su", "runuser", "doas", "pkexec", "nsenter", "unshare", "chroot", "setsid", "timeout", "nice",
+             "ionice", "nohup", "stdbuf", "taskset", "chrt", "strace", "ltrace", "gdb", "watch", "flock",
+             "script", "find", "awk", "gawk", "mawk", "nawk", "sed", "python", "python3", "perl", "ruby", "lua",
+             "tclsh", "node", "systemd-run", "capsh", "setpriv", "ip-netns")
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,15 +259,24 @@ def denied(argv: Iterable[str]) -> DenyEntry | None:
     return None
 
 
+def refusal(argv: Iterable[str]) -> str | None:
+    """Why ``argv`` must not run (the deny-list entry, else the allowlist's reason), or None."""
+    args = tuple(str(a) for a in argv)
+    if not args:
+        return "an empty argv"
+    entry = denied(args)
+    if entry is not None:
+        return entry.name
+    return not_allowed(args)
+
+
 def check_plan(plan: Plan) -> None:
-    """Raise ``PlanRefused`` when any step of ``plan`` names a denied command."""
+    """Raise ``PlanRefused`` when any step of ``plan`` names a refused command."""
     for step in plan.steps:
         if isinstance(step, Command):
-            if not step.argv:
-                raise PlanRefused(plan.name, step.argv, "an empty argv")
-            entry = denied(step.argv)
-            if entry is not None:
-                raise PlanRefused(plan.name, step.argv, entry.name)
+            why = refusal(step.argv)
+            if why is not None:
+                raise PlanRefused(plan.name, step.argv, why)
 
 
 _PLACEHOLDER = re.compile(r"\{(rail|pf|handle|reporter|netns)\}")
@@ -273,3 +296,215 @@ def placeholders(step: Step) -> tuple[str, ...]:
         if m.group(1) not in seen:
             seen.append(m.group(1))
     return tuple(seen)
+
+
+# -- the allowlist ------------------------------------------------------------------------------
+#
+# Every argv must match one of these read-only forms; anything else is refused (a wrapper, a batch
+# file, an option that hides the next word, an abbreviation of a state-changing verb). The forms are
+# the ones the plans and the readers use (tests/unit/capture/test_allowlist.py walks both).
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """One keyword level of an iproute2-style command line.
+
+    ``known`` lists every keyword the tool accepts at this level *in the order it tries them*:
+    iproute2 takes any prefix of a keyword and the first keyword it is a prefix of wins
+    (``matches()`` in lib/utils.c, https://git.kernel.org/pub/scm/network/iproute2/iproute2.git),
+    so ``ip link s`` is ``set``. ``allowed`` maps the read-only keywords (and exact aliases) to the
+    next level, ``"args"`` (any further non-option words: filters and object names) or ``"end"``.
+    """
+
+    known: tuple[str, ...]
+    allowed: dict[str, _Level | str]
+
+    def resolve(self, word: str) -> _Level | str | None:
+        if word in self.allowed:
+            return self.allowed[word]
+        hit = next((k for k in (*self.known, *_CHANGE_VERBS) if k.startswith(word)), None)
+        if hit is None or hit not in self.allowed:
+            return None
+        # An abbreviation that could also name a state-changing verb is refused whatever the order.
+        if any(v.startswith(word) for v in _CHANGE_VERBS):
+            return None
+        return self.allowed[hit]
+
+
+def _lv(known: str, **allowed: _Level | str) -> _Level:
+    return _Level(tuple(known.split()), dict(allowed))
+
+
+_SHOW = "show list lst"
+
+
+def _shows(known: str, leaf: str = "args") -> _Level:
+    return _lv(known, **{k: leaf for k in _SHOW.split() if k in known.split()})
+
+
+@dataclass(frozen=True, slots=True)
+class _Iproute:
+    """An iproute2-family tool: global options (flag -> takes a value), then keyword levels."""
+
+    options: dict[str, bool]
+    top: _Level
+
+    def check(self, argv: tuple[str, ...]) -> str | None:
+        i = 1
+        while i < len(argv) and argv[i].startswith("-"):
+            opt = argv[i]
+            if opt not in self.options:
+                return f"option {opt!r} is not one of the read-only options {sorted(self.options)}"
+            i += 2 if self.options[opt] else 1
+        if i > len(argv):
+            return f"option {argv[-1]!r} needs a value"
+        level: _Level | str | None = self.top
+        path: list[str] = []
+        for word in argv[i:]:
+            if level == "args":
+                if word.startswith("-"):
+                    return f"option {word!r} after {' '.join(path)!r}"
+                continue
+            if level == "end" or not isinstance(level, _Level):
+                return f"{word!r} after {' '.join(path)!r}"
+            level = level.resolve(word)
+            if level is None:
+                return f"{' '.join([*path, word])!r} is not a read-only subcommand"
+            path.append(word)
+        if isinstance(level, _Level):
+            return f"{' '.join(path) or 'nothing'!r} names no read-only subcommand"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Exact:
+    """A tool whose read-only forms are listed: ``flags`` (a subset, any order), then ``operands``
+    non-option words."""
+
+    forms: tuple[tuple[frozenset[str], int], ...]
+
+    def check(self, argv: tuple[str, ...]) -> str | None:
+        flags = frozenset(a for a in argv[1:] if a.startswith("-"))
+        words = [a for a in argv[1:] if not a.startswith("-")]
+        for allowed, operands in self.forms:
+            if flags <= allowed and len(words) == operands:
+                return None
+        return "not one of its read-only forms"
+
+
+@dataclass(frozen=True, slots=True)
+class _Ethtool:
+    """``ethtool OPTION DEVICE``: exactly one query option (ethtool(8)) and the device."""
+
+    queries: frozenset[str]
+
+    def check(self, argv: tuple[str, ...]) -> str | None:
+        if len(argv) == 3 and argv[1] in self.queries and not argv[2].startswith("-"):
+            return None
+        return f"only 'ethtool {{{','.join(sorted(self.queries))}}} DEVICE' is allowed"
+
+
+@dataclass(frozen=True, slots=True)
+class _Ovs:
+    """An OVS client: ``--opt=value`` options (``value_opts`` take the next word), one command.
+
+    Only one command: ``ovs-vsctl`` chains commands after ``--`` (ovs-vsctl(8)), so ``--`` is refused.
+    """
+
+    options: tuple[str, ...]
+    value_opts: tuple[str, ...]
+    commands: dict[str, tuple[int, frozenset[str]]]  # command -> (max operands, allowed trailing flags)
+
+    def check(self, argv: tuple[str, ...]) -> str | None:
+        i = 1
+        while i < len(argv) and argv[i].startswith("-"):
+            opt = argv[i]
+            if opt in self.value_opts:
+                i += 2
+                continue
+            if opt == "--" or not opt.startswith(self.options):
+                return f"option {opt!r} is not one of {sorted((*self.options, *self.value_opts))}"
+            i += 1
+        if i >= len(argv):
+            return "no command"
+        cmd, rest = argv[i], argv[i + 1:]
+        if cmd not in self.commands:
+            return f"{cmd!r} is not one of the read-only commands {sorted(self.commands)}"
+        most, flags = self.commands[cmd]
+        words = [a for a in rest if not a.startswith("-")]
+        bad = [a for a in rest if a.startswith("-") and a not in flags]
+        if bad or len(words) > most:
+            return f"{' '.join(rest)!r} after {cmd!r}"
+        return None
+
+
+_IP_TOP = ("address addrlabel maddress route rule neighbor neighbour ntable ntbl link l2tp fou ila macsec "
+           "tunnel tuntap tap token tcpmetrics tcp_metrics monitor xfrm mroute mrule netns netconf vrf sr "
+           "nexthop mptcp ioam stats help")
+
+#: tool (argv[0] exactly as the plans and readers write it) -> its read-only forms
+ALLOWLIST: dict[str, _Iproute | _Exact | _Ethtool | _Ovs] = {
+    # ip(8): ip/ip.c, ip/iplink.c, ip/ipaddress.c, ip/iproute.c, ip/iprule.c, ip/ipneigh.c, ip/ipnetns.c
+    "ip": _Iproute(
+        {"-d": False, "-s": False, "-4": False, "-6": False, "-j": False, "-p": False, "-n": True},
+        _lv(_IP_TOP,
+            link=_shows("add set change replace delete show lst list xstats afstats property help"),
+            address=_shows("add change chg replace delete list show lst flush save showdump restore help"),
+            route=_shows("add change chg replace prepend append test delete list show lst get flush save "
+                         "restore showdump help"),
+            rule=_shows("add delete list show lst flush save restore help"),
+            neighbor=_shows("add change chg replace delete list show lst get flush help"),
+            neighbour=_shows("add change chg replace delete list show lst get flush help"),
+            netns=_lv("list show lst list-id monitor add attach set delete identify pids exec help",
+                      list="end"))),
+    # devlink(8): devlink/devlink.c
+    "devlink": _Iproute(
+        {"-j": False, "-p": False},
+        _lv("dev port lc sb monitor dpipe resource region health trap rate help",
+            dev=_lv("show list eswitch reload param info flash selftests help",
+                    show="args", list="args", info="args",
+                    eswitch=_lv("set show", show="args"),
+                    param=_lv("set show list", show="args", list="args")),
+            port=_shows("show list set split unsplit param function health add del help"),
+            resource=_lv("show set", show="args"),
+            health=_lv("help recover diagnose dump set show list test",
+                       show="args", list="args", diagnose="args"))),
+    # rdma(8): rdma/rdma.c, rdma/link.c, rdma/res.c, rdma/stat.c, rdma/sys.c
+    "rdma": _Iproute(
+        {"-j": False, "-p": False, "-d": False},
+        _lv("help dev link resource statistic system",
+            link=_shows("show list add delete set help"),
+            resource=_shows("show list qp cm_id cq mr pd ctx srq help", "end"),
+            res=_shows("show list qp cm_id cq mr pd ctx srq help", "end"),
+            statistic=_shows("show list qp mode set unset help"),
+            system=_lv("show set help", show="end"))),
+    # dcb(8): dcb/dcb.c and dcb/dcb_<object>.c
+    "dcb": _Iproute(
+        {"-j": False, "-p": False, "-s": False},
+        _lv("app apptrust buffer dcbx ets maxrate pfc rewr help",
+            **{o: _lv("show set add del replace flush help", show="args") for o in ("app", "buffer", "ets", "pfc")})),
+    # ethtool(8): query options only
+    "ethtool": _Ethtool(frozenset({"-i", "-S", "-k", "-l", "-g", "-a", "--show-fec", "-m"})),
+    # ovs-vsctl(8): "show" and "list TABLE [RECORD...]"
+    "ovs-vsctl": _Ovs(("--timeout=", "--format=", "--columns=", "--data=", "--no-headings", "--bare"), (),
+                      {"show": (0, frozenset()), "list": (64, frozenset())}),
+    # ovs-appctl(8): -t/--target names the daemon, -T/--timeout bounds the wait; the plans' read-only commands
+    "ovs-appctl": _Ovs(("--timeout=", "--target="), ("-t", "-T"),
+                       {"dpctl/show": (1, frozenset({"-s"})), "upcall/show": (0, frozenset()),
+                        "coverage/show": (0, frozenset())}),
+    # uname(1); dmesg(1) bare: -c/-C clear the ring buffer, -n sets the console level
+    "uname": _Exact(((frozenset({"-a", "-r", "-s", "-n", "-m", "-v"}), 0),)),
+    "dmesg": _Exact(((frozenset(), 0),)),
+}
+
+
+def not_allowed(argv: Iterable[str]) -> str | None:
+    """Why ``argv`` is not on the allowlist (``"not on the allowlist: ..."``), or None."""
+    args = tuple(str(a) for a in argv)
+    if not args:
+        return "not on the allowlist: an empty argv"
+    spec = ALLOWLIST.get(args[0])
+    if spec is None:
+        return f"not on the allowlist: {args[0]!r} is not a read-only tool the capture knows"
+    why = spec.check(args)
+    return None if why is None else f"not on the allowlist: {args[0]}: {why}"

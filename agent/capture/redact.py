@@ -1,7 +1,8 @@
 """Redaction before bytes reach the archive (DESIGN §7).
 
-Secrets are always removed: private key blocks, bearer tokens, ``Authorization`` headers,
-kubeconfig credentials and ``password=`` style pairs. With a key (``--redact``), addresses and
+Secrets are always removed: private key blocks, bearer tokens, ``Authorization`` and cookie headers,
+kubeconfig credentials, ``password=`` style pairs and YAML block scalars under such keys,
+``--password VALUE`` style flags, registry ``auth`` entries and ``curl -u user:password``. With a key (``--redact``), addresses and
 names become keyed HMAC pseudonyms of the same shape: IPv4 / IPv6 addresses (RoCE GIDs are IPv6),
 MACs and other colon-separated hardware addresses, IB GUIDs, host names, pod and namespace names.
 The same input gives the same pseudonym with the same key on every node, and no map file exists:
@@ -22,6 +23,7 @@ import hmac
 import ipaddress
 import re
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 __all__ = ["MAX_LINE", "Redactor", "load_key"]
 
@@ -41,6 +43,20 @@ _SECRETS: tuple[tuple[re.Pattern[bytes], bytes], ...] = (  # (pattern, replaceme
         rb"(?i)(?<![\w.-])(\"?[\w.-]{0,40}?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
         rb"private[_-]?key|client-key-data|client-certificate-data|credentials?)[\w.-]{0,40}\"?[ \t]*[:=][ \t]*)"
         rb"(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s,;}\]]+)"), b""),
+    # Cookies are credentials (RFC 6265): the whole header value goes.
+    (re.compile(rb"(?i)\b((?:set-)?cookie[ \t]*:[ \t]*)[^\r\n]+"), rb"\1" + MARK),
+    # Space-separated flags: "--password hunter2", "kubeadm join ... --token abcdef.0123456789abcdef"
+    # (kubeadm-join(1)); the "--flag=value" form is the pair above. A next "-..." word is a flag.
+    (re.compile(
+        rb"(?i)((?<![\w-])--?[\w-]{0,40}?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
+        rb"private[_-]?key|credentials?)[\w-]{0,40}[ \t]+)(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s\"'-][^\s]*)"), b""),
+    # Docker's config.json ("auth": base64 of user:password, "identitytoken") and containerd's
+    # registry configs (auth = "...", identitytoken = "...").
+    (re.compile(rb"(?i)(?<![\w.-])(\"?(?:auth|identitytoken|identity_token|registrytoken)\"?[ \t]*[:=][ \t]*)"
+                rb"(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s,;}\]]+)"), b""),
+    # curl -u / --user / -U / --proxy-user USER:PASSWORD (curl(1)), also glued: -uuser:pw.
+    (re.compile(rb"(\bcurl\b[^\r\n]*?[ \t](?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?)(?!-)[^\s]+"),
+     rb"\1" + MARK),
     # URLs with a user:password part.
     (re.compile(rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{1,256}:)[^@\s/]{1,256}@"), rb"\1" + MARK + b"@"),
 )
@@ -64,8 +80,26 @@ _NEEDLES: tuple[tuple[bytes, ...], ...] = (
     (b"bearer",),
     (b"basic",),
     (b"pass", b"secret", b"token", b"key", b"credential"),
+    (b"cookie",),
+    (b"pass", b"secret", b"token", b"key", b"credential"),
+    (b"auth", b"identity", b"registrytoken"),
+    (b"curl",),
     (b"://",),
 )
+
+# A YAML block scalar under a secret key ("password: |", "token: >-", YAML 1.2 §8.1): the value
+# is on the next, more-indented lines, which ``stream`` replaces.
+_BLOCK_KEY = re.compile(rb"(?im)^([ \t]*(?:-[ \t]+)?)(\"?[\w.-]{1,80}\"?)[ \t]*:[ \t]*[|>][-+0-9]*[ \t]*(?:#.*)?\r?$")
+_BLOCK_SECRET = re.compile(rb"(?i)password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
+                           rb"client-key-data|client-certificate-data|credentials?|^\"?auth\"?$")
+
+
+def _block_key(line: bytes) -> int | None:
+    """The key's column when ``line`` opens a block scalar under a secret key, else None."""
+    m = _BLOCK_KEY.match(line.rstrip(b"\n"))
+    if m is None or not _BLOCK_SECRET.search(m.group(2)):
+        return None
+    return len(m.group(1))
 
 
 def _keep_quotes(m: re.Match[bytes]) -> bytes:
@@ -211,6 +245,7 @@ class Redactor:
     def stream(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         """Redact a byte stream line by line; at most one partial line (``MAX_LINE``) is held."""
         in_key = False
+        block: list[Any] = [None, False]  # a secret block scalar: [key column or None, value marked]
         rest = b""
 
         def lines(buf: bytes, final: bool) -> tuple[list[bytes], bytes]:
@@ -224,6 +259,23 @@ class Redactor:
         def per_line(ls: list[bytes]) -> Iterator[bytes]:
             nonlocal in_key
             for ln in ls:
+                if block[0] is not None:
+                    body = ln.rstrip(b"\r\n")
+                    indent = len(body) - len(body.lstrip(b" \t"))
+                    if not body.strip():
+                        yield ln
+                        continue
+                    if indent > block[0]:
+                        if not block[1]:
+                            block[1] = True
+                            yield body[:indent] + MARK + ln[len(body):]
+                        continue
+                    block[0] = None
+                col = _block_key(ln)
+                if col is not None and not in_key:
+                    block[0], block[1] = col, False
+                    yield ln
+                    continue
                 if in_key:
                     end = _PEM_END.search(ln)
                     if end:
@@ -242,10 +294,11 @@ class Redactor:
                 yield self.line(ln)
 
         def emit(ls: list[bytes]) -> Iterator[bytes]:
-            block = b"".join(ls)
-            if not in_key and b"-----BEGIN" not in block:
+            joined = b"".join(ls)
+            if not in_key and block[0] is None and b"-----BEGIN" not in joined and not (
+                    (b"|" in joined or b">" in joined) and any(_block_key(ln) is not None for ln in ls)):
                 # Every pattern stays within a line: the whole block goes through the regexes at once.
-                yield self.line(block)
+                yield self.line(joined)
                 return
             yield from per_line(ls)
 

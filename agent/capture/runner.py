@@ -37,11 +37,22 @@ from agent import __version__
 from agent.capture import manifest as mf
 from agent.capture.archive import BundleWriter, DirWriter, write_sha256_file
 from agent.capture.context import CaptureContext, fill_from_snapshot
-from agent.capture.plan import Command, File, Generated, Plan, PlanRefused, Step, check_plan, placeholders
+from agent.capture.plan import (
+    Command,
+    File,
+    Generated,
+    Plan,
+    PlanRefused,
+    Step,
+    check_plan,
+    placeholders,
+    refusal,
+)
 from agent.capture.plans import PLUGINS, load
 from agent.capture.redact import Redactor
 from agent.config import ReadConfig
 from agent.host import Host, slug
+from agent.host.paths import NotRegularFile, open_regular
 from agent.host.recording import SCHEMA, RecordingHost
 from agent.host.runner import _Tail, run_argv
 from agent.model import Snapshot
@@ -162,7 +173,7 @@ class _Run:
         self.staging = staging
         self.tmp = os.path.join(staging, ".tmp")
         os.makedirs(self.tmp)
-        self.rec = RecordingHost(host, staging)
+        self.rec = RecordingHost(host, staging, guard=refusal)
         self.lock = threading.RLock()
         self.sealed = False
         self.items: dict[str, dict[str, Any]] = {}
@@ -322,6 +333,13 @@ class _Run:
 
     def _command(self, t: _Task, step: Command) -> None:
         argv = tuple(_fill(a, t.binding) for a in step.argv)
+        # Checked again once expanded: a rail or namespace name is the node's, not the plan's.
+        why = refusal(argv)
+        if why is not None:
+            self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=f"refused: {why}",
+                                  plugin=t.plugin))
+            self.notes.append(f"refused: {' '.join(argv)!r}: {why}")
+            return
         if t.fw_key is not None:
             why = self.fw_hung.get(t.fw_key) or next(
                 (f"firmware reads on {d} hung in an earlier read" for d in self.params.skip_firmware
@@ -457,6 +475,10 @@ class _Run:
             t0 = time.monotonic()
             try:
                 nbytes, truncated, tmp = self._copy_tail(real, step.max_bytes)
+            except NotRegularFile:
+                self.put_item(mf.item("fs" + resolved, "file", skipped=True,
+                                      reason=f"{path}: not available: not a regular file", plugin=t.plugin))
+                continue
             except OSError as exc:
                 self.put_item(mf.item("fs" + resolved, "file", skipped=True,
                                       reason=f"{path}: {exc.strerror or exc}", plugin=t.plugin))
@@ -485,7 +507,7 @@ class _Run:
         """Copy a file's last ``cap`` bytes into a temporary file; (bytes, truncated, temp path)."""
         fd, tmp = tempfile.mkstemp(dir=self.tmp)
         try:
-            with open(real, "rb") as src, os.fdopen(fd, "wb") as dst:
+            with open_regular(real) as src, os.fdopen(fd, "wb") as dst:
                 st = os.fstat(src.fileno())
                 if stat.S_ISREG(st.st_mode) and st.st_size > _REAL_FILE:
                     # A real file: its size is true, so seek to the tail and stream it.

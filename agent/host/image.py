@@ -33,7 +33,6 @@ import posixpath
 import re
 import stat
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -946,11 +945,3 @@ def write_tree(tree: ImageTree, out: str) -> None:
         joined = posixpath.normpath(posixpath.join("/", parent, target) if not target.startswith("/")
                                     else "/" + target)
         os.symlink(posixpath.relpath(joined, "/" + parent), os.path.join(out, rel))
-
-
-def iter_files(tree: ImageTree) -> Iterator[tuple[str, bytes]]:
-    """``(path relative to the image root, bytes)`` of every regular file, in path order."""
-    prefix = tree.base + "/" if tree.base else ""
-    for key in sorted(tree.files):
-        if key.startswith(prefix):
-            yield key[len(prefix):], tree.files[key]

@@ -7,13 +7,43 @@ escape to the container's own ``/``), and a node image keeps sysfs symlinks as r
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import posixpath
 import stat
+from typing import BinaryIO
 
 _MAX_LINKS = 40  # like the kernel's MAXSYMLINKS
 _FLAT_LINK_MAX = 4096
+
+
+class NotRegularFile(OSError):
+    """A FIFO, socket or device where a file was expected: never opened for reading."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(errno.EINVAL, "not a regular file", path)
+
+
+def open_regular(real: str) -> BinaryIO:
+    """Open ``real`` for reading only if it is a regular file (sysfs and procfs files are).
+
+    A FIFO under the host root would block ``open()`` until a writer came, and a device's open can
+    act on the device: the mode is checked first, then the file is opened with ``O_NONBLOCK`` (a
+    FIFO's open returns at once, see fifo(7)) and checked again with ``fstat`` on what was opened,
+    so a file swapped in between is caught too.
+    """
+    if not stat.S_ISREG(os.stat(real).st_mode):
+        raise NotRegularFile(real)
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(real)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _flat_link(real: str, st: os.stat_result | None = None) -> str | None:
@@ -28,7 +58,7 @@ def _flat_link(real: str, st: os.stat_result | None = None) -> str | None:
         st = st or os.lstat(real)
         if not stat.S_ISREG(st.st_mode) or not 3 <= st.st_size <= _FLAT_LINK_MAX:
             return None
-        with open(real, "rb") as fh:
+        with open_regular(real) as fh:
             data = fh.read(_FLAT_LINK_MAX)
     except OSError:
         return None
@@ -103,7 +133,7 @@ class RootedFS:
         if real is None:
             return None
         try:
-            with open(real, "rb") as fh:
+            with open_regular(real) as fh:
                 return fh.read(max_bytes)
         except OSError:
             return None

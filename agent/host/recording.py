@@ -27,7 +27,7 @@ import os
 import posixpath
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -72,8 +72,12 @@ def _inside(parent: str, target: str) -> str:
 class RecordingHost:
     """A ``Host`` that forwards every call to ``inner`` and writes what it answered under ``out_dir``."""
 
-    def __init__(self, inner: Host, out_dir: str) -> None:
+    def __init__(self, inner: Host, out_dir: str,
+                 guard: Callable[[tuple[str, ...]], str | None] | None = None) -> None:
         self.inner = inner
+        #: why an argv must not run, or None (the capture's allowlist and deny-list): a refused
+        #: argv never reaches ``inner`` and is recorded as not available, with why
+        self.guard = guard
         self.live = inner.live
         #: A node image being re-recorded keeps its identity (node name, capture time) for the readers.
         self.image = inner.image
@@ -295,7 +299,11 @@ class RecordingHost:
 
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
             max_bytes: int = 8 << 20) -> CmdResult:
-        res = self.inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
+        why = self.guard(tuple(str(a) for a in argv)) if self.guard is not None else None
+        if why is not None:
+            res = CmdResult(tuple(str(a) for a in argv), None, missing=True, reason=f"refused: {why}")
+        else:
+            res = self.inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
         with self._writing(res.argv):
             self._put_command(res)
         return res

@@ -2,8 +2,16 @@
 
 ``os.link`` (not ``rename``) makes the name appear atomically *and* fails when it exists, so two
 replicas that finish the same bundle at once never overwrite each other. Temporary files start with
-``.`` and end in ``.part``: listings never show them; those older than ``stale_part_s`` (a replica
-killed mid-ingest) are removed at start. File I/O runs in worker threads, off the event loop.
+``.`` and end in ``.part`` and live in ``<root>/.tmp`` until the commit, so a failed upload leaves no
+directory behind; those older than ``stale_part_s`` (a replica killed mid-ingest) are removed at
+start. File I/O runs in worker threads, off the event loop.
+
+A bundle id is stored once per cluster, whatever ``created`` the agent sends (the date is part of
+the key): ``<root>/<cluster>/.ids/<node>+<bundle>`` is created with ``O_EXCL`` before the object
+becomes visible and holds the object's key. ``+`` is in no key part, so the name is unambiguous.
+
+Bundles hold topology and kernel logs: every directory is created 0o750 and every file 0o640, so
+only the collector's user and group read them.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, sha256_line
+from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
 from . import Stored, StoreError
@@ -23,6 +31,39 @@ from . import Stored, StoreError
 __all__ = ["LocalStore"]
 
 _READ = 1 << 20
+_DIR_MODE = 0o750
+_FILE_MODE = 0o640
+_IDS = ".ids"
+_TMP = ".tmp"
+
+
+def _mkdirs(path: Path) -> None:
+    """Create ``path`` and every missing level above it, each 0o750 (``mkdir(parents=True)`` gives
+    the levels above the last the default mode)."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, _DIR_MODE)
+        except FileExistsError:
+            pass
+
+
+def _create(path: Path) -> int:
+    """A new file, 0o640 from its first moment; ``FileExistsError`` when it exists."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), _FILE_MODE)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    fd = _create(path)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -37,7 +78,7 @@ class LocalWriter:
     def __init__(self, store: LocalStore, key: BundleKey) -> None:
         self.store, self.key = store, key
         self.dir = store.root / key.dir
-        self.tmp = self.dir / f".{key.name}.{uuid.uuid4().hex[:12]}.part"
+        self.tmp = store.root / _TMP / f".{key.name}.{uuid.uuid4().hex[:12]}.part"
         self._fh = None
         self._buf = bytearray()
 
@@ -45,8 +86,8 @@ class LocalWriter:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     def _open(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-        self._fh = open(self.tmp, "xb")  # held across awaits, closed in commit/abort
+        _mkdirs(self.tmp.parent)
+        self._fh = os.fdopen(_create(self.tmp), "wb")  # held across awaits, closed in commit/abort
 
     async def write(self, data: bytes) -> None:
         self._buf += data
@@ -68,11 +109,19 @@ class LocalWriter:
         os.fsync(fh.fileno())
         fh.close()
         self._fh = None
-        final = self.dir / self.key.name
         try:
-            os.link(self.tmp, final)
-        except FileExistsError:
-            return False
+            if not self.store._claim(self.key):
+                return False
+            final = self.dir / self.key.name
+            try:
+                # The incident's directory appears only now, with the object.
+                _mkdirs(self.dir)
+                os.link(self.tmp, final)
+            except FileExistsError:
+                return False  # stored before ids were claimed: the claim names it, which is right
+            except OSError:
+                self.store._release(self.key)
+                raise
         finally:
             self.tmp.unlink(missing_ok=True)
         self.store._write_sha256(self.key, sha256)
@@ -113,7 +162,7 @@ class LocalStore:
         await self._run(self._start)
 
     def _start(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o750)
+        _mkdirs(self.root)
         cutoff = time.time() - self.settings.stale_part_s
         for dirpath, _dirs, files in os.walk(self.root):
             for name in files:
@@ -139,11 +188,54 @@ class LocalStore:
     def _write_sha256(self, key: BundleKey, sha256: str) -> None:
         d = self.root / key.dir
         tmp = d / f".{key.name}.sha256.{uuid.uuid4().hex[:12]}.part"
-        with open(tmp, "x") as fh:
-            fh.write(sha256_line(sha256, key.name))
-            fh.flush()
-            os.fsync(fh.fileno())
+        _write_new(tmp, sha256_line(sha256, key.name).encode())
         os.replace(tmp, d / (key.name + ".sha256"))
+
+    def _id_path(self, key: BundleKey) -> Path:
+        return self.root / key.cluster / _IDS / f"{key.node}+{key.bundle}"
+
+    def _claimed(self, key: BundleKey) -> BundleKey | None:
+        """The key the bundle id's claim names, if there is a claim (and it is ours)."""
+        try:
+            rel = self._id_path(key).read_text().strip()
+            found = parse_rel(rel)
+        except (FileNotFoundError, KeyPartError, UnicodeDecodeError):
+            return None
+        if (found.cluster, found.node, found.bundle) != (key.cluster, key.node, key.bundle):
+            return None
+        return found
+
+    def _claim(self, key: BundleKey) -> bool:
+        """Claim the bundle id for ``key``; False when it is stored (or being stored) under any date.
+
+        A claim whose object never appeared and that is older than ``stale_part_s`` (a replica
+        killed between claim and link) is taken over.
+        """
+        path = self._id_path(key)
+        _mkdirs(path.parent)
+        for _ in range(2):
+            try:
+                _write_new(path, (key.rel + "\n").encode())
+                _fsync_dir(path.parent)
+                return True
+            except FileExistsError:
+                pass
+            found = self._claimed(key)
+            if found is not None and (self.root / found.rel).exists():
+                return False
+            try:
+                if path.stat().st_mtime > time.time() - self.settings.stale_part_s:
+                    return False
+                path.unlink()
+            except FileNotFoundError:
+                continue
+        return False
+
+    def _release(self, key: BundleKey) -> None:
+        try:
+            self._id_path(key).unlink()
+        except OSError:
+            pass
 
     async def write_sha256(self, key: BundleKey, sha256: str) -> None:
         await self._run(self._write_sha256, key, sha256)
@@ -162,6 +254,12 @@ class LocalStore:
         return Stored(key=key, bytes=size, sha256=sha)
 
     def _find(self, key: BundleKey) -> Stored | None:
+        found = self._claimed(key)
+        if found is not None:
+            st = self._stored(found, self.root / found.rel)
+            if st is not None:
+                return st
+        # Stored before bundle ids were claimed: look in the date directory of this ``created``.
         d = self.root / key.dir
         want = f"-{key.bundle}{SUFFIX}"
         try:

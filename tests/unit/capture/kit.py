@@ -16,13 +16,22 @@ from typing import Any
 from agent.capture.plan import Plan
 from agent.model import EthtoolStats, Link, Snapshot
 
+#: argv[0]s the runner tests run (their own scripts): the allowlist admits them in these tests only
+TEST_TOOLS: set[str] = set()
+
+
+def allow(tool: str) -> str:
+    """Admit ``tool`` (any argv) past the capture's allowlist for the current test."""
+    TEST_TOOLS.add(tool)
+    return tool
+
 
 def script(bindir: Path, name: str, body: str) -> str:
     """An executable ``#!/bin/sh`` script (argv[0] is its path: the runner never runs a shell)."""
     path = bindir / name
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return str(path)
+    return allow(str(path))
 
 
 def plugin(plan: Plan, **kw: Any) -> SimpleNamespace:

@@ -125,3 +125,48 @@ def test_a_redacted_image_gives_the_same_findings(name: str, tmp_path: Path) -> 
 def test_a_key_with_an_empty_value_never_takes_the_next_line() -> None:
     r = Redactor()
     assert r.redact(b"secret=\n10\nAuthorization:\nnext\n") == b"secret=\n10\nAuthorization:\nnext\n"
+
+
+GAPS = (
+    b"data:\n  password: |\n    blk-secret-1\n    blk-secret-2\n\n    blk-secret-3\n  user: admin\n"
+    b"- token: >-\n    blk-folded-secret\nafter: kept\n"
+    b"kubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:0f0f\n"
+    b"agent --password flag-hunter2 --verbose\n"
+    b'{"auths": {"reg.example.com": {"auth": "dXNlcjpyZWctcGFzcw=="}}}\n'
+    b'  auth = "Y3RyOmN0ci1wYXNz"\n'
+    b"curl -sS -u admin:curl-pw https://bmc.example/redfish\n"
+    b"curl --user=admin:curl-pw2 https://x\n"
+    b"Cookie: session=cookie-secret-1\n"
+    b"Set-Cookie: session=cookie-secret-2; Path=/; HttpOnly\n"
+)
+GAP_SECRETS = (b"blk-secret-1", b"blk-secret-2", b"blk-secret-3", b"blk-folded-secret", b"0123456789abcdef",
+               b"flag-hunter2", b"dXNlcjpyZWctcGFzcw", b"Y3RyOmN0ci1wYXNz", b"curl-pw", b"curl-pw2",
+               b"cookie-secret-1", b"cookie-secret-2")
+
+
+def test_block_scalars_flags_registry_auth_curl_and_cookies_are_redacted() -> None:
+    out = Redactor().redact(GAPS)
+    for secret in GAP_SECRETS:
+        assert secret not in out, secret
+    lines = out.split(b"\n")
+    # the YAML stays YAML: the key, one marker at the value's indent, the next key kept
+    assert lines[1:4] == [b"  password: |", b"    [redacted]", b""] and lines[4] == b"  user: admin"
+    assert b"- token: >-\n    [redacted]\nafter: kept\n" in out
+    assert b"--token [redacted] --discovery" in out and b"--password [redacted] --verbose" in out
+    assert b'"auth": "[redacted]"' in out and b'auth = "[redacted]"' in out
+    assert b"-u [redacted] https://bmc.example/redfish" in out and b"Cookie: [redacted]\n" in out
+
+
+def test_the_new_patterns_hold_across_every_chunk_boundary() -> None:
+    r = Redactor()
+    whole = r.redact(GAPS)
+    for cut in range(1, len(GAPS)):
+        assert b"".join(r.stream([GAPS[:cut], GAPS[cut:]])) == whole, cut
+    assert b"".join(r.stream(GAPS[i:i + 1] for i in range(len(GAPS)))) == whole
+
+
+def test_a_block_scalar_under_a_plain_key_and_a_flag_followed_by_a_flag_are_kept() -> None:
+    text = b"description: |\n  not a secret\nrun --token --verbose\n"
+    assert Redactor().redact(text) == text
+    keyed = Redactor(b"k" * 32).redact(b"password: |\n  10.0.0.1\nvia 10.0.0.1\n")
+    assert b"10.0.0.1" not in keyed and keyed.startswith(b"password: |\n  [redacted]\nvia ")

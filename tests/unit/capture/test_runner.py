@@ -13,7 +13,7 @@ from agent.capture.plan import Command, File, Generated, Plan
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
 
-from .kit import alive, fake_replay, items, manifest, members, plugin, script
+from .kit import alive, allow, fake_replay, items, manifest, members, plugin, script
 
 
 def run(tmp_path: Path, plans: list, **kw) -> bytes:
@@ -61,7 +61,7 @@ def test_a_file_over_its_cap_keeps_its_tail(tmp_path: Path) -> None:
 
 
 def test_a_missing_tool_is_skipped_with_the_reason(tmp_path: Path) -> None:
-    bundle = run(tmp_path, [plugin(Plan("t", 1, (Command(("railscope-no-such-tool", "-j", "show"),),)))])
+    bundle = run(tmp_path, [plugin(Plan("t", 1, (Command((allow("railscope-no-such-tool"), "-j", "show"),),)))])
     it = items(bundle)["cmd/railscope-no-such-tool_-j_show.stdout"]
     assert it["skipped"] and it["reason"] == "railscope-no-such-tool: command not found"
     assert "cmd/railscope-no-such-tool_-j_show.stdout" not in members(bundle)

@@ -83,10 +83,17 @@ async def get(url: str, path: str, token: str | None = OPERATOR_TOKEN, method: s
 
 
 def files(root: Path) -> list[str]:
-    """Every file under the store, hidden temporary ones included."""
+    """Every file under the store, hidden temporary ones included; not the bundle-id claims
+    (``<cluster>/.ids/``), which :func:`claims` lists."""
     if not root.exists():
         return []
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and p.relative_to(root).parts[1:2] != (".ids",))
+
+
+def claims(root: Path) -> list[str]:
+    """The bundle-id claims of the local store: ``<cluster>/.ids/<node>+<bundle>``."""
+    return sorted(str(p.relative_to(root)) for p in root.glob("*/.ids/*")) if root.exists() else []
 
 
 def run(coro):  # type: ignore[no-untyped-def]

@@ -20,6 +20,7 @@ from collector_helpers import (
     HELLO,
     OPERATOR_TOKEN,
     body,
+    claims,
     files,
     get,
     local_settings,
@@ -28,7 +29,7 @@ from collector_helpers import (
     running,
 )
 
-from proto.frames import End, Hello, encode
+from proto.frames import Chunk, End, Hello, encode
 
 DATA = os.urandom(300_000)
 KEY = "prod-east/2026-12-01/inc-1/gpu-node-017-20261201T093823Z-b0123456789abcdef01234567.tar.gz"
@@ -397,3 +398,118 @@ def test_hello_typed_fields_refused(tmp_path: Path) -> None:
     s, doc = run(go())
     assert (s, doc["error"]) == (400, "bad_key")
     assert isinstance(Hello, type)
+
+
+def test_frames_without_bytes_are_refused_and_nothing_is_left(tmp_path: Path) -> None:
+    empty = hashlib.sha256(b"").hexdigest()
+    flood = encode(HELLO) + b"".join(encode(Chunk(i, b"")) for i in range(1000)) + encode(End(0, empty))
+
+    async def go() -> list[tuple[int, str]]:
+        async with running(local_settings(tmp_path, max_bundle_bytes=3 << 20)) as (url, _col):
+            out = []
+            for raw in (flood, encode(HELLO) + encode(End(0, empty))):
+                s, doc, _h = await post(url, raw)
+                out.append((s, doc["error"]))
+            return out
+
+    assert run(go()) == [(400, "empty_chunk"), (400, "empty_bundle")]
+    assert files(tmp_path / "store") == []
+
+
+def test_the_size_cap_counts_framing_on_the_wire(tmp_path: Path) -> None:
+    # Chunks of 4096 bytes, each padded with an unknown key (ignored by the decoder): the data
+    # stays under the cap, the body passes it by a fifth.
+    data = os.urandom(4096 * 234)
+    raw = encode(HELLO) + b"".join(
+        msgpack.packb({"t": "chunk", "v": 1, "seq": i, "data": data[off:off + 4096], "pad": "x" * 1000})
+        for i, off in enumerate(range(0, len(data), 4096))) + encode(End(len(data), hashlib.sha256(data).hexdigest()))
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path, max_bundle_bytes=1_000_000)) as (url, _col):
+            s, doc, _h = await post(url, raw)
+            return s, doc
+
+    s, doc = run(go())
+    assert (s, doc["error"]) == (413, "too_large")
+    assert files(tmp_path / "store") == []
+
+
+def test_small_chunks_hashed_in_batches_give_the_digest(tmp_path: Path) -> None:
+    data = os.urandom(4096 * 200 + 17)
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            s, doc, _h = await post(url, body(HELLO, data, chunk=4096))
+            return s, doc
+
+    s, doc = run(go())
+    assert s == 200 and doc["sha256"] == hashlib.sha256(data).hexdigest()
+    stored = [p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]
+    assert len(stored) == 1 and (tmp_path / "store" / stored[0]).read_bytes() == data
+
+
+def test_a_bundle_id_is_stored_once_whatever_created_says(tmp_path: Path) -> None:
+    later = replace(HELLO, created=HELLO.created + 86400)
+
+    async def go() -> list[tuple[int, object]]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            out = []
+            for hello, data in ((HELLO, DATA), (later, DATA), (later, DATA + b"!")):
+                s, doc, _h = await post(url, body(hello, data))
+                out.append((s, doc.get("key") if s == 200 else doc["error"]))
+            return out
+
+    assert run(go()) == [(200, KEY), (200, KEY), (409, "conflict")]
+    root = tmp_path / "store"
+    assert files(root) == [KEY, KEY + ".sha256"]
+    assert claims(root) == ["prod-east/.ids/gpu-node-017+b0123456789abcdef01234567"]
+    assert (root / claims(root)[0]).read_text() == KEY + "\n"
+
+
+def test_a_stale_claim_without_its_object_is_taken_over(tmp_path: Path) -> None:
+    # A replica that died between claiming the id and linking the object.
+    marker = tmp_path / "store" / "prod-east" / ".ids" / "gpu-node-017+b0123456789abcdef01234567"
+    marker.parent.mkdir(parents=True)
+    marker.write_text(KEY + "\n")
+    os.utime(marker, (1, 1))
+
+    async def go() -> tuple[int, dict]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            s, doc, _h = await post(url, body(HELLO, DATA))
+            return s, doc
+
+    s, doc = run(go())
+    assert s == 200 and doc["status"] == "stored"
+    assert files(tmp_path / "store") == [KEY, KEY + ".sha256"]
+
+
+def test_the_store_is_readable_by_owner_and_group_only(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        async def go() -> int:
+            async with running(local_settings(tmp_path)) as (url, _col):
+                s, _doc, _h = await post(url, body(HELLO, DATA))
+                return s
+
+        assert run(go()) == 200
+    finally:
+        os.umask(old)
+    root = tmp_path / "store"
+    modes = {str(p.relative_to(root)): p.stat().st_mode & 0o777 for p in [root, *root.rglob("*")]}
+    assert len(modes) > 6
+    for rel, mode in modes.items():
+        want = 0o750 if (root / rel).is_dir() else 0o640
+        assert mode == want, (rel, oct(mode))
+
+
+def test_a_failed_upload_leaves_no_directory(tmp_path: Path) -> None:
+    big = os.urandom(5 << 20)  # past the writer's 4 MiB buffer: the temporary file is on disk
+
+    async def go() -> int:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            s, _doc, _h = await post(url, _corrupt_digest(big))
+            return s
+
+    assert run(go()) == 400
+    root = tmp_path / "store"
+    assert [str(p.relative_to(root)) for p in root.rglob("*") if p.name != ".tmp"] == []

@@ -277,6 +277,7 @@ def test_hostile_bundle_through_record_agent(index: int, world: dict[str, Path],
 def test_hostile_bundle_through_the_collectors_report(index: int, world: dict[str, Path]) -> None:
     """The collector analyses every bundle it stores with the same reader: a refused bundle is a page
     saying why (one line), any other a doctor document and an HTML page; never an exception."""
+    pytest.importorskip("aiohttp", reason="the collector's packages (the Debian-python run has the reader's only)")
     from collector.pages import _analyse_file, expectations
 
     case = hostile.tar_cases(world["canary"])[index]
@@ -296,3 +297,37 @@ def test_hostile_bundle_through_the_collectors_report(index: int, world: dict[st
     assert SECRET not in json.dumps(got["doctor"]) + got["html"]
     if case.source:
         assert any(case.expect in u["reason"] for u in got["doctor"]["unavailable"] if u["source"] == case.source)
+
+
+def test_sigterm_during_record_agent_leaves_nothing_behind(world: dict[str, Path]) -> None:
+    """A record --agent killed with SIGTERM mid-download exits (143) and leaves no file behind."""
+    import signal
+    import socket
+    import time
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def stall() -> None:
+        conn, _ = srv.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nContent-Length: 10000000\r\n\r\n"
+                     + hostile.bundle(hostile.base_members())[:5000])
+        time.sleep(30)
+        conn.close()
+
+    threading.Thread(target=stall, daemon=True).start()
+    env = {**os.environ, "TMPDIR": str(world["tmp"]), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "record", "--agent", f"http://127.0.0.1:{port}",
+                             "-o", str(world["cwd"] / "image")], cwd=world["cwd"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(3)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143
+    finally:
+        proc.kill()
+        srv.close()
+    assert os.listdir(world["cwd"]) == [] and os.listdir(world["tmp"]) == []

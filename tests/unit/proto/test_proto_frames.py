@@ -89,7 +89,8 @@ def test_arbitrary_bytes_give_frames_or_a_frame_error(raw: bytes) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.binary(max_size=3000), max_size=6), st.integers(min_value=1, max_value=5000))
+@given(st.lists(st.binary(min_size=1, max_size=3000), min_size=1, max_size=6),
+       st.integers(min_value=1, max_value=5000))
 def test_any_split_of_a_stream_gives_the_same_frames(chunks: list[bytes], piece: int) -> None:
     body = b"".join(chunks)
     frames = [HELLO] + [Chunk(i, c) for i, c in enumerate(chunks)] + [End(len(body), hashlib.sha256(body).hexdigest())]
@@ -106,3 +107,25 @@ def test_hello_json_round_trip_and_unknown_keys() -> None:
     assert Hello.from_json(doc) == HELLO
     with pytest.raises(FrameError):
         Hello.from_json(["not", "a", "map"])
+
+
+def _stream(*frames: object) -> bytes:
+    return b"".join(encode(f) for f in frames)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("frames, code", [
+    ((HELLO, Chunk(0, b""), End(0, hashlib.sha256(b"").hexdigest())), "empty_chunk"),
+    ((HELLO, Chunk(0, b"a"), Chunk(1, b""), End(1, hashlib.sha256(b"a").hexdigest())), "empty_chunk"),
+    ((HELLO, End(0, hashlib.sha256(b"").hexdigest())), "empty_bundle"),
+])
+def test_frames_without_bytes_are_refused(frames: tuple, code: str) -> None:
+    with pytest.raises(FrameError) as info:
+        UploadReader().feed(_stream(*frames))
+    assert info.value.code == code
+
+
+@pytest.mark.parametrize("raw, why", [(b"\xc1", "0xc1"), (b"\x91" * 2000, "nested too deep")])
+def test_not_msgpack_names_its_reason(raw: bytes, why: str) -> None:
+    with pytest.raises(FrameError) as info:
+        list(FrameDecoder().feed(raw))
+    assert why in str(info.value)
