@@ -26,9 +26,11 @@ import binascii
 import json
 import os
 import re
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -215,8 +217,56 @@ def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
     return {"doctor": diag.as_json(), "html": page}
 
 
-async def analysis_of(request: web.Request, stored: Stored) -> dict[str, Any]:
-    """The cached analysis of a stored bundle, made (once) when there is none for its digest."""
+#: One analysis may take this long and this much address space; it runs in a process of its own,
+#: so a bundle built to exhaust either costs that process, never the collector.
+ANALYSIS_TIMEOUT_S = 120.0
+ANALYSIS_MEMORY_BYTES = 2 << 30
+#: Un-analysed bundles one incident page analyses; the others say "analysis pending" and are
+#: analysed by later requests or by their own report page.
+PAGE_ANALYSES = 4
+
+_CHILD = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[3]), int(sys.argv[3])))
+from collector.pages import _analyse_file, expectations
+doc = _analyse_file(sys.argv[1], sys.argv[2], expectations())
+sys.stdout.write(json.dumps(doc))
+"""
+
+
+async def _analyse_in_child(path: str, source: str) -> dict[str, Any]:
+    """:func:`_analyse_file` in a subprocess bounded in time and memory; a failure is an error document."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _CHILD, path, source, str(ANALYSIS_MEMORY_BYTES), env=env,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), ANALYSIS_TIMEOUT_S)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return {"error": f"the analysis took longer than {ANALYSIS_TIMEOUT_S:g} s", "transient": True}
+    except BaseException:
+        proc.kill()
+        await proc.wait()
+        raise
+    if proc.returncode != 0:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+        why = "out of memory" if "MemoryError" in last[0] else last[0][:200]
+        return {"error": f"the analysis failed: {why}".replace(path, source)}
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return {"error": "the analysis gave no result"}
+    return doc if isinstance(doc, dict) else {"error": "the analysis gave no result"}
+
+
+async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True) -> dict[str, Any]:
+    """The cached analysis of a stored bundle, made (once) when there is none for its digest.
+
+    With ``analyse`` false, a bundle without a current analysis gives ``{"pending": True}``.
+    """
     col = request.app[STATE]
     key = stored.key
     locks = request.app[_LOCKS]
@@ -228,6 +278,8 @@ async def analysis_of(request: web.Request, stored: Stored) -> dict[str, Any]:
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
                 and cached.get("expectations") == judged:
             return cached
+        if not analyse:
+            return {"pending": True, "key": key.rel}
         try:
             async with request.app[_SLOTS]:
                 doc = await _analyse_stored(col, stored, exp)
@@ -236,6 +288,10 @@ async def analysis_of(request: web.Request, stored: Stored) -> dict[str, Any]:
             col.metrics.storage_errors.labels("read").inc()
             locks.pop(key.rel, None)
             return {"error": f"the store could not be read ({exc})", "key": key.rel}
+        if doc.pop("transient", False):
+            # A timeout may be the machine's load, not the bundle: not cached, tried again later.
+            locks.pop(key.rel, None)
+            return doc
         doc.update(schema=SCHEMA, sha256=stored.sha256, version=__version__, key=key.rel, expectations=judged)
         try:
             await _cache_put(col, key, doc)
@@ -257,7 +313,7 @@ async def _analyse_stored(col: Collector, stored: Stored, exp: Any) -> dict[str,
                 if n > col.settings.max_bundle_bytes:
                     return {"error": f"{stored.key.name}: larger than the collector's bundle cap"}
                 await loop.run_in_executor(None, fh.write, piece)
-        return await loop.run_in_executor(None, _analyse_file, tmp, stored.key.name, exp)
+        return await _analyse_in_child(tmp, stored.key.name)
     finally:
         try:
             os.unlink(tmp)
@@ -344,11 +400,18 @@ async def incident(request: web.Request) -> web.Response:
         return found
     if not found:
         return _page("not found", f"<h1>No bundles for incident {esc(incident_id)}</h1>", 404)
-    docs = [(s, await analysis_of(request, s)) for s in found]
+    # What is analysed already first; then at most PAGE_ANALYSES of the rest, so one request's
+    # work stays bounded however many nodes an incident has.
+    docs = [(s, await analysis_of(request, s, analyse=False)) for s in found]
+    todo = [i for i, (_s, d) in enumerate(docs) if "pending" in d][:PAGE_ANALYSES]
+    for i in todo:
+        docs[i] = (docs[i][0], await analysis_of(request, docs[i][0]))
     rows = []
     for s, doc in docs:
         k = s.key
-        if "error" in doc:
+        if "pending" in doc:
+            worst = '<span class="pill info">PENDING</span> analysis pending: open its report or reload'
+        elif "error" in doc:
             worst = f'<span class="pill critical">UNREADABLE</span> {esc(doc["error"])}'
         else:
             fs = _worst(doc)
@@ -361,7 +424,7 @@ async def incident(request: web.Request) -> web.Response:
         rows.append(f"<tr><td class=mono><b>{esc(k.node)}</b></td><td class=mono>{esc(k.stamp)}</td><td>{worst}</td>"
                     f'<td><a href="{esc(_bundle_url(k))}">report</a> · <a href="{esc(_bundle_url(k))}/download">'
                     f"download</a> <span class=muted>({s.bytes / 1048576:.1f} MiB)</span></td></tr>")
-    fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d)
+    fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d and "pending" not in d)
     if fleet:
         frows = "".join(f"<tr><td>{pill(sev)}</td><td class=mono>{esc(c)}</td><td class=mono>{esc(subj)}</td>"
                         f"<td><b>{len(nodes)}</b> nodes</td><td class=mono>{esc(', '.join(nodes))}</td></tr>"

@@ -175,6 +175,53 @@ _WHY: dict[type, str] = {
 }
 
 
+#: How much of an incomplete frame is scanned for a str or bin header beyond the bounds.
+_HEAD = 8192
+_FIXED = {0xc0: 0, 0xc2: 0, 0xc3: 0, 0xca: 4, 0xcb: 8, 0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8,
+          0xd0: 1, 0xd1: 2, 0xd2: 4, 0xd3: 8}
+_SIZED = {0xc4: (1, MAX_CHUNK_BYTES), 0xc5: (2, MAX_CHUNK_BYTES), 0xc6: (4, MAX_CHUNK_BYTES),
+          0xd9: (1, MAX_TEXT * 4), 0xda: (2, MAX_TEXT * 4), 0xdb: (4, MAX_TEXT * 4)}
+
+
+def _oversize_header(head: bytes) -> str | None:
+    """A str or bin header in a frame's first bytes that announces more than a frame may carry.
+
+    msgpack checks ``max_bin_len`` only once the whole value is buffered, so a header announcing
+    4 GiB would otherwise wait for bytes and end as ``truncated``. Only a flat map is walked (the
+    frames' shape); anything else is left to msgpack.
+    """
+    if not head:
+        return None
+    b0 = head[0]
+    if 0x80 <= b0 <= 0x8f:
+        n, i = (b0 & 0x0f) * 2, 1
+    elif b0 == 0xde and len(head) >= 3:
+        n, i = int.from_bytes(head[1:3], "big") * 2, 3
+    else:
+        return None
+    for _ in range(n):
+        if i >= len(head):
+            return None
+        b = head[i]
+        if b <= 0x7f or b >= 0xe0:
+            i += 1
+        elif 0xa0 <= b <= 0xbf:
+            i += 1 + (b & 0x1f)
+        elif b in _FIXED:
+            i += 1 + _FIXED[b]
+        elif b in _SIZED:
+            width, most = _SIZED[b]
+            if i + 1 + width > len(head):
+                return None
+            size = int.from_bytes(head[i + 1:i + 1 + width], "big")
+            if size > most:
+                return f"a field announces {size} bytes, more than {most}"
+            i += 1 + width + size
+        else:
+            return None
+    return None
+
+
 class FrameDecoder:
     """Incremental, bounded decoding of a frame stream: ``feed`` bytes, iterate the frames complete so far."""
 
@@ -191,6 +238,7 @@ class FrameDecoder:
         # Unpacker.tell() also counts the header of a frame still incomplete, so the end of the
         # last complete frame is taken when it is returned.
         self._done = 0
+        self._head = bytearray()  # the first bytes of the incomplete frame, up to _HEAD
 
     @property
     def pending(self) -> int:
@@ -213,6 +261,22 @@ class FrameDecoder:
             except msgpack.BufferFull:
                 raise FrameError(f"a frame larger than {self._max} bytes", code="frame_too_large") from None
             yield from self._drain()
+            self._check_head(piece)
+
+    def _check_head(self, piece: memoryview) -> None:
+        pending = self.pending
+        if not pending:
+            self._head.clear()
+            return
+        if pending <= len(piece):
+            self._head = bytearray(piece[len(piece) - pending:][:_HEAD])
+        elif len(self._head) < _HEAD:
+            self._head += piece[:_HEAD - len(self._head)]
+        else:
+            return
+        why = _oversize_header(bytes(self._head))
+        if why:
+            raise FrameError(why, code="frame_too_large")
 
     def _drain(self) -> Iterator[Frame]:
         try:

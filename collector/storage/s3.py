@@ -6,6 +6,11 @@ matched. A large one starts a multipart upload at its first full part; parts upl
 (``part_concurrency`` per ingest, ``parts_in_flight`` for the whole replica, which bounds memory),
 each with its own ``ChecksumSHA256``; ``CompleteMultipartUpload`` runs only after the end frame
 matched, and ``AbortMultipartUpload`` on any error, so a failed ingest leaves no orphaned parts.
+
+A bundle id is stored once per cluster whatever ``created`` the agent sends (the date is part of the
+key): before the object becomes visible, ``<prefix>/<cluster>/.ids/<node>+<bundle>`` (holding the
+object's key) is written with a conditional PutObject (``If-None-Match: *``), which every replica
+sees and which SeaweedFS, MinIO and AWS refuse with 412 when it exists.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, sha256_line
+from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
 from . import Stored, StoreError
@@ -122,6 +127,13 @@ class S3Writer:
     async def commit(self, sha256: str) -> bool:
         st = self.store
         try:
+            if not await st.claim_id(self.key):
+                await self.abort()
+                return False
+        except Exception as exc:
+            await self.abort()
+            raise StoreError(f"s3: {type(exc).__name__}: {exc}") from None
+        try:
             if self._upload_id is None:
                 held = self._buf is not None
                 data = self._take() if held else bytearray()
@@ -134,7 +146,8 @@ class S3Writer:
                     await st.run(put)
                 except Exception as exc:
                     if _code(exc) in ("PreconditionFailed", "412"):
-                        return False
+                        return False  # stored before ids were claimed: the claim names it, which is right
+                    await st.release_id(self.key)
                     raise
                 finally:
                     if held:
@@ -157,6 +170,7 @@ class S3Writer:
                                   UploadId=self._upload_id, MultipartUpload={"Parts": parts}, IfNoneMatch="*")
                 except Exception:
                     await st.release_sha256(self.key)
+                    await st.release_id(self.key)
                     raise
                 self._upload_id = None
                 return True
@@ -312,6 +326,56 @@ class S3Store:
             await self.release_sha256(key)
         return False
 
+    def _id_key(self, key: BundleKey) -> str:
+        return f"{self._base()}{key.cluster}/.ids/{key.node}+{key.bundle}"
+
+    async def _claimed(self, key: BundleKey) -> tuple[BundleKey | None, Any]:
+        """The key the bundle id's claim names (None if there is none) and the claim's LastModified."""
+        try:
+            resp = await self.call("get_object", Bucket=self.bucket, Key=self._id_key(key))
+            text = await asyncio.get_running_loop().run_in_executor(self._pool, resp["Body"].read, 4096)
+        except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return None, None
+            raise StoreError(f"s3 get the bundle id's claim: {exc}") from None
+        try:
+            found = parse_rel(text.decode("ascii").strip())
+        except (KeyPartError, UnicodeDecodeError):
+            return None, resp.get("LastModified")
+        if (found.cluster, found.node, found.bundle) != (key.cluster, key.node, key.bundle):
+            return None, resp.get("LastModified")
+        return found, resp.get("LastModified")
+
+    async def claim_id(self, key: BundleKey) -> bool:
+        """Claim the bundle id for ``key``; False when it is stored (or being stored) under any date.
+
+        A claim whose object never appeared and older than ``stale_part_s`` is taken over.
+        """
+        import datetime as dt
+
+        body = (key.rel + "\n").encode()
+        for _ in range(2):
+            try:
+                await self.call("put_object", Bucket=self.bucket, Key=self._id_key(key), Body=body,
+                                ChecksumSHA256=_b64sha(body), ContentType="text/plain", IfNoneMatch="*")
+                return True
+            except Exception as exc:
+                if _code(exc) not in ("PreconditionFailed", "412"):
+                    raise
+            found, modified = await self._claimed(key)
+            if found is not None and await self.stat(found) is not None:
+                return False
+            if modified is not None and (dt.datetime.now(dt.UTC) - modified).total_seconds() < self.settings.stale_part_s:
+                return False
+            await self.release_id(key)
+        return False
+
+    async def release_id(self, key: BundleKey) -> None:
+        try:
+            await self.call("delete_object", Bucket=self.bucket, Key=self._id_key(key))
+        except Exception as exc:
+            log.warning("could not remove the claim %s: %s", self._id_key(key), exc)
+
     async def release_sha256(self, key: BundleKey) -> None:
         try:
             await self.call("delete_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
@@ -364,6 +428,12 @@ class S3Store:
         return out
 
     async def find(self, key: BundleKey) -> Stored | None:
+        found, _modified = await self._claimed(key)
+        if found is not None:
+            st = await self.stat(found)
+            if st is not None:
+                return st
+        # Stored before bundle ids were claimed: look under the date of this ``created``.
         objs = await self._objects(f"{self._base()}{key.dir}/{key.node}-")
         found = await self._collect(objs, lambda k: k.node == key.node and k.bundle == key.bundle)
         return found[0] if found else None

@@ -114,12 +114,13 @@ class Weed:
             _kill_group(self.proc, 0 if hard else 10)
             self.proc = None
 
-    def objects(self, prefix: str = "") -> list[str]:
+    def objects(self, prefix: str = "", claims: bool = False) -> list[str]:
+        """The bucket's keys; the bundle-id claims (``<cluster>/.ids/``) only with ``claims``."""
         c = self.client()
         keys: list[str] = []
         for page in c.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
             keys += [o["Key"] for o in page.get("Contents", [])]
-        return sorted(keys)
+        return sorted(k for k in keys if claims or "/.ids/" not in k)
 
     def uploads(self) -> list[str]:
         """Incomplete multipart uploads of the bucket (orphaned parts if any are left)."""
@@ -128,7 +129,7 @@ class Weed:
 
     def clear(self) -> None:
         c = self.client()
-        for key in self.objects():
+        for key in self.objects(claims=True):
             c.delete_object(Bucket=BUCKET, Key=key)
         for u in c.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []):
             c.abort_multipart_upload(Bucket=BUCKET, Key=u["Key"], UploadId=u["UploadId"])

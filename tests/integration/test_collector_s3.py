@@ -211,3 +211,47 @@ def test_seaweedfs_stopped_mid_upload(tmp_path: Path) -> None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_seaweedfs_refuses_a_second_conditional_put(weed: Weed, s3: CollectorSettings) -> None:
+    # The bundle-id claim rests on it: PutObject with If-None-Match: * fails when the key exists.
+    c = weed.client()
+    c.put_object(Bucket=BUCKET, Key="railscope/probe", Body=b"1", IfNoneMatch="*")
+    with pytest.raises(Exception) as info:
+        c.put_object(Bucket=BUCKET, Key="railscope/probe", Body=b"2", IfNoneMatch="*")
+    assert info.value.response["Error"]["Code"] in ("PreconditionFailed", "412")  # type: ignore[attr-defined]
+    assert c.get_object(Bucket=BUCKET, Key="railscope/probe")["Body"].read() == b"1"
+    c.delete_object(Bucket=BUCKET, Key="railscope/probe")
+
+
+@pytest.mark.parametrize("data", [SMALL, LARGE], ids=["small", "large"])
+def test_a_bundle_id_is_stored_once_on_s3_whatever_created_says(weed: Weed, s3: CollectorSettings,
+                                                                 data: bytes) -> None:
+    later = replace(HELLO, created=HELLO.created + 86400)
+
+    async def go() -> list[tuple[int, object]]:
+        async with running(s3) as (url, _col):
+            out = []
+            for hello, d in ((HELLO, data), (later, data), (later, data[:-1] + b"!")):
+                s, doc, _h = await post(url, body(hello, d, chunk=MiB))
+                out.append((s, doc.get("key") if s == 200 else doc["error"]))
+            return out
+
+    rel = _key()[len("railscope/"):]
+    assert run(go()) == [(200, rel), (200, rel), (409, "conflict")]
+    assert weed.objects() == [_key(), _key() + ".sha256"]
+    claim = f"railscope/{HELLO.cluster}/.ids/{HELLO.node}+{HELLO.bundle}"
+    assert weed.objects(claims=True) == sorted([_key(), _key() + ".sha256", claim])
+    assert weed.uploads() == []
+
+
+def test_two_uploads_of_one_id_under_two_dates_at_once_store_it_once(weed: Weed, s3: CollectorSettings) -> None:
+    later = replace(HELLO, created=HELLO.created + 86400)
+
+    async def go() -> list[int]:
+        async with running(replace(s3, max_inflight=4)) as (url, _col):
+            res = await asyncio.gather(post(url, body(HELLO, SMALL)), post(url, body(later, SMALL)))
+            return sorted(r[0] for r in res)
+
+    assert run(go())[0] in (200, 503)
+    assert len([k for k in weed.objects() if k.endswith(".tar.gz")]) == 1

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
+import pytest
 from collector_helpers import (
     AGENT_TOKEN,
     AGENT_TOKEN_18,
@@ -23,6 +24,8 @@ from collector_helpers import (
     run,
     running,
 )
+
+from collector import pages
 
 IMAGES = Path(__file__).resolve().parents[2] / "images"
 NODES = (("gpu-node-017", AGENT_TOKEN, "rail-link-down"), ("gpu-node-018", AGENT_TOKEN_18, "rail-link-down"),
@@ -202,3 +205,38 @@ def test_the_analysis_of_a_page_stays_off_the_live_node() -> None:
     assert keys == ["doctor", "html"]
     forbidden = ("agent.host.live", "agent.service", "agent.capture", "pyroute2")
     assert [m for m in mods if any(m == f or m.startswith(f + ".") for f in forbidden)] == []
+
+
+def test_one_incident_page_analyses_a_bounded_number_of_bundles(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pages, "PAGE_ANALYSES", 1)
+
+    async def go() -> list[int]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            await store_three(url)
+            pending = []
+            for _ in range(4):
+                status, text, _h = await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-fleet",
+                                               basic(OPERATOR_TOKEN))
+                assert status == 200
+                pending.append(text.count("analysis pending"))
+            return pending
+
+    assert run(go()) == [2, 1, 0, 0]
+
+
+def test_an_analysis_that_runs_out_of_memory_is_shown_on_the_page(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pages, "ANALYSIS_MEMORY_BYTES", 32 << 20)  # too little to import the analysis
+
+    async def go() -> tuple[int, str, int, str]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            keys = await store_three(url)
+            status, text, _h = await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-fleet",
+                                           basic(OPERATOR_TOKEN))
+            rs, rtext, _h = await fetch(url, "/ui/bundles/" + next(iter(keys)), basic(OPERATOR_TOKEN))
+            return status, text, rs, rtext
+
+    status, text, rs, rtext = run(go())
+    assert status == 200 and text.count("the analysis failed") == 3
+    assert rs == 422 and "the analysis failed" in rtext

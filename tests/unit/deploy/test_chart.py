@@ -712,3 +712,32 @@ def test_prometheus_rule_follows_the_lossless_priority(chart: Any) -> None:
     zero = only(render(chart, {"prometheusRule": {"enabled": True}, "agent": {"losslessPrio": 0}}),
                 "PrometheusRule")
     assert 'prio=\\"0\\"' in json.dumps(zero)
+
+
+@pytest.mark.parametrize("values", [{"agent": {"collector": "http://rs-railscope-collector.railscope:9842"}},
+                                    {"collector": {"enabled": True, "store": "s3://b/p"}}],
+                         ids=["agent-collector", "collector-enabled"])
+def test_the_agent_presents_a_projected_audience_bound_token_to_the_collector(chart: Any,
+                                                                              values: dict[str, Any]) -> None:
+    docs = render(chart, values)
+    spec = pod_spec(docs)
+    (vol,) = [v for v in spec["volumes"] if v["name"] == "collector-token"]
+    (src,) = vol["projected"]["sources"]
+    assert src["serviceAccountToken"] == {"audience": "railscope-collector", "expirationSeconds": 3600,
+                                          "path": "collector-token"}
+    (mount,) = [m for m in container(docs)["volumeMounts"] if m["name"] == "collector-token"]
+    assert mount["readOnly"] is True
+    path = env_of(docs)["RAILSCOPE_COLLECTOR_TOKEN_FILE"]["value"]
+    assert path == mount["mountPath"] + "/" + src["serviceAccountToken"]["path"]
+    assert spec["automountServiceAccountToken"] is False  # only the bound token, not the API token
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(only(docs, "DaemonSet"), version, strict=True)
+
+
+def test_the_audience_follows_the_collectors_and_no_token_without_a_collector(chart: Any) -> None:
+    docs = render(chart, {"agent": {"collector": "http://c:9842"}, "collector": {"flags": {"agentAudience": "rs-x"}}})
+    (vol,) = [v for v in pod_spec(docs)["volumes"] if v["name"] == "collector-token"]
+    assert vol["projected"]["sources"][0]["serviceAccountToken"]["audience"] == "rs-x"
+    docs = render(chart)
+    assert not [v for v in pod_spec(docs)["volumes"] if v["name"] == "collector-token"]
+    assert "RAILSCOPE_COLLECTOR_TOKEN_FILE" not in env_of(docs)

@@ -129,3 +129,15 @@ def test_not_msgpack_names_its_reason(raw: bytes, why: str) -> None:
     with pytest.raises(FrameError) as info:
         list(FrameDecoder().feed(raw))
     assert why in str(info.value)
+
+
+@pytest.mark.parametrize("header", [b"\xc6\xff\xff\xff\xff", b"\xda\xff\xff", b"\xdb\x00\x10\x00\x00"])
+def test_a_header_announcing_too_much_is_frame_too_large_at_once(header: bytes) -> None:
+    # A chunk's map whose last value announces 4 GiB (bin32), 64 KiB (str16), 1 MiB (str32).
+    raw = b"\x84" + msgpack.packb({"t": "chunk", "v": 1, "seq": 0})[1:] + msgpack.packb("data") + header + b"x" * 10
+    for piece in (len(raw), 3):
+        dec = FrameDecoder()
+        with pytest.raises(FrameError) as info:
+            for i in range(0, len(raw), piece):
+                list(dec.feed(raw[i:i + piece]))
+        assert info.value.code == "frame_too_large"

@@ -85,3 +85,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
+
+{{/* Non-empty when the agent talks to a collector: it then gets a projected, audience-bound token. */}}
+{{- define "railscope.collectorToken" -}}
+{{- if or .Values.agent.collector .Values.collector.enabled -}}true{{- end -}}
+{{- end -}}
