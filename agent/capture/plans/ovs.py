@@ -3,7 +3,7 @@
 
 from agent.capture.context import CaptureContext
 from agent.capture.plan import Command, Plan
-from agent.readers.ovs import DB_SOCKETS
+from agent.readers.ovs import db_sockets
 
 PLAN = Plan("ovs", 2, (
     Command(("ovs-vsctl", "--timeout=5", "show")),
@@ -17,6 +17,7 @@ PLAN = Plan("ovs", 2, (
 
 
 def skip(ctx: CaptureContext) -> str | None:
-    if any(ctx.host.exists(s) for s in DB_SOCKETS):
+    socks = db_sockets()
+    if any(ctx.host.exists(s) for s in socks):
         return None
-    return f"no OVS db socket at {' or '.join(DB_SOCKETS)}"
+    return f"no OVS db socket at {' or '.join(socks)}"
