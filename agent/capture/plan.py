@@ -192,9 +192,25 @@ def _dump_flows(argv: tuple[str, ...]) -> bool:
         any(a.endswith("dump-flows") for a in argv[1:])
 
 
+def _appctl_timeout(argv: tuple[str, ...]) -> bool:
+    """Whether ``ovs-appctl``'s own options bound the wait: ``-T SECS`` / ``-TSECS`` / ``--timeout=SECS``
+    / ``--timeout SECS``. ``-t``/``--target`` names the daemon (``-t 5`` contacts a daemon called
+    "5") and is no timeout. Options end at the first word that is not one (its optstring starts
+    with ``+``): a ``--timeout`` after the command is the command's argument, not ovs-appctl's."""
+    i = 1
+    while i < len(argv) and argv[i].startswith("-"):
+        a = argv[i]
+        if a in ("-T", "--timeout"):
+            return i + 1 < len(argv)
+        if a.startswith("--timeout=") or (a.startswith("-T") and len(a) > 2):
+            return True
+        i += 2 if a in ("-t", "--target") else 1
+    return False
+
+
 def _appctl_without_timeout(argv: tuple[str, ...]) -> bool:
-    # A stuck vswitchd would hold ovs-appctl forever without -t.
-    return _tool(argv) == "ovs-appctl" and not any(a == "-t" or a.startswith(("--timeout", "-t")) for a in argv[1:])
+    # A stuck vswitchd would hold ovs-appctl forever without --timeout.
+    return _tool(argv) == "ovs-appctl" and not _appctl_timeout(argv)
 
 
 def _named(*tools: str) -> Callable[[tuple[str, ...]], bool]:
@@ -242,7 +258,8 @@ DENY_LIST: tuple[DenyEntry, ...] = (
     DenyEntry("rdma res show mr|qp|cm_id", "memory keys and tenant process names; summary counts only",
               _rdma_objects),
     DenyEntry("ovs-appctl dpctl/dump-flows", "a full flow dump stalls ovs-vswitchd", _dump_flows),
-    DenyEntry("ovs-appctl without -t", "a stuck ovs-vswitchd would hold the command forever",
+    DenyEntry("ovs-appctl without --timeout", "a stuck ovs-vswitchd would hold the command forever "
+              "(-T/--timeout bounds the wait; -t/--target only names the daemon)",
               _appctl_without_timeout),
     DenyEntry("module loading", "the agent never loads or removes a kernel module",
               _named("modprobe", "insmod", "rmmod", "depmod")),
@@ -488,8 +505,10 @@ ALLOWLIST: dict[str, _Iproute | _Exact | _Ethtool | _Ovs] = {
     # ovs-vsctl(8): "show" and "list TABLE [RECORD...]"
     "ovs-vsctl": _Ovs(("--timeout=", "--format=", "--columns=", "--data=", "--no-headings", "--bare"), (),
                       {"show": (0, frozenset()), "list": (64, frozenset())}),
-    # ovs-appctl(8): -t/--target names the daemon, -T/--timeout bounds the wait; the plans' read-only commands
-    "ovs-appctl": _Ovs(("--timeout=", "--target="), ("-t", "-T"),
+    # ovs-appctl(8): -T/--timeout bounds the wait; the plans' read-only commands. -t/--target is not
+    # taken: it would point a command at any daemon's or program's control socket, and the plans
+    # only ever ask ovs-vswitchd (the default target).
+    "ovs-appctl": _Ovs(("--timeout=",), ("-T",),
                        {"dpctl/show": (1, frozenset({"-s"})), "upcall/show": (0, frozenset()),
                         "coverage/show": (0, frozenset())}),
     # uname(1); dmesg(1) bare: -c/-C clear the ring buffer, -n sets the console level

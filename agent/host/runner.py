@@ -83,6 +83,11 @@ def run_argv(
     if not argv:
         raise ValueError("empty argv")
     run_env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "LC_ALL": "C"}
+    # The OVS tools find db.sock and ovs-vswitchd's control socket through OVS_RUNDIR (default: the
+    # run directory they were built with). It passes through so that an OVS running elsewhere is
+    # the one railscope reads; agent.readers.ovs.db_sockets looks there too. Unset: unchanged.
+    if os.environ.get("OVS_RUNDIR"):
+        run_env["OVS_RUNDIR"] = os.environ["OVS_RUNDIR"]
     if env:
         run_env.update(env)
     start = time.monotonic()

@@ -6,17 +6,28 @@ A port whose netdev is gone shows ``ifindex 0``, or ``error`` / ``ofport -1`` af
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from agent.host import Host
 from agent.model import OvsInterface
 from agent.readers.common import Notes, parse_json, to_int
 
-__all__ = ["DB_SOCKETS", "OVS_ARGV", "parse_ovs_interfaces", "read_ovs"]
+__all__ = ["DB_SOCKETS", "OVS_ARGV", "db_sockets", "parse_ovs_interfaces", "read_ovs"]
 
 DB_SOCKETS = ("/var/run/openvswitch/db.sock", "/run/openvswitch/db.sock")
 OVS_ARGV = ["ovs-vsctl", "--format=json", "--columns=name,type,ifindex,ofport,link_state,error",
             "list", "Interface"]
+
+
+def db_sockets() -> tuple[str, ...]:
+    """Where the db socket the OVS tools will contact is (below the host root).
+
+    With ``OVS_RUNDIR`` set the tools connect to ``$OVS_RUNDIR/db.sock`` and nowhere else
+    (ovs-vsctl(8)), and the command runner passes the variable on to them, so that socket is the
+    one to look for. Unset (a node as deployed): the run directories OVS is built with."""
+    rundir = os.environ.get("OVS_RUNDIR")
+    return (os.path.join(rundir, "db.sock"),) if rundir else DB_SOCKETS
 
 
 def _atom(value: Any) -> Any:
@@ -73,15 +84,16 @@ def parse_ovs_interfaces(doc: Any) -> tuple[OvsInterface, ...]:
 def read_ovs(host: Host, timeout_s: float = 10.0, notes: Notes | None = None) -> tuple[OvsInterface, ...] | None:
     """The interfaces, or None when OVS is not on the node (no db socket) or did not answer."""
     notes = notes if notes is not None else Notes()
-    sock = next((s for s in DB_SOCKETS if host.exists(s)), None)
+    socks = db_sockets()
+    sock = next((s for s in socks if host.exists(s)), None)
     if sock is None and not host.live:
         # A node image keeps no sockets: the recorded command says whether OVS answered.
         res = host.run(OVS_ARGV, timeout_s=timeout_s)
         if res.missing:
-            notes.missing("ovs", res.reason or f"no OVS db socket at {' or '.join(DB_SOCKETS)}")
+            notes.missing("ovs", res.reason or f"no OVS db socket at {' or '.join(socks)}")
             return None
     elif sock is None:
-        notes.missing("ovs", f"no OVS db socket at {' or '.join(DB_SOCKETS)}")
+        notes.missing("ovs", f"no OVS db socket at {' or '.join(socks)}")
         return None
     else:
         res = host.run(OVS_ARGV, timeout_s=timeout_s)

@@ -1,22 +1,23 @@
 """ovs: the switch, its interfaces, bridges and datapath counts (when the OVS db socket exists).
-``ovs-appctl`` always with ``-t 5``, and never a flow dump (the deny-list)."""
+``ovs-appctl`` always with ``--timeout=5`` (its ``-t`` names the target daemon), and never a flow dump (the deny-list)."""
 
 from agent.capture.context import CaptureContext
 from agent.capture.plan import Command, Plan
-from agent.readers.ovs import DB_SOCKETS
+from agent.readers.ovs import db_sockets
 
-PLAN = Plan("ovs", 1, (
+PLAN = Plan("ovs", 2, (
     Command(("ovs-vsctl", "--timeout=5", "show")),
     Command(("ovs-vsctl", "--timeout=5", "--format=json", "list", "Interface")),
     Command(("ovs-vsctl", "--timeout=5", "--format=json", "list", "Bridge")),
     Command(("ovs-vsctl", "--timeout=5", "--format=json", "list", "Open_vSwitch")),
-    Command(("ovs-appctl", "-t", "5", "dpctl/show", "-s")),
-    Command(("ovs-appctl", "-t", "5", "upcall/show")),
-    Command(("ovs-appctl", "-t", "5", "coverage/show")),
+    Command(("ovs-appctl", "--timeout=5", "dpctl/show", "-s")),
+    Command(("ovs-appctl", "--timeout=5", "upcall/show")),
+    Command(("ovs-appctl", "--timeout=5", "coverage/show")),
 ), "ovs-vsctl show and lists, datapath, upcall and coverage counts")
 
 
 def skip(ctx: CaptureContext) -> str | None:
-    if any(ctx.host.exists(s) for s in DB_SOCKETS):
+    socks = db_sockets()
+    if any(ctx.host.exists(s) for s in socks):
         return None
-    return f"no OVS db socket at {' or '.join(DB_SOCKETS)}"
+    return f"no OVS db socket at {' or '.join(socks)}"

@@ -39,8 +39,11 @@ BYPASSES = [
     "env ip link show", "sh -c id", "bash -c id", "awk BEGIN{system(\"id\")}", "find / -exec id ;",
     "xargs id", "ip netns exec ns1 id",
     # state changes the deny-list did not name
-    "ovs-appctl -t 5 exit", "ovs-vsctl emer-reset", "ovs-appctl -t 5 revalidator/purge",
-    "ovs-appctl -t 5 dpctl/flush-conntrack", "ovs-vsctl --timeout=5 show -- emer-reset",
+    "ovs-appctl --timeout=5 exit", "ovs-vsctl emer-reset", "ovs-appctl --timeout=5 revalidator/purge",
+    "ovs-appctl -T 5 dpctl/flush-conntrack", "ovs-vsctl --timeout=5 show -- emer-reset",
+    # another daemon's control socket: the plans only ask ovs-vswitchd, ovs-appctl's default target
+    "ovs-appctl -t /run/openvswitch/ovsdb-server.ctl --timeout=5 coverage/show",
+    "ovs-appctl --target=ovn-controller --timeout=5 coverage/show",
     "ethtool --cable-test x", "ethtool -w x", "ethtool -W x 3", "mlnx_qos -i x --trust dscp", "mlnx_qos -i x",
     "lldptool -T -i x -V ETS-CFG", "sysctl -p", "sysctl --system", "sysctl -w net.ipv4.ip_forward=1",
     "mlxdump -d 1a:00.0 fsdump", "mstdump 1a:00.0", "mlxlink -d 1a:00.0 -a TG", "mlxfwmanager -u",

@@ -37,9 +37,14 @@ DENIED = {
     "mstfwreset": [("mstfwreset", "-d", "0000:0c:00.0", "reset")],
     "rdma res show mr|qp|cm_id": [("rdma", "-j", "res", "show", "mr"), ("rdma", "resource", "show", "qp"),
                                   ("rdma", "res", "show", "cm_id")],
-    "ovs-appctl dpctl/dump-flows": [("ovs-appctl", "-t", "5", "dpctl/dump-flows"),
+    "ovs-appctl dpctl/dump-flows": [("ovs-appctl", "--timeout=5", "dpctl/dump-flows"),
                                     ("ovs-dpctl", "dump-flows")],
-    "ovs-appctl without -t": [("ovs-appctl", "upcall/show")],
+    # -t/--target names the daemon ("-t 5" contacts a daemon called 5): no timeout; nor is a
+    # --timeout after the command, which ovs-appctl hands to the command as an argument
+    "ovs-appctl without --timeout": [("ovs-appctl", "upcall/show"), ("ovs-appctl", "-t", "5", "upcall/show"),
+                                     ("ovs-appctl", "--target=ovs-vswitchd", "coverage/show"),
+                                     ("ovs-appctl", "-t5", "coverage/show"),
+                                     ("ovs-appctl", "coverage/show", "--timeout=5"), ("ovs-appctl", "-T")],
     "module loading": [("modprobe", "mlx5_core"), ("rmmod", "mlx5_ib")],
     "a shell or wrapper": [("sh", "-c", "devlink dev show"), ("/bin/bash", "-c", "true"),
                            ("ip", "netns", "exec", "cni-1", "cat", "/etc/shadow"), ("ip", "net", "e", "x", "id"),
@@ -82,7 +87,9 @@ ALLOWED = [
     ("devlink", "-j", "dev", "param", "show"), ("devlink", "-j", "resource", "show", "pci/x"),
     ("ethtool", "-S", "x"), ("ethtool", "-m", "x"), ("ethtool", "-k", "x"), ("ethtool", "--show-fec", "x"),
     ("rdma", "-j", "res", "show"), ("rdma", "-j", "statistic", "show"), ("ip", "-d", "-s", "link", "show"),
-    ("ip", "route", "show", "table", "all"), ("ovs-appctl", "-t", "5", "dpctl/show", "-s"),
+    ("ip", "route", "show", "table", "all"), ("ovs-appctl", "--timeout=5", "dpctl/show", "-s"),
+    ("ovs-appctl", "-T", "5", "upcall/show"), ("ovs-appctl", "-T5", "coverage/show"),
+    ("ovs-appctl", "-t", "ovs-vswitchd", "--timeout", "5", "coverage/show"),
     ("dcb", "-j", "buffer", "show", "dev", "x"), ("ovs-vsctl", "--timeout=5", "show"),
     ("ip", "-n", "cni-1", "-d", "addr", "show"), ("ip", "netns", "list"),
 ]
