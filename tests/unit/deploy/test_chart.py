@@ -294,6 +294,10 @@ def check_crd_object(doc: dict[str, Any]) -> None:
 # --- rendering and schema validation -------------------------------------------------------------
 
 
+#: the node watch's RBAC (serviceAccount.nodeWatch, on by default); cluster-scoped, so no namespace
+CLUSTER_SCOPED = ("ClusterRole", "ClusterRoleBinding")
+
+
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_every_object_validates_against_kubernetes_schemas(chart: Any, name: str) -> None:
     docs = render(chart, VALUE_SETS[name])
@@ -304,7 +308,8 @@ def test_every_object_validates_against_kubernetes_schemas(chart: Any, name: str
             continue
         for version in K8S_VERSIONS:
             kubernetes_validate.validate(doc, version, strict=True)
-        assert doc["metadata"]["namespace"] == NAMESPACE
+        if doc["kind"] not in CLUSTER_SCOPED:
+            assert doc["metadata"]["namespace"] == NAMESPACE
 
 
 def test_kubernetes_validation_catches_a_bad_object(chart: Any) -> None:
@@ -317,11 +322,11 @@ def test_kubernetes_validation_catches_a_bad_object(chart: Any) -> None:
 
 def test_defaults_render_the_agent_without_prometheus_operator_objects(chart: Any) -> None:
     # serviceMonitor.enabled is "auto": an offline render knows no monitoring.coreos.com API.
-    assert kinds(render(chart)) == ["DaemonSet", "Service", "ServiceAccount"]
+    assert kinds(render(chart)) == [*CLUSTER_SCOPED, "DaemonSet", "Service", "ServiceAccount"]
     assert kinds(render(chart, VALUE_SETS["monitoring-only"])) == [
-        "DaemonSet", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"]
+        *CLUSTER_SCOPED, "DaemonSet", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"]
     assert kinds(render(chart, {"serviceMonitor": {"enabled": False}, "service": {"enabled": False}})) == [
-        "DaemonSet", "ServiceAccount"]
+        *CLUSTER_SCOPED, "DaemonSet", "ServiceAccount"]
 
 
 def render_on_cluster_serving(chart: Any, values: dict[str, Any], api_versions: list[str]) -> Docs:
@@ -345,11 +350,11 @@ def test_auto_follows_the_apis_the_cluster_serves(chart: Any) -> None:
     auto = {"serviceMonitor": {"enabled": "auto"}, "prometheusRule": {"enabled": "auto"}}
     both = ["monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"]
     assert kinds(render_on_cluster_serving(chart, auto, both)) == [
-        "DaemonSet", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"]
+        *CLUSTER_SCOPED, "DaemonSet", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"]
     assert kinds(render_on_cluster_serving(chart, auto, both[:1])) == [
-        "DaemonSet", "Service", "ServiceAccount", "ServiceMonitor"]
+        *CLUSTER_SCOPED, "DaemonSet", "Service", "ServiceAccount", "ServiceMonitor"]
     off = {"serviceMonitor": {"enabled": False}, "prometheusRule": {"enabled": False}}
-    assert kinds(render_on_cluster_serving(chart, off, both)) == ["DaemonSet", "Service", "ServiceAccount"]
+    assert kinds(render_on_cluster_serving(chart, off, both)) == [*CLUSTER_SCOPED, "DaemonSet", "Service", "ServiceAccount"]
 
 
 @pytest.mark.parametrize("name", ["defaults", "everything"])
@@ -741,3 +746,28 @@ def test_the_audience_follows_the_collectors_and_no_token_without_a_collector(ch
     docs = render(chart)
     assert not [v for v in pod_spec(docs)["volumes"] if v["name"] == "collector-token"]
     assert "RAILSCOPE_COLLECTOR_TOKEN_FILE" not in env_of(docs)
+
+
+def test_the_node_watch_has_its_rbac_and_an_api_token_only_when_enabled(chart: Any) -> None:
+    docs = render(chart)
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-node-watch")]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == role["metadata"]["name"]]
+    assert binding["subjects"][0]["name"] == pod_spec(docs)["serviceAccountName"]
+    (vol,) = [v for v in pod_spec(docs)["volumes"] if v["name"] == "kube-api-access"]
+    sources = vol["projected"]["sources"]
+    # what agent/service/maintenance.py reads: token and ca.crt in the in-cluster directory
+    assert [s["serviceAccountToken"]["path"] for s in sources if "serviceAccountToken" in s] == ["token"]
+    assert "audience" not in sources[0]["serviceAccountToken"]  # the API server's own audience
+    assert any(s.get("configMap", {}).get("name") == "kube-root-ca.crt" for s in sources)
+    (mount,) = [m for m in container(docs)["volumeMounts"] if m["name"] == "kube-api-access"]
+    assert mount == {"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                     "readOnly": True}
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(only(docs, "DaemonSet"), version, strict=True)
+        kubernetes_validate.validate(role, version, strict=True)
+        kubernetes_validate.validate(binding, version, strict=True)
+    off = render(chart, {"serviceAccount": {"nodeWatch": False}})
+    assert not [d for d in off if d["kind"] in ("ClusterRole", "ClusterRoleBinding")
+                and d["metadata"]["name"].endswith("-node-watch")]
+    assert not [v for v in pod_spec(off)["volumes"] if v["name"] == "kube-api-access"]
