@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,21 @@ class Collector:
 
 # The in-process app helpers live with the unit tests; the integration tests use the same ones.
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "collector"))
+
+
+@contextmanager
+def running_weed(data_dir: Path) -> Iterator[Weed]:
+    """A started ``Weed`` with the AWS variables boto3 needs set for the test, both undone after."""
+    old = {k: os.environ.get(k) for k in AWS_ENV}
+    os.environ.update(AWS_ENV)
+    w = Weed(data_dir)
+    w.start()
+    try:
+        yield w
+    finally:
+        w.stop()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

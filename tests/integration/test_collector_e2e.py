@@ -20,7 +20,7 @@ from agent.capture.upload import upload
 from proto.frames import Hello
 from proto.keys import bundle_id
 
-from .collector_env import AWS_ENV, BUCKET, ROOT, Collector, Weed
+from .collector_env import BUCKET, ROOT, Collector, Weed, running_weed
 from .conftest import RailNetns
 
 from collector_helpers import AGENT_TOKEN, OPERATOR_TOKEN, write_tokens  # isort: skip
@@ -30,19 +30,8 @@ pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
 @pytest.fixture
 def weed(tmp_path: Path) -> Iterator[Weed]:
-    old = {k: os.environ.get(k) for k in AWS_ENV}
-    os.environ.update(AWS_ENV)
-    w = Weed(tmp_path / "weed")
-    w.start()
-    try:
+    with running_weed(tmp_path / "weed") as w:
         yield w
-    finally:
-        w.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ import pytest
 
 from agent.capture.upload import RetryPolicy, drain_spool
 
-from .collector_env import AWS_ENV, BUCKET, Collector, Weed
+from .collector_env import BUCKET, Collector, Weed, running_weed
 
 from collector_helpers import AGENT_TOKEN, HELLO, body, files, spool_bundle, write_tokens  # isort: skip
 
@@ -26,19 +26,8 @@ FAST = RetryPolicy(attempts=3, base_s=0.05, cap_s=0.1)
 
 @pytest.fixture
 def weed(tmp_path: Path) -> Iterator[Weed]:
-    old = {k: os.environ.get(k) for k in AWS_ENV}
-    os.environ.update(AWS_ENV)
-    w = Weed(tmp_path / "weed")
-    w.start()
-    try:
+    with running_weed(tmp_path / "weed") as w:
         yield w
-    finally:
-        w.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _spool(spool: Path) -> None:

@@ -5,7 +5,6 @@ the incident page and a report page with the operator token, and gets 401 withou
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 import uuid
@@ -18,7 +17,7 @@ from agent.capture.upload import upload
 from proto.frames import Hello
 from proto.keys import bundle_id
 
-from .collector_env import AWS_ENV, BUCKET, ROOT, Collector, Weed
+from .collector_env import BUCKET, ROOT, Collector, Weed, running_weed
 from .conftest import RailNetns, _ip, _netns_available
 
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "report"))
@@ -62,19 +61,8 @@ def nodes() -> Iterator[dict[str, RailNetns]]:
 
 @pytest.fixture
 def weed(tmp_path: Path) -> Iterator[Weed]:
-    old = {k: os.environ.get(k) for k in AWS_ENV}
-    os.environ.update(AWS_ENV)
-    w = Weed(tmp_path / "weed")
-    w.start()
-    try:
+    with running_weed(tmp_path / "weed") as w:
         yield w
-    finally:
-        w.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def test_incident_and_report_pages_in_chromium(nodes: dict[str, RailNetns], weed: Weed, tmp_path: Path,

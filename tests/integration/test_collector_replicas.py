@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .collector_env import AWS_ENV, BUCKET, Collector, Weed
+from .collector_env import BUCKET, Collector, Weed, running_weed
 
 from collector_helpers import HELLO, body, get, post, write_tokens  # isort: skip
 
@@ -22,19 +22,8 @@ MiB = 1 << 20
 
 @pytest.fixture
 def weed(tmp_path: Path) -> Iterator[Weed]:
-    old = {k: os.environ.get(k) for k in AWS_ENV}
-    os.environ.update(AWS_ENV)
-    w = Weed(tmp_path / "weed")
-    w.start()
-    try:
+    with running_weed(tmp_path / "weed") as w:
         yield w
-    finally:
-        w.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.mark.parametrize("kind", ["local", "s3"])

@@ -17,7 +17,7 @@ import pytest
 from collector.config import CollectorSettings, StoreURL
 from proto.frames import End
 
-from .collector_env import AWS_ENV, BUCKET, Weed
+from .collector_env import AWS_ENV, BUCKET, Weed, running_weed
 
 from collector_helpers import HELLO, body, get, post, run, running, write_tokens  # isort: skip
 
@@ -29,19 +29,8 @@ LARGE = os.urandom(12 * MiB + 12345)  # three parts of 5 MiB: two full, one shor
 
 @pytest.fixture(scope="module")
 def weed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Weed]:
-    old = {k: os.environ.get(k) for k in AWS_ENV}
-    os.environ.update(AWS_ENV)
-    w = Weed(tmp_path_factory.mktemp("weed"))
-    w.start()
-    try:
+    with running_weed(tmp_path_factory.mktemp("weed")) as w:
         yield w
-    finally:
-        w.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture
