@@ -5,11 +5,12 @@ once subscribed, stopped within the socket's poll interval."""
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 
 __all__ = ["ListenerThread"]
 
 
-class ListenerThread:
+class ListenerThread(ABC):
     """``_run`` (in the thread) sets ``_ready`` once subscribed or given up and returns on ``_stop``."""
 
     thread_name = "railscope-listener"
@@ -21,8 +22,10 @@ class ListenerThread:
         #: why the listener is not (or no longer) listening; None while it listens
         self.error: str | None = None
 
+    @abstractmethod
     def _run(self) -> None:
-        raise NotImplementedError
+        """The thread's body: make and read its own socket (a socket made in another thread gets no
+        events), set ``_ready``, return on ``_stop``."""
 
     def start(self, timeout_s: float = 5.0) -> None:
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
