@@ -85,7 +85,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _many(urls: list[str], path: Path, n: int) -> tuple[float, int, list[int]]:
+async def _many(urls: list[str], path: Path, n: int, sha: str) -> tuple[float, int, list[int]]:
     import aiohttp
 
     retry = RetryPolicy(attempts=200, base_s=0.2, cap_s=5)
@@ -97,7 +97,8 @@ async def _many(urls: list[str], path: Path, n: int) -> tuple[float, int, list[i
             nonlocal errors
             hello = replace(HELLO, bundle=f"b{i:04d}", incident=f"inc-{i % 10}")
             try:
-                res = await upload(urls[i % len(urls)], hello, path, token=AGENT_TOKEN, retry=retry, session=session)
+                res = await upload(urls[i % len(urls)], hello, path, token=AGENT_TOKEN, retry=retry, session=session,
+                                   expected_sha256=sha)
                 attempts.append(res.attempts)
             except Exception as exc:
                 errors += 1
@@ -160,7 +161,9 @@ def main() -> int:
             cols.append(col)
             cpu0 = _cpu_s(col.proc.pid)  # type: ignore[union-attr]
             t0 = time.monotonic()
-            res = asyncio.run(upload(col.url, HELLO, big, token=AGENT_TOKEN))
+            # As the daemon sends a spooled bundle: its sha256 known from the capture (the spool's
+            # .sha256), checked by the collector against what it receives.
+            res = asyncio.run(upload(col.url, HELLO, big, token=AGENT_TOKEN, expected_sha256=big_sha))
             throughs.append(time.monotonic() - t0)
             cpus.append(_cpu_s(col.proc.pid) - cpu0)  # type: ignore[union-attr]
             rsss.append(col.rss_peak_kib() / 1024)
@@ -189,7 +192,7 @@ def main() -> int:
         for replicas in (1, 2) if args.many else ():
             cols = [Collector(work, store, *COLLECTOR_FLAGS, endpoint=weed.endpoint, tokens=tokens).start()
                     for _ in range(replicas)]
-            dt, errors, attempts = asyncio.run(_many([c.url for c in cols], small, args.many))
+            dt, errors, attempts = asyncio.run(_many([c.url for c in cols], small, args.many, small_sha))
             rss = max(c.rss_peak_kib() for c in cols) / 1024
             listed, verified = asyncio.run(_check(cols[0].url, args.many, small_size, small_sha))
             for c in cols:

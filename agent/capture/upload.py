@@ -110,8 +110,8 @@ class _Body:
         self.sent = 0
         self.sha256 = ""
 
-    async def _pieces(self, h: hashlib._Hash) -> AsyncIterator[bytes]:
-        """The source's bytes, each already added to ``h`` (in a worker thread where it is read there)."""
+    async def _pieces(self, h: hashlib._Hash | None) -> AsyncIterator[bytes]:
+        """The source's bytes, each already added to ``h`` if given (in a worker thread where it is read there)."""
         loop = asyncio.get_running_loop()
         src = self.source
         if isinstance(src, Path):
@@ -119,7 +119,8 @@ class _Body:
 
             def read() -> bytes:
                 data = fh.read(_READ)
-                h.update(data)
+                if h is not None:
+                    h.update(data)
                 return data
 
             try:
@@ -129,7 +130,8 @@ class _Body:
                 fh.close()
         elif hasattr(src, "__aiter__"):
             async for data in src:  # type: ignore[union-attr]
-                h.update(data)
+                if h is not None:
+                    h.update(data)
                 yield data
         else:
             it = iter(src)  # type: ignore[arg-type]
@@ -138,7 +140,7 @@ class _Body:
             # The archive compresses as it is iterated: run it in a thread, not on the loop.
             def step() -> object:
                 data = next(it, done)
-                if data is not done:
+                if data is not done and h is not None:
                     h.update(data)  # type: ignore[arg-type]
                 return data
 
@@ -148,7 +150,12 @@ class _Body:
     async def frames(self) -> AsyncIterator[bytes]:
         self.started = True
         yield encode(self.hello)
-        h, n, seq = hashlib.sha256(), 0, 0
+        n, seq = 0, 0
+        # A spooled file's digest is known (its .sha256, written when the capture hashed the bytes
+        # it packed): it goes in the end frame as it is, and the collector, which hashes what it
+        # receives, refuses the upload (digest_mismatch) if the file changed since. The file is
+        # hashed here only then, to tell a corrupt spool from a corrupted transfer (see upload()).
+        h: hashlib._Hash | None = hashlib.sha256() if self.expected is None else None
         async for piece in self._pieces(h):
             for off in range(0, len(piece), MAX_CHUNK_BYTES):
                 data = bytes(piece[off:off + MAX_CHUNK_BYTES])
@@ -158,12 +165,32 @@ class _Body:
                 self.sent = n
                 if self.progress:
                     self.progress(n, self.total)
-        self.sha256 = h.hexdigest()
-        if self.expected is not None and self.sha256 != self.expected:
-            # The spooled file changed since it was written: never let it be stored as the bundle.
-            raise UploadError(f"{self.hello.bundle}: bytes do not match their .sha256 (spool corrupt)",
-                              code="corrupt_spool")
+        self.sha256 = h.hexdigest() if h is not None else str(self.expected)
         yield encode(End(n, self.sha256))
+
+
+async def _judge_mismatch(hello: Hello, source: Path, expected: str, exc: UploadError) -> UploadError:
+    """The collector found the bytes it received do not match the spool's sha256: the file or the wire?
+
+    The file is hashed once, now (rare: a spool that changed on disk, or bytes changed in transit).
+    A file that no longer matches its .sha256 must never be stored as the bundle: final, set aside.
+    A file that still matches was damaged on the way: sent again.
+    """
+    def digest() -> str:
+        h = hashlib.sha256()
+        with open(source, "rb") as fh:
+            while data := fh.read(_READ):
+                h.update(data)
+        return h.hexdigest()
+
+    try:
+        actual = await asyncio.get_running_loop().run_in_executor(None, digest)
+    except OSError as err:
+        return UploadError(f"{hello.bundle}: the spooled file cannot be read: {err}", code="corrupt_spool")
+    if actual != expected:
+        return UploadError(f"{hello.bundle}: bytes do not match their .sha256 (spool corrupt)", code="corrupt_spool")
+    return UploadError(f"{exc} (the spooled file matches its .sha256: damaged in transit, sent again)",
+                       status=exc.status, code=exc.code, retryable=True)
 
 
 def _token(token: str | None, token_file: str | None) -> str | None:
@@ -224,9 +251,11 @@ async def upload(url: str, hello: Hello, source: str | Path | Iterable[bytes] | 
                                     bytes=int(doc.get("bytes", 0)), sha256=str(doc.get("sha256")),
                                     attempts=attempt + 1)
             except UploadError as exc:
+                if exc.code == "digest_mismatch" and expected_sha256 is not None and isinstance(source, Path):
+                    exc = await _judge_mismatch(hello, source, expected_sha256, exc)
                 resendable = isinstance(source, Path) or not body.started
                 if not exc.retryable or not resendable or attempt + 1 == retry.attempts:
-                    raise
+                    raise exc from None
                 wait = retry.delay(attempt, exc.retry_after, rng)
                 log.info("upload of %s: %s; again in %.1f s", hello.bundle, exc, wait)
                 await asyncio.sleep(wait)

@@ -1,10 +1,10 @@
 """The S3 store through boto3: one PutObject for a small bundle, a multipart upload for a large one.
 
 Every boto3 call runs in this store's thread pool, never on the event loop. A small bundle (below one
-part) is held in memory and sent with ``ChecksumSHA256`` and ``If-None-Match: *`` once the end frame
-matched. A large one starts a multipart upload at its first full part; parts upload concurrently
+part) is held in memory and sent with ``ChecksumSHA256`` (the bundle's digest, computed once while
+receiving) and ``If-None-Match: *`` once the end frame matched. A large one starts a multipart upload at its first full part; parts upload concurrently
 (``part_concurrency`` per ingest, ``parts_in_flight`` for the whole replica, which bounds memory),
-each with its own ``ChecksumSHA256``; ``CompleteMultipartUpload`` runs only after the end frame
+each with its own ``ChecksumCRC32`` (the store refuses a part that does not match it); ``CompleteMultipartUpload`` runs only after the end frame
 matched, and ``AbortMultipartUpload`` on any error, so a failed ingest leaves no orphaned parts.
 
 A bundle id is stored once per cluster whatever ``created`` the agent sends (the date is part of the
@@ -19,6 +19,7 @@ import asyncio
 import base64
 import hashlib
 import logging
+import zlib
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -37,6 +38,11 @@ _READ = 1 << 20
 
 def _b64sha(data: bytes | bytearray | memoryview) -> str:
     return base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def _b64crc32(data: bytes | bytearray | memoryview) -> str:
+    # S3's ChecksumCRC32: the big-endian CRC-32 (the zlib polynomial), base64.
+    return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
 
 
 def _code(exc: BaseException) -> str:
@@ -69,7 +75,7 @@ class S3Writer:
                 # client's TCP stream); every part buffer of the replica, filling or uploading,
                 # holds a slot, so ingest memory stays parts_in_flight x part_bytes.
                 await self.store.parts.acquire()
-                self._buf, self._fill = bytearray(size), 0
+                self._buf, self._fill = self.store.buffer(), 0
             k = min(size - self._fill, len(view))
             self._buf[self._fill:self._fill + k] = view[:k]
             self._fill += k
@@ -90,7 +96,7 @@ class S3Writer:
         try:
             if self._upload_id is None:
                 resp = await st.call("create_multipart_upload", Bucket=st.bucket, Key=self.obj,
-                                     ChecksumAlgorithm="SHA256", ContentType="application/gzip")
+                                     ChecksumAlgorithm="CRC32", ContentType="application/gzip")
                 self._upload_id = resp["UploadId"]
             await self._mine.acquire()
         except BaseException:
@@ -106,17 +112,30 @@ class S3Writer:
         upload_id = self._upload_id
 
         def put() -> tuple[str, dict[str, Any]]:
-            # Hashed in the worker thread (hashlib releases the GIL): the event loop keeps receiving.
-            checksum = _b64sha(part)
+            # Summed in the worker thread (zlib releases the GIL): the event loop keeps receiving.
+            # CRC-32, not SHA-256: the part checksum guards this one hop to the store, which
+            # refuses a part whose bytes do not match it (BadDigest); the bundle's own sha256,
+            # computed once while receiving, is what the .sha256 and the end frame vouch for.
+            # A second SHA-256 pass over every byte cost more CPU than the upload it protects.
+            checksum = _b64crc32(part)
             return checksum, st.client.upload_part(Bucket=st.bucket, Key=self.obj, UploadId=upload_id,
-                                                   PartNumber=number, Body=part, ChecksumSHA256=checksum)
+                                                   PartNumber=number, Body=part, ChecksumCRC32=checksum)
 
+        returned = False
         try:
             checksum, resp = await st.run(put)
-            self._parts[number] = {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": checksum}
-        except BaseException as exc:  # any failure fails the ingest at its next step
+            returned = True
+            self._parts[number] = {"PartNumber": number, "ETag": resp["ETag"], "ChecksumCRC32": checksum}
+        except Exception as exc:  # any failure fails the ingest at its next step
+            returned = True
             self._failed = exc
+        except BaseException as exc:
+            self._failed = exc
+            raise
         finally:
+            if returned:
+                # Only once the thread is done with it: a cancelled wait leaves the thread sending.
+                st.give_back(part)
             st.parts.release()
             self._mine.release()
 
@@ -138,8 +157,12 @@ class S3Writer:
                 held = self._buf is not None
                 data = self._take() if held else bytearray()
 
+                # The bundle's sha256 is the object's: the digest the ingest computed while
+                # receiving (and the end frame matched) is sent as is, not computed again.
+                checksum = base64.b64encode(bytes.fromhex(sha256)).decode()
+
                 def put() -> None:
-                    st.client.put_object(Bucket=st.bucket, Key=self.obj, Body=data, ChecksumSHA256=_b64sha(data),
+                    st.client.put_object(Bucket=st.bucket, Key=self.obj, Body=data, ChecksumSHA256=checksum,
                                          ContentType="application/gzip", IfNoneMatch="*")
 
                 try:
@@ -185,6 +208,7 @@ class S3Writer:
 
     async def abort(self) -> None:
         if self._buf is not None:
+            self.store.give_back(self._buf)
             self._buf = None
             self.store.parts.release()
         await self._drain()
@@ -217,10 +241,23 @@ class S3Store:
                      connect_timeout=5, read_timeout=60, s3={"payload_signing_enabled": False})
         self.client = boto3.session.Session().client("s3", endpoint_url=settings.s3_endpoint_url, config=cfg)
         self.parts = asyncio.Semaphore(settings.parts_in_flight)
+        #: Part buffers, reused: a fresh 8 MiB bytearray is zeroed and page-faulted in on every part,
+        #: a pass over the memory as costly as the copy into it. At most parts_in_flight are kept,
+        #: which is the memory the part slots allow anyway.
+        self._free: list[bytearray] = []
         #: (key, upload id) of aborts that failed: retried every few seconds
         self.orphans: set[tuple[str, str]] = set()
         self._retry_task: asyncio.Task[None] | None = None
         self.description = f"s3://{self.bucket}/{self.prefix}"
+
+    def buffer(self) -> bytearray:
+        """A part buffer of ``part_bytes``; the caller holds a part slot."""
+        return self._free.pop() if self._free else bytearray(self.settings.part_bytes)
+
+    def give_back(self, buf: bytearray) -> None:
+        # A buffer cut to a last part's length is not a part buffer any more: dropped.
+        if len(buf) == self.settings.part_bytes and len(self._free) < self.settings.parts_in_flight:
+            self._free.append(buf)
 
     async def run(self, fn: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)

@@ -194,3 +194,98 @@ def test_the_spool_waits_for_the_collector_and_lands_once(tmp_path: Path) -> Non
     first, second = run(go())
     assert len(first.sent) == 3 and second.sent == [] and list(spool.glob("*.tar.gz")) == []
     assert len([p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]) == 3
+
+
+class _FlipOnce:
+    """A TCP proxy in front of the collector that flips one byte of the bundle data on the first
+    connection only: bytes damaged on the wire, the spooled file intact."""
+
+    def __init__(self, target_port: int, pattern: bytes) -> None:
+        self.target_port, self.pattern = target_port, pattern
+        self.connections = 0
+        self.flipped = False
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        first = self.connections == 1
+        sr, sw = await asyncio.open_connection("127.0.0.1", self.target_port)
+
+        async def up() -> None:
+            pending = bytearray()
+            while data := await cr.read(1 << 16):
+                if not first or self.flipped:
+                    sw.write(data)
+                    await sw.drain()
+                    continue
+                pending += data
+                at = pending.find(self.pattern)
+                if at >= 0:
+                    pending[at] ^= 0xFF
+                    self.flipped = True
+                    sw.write(bytes(pending))
+                    pending.clear()
+                else:  # keep back a tail that could begin the pattern (split over two reads)
+                    keep = next((k for k in range(min(len(self.pattern) - 1, len(pending)), 0, -1)
+                                 if pending.endswith(self.pattern[:k])), 0)
+                    sw.write(bytes(pending[:len(pending) - keep]))
+                    del pending[:len(pending) - keep]
+                await sw.drain()
+            sw.write(bytes(pending))
+            sw.write_eof()
+
+        async def down() -> None:
+            while data := await sr.read(1 << 16):
+                cw.write(data)
+                await cw.drain()
+            cw.close()
+
+        await asyncio.gather(up(), down(), return_exceptions=True)
+        sw.close()
+
+
+def test_bytes_damaged_in_transit_are_sent_again_not_set_aside(tmp_path: Path) -> None:
+    # The uploader trusts the spool's sha256 for the end frame instead of hashing the file again;
+    # when the collector finds the bytes it got do not match, the file is hashed once to tell the
+    # wire from the disk: an intact file is sent again, and stored once.
+    spool = tmp_path / "spool"
+    f = _spool(spool, HELLO, DATA, time.time())
+    sha = hashlib.sha256(DATA).hexdigest()
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with running(local_settings(tmp_path)) as (url, _col):
+            proxy = _FlipOnce(int(url.rsplit(":", 1)[1]), DATA[1_800_000:1_800_032])
+            purl = await proxy.start()
+            try:
+                res = await upload(purl, HELLO, f, token=AGENT_TOKEN, expected_sha256=sha, retry=FAST)
+            finally:
+                proxy.server.close()
+            return res, proxy
+
+    res, proxy = run(go())
+    assert proxy.flipped and proxy.connections >= 2
+    assert res.status == "stored" and res.attempts == 2 and res.sha256 == sha
+    stored = [p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]
+    assert len(stored) == 1 and (tmp_path / "store" / stored[0]).read_bytes() == DATA
+
+
+def test_a_spooled_file_changed_on_disk_is_final_and_never_stored(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    f = _spool(spool, HELLO, DATA, time.time())
+    sha = hashlib.sha256(DATA).hexdigest()
+    raw = bytearray(f.read_bytes())
+    raw[100] ^= 0xFF  # the disk changed the file after its .sha256 was written
+    f.write_bytes(bytes(raw))
+
+    async def go() -> UploadError:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            with pytest.raises(UploadError) as info:
+                await upload(url, HELLO, f, token=AGENT_TOKEN, expected_sha256=sha, retry=FAST)
+            return info.value
+
+    err = run(go())
+    assert (err.code, err.retryable) == ("corrupt_spool", False) and "spool corrupt" in str(err)
+    assert [p for p in files(tmp_path / "store") if p.endswith(".tar.gz")] == []
