@@ -1,11 +1,13 @@
 """The S3 store through boto3: one PutObject for a small bundle, a multipart upload for a large one.
 
-Every boto3 call runs in this store's thread pool, never on the event loop. A small bundle (below one
-part) is held in memory and sent with ``ChecksumSHA256`` (the bundle's digest, computed once while
-receiving) and ``If-None-Match: *`` once the end frame matched. A large one starts a multipart upload at its first full part; parts upload concurrently
-(``part_concurrency`` per ingest, ``parts_in_flight`` for the whole replica, which bounds memory),
-each with its own ``ChecksumCRC32`` (the store refuses a part that does not match it); ``CompleteMultipartUpload`` runs only after the end frame
-matched, and ``AbortMultipartUpload`` on any error, so a failed ingest leaves no orphaned parts.
+Every boto3 call runs in this store's thread pool, never on the event loop. A small bundle (below
+one part) is held in memory and sent with ``ChecksumSHA256`` (the bundle's digest, computed once
+while receiving) and ``If-None-Match: *`` once the end frame matched. A large one starts a multipart
+upload at its first full part; parts upload concurrently (``part_concurrency`` per ingest,
+``parts_in_flight`` for the whole replica, which bounds memory), each with its own ``ChecksumCRC32``
+(the store refuses a part that does not match it); ``CompleteMultipartUpload`` runs only after the
+end frame matched, and ``AbortMultipartUpload`` on any error, so a failed ingest leaves no orphaned
+parts.
 
 A bundle id is stored once per cluster whatever ``created`` the agent sends (the date is part of the
 key): before the object becomes visible, ``<prefix>/<cluster>/.ids/<node>+<bundle>`` (holding the
