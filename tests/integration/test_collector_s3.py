@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -68,6 +69,10 @@ def test_a_bundle_lands_in_s3_with_its_sha256(weed: Weed, s3: CollectorSettings,
     head = c.head_object(Bucket=BUCKET, Key=key, ChecksumMode="ENABLED")
     if multipart:
         assert head["ETag"].endswith('-3"')  # three parts
+        # Each part went with its CRC-32, which the store checked and combined (the S3 composite:
+        # the CRC-32 of the parts' CRC-32s, then -<parts>).
+        crcs = b"".join(zlib.crc32(data[i:i + 5 * MiB]).to_bytes(4, "big") for i in range(0, len(data), 5 * MiB))
+        assert head.get("ChecksumCRC32") == base64.b64encode(zlib.crc32(crcs).to_bytes(4, "big")).decode() + "-3"
     else:
         assert head.get("ChecksumSHA256") == base64.b64encode(hashlib.sha256(data).digest()).decode()
 
