@@ -65,6 +65,7 @@ class S3Writer:
         self._mine = asyncio.Semaphore(store.settings.part_concurrency)
         self._next = 1
         self._failed: BaseException | None = None
+        self._closed = False
 
     async def write(self, data: bytes) -> None:
         if self._failed is not None:
@@ -146,6 +147,17 @@ class S3Writer:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def commit(self, sha256: str) -> bool:
+        try:
+            return await self._commit(sha256)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.store._writer_done()
+
+    async def _commit(self, sha256: str) -> bool:
         st = self.store
         try:
             if not await st.claim_id(self.key):
@@ -223,6 +235,7 @@ class S3Writer:
                 # The store is down: retried in the background until it answers.
                 log.warning("abort_multipart_upload %s failed (%s): retried later", self.obj, exc)
                 self.store.orphans.add((self.obj, upload_id))
+        self._close()
 
 
 class S3Store:
@@ -247,6 +260,7 @@ class S3Store:
         #: a pass over the memory as costly as the copy into it. At most parts_in_flight are kept,
         #: which is the memory the part slots allow anyway.
         self._free: list[bytearray] = []
+        self._writers = 0
         #: (key, upload id) of aborts that failed: retried every few seconds
         self.orphans: set[tuple[str, str]] = set()
         self._retry_task: asyncio.Task[None] | None = None
@@ -329,7 +343,14 @@ class S3Store:
             raise StoreError(f"s3 bucket {self.bucket}: {type(exc).__name__}: {exc}") from None
 
     async def begin(self, key: BundleKey) -> S3Writer:
+        self._writers += 1
         return S3Writer(self, key)
+
+    def _writer_done(self) -> None:
+        self._writers -= 1
+        if self._writers == 0:
+            # Idle: the kept part buffers go back to the kernel (they are mmap'ed, collector/app.py).
+            self._free.clear()
 
     async def write_sha256(self, key: BundleKey, sha256: str) -> None:
         body = sha256_line(sha256, key.name).encode()

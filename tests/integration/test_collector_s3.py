@@ -118,6 +118,34 @@ FAULTS = {
 }
 
 
+def test_part_buffers_are_reused_while_busy_and_given_back_when_idle(weed: Weed, s3: CollectorSettings) -> None:
+    # Eight 5 MiB parts through the replica's few part slots with the same buffers (no fresh,
+    # zeroed, page-faulted 5 MiB per part); once no ingest runs, the store keeps none of them.
+    data = os.urandom(8 * 5 * MiB)
+    made: list[int] = []
+
+    async def go() -> tuple[int, int]:
+        async with running(s3) as (url, col):
+            store = col.store
+            fresh = store.buffer  # type: ignore[attr-defined]
+
+            def counting() -> bytearray:
+                if not store._free:  # type: ignore[attr-defined]
+                    made.append(1)
+                return fresh()
+
+            store.buffer = counting  # type: ignore[attr-defined]
+            s, _doc, _h = await post(url, body(HELLO, data, chunk=MiB))
+            return s, len(store._free)  # type: ignore[attr-defined]
+
+    status, kept = run(go())
+    assert status == 200
+    assert 0 < len(made) <= s3.parts_in_flight < 8
+    assert kept == 0
+    got = weed.client().get_object(Bucket=BUCKET, Key=_key())["Body"].read()
+    assert got == data  # reused buffers never mixed one part's bytes into another
+
+
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_a_failed_large_ingest_leaves_no_object_and_no_multipart_upload(weed: Weed, s3: CollectorSettings,
                                                                        fault: str) -> None:
