@@ -101,7 +101,9 @@ class Eswitch:
 class DevlinkParam:
     handle: str
     name: str
-    #: cmode -> value; booleans are bool even when old iproute2 printed "true"/"false"
+    #: cmode -> value. Booleans are bool even when old iproute2 printed "true"/"false"; a boolean
+    #: param the checks judge (``esw_multiport``) is bool in whatever form it was given (``"true"``,
+    #: ``1``, ``"enabled"``), and a value of it no form reads stays as printed.
     values: tuple[tuple[str, Any], ...] = ()
 
     def value(self, cmode: str | None = None) -> Any:
@@ -155,6 +157,20 @@ class RdmaLink:
 
 
 @dataclass(frozen=True, slots=True)
+class RdmaPort:
+    """``/sys/class/infiniband/<dev>/ports/<port>``, in the words ``rdma link`` uses.
+
+    sysfs writes ``4: ACTIVE`` and ``5: LinkUp``; the reader gives ``ACTIVE`` and ``LINK_UP``, so a
+    port read from sysfs compares equal to the same port read from ``rdma link``.
+    """
+
+    port: int
+    state: str | None = None  # ACTIVE, DOWN, INIT, ...
+    physical_state: str | None = None  # LINK_UP, DISABLED, POLLING, ...
+    link_layer: str | None = None  # "ethernet" | "infiniband" (lower case)
+
+
+@dataclass(frozen=True, slots=True)
 class RdmaDevice:
     """``/sys/class/infiniband/<dev>``: identity and the counters of the ports asked for."""
 
@@ -163,10 +179,16 @@ class RdmaDevice:
     fw_ver: str | None = None
     hca_type: str | None = None
     node_guid: str | None = None
-    #: port -> (state text, phys_state text, link_layer)
-    ports: tuple[tuple[int, str | None, str | None, str | None], ...] = ()
+    #: the ports asked for that sysfs has, by port number
+    ports: tuple[RdmaPort, ...] = ()
     #: (port, counter name, value) — counters/* and hw_counters/*, only for rail ports
     counters: tuple[tuple[int, str, int], ...] = ()
+
+    def port(self, n: int) -> RdmaPort | None:
+        for p in self.ports:
+            if p.port == n:
+                return p
+        return None
 
 
 # --------------------------------------------------------------------------------------------
