@@ -237,6 +237,17 @@ class Versions:
     modprobe_netns_mode: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class KernelRow:
+    """One row of the validated-kernel table: a driver line is validated on a kernel line up to an ABI."""
+
+    driver: str  # YY.MM (DOCA / MLNX_OFED 23.04+) or N.N (MLNX_OFED up to 5.9)
+    flavour: str  # generic, nvidia, aws, azure, ... ; el9_4, amzn2023, default ...
+    kernel_line: str
+    max_abi: str  # <kernel_line>-<abi>
+    source: str = ""
+
+
 #: The files nic-configuration-operator writes: every rule in them names a rail, and they win over
 #: a site's own file that names the same PCI function (DESIGN §4 "Rails").
 OPERATOR_RULE_FILES: tuple[str, ...] = (

@@ -45,9 +45,9 @@ def _started(manifest: dict | None) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.analysis.diagnose import KernelTableError, load_kernel_table
     from agent.analysis.diff import Side, diff
     from agent.commands.sources import LIVE, SourceError, load
+    from agent.readers.kernel_table import KernelTableError, load_kernel_table
 
     if args.before == LIVE and args.after == LIVE:
         return _fail("BEFORE and AFTER cannot both be live")

@@ -12,13 +12,14 @@ import os
 import sys
 
 from agent.analysis import pipeline
-from agent.analysis.diagnose import KernelTableError, load_kernel_table, with_unavailable
+from agent.analysis.diagnose import with_unavailable
 from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
 from agent.config import Expectations, ReadConfig
 from agent.findings import Diagnosis
 from agent.host import HostError
 from agent.model import Snapshot
 from agent.readers.history import load_history
+from agent.readers.kernel_table import KernelTableError, load_kernel_table
 
 __all__ = ["register", "run"]
 

@@ -99,9 +99,9 @@ def _download(url: str, key: str, token_file: str | None, into: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.analysis.diagnose import KernelTableError, load_kernel_table
     from agent.commands.doctor import not_judged
     from agent.commands.sources import SourceError, load
+    from agent.readers.kernel_table import KernelTableError, load_kernel_table
     from agent.report.content import build_report
 
     try:
