@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
+from agent import naming
 from agent.model import RailRule
-from agent.naming import (
-    is_vf_netdev_of,
-    net_twin,
-    parse_name,
-    parse_port_name,
-    pci_order,
-    rail_rules,
-    rdma_twin,
-)
+from agent.naming import net_twin, parse_name, rail_rules, rdma_twin
 
 NET = "/etc/udev/rules.d/10-nic-net-interface-naming.rules"
 RDMA = "/etc/udev/rules.d/10-nic-rdma-interface-naming.rules"
@@ -55,17 +48,20 @@ def test_twins_and_site_templates() -> None:
 
 
 def test_parse_port_name_forms() -> None:
-    assert parse_port_name("p1").index == 1 and not parse_port_name("p1").is_representor
-    assert parse_port_name("pf0sf88").kind == "sf"
-    assert parse_port_name("c1pf0vf3").controller == 1
-    assert parse_port_name("pf0").kind == "pf" and parse_port_name("pf0").is_representor
-    assert parse_port_name("eth0") is None
+    parse = naming.parse_port_name
+    assert parse("p1").index == 1 and not parse("p1").is_representor
+    assert parse("pf0sf88").kind == "sf"
+    assert parse("c1pf0vf3").controller == 1
+    assert parse("pf0").kind == "pf" and parse("pf0").is_representor
+    assert parse("eth0") is None
     # ASCII digits only (the kernel prints %u); more digits than int() converts names no port
-    assert parse_port_name("pf\u0663vf1") is None
-    assert parse_port_name("p" + "1" * 5000) is None
+    assert parse("pf\u0663vf1") is None
+    assert parse("p" + "1" * 5000) is None
 
 
 def test_vf_netdev_names_and_pci_order() -> None:
-    assert is_vf_netdev_of("net_rail0_12", "net_rail0") and not is_vf_netdev_of("net_rail0_12", "net_rail")
-    assert sorted(["0000:8d:00.0", "10000:00:00.0", "0000:0c:00.0", "netdevsim10", "netdevsim1"], key=pci_order) == [
+    assert naming.is_vf_netdev_of("net_rail0_12", "net_rail0")
+    assert not naming.is_vf_netdev_of("net_rail0_12", "net_rail")
+    names = ["0000:8d:00.0", "10000:00:00.0", "0000:0c:00.0", "netdevsim10", "netdevsim1"]
+    assert sorted(names, key=naming.pci_order) == [
         "0000:0c:00.0", "0000:8d:00.0", "10000:00:00.0", "netdevsim1", "netdevsim10"]
