@@ -10,8 +10,20 @@ A value that could not be read is ``None`` (not available on that node), never a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+_V = TypeVar("_V")
+
+
+def value_of(pairs: Iterable[tuple[str, _V]] | None, name: str) -> _V | None:
+    """The value of ``name`` in (name, value) pairs, the records' frozen stand-in for a dict."""
+    for k, v in pairs or ():
+        if k == name:
+            return v
+    return None
+
 
 # --------------------------------------------------------------------------------------------
 # netlink / sysfs
@@ -55,10 +67,7 @@ class Link:
         return self.operstate in ("UP", "UNKNOWN") and self.carrier == 1
 
     def stat(self, name: str) -> int | None:
-        for k, v in self.stats64 or ():
-            if k == name:
-                return v
-        return None
+        return value_of(self.stats64, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,10 +211,7 @@ class EthtoolStats:
     counters: tuple[tuple[str, int], ...]
 
     def get(self, name: str) -> int | None:
-        for k, v in self.counters:
-            if k == name:
-                return v
-        return None
+        return value_of(self.counters, name)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.counters)

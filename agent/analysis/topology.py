@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import Expectations
-from agent.model import DevlinkPort, Link, OvsInterface, RailRule, RdmaDevice, RdmaLink, Snapshot
+from agent.model import DevlinkPort, Link, OvsInterface, RailRule, RdmaDevice, RdmaLink, Snapshot, value_of
 from agent.naming import (
     DEFAULT_NET_TEMPLATES,
     DEFAULT_RDMA_TEMPLATES,
@@ -106,10 +106,7 @@ class Pf:
     driver: str | None = None
 
     def param(self, name: str) -> Any:
-        for k, v in self.params:
-            if k == name:
-                return v
-        return None
+        return value_of(self.params, name)
 
     @property
     def esw_multiport(self) -> bool | None:
