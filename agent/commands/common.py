@@ -10,7 +10,8 @@ from agent.config import Expectations
 from agent.model import KernelRow
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
 
-__all__ = ["EXIT_USAGE", "add_expectation_flags", "env_default", "expectations_from_args", "fail", "judged_by"]
+__all__ = ["EXIT_USAGE", "add_expectation_flags", "env_default", "expectations_from_args", "fail", "judged_by",
+           "seconds"]
 
 #: The exit status of bad usage (a flag, a --from path, a --kernel-table that cannot be used).
 EXIT_USAGE = 3
@@ -45,6 +46,14 @@ def _template(text: str) -> str:
     if why:
         raise argparse.ArgumentTypeError(why)
     return text
+
+
+def seconds(text: str) -> float:
+    """A number of seconds (a flag's argparse type starts here and adds its bound)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
 
 
 def _duration(text: str) -> float:
