@@ -70,10 +70,7 @@ class Recorder:
     series: tuple[tuple[str, tuple[Sample, ...]], ...]
 
     def of(self, netdev: str) -> tuple[Sample, ...]:
-        for name, samples in self.series:
-            if name == netdev:
-                return samples
-        return ()
+        return value_of(self.series, netdev) or ()
 
     @property
     def netdevs(self) -> tuple[str, ...]:
