@@ -6,6 +6,7 @@ https://github.com/Mellanox/nic-configuration-operator (``NicInterfaceNameTempla
 
 ``parse_port_name`` is the one reader of the ``phys_port_name`` forms (uplink, VF / SF representor,
 another controller's port): the readers pick a link's role with it and the topology its owner.
+A devlink handle is ``<bus>/<device>``: ``pci_of_handle`` gives the PCI function of a ``pci/`` one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "DEFAULT_NET_TEMPLATES",
     "DEFAULT_RDMA_TEMPLATES",
     "IFNAMSIZ_MAX",
+    "NOT_PF_BUSES",
     "OPERATOR_RULE_FILES",
     "SITE_NET_TEMPLATES",
     "SITE_RDMA_TEMPLATES",
@@ -30,6 +32,7 @@ __all__ = [
     "net_twin",
     "parse_name",
     "parse_port_name",
+    "pci_of_handle",
     "pci_order",
     "rail_rules",
     "rdma_twin",
@@ -242,7 +245,22 @@ def is_vf_netdev_of(name: str, pf_netdev: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# PCI addresses
+# PCI addresses and devlink handles
+
+#: Buses whose devices are never a PF of their own: an auxiliary device is a function of its parent
+#: (mlx5: ``mlx5_core.eth.N`` is the PF's nested instance, ``mlx5_core.sf.N`` a sub-function). A
+#: device on any other bus (netdevsim) names its devlink handle ``<bus>/<device>`` itself.
+NOT_PF_BUSES = frozenset({"pci", "auxiliary"})
+
+
+def pci_of_handle(handle: str) -> str | None:
+    """The PCI function of a devlink handle ``pci/<bdf>``; None for a handle on another bus.
+
+    >>> pci_of_handle("pci/0000:0c:00.0"), pci_of_handle("auxiliary/mlx5_core.eth.0")
+    ('0000:0c:00.0', None)
+    """
+    return handle[len("pci/"):] if handle.startswith("pci/") else None
+
 
 
 def pci_order(bdf: str) -> tuple[int, tuple[int, ...], str]:

@@ -35,6 +35,7 @@ from agent.naming import (
     DEFAULT_NET_TEMPLATES,
     DEFAULT_RDMA_TEMPLATES,
     IFNAMSIZ_MAX,
+    NOT_PF_BUSES,
     SITE_NET_TEMPLATES,
     SITE_RDMA_TEMPLATES,
     PortName,
@@ -43,6 +44,7 @@ from agent.naming import (
     net_twin,
     parse_name,
     parse_port_name,
+    pci_of_handle,
     pci_order,
     rail_rules,
     rdma_twin,
@@ -372,8 +374,9 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
         if port is not None:
             dev = parent_of_aux.get(port.dev, port.dev)
             # A link with no parent (an old kernel, no device symlink): the devlink instance names the PF.
-            if owner is None and dev.startswith("pci/") and dev[4:] not in vfs:
-                owner = dev[4:]
+            pci = pci_of_handle(dev)
+            if owner is None and pci is not None and pci not in vfs:
+                owner = pci
             # pf<N> is the NIC's device index; a devlink port that disagrees is kept as evidence.
             if port.pfnum is not None and pn.pf is not None and port.pfnum != pn.pf:
                 dl_pfnum = port.pfnum
@@ -385,7 +388,7 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
     # (netdevsim/netdevsim10). Auxiliary devices are functions of a PF (mlx5_core.eth.N, .sf.N), never one.
     handle_of: dict[str, str] = {}
     for ln in links:
-        if ln.parent_dev and ln.parent_bus and ln.parent_bus not in ("pci", "auxiliary"):
+        if ln.parent_dev and ln.parent_bus and ln.parent_bus not in NOT_PF_BUSES:
             handle_of.setdefault(ln.parent_dev, f"{ln.parent_bus}/{ln.parent_dev}")
 
     candidates: set[str] = set(rail_names)
@@ -394,8 +397,8 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
             candidates.add(fn.bdf)
     listed = {d.handle for d in snap.devlink_devs}
     for d in snap.devlink_devs:
-        if d.handle.startswith("pci/"):
-            candidates.add(d.handle[4:])
+        if (pci := pci_of_handle(d.handle)) is not None:
+            candidates.add(pci)
     candidates.update(dev for dev, h in handle_of.items() if h in listed)
     for ln in links:
         if ln.parent_bus == "pci" and ln.parent_dev and ln.phys_switch_id:
