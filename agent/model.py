@@ -10,8 +10,20 @@ A value that could not be read is ``None`` (not available on that node), never a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+_V = TypeVar("_V")
+
+
+def value_of(pairs: Iterable[tuple[str, _V]] | None, name: str) -> _V | None:
+    """The value of ``name`` in (name, value) pairs, the records' frozen stand-in for a dict."""
+    for k, v in pairs or ():
+        if k == name:
+            return v
+    return None
+
 
 # --------------------------------------------------------------------------------------------
 # netlink / sysfs
@@ -55,10 +67,7 @@ class Link:
         return self.operstate in ("UP", "UNKNOWN") and self.carrier == 1
 
     def stat(self, name: str) -> int | None:
-        for k, v in self.stats64 or ():
-            if k == name:
-                return v
-        return None
+        return value_of(self.stats64, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +110,9 @@ class Eswitch:
 class DevlinkParam:
     handle: str
     name: str
-    #: cmode -> value; booleans are bool even when old iproute2 printed "true"/"false"
+    #: cmode -> value. Booleans are bool even when old iproute2 printed "true"/"false"; a boolean
+    #: param the checks judge (``esw_multiport``) is bool in whatever form it was given (``"true"``,
+    #: ``1``, ``"enabled"``), and a value of it no form reads stays as printed.
     values: tuple[tuple[str, Any], ...] = ()
 
     def value(self, cmode: str | None = None) -> Any:
@@ -155,6 +166,20 @@ class RdmaLink:
 
 
 @dataclass(frozen=True, slots=True)
+class RdmaPort:
+    """``/sys/class/infiniband/<dev>/ports/<port>``, in the words ``rdma link`` uses.
+
+    sysfs writes ``4: ACTIVE`` and ``5: LinkUp``; the reader gives ``ACTIVE`` and ``LINK_UP``, so a
+    port read from sysfs compares equal to the same port read from ``rdma link``.
+    """
+
+    port: int
+    state: str | None = None  # ACTIVE, DOWN, INIT, ...
+    physical_state: str | None = None  # LINK_UP, DISABLED, POLLING, ...
+    link_layer: str | None = None  # "ethernet" | "infiniband" (lower case)
+
+
+@dataclass(frozen=True, slots=True)
 class RdmaDevice:
     """``/sys/class/infiniband/<dev>``: identity and the counters of the ports asked for."""
 
@@ -163,10 +188,16 @@ class RdmaDevice:
     fw_ver: str | None = None
     hca_type: str | None = None
     node_guid: str | None = None
-    #: port -> (state text, phys_state text, link_layer)
-    ports: tuple[tuple[int, str | None, str | None, str | None], ...] = ()
+    #: the ports asked for that sysfs has, by port number
+    ports: tuple[RdmaPort, ...] = ()
     #: (port, counter name, value) — counters/* and hw_counters/*, only for rail ports
     counters: tuple[tuple[int, str, int], ...] = ()
+
+    def port(self, n: int) -> RdmaPort | None:
+        for p in self.ports:
+            if p.port == n:
+                return p
+        return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,10 +211,7 @@ class EthtoolStats:
     counters: tuple[tuple[str, int], ...]
 
     def get(self, name: str) -> int | None:
-        for k, v in self.counters:
-            if k == name:
-                return v
-        return None
+        return value_of(self.counters, name)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.counters)
@@ -213,6 +241,17 @@ class Versions:
     netns_mode: str | None = None  # /sys/module/ib_core/parameters/netns_mode: "Y" shared, "N" exclusive
     #: (file, line) of ``options ib_core netns_mode=...`` in /etc/modprobe.d/*.conf
     modprobe_netns_mode: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRow:
+    """One row of the validated-kernel table: a driver line is validated on a kernel line up to an ABI."""
+
+    driver: str  # YY.MM (DOCA / MLNX_OFED 23.04+) or N.N (MLNX_OFED up to 5.9)
+    flavour: str  # generic, nvidia, aws, azure, ... ; el9_4, amzn2023, default ...
+    kernel_line: str
+    max_abi: str  # <kernel_line>-<abi>
+    source: str = ""
 
 
 #: The files nic-configuration-operator writes: every rule in them names a rail, and they win over

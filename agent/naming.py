@@ -1,8 +1,12 @@
-"""Rail name templates in the nic-configuration-operator's syntax.
+"""The grammar of the names railscope keys things by: rail name templates, ``phys_port_name``, PCI order.
 
 A template such as ``net_rail%rail_id%_plane%plane_id%`` renders a rail's netdev name; railscope uses
 it the other way round, to parse rail / plane / NIC numbers back out of a name. See
 https://github.com/Mellanox/nic-configuration-operator (``NicInterfaceNameTemplate``).
+
+``parse_port_name`` is the one reader of the ``phys_port_name`` forms (uplink, VF / SF representor,
+another controller's port): the readers pick a link's role with it and the topology its owner.
+A devlink handle is ``<bus>/<device>``: ``pci_of_handle`` gives the PCI function of a ``pci/`` one.
 """
 
 from __future__ import annotations
@@ -18,12 +22,18 @@ __all__ = [
     "DEFAULT_NET_TEMPLATES",
     "DEFAULT_RDMA_TEMPLATES",
     "IFNAMSIZ_MAX",
+    "NOT_PF_BUSES",
     "OPERATOR_RULE_FILES",
     "SITE_NET_TEMPLATES",
     "SITE_RDMA_TEMPLATES",
+    "PortName",
     "RailName",
+    "is_vf_netdev_of",
     "net_twin",
     "parse_name",
+    "parse_port_name",
+    "pci_of_handle",
+    "pci_order",
     "rail_rules",
     "rdma_twin",
     "render",
@@ -170,3 +180,99 @@ def rail_rules(rules: Iterable[RailRule], net_templates: tuple[str, ...] = DEFAU
             continue
         chosen.setdefault((r.pci, r.kind), r)
     return tuple(sorted(chosen.values(), key=lambda r: (r.file not in OPERATOR_RULE_FILES, r.file, r.line)))
+
+
+# --------------------------------------------------------------------------------------------
+# phys_port_name
+
+# phys_port_name forms of mlx5 (en_rep.c mlx5e_rep_get_phys_port_name; devlink port naming):
+# uplink "p0", VF representor "pf0vf3", SF "pf0sf88", host PF on a DPU "pf0", other controller "c1pf0vf3".
+# ASCII digits only: the kernel prints them with %u.
+_PORT_RE = re.compile(r"\A(?:c(?P<c>[0-9]+))?pf(?P<pf>[0-9]+)(?:(?P<kind>vf|sf)(?P<n>[0-9]+))?\Z")
+_UPLINK_RE = re.compile(r"\Ap(?P<p>[0-9]+)\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class PortName:
+    """A parsed ``phys_port_name``."""
+
+    kind: str  # "uplink" | "vf" | "sf" | "pf"
+    controller: int = 0
+    pf: int | None = None  # the NIC's device index (firmware port number), not the PCI function
+    index: int | None = None  # the uplink port, the VF or the SF number
+
+    @property
+    def is_representor(self) -> bool:
+        """A VF / SF representor, or a host PF's seen from a DPU: any port name but an uplink's."""
+        return self.kind != "uplink"
+
+
+@lru_cache(maxsize=8192)
+def parse_port_name(name: str | None) -> PortName | None:
+    """``"p0"`` -> uplink 0, ``"pf0vf3"`` -> VF 3 of pf0, ``"c1pf0vf3"`` -> controller 1; else None.
+
+    >>> parse_port_name("pf1vf12")
+    PortName(kind='vf', controller=0, pf=1, index=12)
+    >>> parse_port_name("p0").kind
+    'uplink'
+    >>> parse_port_name(None) is None
+    True
+    """
+    if not name:
+        return None
+    try:
+        m = _UPLINK_RE.match(name)
+        if m:
+            return PortName("uplink", 0, None, int(m.group("p")))
+        m = _PORT_RE.match(name)
+        if m:
+            kind = m.group("kind") or "pf"
+            return PortName(kind, int(m.group("c") or 0), int(m.group("pf")),
+                            int(m.group("n")) if m.group("n") is not None else None)
+    except ValueError:
+        # More digits than int() converts (an image's name is untrusted): no port name, no traceback.
+        return None
+    return None
+
+
+def is_vf_netdev_of(name: str, pf_netdev: str) -> bool:
+    """``name`` is ``<pf netdev>_<vf>``: the name udev gives a VF representor (or VF) of that PF.
+
+    >>> is_vf_netdev_of("net_rail0_3", "net_rail0"), is_vf_netdev_of("net_rail0_x", "net_rail0")
+    (True, False)
+    """
+    return re.fullmatch(re.escape(pf_netdev) + r"_\d+", name) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# PCI addresses and devlink handles
+
+#: Buses whose devices are never a PF of their own: an auxiliary device is a function of its parent
+#: (mlx5: ``mlx5_core.eth.N`` is the PF's nested instance, ``mlx5_core.sf.N`` a sub-function). A
+#: device on any other bus (netdevsim) names its devlink handle ``<bus>/<device>`` itself.
+NOT_PF_BUSES = frozenset({"pci", "auxiliary"})
+
+
+def pci_of_handle(handle: str) -> str | None:
+    """The PCI function of a devlink handle ``pci/<bdf>``; None for a handle on another bus.
+
+    >>> pci_of_handle("pci/0000:0c:00.0"), pci_of_handle("auxiliary/mlx5_core.eth.0")
+    ('0000:0c:00.0', None)
+    """
+    return handle[len("pci/"):] if handle.startswith("pci/") else None
+
+
+
+def pci_order(bdf: str) -> tuple[int, tuple[int, ...], str]:
+    """The sort key of a PCI function name: numeric address order (a domain wider than four digits
+    sorts by value); a name that is not an address (another bus's device, a damaged image) after,
+    by text.
+
+    >>> sorted(["0000:8d:00.0", "netdevsim10", "0000:0c:00.1"], key=pci_order)
+    ['0000:0c:00.1', '0000:8d:00.0', 'netdevsim10']
+    """
+    parts = re.split(r"[:.]", bdf)
+    try:
+        return (0, tuple(int(p, 16) for p in parts), "")
+    except ValueError:
+        return (1, (), bdf)

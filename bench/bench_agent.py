@@ -157,13 +157,14 @@ def ne_cpu_per_scrape(url: str, proc: subprocess.Popen[bytes], scrapes: int) -> 
 def agent_sample_cpu(rails: int, runs: int) -> dict[str, float]:
     """CPU of one full agent sample, all sources read in turn plus analysis and one render."""
     sys.path.insert(0, str(ROOT))
-    from agent.analysis.diagnose import diagnose, load_kernel_table
+    from agent.analysis.diagnose import diagnose
     from agent.analysis.topology import build_topology
     from agent.config import Expectations, ReadConfig
     from agent.host.live import LiveHost
     from agent.metrics.exposition import render
     from agent.metrics.state import MetricsState
     from agent.readers.common import Notes
+    from agent.readers.kernel_table import load_kernel_table
     from agent.readers.sources import SOURCES, Context, after, compose
 
     exp = Expectations(rails=rails)
@@ -208,11 +209,13 @@ def representor_render_extra(runs: int) -> dict[str, float]:
     from agent.config import Expectations
     from agent.metrics.exposition import render
     from agent.metrics.state import MetricsState
+    from agent.readers.kernel_table import load_kernel_table
 
     snap = synthetic_snapshot(8, 127)
     exp = Expectations()
     topo = build_topology(snap, exp)
-    state = MetricsState(snapshot=snap, topology=topo, diagnosis=diagnose(snap, exp, topology=topo))
+    state = MetricsState(snapshot=snap, topology=topo,
+                         diagnosis=diagnose(snap, exp, topology=topo, kernel_table=load_kernel_table()))
 
     def cpu(include: str | None) -> tuple[float, int]:
         times, n = [], 0

@@ -37,11 +37,12 @@ INNER = r"""
 import gc, json, statistics, sys, time
 runs, rails = int(sys.argv[1]), int(sys.argv[2])
 from agent.config import Expectations, ReadConfig
-from agent.analysis.diagnose import diagnose, load_kernel_table
+from agent.analysis.diagnose import diagnose
 from agent.host.live import LiveHost
 from agent.host.netlink.dump import LinkReader
 from agent.readers.snapshot import take_snapshot
 from agent.analysis.topology import build_topology
+from agent.readers.kernel_table import load_kernel_table
 
 exp = Expectations(rails=rails)
 table = load_kernel_table(None)

@@ -179,12 +179,13 @@ def expectations() -> Any:
 
 def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
     """Doctor and report of a bundle on disk (a worker thread: reading and analysing are blocking)."""
-    from agent.analysis.diagnose import diagnose, load_kernel_table, with_unavailable
+    from agent.analysis.diagnose import diagnose, with_unavailable
     from agent.analysis.topology import build_topology
     from agent.config import ReadConfig
     from agent.host import HostError
     from agent.host.recorded import open_image
     from agent.readers.history import load_history
+    from agent.readers.kernel_table import load_kernel_table
     from agent.readers.snapshot import take_snapshot
     from agent.report.content import build_report
     from agent.report.html import render_html

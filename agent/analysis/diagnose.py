@@ -8,10 +8,7 @@ says ``-1`` or nothing; a rail without a netdev has null for everything but ``ra
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from functools import lru_cache
-from importlib import resources
 
 from agent.analysis.checks import KernelRow, run_checks
 from agent.analysis.topology import Rail, Topology, build_topology
@@ -20,49 +17,7 @@ from agent.findings import Diagnosis, Finding, RailRow
 from agent.model import Event, Snapshot
 from agent.readers.history import Recorder
 
-__all__ = ["KernelTableError", "diagnose", "load_kernel_table", "parse_kernel_table", "rail_rows"]
-
-
-class KernelTableError(ValueError):
-    """A ``--kernel-table`` file that cannot be used (one line, for the CLI)."""
-
-
-def parse_kernel_table(text: str, where: str) -> tuple[KernelRow, ...]:
-    """Rows of a kernel table: ``{"rows": [{driver, flavour, kernel_line, max_abi, source}]}`` or a bare list."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise KernelTableError(f"{where}: not JSON ({exc})") from None
-    rows = doc.get("rows") if isinstance(doc, dict) else doc
-    if not isinstance(rows, list):
-        raise KernelTableError(f'{where}: expected {{"rows": [...]}} or a list of rows')
-    out = []
-    for n, row in enumerate(rows):
-        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) and row.get(k)
-                                                for k in ("driver", "flavour", "kernel_line", "max_abi")):
-            raise KernelTableError(f"{where}: row {n} needs the strings driver, flavour, kernel_line, max_abi")
-        out.append(KernelRow(row["driver"], row["flavour"], row["kernel_line"], row["max_abi"],
-                             str(row.get("source") or where)))
-    return tuple(out)
-
-
-@lru_cache(maxsize=1)
-def _shipped_table() -> tuple[KernelRow, ...]:
-    text = resources.files("agent").joinpath("data/kernel_table.json").read_text(encoding="utf-8")
-    return parse_kernel_table(text, "agent/data/kernel_table.json")
-
-
-def load_kernel_table(extra_file: str | None = None) -> tuple[KernelRow, ...]:
-    """The shipped table, plus the rows of ``extra_file`` (``--kernel-table``)."""
-    rows = _shipped_table()
-    if extra_file:
-        try:
-            with open(extra_file, encoding="utf-8") as fh:
-                text = fh.read(1 << 20)
-        except OSError as exc:
-            raise KernelTableError(f"--kernel-table {extra_file}: {exc.strerror or exc}") from None
-        rows = rows + parse_kernel_table(text, extra_file)
-    return rows
+__all__ = ["diagnose", "rail_rows", "with_unavailable"]
 
 
 def _speed(snap: Snapshot, ifname: str) -> int | None:
@@ -108,15 +63,16 @@ def rail_rows(snap: Snapshot, topo: Topology) -> tuple[RailRow, ...]:
     return tuple(sorted(rows, key=lambda r: (r.rail, -1 if r.plane is None else r.plane)))
 
 
-def diagnose(snap: Snapshot, exp: Expectations, *, events: tuple[Event, ...] = (), recorder: Recorder | None = None,
-             capture_time: float | None = None, kernel_table: tuple[KernelRow, ...] | None = None,
-             topology: Topology | None = None) -> Diagnosis:
-    """The diagnosis of one node snapshot; ``events`` / ``recorder`` come from a node image's history."""
+def diagnose(snap: Snapshot, exp: Expectations, *, kernel_table: tuple[KernelRow, ...],
+             events: tuple[Event, ...] = (), recorder: Recorder | None = None,
+             capture_time: float | None = None, topology: Topology | None = None) -> Diagnosis:
+    """The diagnosis of one node snapshot; ``events`` / ``recorder`` come from a node image's history.
+
+    ``kernel_table`` is the caller's (``agent.readers.kernel_table.load_kernel_table``, read once at
+    start): this function reads no file, so it has no table of its own to fall back to.
+    """
     topo = topology or build_topology(snap, exp)
-    # The caller loads --kernel-table (a file): this function reads nothing, it only falls back to
-    # the rows shipped with the package.
-    table = kernel_table if kernel_table is not None else _shipped_table()
-    findings: tuple[Finding, ...] = run_checks(snap, topo, exp, kernel_table=table, events=events,
+    findings: tuple[Finding, ...] = run_checks(snap, topo, exp, kernel_table=kernel_table, events=events,
                                                recorder=recorder, capture_time=capture_time)
     node = snap.node or snap.versions.hostname
     return Diagnosis(node=node.strip() if node else None, kernel=snap.versions.kernel,

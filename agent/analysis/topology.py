@@ -26,22 +26,26 @@ of DESIGN §4:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from agent.config import Expectations
-from agent.model import DevlinkPort, Link, OvsInterface, RailRule, RdmaDevice, RdmaLink, Snapshot
+from agent.model import DevlinkPort, Link, OvsInterface, RailRule, RdmaDevice, RdmaLink, Snapshot, value_of
 from agent.naming import (
     DEFAULT_NET_TEMPLATES,
     DEFAULT_RDMA_TEMPLATES,
     IFNAMSIZ_MAX,
+    NOT_PF_BUSES,
     SITE_NET_TEMPLATES,
     SITE_RDMA_TEMPLATES,
+    PortName,
     RailName,
+    is_vf_netdev_of,
     net_twin,
     parse_name,
+    parse_port_name,
+    pci_of_handle,
+    pci_order,
     rail_rules,
     rdma_twin,
     render,
@@ -56,48 +60,7 @@ __all__ = [
     "TemplateProblem",
     "Topology",
     "build_topology",
-    "parse_port_name",
 ]
-
-# phys_port_name forms of mlx5 (en_rep.c mlx5e_rep_get_phys_port_name; devlink port naming):
-# uplink "p0", VF representor "pf0vf3", SF "pf0sf88", host PF on a DPU "pf0", other controller "c1pf0vf3".
-_PORT_RE = re.compile(r"\A(?:c(?P<c>\d+))?pf(?P<pf>\d+)(?:(?P<kind>vf|sf)(?P<n>\d+))?\Z")
-_UPLINK_RE = re.compile(r"\Ap(?P<p>\d+)\Z")
-
-
-@dataclass(frozen=True, slots=True)
-class PortName:
-    """A parsed ``phys_port_name``."""
-
-    kind: str  # "uplink" | "vf" | "sf" | "pf"
-    controller: int = 0
-    pf: int | None = None  # the NIC's device index (firmware port number), not the PCI function
-    index: int | None = None  # the uplink port, the VF or the SF number
-
-
-@lru_cache(maxsize=8192)
-def parse_port_name(name: str | None) -> PortName | None:
-    """``"p0"`` -> uplink 0, ``"pf0vf3"`` -> VF 3 of pf0, ``"c1pf0vf3"`` -> controller 1; else None.
-
-    >>> parse_port_name("pf1vf12")
-    PortName(kind='vf', controller=0, pf=1, index=12)
-    >>> parse_port_name("p0").kind
-    'uplink'
-    >>> parse_port_name(None) is None
-    True
-    """
-    if not name:
-        return None
-    m = _UPLINK_RE.match(name)
-    if m:
-        return PortName("uplink", 0, None, int(m.group("p")))
-    m = _PORT_RE.match(name)
-    if m:
-        kind = m.group("kind") or "pf"
-        return PortName(kind, int(m.group("c") or 0), int(m.group("pf")),
-                        int(m.group("n")) if m.group("n") is not None else None)
-    return None
-
 
 @dataclass(frozen=True, slots=True)
 class Representor:
@@ -121,7 +84,7 @@ class Representor:
 class Pf:
     """A physical function: a rail's function, or any SR-IOV capable / devlink-managed one.
 
-    ``params`` holds the devlink params read on this PF (``esw_multiport`` ...) as plain values;
+    ``params`` holds the devlink params read on this PF (``esw_multiport`` ...) as the reader gave them;
     ``eswitch_mode`` / params are None when devlink could not be read ("not available").
     """
 
@@ -145,14 +108,13 @@ class Pf:
     driver: str | None = None
 
     def param(self, name: str) -> Any:
-        for k, v in self.params:
-            if k == name:
-                return v
-        return None
+        return value_of(self.params, name)
 
     @property
     def esw_multiport(self) -> bool | None:
-        return _as_bool(self.param("esw_multiport"))
+        # The reader gives a bool in every form devlink printed; anything else was not readable.
+        v = self.param("esw_multiport")
+        return v if isinstance(v, bool) else None
 
     @property
     def vf_representors(self) -> tuple[Representor, ...]:
@@ -260,30 +222,6 @@ class Topology:
 # --------------------------------------------------------------------------------------------
 
 
-def _as_bool(v: Any) -> bool | None:
-    # Old iproute2 printed boolean params as JSON strings ("false"); DESIGN §3.
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str):
-        low = v.strip().lower()
-        if low in ("true", "1", "yes", "on", "enable", "enabled"):
-            return True
-        if low in ("false", "0", "no", "off", "disable", "disabled"):
-            return False
-    if isinstance(v, int):
-        return bool(v)
-    return None
-
-
-def _bdf_key(bdf: str) -> tuple[int, tuple[int, ...], str]:
-    """Numeric PCI order; a name that is not an address (a damaged image) sorts after, by text."""
-    parts = re.split(r"[:.]", bdf)
-    try:
-        return (0, tuple(int(p, 16) for p in parts), "")
-    except ValueError:
-        return (1, (), bdf)
-
-
 def _vf_bdfs(snap: Snapshot) -> set[str]:
     out = {fn.bdf for fn in snap.pci if fn.is_vf}
     for fn in snap.pci:
@@ -321,25 +259,6 @@ def _uplink_of(bdf: str, by_parent: dict[str, list[Link]], prefer: str | None = 
     return None
 
 
-def _sysfs_state_word(text: str | None) -> str | None:
-    """``"4: ACTIVE"`` -> ``ACTIVE``; ``"5: LinkUp"`` -> ``LINK_UP`` (the ``rdma link`` words)."""
-    if not text:
-        return None
-    word = text.split(":", 1)[-1].strip()
-    if not word:
-        return None
-    if word.isupper():
-        return word
-    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", word).upper()
-
-
-def _link_layer(dev: RdmaDevice) -> str | None:
-    for port, _state, _phys, layer in dev.ports:
-        if port == 1:
-            return layer
-    return None
-
-
 def _rdma_port_of(snap: Snapshot, netdev: Link | None, pci: str | None, rep_names: frozenset[str],
                   expected: str | None = None) -> tuple[RdmaLink | None, RdmaDevice | None, tuple[str, ...]]:
     """The rail's RDMA port, its device, and the other RDMA devices on the rail's function.
@@ -360,7 +279,7 @@ def _rdma_port_of(snap: Snapshot, netdev: Link | None, pci: str | None, rep_name
                 chosen = _rdma_device(snap, rl.dev)
                 break
     if port is None and on_fn:
-        roce = [d for d in on_fn if (_link_layer(d) or "").lower() == "ethernet"]
+        roce = [d for d in on_fn if (p1 := d.port(1)) is not None and p1.link_layer == "ethernet"]
         named = [d for d in on_fn if d.name == expected]
         for group in (roce if len(roce) == 1 else [], named, on_fn if len(on_fn) == 1 else []):
             if group:
@@ -376,10 +295,10 @@ def _rdma_port_of(snap: Snapshot, netdev: Link | None, pci: str | None, rep_name
     for rl in snap.rdma_links:
         if rl.dev == chosen.name and rl.port == 1:
             return rl, chosen, others
-    for p, state, phys, _layer in chosen.ports:
-        if p == 1:
-            return RdmaLink(chosen.name, 1, _sysfs_state_word(state), _sysfs_state_word(phys),
-                            netdev.ifname if netdev is not None else None), chosen, others
+    p1 = chosen.port(1)
+    if p1 is not None:
+        return RdmaLink(chosen.name, 1, p1.state, p1.physical_state,
+                        netdev.ifname if netdev is not None else None), chosen, others
     return None, chosen, others
 
 
@@ -455,8 +374,9 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
         if port is not None:
             dev = parent_of_aux.get(port.dev, port.dev)
             # A link with no parent (an old kernel, no device symlink): the devlink instance names the PF.
-            if owner is None and dev.startswith("pci/") and dev[4:] not in vfs:
-                owner = dev[4:]
+            pci = pci_of_handle(dev)
+            if owner is None and pci is not None and pci not in vfs:
+                owner = pci
             # pf<N> is the NIC's device index; a devlink port that disagrees is kept as evidence.
             if port.pfnum is not None and pn.pf is not None and port.pfnum != pn.pf:
                 dl_pfnum = port.pfnum
@@ -468,7 +388,7 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
     # (netdevsim/netdevsim10). Auxiliary devices are functions of a PF (mlx5_core.eth.N, .sf.N), never one.
     handle_of: dict[str, str] = {}
     for ln in links:
-        if ln.parent_dev and ln.parent_bus and ln.parent_bus not in ("pci", "auxiliary"):
+        if ln.parent_dev and ln.parent_bus and ln.parent_bus not in NOT_PF_BUSES:
             handle_of.setdefault(ln.parent_dev, f"{ln.parent_bus}/{ln.parent_dev}")
 
     candidates: set[str] = set(rail_names)
@@ -477,8 +397,8 @@ def _build_pfs(snap: Snapshot, links: list[Link], by_parent: dict[str, list[Link
             candidates.add(fn.bdf)
     listed = {d.handle for d in snap.devlink_devs}
     for d in snap.devlink_devs:
-        if d.handle.startswith("pci/"):
-            candidates.add(d.handle[4:])
+        if (pci := pci_of_handle(d.handle)) is not None:
+            candidates.add(pci)
     candidates.update(dev for dev, h in handle_of.items() if h in listed)
     for ln in links:
         if ln.parent_bus == "pci" and ln.parent_dev and ln.phys_switch_id:
@@ -538,7 +458,7 @@ def _build_nics(pfs: dict[str, Pf], rail_pcis: set[str]) -> tuple[Nic, ...]:
         groups.setdefault(pf.switch_id or f"\0{bdf}", []).append(bdf)
     nics = []
     for key, bdfs in groups.items():
-        bdfs.sort(key=_bdf_key)
+        bdfs.sort(key=pci_order)
         values = tuple((b, v) for b in bdfs if (v := pfs[b].esw_multiport) is not None)
         nic_value = values[0][1] if values else None
         torn = tuple(b for b, v in values if v != nic_value)
@@ -550,7 +470,7 @@ def _build_nics(pfs: dict[str, Pf], rail_pcis: set[str]) -> tuple[Nic, ...]:
             torn_pfs=torn,
             carries_rails=any(b in rail_pcis for b in bdfs),
         ))
-    nics.sort(key=lambda n: _bdf_key(n.pfs[0]))
+    nics.sort(key=lambda n: pci_order(n.pfs[0]))
     return tuple(nics)
 
 
@@ -684,7 +604,7 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     orphans = _ovs_orphans(snap.ovs, {ln.ifname for ln in links}, pfs, rails)
     return Topology(
         rails=tuple(rails),
-        pfs=tuple(pfs[b] for b in sorted(pfs, key=_bdf_key)),
+        pfs=tuple(pfs[b] for b in sorted(pfs, key=pci_order)),
         nics=_build_nics(pfs, rail_pcis),
         ovs_orphans=orphans,
         template_problems=tuple(TemplateProblem(f, tuple(sorted(n))) for f, n in sorted(problems.items())),
@@ -724,7 +644,7 @@ def _ovs_orphans(ovs: tuple[OvsInterface, ...] | None, names: set[str], pfs: dic
             continue
         owner = "node"
         for prefix, handle in sorted(prefixes, key=lambda t: -len(t[0])):
-            if re.fullmatch(re.escape(prefix) + r"_\d+", itf.name):
+            if is_vf_netdev_of(itf.name, prefix):
                 owner = handle
                 break
         out.append(OvsOrphan(itf.name, owner, why))

@@ -18,6 +18,7 @@ import stat
 import tarfile
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -63,7 +64,49 @@ class _HashingSink(io.RawIOBase):
         return len(b)
 
 
-class BundleWriter:
+def _copy(pieces: Iterable[bytes], fh: IO[bytes]) -> tuple[int, str]:
+    """Write ``pieces`` to ``fh``; their (bytes, sha256)."""
+    sha = hashlib.sha256()
+    size = 0
+    for piece in pieces:
+        fh.write(piece)
+        sha.update(piece)
+        size += len(piece)
+    return size, sha.hexdigest()
+
+
+class _Writer(ABC):
+    """What the two writers share: a member from a path on disk goes through the writer's own
+    ``add_symlink`` / ``add_dir`` / ``add_stream``."""
+
+    @abstractmethod
+    def add_dir(self, rel: str) -> None: ...
+
+    @abstractmethod
+    def add_symlink(self, rel: str, target: str) -> None: ...
+
+    @abstractmethod
+    def add_stream(self, rel: str, chunks: Iterable[bytes], *, redact: bool = True) -> tuple[int, str]: ...
+
+    def _add_file(self, rel: str, fh: IO[bytes], size: int, redact: bool) -> tuple[int, str]:
+        return self.add_stream(rel, read_chunks(fh), redact=redact)
+
+    def add_path(self, rel: str, path: str, *, redact: bool = True) -> tuple[int, str] | None:
+        """Add what ``path`` is (regular file or symlink, not followed); None for anything else."""
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            self.add_symlink(rel, os.readlink(path))
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            self.add_dir(rel)
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with open(path, "rb") as fh:
+            return self._add_file(rel, fh, st.st_size, redact)
+
+
+class BundleWriter(_Writer):
     """A tar.gz stream of one bundle. Members are named ``<top>/<rel>``."""
 
     def __init__(self, out: IO[bytes] | None, top: str, redactor: Redactor | None = None, *,
@@ -130,37 +173,22 @@ class BundleWriter:
 
     def add_stream(self, rel: str, chunks: Iterable[bytes], *, redact: bool = True) -> tuple[int, str]:
         """Add a member from a stream of chunks, redacted on the way; memory stays bounded."""
-        sha = hashlib.sha256()
-        size = 0
         stream = self.redactor.stream(chunks) if redact else iter(chunks)
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEM, dir=self.tmp_dir) as tmp:
-            for piece in stream:
-                tmp.write(piece)
-                sha.update(piece)
-                size += len(piece)
+            size, digest = _copy(stream, tmp)
             tmp.seek(0)
             self._parent(rel)
             ti = self._info(rel, tarfile.REGTYPE, 0o644)
             ti.size = size
             self._tar.addfile(ti, tmp)  # type: ignore[arg-type]
         self.members += 1
-        return size, sha.hexdigest()
+        return size, digest
 
-    def add_path(self, rel: str, path: str, *, redact: bool = True) -> tuple[int, str] | None:
-        """Add what ``path`` is (regular file or symlink, not followed); None for anything else."""
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):
-            self.add_symlink(rel, os.readlink(path))
-            return None
-        if stat.S_ISDIR(st.st_mode):
-            self.add_dir(rel)
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        with open(path, "rb") as fh:
-            if st.st_size <= SPOOL_MEM:
-                return self.add_bytes(rel, fh.read(), redact=redact)
-            return self.add_stream(rel, read_chunks(fh), redact=redact)
+    def _add_file(self, rel: str, fh: IO[bytes], size: int, redact: bool) -> tuple[int, str]:
+        # A small file is one redaction in memory; a large one streams through a spooled temp file.
+        if size <= SPOOL_MEM:
+            return self.add_bytes(rel, fh.read(), redact=redact)
+        return super()._add_file(rel, fh, size, redact)
 
     # -- end ----------------------------------------------------------------------------------
     def close(self) -> tuple[int, str]:
@@ -190,7 +218,7 @@ def write_sha256_file(archive: str, hexdigest: str) -> str:
     return path
 
 
-class DirWriter:
+class DirWriter(_Writer):
     """The same members as ``BundleWriter``, written as a node image directory (``railscope record``,
     test fixtures). ``root`` must not exist; it is created."""
 
@@ -223,28 +251,10 @@ class DirWriter:
         return len(data), hashlib.sha256(data).hexdigest()
 
     def add_stream(self, rel: str, chunks: Iterable[bytes], *, redact: bool = True) -> tuple[int, str]:
-        sha = hashlib.sha256()
-        size = 0
         with open(self._dst(rel), "wb") as fh:
-            for piece in (self.redactor.stream(chunks) if redact else chunks):
-                fh.write(piece)
-                sha.update(piece)
-                size += len(piece)
+            out = _copy(self.redactor.stream(chunks) if redact else chunks, fh)
         self.members += 1
-        return size, sha.hexdigest()
-
-    def add_path(self, rel: str, path: str, *, redact: bool = True) -> tuple[int, str] | None:
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):
-            self.add_symlink(rel, os.readlink(path))
-            return None
-        if stat.S_ISDIR(st.st_mode):
-            self.add_dir(rel)
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        with open(path, "rb") as fh:
-            return self.add_stream(rel, read_chunks(fh), redact=redact)
+        return out
 
     def close(self) -> tuple[int, str]:
         return 0, ""

@@ -12,25 +12,19 @@ import argparse
 import os
 import sys
 
-from agent.commands.common import _template, env_default
+from agent.commands.common import _template, env_default, seconds
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
 
 def _positive(text: str) -> float:
-    try:
-        val = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    val = seconds(text)
     if val <= 0:
         raise argparse.ArgumentTypeError("must be positive")
     return val
 
 
 def _non_negative(text: str) -> float:
-    try:
-        val = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    val = seconds(text)
     if val < 0:
         raise argparse.ArgumentTypeError("must not be negative")
     return val

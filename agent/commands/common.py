@@ -1,14 +1,20 @@
-"""Flags shared by the subcommands that judge a node (doctor, metrics, agent)."""
+"""Flags shared by the subcommands that judge a node (doctor, metrics, agent), and how they fail."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from agent.config import Expectations
+from agent.model import KernelRow
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
 
-__all__ = ["add_expectation_flags", "env_default", "expectations_from_args"]
+__all__ = ["EXIT_USAGE", "add_expectation_flags", "env_default", "expectations_from_args", "fail", "judged_by",
+           "seconds"]
+
+#: The exit status of bad usage (a flag, a --from path, a --kernel-table that cannot be used).
+EXIT_USAGE = 3
 
 
 def env_default(name: str, default: str | None) -> str | None:
@@ -40,6 +46,14 @@ def _template(text: str) -> str:
     if why:
         raise argparse.ArgumentTypeError(why)
     return text
+
+
+def seconds(text: str) -> float:
+    """A number of seconds (a flag's argparse type starts here and adds its bound)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
 
 
 def _duration(text: str) -> float:
@@ -103,3 +117,23 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
         event_window_s=args.event_window,
         kernel_table_file=args.kernel_table,
     )
+
+
+def judged_by(args: argparse.Namespace) -> tuple[Expectations, tuple[KernelRow, ...]]:
+    """The expectations the flags give and the kernel table they name (read once, at start).
+
+    Raises ``ValueError`` (``KernelTableError`` is one) with a one-line reason for the operator.
+    """
+    from agent.readers.kernel_table import load_kernel_table
+
+    exp = expectations_from_args(args)
+    return exp, load_kernel_table(exp.kernel_table_file)
+
+
+def fail(command: str, msg: str, status: int = EXIT_USAGE) -> int:
+    """``railscope <command>: error: <msg>`` on stderr; returns ``status``. The message is escaped: it
+    may quote a path or text from a node image."""
+    from agent.report.terminal import safe
+
+    sys.stderr.write(f"railscope {command}: error: {safe(msg)}\n")
+    return status

@@ -12,11 +12,10 @@ import argparse
 import json
 import sys
 
-from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
+from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
 
 __all__ = ["register", "run"]
 
-EXIT_USAGE = 3
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -33,10 +32,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def _fail(msg: str) -> int:
-    from agent.report.terminal import safe
-
-    sys.stderr.write(f"railscope diff: error: {safe(msg)}\n")
-    return EXIT_USAGE
+    return fail("diff", msg)
 
 
 def _started(manifest: dict | None) -> bool:
@@ -45,16 +41,14 @@ def _started(manifest: dict | None) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.analysis.diagnose import KernelTableError, load_kernel_table
     from agent.analysis.diff import Side, diff
     from agent.commands.sources import LIVE, SourceError, load
 
     if args.before == LIVE and args.after == LIVE:
         return _fail("BEFORE and AFTER cannot both be live")
     try:
-        exp = expectations_from_args(args)
-        table = load_kernel_table(exp.kernel_table_file)
-    except (KernelTableError, ValueError) as exc:
+        exp, table = judged_by(args)
+    except ValueError as exc:
         return _fail(str(exc))
     sides = []
     for source in (args.before, args.after):

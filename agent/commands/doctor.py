@@ -12,8 +12,8 @@ import os
 import sys
 
 from agent.analysis import pipeline
-from agent.analysis.diagnose import KernelTableError, load_kernel_table, with_unavailable
-from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
+from agent.analysis.diagnose import with_unavailable
+from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
 from agent.config import Expectations, ReadConfig
 from agent.findings import Diagnosis
 from agent.host import HostError
@@ -22,7 +22,6 @@ from agent.readers.history import load_history
 
 __all__ = ["register", "run"]
 
-EXIT_USAGE = 3
 #: PCI vendor id of Mellanox / NVIDIA networking (ConnectX, BlueField).
 _MELLANOX = "0x15b3"
 
@@ -39,10 +38,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def _fail(msg: str) -> int:
-    from agent.report.terminal import safe
-
-    sys.stderr.write(f"railscope doctor: error: {safe(msg)}\n")
-    return EXIT_USAGE
+    return fail("doctor", msg)
 
 
 def what_was_found(snap: Snapshot) -> list[str]:
@@ -82,9 +78,8 @@ def not_judged(exp: Expectations) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        exp = expectations_from_args(args)
-        table = load_kernel_table(exp.kernel_table_file)
-    except (KernelTableError, ValueError) as exc:
+        exp, table = judged_by(args)
+    except ValueError as exc:
         return _fail(str(exc))
 
     from agent.readers.snapshot import take_snapshot

@@ -15,11 +15,10 @@ import os
 import sys
 import tempfile
 
-from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
+from agent.commands.common import EXIT_USAGE, add_expectation_flags, env_default, fail, judged_by
 
 __all__ = ["register", "run"]
 
-EXIT_USAGE = 3
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -37,10 +36,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def _fail(msg: str, status: int = EXIT_USAGE) -> int:
-    from agent.report.terminal import safe
-
-    sys.stderr.write(f"railscope report: error: {safe(msg)}\n")
-    return status
+    return fail("report", msg, status)
 
 
 def _write(path: str, text: str) -> None:
@@ -99,15 +95,13 @@ def _download(url: str, key: str, token_file: str | None, into: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.analysis.diagnose import KernelTableError, load_kernel_table
     from agent.commands.doctor import not_judged
     from agent.commands.sources import SourceError, load
     from agent.report.content import build_report
 
     try:
-        exp = expectations_from_args(args)
-        table = load_kernel_table(exp.kernel_table_file)
-    except (KernelTableError, ValueError) as exc:
+        exp, table = judged_by(args)
+    except ValueError as exc:
         return _fail(str(exc))
     with tempfile.TemporaryDirectory(prefix="railscope-report-") as tmp:
         try:

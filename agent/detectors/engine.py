@@ -57,20 +57,11 @@ def initial(th: Thresholds | None = None) -> DetectorState:
 def step(state: DetectorState, obs: Obs, now: float) -> tuple[DetectorState, tuple[Event, ...]]:
     """Feed one observation made at ``now`` (unix seconds); return the new state and its events."""
     if isinstance(obs, LinkObs):
-        since = state.driver.driver_seen
-        driver, reload_events = driver_reload.step(state.driver, obs, now)
-        state = replace(state, driver=driver)
-        if reload_events:
-            state = _forgive(state, since, now)
+        state, reload_events = _driver_step(state, obs, now)
         link, events = link_flapping.step(state.link, obs, now)
         return replace(state, link=link), reload_events + events
     if isinstance(obs, DriverObs):
-        since = state.driver.driver_seen
-        driver, events = driver_reload.step(state.driver, obs, now)
-        state = replace(state, driver=driver)
-        if events:
-            state = _forgive(state, since, now)
-        return state, events
+        return _driver_step(state, obs, now)
     if isinstance(obs, ConfigObs):
         config, events = config_flapping.step(state.config, obs, now)
         return replace(state, config=config), events
@@ -94,6 +85,16 @@ def run(state: DetectorState, observations: Iterable[Obs], now: float) -> tuple[
         state, events = step(state, obs, now)
         out.extend(events)
     return state, out
+
+
+def _driver_step(state: DetectorState, obs: LinkObs | DriverObs, now: float) -> tuple[DetectorState, tuple[Event, ...]]:
+    """The driver-reload detector's step; a reload it reports forgives what the reload caused."""
+    since = state.driver.driver_seen
+    driver, events = driver_reload.step(state.driver, obs, now)
+    state = replace(state, driver=driver)
+    if events:
+        state = _forgive(state, since, now)
+    return state, events
 
 
 def _forgive(state: DetectorState, since: float | None, now: float) -> DetectorState:

@@ -23,7 +23,6 @@ This module imports nothing of the agent but the host seam's ``HostError``.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import io
 import json
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from agent.host import HostError
+from agent.host.paths import glob_nodes, walk_links
 from agent.safejson import MAX_JSON_DEPTH, JSONError, load_json, loads_bounded
 
 __all__ = [
@@ -290,7 +290,6 @@ LIMITS = Limits()
 
 #: the names that make a directory a node image (DESIGN §2)
 _MARKERS = ("manifest.json", "fs", "cmd", "netlink")
-_MAX_HOPS = 40  # like the kernel's MAXSYMLINKS
 _FLAT_LINK_MAX = 4096
 
 
@@ -412,34 +411,19 @@ class ImageTree:
     def resolve(self, root: str, path: str, follow_last: bool = True, flat_links: bool = False) -> str | None:
         """The key ``path`` names under the directory key ``root``, with every symlink resolved inside
         ``root``: an absolute target starts again at ``root``, ``..`` stops there. None past 40 hops."""
-        parts = [p for p in path.split("/") if p]
-        parts.reverse()
-        done: list[str] = []
-        hops = 0
         prefix = root + "/" if root else ""
-        while parts:
-            name = parts.pop()
-            if name == ".":
-                continue
-            if name == "..":
-                if done:
-                    done.pop()
-                continue
-            done.append(name)
-            if parts or follow_last:
-                key = prefix + "/".join(done)
-                target = self.links.get(key)
-                if target is None and flat_links:
-                    data = self.files.get(key)
-                    target = _flat_link(data) if data is not None else None
-                if target is not None:
-                    hops += 1
-                    if hops > _MAX_HOPS:
-                        return None
-                    done.pop()
-                    if target.startswith("/"):
-                        done = []
-                    parts.extend(reversed([p for p in target.split("/") if p]))
+
+        def target_of(sub: str) -> str | None:
+            key = prefix + sub[1:]
+            target = self.links.get(key)
+            if target is None and flat_links:
+                data = self.files.get(key)
+                target = _flat_link(data) if data is not None else None
+            return target
+
+        done = walk_links(path, target_of, follow_last)
+        if done is None:
+            return None
         return prefix + "/".join(done) if done else root
 
     def file(self, name: str) -> bytes | None:
@@ -502,21 +486,11 @@ class ImageFS:
         return key is not None and (key in self.tree.files or key in self.tree.dirs)
 
     def glob(self, pattern: str) -> list[str]:
-        """A small glob over node paths: ``*``/``?``/``[]`` within one component, no ``**``."""
-        found = ["/"]
-        for part in (p for p in pattern.split("/") if p):
-            nxt: list[str] = []
-            magic = any(c in part for c in "*?[")
-            for base in found:
-                if magic:
-                    nxt.extend(posixpath.join(base, n) for n in self.listdir(base) or [] if fnmatch.fnmatchcase(n, part))
-                else:
-                    cand = posixpath.join(base, part)
-                    key = self._key(cand, follow_last=False)
-                    if key is not None and self.tree._has(key):
-                        nxt.append(cand)
-            found = nxt
-        return sorted(found)
+        return glob_nodes(pattern, self.listdir, self._lexists)
+
+    def _lexists(self, path: str) -> bool:
+        key = self._key(path, follow_last=False)
+        return key is not None and self.tree._has(key)
 
 
 # -- .tar.gz -----------------------------------------------------------------------------------

@@ -11,13 +11,15 @@ import os
 from typing import Any
 
 from agent.host import CmdResult
-from agent.host.paths import RootedFS
+from agent.host.paths import FilesDoor, RootedFS
 from agent.host.runner import run_argv
 
 __all__ = ["LiveHost"]
 
 
-class LiveHost:
+class LiveHost(FilesDoor):
+    """This machine under ``host_root``; the files door is ``FilesDoor`` over a ``RootedFS``."""
+
     live = True
     image = None
 
@@ -32,28 +34,6 @@ class LiveHost:
         self._nl: Any = None
         #: Why the last netlink read failed, for a person; None when it worked.
         self.links_error: str | None = None
-
-    # -- files ------------------------------------------------------------------------------
-    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
-        return self.fs.read_text(path, max_bytes)
-
-    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
-        return self.fs.read_bytes(path, max_bytes)
-
-    def listdir(self, path: str) -> list[str] | None:
-        return self.fs.listdir(path)
-
-    def readlink(self, path: str) -> str | None:
-        return self.fs.readlink(path)
-
-    def realpath(self, path: str) -> str | None:
-        return self.fs.realpath(path)
-
-    def exists(self, path: str) -> bool:
-        return self.fs.exists(path)
-
-    def glob(self, pattern: str) -> list[str]:
-        return self.fs.glob(pattern)
 
     # -- commands ---------------------------------------------------------------------------
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float | None = None,

@@ -12,9 +12,11 @@ import fnmatch
 import os
 import posixpath
 import stat
-from typing import BinaryIO
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
-_MAX_LINKS = 40  # like the kernel's MAXSYMLINKS
+#: Symlinks followed on the way to one path at the most, like the kernel's MAXSYMLINKS.
+MAX_LINKS = 40
 _FLAT_LINK_MAX = 4096
 
 
@@ -70,6 +72,70 @@ def _flat_link(real: str, st: os.stat_result | None = None) -> str | None:
         return None
 
 
+class BrokenLink(Exception):
+    """A symlink on the way that cannot be read: the path does not resolve."""
+
+
+def walk_links(path: str, target_of: Callable[[str], str | None], follow_last: bool = True) -> list[str] | None:
+    """The components ``path`` names once every symlink on the way is followed, never above the top.
+
+    ``..`` stops at the top and an absolute target starts again from it, so nothing resolves outside
+    the tree the caller reads (a host root, a node image). ``target_of`` gets each component's path
+    from the top (``/sys/class``) and gives its symlink target, None when it is no symlink, or raises
+    ``BrokenLink``. None for a broken link and past ``MAX_LINKS`` links (a loop). The last component
+    is not followed when ``follow_last`` is false (``readlink``).
+    """
+    todo = [p for p in path.split("/") if p]
+    todo.reverse()  # a stack: the next component last
+    done: list[str] = []
+    hops = 0
+    while todo:
+        name = todo.pop()
+        if name == ".":
+            continue
+        if name == "..":
+            if done:
+                done.pop()
+            continue
+        if todo or follow_last:
+            try:
+                target = target_of("/" + "/".join([*done, name]))
+            except BrokenLink:
+                return None
+            if target is not None:
+                hops += 1
+                if hops > MAX_LINKS:
+                    return None
+                if target.startswith("/"):
+                    done = []
+                todo.extend(reversed([p for p in target.split("/") if p]))
+                continue
+        done.append(name)
+    return done
+
+
+def glob_nodes(pattern: str, listdir: Callable[[str], list[str] | None],
+               lexists: Callable[[str], bool]) -> list[str]:
+    """A small glob over node paths: ``*``/``?``/``[]`` within one component, no ``**``.
+
+    A magic component matches the names ``listdir`` gives; a plain one is kept when ``lexists``
+    (the path is there, itself a symlink or not).
+    """
+    found = ["/"]
+    for part in (p for p in pattern.split("/") if p):
+        nxt: list[str] = []
+        magic = any(c in part for c in "*?[")
+        for base in found:
+            if magic:
+                nxt.extend(posixpath.join(base, n) for n in listdir(base) or [] if fnmatch.fnmatchcase(n, part))
+            else:
+                cand = posixpath.join(base, part)
+                if lexists(cand):
+                    nxt.append(cand)
+        found = nxt
+    return sorted(found)
+
+
 class RootedFS:
     """Read-only file access to node paths stored under ``root``.
 
@@ -83,44 +149,21 @@ class RootedFS:
 
     def _resolve(self, path: str, follow_last: bool = True) -> str | None:
         """Node path -> node path with symlinks resolved, never leaving the root."""
-        if not path.startswith("/"):
-            path = "/" + path
-        parts = [p for p in path.split("/") if p]
-        done: list[str] = []
-        hops = 0
-        while parts:
-            name = parts.pop(0)
-            if name == ".":
-                continue
-            if name == "..":
-                if done:
-                    done.pop()
-                continue
-            cand = "/" + "/".join([*done, name])
-            real = self.root + cand if self.root != "/" else cand
-            target: str | None = None
-            if parts or follow_last:
-                try:
-                    st = os.lstat(real)
-                except OSError:
-                    st = None
-                if st is not None and stat.S_ISLNK(st.st_mode):
-                    try:
-                        target = os.readlink(real)
-                    except OSError:
-                        return None
-                elif st is not None and self.flat_links:
-                    target = _flat_link(real, st)
-            if target is not None:
-                hops += 1
-                if hops > _MAX_LINKS:
-                    return None
-                if target.startswith("/"):
-                    done = []
-                parts = [p for p in target.split("/") if p] + parts
-                continue
-            done.append(name)
-        return "/" + "/".join(done)
+        done = walk_links(path, self._target, follow_last)
+        return None if done is None else "/" + "/".join(done)
+
+    def _target(self, node_path: str) -> str | None:
+        real = self.root + node_path if self.root != "/" else node_path
+        try:
+            st = os.lstat(real)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                return os.readlink(real)
+            except OSError:
+                raise BrokenLink(node_path) from None
+        return _flat_link(real, st) if self.flat_links else None
 
     def real(self, path: str, follow_last: bool = True) -> str | None:
         node = self._resolve(path, follow_last)
@@ -172,21 +215,36 @@ class RootedFS:
         return real is not None and os.path.exists(real)
 
     def glob(self, pattern: str) -> list[str]:
-        """A small glob over node paths: ``*``/``?``/``[]`` within one component, no ``**``."""
-        parts = [p for p in pattern.split("/") if p]
-        found = ["/"]
-        for part in parts:
-            nxt: list[str] = []
-            magic = any(c in part for c in "*?[")
-            for base in found:
-                if magic:
-                    for name in self.listdir(base) or []:
-                        if fnmatch.fnmatchcase(name, part):
-                            nxt.append(posixpath.join(base, name))
-                else:
-                    cand = posixpath.join(base, part)
-                    real = self.real(cand, follow_last=False)
-                    if real is not None and os.path.lexists(real):
-                        nxt.append(cand)
-            found = nxt
-        return sorted(found)
+        return glob_nodes(pattern, self.listdir, self._lexists)
+
+    def _lexists(self, path: str) -> bool:
+        real = self.real(path, follow_last=False)
+        return real is not None and os.path.lexists(real)
+
+
+class FilesDoor:
+    """The files door of a host, answered by its ``fs``: a ``RootedFS`` under the host root (the live
+    host) or an ``ImageFS`` over a node image's ``fs/`` (the recorded host)."""
+
+    fs: Any
+
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        return self.fs.read_text(path, max_bytes)
+
+    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
+        return self.fs.read_bytes(path, max_bytes)
+
+    def listdir(self, path: str) -> list[str] | None:
+        return self.fs.listdir(path)
+
+    def readlink(self, path: str) -> str | None:
+        return self.fs.readlink(path)
+
+    def realpath(self, path: str) -> str | None:
+        return self.fs.realpath(path)
+
+    def exists(self, path: str) -> bool:
+        return self.fs.exists(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return self.fs.glob(pattern)

@@ -26,11 +26,12 @@ from agent.host.image import (
     open_tree,
     parse_manifest,
 )
+from agent.host.paths import FilesDoor
 
 __all__ = ["RecordedHost", "open_image"]
 
 
-class RecordedHost:
+class RecordedHost(FilesDoor):
     """Answers the three doors, and the image door, from a node image read into memory."""
 
     live = False
@@ -61,28 +62,6 @@ class RecordedHost:
     # -- the image door ---------------------------------------------------------------------
     def file(self, name: str) -> bytes | None:
         return self.tree.file(name)
-
-    # -- files ------------------------------------------------------------------------------
-    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
-        return self.fs.read_text(path, max_bytes)
-
-    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
-        return self.fs.read_bytes(path, max_bytes)
-
-    def listdir(self, path: str) -> list[str] | None:
-        return self.fs.listdir(path)
-
-    def readlink(self, path: str) -> str | None:
-        return self.fs.readlink(path)
-
-    def realpath(self, path: str) -> str | None:
-        return self.fs.realpath(path)
-
-    def exists(self, path: str) -> bool:
-        return self.fs.exists(path)
-
-    def glob(self, pattern: str) -> list[str]:
-        return self.fs.glob(pattern)
 
     # -- commands ---------------------------------------------------------------------------
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,

@@ -36,11 +36,9 @@ from agent import __version__
 from agent.host import CmdResult, Host, slug
 from agent.host.ethtool import format_drvinfo, format_gstats
 from agent.host.image import SCHEMA, Manifest, ManifestItem, item_of, manifest_to_json
+from agent.host.paths import walk_links
 
 __all__ = ["RecordError", "RecordingHost"]
-
-_MAX_HOPS = 40
-
 
 class RecordError(Exception):
     """The image cannot be written (the output directory is not empty, not writable ...)."""
@@ -112,31 +110,14 @@ class RecordingHost:
 
     def _mirror(self, path: str, follow_last: bool = True) -> str | None:
         """Recreate the symlinks on the way to ``path``; return the node path they resolve to."""
-        parts = [p for p in path.split("/") if p]
-        done: list[str] = []
-        hops = 0
-        while parts:
-            name = parts.pop(0)
-            if name == ".":
-                continue
-            if name == "..":
-                if done:
-                    done.pop()
-                continue
-            cand = "/" + "/".join([*done, name])
-            if parts or follow_last:
-                target = self._link_target(cand)
-                if target is not None:
-                    self._put_symlink(cand, target)
-                    hops += 1
-                    if hops > _MAX_HOPS:
-                        return None
-                    if target.startswith("/"):
-                        done = []
-                    parts = [p for p in target.split("/") if p] + parts
-                    continue
-            done.append(name)
-        return "/" + "/".join(done)
+        done = walk_links(path, self._mirror_link, follow_last)
+        return None if done is None else "/" + "/".join(done)
+
+    def _mirror_link(self, node_path: str) -> str | None:
+        target = self._link_target(node_path)
+        if target is not None:
+            self._put_symlink(node_path, target)
+        return target
 
     def _put_dir(self, resolved: str) -> None:
         dst = self._image(resolved)

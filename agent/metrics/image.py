@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections import Counter
 
 from agent.analysis import pipeline
-from agent.analysis.diagnose import load_kernel_table
 from agent.config import Expectations, ReadConfig
 from agent.findings import EVENT_CODES
 from agent.host.recorded import RecordedHost
 from agent.metrics.state import HungSource, MetricsState, SourceStatus
 from agent.readers import sources as registry
 from agent.readers.history import load_history
+from agent.readers.kernel_table import load_kernel_table
 from agent.readers.snapshot import take_snapshot
 
 __all__ = ["state_from_image"]

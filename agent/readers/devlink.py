@@ -26,8 +26,10 @@ from agent.readers.common import BDF_RE, Notes, parse_json, to_int
 from agent.readers.pci import bus_devices_of_links
 
 __all__ = [
+    "BOOL_PARAMS",
     "DEFAULT_PARAMS",
     "DevlinkState",
+    "parse_bool_value",
     "parse_dev_show",
     "parse_eswitch",
     "parse_params",
@@ -96,7 +98,36 @@ def parse_eswitch(doc: Any, handle: str) -> Eswitch:
                    encap_mode=s("encap-mode") or s("encap"))
 
 
-def _param_value(value: Any) -> Any:
+#: The watched params whose type is bool and whose value the checks judge as one: read as booleans
+#: in every form (mlx5's esw_multiport, DEVLINK_PARAM_TYPE_BOOL).
+BOOL_PARAMS = frozenset({"esw_multiport"})
+_TRUE = frozenset({"true", "1", "yes", "on", "enable", "enabled"})
+_FALSE = frozenset({"false", "0", "no", "off", "disable", "disabled"})
+
+
+def parse_bool_value(value: Any) -> bool | None:
+    """A boolean param's value in any form it has been given -> bool; None when no form reads it.
+
+    ``true`` / ``"true"`` / ``1`` / ``"on"`` / ``"enabled"`` -> True (case and spaces ignored), the
+    opposites -> False: iproute2 prints a JSON bool, old iproute2 the string, hand-made images more.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+    if isinstance(value, int):
+        return bool(value)
+    return None
+
+
+def _param_value(name: str, value: Any) -> Any:
+    if name in BOOL_PARAMS:
+        b = parse_bool_value(value)
+        return value if b is None else b
     # Old iproute2 printed boolean params as the JSON strings "true"/"false".
     if isinstance(value, str) and value in ("true", "false"):
         return value == "true"
@@ -122,7 +153,7 @@ def parse_params(doc: Any) -> tuple[DevlinkParam, ...]:
             raw = p.get("values")
             for v in raw if isinstance(raw, list) else []:
                 if isinstance(v, dict) and isinstance(v.get("cmode"), str) and "value" in v:
-                    values.append((v["cmode"], _param_value(v["value"])))
+                    values.append((v["cmode"], _param_value(p["name"], v["value"])))
             out.append(DevlinkParam(handle=str(handle), name=p["name"], values=tuple(values)))
     return tuple(out)
 

@@ -9,7 +9,8 @@ recorded ``ethtool -S`` / ``ethtool -i`` text. A missing counter means *off or u
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from agent.host import Host
 from agent.model import DriverInfo, EthtoolStats
@@ -108,8 +109,29 @@ def parse_ethtool_i(text: str, netdev: str) -> DriverInfo:
                          netdev)
 
 
+_T = TypeVar("_T")
+
+
 class _Hung(Exception):
     """An ethtool command timed out: the NIC's firmware may be stuck; ask it nothing more."""
+
+
+def _command(host: Host, flag: str, netdev: str, timeout_s: float, notes: Notes,
+             parse: Callable[[str, str], _T]) -> _T | None:
+    """``ethtool <flag> <netdev>`` parsed, where the ioctl gave nothing; None (noted) when the command
+    gave nothing usable. A timeout on a live host raises ``_Hung``."""
+    source = f"ethtool {flag} {netdev}"
+    res = host.run(["ethtool", flag, netdev], timeout_s=timeout_s)
+    if not res.ok:
+        notes.command(source, res)
+        if res.timed_out and host.live:
+            raise _Hung(netdev)
+        return None
+    try:
+        return parse(res.text, netdev)
+    except ValueError as exc:
+        notes.missing(source, str(exc))
+        return None
 
 
 def _stats(host: Host, netdev: str, timeout_s: float, notes: Notes) -> EthtoolStats | None:
@@ -125,17 +147,7 @@ def _stats(host: Host, netdev: str, timeout_s: float, notes: Notes) -> EthtoolSt
             if n is not None:
                 out.append((str(k).strip(), n))
         return EthtoolStats(netdev=netdev, counters=tuple(out))
-    res = host.run(["ethtool", "-S", netdev], timeout_s=timeout_s)
-    if not res.ok:
-        notes.command(f"ethtool -S {netdev}", res)
-        if res.timed_out and host.live:
-            raise _Hung(netdev)
-        return None
-    try:
-        return parse_ethtool_s(res.text, netdev)
-    except ValueError as exc:
-        notes.missing(f"ethtool -S {netdev}", str(exc))
-        return None
+    return _command(host, "-S", netdev, timeout_s, notes, parse_ethtool_s)
 
 
 def _info(host: Host, netdev: str, timeout_s: float, notes: Notes) -> DriverInfo | None:
@@ -146,17 +158,7 @@ def _info(host: Host, netdev: str, timeout_s: float, notes: Notes) -> DriverInfo
         info = None
     if info is not None:
         return parse_drvinfo(info, netdev)
-    res = host.run(["ethtool", "-i", netdev], timeout_s=timeout_s)
-    if not res.ok:
-        notes.command(f"ethtool -i {netdev}", res)
-        if res.timed_out and host.live:
-            raise _Hung(netdev)
-        return None
-    try:
-        return parse_ethtool_i(res.text, netdev)
-    except ValueError as exc:
-        notes.missing(f"ethtool -i {netdev}", str(exc))
-        return None
+    return _command(host, "-i", netdev, timeout_s, notes, parse_ethtool_i)
 
 
 def read_ethtool(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.findings import CODES, EVENT_CODES, SEVERITIES
-from agent.model import Event
+from agent.model import Event, value_of
 from agent.safejson import JSONError, load_json
 
 if TYPE_CHECKING:
@@ -60,10 +60,7 @@ class Sample:
     counters: tuple[tuple[str, int], ...]
 
     def get(self, name: str) -> int | None:
-        for k, v in self.counters:
-            if k == name:
-                return v
-        return None
+        return value_of(self.counters, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +70,7 @@ class Recorder:
     series: tuple[tuple[str, tuple[Sample, ...]], ...]
 
     def of(self, netdev: str) -> tuple[Sample, ...]:
-        for name, samples in self.series:
-            if name == netdev:
-                return samples
-        return ()
+        return value_of(self.series, netdev) or ()
 
     @property
     def netdevs(self) -> tuple[str, ...]:

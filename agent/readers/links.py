@@ -7,13 +7,12 @@ The bulk dump carries no statistics (mlx5 would query firmware for every represe
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 from typing import Any
 
 from agent.host import Host
 from agent.model import Link, PciFunction, RailRule, VfInfo
-from agent.naming import parse_name
+from agent.naming import parse_name, parse_port_name
 from agent.readers.common import Notes, to_int
 
 __all__ = [
@@ -216,21 +215,21 @@ def with_stats(links: tuple[Link, ...], stats: dict[str, tuple[tuple[str, int], 
     return tuple(out)
 
 
-_UPLINK = re.compile(r"\Ap[0-9]+\Z")
-# pf<N>vf<M>, pf<N>sf<M>, and with a controller prefix c<C>pf... (a DPU's host-side ports); a bare
-# pf<N> / c<C>pf<N> is the representor of a host PF seen from a DPU.
-_REPRESENTOR = re.compile(r"\A(?:c[0-9]+)?pf[0-9]+(?:(?:vf|sf)[0-9]+)?\Z")
 #: PCI vendor id of Mellanox / NVIDIA networking (ConnectX, BlueField).
 MELLANOX_VENDOR = "0x15b3"
 
 
 def is_uplink_port_name(name: str | None) -> bool:
     """``p0``, ``p1``: the port name of a NIC's physical (uplink) port in switchdev-capable drivers."""
-    return bool(name) and bool(_UPLINK.match(name or ""))
+    pn = parse_port_name(name)
+    return pn is not None and not pn.is_representor
 
 
 def is_representor(link: Link) -> bool:
-    return bool(link.phys_port_name) and bool(_REPRESENTOR.match(link.phys_port_name or ""))
+    """``pf<N>vf<M>``, ``pf<N>sf<M>``, with a controller prefix ``c<C>pf...`` (a DPU's host-side
+    ports); a bare ``pf<N>`` / ``c<C>pf<N>`` is the representor of a host PF seen from a DPU."""
+    pn = parse_port_name(link.phys_port_name)
+    return pn is not None and pn.is_representor
 
 
 def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[str, PciFunction],

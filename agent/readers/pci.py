@@ -16,14 +16,12 @@ from collections.abc import Iterable
 
 from agent.host import Host
 from agent.model import Link, PciFunction
+from agent.naming import NOT_PF_BUSES
 from agent.readers.common import BDF_RE, Notes, basename, read_word, to_int
 
 __all__ = ["bus_devices_of_links", "functions_of_links", "parse_pci_function", "read_bus_devices", "read_pci"]
 
 _DEVICES = "/sys/bus/pci/devices"
-#: Buses whose devices are never a PF of their own: an auxiliary device is a function of its parent
-#: (mlx5: ``mlx5_core.eth.N`` is the PF's nested instance, ``mlx5_core.sf.N`` a sub-function).
-NOT_PF_BUSES = frozenset({"pci", "auxiliary"})
 _DEV_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
 _VIRTFN = re.compile(r"\Avirtfn([0-9]+)\Z")
 _HEX_ID = re.compile(r"\A0x[0-9a-fA-F]{4}\Z")

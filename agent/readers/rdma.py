@@ -14,11 +14,12 @@ from itertools import pairwise
 from typing import Any
 
 from agent.host import Host
-from agent.model import RdmaDevice, RdmaLink
+from agent.model import RdmaDevice, RdmaLink, RdmaPort
 from agent.readers.common import BDF_RE, Notes, basename, parse_json, read_word, to_int
 
 __all__ = [
     "netns_from_sysfs",
+    "parse_link_layer",
     "parse_rdma_links",
     "parse_rdma_system",
     "parse_sysfs_state",
@@ -169,13 +170,27 @@ def netns_from_sysfs(value: str | None) -> str | None:
 
 
 def parse_sysfs_state(text: str | None) -> str | None:
-    """``4: ACTIVE`` -> ``ACTIVE``; ``5: LinkUp`` -> ``LinkUp``; a bare word stays as it is."""
+    """A sysfs port ``state`` / ``phys_state`` -> the word ``rdma link`` prints for it.
+
+    ``4: ACTIVE`` and ``ACTIVE`` -> ``ACTIVE``; ``5: LinkUp`` and ``LinkUp`` -> ``LINK_UP``
+    (sysfs writes ``<number>: <CamelCase>`` for the physical state, rdma upper case with ``_``).
+    """
     if text is None:
         return None
-    t = text.strip()
-    if ":" in t:
-        t = t.split(":", 1)[1].strip()
-    return t or None
+    word = text.strip()
+    if ":" in word:
+        word = word.split(":", 1)[1].strip()
+    if not word:
+        return None
+    if word.isupper():
+        return word
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", word).upper()
+
+
+def parse_link_layer(text: str | None) -> str | None:
+    """A sysfs port ``link_layer`` -> ``ethernet`` | ``infiniband`` (lower case, as it is compared)."""
+    word = (text or "").strip().lower()
+    return word or None
 
 
 def rail_ports(links: Iterable[RdmaLink], rail_netdevs: Iterable[str]) -> set[tuple[str, int]]:
@@ -228,15 +243,15 @@ def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs:
         if not wanted:
             out.append(RdmaDevice(name=name, pci=pci))
             continue
-        ports = []
+        ports: list[RdmaPort] = []
         counters: list[tuple[int, str, int]] = []
         for p in wanted:
             pbase = f"{base}/ports/{p}"
             if not host.exists(pbase):
                 continue
-            ports.append((p, parse_sysfs_state(read_word(host, f"{pbase}/state")),
-                          parse_sysfs_state(read_word(host, f"{pbase}/phys_state")),
-                          read_word(host, f"{pbase}/link_layer")))
+            ports.append(RdmaPort(p, parse_sysfs_state(read_word(host, f"{pbase}/state")),
+                                  parse_sysfs_state(read_word(host, f"{pbase}/phys_state")),
+                                  parse_link_layer(read_word(host, f"{pbase}/link_layer"))))
             counters.extend((p, k, v) for k, v in _counters(host, pbase))
         out.append(RdmaDevice(
             name=name, pci=pci,

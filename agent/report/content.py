@@ -17,7 +17,7 @@ from itertools import pairwise
 from typing import Any
 
 from agent.findings import Diagnosis
-from agent.model import Event
+from agent.model import Event, value_of
 from agent.readers.history import History, Recorder, Sample
 
 __all__ = ["METRICS", "Line", "ManifestSummary", "Metric", "RailSeries", "Report", "build_report", "summarise_manifest"]
@@ -70,10 +70,7 @@ class RailSeries:
     metrics: tuple[tuple[str, tuple[Line, ...]], ...]
 
     def lines(self, metric: str) -> tuple[Line, ...]:
-        for name, lines in self.metrics:
-            if name == metric:
-                return lines
-        return ()
+        return value_of(self.metrics, metric) or ()
 
 
 @dataclass(frozen=True)

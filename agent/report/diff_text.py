@@ -6,10 +6,10 @@ rails; the JSON document keeps one item per object.
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+from typing import TextIO
 
 from agent.analysis.diff import CounterDelta, Diff, Item, moved
-from agent.report.terminal import safe
+from agent.report.terminal import cell, safe
 
 __all__ = ["render_diff"]
 
@@ -35,13 +35,6 @@ def _dur(s: float) -> str:
     return f"{s // 86400} d {(s % 86400) // 3600} h"
 
 
-def _value(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    return safe(v)
-
 
 def _group(items: tuple[Item, ...]) -> list[tuple[Item, list[str]]]:
     """Items with the same code, before and after (and no folded findings) on one line."""
@@ -66,7 +59,7 @@ def _lines(items: tuple[Item, ...]) -> list[str]:
     for it, subjects in groups:
         subject = ", ".join(safe(s) for s in subjects).ljust(wsub)
         if len(subjects) > 1:
-            msg = f"{_value(it.before)} -> {_value(it.after)} on {len(subjects)} rails"
+            msg = f"{cell(it.before)} -> {cell(it.after)} on {len(subjects)} rails"
         else:
             msg = safe(it.message)
         extra = f"  [{', '.join(safe(f) for f in it.findings)}]" if it.findings else ""
@@ -93,18 +86,9 @@ def render_diff(diff: Diff, stream: TextIO) -> None:
     if a.diagnosis.node and b.diagnosis.node and a.diagnosis.node != b.diagnosis.node:
         out.append("note: BEFORE and AFTER are different nodes")
     out.append("")
-    if diff.regressions:
-        out.append(f"REGRESSIONS ({len(diff.regressions)})")
-        out.extend(_lines(diff.regressions))
-    else:
-        out.append("no regressions")
-    out.append("")
-    if diff.changes:
-        out.append(f"CHANGES ({len(diff.changes)})")
-        out.extend(_lines(diff.changes))
-    else:
-        out.append("no changes")
-    out.append("")
+    for title, items in (("regressions", diff.regressions), ("changes", diff.changes)):
+        out.extend([f"{title.upper()} ({len(items)})", *_lines(items)] if items else [f"no {title}"])
+        out.append("")
     shown = moved(diff.counters)
     if shown:
         out.append(f"COUNTERS ({len(shown)} moved of {len(diff.counters)}, over {_when(diff)})")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from agent.findings import Diagnosis, RailRow
 from agent.report.content import METRICS, Line, Metric, Report
 from agent.report.report_text import fmt_value, utc
-from agent.report.terminal import safe
+from agent.report.terminal import cell, safe
 
 __all__ = ["CSS", "esc", "pill", "render_html"]
 
@@ -122,13 +122,6 @@ def _speed(mbps: int | None) -> str:
     return f"{mbps // 1000}G" if mbps >= 1000 and mbps % 1000 == 0 else f"{mbps}M"
 
 
-def _dash(v: object) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    return str(v)
-
 
 def _rail_row(r: RailRow) -> str:
     label = str(r.rail) if r.plane is None else f"{r.rail}.{r.plane}"
@@ -137,12 +130,12 @@ def _rail_row(r: RailRow) -> str:
     rdma_cls = "" if r.rdma_state in (None, "ACTIVE") else " down"
     bad = ' class="bad"' if link != "up" or rdma_cls else ""
     cells = [
-        f"<td class=mono>{esc(label)}</td>", f"<td class=mono>{esc(_dash(r.netdev))}</td>",
-        f"<td class=mono>{esc(_dash(r.rdma))}</td>", f"<td class=mono>{esc(_dash(r.pci))}</td>",
+        f"<td class=mono>{esc(label)}</td>", f"<td class=mono>{esc(cell(r.netdev, str))}</td>",
+        f"<td class=mono>{esc(cell(r.rdma, str))}</td>", f"<td class=mono>{esc(cell(r.pci, str))}</td>",
         f'<td class="{link_cls}">{esc(link)}</td>', f"<td>{esc(_speed(r.speed_mbps))}</td>",
-        f'<td class="mono{rdma_cls}">{esc(_dash(r.rdma_state))}</td>', f"<td class=mono>{esc(_dash(r.firmware))}</td>",
-        f"<td>{esc(_dash(r.eswitch_mode))}</td>", f"<td>{esc(_dash(r.esw_multiport))}</td>",
-        f"<td>{esc(_dash(r.numvfs))}</td>", f"<td>{esc(_dash(r.representors))}</td>",
+        f'<td class="mono{rdma_cls}">{esc(cell(r.rdma_state, str))}</td>', f"<td class=mono>{esc(cell(r.firmware, str))}</td>",
+        f"<td>{esc(cell(r.eswitch_mode, str))}</td>", f"<td>{esc(cell(r.esw_multiport, str))}</td>",
+        f"<td>{esc(cell(r.numvfs, str))}</td>", f"<td>{esc(cell(r.representors, str))}</td>",
     ]
     return f"<tr{bad}>{''.join(cells)}</tr>"
 

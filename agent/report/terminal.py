@@ -10,8 +10,9 @@ error line that quotes an image passes node text through ``safe``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-__all__ = ["safe"]
+__all__ = ["cell", "safe"]
 
 # C0, DEL, C1; the Arabic letter mark, LRM / RLM and the bidirectional embeddings, overrides and
 # isolates (CVE-2021-42574, "Trojan Source"); the line and paragraph separators some terminals and
@@ -33,3 +34,13 @@ def safe(value: object) -> str:
     if value is None:
         return "-"
     return _UNSAFE.sub(_escape, str(value))
+
+
+def cell(value: object, text: Callable[[object], str] = safe) -> str:
+    """A value as a table cell shows it: ``-`` for none, ``on`` / ``off`` for a bool, else ``text``
+    of it (``safe`` for a terminal; the HTML page passes ``str`` and escapes for HTML itself)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return text(value)

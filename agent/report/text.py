@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from agent.findings import Diagnosis, RailRow
-from agent.report.terminal import safe
+from agent.report.terminal import cell, safe
 
 __all__ = ["render", "use_colour"]
 
@@ -48,13 +48,6 @@ def _rail_label(row: RailRow) -> str:
     return str(row.rail) if row.plane is None else f"{row.rail}.{row.plane}"
 
 
-def _dash(v: object) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    return safe(v)
-
 
 def _table(headers: Sequence[str], rows: list[list[tuple[str, str | None]]], paint: _Paint) -> list[str]:
     widths = [len(h) for h in headers]
@@ -89,10 +82,10 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
             oper_style = "up" if r.oper == "up" else ("down" if r.oper == "down" else None)
             rdma_style = None if r.rdma_state in (None, "ACTIVE") else "down"
             rows.append([
-                (_rail_label(r), None), (_dash(r.netdev), None if r.netdev else "critical"), (_dash(r.rdma), None),
-                (_dash(r.pci), None), (r.oper or "missing", oper_style or "critical"), (_speed(r.speed_mbps), None),
-                (_dash(r.rdma_state), rdma_style), (_dash(r.firmware), None), (_dash(r.eswitch_mode), None),
-                (_dash(r.esw_multiport), None), (_dash(r.numvfs), None), (_dash(r.representors), None),
+                (_rail_label(r), None), (cell(r.netdev), None if r.netdev else "critical"), (cell(r.rdma), None),
+                (cell(r.pci), None), (r.oper or "missing", oper_style or "critical"), (_speed(r.speed_mbps), None),
+                (cell(r.rdma_state), rdma_style), (cell(r.firmware), None), (cell(r.eswitch_mode), None),
+                (cell(r.esw_multiport), None), (cell(r.numvfs), None), (cell(r.representors), None),
             ])
         out.extend(_table(["RAIL", "NETDEV", "RDMA", "PCI", "LINK", "SPEED", "RDMA-STATE", "FIRMWARE",
                            "ESWITCH", "MULTIPORT", "VFS", "REPS"], rows, paint))

@@ -2,7 +2,8 @@
 sources, each in its own thread at its own interval), ``link_state`` (what link messages mean to the
 detectors), ``debounce`` (re-read gaps, deferred and never dropped), ``events`` (the bounded event
 log), ``flight_recorder``, ``capture`` (node images on request), ``tracked_host`` (a host per thread
-that serialises firmware reads), ``app`` (the aiohttp app and its runner) and ``daemon`` (the wiring).
+that serialises firmware reads), ``app`` (the aiohttp app and its runner), ``background`` (a task for
+the app's lifetime: the node watch, the request puller) and ``daemon`` (the wiring).
 
 May import (DESIGN §1): everything below it (the live host and its netlink listeners, the readers and
 their registry, the pure analysis and detectors, the metrics); nothing below imports from here.

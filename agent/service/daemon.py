@@ -33,7 +33,6 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from agent.analysis import pipeline
-from agent.analysis.diagnose import load_kernel_table
 from agent.analysis.topology import Topology
 from agent.config import AgentSettings, Thresholds
 from agent.detectors import engine
@@ -49,6 +48,7 @@ from agent.model import Event, Snapshot
 from agent.readers import sources as registry
 from agent.readers.common import Notes
 from agent.readers.history import History
+from agent.readers.kernel_table import load_kernel_table
 from agent.service.capture import ImageBusy, ImageCapture, ImageError
 from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle

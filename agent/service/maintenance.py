@@ -37,6 +37,8 @@ from aiohttp import web
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from agent.service.background import run_with_app
+
 if TYPE_CHECKING:
     from agent.service.daemon import Agent
     from agent.service.events import EventLog
@@ -298,11 +300,5 @@ def attach(app: web.Application, agent: Agent, config: ApiConfig | None = None) 
     watch = NodeWatch(config, node)
     agent.registry.register(MaintenanceCollector(watch, agent.events, clock=agent.clock))
 
-    async def _ctx(_app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(watch.run(), name="railscope-node-watch")
-        yield
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    app.cleanup_ctx.append(_ctx)
+    run_with_app(app, watch.run, "railscope-node-watch")
     return watch

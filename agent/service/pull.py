@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ import aiohttp
 from aiohttp import web
 
 from agent import __version__
+from agent.service.background import run_with_app
 from proto.frames import Hello
 from proto.keys import KeyPartError, bundle_id, check_part
 
@@ -337,13 +338,7 @@ def attach(app: web.Application, agent: Agent) -> RequestPuller | None:
         return None
     puller = RequestPuller(agent, url, token_file=agent.settings.collector_token_file)
 
-    async def ctx(_app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(puller.run(), name="railscope-request-puller")
-        yield
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    app.cleanup_ctx.append(ctx)
+    run_with_app(app, puller.run, "railscope-request-puller")
     return puller
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from agent.host import CmdResult, Host
+from agent.host.paths import FilesDoor
 
 __all__ = ["Progress", "TrackedHost"]
 
@@ -45,12 +46,14 @@ def _device_of(argv: tuple[str, ...] | list[str]) -> str:
     return ""
 
 
-class TrackedHost:
+class TrackedHost(FilesDoor):
     """Forwards every door to ``inner``; notes the device in ``progress``; one ethtool read at a time."""
 
     def __init__(self, inner: Host, progress: Progress, firmware_lock: threading.Lock,
                  firmware_wait_s: float = 30.0, hung: frozenset[tuple[str, str]] = frozenset()) -> None:
         self.inner = inner
+        # The files door is the inner host's, untracked: only commands and ethtool reads are tracked.
+        self.fs = inner
         #: (tool, device) of reads stuck in the agent's own samplers ("" device: every device).
         #: A capture skips them (DESIGN §7): a second stuck task helps no one.
         self.hung = hung
@@ -63,27 +66,6 @@ class TrackedHost:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
-        return self.inner.read_text(path, max_bytes)
-
-    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
-        return self.inner.read_bytes(path, max_bytes)
-
-    def listdir(self, path: str) -> list[str] | None:
-        return self.inner.listdir(path)
-
-    def readlink(self, path: str) -> str | None:
-        return self.inner.readlink(path)
-
-    def realpath(self, path: str) -> str | None:
-        return self.inner.realpath(path)
-
-    def exists(self, path: str) -> bool:
-        return self.inner.exists(path)
-
-    def glob(self, pattern: str) -> list[str]:
-        return self.inner.glob(pattern)
 
     def _skip(self, tool: str, device: str) -> str | None:
         if (tool, "") in self.hung or (tool, device) in self.hung:

@@ -794,12 +794,14 @@ def scenario_busy() -> dict[str, Any]:
     from agent.analysis.diagnose import diagnose
     from agent.config import Expectations, ReadConfig
     from agent.host.live import LiveHost
+    from agent.readers.kernel_table import load_kernel_table
     from agent.readers.snapshot import take_snapshot
 
     set_numvfs(0)
     set_eswitch("switchdev")  # netdevsim creates a representor per VF, all under the devlink lock
     timeout_s = 0.3
     exp = Expectations()
+    table = load_kernel_table()
     done: dict[str, float] = {}
 
     def create() -> None:
@@ -829,10 +831,10 @@ def scenario_busy() -> dict[str, Any]:
         "write_s": done.get("write_s"), "snapshot_s": t1 - t0, "after_snapshot_s": t3 - t2,
         "during": {"busy": plain(during.busy), "unavailable": plain(during.unavailable),
                    "ports": len(during.ports), "links": len(during.links),
-                   "findings": [[f.code, f.severity, f.subject] for f in diagnose(during, exp).findings]},
+                   "findings": [[f.code, f.severity, f.subject] for f in diagnose(during, exp, kernel_table=table).findings]},
         "after": {"busy": plain(after.busy), "unavailable": plain(after.unavailable),
                   "ports": len(after.ports), "links": len(after.links),
-                  "findings": [[f.code, f.severity, f.subject] for f in diagnose(after, exp).findings]},
+                  "findings": [[f.code, f.severity, f.subject] for f in diagnose(after, exp, kernel_table=table).findings]},
         "representors_after": len(representors_now()),
     }
 

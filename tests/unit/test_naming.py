@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent import naming
 from agent.model import RailRule
 from agent.naming import net_twin, parse_name, rail_rules, rdma_twin
 
@@ -44,3 +45,23 @@ def test_twins_and_site_templates() -> None:
     assert rdma_twin("eth_rail%rail_id%") == "roce_rail%rail_id%"
     assert net_twin("roce_rail%rail_id%") == "eth_rail%rail_id%" and net_twin("mlx5_ib%rail_id%") is None
     assert parse_name("mlx5_ib3", ("mlx5_ib%rail_id%",)).rail == 3
+
+
+def test_parse_port_name_forms() -> None:
+    parse = naming.parse_port_name
+    assert parse("p1").index == 1 and not parse("p1").is_representor
+    assert parse("pf0sf88").kind == "sf"
+    assert parse("c1pf0vf3").controller == 1
+    assert parse("pf0").kind == "pf" and parse("pf0").is_representor
+    assert parse("eth0") is None
+    # ASCII digits only (the kernel prints %u); more digits than int() converts names no port
+    assert parse("pf\u0663vf1") is None
+    assert parse("p" + "1" * 5000) is None
+
+
+def test_vf_netdev_names_and_pci_order() -> None:
+    assert naming.is_vf_netdev_of("net_rail0_12", "net_rail0")
+    assert not naming.is_vf_netdev_of("net_rail0_12", "net_rail")
+    names = ["0000:8d:00.0", "10000:00:00.0", "0000:0c:00.0", "netdevsim10", "netdevsim1"]
+    assert sorted(names, key=naming.pci_order) == [
+        "0000:0c:00.0", "0000:8d:00.0", "10000:00:00.0", "netdevsim1", "netdevsim10"]

@@ -16,7 +16,7 @@ from readers import bigimage  # tests/unit/readers (tests/unit is on sys.path un
 from agent.config import ReadConfig
 from agent.host import slug
 from agent.host.recorded import RecordedHost, open_image
-from agent.model import Snapshot
+from agent.model import RdmaPort, Snapshot
 from agent.readers.snapshot import take_snapshot
 
 
@@ -77,7 +77,7 @@ def test_rdma_active(snap: Snapshot) -> None:
         ("rdma_rail0", 1, "ACTIVE", "net_rail0"), ("rdma_rail1", 1, "ACTIVE", "net_rail1")}
     devs = {d.name: d for d in snap.rdma_devices}
     assert devs["rdma_rail0"].pci == "0000:0c:00.0"
-    assert devs["rdma_rail0"].ports == ((1, "ACTIVE", "LinkUp", "Ethernet"),)
+    assert devs["rdma_rail0"].ports == (RdmaPort(1, "ACTIVE", "LINK_UP", "ethernet"),)
     assert any(name == "np_ecn_marked_roce_packets" for _, name, _ in devs["rdma_rail0"].counters)
 
 

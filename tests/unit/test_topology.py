@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "checks"))
 
 import nodes
 
-from agent.analysis.topology import build_topology, parse_port_name
+from agent.analysis.topology import build_topology
 from agent.config import Expectations
 from agent.model import DevlinkDev, Eswitch, Link, OvsInterface, PciFunction, RailRule, RdmaLink, Snapshot
 
@@ -87,7 +87,7 @@ def test_two_pf_nic_esw_multiport_torn():
     # make both PFs one NIC: same switch id
     snap = replace(snap, links=tuple(replace(ln, phys_switch_id=nodes.SWITCH_IDS[0]) if ln.phys_switch_id else ln
                                      for ln in snap.links))
-    snap = nodes.set_param(snap, f"pci/{PF1}", "esw_multiport", "true")  # old iproute2 string
+    snap = nodes.set_param(snap, f"pci/{PF1}", "esw_multiport", True)
     topo = build_topology(snap, EXP)
     assert len(topo.nics) == 1
     nic = topo.nics[0]
@@ -142,14 +142,6 @@ def test_vf_functions_are_not_pfs_even_with_a_devlink_handle():
     snap = replace(snap, pci=(*snap.pci, PciFunction("0000:0c:00.5", physfn=PF0)))
     topo = build_topology(snap, EXP)
     assert [p.bdf for p in topo.pfs] == [PF0]
-
-
-def test_parse_port_name_forms():
-    assert parse_port_name("p1").index == 1
-    assert parse_port_name("pf0sf88").kind == "sf"
-    assert parse_port_name("c1pf0vf3").controller == 1
-    assert parse_port_name("pf0").kind == "pf"
-    assert parse_port_name("eth0") is None
 
 
 def test_representor_without_parent_dev_is_owned_through_its_devlink_port():

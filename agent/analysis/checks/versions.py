@@ -17,7 +17,7 @@ from agent.analysis.checks._util import finding
 from agent.analysis.topology import Rail, Topology
 from agent.config import Expectations
 from agent.findings import Finding
-from agent.model import Snapshot
+from agent.model import KernelRow, Snapshot
 
 # The DOCA-OFED and MLNX_OFED 23.04+ numbering: YY.MM-x.y.z (25.10-1.7.1, 23.10-1.1.9, 24.10-0.7.0.0).
 _YYMM_RE = re.compile(r"\A(?P<line>\d{2}\.(?:0[1-9]|1[0-2]))-\d+(?:\.\d+)+\Z")
@@ -47,15 +47,6 @@ _KERNEL_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # no flavour at all: 6.8.0-60; Container-Optimized OS: 6.1.100+
     ("plain", re.compile(rf"\A{_LINE}(?:-{_NUM})?\+?\Z")),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class KernelRow:
-    driver: str  # YY.MM (DOCA / MLNX_OFED 23.04+) or N.N (MLNX_OFED up to 5.9)
-    flavour: str  # generic, nvidia, aws, azure, ... ; el9_4, amzn2023, default ...
-    kernel_line: str
-    max_abi: str  # <kernel_line>-<abi>
-    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from agent.model import (
     RailRule,
     RdmaDevice,
     RdmaLink,
+    RdmaPort,
     Snapshot,
     Versions,
 )
@@ -79,7 +80,7 @@ def node(rails: int = 2, *, mode: str = "switchdev", numvfs: int = 1, rules: boo
         ports.append(DevlinkPort(f"{aux}/65535", aux, 65535, name, "physical"))
         rdma_links.append(RdmaLink(rdma, 1, "ACTIVE", "LINK_UP", name))
         rdevs.append(RdmaDevice(rdma, bdf, fw, "MT4129", f"b83f:d203:007a:40{r:02x}",
-                                ((1, "4: ACTIVE", "5: LinkUp", "Ethernet"),)))
+                                (RdmaPort(1, "ACTIVE", "LINK_UP", "ethernet"),)))
         eth.append(EthtoolStats(name, tuple(PFC3.items())))
         drivers.append(DriverInfo(name, "mlx5_core", driver_version, fw, "MT_0000000838", bdf))
         if rules:

@@ -11,7 +11,7 @@ from test_rails import found
 from agent.analysis.diagnose import diagnose
 from agent.analysis.topology import build_topology
 from agent.config import Expectations
-from agent.model import RdmaDevice, RdmaLink, Versions
+from agent.model import RdmaDevice, RdmaLink, RdmaPort, Versions
 
 
 def rdma_state(snap, dev, state, phys):
@@ -95,7 +95,7 @@ def test_missing_rail_is_rail_missing_only_even_with_a_renamed_rdma_device():
 
 def with_smi(snap, pci, name, netdev_on_link=True):
     """An SMI device (InfiniBand link layer, no netdev) on ``pci``, as ``rdma dev add ... type SMI`` makes."""
-    smi = RdmaDevice(name, pci, "40.44.1036", "MT4131", None, ((1, "4: ACTIVE", "5: LinkUp", "InfiniBand"),))
+    smi = RdmaDevice(name, pci, "40.44.1036", "MT4131", None, (RdmaPort(1, "ACTIVE", "LINK_UP", "infiniband"),))
     links = (*snap.rdma_links, RdmaLink(name, 1, "ACTIVE", "LINK_UP", None))
     if not netdev_on_link:
         links = tuple(replace(rl, netdev=None) for rl in links)

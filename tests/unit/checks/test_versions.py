@@ -15,8 +15,9 @@ from agent.analysis.checks.versions import (
     parse_kernel,
     version_key,
 )
-from agent.analysis.diagnose import KernelTableError, diagnose, load_kernel_table, parse_kernel_table
+from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
+from agent.readers.kernel_table import KernelTableError, load_kernel_table, parse_kernel_table
 
 TABLE = (KernelRow("26.01", "generic", "6.8.0", "6.8.0-100", "test"),)
 

@@ -35,10 +35,10 @@ except (ImportError, OSError) as exc:  # OSError: the bundled libhelm_c.so does 
 
 import jsonschema
 
-from agent.analysis.diagnose import load_kernel_table
 from agent.cli import build_parser
 from agent.commands.serve import settings_from_args
 from agent.config import DEFAULT_PORT, RESERVED_PORTS
+from agent.readers.kernel_table import load_kernel_table
 from agent.readers.ovs import DB_SOCKETS
 from agent.readers.udev import NET_RULES, RDMA_RULES
 

@@ -17,12 +17,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.analysis.diagnose import diagnose, load_kernel_table, with_unavailable
+from agent.analysis.diagnose import diagnose, with_unavailable
 from agent.analysis.topology import build_topology
 from agent.config import Expectations, ReadConfig
 from agent.host.image import open_tree
 from agent.host.recorded import RecordedHost
 from agent.readers.history import load_history
+from agent.readers.kernel_table import load_kernel_table
 from agent.readers.snapshot import take_snapshot
 from agent.report.jsondoc import strict_json
 from agent.report.text import render

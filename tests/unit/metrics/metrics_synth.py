@@ -22,6 +22,7 @@ from agent.model import (
     RailRule,
     RdmaDevice,
     RdmaLink,
+    RdmaPort,
     Snapshot,
     Versions,
 )
@@ -140,7 +141,7 @@ def synthetic_snapshot(rails: int = 8, vfs: int = 127, *, numvfs: int | None = N
         # Counters on a representor's port too: the collector must ignore every port but the uplink's.
         rdma_devs.append(RdmaDevice(
             name=f"rdma_rail{i}", pci=bdf, fw_ver="28.43.1014", hca_type="MT4129",
-            ports=((1, "ACTIVE", "LINK_UP", "Ethernet"),),
+            ports=(RdmaPort(1, "ACTIVE", "LINK_UP", "ethernet"),),
             counters=(*((1, k, v) for k, v in RDMA_COUNTERS.items()), (2, "out_of_sequence", 999_999)),
         ))
         ethtool.append(EthtoolStats(netdev=f"net_rail{i}", counters=counters))

@@ -11,9 +11,9 @@ import pytest
 
 import agent.readers
 
-#: modules of the package that are not a reader: shared helpers, the snapshot runner, the history parser,
-#: the registry
-NOT_SOURCES = {"common", "snapshot", "history", "sources"}
+#: modules of the package that are not a reader of the node: shared helpers, the snapshot runner, the
+#: history parser, the registry, the agent's own kernel table
+NOT_SOURCES = {"common", "snapshot", "history", "sources", "kernel_table"}
 READERS = sorted(m.name for m in pkgutil.iter_modules(agent.readers.__path__) if m.name not in NOT_SOURCES)
 
 

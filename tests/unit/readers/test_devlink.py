@@ -10,6 +10,7 @@ import pytest
 from agent.model import DevlinkDev, PciFunction
 from agent.readers.common import Notes
 from agent.readers.devlink import (
+    parse_bool_value,
     parse_dev_show,
     parse_eswitch,
     parse_params,
@@ -127,6 +128,30 @@ FNS = [PciFunction("0000:0c:00.0", sriov_numvfs=1, sriov_totalvfs=16, virtfns=("
 
 def _esw(handle: str, mode: str) -> str:
     return json.dumps({"dev": {handle: {"mode": mode, "inline-mode": "none", "encap-mode": "basic"}}})
+
+
+@pytest.mark.parametrize(("given", "want"), [
+    (True, True), ("true", True), (" True ", True), (1, True), ("1", True), ("on", True), ("enabled", True),
+    (False, False), ("false", False), (0, False), ("0", False), ("off", False), ("disabled", False),
+    ("maybe", None), (None, None), (2.5, None),
+])
+def test_bool_param_values_in_every_form(given: object, want: bool | None) -> None:
+    """A boolean param reads as bool from a JSON bool (iproute2), the string (old iproute2), a 0/1
+    or an on/off / enabled/disabled word (hand-made images); the topology then only checks the type."""
+    assert parse_bool_value(given) is want
+    doc = {"param": {"pci/0000:0c:00.0": [{"name": "esw_multiport", "values": [{"cmode": "runtime", "value": given}]}]}}
+    (p,) = parse_params(doc)
+    # A value no form reads stays as printed (evidence), and is judged as "not available".
+    assert p.value() is (want if want is not None else given)
+
+
+def test_only_boolean_params_are_read_as_booleans() -> None:
+    doc = {"param": {"pci/0000:0c:00.0": [
+        {"name": "flow_steering_mode", "values": [{"cmode": "runtime", "value": "on"}]},
+        {"name": "max_macs", "values": [{"cmode": "driverinit", "value": 1}]},
+        {"name": "enable_roce", "values": [{"cmode": "driverinit", "value": "true"}]}]}}
+    assert {p.name: p.value() for p in parse_params(doc)} == {
+        "flow_steering_mode": "on", "max_macs": 1, "enable_roce": True}
 
 
 def _param(handle: str, name: str, value: object) -> str:

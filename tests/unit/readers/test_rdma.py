@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from agent.host.recorded import open_image
-from agent.model import RdmaLink
+from agent.model import RdmaLink, RdmaPort
 from agent.readers.common import Notes
 from agent.readers.rdma import (
     netns_from_sysfs,
+    parse_link_layer,
     parse_rdma_links,
     parse_rdma_system,
     parse_sysfs_state,
@@ -59,11 +60,19 @@ def test_system_show_forms() -> None:
     assert parse_rdma_system('[{"copy-on-fork":true}]') is None
 
 
+@pytest.mark.parametrize(("text", "word"), [
+    ("4: ACTIVE\n", "ACTIVE"), ("ACTIVE", "ACTIVE"), ("1: DOWN", "DOWN"),
+    ("5: LinkUp", "LINK_UP"), ("LinkUp", "LINK_UP"), ("3: Disabled", "DISABLED"), ("2: Polling", "POLLING"),
+    ("6: LinkErrorRecovery", "LINK_ERROR_RECOVERY"), ("", None), ("4: ", None), (None, None),
+])
+def test_sysfs_state_is_the_rdma_link_word(text: str | None, word: str | None) -> None:
+    """sysfs writes ``<n>: <word>`` (CamelCase for phys_state); the model holds what ``rdma link`` prints."""
+    assert parse_sysfs_state(text) == word
+
+
 def test_sysfs_words() -> None:
-    assert parse_sysfs_state("4: ACTIVE\n") == "ACTIVE"
-    assert parse_sysfs_state("5: LinkUp") == "LinkUp"
-    assert parse_sysfs_state("ACTIVE") == "ACTIVE"
-    assert parse_sysfs_state("") is None and parse_sysfs_state(None) is None
+    assert (parse_link_layer("Ethernet\n"), parse_link_layer("InfiniBand"), parse_link_layer(""),
+            parse_link_layer(None)) == ("ethernet", "infiniband", None, None)
     assert (netns_from_sysfs("Y\n"), netns_from_sysfs("N"), netns_from_sysfs("x"), netns_from_sysfs(None)) == (
         "shared", "exclusive", None, None)
 
@@ -81,7 +90,7 @@ def test_procfs_devices_counters_only_for_asked_port(tmp_path: Path) -> None:
     m = devs["mlx5_0"]
     assert m.fw_ver == "14.28.2006"
     # procfs' fixture has "4: ACTIVE" in phys_state too (upstream quirk; real: "5: LinkUp")
-    assert m.ports == ((1, "ACTIVE", "ACTIVE", "InfiniBand"),)
+    assert m.ports == (RdmaPort(1, "ACTIVE", "ACTIVE", "infiniband"),)
     names = {name for _, name, _ in m.counters}
     assert {"port_rcv_data", "symbol_error", "out_of_buffer", "rnr_nak_retry_err"} <= names
     # nothing asked of the others: no sysfs reads beyond where they sit
@@ -116,7 +125,7 @@ def test_switchdev_reads_the_uplink_port_only(tmp_path: Path) -> None:
     assert len(links) == 6 and netns == "shared"
     (d,) = devs
     assert d.pci == "0000:0c:00.0" and d.hca_type == "MT4129"
-    assert d.ports == ((1, "ACTIVE", "LinkUp", "Ethernet"),)
+    assert d.ports == (RdmaPort(1, "ACTIVE", "LINK_UP", "ethernet"),)
     assert d.counters == ((1, "out_of_buffer", 1),)
     assert notes.unavailable == []
 
@@ -124,7 +133,7 @@ def test_switchdev_reads_the_uplink_port_only(tmp_path: Path) -> None:
 def test_rail_function_without_rdma_link_gets_port_1(tmp_path: Path) -> None:
     host = _switchdev_image(tmp_path)
     devs = read_rdma_devices(host, set(), ["0000:0c:00.0"])
-    assert [p[0] for p in devs[0].ports] == [1]
+    assert [p.port for p in devs[0].ports] == [1]
 
 
 def test_no_rdma_tool_falls_back_to_sysfs_netns(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from agent.analysis.diagnose import diagnose
 from agent.config import AgentSettings, Expectations
 from agent.host.recorded import open_image
 from agent.readers.history import load_history
+from agent.readers.kernel_table import load_kernel_table
 from agent.readers.snapshot import take_snapshot
 from agent.service.app import make_app
 from agent.service.daemon import Agent
@@ -145,9 +146,10 @@ def test_a_node_image_recorded_by_the_agent_replays_to_the_same_diagnosis(exampl
         assert [p["name"] for p in manifest.extra["plugins"]] == list(PLUGINS)
         history = load_history(host)
         assert history.recorder is not None and set(history.recorder.netdevs) == {"net_rail0", "net_rail1"}
-        replayed = diagnose(take_snapshot(host), exp, events=history.events, recorder=history.recorder)
+        replayed = diagnose(take_snapshot(host), exp, events=history.events, recorder=history.recorder,
+                            kernel_table=load_kernel_table())
     with open_image(str(example_image)) as host:
-        original = diagnose(take_snapshot(host), exp)
+        original = diagnose(take_snapshot(host), exp, kernel_table=load_kernel_table())
     assert [r.netdev for r in replayed.rails] == [r.netdev for r in original.rails] == ["net_rail0", "net_rail1"]
     assert not [f for f in replayed.findings if f.severity in ("warning", "critical")]
 
@@ -218,7 +220,7 @@ def test_fetch_image_unpacks_what_the_agent_serves(example_image: Path, tmp_path
     _serve(agent, body)
     assert (out / "manifest.json").is_file() and (out / "recorder.jsonl").is_file()
     with open_image(str(out)) as host:
-        assert [r.netdev for r in diagnose(take_snapshot(host), Expectations()).rails] == ["net_rail0", "net_rail1"]
+        assert [r.netdev for r in diagnose(take_snapshot(host), Expectations(), kernel_table=()).rails] == ["net_rail0", "net_rail1"]
 
 
 def test_a_dump_older_than_a_link_message_does_not_count_a_loss_twice(example_image: Path) -> None:
