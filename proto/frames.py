@@ -27,6 +27,7 @@ __all__ = [
     "Hello",
     "UnsupportedVersion",
     "UploadReader",
+    "chunk_head",
     "encode",
 ]
 
@@ -114,6 +115,27 @@ def encode(frame: Frame) -> bytes:
     else:
         raise TypeError(f"not a frame: {type(frame).__name__}")
     return msgpack.packb(doc, use_bin_type=True)
+
+
+_CHUNK_KEYS = msgpack.packb("t") + msgpack.packb("chunk") + msgpack.packb("v") + msgpack.packb(MAJOR) + msgpack.packb("seq")
+_DATA_KEY = msgpack.packb("data")
+
+
+def chunk_head(seq: int, size: int) -> bytes:
+    """The bytes of ``encode(Chunk(seq, data))`` before ``data`` (of ``size`` bytes).
+
+    A sender writes the head and then the data as they are, instead of packing a copy of every
+    chunk: ``chunk_head(seq, len(d)) + d == encode(Chunk(seq, d))``, byte for byte.
+    """
+    if size < 0 or size > 0xFFFFFFFF:
+        raise ValueError(f"a chunk of {size} bytes")
+    if size < 0x100:
+        bin_head = b"\xc4" + size.to_bytes(1, "big")
+    elif size < 0x10000:
+        bin_head = b"\xc5" + size.to_bytes(2, "big")
+    else:
+        bin_head = b"\xc6" + size.to_bytes(4, "big")
+    return b"\x84" + _CHUNK_KEYS + msgpack.packb(seq) + _DATA_KEY + bin_head
 
 
 def _text(doc: dict, key: str, required: bool = True) -> str:

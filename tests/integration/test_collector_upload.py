@@ -289,3 +289,68 @@ def test_a_spooled_file_changed_on_disk_is_final_and_never_stored(tmp_path: Path
     err = run(go())
     assert (err.code, err.retryable) == ("corrupt_spool", False) and "spool corrupt" in str(err)
     assert [p for p in files(tmp_path / "store") if p.endswith(".tar.gz")] == []
+
+
+async def _stand_in(handler):  # type: ignore[no-untyped-def]
+    """A stand-in HTTP server (aiohttp) in place of the collector, to see the request as sent."""
+    from aiohttp import web
+
+    app = web.Application(client_max_size=64 << 20)
+    app.router.add_post("/v1/bundles", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+
+
+def test_a_file_goes_with_a_content_length_as_the_canonical_frames(tmp_path: Path) -> None:
+    from aiohttp import web
+
+    data = DATA + os.urandom(3 * (1 << 20) - len(DATA) + 17)  # three full chunk frames and a short one
+    f = tmp_path / "b.tar.gz"
+    f.write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    seen: dict = {}
+
+    async def handler(request: web.Request) -> web.Response:
+        seen["headers"] = dict(request.headers)
+        seen["body"] = await request.read()
+        return web.json_response({"status": "stored", "key": "k", "bytes": len(data), "sha256": sha})
+
+    async def go() -> None:
+        runner, url = await _stand_in(handler)
+        try:
+            for expected in (None, sha):  # hashed here, or the spool's digest: the same wire
+                await upload(url, HELLO, f, token=AGENT_TOKEN, expected_sha256=expected, retry=FAST)
+                assert seen["body"] == b"".join(frame_stream(HELLO, [data]))
+                assert int(seen["headers"]["Content-Length"]) == len(seen["body"])
+                assert "Transfer-Encoding" not in seen["headers"]
+        finally:
+            await runner.cleanup()
+
+    run(go())
+
+
+def test_a_spooled_file_that_shrinks_while_sent_is_never_sent_short(tmp_path: Path) -> None:
+    from aiohttp import web
+
+    f = tmp_path / "b.tar.gz"
+    f.write_bytes(DATA)
+
+    async def handler(request: web.Request) -> web.Response:
+        os.truncate(f, 1_000_000)  # before the body is read: the file shrinks under the upload
+        await request.read()
+        return web.json_response({"status": "stored"})
+
+    async def go() -> UploadError:
+        runner, url = await _stand_in(handler)
+        try:
+            with pytest.raises(UploadError) as info:
+                await upload(url, HELLO, f, token=AGENT_TOKEN, retry=FAST)
+            return info.value
+        finally:
+            await runner.cleanup()
+
+    err = run(go())
+    assert (err.code, err.retryable) == ("corrupt_spool", False) and "shrank" in str(err)

@@ -18,6 +18,7 @@ from proto.frames import (
     FrameError,
     Hello,
     UploadReader,
+    chunk_head,
     encode,
 )
 
@@ -141,3 +142,19 @@ def test_a_header_announcing_too_much_is_frame_too_large_at_once(header: bytes) 
             for i in range(0, len(raw), piece):
                 list(dec.feed(raw[i:i + piece]))
         assert info.value.code == "frame_too_large"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0, max_value=2**63 - 1),
+       st.sampled_from([1, 2, 255, 256, 257, 65535, 65536, 65537, MAX_CHUNK_BYTES]))
+def test_a_chunk_head_and_its_data_are_the_canonical_chunk_frame(seq: int, size: int) -> None:
+    # Senders write the head and the data as they are (no packed copy): byte for byte the encoding,
+    # across msgpack's int widths for seq and its bin8 / bin16 / bin32 data headers.
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert chunk_head(seq, size) + data == encode(Chunk(seq, data))
+
+
+def test_a_chunk_head_of_an_impossible_size_is_refused() -> None:
+    for size in (-1, 2**32):
+        with pytest.raises(ValueError):
+            chunk_head(0, size)
