@@ -70,7 +70,8 @@ def test_an_alert_becomes_a_stored_bundle_of_that_node_and_incident(tmp_path: Pa
             task = asyncio.create_task(puller.run())
             try:
                 answer = await _post_alert(url)
-                for _ in range(600):
+                # A whole capture runs in between: generous for a loaded CI machine, done in ~1 s idle.
+                for _ in range(2400):
                     if puller.served:
                         break
                     await asyncio.sleep(0.05)
