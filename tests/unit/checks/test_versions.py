@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import nodes
@@ -160,3 +161,52 @@ def test_rhel_variants_are_their_own_flavour():
     rt = parse_kernel("5.14.0-427.13.1.el9_4.x86_64+rt")
     assert (rt.flavour, rt.arch, rt.abi) == ("el9_4+rt", "x86_64", "5.14.0-427.13.1")
     assert parse_kernel("5.14.0-427.13.1.el9_4.aarch64+64k").flavour == "el9_4+64k"
+
+
+ROW = {"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020"}
+
+
+def test_kernel_table_is_rows_or_a_bare_list_each_row_naming_its_source():
+    want = (KernelRow("26.01", "nvidia", "6.8.0", "6.8.0-1020", "site notes"),)
+    assert parse_kernel_table(json.dumps({"rows": [{**ROW, "source": "site notes"}]}), "k.json") == want
+    assert parse_kernel_table(json.dumps([{**ROW, "source": "site notes"}]), "k.json") == want
+    # A row without a source is sourced to the file it came from.
+    assert parse_kernel_table(json.dumps([ROW]), "k.json")[0].source == "k.json"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("{", "k.json: not JSON"),
+    ('{"table": []}', 'k.json: expected {"rows": [...]} or a list of rows'),
+    ('["26.01"]', "k.json: row 0 needs the strings driver, flavour, kernel_line, max_abi"),
+    (json.dumps([ROW, {**ROW, "max_abi": 100}]), "k.json: row 1 needs the strings"),
+    (json.dumps([{**ROW, "flavour": ""}]), "k.json: row 0 needs the strings"),
+    (json.dumps([{k: v for k, v in ROW.items() if k != "driver"}]), "k.json: row 0 needs the strings"),
+])
+def test_kernel_table_errors_name_the_file_and_the_fault(text, why):
+    with pytest.raises(KernelTableError) as exc:
+        parse_kernel_table(text, "k.json")
+    assert str(exc.value).startswith(why)
+
+
+def test_kernel_table_file_rows_are_sourced_to_the_file(tmp_path):
+    extra = tmp_path / "k.json"
+    extra.write_text(json.dumps([ROW]))
+    assert load_kernel_table(str(extra))[-1].source == str(extra)
+
+
+def test_kernel_table_file_errors_say_why_in_one_line(tmp_path):
+    missing = tmp_path / "nope.json"
+    with pytest.raises(KernelTableError) as exc:
+        load_kernel_table(str(missing))
+    assert str(exc.value) == f"--kernel-table {missing}: No such file or directory"
+
+
+def test_kernel_table_file_is_read_up_to_one_mib(tmp_path):
+    # A bounded read: a file past 1 MiB is cut there, and so is never valid JSON.
+    big = tmp_path / "big.json"
+    big.write_text("[" + json.dumps(ROW) + " " * (3 << 20) + "]")
+    with pytest.raises(KernelTableError, match="not JSON"):
+        load_kernel_table(str(big))
+    fits = tmp_path / "fits.json"
+    fits.write_text("[" + json.dumps(ROW) + " " * ((1 << 20) - 200) + "]")
+    assert load_kernel_table(str(fits))[-1].max_abi == "6.8.0-1020"
