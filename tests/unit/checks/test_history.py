@@ -128,3 +128,115 @@ def test_malformed_history_is_a_reason_not_a_crash():
     assert capture_time_of(Manifest(ended_at="2026-10-28T14:20:33Z")) == nodes.TAKEN_AT
     assert capture_time_of(Manifest(ended_at="yesterday")) is None
     assert capture_time_of(None) is None
+
+
+def findings(snap=None, exp=None, **kw):
+    return diagnose(snap or nodes.node(), exp or Expectations(), kernel_table=(), **kw).findings
+
+
+def test_storm_finding_says_how_long_and_how_much_with_received_pause_as_evidence():
+    rec = recorder(series("net_rail0", 90, tx_prio3_pause_duration=600_000, rx_prio3_pause_duration=100_000))
+    (f,) = findings(recorder=rec)
+    assert f.message == "net_rail0: in the last 60 s it sent pause on priority 3 for 60% of the time"
+    assert f.evidence == {"netdev": "net_rail0", "window_s": 60.0, "tx_pause_storm_error_events": 0,
+                          "tx_prio3_pause_duration_us": 36_000_000, "tx_pause_share": 0.6,
+                          "rx_prio3_pause_duration_us": 6_000_000, "source": "recorder"}
+
+
+def test_storm_at_exactly_the_ratio_and_the_watchdog_are_both_named():
+    storms = [0] * 89 + [2]
+    rec = recorder(series("net_rail0", 90, tx_prio3_pause_duration=500_000, tx_pause_storm_error_events=storms))
+    (f,) = findings(recorder=rec)
+    assert f.message == ("net_rail0: in the last 60 s the pause-storm watchdog fired 2 time(s) "
+                         "and it sent pause on priority 3 for 50% of the time")
+    assert (f.evidence["tx_pause_storm_error_events"], f.evidence["tx_pause_share"]) == (2, 0.5)
+
+
+def test_storm_on_another_lossless_priority_reads_its_counters():
+    rec = recorder(series("net_rail0", 90, tx_prio5_pause_duration=600_000, tx_prio3_pause_duration=0))
+    storms = [f for f in findings(exp=Expectations(lossless_prio=5), recorder=rec) if f.code == "PfcStorm"]
+    assert [f.evidence["tx_prio5_pause_duration_us"] for f in storms] == [36_000_000]
+    assert findings(recorder=rec) == ()
+
+
+def test_two_samples_further_apart_than_the_storm_window_still_give_a_rate():
+    rows = [(T0, "net_rail0", {"tx_pause_storm_error_events": 0}), (T0 + 120, "net_rail0", {"tx_pause_storm_error_events": 1})]
+    (f,) = findings(recorder=recorder(rows))
+    assert f.message == "net_rail0: in the last 120 s the pause-storm watchdog fired 1 time(s)"
+    assert f.evidence["window_s"] == 120.0
+
+
+def test_one_sample_gives_no_rate():
+    rows = [(T0, "net_rail0", {"tx_pause_storm_error_events": 5, "carrier_down_count": 9, "rx_prio3_discards": 3})]
+    assert findings(recorder=recorder(rows)) == ()
+
+
+def test_lossless_drops_sum_every_lossless_discard_counter():
+    rec = recorder(series("net_rail1", 10, rx_prio3_discards=[40] * 5 + [50] * 5,
+                          rx_prio3_cong_discard=[0] * 9 + [2], rx_prio3_buf_discard=[7] * 10, rx_discards_phy=[0] * 9 + [9]))
+    (f,) = findings(recorder=rec)
+    assert (f.code, f.subject) == ("LosslessDrops", "net_rail1")
+    assert f.message == "net_rail1: 12 packet(s) of the lossless priority 3 dropped in the 9 s the flight recorder covers"
+    assert f.evidence == {"netdev": "net_rail1", "increase": {"rx_prio3_discards": 10, "rx_prio3_cong_discard": 2},
+                          "source": "recorder"}
+
+
+def test_flapping_finding_names_the_count_window_and_last_loss():
+    three = [0] * 10 + [1] * 10 + [2] * 10 + [3] * 10 + [3] * 5
+    (f,) = findings(recorder=recorder(series("net_rail0", 45, carrier_down_count=three)))
+    assert f.message == "net_rail0: 3 carrier losses within 300 s (threshold 3)"
+    # The last loss is the step that rose (sample 30), not the newest sample.
+    assert f.evidence == {"netdev": "net_rail0", "carrier_losses": 3, "window_s": 300.0, "last_loss_ts": T0 + 30,
+                          "source": "recorder"}
+
+
+def test_losses_exactly_a_window_apart_are_in_one_window():
+    exp = Expectations(flap_window_s=20)
+    three = [0] * 10 + [1] * 10 + [2] * 10 + [3] * 10
+    assert [f.evidence["carrier_losses"] for f in findings(exp=exp, recorder=recorder(
+        series("net_rail0", 40, carrier_down_count=three)))] == [3]
+
+
+def test_a_sample_without_the_counter_is_skipped_not_a_reset():
+    rows = [(T0 + i, "net_rail0", {"carrier_down_count": n} if n is not None else {"rx_bytes": i})
+            for i, n in enumerate([0, 1, None, 2, None, 3])]
+    assert [(f.code, f.evidence["carrier_losses"]) for f in findings(recorder=recorder(rows))] == [("LinkFlapping", 3)]
+
+
+def test_a_renamed_rail_is_judged_under_its_expected_name():
+    snap = nodes.replace_link(nodes.node(), "net_rail1", ifname="enp141s0f0np0")
+    rec = recorder(series("enp141s0f0np0", 90, tx_prio3_pause_duration=600_000))
+    assert [(f.code, f.subject) for f in findings(snap, recorder=rec) if f.code == "PfcStorm"] == [
+        ("PfcStorm", "net_rail1")]
+
+
+def test_a_series_of_a_netdev_that_is_not_a_rail_is_judged_under_its_own_name():
+    rec = recorder(series("eth5", 90, tx_prio3_pause_duration=600_000))
+    assert [(f.code, f.subject) for f in findings(recorder=rec)] == [("PfcStorm", "eth5")]
+
+
+def test_each_series_is_judged():
+    rec = recorder(series("net_rail0", 90, tx_prio3_pause_duration=600_000)
+                   + series("net_rail1", 90, tx_prio3_pause_duration=600_000))
+    assert [f.subject for f in findings(recorder=rec)] == ["net_rail0", "net_rail1"]
+    rep = recorder(series("net_rail0_0", 40, carrier_down_count=1) + series("net_rail1", 90, tx_prio3_pause_duration=600_000))
+    assert [f.subject for f in findings(recorder=rep)] == ["net_rail1"]
+
+
+def test_event_finding_keeps_the_agents_words_and_says_how_long_before():
+    ev = Event(nodes.TAKEN_AT - 42, "PfcStorm", "critical", "net_rail0", "storm", (("netdev", "net_rail0"),))
+    (f,) = findings(events=(ev,), capture_time=nodes.TAKEN_AT)
+    assert (f.code, f.severity, f.subject) == ("PfcStorm", "critical", "net_rail0")
+    assert f.message == "storm (agent event, 42 s before the capture)"
+    assert f.evidence == {"netdev": "net_rail0", "event_ts": nodes.TAKEN_AT - 42}
+    bare = Event(nodes.TAKEN_AT, "LinkFlapping", "warning", "net_rail1")
+    assert findings(events=(bare,))[0].message == "LinkFlapping event (agent event, 0 s before the capture)"
+
+
+def test_event_window_includes_both_ends_and_nothing_after_the_capture():
+    end = nodes.TAKEN_AT
+    exp = Expectations(event_window_s=100)
+    events = (Event(end - 100, "LinkFlapping", "warning", "net_rail0"), Event(end, "LinkFlapping", "warning", "net_rail1"),
+              Event(end + 1, "PfcStorm", "critical", "net_rail0"), Event(end - 101, "PfcStorm", "critical", "net_rail1"))
+    assert [(f.code, f.subject) for f in findings(exp=exp, events=events, capture_time=end)] == [
+        ("LinkFlapping", "net_rail0"), ("LinkFlapping", "net_rail1")]
