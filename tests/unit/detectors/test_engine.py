@@ -168,15 +168,14 @@ def _feed(seq, th: Thresholds | None = None):
 
 
 def test_a_reload_forgives_the_losses_since_the_driver_was_last_seen_fine() -> None:
-    # srcversion read fine at 100, changed at 160: losses from 100 on were the reload's, the one at 50 was not
-    seq = [(0.0, DriverObs(SRC_A)), (0.0, link(KEY0, cdc=0, after=False)), (50.0, link(KEY0, cdc=1, after=False)),
-           (100.0, DriverObs(SRC_A)), (110.0, link(KEY0, cdc=2, after=False)), (120.0, link(KEY0, cdc=3, after=False)),
-           (160.0, DriverObs(SRC_B))]
-    state, events = _feed(seq[:3] + seq[3:4] + seq[4:5] + seq[6:])
+    # srcversion read fine at 100, changed at 160: the loss at 110 was the reload's, the one at 50 was not
+    before = [(0.0, DriverObs(SRC_A)), (0.0, link(KEY0, cdc=0, after=False)), (50.0, link(KEY0, cdc=1, after=False)),
+              (100.0, DriverObs(SRC_A)), (110.0, link(KEY0, cdc=2, after=False))]
+    state, events = _feed([*before, (160.0, DriverObs(SRC_B))])
     assert events == [("DriverReload", 160.0)]
     assert state.link.links[KEY0].losses == (50.0,)
-    # without a reload the same losses are a flap
-    assert _feed(seq[:6])[1] == [("LinkFlapping", 120.0)]
+    # without the reload the same losses and one more are a flap
+    assert _feed([*before, (200.0, link(KEY0, cdc=3, after=False))])[1] == [("LinkFlapping", 200.0)]
 
 
 def test_a_first_reload_forgives_the_grace_before_it() -> None:
