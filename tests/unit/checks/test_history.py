@@ -240,3 +240,44 @@ def test_event_window_includes_both_ends_and_nothing_after_the_capture():
               Event(end + 1, "PfcStorm", "critical", "net_rail0"), Event(end - 101, "PfcStorm", "critical", "net_rail1"))
     assert [(f.code, f.subject) for f in findings(exp=exp, events=events, capture_time=end)] == [
         ("LinkFlapping", "net_rail0"), ("LinkFlapping", "net_rail1")]
+
+
+def test_exactly_the_storm_ratio_without_the_watchdog_is_a_storm():
+    (f,) = findings(recorder=recorder(series("net_rail0", 90, tx_prio3_pause_duration=500_000)))
+    assert f.message == "net_rail0: in the last 60 s it sent pause on priority 3 for 50% of the time"
+
+
+def test_when_only_the_last_sample_is_in_the_window_the_last_two_give_the_rate():
+    rows = [(T0, "net_rail0", {"tx_pause_storm_error_events": 0}), (T0 + 100, "net_rail0", {"tx_pause_storm_error_events": 0}),
+            (T0 + 200, "net_rail0", {"tx_pause_storm_error_events": 1})]
+    (f,) = findings(recorder=recorder(rows))
+    assert f.evidence["window_s"] == 100.0
+
+
+def test_a_one_second_rate_counts_and_samples_at_one_time_give_none():
+    rows = [(T0, "net_rail0", {"tx_prio3_pause_duration": 0}), (T0 + 1, "net_rail0", {"tx_prio3_pause_duration": 600_000})]
+    assert [f.evidence["tx_pause_share"] for f in findings(recorder=recorder(rows))] == [0.6]
+    same_time = [(T0, "net_rail0", {"tx_prio3_pause_duration": 0}), (T0, "net_rail0", {"tx_prio3_pause_duration": 600_000})]
+    assert findings(recorder=recorder(same_time)) == ()
+
+
+def test_a_reset_does_not_cancel_the_drops_before_it():
+    rec = recorder(series("net_rail1", 4, rx_prio3_discards=[0, 10, 0, 0]))
+    (f,) = findings(recorder=rec)
+    assert f.evidence["increase"] == {"rx_prio3_discards": 10}
+
+
+def test_no_carrier_loss_is_no_flap_whatever_the_threshold():
+    rec = recorder(series("net_rail0", 40, carrier_down_count=0))
+    assert findings(exp=Expectations(flap_count=1), recorder=rec) == ()
+
+
+def test_the_flap_count_is_the_most_losses_in_any_window():
+    #                 0  10  40  50  60 : window 25 s -> 40, 50, 60 are the most in one window
+    downs = [0] * 100
+    for t in (0, 10, 40, 50, 60):
+        downs[t:] = [d + 1 for d in downs[t:]]
+    rec = recorder(series("net_rail0", 70, carrier_down_count=downs))
+    got = findings(exp=Expectations(flap_window_s=25), recorder=rec)
+    assert [(f.evidence["carrier_losses"], f.evidence["last_loss_ts"]) for f in got] == [(3, T0 + 60)]
+    assert findings(exp=Expectations(flap_window_s=25, flap_count=4), recorder=rec) == ()
