@@ -281,3 +281,16 @@ def test_the_flap_count_is_the_most_losses_in_any_window():
     got = findings(exp=Expectations(flap_window_s=25), recorder=rec)
     assert [(f.evidence["carrier_losses"], f.evidence["last_loss_ts"]) for f in got] == [(3, T0 + 60)]
     assert findings(exp=Expectations(flap_window_s=25, flap_count=4), recorder=rec) == ()
+
+
+def test_losses_leaving_the_window_are_subtracted_by_their_size():
+    # losses: 1 at +1, 1 at +2, 2 at +50, 1 at +51; within 10 s the most are the 3 of +50 and +51
+    downs = [0] + [1] + [2] * 48 + [4, 5]
+    rec = recorder(series("net_rail0", 52, carrier_down_count=downs))
+    got = findings(exp=Expectations(flap_window_s=10), recorder=rec)
+    assert [(f.evidence["carrier_losses"], f.evidence["last_loss_ts"]) for f in got] == [(3, T0 + 51)]
+
+
+def test_the_pause_share_is_given_to_three_decimals():
+    rows = [(T0, "net_rail0", {"tx_prio3_pause_duration": 0}), (T0 + 3, "net_rail0", {"tx_prio3_pause_duration": 2_000_000})]
+    assert [f.evidence["tx_pause_share"] for f in findings(recorder=recorder(rows))] == [0.667]
