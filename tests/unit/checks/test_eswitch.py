@@ -113,3 +113,16 @@ def test_every_rail_nic_is_judged():
         ("EswitchModeUnexpected", "warning", PF0), ("EswitchModeUnexpected", "warning", PF1)]
     assert found(nodes.node(), Expectations(esw_multiport=True)) == [
         ("EswMultiportUnexpected", "warning", PF0), ("EswMultiportUnexpected", "warning", PF1)]
+
+
+def test_a_pf_not_judged_does_not_stop_the_next_pf_of_its_nic():
+    snap = nodes.set_mode(nodes.set_numvfs(one_nic(nodes.node()), nodes.PCIS[0], 0), PF1, "legacy")
+    snap = nodes.drop_link(snap, "net_rail0_0")
+    assert found(snap, Expectations(eswitch_mode="switchdev")) == [("EswitchModeUnexpected", "warning", PF1)]
+
+
+def test_a_pf_whose_netdev_is_gone_says_so():
+    snap = nodes.set_mode(nodes.drop_link(nodes.node(), "net_rail1"), PF1, "legacy")
+    (f,) = [f for f in diagnose(snap, Expectations(eswitch_mode="switchdev"), kernel_table=()).findings
+            if f.code == "EswitchModeUnexpected"]
+    assert f.message == f"{PF1} (no netdev) has 1 VF(s) and its eswitch is legacy, expected switchdev"

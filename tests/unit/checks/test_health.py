@@ -126,3 +126,15 @@ def test_a_warning_beside_an_info_is_a_warning():
 def test_every_rail_pf_is_judged():
     snap = with_health(rep(PF0, "fw", "error", 1), rep(PF1, "fw", "error", 1))
     assert found(snap) == [("NicHealthError", "warning", PF0), ("NicHealthError", "warning", PF1)]
+
+
+def test_a_pf_whose_netdev_is_gone_says_so():
+    from agent.analysis.diagnose import diagnose
+    from agent.config import Expectations
+
+    snap = nodes.drop_link(with_health(rep(PF1, "fw", "error", 1)), "net_rail1")
+    (f,) = [f for f in diagnose(snap, Expectations(), kernel_table=()).findings if f.code == "NicHealthError"]
+    assert f.message == f"{PF1} (no netdev): devlink health reporter(s) in error: fw"
+    recovered = nodes.drop_link(with_health(rep(PF1, "fw", "healthy", 1, 1)), "net_rail1")
+    (f,) = [f for f in diagnose(recovered, Expectations(), kernel_table=()).findings if f.code == "NicHealthError"]
+    assert f.message.startswith(f"{PF1} (no netdev): devlink health reporter(s) recovered")

@@ -68,3 +68,9 @@ def test_orphans_of_several_owners_are_one_finding_each():
                           OvsInterface("net_rail0_7", "", 0, -1, None))
     assert found(snap) == [("RepresentorStale", "warning", "node"), ("RepresentorStale", "warning", PF0),
                            ("RepresentorStale", "warning", PF1)]
+
+
+def test_a_pf_whose_netdev_is_gone_says_so():
+    snap = nodes.set_numvfs(nodes.drop_link(nodes.node(), "net_rail1"), nodes.PCIS[1], 0)
+    (f,) = [f for f in diagnose(snap, Expectations(), kernel_table=()).findings if f.code == "RepresentorStale"]
+    assert f.message == f"{PF1} (no netdev): 1 representor(s) of VFs that do not exist (sriov_numvfs 0): net_rail1_0"
