@@ -126,3 +126,8 @@ def test_a_pf_whose_netdev_is_gone_says_so():
     (f,) = [f for f in diagnose(snap, Expectations(eswitch_mode="switchdev"), kernel_table=()).findings
             if f.code == "EswitchModeUnexpected"]
     assert f.message == f"{PF1} (no netdev) has 1 VF(s) and its eswitch is legacy, expected switchdev"
+
+
+def test_a_nic_whose_multiport_is_unreadable_does_not_stop_the_next_nic():
+    snap = replace(nodes.node(), params=tuple(p for p in nodes.node().params if (p.handle, p.name) != (PF0, "esw_multiport")))
+    assert found(snap, Expectations(esw_multiport=True)) == [("EswMultiportUnexpected", "warning", PF1)]

@@ -323,3 +323,31 @@ def test_driver_version_from_ethtool_when_the_module_version_is_unread():
     first_gone = nodes.drop_link(snap, "net_rail0")
     assert ("DriverKernelUnvalidated", "warning", "node") in found(first_gone)
     assert found(replace(snap, drivers=())) == []
+
+
+def test_firmware_skew_is_judged_past_rails_without_a_netdev_or_a_model():
+    def skewed(snap):
+        return replace(snap, drivers=tuple(replace(d, firmware="28.43.1014") if d.netdev == "net_rail2" else d
+                                           for d in snap.drivers))
+    first_gone = skewed(nodes.drop_link(nodes.node(rails=3), "net_rail0"))
+    assert ("FirmwareSkew", "info", "node") in found(first_gone)
+    no_model = skewed(nodes.node(rails=3))
+    no_model = replace(no_model, rdma_devices=tuple(replace(d, hca_type=None) if d.name == "rdma_rail0" else d
+                                                    for d in no_model.rdma_devices),
+                       drivers=tuple(replace(d, psid=None) if d.netdev == "net_rail0" else d for d in no_model.drivers))
+    (f,) = diagnose(no_model, Expectations(), kernel_table=()).findings
+    assert f.evidence["firmware"] == {"28.42.1000": ["net_rail1"], "28.43.1014": ["net_rail2"]}
+
+
+def test_without_ethtool_or_hca_type_a_rail_has_no_model():
+    snap = replace(nodes.node(), drivers=(), rdma_devices=tuple(replace(d, hca_type=None) for d in nodes.node().rdma_devices))
+    assert found(snap) == []
+
+
+def test_skew_of_several_models_is_one_finding_on_node():
+    snap = nodes.node(rails=4)
+    snap = replace(snap, drivers=tuple(replace(d, firmware="28.43.1014") if d.netdev in ("net_rail1", "net_rail3") else d
+                                       for d in snap.drivers),
+                   rdma_devices=tuple(replace(d, hca_type="MT4131") if d.name in ("rdma_rail2", "rdma_rail3") else d
+                                      for d in snap.rdma_devices))
+    assert found(snap) == [("FirmwareSkew", "info", "node")]
