@@ -293,6 +293,7 @@ def test_driver_kernel_findings_say_which_driver_kernel_and_row():
     def only(kernel):
         (f,) = diagnose(nodes.node(driver_version="26.01-0.5.2", kernel=kernel), Expectations(),
                         kernel_table=TABLE).findings
+        assert (f.code, f.subject) == ("DriverKernelUnvalidated", "node")
         return f.severity, f.message, f.evidence
     assert only("6.8.0-101-generic") == (
         "warning", "driver 26.01-0.5.2 runs on kernel 6.8.0-101-generic, beyond the validated 6.8.0-100-generic (test)",
