@@ -170,3 +170,19 @@ def test_multiplane_messages_name_the_plane():
     ))
     f = only(nodes.replace_link(snap, "net_rail0", ifname="net_0_0_0"))
     assert f.message == f"rail 0 plane 1: no netdev on PCI function {nodes.PCIS[1]} (expected net_0_1_0)"
+
+
+def test_every_rail_message_on_a_multiplane_node_names_the_plane():
+    snap = replace(nodes.node(), rules=(
+        RailRule(nodes.PCIS[0], "net_0_0_0", "net", nodes.NET_RULES, 4),
+        RailRule(nodes.PCIS[1], "net_0_1_0", "net", nodes.NET_RULES, 5),
+        *(r for r in nodes.node().rules if r.kind == "rdma"),
+    ))
+    snap = nodes.replace_link(snap, "net_rail0", ifname="net_0_0_0")
+    snap = nodes.replace_link(snap, "net_rail1", ifname="eth3", operstate="DOWN", carrier=0)
+    snap = replace(snap, rdma_links=tuple(replace(rl, dev="mlx5_1", state="DOWN", physical_state="DISABLED")
+                                          if rl.dev == "rdma_rail1" else rl for rl in snap.rdma_links),
+                   rdma_devices=tuple(replace(d, name="mlx5_1") if d.name == "rdma_rail1" else d for d in snap.rdma_devices))
+    got = {f.code: f.message for f in diagnose(snap, Expectations(), kernel_table=()).findings}
+    assert set(got) == {"RailNameMismatch", "RailLinkDown", "RdmaNameMismatch", "RdmaLinkDown"}
+    assert all(m.startswith("rail 0 plane 1: ") for m in got.values()), got
