@@ -186,3 +186,8 @@ def test_every_rail_message_on_a_multiplane_node_names_the_plane():
     got = {f.code: f.message for f in diagnose(snap, Expectations(), kernel_table=()).findings}
     assert set(got) == {"RailNameMismatch", "RailLinkDown", "RdmaNameMismatch", "RdmaLinkDown"}
     assert all(m.startswith("rail 0 plane 1: ") for m in got.values()), got
+
+
+def test_a_missing_rail_does_not_stop_the_next_being_judged():
+    snap = nodes.replace_link(nodes.drop_link(nodes.node(), "net_rail0"), "net_rail1", operstate="DOWN", carrier=0)
+    assert found(snap) == [("RailLinkDown", "critical", "net_rail1"), ("RailMissing", "critical", "net_rail0")]
