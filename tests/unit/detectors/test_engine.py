@@ -211,3 +211,11 @@ def test_run_feeds_a_batch_in_order_at_one_time() -> None:
     batch = [CountersObs("net_rail0", {"rx_prio3_discards": 0}), CountersObs("net_rail0", {"rx_prio3_discards": 2})]
     _, events = run(initial(), batch, 5.0)
     assert [(e.code, e.ts) for e in events] == [("LosslessDrops", 5.0)]
+
+
+def test_the_engine_gives_its_thresholds_to_every_detector() -> None:
+    th = Thresholds(flap_count=5, lossless_prio=4, reload_grace_s=45.0)
+    state = initial(th)
+    parts = (state.link, state.config, state.representors, state.storm, state.drops, state.driver, state.health)
+    assert state.th == th
+    assert all(p.th == th for p in parts)
