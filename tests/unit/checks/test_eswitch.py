@@ -7,6 +7,7 @@ from dataclasses import replace
 import nodes
 from test_rails import found
 
+from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
 
 PF0, PF1 = (f"pci/{b}" for b in nodes.PCIS[:2])
@@ -71,3 +72,62 @@ def test_multiport_expectation_judges_only_nics_that_carry_rails():
     assert found(off_rail, Expectations(esw_multiport=False)) == []
     on_rail = nodes.set_param(nodes.node(), PF1, "esw_multiport", True)
     assert found(on_rail, Expectations(esw_multiport=False)) == [("EswMultiportUnexpected", "warning", PF1)]
+
+
+def only(snap, exp):
+    (f,) = diagnose(snap, exp, kernel_table=()).findings
+    return f
+
+
+def test_mode_finding_names_the_pf_vfs_mode_and_expectation():
+    f = only(nodes.set_mode(nodes.node(), PF1, "legacy"), Expectations(eswitch_mode="switchdev"))
+    assert f.message == f"{PF1} (net_rail1) has 1 VF(s) and its eswitch is legacy, expected switchdev"
+    assert f.evidence == {"mode": "legacy", "expected": "switchdev", "numvfs": 1, "netdev": "net_rail1"}
+
+
+def test_multiport_finding_says_value_expectation_and_that_it_is_runtime_only():
+    f = only(one_nic(nodes.node()), Expectations(esw_multiport=True))
+    assert f.message == (f"esw_multiport (multiport eswitch LAG) is false on the NIC of {PF0}, expected true "
+                         "(runtime-only: a reboot or driver reload resets it)")
+    assert f.evidence == {"value": False, "expected": True, "switch_id": nodes.SWITCH_IDS[0], "pfs": [PF0, PF1]}
+
+
+def test_multiport_read_on_another_pf_keeps_the_lowest_pf_as_subject_and_says_where_it_was_read():
+    snap = one_nic(nodes.node())
+    snap = replace(snap, params=tuple(p for p in snap.params if (p.handle, p.name) != (PF0, "esw_multiport")))
+    f = only(snap, Expectations(esw_multiport=True))
+    assert f.subject == PF0
+    assert f"on the NIC of {PF0} (read on {PF1}), expected true" in f.message
+
+
+def test_torn_finding_names_both_values_and_every_pfs_reading():
+    f = only(nodes.set_param(one_nic(nodes.node()), PF1, "esw_multiport", True), Expectations())
+    assert f.message == f"torn LAG state: esw_multiport is true on {PF1} but false on {PF0}, PFs of the same NIC"
+    assert f.evidence == {"value": True, "nic_value": False, "lowest_pf": PF0, "switch_id": nodes.SWITCH_IDS[0],
+                          "by_pf": {PF0: False, PF1: True}}
+
+
+def test_every_rail_nic_is_judged():
+    snap = nodes.set_mode(nodes.set_mode(nodes.node(), PF0, "legacy"), PF1, "legacy")
+    assert found(snap, Expectations(eswitch_mode="switchdev")) == [
+        ("EswitchModeUnexpected", "warning", PF0), ("EswitchModeUnexpected", "warning", PF1)]
+    assert found(nodes.node(), Expectations(esw_multiport=True)) == [
+        ("EswMultiportUnexpected", "warning", PF0), ("EswMultiportUnexpected", "warning", PF1)]
+
+
+def test_a_pf_not_judged_does_not_stop_the_next_pf_of_its_nic():
+    snap = nodes.set_mode(nodes.set_numvfs(one_nic(nodes.node()), nodes.PCIS[0], 0), PF1, "legacy")
+    snap = nodes.drop_link(snap, "net_rail0_0")
+    assert found(snap, Expectations(eswitch_mode="switchdev")) == [("EswitchModeUnexpected", "warning", PF1)]
+
+
+def test_a_pf_whose_netdev_is_gone_says_so():
+    snap = nodes.set_mode(nodes.drop_link(nodes.node(), "net_rail1"), PF1, "legacy")
+    (f,) = [f for f in diagnose(snap, Expectations(eswitch_mode="switchdev"), kernel_table=()).findings
+            if f.code == "EswitchModeUnexpected"]
+    assert f.message == f"{PF1} (no netdev) has 1 VF(s) and its eswitch is legacy, expected switchdev"
+
+
+def test_a_nic_whose_multiport_is_unreadable_does_not_stop_the_next_nic():
+    snap = replace(nodes.node(), params=tuple(p for p in nodes.node().params if (p.handle, p.name) != (PF0, "esw_multiport")))
+    assert found(snap, Expectations(esw_multiport=True)) == [("EswMultiportUnexpected", "warning", PF1)]

@@ -85,3 +85,56 @@ def test_a_vfs_reporter_and_another_bus_are_not_judged():
 
 def test_a_reporter_without_a_state_is_not_judged():
     assert found(with_health(rep(PF0, "fw_fatal", None, 9))) == []
+
+
+def only(snap):
+    from agent.analysis.diagnose import diagnose
+    from agent.config import Expectations
+
+    (f,) = diagnose(snap, Expectations(), kernel_table=()).findings
+    return f
+
+
+def test_health_finding_names_the_pf_and_the_reporters_in_error_with_every_reporter_in_evidence():
+    f = only(with_health(rep(PF0, "fw", "error", 1), rep(PF0, "fw_fatal", "error", 1, 2)))
+    assert f.message == f"{PF0} (net_rail0): devlink health reporter(s) in error: fw, fw_fatal"
+    assert f.evidence["netdev"] == "net_rail0"
+    assert f.evidence["reporters"] == [
+        {"handle": PF0, "reporter": "fw", "state": "error", "error": 1, "recover": 0},
+        {"handle": PF0, "reporter": "fw_fatal", "state": "error", "error": 1, "recover": 2},
+        {"handle": f"{aux_of(PF0)}/65535", "reporter": "tx", "state": "healthy", "error": 0, "recover": 0},
+        {"handle": f"{aux_of(PF0)}/65535", "reporter": "rx", "state": "healthy", "error": 0, "recover": 0}]
+
+
+def test_recovered_errors_name_the_reporters_that_had_them():
+    f = only(with_health(rep(PF0, "fw", "healthy", 3, 3), rep(f"{aux_of(PF0)}/65535", "tx", "healthy", 1, 1)))
+    assert f.severity == "info"
+    assert f.message == (f"{PF0} (net_rail0): devlink health reporter(s) recovered from errors since the driver "
+                         "loaded: fw, tx")
+
+
+def test_an_error_beside_recovered_ones_names_only_the_reporter_in_error():
+    f = only(with_health(rep(PF0, "fw", "healthy", 3, 3), rep(PF0, "fw_fatal", "error", 1)))
+    assert (f.severity, f.message) == ("critical", f"{PF0} (net_rail0): devlink health reporter(s) in error: fw_fatal")
+
+
+def test_a_warning_beside_an_info_is_a_warning():
+    f = only(with_health(rep(PF0, "fw", "healthy", 3, 3), rep(f"{aux_of(PF0)}/65535", "rx", "error", 1)))
+    assert f.severity == "warning"
+
+
+def test_every_rail_pf_is_judged():
+    snap = with_health(rep(PF0, "fw", "error", 1), rep(PF1, "fw", "error", 1))
+    assert found(snap) == [("NicHealthError", "warning", PF0), ("NicHealthError", "warning", PF1)]
+
+
+def test_a_pf_whose_netdev_is_gone_says_so():
+    from agent.analysis.diagnose import diagnose
+    from agent.config import Expectations
+
+    snap = nodes.drop_link(with_health(rep(PF1, "fw", "error", 1)), "net_rail1")
+    (f,) = [f for f in diagnose(snap, Expectations(), kernel_table=()).findings if f.code == "NicHealthError"]
+    assert f.message == f"{PF1} (no netdev): devlink health reporter(s) in error: fw"
+    recovered = nodes.drop_link(with_health(rep(PF1, "fw", "healthy", 1, 1)), "net_rail1")
+    (f,) = [f for f in diagnose(recovered, Expectations(), kernel_table=()).findings if f.code == "NicHealthError"]
+    assert f.message.startswith(f"{PF1} (no netdev): devlink health reporter(s) recovered")

@@ -103,3 +103,91 @@ def test_operstate_unknown_without_carrier_is_down():
     snap = nodes.replace_link(nodes.node(), "net_rail0", operstate="UNKNOWN", carrier=0)
     assert ("RailLinkDown", "critical", "net_rail0") in found(snap)
     assert diagnose(snap, Expectations(), kernel_table=()).rails[0].oper == "down"
+
+
+def only(snap, exp=None):
+    (f,) = diagnose(snap, exp or Expectations(), kernel_table=()).findings
+    return f
+
+
+def test_rail_missing_says_where_the_netdev_was_expected():
+    f = only(nodes.drop_link(nodes.node(), "net_rail1"))
+    assert f.message == f"rail 1: no netdev on PCI function {nodes.PCIS[1]} (expected net_rail1)"
+    assert f.evidence == {"pci": nodes.PCIS[1], "source": "udev", "numvfs": 1}
+    f = only(nodes.node(rules=False), Expectations(rails=3))
+    assert (f.message, f.evidence) == ("rail 2: no netdev on this node (expected net_rail2)", {"source": "rails"})
+
+
+def test_rail_missing_says_when_the_function_left_the_bus():
+    snap = nodes.drop_link(nodes.node(), "net_rail1")
+    snap = replace(snap, pci=tuple(p for p in snap.pci if p.bdf != nodes.PCIS[1]))
+    f = only(snap)
+    assert f.message == (f"rail 1: no netdev on PCI function {nodes.PCIS[1]} (expected net_rail1); "
+                         "the PCI function is not in /sys/bus/pci/devices either")
+    assert f.evidence == {"pci": nodes.PCIS[1], "source": "udev", "pci_function_present": False}
+    # Without sysfs at all nothing says the function is gone.
+    unread = replace(nodes.drop_link(nodes.node(), "net_rail1"), pci=())
+    assert "pci_function_present" not in only(unread).evidence
+
+
+def test_rail_name_mismatch_names_the_function_the_actual_name_and_the_rule():
+    f = only(nodes.replace_link(nodes.node(), "net_rail1", ifname="enp141s0f0np0"))
+    assert f.message == (f"rail 1: the uplink of {nodes.PCIS[1]} is named enp141s0f0np0, not net_rail1 "
+                         "(the udev rename did not apply)")
+    assert f.evidence == {"pci": nodes.PCIS[1], "actual": "enp141s0f0np0", "rule": nodes.NET_RULES}
+
+
+def test_rail_link_down_gives_operstate_carrier_and_losses():
+    rdma_up = nodes.replace_link(nodes.node(), "net_rail0", operstate="DOWN", carrier=0, carrier_down_count=4)
+    f = only(rdma_up)
+    assert f.message == "rail 0: net_rail0 is not up (operstate DOWN, carrier 0)"
+    assert f.evidence == {"netdev": "net_rail0", "operstate": "DOWN", "carrier": 0, "carrier_down_count": 4}
+
+
+def test_a_renamed_rail_that_is_down_is_both_findings():
+    snap = nodes.replace_link(nodes.node(), "net_rail1", ifname="enp141s0f0np0", operstate="DOWN", carrier=0)
+    assert found(snap) == [("RailLinkDown", "critical", "net_rail1"), ("RailNameMismatch", "critical", "net_rail1")]
+
+
+def test_template_invalid_names_the_file_and_every_long_name():
+    snap = nodes.replace_link(nodes.node(), "net_rail0", ifname="eth2")
+    snap = nodes.replace_link(snap, "net_rail1", ifname="eth3")
+    snap = replace(snap, rules=(
+        RailRule(nodes.PCIS[0], "net_rail0_plane0", "net", nodes.NET_RULES, 4),
+        RailRule(nodes.PCIS[1], "net_rail0_plane1", "net", nodes.NET_RULES, 5),
+    ))
+    f = only(snap)
+    assert f.message == (f"2 netdev name(s) in {nodes.NET_RULES} are longer than 15 characters (IFNAMSIZ) and can "
+                         "never be applied: net_rail0_plane0, net_rail0_plane1")
+    assert f.evidence == {"names": ["net_rail0_plane0", "net_rail0_plane1"], "max_len": 15}
+
+
+def test_multiplane_messages_name_the_plane():
+    # net_%nic_id%_%plane_id%_%rail_id%: rail numbers repeat across planes, so the label names both.
+    snap = replace(nodes.drop_link(nodes.node(), "net_rail1"), rules=(
+        RailRule(nodes.PCIS[0], "net_0_0_0", "net", nodes.NET_RULES, 4),
+        RailRule(nodes.PCIS[1], "net_0_1_0", "net", nodes.NET_RULES, 5),
+    ))
+    f = only(nodes.replace_link(snap, "net_rail0", ifname="net_0_0_0"))
+    assert f.message == f"rail 0 plane 1: no netdev on PCI function {nodes.PCIS[1]} (expected net_0_1_0)"
+
+
+def test_every_rail_message_on_a_multiplane_node_names_the_plane():
+    snap = replace(nodes.node(), rules=(
+        RailRule(nodes.PCIS[0], "net_0_0_0", "net", nodes.NET_RULES, 4),
+        RailRule(nodes.PCIS[1], "net_0_1_0", "net", nodes.NET_RULES, 5),
+        *(r for r in nodes.node().rules if r.kind == "rdma"),
+    ))
+    snap = nodes.replace_link(snap, "net_rail0", ifname="net_0_0_0")
+    snap = nodes.replace_link(snap, "net_rail1", ifname="eth3", operstate="DOWN", carrier=0)
+    snap = replace(snap, rdma_links=tuple(replace(rl, dev="mlx5_1", state="DOWN", physical_state="DISABLED")
+                                          if rl.dev == "rdma_rail1" else rl for rl in snap.rdma_links),
+                   rdma_devices=tuple(replace(d, name="mlx5_1") if d.name == "rdma_rail1" else d for d in snap.rdma_devices))
+    got = {f.code: f.message for f in diagnose(snap, Expectations(), kernel_table=()).findings}
+    assert set(got) == {"RailNameMismatch", "RailLinkDown", "RdmaNameMismatch", "RdmaLinkDown"}
+    assert all(m.startswith("rail 0 plane 1: ") for m in got.values()), got
+
+
+def test_a_missing_rail_does_not_stop_the_next_being_judged():
+    snap = nodes.replace_link(nodes.drop_link(nodes.node(), "net_rail0"), "net_rail1", operstate="DOWN", carrier=0)
+    assert found(snap) == [("RailLinkDown", "critical", "net_rail1"), ("RailMissing", "critical", "net_rail0")]

@@ -8,6 +8,7 @@ import nodes
 import pytest
 from test_rails import found
 
+from agent.analysis.checks.rdma import rdma_subject, running_netns_mode
 from agent.analysis.diagnose import diagnose
 from agent.analysis.topology import build_topology
 from agent.config import Expectations
@@ -124,3 +125,98 @@ def test_two_devices_nothing_tells_apart_is_no_rail_device_and_a_failed_rename()
     assert rail0.rdma_device is None and rail0.other_rdma == ("mlx5_0", "smi1")
     (f,) = [f for f in diagnose(snap, Expectations(), kernel_table=()).findings if f.code == "RdmaNameMismatch"]
     assert f.subject == "rdma_rail0" and f.evidence["others"] == ["mlx5_0", "smi1"]
+
+
+def only(snap, exp=None):
+    (f,) = diagnose(snap, exp or Expectations(), kernel_table=()).findings
+    return f
+
+
+def test_rdma_name_mismatch_says_what_the_function_has_and_why_it_matters():
+    f = only(rdma_renamed(nodes.node(), "rdma_rail1", "mlx5_1"))
+    assert f.message == (f"rail 1: the RDMA device of {nodes.PCIS[1]} is named mlx5_1, not rdma_rail1 (the RDMA "
+                         "rename did not apply; NCCL_IB_HCA and the RDMA device plugin select devices by name)")
+    assert f.evidence == {"pci": nodes.PCIS[1], "actual": "mlx5_1", "rule": f"{nodes.RDMA_RULES} line 5",
+                          "netdev": "net_rail1"}
+
+
+def test_rdma_name_mismatch_without_a_rail_device_lists_the_candidates():
+    snap = with_smi(nodes.node(), nodes.PCIS[0], "smi1", netdev_on_link=False)
+    snap = replace(snap, rdma_devices=tuple(replace(d, ports=()) for d in snap.rdma_devices))
+    f = only(rdma_renamed(snap, "rdma_rail0", "mlx5_0"))
+    assert f.message.startswith(f"rail 0: no RDMA device of {nodes.PCIS[0]} is named rdma_rail0 (it has mlx5_0, smi1) "
+                                "(the RDMA rename did not apply")
+    assert f.evidence == {"pci": nodes.PCIS[0], "rule": f"{nodes.RDMA_RULES} line 4", "netdev": "net_rail0",
+                          "others": ["mlx5_0", "smi1"]}
+
+
+def test_rdma_link_down_names_the_port_and_both_states():
+    f = only(rdma_state(nodes.node(), "rdma_rail1", "INIT", "LINK_UP"))
+    assert f.message == "rail 1: RDMA port rdma_rail1/1 is INIT / LINK_UP"
+    assert f.evidence == {"port": 1, "state": "INIT", "physical_state": "LINK_UP", "netdev": "net_rail1",
+                          "rail": "net_rail1", "device": "rdma_rail1"}
+    f = only(rdma_state(nodes.node(), "rdma_rail1", None, "DISABLED"))
+    assert f.message == "rail 1: RDMA port rdma_rail1/1 is ? / DISABLED"
+    f = only(rdma_state(nodes.node(), "rdma_rail1", "DOWN", None))
+    assert f.message == "rail 1: RDMA port rdma_rail1/1 is DOWN / ?"
+
+
+def test_every_rail_port_is_judged():
+    snap = rdma_state(rdma_state(nodes.node(), "rdma_rail0", "DOWN", "DISABLED"), "rdma_rail1", "DOWN", "DISABLED")
+    assert found(snap) == [("RdmaLinkDown", "critical", "rdma_rail0"), ("RdmaLinkDown", "critical", "rdma_rail1")]
+    first_gone = rdma_state(nodes.drop_link(nodes.node(), "net_rail0"), "rdma_rail1", "DOWN", "DISABLED")
+    assert ("RdmaLinkDown", "critical", "rdma_rail1") in found(first_gone)
+
+
+def test_rdma_subject_is_the_rules_name_else_the_rails_device_else_none():
+    snap = replace(rdma_renamed(nodes.node(), "rdma_rail1", "mlx5_1"), rules=tuple(
+        r for r in nodes.node().rules if not (r.kind == "rdma" and r.pci == nodes.PCIS[1])))
+    rail0, rail1 = build_topology(snap, Expectations()).rails
+    assert (rdma_subject(rail0), rdma_subject(rail1)) == ("rdma_rail0", "mlx5_1")
+    no_links = replace(snap, rdma_links=(), rdma_devices=tuple(replace(d, ports=()) for d in snap.rdma_devices))
+    rail1 = build_topology(no_links, Expectations()).rails[1]
+    assert rail1.rdma is None and rdma_subject(rail1) == "mlx5_1"
+    nothing = replace(no_links, rdma_devices=())
+    assert rdma_subject(build_topology(nothing, Expectations()).rails[1]) is None
+
+
+def netns(running, cmdline="", modprobe=()):
+    return replace(nodes.node(), rdma_netns=running,
+                   versions=Versions(kernel="6.8.0-60-generic", cmdline=cmdline, modprobe_netns_mode=modprobe))
+
+
+MODPROBE = "/etc/modprobe.d/ib_core.conf"
+
+
+def test_netns_finding_gives_every_reason_and_where_the_node_asks():
+    snap = netns("shared", "ro ib_core.netns_mode=0", ((MODPROBE, "options ib_core netns_mode=0 "),))
+    f = only(snap, Expectations(rdma_netns="exclusive"))
+    assert f.message == (f"RDMA netns mode is shared: expected exclusive; the node asks for exclusive mode ({MODPROBE}: "
+                         "options ib_core netns_mode=0; /proc/cmdline: ib_core.netns_mode=0) but the running ib_core "
+                         "was loaded shared (module not reloaded or node not rebooted)")
+    assert f.evidence == {"running": "shared", "expected": "exclusive",
+                          "requested_by": [f"{MODPROBE}: options ib_core netns_mode=0", "/proc/cmdline: ib_core.netns_mode=0"]}
+
+
+def test_netns_the_cmdline_wins_and_only_the_asks_for_the_winning_mode_are_named():
+    snap = netns("shared", "ro ib_core.netns_mode=0", ((MODPROBE, "options ib_core netns_mode=1"),))
+    assert only(snap).evidence["requested_by"] == ["/proc/cmdline: ib_core.netns_mode=0"]
+    shared_wins = netns("shared", "ro ib_core.netns_mode=Y", ((MODPROBE, "options ib_core netns_mode=0"),))
+    assert found(shared_wins) == []
+
+
+@pytest.mark.parametrize(("word", "mode"), [("0", "exclusive"), ("N", "exclusive"), ("exclusive", "exclusive"),
+                                            ("false", "exclusive"), ("1", "shared"), ("y", "shared"),
+                                            ("Shared", "shared"), ("true", "shared"), ("2", None)])
+def test_netns_mode_words(word, mode):
+    snap = nodes.node()
+    assert running_netns_mode(replace(snap, rdma_netns=word, versions=replace(snap.versions, netns_mode=None))) == mode
+    # what rdma system show says wins over the module parameter; a word that is no mode falls back to it
+    assert running_netns_mode(replace(snap, rdma_netns=None, versions=replace(snap.versions, netns_mode=word))) == mode
+    assert running_netns_mode(replace(snap, rdma_netns=word, versions=replace(snap.versions, netns_mode="Y"))) == (
+        mode or "shared")
+
+
+def test_a_netns_value_that_is_no_mode_asks_for_nothing():
+    assert found(netns("shared", "ro ib_core.netns_mode=2", ((MODPROBE, "options ib_core netns_mode=maybe"),))) == []
+    assert found(netns("shared", "ro xib_core.netns_mode=0")) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import nodes
@@ -161,3 +162,194 @@ def test_rhel_variants_are_their_own_flavour():
     rt = parse_kernel("5.14.0-427.13.1.el9_4.x86_64+rt")
     assert (rt.flavour, rt.arch, rt.abi) == ("el9_4+rt", "x86_64", "5.14.0-427.13.1")
     assert parse_kernel("5.14.0-427.13.1.el9_4.aarch64+64k").flavour == "el9_4+64k"
+
+
+ROW = {"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020"}
+
+
+def test_kernel_table_is_rows_or_a_bare_list_each_row_naming_its_source():
+    want = (KernelRow("26.01", "nvidia", "6.8.0", "6.8.0-1020", "site notes"),)
+    assert parse_kernel_table(json.dumps({"rows": [{**ROW, "source": "site notes"}]}), "k.json") == want
+    assert parse_kernel_table(json.dumps([{**ROW, "source": "site notes"}]), "k.json") == want
+    # A row without a source is sourced to the file it came from.
+    assert parse_kernel_table(json.dumps([ROW]), "k.json")[0].source == "k.json"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("{", "k.json: not JSON"),
+    ('{"table": []}', 'k.json: expected {"rows": [...]} or a list of rows'),
+    ('["26.01"]', "k.json: row 0 needs the strings driver, flavour, kernel_line, max_abi"),
+    (json.dumps([ROW, {**ROW, "max_abi": 100}]), "k.json: row 1 needs the strings"),
+    (json.dumps([{**ROW, "flavour": ""}]), "k.json: row 0 needs the strings"),
+    (json.dumps([{k: v for k, v in ROW.items() if k != "driver"}]), "k.json: row 0 needs the strings"),
+])
+def test_kernel_table_errors_name_the_file_and_the_fault(text, why):
+    with pytest.raises(KernelTableError) as exc:
+        parse_kernel_table(text, "k.json")
+    assert str(exc.value).startswith(why)
+
+
+def test_kernel_table_file_rows_are_sourced_to_the_file(tmp_path):
+    extra = tmp_path / "k.json"
+    extra.write_text(json.dumps([ROW]))
+    assert load_kernel_table(str(extra))[-1].source == str(extra)
+
+
+def test_kernel_table_file_errors_say_why_in_one_line(tmp_path):
+    missing = tmp_path / "nope.json"
+    with pytest.raises(KernelTableError) as exc:
+        load_kernel_table(str(missing))
+    assert str(exc.value) == f"--kernel-table {missing}: No such file or directory"
+
+
+def test_kernel_table_file_is_read_up_to_one_mib(tmp_path):
+    # A bounded read: a file past 1 MiB is cut there, and so is never valid JSON.
+    big = tmp_path / "big.json"
+    big.write_text("[" + json.dumps(ROW) + " " * (1 << 20) + "]")
+    with pytest.raises(KernelTableError, match="not JSON"):
+        load_kernel_table(str(big))
+    fits = tmp_path / "fits.json"
+    fits.write_text("[" + json.dumps(ROW) + " " * ((1 << 20) - 200) + "]")
+    assert load_kernel_table(str(fits))[-1].max_abi == "6.8.0-1020"
+
+
+@pytest.mark.parametrize(("release", "want"), [
+    ("5.14.0-427.50.1.el9_4.aarch64", ("5.14.0", "5.14.0-427.50.1", "el9_4", "rhel", "aarch64")),
+    ("5.14.0-427.13.1.el9_4.x86_64+rt", ("5.14.0", "5.14.0-427.13.1", "el9_4+rt", "rhel", "x86_64")),
+    # Amazon and Azure Linux updates move the upstream release: the line is major.minor.
+    ("6.1.106-116.188.amzn2023.x86_64", ("6.1", "6.1.106-116.188", "amzn2023", "amazon", "x86_64")),
+    ("6.6.47.1-1.azl3", ("6.6", "6.6.47.1-1", "azl3", "azurelinux", None)),
+    ("6.8.0-60-generic", ("6.8.0", "6.8.0-60", "generic", "ubuntu", None)),
+    ("6.8.0-1013-nvidia-64k", ("6.8.0", "6.8.0-1013", "nvidia-64k", "ubuntu", None)),
+    ("6.1.0-27-cloud-amd64", ("6.1.0", "6.1.0-27", "cloud-amd64", "debian", None)),
+    ("6.1.0-27-arm64", ("6.1.0", "6.1.0-27", "arm64", "debian", None)),
+    ("5.14.21-150500.55.65-default", ("5.14.21", "5.14.21-150500.55.65", "default", "suse", None)),
+    ("6.8.0-60", ("6.8.0", "6.8.0-60", None, None, None)),
+    ("6.1.100+", ("6.1.100", "6.1.100", None, None, None)),
+])
+def test_kernel_release_forms(release, want):
+    k = parse_kernel(f" {release}\n")
+    assert k.release == release
+    assert (k.line, k.abi, k.flavour, k.family, k.arch) == want
+
+
+def test_firmware_skew_lists_each_firmware_with_its_rails():
+    snap = nodes.node(rails=4)
+    snap = replace(snap, drivers=tuple(replace(d, firmware="28.43.1014") if d.netdev in ("net_rail1", "net_rail3") else d
+                                       for d in snap.drivers))
+    (f,) = diagnose(snap, Expectations(), kernel_table=()).findings
+    assert f.message == ("rails of NIC model MT4129 run different firmware: 28.42.1000 on net_rail0, net_rail2; "
+                         "28.43.1014 on net_rail1, net_rail3")
+    assert f.evidence == {"model": "MT4129", "firmware": {"28.42.1000": ["net_rail0", "net_rail2"],
+                                                          "28.43.1014": ["net_rail1", "net_rail3"]}}
+    # Two skewed models are one finding for the node, each model in it.
+    two = replace(snap, rdma_devices=tuple(replace(d, hca_type="MT4131") if d.name in ("rdma_rail2", "rdma_rail3") else d
+                                           for d in snap.rdma_devices))
+    (f,) = diagnose(two, Expectations(), kernel_table=()).findings
+    assert f.message == ("rails of NIC model MT4129 run different firmware: 28.42.1000 on net_rail0; 28.43.1014 on "
+                         "net_rail1; rails of NIC model MT4131 run different firmware: 28.42.1000 on net_rail2; "
+                         "28.43.1014 on net_rail3")
+    assert f.evidence == {"models": {"MT4129": {"28.42.1000": ["net_rail0"], "28.43.1014": ["net_rail1"]},
+                                     "MT4131": {"28.42.1000": ["net_rail2"], "28.43.1014": ["net_rail3"]}}}
+
+
+def test_different_models_may_run_different_firmware():
+    snap = replace(nodes.node(), drivers=tuple(replace(d, firmware="32.43.1014") if d.netdev == "net_rail1" else d
+                                               for d in nodes.node().drivers))
+    snap = replace(snap, rdma_devices=tuple(replace(d, hca_type="MT41692") if d.name == "rdma_rail1" else d
+                                            for d in snap.rdma_devices))
+    assert found(snap) == []
+
+
+def test_without_hca_type_the_psid_is_the_model():
+    snap = nodes.node()
+    snap = replace(snap, rdma_devices=tuple(replace(d, hca_type=None) for d in snap.rdma_devices),
+                   drivers=tuple(replace(d, firmware="28.43.1014") if d.netdev == "net_rail1" else d for d in snap.drivers))
+    (f,) = diagnose(snap, Expectations(), kernel_table=()).findings
+    assert f.evidence["model"] == "MT_0000000838"
+    other_psid = replace(snap, drivers=tuple(replace(d, psid="MT_0000001093") if d.netdev == "net_rail1" else d
+                                             for d in snap.drivers))
+    assert found(other_psid) == []
+    no_model = replace(snap, drivers=tuple(replace(d, psid=None) for d in snap.drivers))
+    assert found(no_model) == []
+
+
+def test_firmware_from_the_rdma_device_when_ethtool_has_none():
+    snap = nodes.node()
+    snap = replace(snap, drivers=tuple(replace(d, firmware=None) for d in snap.drivers),
+                   rdma_devices=tuple(replace(d, fw_ver="28.43.1014 (MT_0000000838)") if d.name == "rdma_rail1" else d
+                                      for d in snap.rdma_devices))
+    (f,) = diagnose(snap, Expectations(), kernel_table=()).findings
+    assert f.evidence["firmware"] == {"28.42.1000": ["net_rail0"], "28.43.1014": ["net_rail1"]}
+
+
+def test_a_rail_without_a_netdev_has_no_firmware_to_compare():
+    snap = nodes.drop_link(nodes.node(rails=3), "net_rail2")
+    snap = replace(snap, rdma_devices=tuple(replace(d, fw_ver="28.43.1014") if d.name == "rdma_rail2" else d
+                                            for d in snap.rdma_devices))
+    assert found(snap) == [("RailMissing", "critical", "net_rail2")]
+
+
+def test_driver_kernel_findings_say_which_driver_kernel_and_row():
+    def only(kernel):
+        (f,) = diagnose(nodes.node(driver_version="26.01-0.5.2", kernel=kernel), Expectations(),
+                        kernel_table=TABLE).findings
+        assert (f.code, f.subject) == ("DriverKernelUnvalidated", "node")
+        return f.severity, f.message, f.evidence
+    assert only("6.8.0-101-generic") == (
+        "warning", "driver 26.01-0.5.2 runs on kernel 6.8.0-101-generic, beyond the validated 6.8.0-100-generic (test)",
+        {"driver": "26.01-0.5.2", "kernel": "6.8.0-101-generic", "max_abi": "6.8.0-100", "source": "test"})
+    assert only("6.11.0-20-generic") == (
+        "info", "driver 26.01-0.5.2 on kernel 6.11.0-20-generic: kernel line 6.11.0 (generic) has no validated row "
+        "for driver 26.01 (unknown, not wrong)",
+        {"driver": "26.01-0.5.2", "kernel": "6.11.0-20-generic", "known": ["6.8.0-generic"]})
+    assert only("6.8.0-60")[1].endswith("kernel line 6.8.0 (no flavour) has no validated row for driver 26.01 "
+                                        "(unknown, not wrong)")
+    assert only("weird") == ("info", "driver 26.01-0.5.2 on kernel weird: not a kernel release the table knows",
+                             {"driver": "26.01-0.5.2", "kernel": "weird"})
+
+
+def test_the_newest_row_of_a_kernel_line_judges():
+    table = (KernelRow("26.01", "generic", "6.8.0", "6.8.0-100", "a"), KernelRow("26.01", "generic", "6.8.0", "6.8.0-120", "b"),
+             KernelRow("26.01", "generic", "6.8.0", "6.8.0-90", "c"))
+    assert found(nodes.node(driver_version="26.01-0.5.2", kernel="6.8.0-110-generic"), table) == []
+    (f,) = diagnose(nodes.node(driver_version="26.01-0.5.2", kernel="6.8.0-121-generic"), Expectations(),
+                    kernel_table=table).findings
+    assert (f.evidence["max_abi"], f.evidence["source"]) == ("6.8.0-120", "b")
+
+
+def test_driver_version_from_ethtool_when_the_module_version_is_unread():
+    snap = nodes.node(driver_version="26.01-0.5.2", kernel="6.8.0-101-generic")
+    snap = replace(snap, versions=replace(snap.versions, mlx5_version=None))
+    assert found(snap) == [("DriverKernelUnvalidated", "warning", "node")]
+    first_gone = nodes.drop_link(snap, "net_rail0")
+    assert ("DriverKernelUnvalidated", "warning", "node") in found(first_gone)
+    assert found(replace(snap, drivers=())) == []
+
+
+def test_firmware_skew_is_judged_past_rails_without_a_netdev_or_a_model():
+    def skewed(snap):
+        return replace(snap, drivers=tuple(replace(d, firmware="28.43.1014") if d.netdev == "net_rail2" else d
+                                           for d in snap.drivers))
+    first_gone = skewed(nodes.drop_link(nodes.node(rails=3), "net_rail0"))
+    assert ("FirmwareSkew", "info", "node") in found(first_gone)
+    no_model = skewed(nodes.node(rails=3))
+    no_model = replace(no_model, rdma_devices=tuple(replace(d, hca_type=None) if d.name == "rdma_rail0" else d
+                                                    for d in no_model.rdma_devices),
+                       drivers=tuple(replace(d, psid=None) if d.netdev == "net_rail0" else d for d in no_model.drivers))
+    (f,) = diagnose(no_model, Expectations(), kernel_table=()).findings
+    assert f.evidence["firmware"] == {"28.42.1000": ["net_rail1"], "28.43.1014": ["net_rail2"]}
+
+
+def test_without_ethtool_or_hca_type_a_rail_has_no_model():
+    snap = replace(nodes.node(), drivers=(), rdma_devices=tuple(replace(d, hca_type=None) for d in nodes.node().rdma_devices))
+    assert found(snap) == []
+
+
+def test_skew_of_several_models_is_one_finding_on_node():
+    snap = nodes.node(rails=4)
+    snap = replace(snap, drivers=tuple(replace(d, firmware="28.43.1014") if d.netdev in ("net_rail1", "net_rail3") else d
+                                       for d in snap.drivers),
+                   rdma_devices=tuple(replace(d, hca_type="MT4131") if d.name in ("rdma_rail2", "rdma_rail3") else d
+                                      for d in snap.rdma_devices))
+    assert found(snap) == [("FirmwareSkew", "info", "node")]

@@ -85,3 +85,48 @@ def test_forgive_takes_the_reload_and_the_grace_as_the_new_baseline() -> None:
     # the operator put switchdev back during the grace: that is the baseline now
     _, events = replay(config_flapping.step, state, modes((200, "legacy"), (260, "switchdev")))
     assert [e.ts for e in events] == [260]
+
+
+def test_flap_event_shows_the_values_in_order_and_when_they_changed() -> None:
+    seq = [(t, ConfigObs(PF, "param:esw_multiport", v)) for t, v in ((0, True), (60, False), (120, True))]
+    (e,) = replay(config_flapping.step, config_flapping.initial(), seq)[1]
+    assert e.message == f"{PF} param:esw_multiport changed back and forth 2 times within 600 s: true -> false -> true"
+    assert dict(e.evidence) == {"name": "param:esw_multiport", "values": [True, False, True], "change_ts": [60, 120],
+                                "window_s": 600.0}
+
+
+def test_a_change_exactly_a_window_old_has_left_it() -> None:
+    th = Thresholds(config_flap_window_s=100)
+    assert [e.ts for e in replay(config_flapping.step, config_flapping.initial(th),
+                                 numvfs((0, 8), (10, 16), (109, 8)))[1]] == [109]
+    assert replay(config_flapping.step, config_flapping.initial(th), numvfs((0, 8), (10, 16), (110, 8)))[1] == []
+
+
+def test_the_changes_needed_are_a_threshold() -> None:
+    th = Thresholds(config_flap_changes=3)
+    assert replay(config_flapping.step, config_flapping.initial(th), numvfs((0, 8), (10, 16), (20, 8)))[1] == []
+    assert [e.ts for e in replay(config_flapping.step, config_flapping.initial(th),
+                                 numvfs((0, 8), (10, 16), (20, 8), (30, 16)))[1]] == [30]
+
+
+def test_a_long_fight_keeps_a_bounded_history() -> None:
+    seq = numvfs(*((10 * i, 8 if i % 2 else 16) for i in range(50)))
+    state, events = replay(config_flapping.step, config_flapping.initial(), seq)
+    assert [e.ts for e in events] == [20]
+    (value,) = state.values.values()
+    assert len(value.changes) == 32
+    # the start is the value before the oldest change kept
+    assert value.start == (8 if value.changes[0][1] == 16 else 16)
+
+
+def test_forgive_makes_the_reload_grace_a_new_baseline() -> None:
+    th = Thresholds(reload_grace_s=30)
+    state, _ = replay(config_flapping.step, config_flapping.initial(th), numvfs((0, 8), (10, 16)))
+    state = config_flapping.forgive(state, now=100)
+    # during the grace the operator puts values back: no fight
+    state, events = replay(config_flapping.step, state, numvfs((110, 8), (129, 16)))
+    assert events == []
+    # after it, changes count from what the grace left
+    _, events = replay(config_flapping.step, state, numvfs((130, 8), (140, 16)))
+    assert [e.ts for e in events] == [140]
+    assert config_flapping.forgive(config_flapping.forgive(state, 100), 50).suppress_until == 130

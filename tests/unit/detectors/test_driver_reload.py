@@ -57,3 +57,47 @@ def test_grace_is_configurable() -> None:
     seq = CASES["rails recreated further apart than the grace"][0]
     _, events = replay(driver_reload.step, driver_reload.initial(Thresholds(reload_grace_s=120)), seq)
     assert [e.ts for e in events] == [200]
+
+
+def test_srcversion_event_says_what_changed_from_what_to_what() -> None:
+    (e,) = replay(driver_reload.step, driver_reload.initial(), [(0, DOCA), (60, INBOX)])[1]
+    assert e.message == (f"mlx5_core reloaded: srcversion changed, srcversion {DOCA.srcversion} -> {INBOX.srcversion} "
+                         f"(version {DOCA.version} -> {INBOX.version})")
+    assert dict(e.evidence) == {"reason": "srcversion changed", "old_srcversion": DOCA.srcversion,
+                                "new_srcversion": INBOX.srcversion, "old_version": DOCA.version,
+                                "new_version": INBOX.version, "previous_check_ts": 0}
+
+
+def test_recreated_event_names_every_function_and_the_driver_last_seen() -> None:
+    seq = [(0, DOCA), (0, link("0000:0c:00.0", 4)), (0, LinkObs(key=("0000:8d:00.0", ""), netdev="eth5", ifindex=5)),
+           (100, link("0000:0c:00.0", 14)), (103, LinkObs(key=("0000:8d:00.0", ""), netdev="eth5", ifindex=15))]
+    (e,) = replay(driver_reload.step, driver_reload.initial(), seq)[1]
+    assert e.message == "every rail netdev was recreated within 30 s: driver reloaded"
+    assert dict(e.evidence) == {"reason": "netdevs recreated", "netdevs": ["0000:0c:00.0/p0", "0000:8d:00.0"],
+                                "srcversion": DOCA.srcversion, "version": DOCA.version}
+
+
+def test_recreations_exactly_a_grace_apart_are_one_reload() -> None:
+    seq = [(0, link("0000:0c:00.0", 4)), (0, link("0000:8d:00.0", 5)), (100, link("0000:0c:00.0", 14)),
+           (130, link("0000:8d:00.0", 15))]
+    assert [e.ts for e in replay(driver_reload.step, driver_reload.initial(), seq)[1]] == [130]
+
+
+def test_a_second_recreation_within_the_grace_of_a_reload_is_the_same_reload() -> None:
+    seq = [(0, DOCA), (0, link("0000:0c:00.0", 4)), (100, INBOX), (130, link("0000:0c:00.0", 14)),
+           (131, link("0000:0c:00.0", 24))]
+    assert [e.ts for e in replay(driver_reload.step, driver_reload.initial(), seq)[1]] == [100, 131]
+    assert [e.ts for e in replay(driver_reload.step, driver_reload.initial(), seq[:4])[1]] == [100]
+
+
+def test_a_link_without_ifindex_and_a_version_only_change_with_srcversion_known() -> None:
+    seq = [(0, link("0000:0c:00.0", 4)), (10, LinkObs(key=("0000:0c:00.0", "p0"), netdev="net_rail")),
+           (20, link("0000:0c:00.0", 4))]
+    assert replay(driver_reload.step, driver_reload.initial(), seq)[1] == []
+    # with both srcversions known, the version alone changing is no reload (the same module build)
+    same = [(0, DOCA), (60, DriverObs(DOCA.srcversion, "25.10-1.7.2"))]
+    assert replay(driver_reload.step, driver_reload.initial(), same)[1] == []
+    # a srcversion now unreadable: the version tells
+    gone = [(0, DOCA), (60, DriverObs(None, "6.8.0-60-generic"))]
+    assert [dict(e.evidence)["reason"] for e in replay(driver_reload.step, driver_reload.initial(), gone)[1]] == [
+        "version changed"]

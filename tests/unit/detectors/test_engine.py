@@ -153,3 +153,69 @@ def test_thresholds_from_expectations_and_overrides() -> None:
         Thresholds(flap_count=2.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="lossless_prio"):
         Thresholds(lossless_prio=9)
+
+
+KEY0 = next(iter(RAILS))
+
+
+def _feed(seq, th: Thresholds | None = None):
+    state = initial(th)
+    events = []
+    for now, obs in seq:
+        state, evs = step(state, obs, now)
+        events.extend((e.code, e.ts) for e in evs)
+    return state, events
+
+
+def test_a_reload_forgives_the_losses_since_the_driver_was_last_seen_fine() -> None:
+    # srcversion read fine at 100, changed at 160: the loss at 110 was the reload's, the one at 50 was not
+    before = [(0.0, DriverObs(SRC_A)), (0.0, link(KEY0, cdc=0, after=False)), (50.0, link(KEY0, cdc=1, after=False)),
+              (100.0, DriverObs(SRC_A)), (110.0, link(KEY0, cdc=2, after=False))]
+    state, events = _feed([*before, (160.0, DriverObs(SRC_B))])
+    assert events == [("DriverReload", 160.0)]
+    assert state.link.links[KEY0].losses == (50.0,)
+    # without the reload the same losses and one more are a flap
+    assert _feed([*before, (200.0, link(KEY0, cdc=3, after=False))])[1] == [("LinkFlapping", 200.0)]
+
+
+def test_a_first_reload_forgives_the_grace_before_it() -> None:
+    th = Thresholds(reload_grace_s=30)
+    other = ("0000:9a:00.0", "p0")
+    seq = [(0.0, link(KEY0, cdc=0, after=False)), (0.0, link(other, cdc=0, after=False)),
+           (40.0, link(KEY0, cdc=1, after=False)), (75.0, link(KEY0, cdc=2, after=False)),
+           (80.0, link(KEY0, cdc=0, after=True)), (81.0, link(other, cdc=0, after=True))]
+    state, events = _feed(seq, th)
+    assert events == [("DriverReload", 81.0)]
+    assert state.link.links[KEY0].losses == (40.0,)
+    # the config detector takes the grace after the reload as the new baseline
+    assert state.config.suppress_until == 111.0
+
+
+def test_counters_feed_both_pfc_detectors_storm_first() -> None:
+    seq = [(0.0, CountersObs("net_rail0", {"tx_pause_storm_error_events": 0, "rx_prio3_discards": 0})),
+           (1.0, CountersObs("net_rail0", {"tx_pause_storm_error_events": 1, "rx_prio3_discards": 4}))]
+    assert _feed(seq)[1] == [("PfcStorm", 1.0), ("LosslessDrops", 1.0)]
+
+
+def test_representor_and_health_observations_reach_their_detectors() -> None:
+    from agent.detectors import HealthObs
+
+    th = Thresholds(representor_grace_s=0)
+    seq = [(0.0, RepresentorObs("pci/0000:1a:00.0", 0, (0,), ("net_rail0_0",))),
+           (0.0, HealthObs("pci/0000:1a:00.0", "fw", "pci/0000:1a:00.0", "healthy", 0)),
+           (9.0, HealthObs("pci/0000:1a:00.0", "fw", "pci/0000:1a:00.0", "healthy", 1))]
+    assert _feed(seq, th)[1] == [("RepresentorStale", 0.0), ("NicHealthError", 9.0)]
+
+
+def test_run_feeds_a_batch_in_order_at_one_time() -> None:
+    batch = [CountersObs("net_rail0", {"rx_prio3_discards": 0}), CountersObs("net_rail0", {"rx_prio3_discards": 2})]
+    _, events = run(initial(), batch, 5.0)
+    assert [(e.code, e.ts) for e in events] == [("LosslessDrops", 5.0)]
+
+
+def test_the_engine_gives_its_thresholds_to_every_detector() -> None:
+    th = Thresholds(flap_count=5, lossless_prio=4, reload_grace_s=45.0)
+    state = initial(th)
+    parts = (state.link, state.config, state.representors, state.storm, state.drops, state.driver, state.health)
+    assert state.th == th
+    assert all(p.th == th for p in parts)

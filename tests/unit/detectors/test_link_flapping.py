@@ -117,3 +117,67 @@ def test_state_is_not_mutated() -> None:
     assert s0.links == {}
     assert s1.links[KEY].losses == ()
     assert s2.links[KEY].losses == (10,)
+
+
+def test_flap_event_names_the_count_window_and_first_loss() -> None:
+    _, events = replay(link_flapping.step, link_flapping.initial(), seq_of((0, 2), (10, 3), (20, 4), (30, 5)))
+    (e,) = events
+    assert e.message == "net_rail0: 3 carrier losses within 300 s (threshold 3)"
+    assert dict(e.evidence) == {"netdev": "net_rail0", "pci": KEY[0], "port": KEY[1], "losses": 3, "window_s": 300.0,
+                                "first_loss_ts": 10, "carrier_down_count": 5, "operstate": "UP"}
+
+
+def test_losses_older_than_the_window_fall_out() -> None:
+    th = Thresholds(flap_count=2, flap_window_s=30)
+    # 30 s after a loss it is out of the window: the next one alone is one loss
+    _, events = replay(link_flapping.step, link_flapping.initial(th), seq_of((0, 0), (10, 1), (40, 2)))
+    assert events == []
+    _, events = replay(link_flapping.step, link_flapping.initial(th), seq_of((0, 0), (10, 1), (39, 2)))
+    assert [e.ts for e in events] == [39]
+
+
+def test_a_burst_counts_at_most_the_threshold_and_the_episode_ends_after_a_window() -> None:
+    th = Thresholds(flap_count=3, flap_window_s=100)
+    state, events = replay(link_flapping.step, link_flapping.initial(th), seq_of((0, 0), (10, 50)))
+    assert [dict(e.evidence)["losses"] for e in events] == [3]
+    assert state.links[KEY].losses == (10, 10, 10)
+    _, events = replay(link_flapping.step, state, seq_of((109, 53)))
+    assert events == []
+    _, events = replay(link_flapping.step, state, seq_of((110, 53)))
+    assert [e.ts for e in events] == [110]
+
+
+def test_the_reload_grace_ends_on_time() -> None:
+    th = Thresholds(flap_count=1, reload_grace_s=30)
+    state, _ = replay(link_flapping.step, link_flapping.initial(th), [(0, obs(0, ifindex=7)), (100, obs(0, ifindex=9))])
+    _, events = replay(link_flapping.step, state, [(129, obs(1, ifindex=9))])
+    assert events == []
+    _, events = replay(link_flapping.step, state, [(130, obs(1, ifindex=9))])
+    assert [e.ts for e in events] == [130]
+    # losses the old netdev had before the grace stay
+    state, _ = replay(link_flapping.step, link_flapping.initial(Thresholds(flap_count=3, reload_grace_s=30)),
+                      [(0, obs(0)), (50, obs(1)), (100, obs(1, ifindex=9))])
+    assert state.links[KEY].losses == (50,)
+
+
+def test_forgive_suppresses_until_the_end_of_the_grace() -> None:
+    th = Thresholds(flap_count=1, reload_grace_s=30)
+    state, _ = replay(link_flapping.step, link_flapping.initial(th), seq_of((0, 0)))
+    state = link_flapping.forgive(state, since=0, now=100)
+    _, events = replay(link_flapping.step, state, seq_of((129, 1)))
+    assert events == []
+    _, events = replay(link_flapping.step, state, seq_of((130, 1)))
+    assert [e.ts for e in events] == [130]
+    # a second, earlier forgive never shortens the suppression
+    assert link_flapping.forgive(link_flapping.forgive(state, 0, 100), 0, 50).suppress_until == 130
+
+
+def test_a_sample_without_counter_or_carrier_keeps_the_last_known_ones() -> None:
+    th = Thresholds(flap_count=1)
+    seq = [(0, obs(5)), (10, LinkObs(key=KEY, netdev="net_rail0", subject="net_rail0")), (20, obs(6))]
+    _, events = replay(link_flapping.step, link_flapping.initial(th), seq)
+    assert [e.ts for e in events] == [20]
+    edges = [(0, obs(None, carrier=1)), (10, LinkObs(key=KEY, netdev="net_rail0", ifindex=7)),
+             (20, obs(None, carrier=0))]
+    _, events = replay(link_flapping.step, link_flapping.initial(th), edges)
+    assert [e.ts for e in events] == [20]

@@ -48,3 +48,28 @@ def test_other_lossless_prio() -> None:
     seq = [(0, s()), (1, s(rx_prio0_discards=5))]
     _, events = replay(lossless_drops.step, lossless_drops.initial(Thresholds(lossless_prio=0)), seq)
     assert [dict(e.evidence)["deltas"] for e in events] == [{"rx_prio0_discards": 5}]
+
+
+def test_drops_event_names_each_rising_counter() -> None:
+    _, events = replay(lossless_drops.step, lossless_drops.initial(),
+                       [(0, s()), (1, s(rx_prio3_discards=48212, rx_prio3_cong_discard=3, rx_discards_phy=48300))])
+    (e,) = events
+    assert e.message == "net_rail1: drops on lossless prio 3: rx_prio3_discards +1, rx_prio3_cong_discard +3"
+    assert dict(e.evidence) == {"netdev": "net_rail1", "prio": 3,
+                                "deltas": {"rx_prio3_discards": 1, "rx_prio3_cong_discard": 3}, "rx_discards_phy": 48300}
+
+
+def test_drops_re_arm_exactly_after_the_quiet_time() -> None:
+    th = Thresholds(drops_quiet_s=60)
+    seq = [(0, s()), (1, s(rx_prio3_discards=48212)), (61, s(rx_prio3_discards=48213))]
+    assert [e.ts for e in replay(lossless_drops.step, lossless_drops.initial(th), seq)[1]] == [1, 61]
+    seq = [(0, s()), (1, s(rx_prio3_discards=48212)), (60, s(rx_prio3_discards=48213))]
+    assert [e.ts for e in replay(lossless_drops.step, lossless_drops.initial(th), seq)[1]] == [1]
+
+
+def test_a_rail_unseen_for_an_hour_is_forgotten_and_rails_are_apart() -> None:
+    other = CountersObs("net_rail0", {"rx_prio3_discards": 5}, subject="net_rail0")
+    state, _ = replay(lossless_drops.step, lossless_drops.initial(), [(0, s()), (3599, other)])
+    assert set(state.ports) == {"net_rail0", "net_rail1"}
+    state, events = replay(lossless_drops.step, lossless_drops.initial(), [(0, s()), (3600, other)])
+    assert set(state.ports) == {"net_rail0"} and events == []

@@ -129,3 +129,72 @@ def _first_crossing(rate: Callable[[int], float], start: int) -> int:
         if sum(rate(t) for t in window) / (len(window) * 1e6) >= 0.5:
             return dt
     raise AssertionError("never crosses")
+
+
+def test_storm_event_names_the_cause_and_gives_both_directions_as_evidence() -> None:
+    _, events = _run(two(10, 6_000_000))
+    (e,) = events
+    assert e.message == "net_rail0: pause storm on prio 3: tx_prio3_pause_duration 60% of wall time over 10 s"
+    assert dict(e.evidence) == {
+        "netdev": "net_rail0", "prio": 3, "tx_pause_ratio": 0.6, "rx_pause_ratio": 0.0, "ratio_window_s": 10.0,
+        "storm_error_events_delta": 0, "storm_warning_events_delta": 0, "tx_pause_frames": 1000,
+        "rx_pause_frames": 41927, "causes": ["tx_prio3_pause_duration 60% of wall time over 10 s"]}
+
+
+def test_exactly_the_ratio_is_a_storm() -> None:
+    assert [e.severity for e in _run(two(10, 5_000_000))[1]] == ["critical"]
+    assert _run(two(10, 4_999_000))[1] == []
+
+
+def test_watchdog_and_ratio_together_are_one_event_with_both_causes() -> None:
+    seq = [(0.0, sample()), (10.0, sample(tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + 7_000_000,
+                                          tx_pause_storm_error_events=2, rx_prio3_pause_duration=BASE["rx_prio3_pause_duration"] + 1_234_500))]
+    (e,) = _run(seq)[1]
+    assert e.message == ("net_rail0: pause storm on prio 3: tx_pause_storm_error_events +2; "
+                         "tx_prio3_pause_duration 70% of wall time over 10 s")
+    assert dict(e.evidence)["rx_pause_ratio"] == 0.1235
+    assert dict(e.evidence)["storm_error_events_delta"] == 2
+
+
+def test_watchdog_warning_event_is_a_warning_with_its_cause() -> None:
+    (e,) = _run(series(range(10), extra=lambda t: {"tx_pause_storm_warning_events": 1 if t >= 5 else 0}))[1]
+    assert (e.severity, e.message) == (
+        "warning", "net_rail0: NIC pause-storm watchdog warning on prio 3: tx_pause_storm_warning_events +1")
+    ev = dict(e.evidence)
+    assert (ev["causes"], ev["storm_warning_events_delta"], ev["ratio_window_s"]) == (
+        ["tx_pause_storm_warning_events +1"], 1, 5.0)
+
+
+def test_watchdog_warnings_are_one_event_per_episode_and_silent_during_a_critical_one() -> None:
+    warn = series(range(200), extra=lambda t: {"tx_pause_storm_warning_events": t // 5})
+    assert [e.ts for e in _run(warn)[1]] == [5.0]
+    # a critical storm at t=1 keeps its episode open while warnings keep rising
+    crit = series(range(30), tx_us_per_s=lambda t: 900_000 if t < 3 else 0,
+                  extra=lambda t: {"tx_pause_storm_warning_events": t})
+    assert [(e.ts, e.severity) for e in _run(crit)[1]] == [(1.0, "critical")]
+
+
+def test_received_pause_that_went_down_has_no_ratio() -> None:
+    seq = [(0.0, sample()), (10.0, sample(tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + 6_000_000,
+                                          rx_prio3_pause_duration=0))]
+    (e,) = _run(seq)[1]
+    assert dict(e.evidence)["rx_pause_ratio"] is None
+
+
+def test_a_sample_without_the_duration_counter_restarts_the_ratio() -> None:
+    seq = [(0.0, sample()), (5.0, CountersObs("net_rail0", {"rx_bytes": 1}, subject="net_rail0")),
+           (10.0, sample(tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + 6_000_000))]
+    assert _run(seq)[1] == []
+
+
+def test_a_port_unseen_for_an_hour_is_forgotten() -> None:
+    state, _ = _run([(0.0, sample()), (3599.0, CountersObs("net_rail1", {}, subject="net_rail1"))])
+    assert set(state.ports) == {"net_rail0", "net_rail1"}
+    state, _ = _run([(0.0, sample()), (3600.0, CountersObs("net_rail1", {}, subject="net_rail1"))])
+    assert set(state.ports) == {"net_rail1"}
+
+
+def test_each_rail_is_its_own_port() -> None:
+    other = CountersObs("net_rail1", {**BASE, "tx_pause_storm_error_events": 5}, subject="net_rail1")
+    seq = [(0.0, sample()), (1.0, other), (2.0, sample(tx_pause_storm_error_events=1))]
+    assert [(e.ts, e.subject) for e in _run(seq)[1]] == [(2.0, "net_rail0")]

@@ -55,3 +55,34 @@ def test_pfs_are_independent() -> None:
     seq = [(0, reps(0, 0)), (0, other), (30, reps(1, 0)), (60, reps(1, 0)), (60, other)]
     _, events = replay(representor_stale.step, representor_stale.initial(), seq)
     assert [(e.ts, e.subject) for e in events] == [(60, "pci/0000:1a:00.1")]
+
+
+def test_leak_event_names_the_representors_and_how_long() -> None:
+    seq = [(0, reps(1, 0, 1, 2)), (59, reps(1, 0, 1, 2)), (60, reps(1, 0, 1, 2))]
+    (e,) = replay(representor_stale.step, representor_stale.initial(), seq)[1]
+    assert e.ts == 60
+    assert e.message == f"{PF}: 2 representor(s) for VFs beyond sriov_numvfs=1 for more than 60 s: net_rail0_1, net_rail0_2"
+    assert dict(e.evidence) == {"numvfs": 1, "stale_vfs": [1, 2], "representors": ["net_rail0_1", "net_rail0_2"],
+                                "representor_count": 3, "oldest_since": 0, "growing": False}
+
+
+def test_a_growing_leak_says_so_and_keeps_the_oldest_time() -> None:
+    seq = [(0, reps(1, 0, 1)), (60, reps(1, 0, 1)), (90, reps(1, 0, 1, 2)), (150, reps(1, 0, 1, 2))]
+    e = replay(representor_stale.step, representor_stale.initial(), seq)[1][-1]
+    assert "(growing): net_rail0_1, net_rail0_2" in e.message
+    ev = dict(e.evidence)
+    assert (ev["growing"], ev["oldest_since"]) == (True, 0)
+
+
+def test_representors_without_names_are_shown_by_vf_index() -> None:
+    seq = [(0, RepresentorObs(PF, 1, (0, 3))), (60, RepresentorObs(PF, 1, (0, 3)))]
+    (e,) = replay(representor_stale.step, representor_stale.initial(), seq)[1]
+    assert e.message.endswith(": vf3")
+    assert dict(e.evidence)["representors"] == []
+
+
+def test_a_clean_pf_is_forgotten() -> None:
+    state, _ = replay(representor_stale.step, representor_stale.initial(), [(0, reps(1, 0, 1)), (10, reps(1, 0))])
+    assert state.pfs == {}
+    state, _ = replay(representor_stale.step, representor_stale.initial(), [(0, reps(2, 0, 1))])
+    assert state.pfs == {}
