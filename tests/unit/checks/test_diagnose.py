@@ -111,9 +111,12 @@ def test_node_is_the_snapshot_node_else_the_hostname_stripped():
     assert diagnose(nameless, EXP, kernel_table=()).node is None
 
 
-def test_without_a_kernel_table_the_shipped_one_applies():
+def test_the_shipped_kernel_table_is_what_judges_by_default():
+    # diagnose reads no file: the callers pass the shipped table (load_kernel_table() without --kernel-table)
+    from agent.readers.kernel_table import load_kernel_table
+
     snap = nodes.node(driver_version="26.01-0.5.2", kernel="6.8.0-101-generic")
-    codes = [(f.code, f.severity) for f in diagnose(snap, EXP).findings]
+    codes = [(f.code, f.severity) for f in diagnose(snap, EXP, kernel_table=load_kernel_table()).findings]
     assert codes == [("DriverKernelUnvalidated", "warning")]
     assert diagnose(snap, EXP, kernel_table=()).findings == ()
 
