@@ -3,10 +3,17 @@
 #   scripts/mutate.sh checks     analysis/checks/ and detectors/ (a short run)
 #   scripts/mutate.sh            analysis/ (topology, checks, diagnose) and detectors/
 #   scripts/mutate.sh all        also the readers' parsers and readers/history.py
+#   scripts/mutate.sh readers [MODULE...]
+#                                the readers' parsers and readers/history.py alone, or only the named
+#                                modules of agent/readers/ (e.g. `readers history devlink`)
 # Runs in a temporary copy of the committed tree (REV=<commit> for another one) (mutmut writes mutants/ beside the code), prints
-# mutmut's results (survivors by name) and the score: killed / (killed + survived).
+# mutmut's results (survivors by name) and the score: killed / (killed + survived). The survivors'
+# diffs (`mutmut show`) and the results go to OUT (default /tmp/railscope-mutate-<scope>.txt)
+# too, since the temporary copy is gone once the run ends.
 set -euo pipefail
 scope=${1:-pure}
+[ $# -gt 0 ] && shift
+out=$(realpath -m "${OUT:-/tmp/railscope-mutate-$scope.txt}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/railscope-mutate.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -19,6 +26,20 @@ if [ "$scope" = all ]; then
   only="$only, \"agent/readers/*\""
   tests="$tests, \"tests/unit/readers\", \"tests/unit/test_netlink_parse.py\", \"tests/unit/test_snapshot.py\""
 fi
+# The readers' parse functions: snapshot.py and sources.py only wire readers to a host, they parse nothing.
+readers_tests='"tests/unit/readers", "tests/unit/test_netlink_parse.py", "tests/unit/test_snapshot.py",
+  "tests/unit/test_images.py", "tests/unit/test_recorder.py", "tests/unit/checks/test_history.py",
+  "tests/unit/host/test_image_mutations.py", "tests/unit/service/test_events.py",
+  "tests/unit/capture/test_ovs_rundir.py"'
+if [ "$scope" = readers ]; then
+  modules=${*:-links pci devlink health rdma ethtool versions udev ovs common history}
+  only=""
+  for m in $modules; do
+    [ -f "agent/readers/$m.py" ] || { echo "no module agent/readers/$m.py" >&2; exit 2; }
+    only="$only${only:+, }\"agent/readers/$m.py\""
+  done
+  tests=$readers_tests
+fi
 cat >>pyproject.toml <<CFG
 
 [tool.mutmut]
@@ -29,7 +50,9 @@ pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
 CFG
 # The example image lives beside the project (tests/conftest.py): mutmut runs the tests in mutants/,
 # whose neighbour is $work/shared.
-[ -e "$root/../shared" ] && ln -s "$(cd "$root/../shared" && pwd)" "$work/shared"
+# SHARED=<dir> names it when the checkout is elsewhere.
+shared=${SHARED:-$root/../shared}
+[ -e "$shared" ] && ln -s "$(cd "$shared" && pwd)" "$work/shared"
 # mutmut copies tests/ with shutil.copytree, which follows symlinks: the node images' sysfs symlinks
 # loop (class/net -> devices -> ... -> class/net), so the copy never ends. Keep them symlinks.
 mutmut() {
@@ -44,13 +67,29 @@ sys.argv = ["mutmut", *sys.argv[1:]]
 from mutmut.__main__ import cli
 cli()' "$@"
 }
+start=$(date +%s)
 mutmut run --max-children "${MUTMUT_CHILDREN:-2}" || true
 mutmut results --all true >"$work/results.txt" 2>&1 || mutmut results >"$work/results.txt" 2>&1 || true
-cat "$work/results.txt"
-python3 - "$work/results.txt" <<'PY'
+score=$(python3 - "$work/results.txt" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 counts = {k: len(re.findall(rf": {k}\b", text)) for k in ("killed", "survived", "timeout", "no tests", "suspicious")}
 done = counts["killed"] + counts["survived"]
 print("mutants:", counts, f"score {counts['killed'] / done:.1%}" if done else "score n/a")
 PY
+)
+{
+  echo "# scope: $scope${*:+ $*}  rev: $(git -C "$root" rev-parse --short "${REV:-HEAD}")  took: $(($(date +%s) - start))s"
+  echo "$score"
+  echo
+  grep -v ": killed$" "$work/results.txt" || true
+  echo
+  # Each survivor's diff, so that a test can be written for it without the temporary copy.
+  for name in $(sed -n 's/^ *\([^ ]*\): survived$/\1/p' "$work/results.txt"); do
+    mutmut show "$name" 2>&1 || true
+    echo
+  done
+} >"$out"
+grep -v ": killed$" "$work/results.txt" || true
+echo "$score"
+echo "survivors' diffs in $out"
