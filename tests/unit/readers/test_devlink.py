@@ -246,3 +246,8 @@ def test_output_cut_at_the_size_cap_says_so(tmp_path: Path) -> None:
     assert st.ports == ()
     reason = dict(notes.unavailable)["devlink ports"]
     assert reason.startswith("devlink -j port show: not valid JSON") and reason.endswith("output cut at the size cap)")
+
+
+def test_a_pci_handle_names_its_pf_whether_devlink_listed_it_or_not() -> None:
+    assert pf_of_handle((), "pci/0000:0c:00.0/1") == "pci/0000:0c:00.0"
+    assert pf_of_handle((), "pci/0000:0c:00.0") == "pci/0000:0c:00.0"

@@ -95,3 +95,27 @@ def test_speed_from_sysfs(tmp_path: Path) -> None:
     assert speeds == {"net_rail0": 400000}
     merged = with_stats(read_links(host), {}, speeds)
     assert [lk.speed_mbps for lk in merged] == [400000, None]
+
+
+class _NoDump:
+    """A host whose link dump fails (``links()`` raising, as pyroute2 does) or gives nothing."""
+
+    def __init__(self, exc: Exception | None = None, error: str | None = None) -> None:
+        self.exc, self.links_error = exc, error
+
+    def links(self) -> None:
+        if self.exc is not None:
+            raise self.exc
+
+
+def test_a_failing_link_dump_is_a_reason_never_a_raise() -> None:
+    notes = Notes()
+    assert read_links(_NoDump(OSError("Operation not permitted")), notes) == ()  # type: ignore[arg-type]
+    assert notes.unavailable == [("netlink", "link dump failed: Operation not permitted")]
+
+
+def test_an_absent_link_dump_without_a_reason_says_so() -> None:
+    notes = Notes()
+    assert read_links(_NoDump(), notes) == ()  # type: ignore[arg-type]
+    assert notes.unavailable == [("netlink", "link dump not available")]
+    assert read_links(_NoDump()) == ()  # type: ignore[arg-type]

@@ -218,3 +218,39 @@ def test_system_show_shapes_and_an_unknown_netns_word() -> None:
     assert parse_rdma_system('{"netns":"shared"}\n{"copy-on-fork":true}\n') == "shared"
     with pytest.raises(ValueError, match="neither shared nor exclusive"):
         parse_rdma_system('[{"netns":"isolated"}]')
+
+
+def test_corrupt_json_is_told_with_the_json_error_and_the_cut() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_links('[{"ifname": "mlx5_0", "port": 1}, {"ifn', truncated=True)
+    assert str(exc.value).startswith("rdma -j link show: not valid JSON (") and "output cut at the size cap" in str(exc.value)
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_links('[{"ifname": "mlx5_0", "port": 1}, {"ifn')
+    assert "line 1 column" in str(exc.value) and "size cap" not in str(exc.value)
+
+
+def test_corrupt_system_show_json_is_told_as_such_never_as_cut() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_system('[{"netns": "shared",')
+    assert str(exc.value).startswith("rdma -j system show: not valid JSON (") and "size cap" not in str(exc.value)
+
+
+def test_the_netns_word_is_read_without_blanks() -> None:
+    assert parse_rdma_system('[{"netns": " exclusive\\n"}]') == "exclusive"
+
+
+@pytest.mark.parametrize(("doc", "seen"), [('[{"netns": 1}]', "'1'"), ('[{"netns": ""}]', "''"),
+                                           ('[{"netns": null}]', "'None'")])
+def test_a_netns_that_is_no_word_is_not_guessed_and_told_as_printed(doc: str, seen: str) -> None:
+    with pytest.raises(ValueError, match=f"netns {seen} is neither shared nor exclusive"):
+        parse_rdma_system(doc)
+
+
+def test_an_unknown_netns_word_is_told_cut_at_40_characters() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_system('[{"netns": "' + "x" * 100 + '"}]')
+    assert str(exc.value) == f"rdma system show: netns {'x' * 40!r} is neither shared nor exclusive"
+
+
+def test_sysfs_netns_mode_as_a_digit() -> None:
+    assert (netns_from_sysfs("1\n"), netns_from_sysfs("0")) == ("shared", "exclusive")

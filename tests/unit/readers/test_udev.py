@@ -157,3 +157,13 @@ def test_a_rename_that_cannot_be_read_is_a_problem(line: str) -> None:
     problems: list = []
     assert parse_rules(line + "\n", NET_RULES, None, problems) == ()
     assert [(p.file, p.line) for p in problems] == [(NET_RULES, 1)] and "cannot read" in problems[0].why
+
+
+def test_a_bad_line_is_shown_printable_and_cut_at_120_characters() -> None:
+    head = 'KERNELS=="0000:1a:00.0", NAME="x'  # an odd number of quotes
+    exact = head + "y" * (120 - len(head))
+    long = head + "\x1b" + "y" * 200
+    problems: list = []
+    parse_rules(exact + "\n" + long + "\n", SITE, None, problems)
+    assert [p.why for p in problems] == [f"unbalanced quotes: {exact}",
+                                         f"unbalanced quotes: {(head + '?' + 'y' * 200)[:120]}..."]
