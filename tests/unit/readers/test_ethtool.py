@@ -164,3 +164,25 @@ def test_live_timeout_skips_the_remaining_rails(tmp_path: Path, monkeypatch: pyt
     reasons = dict(notes.unavailable)
     assert "timed out" in reasons["ethtool -S rsnoexist0"]
     assert reasons["ethtool -S rsnoexist2"] == "skipped: ethtool on rsnoexist0 timed out (firmware may be hung)"
+
+
+def test_ethtool_i_without_a_driver_line_says_what_it_got() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_ethtool_i("\n  Cannot get driver information: Operation not supported\n", "net_rail0")
+    assert str(exc.value) == "ethtool -i net_rail0: no driver line ('Cannot get driver information: Operation not supported')"
+    with pytest.raises(ValueError) as exc:
+        parse_ethtool_i("x" * 100 + "\n", "net_rail0")
+    assert str(exc.value) == f"ethtool -i net_rail0: no driver line ({'x' * 80!r})"
+    for empty in ("", "\n  \n"):
+        with pytest.raises(ValueError, match=r"\Aethtool -i net_rail0: empty output\Z"):
+            parse_ethtool_i(empty, "net_rail0")
+
+
+def test_ethtool_i_fields_need_a_colon() -> None:
+    with pytest.raises(ValueError, match="no driver line"):
+        parse_ethtool_i("driver\nversion\n", "net_rail0")
+
+
+def test_ethtool_i_fields_it_does_not_print_are_none() -> None:
+    di = parse_ethtool_i("driver: mlx5e_rep\n", "pf0hpf")
+    assert (di.driver, di.version, di.firmware, di.psid, di.bus_info) == ("mlx5e_rep", None, None, None, None)

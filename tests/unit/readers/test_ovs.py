@@ -73,3 +73,24 @@ def test_live_without_socket_runs_nothing(tmp_path: Path) -> None:
     assert read_ovs(host, notes=notes) is None
     assert notes.unavailable == [("ovs", "no OVS db socket at /var/run/openvswitch/db.sock or "
                                          "/run/openvswitch/db.sock")]
+
+
+def test_bad_rows_skip_themselves_only_and_short_rows_are_read() -> None:
+    doc = {"headings": ["name", "type", "ifindex", "ofport", "link_state", "error"],
+           "data": ["junk", [["set", []], "", 1, 1, "up", ["set", []]], ["net_rail0_0", "", 12],
+                    ["net_rail0_1", "", 13, 2, "up", ["set", []]]]}
+    assert parse_ovs_interfaces(doc) == (OvsInterface("net_rail0_0", None, 12, None, None, None),
+                                         OvsInterface("net_rail0_1", None, 13, 2, "up", None))
+
+
+def test_uuid_atoms_read_as_the_uuid_and_odd_sets_as_nothing() -> None:
+    doc = {"headings": ["name", "type", "error", "ifindex"],
+           "data": [[["uuid", "4f5c"], ["named-uuid", "row1"], ["set", 5], ["set", [1, 2]]]]}
+    assert parse_ovs_interfaces(doc) == (OvsInterface("4f5c", "row1", None, None, None, None),)
+
+
+def test_another_document_is_noted_with_the_shape_expected(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "a", cmds={tuple(OVS_ARGV): ("[]", 0)})
+    notes = Notes()
+    assert read_ovs(host, notes=notes) is None
+    assert notes.unavailable == [("ovs", 'ovs-vsctl list Interface: expected {"headings": [...], "data": [[...], ...]}')]
