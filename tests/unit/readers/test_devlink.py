@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import DevlinkDev, PciFunction
+from agent.model import DevlinkDev, DevlinkParam, Eswitch, PciFunction
 from agent.readers.common import Notes
 from agent.readers.devlink import (
     parse_dev_show,
@@ -251,3 +251,71 @@ def test_output_cut_at_the_size_cap_says_so(tmp_path: Path) -> None:
 def test_a_pci_handle_names_its_pf_whether_devlink_listed_it_or_not() -> None:
     assert pf_of_handle((), "pci/0000:0c:00.0/1") == "pci/0000:0c:00.0"
     assert pf_of_handle((), "pci/0000:0c:00.0") == "pci/0000:0c:00.0"
+
+
+@pytest.mark.parametrize(("parse", "shape"), [
+    (parse_dev_show, '{"dev": {<handle>: {...}}}'),
+    (lambda doc: parse_eswitch(doc, "pci/0000:0c:00.0"), '{"dev": {<handle>: {...}}}'),
+    (parse_params, '{"param": {<handle>: [...]}}'),
+    (parse_ports, '{"port": {<handle>/<index>: {...}}}'),
+])
+@pytest.mark.parametrize("doc", [[], "x", None, {}, {"dev": [], "param": 1, "port": "x"}])
+def test_another_document_raises_with_the_shape_expected(parse, shape: str, doc: object) -> None:
+    with pytest.raises(ValueError) as exc:
+        parse(doc)
+    assert str(exc.value) == f"expected {shape}"
+
+
+def test_nested_handles_as_an_object_a_list_or_a_word() -> None:
+    doc = {"dev": {"pci/0000:0c:00.0": {"nested_devlink": ["auxiliary/mlx5_core.eth.0", 3]},
+                   "pci/0000:0c:00.1": {"nested_devlink": "auxiliary/mlx5_core.eth.1"},
+                   "pci/0000:0d:00.0": {"nested_devlink": ""},
+                   "pci/0000:0d:00.1": {"nested_devlink": 5},
+                   "pci/0000:0e:00.0": "junk",
+                   "pci/0000:0e:00.1": ["junk"]}}
+    assert parse_dev_show(doc) == (DevlinkDev("pci/0000:0c:00.0", ("auxiliary/mlx5_core.eth.0",)),
+                                   DevlinkDev("pci/0000:0c:00.1", ("auxiliary/mlx5_core.eth.1",)),
+                                   DevlinkDev("pci/0000:0d:00.0"), DevlinkDev("pci/0000:0d:00.1"),
+                                   DevlinkDev("pci/0000:0e:00.0"), DevlinkDev("pci/0000:0e:00.1"))
+
+
+def test_eswitch_is_the_asked_handles_or_the_one_device_answering() -> None:
+    two = {"dev": {"pci/0000:0c:00.0": {"mode": "legacy"}, "pci/0000:0c:00.1": {"mode": "switchdev"}}}
+    assert parse_eswitch(two, "pci/0000:0c:00.1").mode == "switchdev"
+    assert parse_eswitch(two, "pci/0000:0c:00.0").mode == "legacy"
+    assert parse_eswitch(two, "pci/0000:99:00.0").mode is None  # two others: neither is the asked one
+    # one device answering under another spelling of the handle is the asked one
+    one = {"dev": {"pci/0000:0C:00.0": {"mode": "switchdev"}}}
+    assert parse_eswitch(one, "pci/0000:0c:00.0") == Eswitch("pci/0000:0c:00.0", "switchdev")
+    assert parse_eswitch({"dev": {"pci/0000:0c:00.0": "switchdev"}}, "pci/0000:0c:00.0").mode is None
+    assert parse_eswitch({"dev": {}}, "pci/0000:0c:00.0").mode is None
+
+
+def test_params_bad_entries_skip_themselves_only() -> None:
+    good = {"name": "esw_multiport", "values": [{"cmode": "runtime", "value": False}]}
+    doc = {"param": {"pci/0000:0c:00.0": None, "pci/0000:0c:00.1": {"name": "x"},
+                     "pci/0000:0d:00.0": ["junk", {"name": 3}, {"values": []},
+                                          {"name": "flow_steering_mode", "values": None},
+                                          {"name": "enable_roce", "values": ["value", {"value": 1},
+                                                                            {"cmode": "driverinit"},
+                                                                            {"cmode": "runtime", "value": True}]},
+                                          good]}}
+    assert parse_params(doc) == (
+        DevlinkParam("pci/0000:0d:00.0", "flow_steering_mode", ()),
+        DevlinkParam("pci/0000:0d:00.0", "enable_roce", (("runtime", True),)),
+        DevlinkParam("pci/0000:0d:00.0", "esw_multiport", (("runtime", False),)))
+
+
+def test_ports_bad_entries_skip_themselves_only_and_bad_fields_are_none() -> None:
+    doc = {"port": {"pci/0000:0c:00.0/x": {"netdev": "a"}, "1": {"netdev": "b"},
+                    "pci/0000:0c:00.0/1": "junk",
+                    "pci/0000:0c:00.0/2": {"netdev": "", "flavour": 5, "external": "true"},
+                    "pci/0000:0c:00.0/3": {"netdev": 7, "external": "false"},
+                    "pci/0000:0c:00.0/4": {"netdev": "r0_3", "flavour": "pcivf", "external": "yes"}}}
+    assert [(p.index, p.netdev, p.flavour, p.external) for p in parse_ports(doc)] == [
+        (1, None, None, None), (2, None, None, True), (3, None, None, False), (4, "r0_3", "pcivf", None)]
+
+
+def test_a_vf_is_never_a_handle_even_as_a_rail_and_an_unread_rail_function_still_is() -> None:
+    fns = [PciFunction("0000:0c:00.0", sriov_totalvfs=16), PciFunction("0000:0c:00.1", physfn="0000:0c:00.0")]
+    assert pf_handles(None, fns, ["0000:0c:00.1", "0000:1a:00.0"]) == ["pci/0000:0c:00.0", "pci/0000:1a:00.0"]
