@@ -254,3 +254,29 @@ def test_an_unknown_netns_word_is_told_cut_at_40_characters() -> None:
 
 def test_sysfs_netns_mode_as_a_digit() -> None:
     assert (netns_from_sysfs("1\n"), netns_from_sysfs("0")) == ("shared", "exclusive")
+
+
+def test_json_after_blank_lines_is_json() -> None:
+    assert parse_rdma_links('\n  [{"ifname": "mlx5_0", "port": 1, "netdev": "p1p1"}]') == (
+        RdmaLink("mlx5_0", 1, None, None, "p1p1"),)
+
+
+def test_caps_lines_continue_the_entry_whatever_the_indent() -> None:
+    text = "link mlx5_0/1 state ACTIVE netdev p1p1\n\tcaps: <CM, IP_BASED_GIDS>\n caps: <CM>\n"
+    assert [lk.dev for lk in parse_rdma_links(text)] == ["mlx5_0"]
+    with pytest.raises(ValueError, match="line 2 is in no known form"):
+        parse_rdma_links("link mlx5_0/1 state ACTIVE\n  mlx5_1 state ACTIVE\n")
+
+
+def test_text_without_a_link_line_is_told() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_links("    caps: <CM>\n")
+    assert str(exc.value) == "rdma link show: no 'link <dev>/<port>' line in the output"
+
+
+def test_a_text_line_of_no_known_form_is_told_cut_at_80_and_a_bad_name_by_its_line() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_links("z" * 100 + "\n")
+    assert str(exc.value) == f"rdma link show: line 1 is in no known form: {'z' * 80!r}"
+    with pytest.raises(ValueError, match=r"\Ardma link show: line 1: 'a/b/1' is not an RDMA device name\Z"):
+        parse_rdma_links("link a/b/1 state ACTIVE\n")
