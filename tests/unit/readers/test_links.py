@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.model import VfInfo
+import pytest
+
+from agent.model import Link, VfInfo
 from agent.readers.common import Notes
 from agent.readers.links import (
     parse_link,
@@ -119,3 +121,63 @@ def test_an_absent_link_dump_without_a_reason_says_so() -> None:
     assert read_links(_NoDump(), notes) == ()  # type: ignore[arg-type]
     assert notes.unavailable == [("netlink", "link dump not available")]
     assert read_links(_NoDump()) == ()  # type: ignore[arg-type]
+
+
+def test_every_field_of_a_link_reads_back() -> None:
+    lk = parse_link({**RAIL, "master": "br0", "kind": "vlan", "carrier_up_count": 3, "carrier_down_count": 2,
+                     "carrier_changes": 5})
+    assert lk == Link(ifindex=4, ifname="net_rail0", operstate="UP", carrier=1, carrier_changes=5,
+                      carrier_up_count=3, carrier_down_count=2, mtu=9000, address="b8:3f:d2:aa:00:10",
+                      phys_port_name="p0", phys_switch_id="9a3f21c0ffee0001", parent_bus="pci",
+                      parent_dev="0000:0c:00.0", master="br0", kind="vlan",
+                      stats64=(("rx_bytes", 10), ("tx_bytes", 20), ("rx_packets", 1), ("tx_packets", 2)),
+                      vfinfo=(VfInfo(vf=0, mac="02:00:00:00:00:01", link_state="auto", spoofchk=False, trust=True),))
+
+
+def test_numbers_as_text_are_numbers_and_other_values_are_none() -> None:
+    lk = parse_link({"ifindex": "7", "ifname": " eth7 ", "mtu": "1500", "carrier": True, "operstate": 5,
+                     "address": "  ", "kind": {}, "parent_dev": [], "master": 12})
+    assert lk is not None
+    assert (lk.ifindex, lk.ifname, lk.mtu, lk.carrier, lk.operstate, lk.address, lk.kind, lk.parent_dev,
+            lk.master) == (7, "eth7", 1500, None, "5", None, None, None, 12)
+    assert parse_link({"ifindex": 7, "ifname": "x", "master": True}).master is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("value", "want"), [(True, True), (False, False), (1, True), (0, False), (2, True),
+                                             (" ON ", True), ("true", True), ("TRUE", True), ("off", False),
+                                             ("False", False), ("yes", None), (None, None), ([], None)])
+def test_vf_flags_as_bools_numbers_or_words(value: object, want: bool | None) -> None:
+    lk = parse_link({**RAIL, "vfinfo": [{"vf": 0, "spoofchk": value, "trust": value}]})
+    assert lk is not None and lk.vfinfo is not None
+    assert (lk.vfinfo[0].spoofchk, lk.vfinfo[0].trust) == (want, want)
+
+
+def test_vfinfo_that_is_no_list_is_none_and_entries_without_an_index_are_skipped() -> None:
+    assert parse_link({**RAIL, "vfinfo": {"vf": 0}}).vfinfo is None  # type: ignore[union-attr]
+    lk = parse_link({**RAIL, "vfinfo": ["junk", {"vf": "x"}, {"vf": "2", "mac": "02:00:00:00:00:03"}]})
+    assert lk is not None and lk.vfinfo == (VfInfo(vf=2, mac="02:00:00:00:00:03"),)
+
+
+@pytest.mark.parametrize(("value", "want"), [("9a3f21c0ffee0001", "9a3f21c0ffee0001"),
+                                             ("9A:3F:21:C0", "9a3f21c0"), ("9a-3f-21", "9a3f21"),
+                                             ("9A3F", "9a3f"), ("9a3f:", "9a3f"), (":-:", None), ("", None)])
+def test_switch_ids_are_bare_lower_case_hex(value: str, want: str | None) -> None:
+    assert parse_link({**REP, "phys_switch_id": value}).phys_switch_id == want  # type: ignore[union-attr]
+
+
+def test_stats64_keeps_only_u64_counts_and_a_non_object_is_none() -> None:
+    lk = parse_link({**RAIL, "stats64": {"a": 0, "b": (1 << 64) - 1, "c": 1 << 64, "d": -1, "e": "3", "f": "x"}})
+    assert lk is not None and lk.stats64 == (("a", 0), ("b", (1 << 64) - 1), ("e", 3))
+    assert parse_link({**RAIL, "stats64": [1]}).stats64 is None  # type: ignore[union-attr]
+    assert parse_link({**RAIL, "stats64": None}).stats64 is None  # type: ignore[union-attr]
+
+
+def test_a_failing_stats_read_is_a_reason_never_a_raise() -> None:
+    class _Failing:
+        def link_stats(self, names: list[str]) -> None:
+            raise OSError("No buffer space available")
+
+    notes = Notes()
+    assert read_link_stats(_Failing(), ["net_rail0"], notes) == {}  # type: ignore[arg-type]
+    assert notes.unavailable == [("netlink stats", "link statistics failed: No buffer space available")]
+    assert read_link_stats(_Failing(), ["net_rail0"]) == {}  # type: ignore[arg-type]
