@@ -186,3 +186,40 @@ def test_ethtool_i_fields_need_a_colon() -> None:
 def test_ethtool_i_fields_it_does_not_print_are_none() -> None:
     di = parse_ethtool_i("driver: mlx5e_rep\n", "pf0hpf")
     assert (di.driver, di.version, di.firmware, di.psid, di.bus_info) == ("mlx5e_rep", None, None, None, None)
+
+
+def test_ethtool_s_counts_after_the_header_only_and_bad_lines_skip_themselves() -> None:
+    text = ("rx_prio3_pause: 9\n"  # before the header: not a counter
+            "Statistics:\n"
+            "# a comment: 5\n"
+            "     no separator here\n"
+            "     : 4\n"
+            "     rx_prio3_pause: 51022\n"
+            "     weird: value: 7\n"
+            "     rx_negative: -1\n"
+            "     rx_wide: 18446744073709551616\n"
+            "     rx_max: 18446744073709551615\n"
+            "     rx_text: many\n"
+            "     tx_prio3_pause: 3\n")
+    st = parse_ethtool_s(text, "net_rail0")
+    assert st.counters == (("rx_prio3_pause", 51022), ("weird: value", 7), ("rx_max", (1 << 64) - 1),
+                           ("tx_prio3_pause", 3))
+
+
+def test_ethtool_s_that_is_not_statistics_says_what_it_got() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_ethtool_s("\nCannot get stats strings information: Operation not supported\n", "net_rail0")
+    assert str(exc.value) == ("ethtool -S net_rail0: not statistics output "
+                              "('Cannot get stats strings information: Operation not supported')")
+    with pytest.raises(ValueError) as exc:
+        parse_ethtool_s("q" * 100, "net_rail0")
+    assert str(exc.value) == f"ethtool -S net_rail0: not statistics output ({'q' * 80!r})"
+    with pytest.raises(ValueError, match=r"\Aethtool -S net_rail0: empty output\Z"):
+        parse_ethtool_s(" \n", "net_rail0")
+    with pytest.raises(ValueError, match="not statistics output"):
+        parse_ethtool_s("just words\n", "net_rail0", require_header=False)
+
+
+def test_drvinfo_values_that_are_not_text_are_none() -> None:
+    di = parse_drvinfo({"driver": 5, "version": None, "fw_version": [], "bus_info": " "}, "x")  # type: ignore[dict-item]
+    assert (di.driver, di.version, di.firmware, di.bus_info) == (None, None, None, None)
