@@ -209,3 +209,20 @@ def test_a_kind_asked_for_keeps_that_kind_only() -> None:
             'SUBSYSTEM=="net", KERNELS=="0000:1a:00.0", NAME="net_rail0"\n')
     assert [(r.kind, r.name) for r in parse_rules(text, NET_RULES, "net")] == [("net", "net_rail0")]
     assert [(r.kind, r.name) for r in parse_rules(text, RDMA_RULES, "rdma")] == [("rdma", "r0")]
+
+
+def test_a_naming_line_keyed_by_no_kernels_match_is_skipped_alone_and_problems_need_no_list() -> None:
+    text = ('SUBSYSTEM=="net", ATTR{address}=="b8:3f:d2:aa:00:10", NAME="mgmt0"\n'
+            'KERNELS=="0000:1a:00.0", NAME="x\n'
+            'SUBSYSTEM=="net", KERNELS=="0000:1a:00.0", NAME="net_rail0"\n')
+    assert [(r.name, r.line) for r in parse_rules(text, SITE)] == [("net_rail0", 3)]
+
+
+def test_each_operator_file_gives_its_own_kind_and_one_absent_stops_nothing(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={RDMA_RULES: (
+        'SUBSYSTEM=="net", KERNELS=="0000:0c:00.0", NAME="not_from_this_file"\n'
+        'ACTION=="add", KERNELS=="0000:0c:00.0", SUBSYSTEM=="infiniband", RUN+="/usr/bin/rdma dev set %k name rdma_rail0"\n')})
+    notes = Notes()
+    assert read_rules(host, notes) == (RailRule("0000:0c:00.0", "rdma_rail0", "rdma", RDMA_RULES, 2),)
+    assert notes.unavailable == [("udev net rules", f"{NET_RULES}: not present")]
+    assert read_rules(host) == (RailRule("0000:0c:00.0", "rdma_rail0", "rdma", RDMA_RULES, 2),)
