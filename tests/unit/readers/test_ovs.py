@@ -94,3 +94,56 @@ def test_another_document_is_noted_with_the_shape_expected(tmp_path: Path) -> No
     notes = Notes()
     assert read_ovs(host, notes=notes) is None
     assert notes.unavailable == [("ovs", 'ovs-vsctl list Interface: expected {"headings": [...], "data": [[...], ...]}')]
+
+
+class _Ovs:
+    """A host with or without an OVS db socket whose ovs-vsctl answers as given; records timeouts."""
+
+    def __init__(self, res, live: bool = True, sockets: tuple[str, ...] = ("/run/openvswitch/db.sock",)) -> None:
+        self.res, self.live, self.sockets, self.asked = res, live, sockets, []
+
+    def exists(self, path: str) -> bool:
+        return path in self.sockets
+
+    def run(self, argv, timeout_s=10.0, max_bytes=0):
+        self.asked.append((tuple(argv), timeout_s))
+        return self.res
+
+
+def _res(rc, out: str = "", err: str = "", **kw):
+    from agent.host import CmdResult
+
+    return CmdResult(tuple(OVS_ARGV), rc, out.encode(), err.encode(), **kw)
+
+
+def test_ovs_is_asked_through_the_socket_found_with_the_callers_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OVS_RUNDIR", raising=False)
+    host = _Ovs(_res(0, json.dumps(DOC)))
+    assert [i.name for i in read_ovs(host, timeout_s=4.0) or ()] == ["net_rail0_0", "net_rail0_3", "br-int"]  # type: ignore[arg-type]
+    assert host.asked == [(tuple(OVS_ARGV), 4.0)]
+    host.asked.clear()
+    read_ovs(host)  # type: ignore[arg-type]
+    assert host.asked == [(tuple(OVS_ARGV), 10.0)]
+
+
+@pytest.mark.parametrize(("res", "why"), [
+    (_res(1, "", "ovs-vsctl: unix:/run/openvswitch/db.sock: database connection failed\n"),
+     "ovs-vsctl --format=json --columns=name,type,ifindex,ofport,link_state,error list Interface: exit 1: "
+     "ovs-vsctl: unix:/run/openvswitch/db.sock: database connection failed"),
+    (_res(0, '{"data": ['), "ovs-vsctl list Interface: not valid JSON (Expecting value at line 1 column 11)"),
+    (_res(0, '{"data": [', truncated=True),
+     "ovs-vsctl list Interface: not valid JSON (Expecting value at line 1 column 11, output cut at the size cap)"),
+])
+def test_an_ovs_answer_that_cannot_be_read_is_noted(monkeypatch: pytest.MonkeyPatch, res, why: str) -> None:
+    monkeypatch.delenv("OVS_RUNDIR", raising=False)
+    notes = Notes()
+    assert read_ovs(_Ovs(res), notes=notes) is None  # type: ignore[arg-type]
+    assert notes.unavailable == [("ovs", why)]
+
+
+def test_an_image_without_the_ovs_answer_says_where_the_socket_would_be(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OVS_RUNDIR", raising=False)
+    notes = Notes()
+    assert read_ovs(_Ovs(_res(None, missing=True), live=False, sockets=()), notes=notes) is None  # type: ignore[arg-type]
+    assert notes.unavailable == [("ovs", "no OVS db socket at /var/run/openvswitch/db.sock or /run/openvswitch/db.sock")]
+    assert read_ovs(_Ovs(_res(None, missing=True), live=False, sockets=())) is None  # type: ignore[arg-type]
