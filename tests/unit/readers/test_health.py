@@ -89,3 +89,22 @@ def test_another_document_is_noted_with_the_shape_expected() -> None:
     notes = Notes()
     assert read_health(_Host(b'{"dev": {}}'), notes=notes) == ()  # type: ignore[arg-type]
     assert notes.unavailable == [("devlink health", 'devlink -j health show: expected {"health": {<handle>: [...]}}')]
+
+
+class _Recording(_Host):
+    def run(self, argv, timeout_s=10.0, max_bytes=8 << 20):
+        self.timeout = timeout_s
+        from agent.host import CmdResult
+
+        return CmdResult(tuple(argv), 0, self.out, truncated=True)
+
+
+def test_health_is_asked_with_the_callers_timeout_and_a_cut_answer_says_so() -> None:
+    host = _Recording(b'{"health": {"pci/0000:0c:00.0": [{"reporter": "fw"')
+    notes = Notes()
+    assert read_health(host, timeout_s=2.0, notes=notes) == ()  # type: ignore[arg-type]
+    assert host.timeout == 2.0
+    assert notes.unavailable == [("devlink health", "devlink -j health show: not valid JSON (Expecting ',' delimiter "
+                                                    "at line 1 column 51, output cut at the size cap)")]
+    read_health(host)  # type: ignore[arg-type]
+    assert host.timeout == 10.0

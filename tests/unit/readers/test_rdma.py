@@ -280,3 +280,51 @@ def test_a_text_line_of_no_known_form_is_told_cut_at_80_and_a_bad_name_by_its_li
     assert str(exc.value) == f"rdma link show: line 1 is in no known form: {'z' * 80!r}"
     with pytest.raises(ValueError, match=r"\Ardma link show: line 1: 'a/b/1' is not an RDMA device name\Z"):
         parse_rdma_links("link a/b/1 state ACTIVE\n")
+
+
+@pytest.mark.parametrize(("text", "state"), [("4:ACTIVE", "ACTIVE"), ("1: DOWN: x", "DOWN: x"), (" 5: LinkUp \n", "LinkUp"),
+                                             ("4:", None)])
+def test_a_sysfs_state_is_everything_after_the_first_colon(text: str, state: str | None) -> None:
+    assert parse_sysfs_state(text) == state
+
+
+class _Rdma:
+    """A host whose rdma tool answers as given and whose sysfs is empty; records timeouts."""
+
+    live = True
+
+    def __init__(self, answers: dict) -> None:
+        self.answers, self.asked = answers, []
+
+    def run(self, argv, timeout_s=10.0, max_bytes=0):
+        from agent.host import CmdResult
+
+        self.asked.append((tuple(argv), timeout_s))
+        return self.answers.get(tuple(argv)) or CmdResult(tuple(argv), None, missing=True)
+
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> None:
+        return None
+
+    def listdir(self, path: str) -> None:
+        return None
+
+
+def test_read_rdma_asks_both_commands_with_the_callers_timeout_and_notes_each_failure() -> None:
+    from agent.host import CmdResult
+
+    link, system = ("rdma", "-j", "link", "show"), ("rdma", "-j", "system", "show")
+    host = _Rdma({link: CmdResult(link, 0, b'[{"ifname": "mlx5_0", "port": 1}, {"ifn', truncated=True),
+                  system: CmdResult(system, 1, b"", b"error: Operation not supported\n")})
+    notes = Notes()
+    links, netns, devices = read_rdma(host, [], [], timeout_s=1.5, notes=notes)  # type: ignore[arg-type]
+    assert (links, netns, devices) == ((), None, ())
+    assert host.asked == [(link, 1.5), (system, 1.5)]
+    assert notes.unavailable[0][0] == "rdma" and "output cut at the size cap" in notes.unavailable[0][1]
+    assert notes.unavailable[1] == ("rdma system", "rdma -j system show: exit 1: error: Operation not supported")
+    assert notes.unavailable[2] == ("infiniband", "/sys/class/infiniband: not present (no RDMA devices or ib_core not loaded)")
+    host = _Rdma({link: CmdResult(link, 0, b"[]"), system: CmdResult(system, 0, b'[{"netns": "private"}]')})
+    notes = Notes()
+    read_rdma(host, [], [], notes=notes)  # type: ignore[arg-type]
+    assert {t for _, t in host.asked} == {10.0}
+    assert notes.unavailable[0] == ("rdma system", "rdma system show: netns 'private' is neither shared nor exclusive")
+    assert read_rdma(host, [], []) == ((), None, ())  # type: ignore[arg-type]
