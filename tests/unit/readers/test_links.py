@@ -6,15 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import Link, VfInfo
+from agent.model import Link, PciFunction, RailRule, VfInfo
 from agent.readers.common import Notes
 from agent.readers.links import (
+    is_representor,
+    is_uplink_port_name,
     parse_link,
     parse_links,
     parse_speed,
+    rail_netdevs,
     read_link_stats,
     read_links,
     read_speeds,
+    with_parents,
     with_stats,
 )
 
@@ -181,3 +185,43 @@ def test_a_failing_stats_read_is_a_reason_never_a_raise() -> None:
     assert read_link_stats(_Failing(), ["net_rail0"], notes) == {}  # type: ignore[arg-type]
     assert notes.unavailable == [("netlink stats", "link statistics failed: No buffer space available")]
     assert read_link_stats(_Failing(), ["net_rail0"]) == {}  # type: ignore[arg-type]
+
+
+def test_parents_are_filled_from_the_device_symlink_only_where_netlink_named_none() -> None:
+    links = [Link(ifindex=1, ifname="old0"), Link(ifindex=2, ifname="old1", parent_bus="pci"),
+             Link(ifindex=3, ifname="new0", parent_bus="pci", parent_dev="0000:0c:00.0"), Link(ifindex=4, ifname="lo")]
+    got = with_parents(links, {"old0": "0000:1a:00.0", "old1": "0000:1a:00.1", "new0": "0000:99:00.0"})
+    assert [(lk.ifname, lk.parent_bus, lk.parent_dev) for lk in got] == [
+        ("old0", "pci", "0000:1a:00.0"), ("old1", "pci", "0000:1a:00.1"), ("new0", "pci", "0000:0c:00.0"), ("lo", None, None)]
+
+
+@pytest.mark.parametrize(("name", "uplink"), [("p0", True), ("p12", True), ("", False), (None, False), ("p", False),
+                                              ("pf0vf1", False), ("p0x", False)])
+def test_uplink_port_names_are_p_and_a_number(name: str | None, uplink: bool) -> None:
+    assert is_uplink_port_name(name) is uplink
+
+
+@pytest.mark.parametrize(("name", "rep"), [("pf0vf1", True), ("pf1sf3", True), ("c1pf0vf2", True), ("pf0", True),
+                                           ("p0", False), ("", False), (None, False), ("pf0vf", False)])
+def test_representor_port_names(name: str | None, rep: bool) -> None:
+    assert is_representor(Link(ifindex=1, ifname="x", phys_port_name=name)) is rep
+
+
+def test_rail_netdevs_are_ruled_named_or_mellanox_uplinks_never_representors_or_vfs() -> None:
+    fns = {"0000:0c:00.0": PciFunction("0000:0c:00.0", vendor="0x15b3"),
+           "0000:0c:00.1": PciFunction("0000:0c:00.1", physfn="0000:0c:00.0"),
+           "0000:0d:00.0": PciFunction("0000:0d:00.0", vendor="0x8086"),
+           "0000:0e:00.0": PciFunction("0000:0e:00.0")}
+    links = [Link(ifindex=1, ifname="renamed_badly", phys_port_name="p0"),
+             Link(ifindex=2, ifname="net_rail0_0", phys_port_name="pf0vf0"),
+             Link(ifindex=3, ifname="vf_on_ruled"),
+             Link(ifindex=4, ifname="net_rail7"),
+             Link(ifindex=5, ifname="mgmt0", phys_port_name="p0"),
+             Link(ifindex=6, ifname="uplink_unknown_vendor", phys_port_name="p1"),
+             Link(ifindex=7, ifname="uplink_no_function", phys_port_name="p0"),
+             Link(ifindex=8, ifname="uplink_no_pci", phys_port_name="p0")]
+    pci_of = {"renamed_badly": "0000:0c:00.0", "net_rail0_0": "0000:0c:00.0", "vf_on_ruled": "0000:0c:00.1",
+              "mgmt0": "0000:0d:00.0", "uplink_unknown_vendor": "0000:0e:00.0", "uplink_no_function": "0000:0f:00.0"}
+    rules = [RailRule("0000:0c:00.0", "net_rail0", "net", "/f", 1), RailRule("0000:0c:00.1", "x", "rdma", "/f", 2)]
+    assert rail_netdevs(links, pci_of, fns, rules, ("net_rail%rail_id%",)) == [
+        "net_rail7", "renamed_badly", "uplink_no_function", "uplink_unknown_vendor"]
