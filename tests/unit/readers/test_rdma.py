@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.host.recorded import open_image
-from agent.model import RdmaLink
+from agent.model import RdmaDevice, RdmaLink
 from agent.readers.common import Notes
 from agent.readers.rdma import (
     netns_from_sysfs,
@@ -328,3 +328,16 @@ def test_read_rdma_asks_both_commands_with_the_callers_timeout_and_notes_each_fa
     assert {t for _, t in host.asked} == {10.0}
     assert notes.unavailable[0] == ("rdma system", "rdma system show: netns 'private' is neither shared nor exclusive")
     assert read_rdma(host, [], []) == ((), None, ())  # type: ignore[arg-type]
+
+
+def test_a_wanted_port_sysfs_lacks_is_skipped_alone_and_identity_is_read(tmp_path: Path) -> None:
+    host = _switchdev_image(tmp_path, nports=3)
+    (d,) = read_rdma_devices(host, {("mlx5_0", 0), ("mlx5_0", 3)}, [])
+    assert d.node_guid == "b83f:d203:00aa:0010" and d.fw_ver == "28.42.1000"
+    assert [p[0] for p in d.ports] == [3] and d.counters == ((3, "out_of_buffer", 3),)
+
+
+def test_a_device_not_on_a_rail_keeps_its_pci_function_only(tmp_path: Path) -> None:
+    host = _switchdev_image(tmp_path)
+    assert read_rdma_devices(host, set(), []) == (RdmaDevice("mlx5_0", "0000:0c:00.0"),)
+    assert read_rdma_devices(make_image(tmp_path / "none"), set(), []) == ()
