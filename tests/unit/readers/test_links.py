@@ -225,3 +225,9 @@ def test_rail_netdevs_are_ruled_named_or_mellanox_uplinks_never_representors_or_
     rules = [RailRule("0000:0c:00.0", "net_rail0", "net", "/f", 1), RailRule("0000:0c:00.1", "x", "rdma", "/f", 2)]
     assert rail_netdevs(links, pci_of, fns, rules, ("net_rail%rail_id%",)) == [
         "net_rail7", "renamed_badly", "uplink_no_function", "uplink_unknown_vendor"]
+
+
+def test_a_speed_is_read_up_to_64_bytes(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={"/sys/class/net/net_rail0/speed": "400000" + " " * 58 + "1\n",
+                                               "/sys/class/net/net_rail1/speed": "-1\n"})
+    assert read_speeds(host, ["net_rail0", "net_rail1", "absent"]) == {"net_rail0": 400000}

@@ -145,3 +145,16 @@ def test_bus_devices_with_either_sriov_file_are_read_each_on_its_own(tmp_path: P
     links = [Link(ifindex=i, ifname=f"e{i}", parent_bus="netdevsim", parent_dev=f"nsim{i}") for i in (0, 1, 2, 3)]
     got = read_bus_devices(host, links)
     assert [(f.bdf, f.sriov_numvfs, f.sriov_totalvfs) for f in got] == [("nsim2", None, 8), ("nsim3", 2, None)]
+
+
+# A sysfs value is read up to 64 bytes: what lies beyond (here a "2" at byte 65) is never seen.
+PAST_64 = "1" + " " * 63 + "2\n"
+
+
+def test_sysfs_values_are_read_up_to_64_bytes(tmp_path: Path) -> None:
+    host = _sriov_image(tmp_path, numvfs=PAST_64, nvfs=0)
+    (pf,) = read_pci(host, ["0000:0c:00.0"])
+    assert pf.sriov_numvfs == 1
+    host = make_image(tmp_path / "bus", files={"/sys/bus/netdevsim/devices/nsim1/sriov_numvfs": PAST_64})
+    (fn,) = read_bus_devices(host, [Link(ifindex=1, ifname="e1", parent_bus="netdevsim", parent_dev="nsim1")])
+    assert fn.sriov_numvfs == 1

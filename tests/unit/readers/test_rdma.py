@@ -341,3 +341,11 @@ def test_a_device_not_on_a_rail_keeps_its_pci_function_only(tmp_path: Path) -> N
     host = _switchdev_image(tmp_path)
     assert read_rdma_devices(host, set(), []) == (RdmaDevice("mlx5_0", "0000:0c:00.0"),)
     assert read_rdma_devices(make_image(tmp_path / "none"), set(), []) == ()
+
+
+def test_a_counter_is_read_up_to_64_bytes(tmp_path: Path) -> None:
+    _switchdev_image(tmp_path, nports=1)
+    dev = "/sys/devices/pci0000:0b/0000:0b:01.0/0000:0c:00.0/infiniband/mlx5_0"
+    (tmp_path / "img" / "fs" / dev.lstrip("/") / "ports/1/hw_counters/out_of_buffer").write_text("7" + " " * 63 + "9\n")
+    (d,) = read_rdma_devices(open_image(str(tmp_path / "img")), {("mlx5_0", 1)}, [])
+    assert d.counters == ((1, "out_of_buffer", 7),)
