@@ -146,4 +146,6 @@ def test_an_image_without_the_ovs_answer_says_where_the_socket_would_be(monkeypa
     notes = Notes()
     assert read_ovs(_Ovs(_res(None, missing=True), live=False, sockets=()), notes=notes) is None  # type: ignore[arg-type]
     assert notes.unavailable == [("ovs", "no OVS db socket at /var/run/openvswitch/db.sock or /run/openvswitch/db.sock")]
-    assert read_ovs(_Ovs(_res(None, missing=True), live=False, sockets=())) is None  # type: ignore[arg-type]
+    host = _Ovs(_res(None, missing=True), live=False, sockets=())
+    assert read_ovs(host, timeout_s=4.0) is None  # type: ignore[arg-type]
+    assert host.asked == [(tuple(OVS_ARGV), 4.0)]

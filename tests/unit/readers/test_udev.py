@@ -226,3 +226,11 @@ def test_each_operator_file_gives_its_own_kind_and_one_absent_stops_nothing(tmp_
     assert read_rules(host, notes) == (RailRule("0000:0c:00.0", "rdma_rail0", "rdma", RDMA_RULES, 2),)
     assert notes.unavailable == [("udev net rules", f"{NET_RULES}: not present")]
     assert read_rules(host) == (RailRule("0000:0c:00.0", "rdma_rail0", "rdma", RDMA_RULES, 2),)
+
+
+def test_a_rules_file_is_read_up_to_1_mib(tmp_path: Path) -> None:
+    pad = "#" * ((1 << 20) - 1) + "\n"
+    rule = 'SUBSYSTEM=="net", KERNELS=="0000:0c:00.0", NAME="net_rail0"\n'
+    host = make_image(tmp_path / "img", files={NET_RULES: pad + rule, SITE: pad + rule,
+                                               AZURE: "#" * ((1 << 20) - len(rule) - 1) + "\n" + rule})
+    assert [r.file for r in read_rules(host)] == [AZURE]
