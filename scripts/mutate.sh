@@ -17,7 +17,8 @@ out=$(realpath -m "${OUT:-/tmp/railscope-mutate-$scope.txt}")
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/railscope-mutate.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-git -C "$root" archive "${REV:-HEAD}" | tar -x -C "$work"
+rev=$(git -C "$root" rev-parse --short "${REV:-HEAD}")  # the commit mutated, whatever HEAD becomes meanwhile
+git -C "$root" archive "$rev" | tar -x -C "$work"
 cd "$work"
 only='"agent/analysis/*", "agent/detectors/*"'
 [ "$scope" = checks ] && only='"agent/analysis/checks/*", "agent/detectors/*"'
@@ -80,7 +81,7 @@ print("mutants:", counts, f"score {counts['killed'] / done:.1%}" if done else "s
 PY
 )
 {
-  echo "# scope: $scope${*:+ $*}  rev: $(git -C "$root" rev-parse --short "${REV:-HEAD}")  took: $(($(date +%s) - start))s"
+  echo "# scope: $scope${*:+ $*}  rev: $rev  took: $(($(date +%s) - start))s"
   echo "$score"
   echo
   grep -v ": killed$" "$work/results.txt" || true
