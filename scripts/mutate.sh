@@ -3,43 +3,65 @@
 #   scripts/mutate.sh checks     analysis/checks/ and detectors/ (a short run)
 #   scripts/mutate.sh            analysis/ (topology, checks, diagnose) and detectors/
 #   scripts/mutate.sh all        also the readers' parsers and readers/history.py
+#   scripts/mutate.sh readers [MODULE...]
+#                                the readers' parsers and readers/history.py alone, or only the named
+#                                modules of agent/readers/ (e.g. `readers history devlink`), against the
+#                                readers' tests
 #   scripts/mutate.sh agent/analysis/diagnose.py agent/analysis/checks/pfc.py ...
 #                                these modules alone (or ONLY="..." with any scope), against the tests of
 #                                the analysis and the detectors: one module at a time is minutes, not an hour
-# Runs in a temporary copy of the committed tree (REV=<commit> for another one) (mutmut writes mutants/ beside the code), prints
-# mutmut's results (survivors by name) and the score: killed / (killed + survived). The results and every
-# survivor's diff (mutmut show) go to $RESULTS (default /tmp/railscope-mutate-<scope>.txt), which outlives the copy.
+# Runs in a temporary copy of the committed tree (REV=<commit> for another one) (mutmut writes mutants/
+# beside the code), prints mutmut's results (survivors by name) and the score: killed / (killed + survived).
+# The results and every survivor's diff (mutmut show) go to $RESULTS (or $OUT; default
+# /tmp/railscope-mutate-<scope>.txt), which outlives the copy.
 # RERUN=<an earlier $RESULTS> runs only that run's survivors (tests are only ever added, so a killed mutant
 # stays killed): the score printed is then over those survivors alone.
+# SHARED=<dir> names the example image's folder when the checkout is not beside it.
 set -euo pipefail
 scope=${1:-pure}
+[ $# -gt 0 ] && shift
 modules=${ONLY:-}
 case "$scope" in
-  pure|checks|all) ;;
-  *) modules="$modules $*"; scope=modules ;;
+  pure|checks|all|readers) ;;
+  *) modules="$modules $scope $*"; scope=modules ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/railscope-mutate.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-REV_NAME=${REV:-HEAD}
-git -C "$root" archive "$REV_NAME" | tar -x -C "$work"
-results=${RESULTS:-/tmp/railscope-mutate-$scope.txt}
+rev=$(git -C "$root" rev-parse --short "${REV:-HEAD}")  # the commit mutated, whatever HEAD becomes meanwhile
+git -C "$root" archive "$rev" | tar -x -C "$work"
+results=$(realpath -m "${RESULTS:-${OUT:-/tmp/railscope-mutate-$scope.txt}}")
 cd "$work"
 only='"agent/analysis/*", "agent/detectors/*"'
 [ "$scope" = checks ] && only='"agent/analysis/checks/*", "agent/detectors/*"'
 tests='"tests/unit/checks", "tests/unit/detectors", "tests/unit/test_topology.py", "tests/unit/test_images.py"'
+[ -d tests/unit/analysis ] && tests="$tests, \"tests/unit/analysis\""
 if [ "$scope" = all ]; then
   only="$only, \"agent/readers/*\""
   tests="$tests, \"tests/unit/readers\", \"tests/unit/test_netlink_parse.py\", \"tests/unit/test_snapshot.py\""
 fi
+# The readers' parse functions: snapshot.py and sources.py only wire readers to a host, they parse nothing.
+# Not tests/unit/host/test_image_mutations.py: its random images kill a mutant by chance or not at all,
+# and its 300 examples would cost every surviving mutant of a reader some seconds.
+readers_tests='"tests/unit/readers", "tests/unit/test_netlink_parse.py", "tests/unit/test_snapshot.py",
+  "tests/unit/test_images.py", "tests/unit/test_recorder.py", "tests/unit/checks/test_history.py",
+  "tests/unit/service/test_events.py", "tests/unit/capture/test_ovs_rundir.py"'
+if [ "$scope" = readers ]; then
+  names_=${*:-links pci devlink health rdma ethtool versions udev ovs common history}
+  only=""
+  for m in $names_; do
+    [ -f "agent/readers/$m.py" ] || { echo "no module agent/readers/$m.py" >&2; exit 2; }
+    only="$only${only:+, }\"agent/readers/$m.py\""
+  done
+  tests=$readers_tests
+fi
 if [ -n "${modules// /}" ]; then
   only=""
   for m in $modules; do
-    [ -e "$m" ] || { echo "mutate.sh: no module $m in $REV_NAME" >&2; exit 2; }
+    [ -e "$m" ] || { echo "mutate.sh: no module $m in $rev" >&2; exit 2; }
     only="${only:+$only, }\"$m\""
   done
 fi
-[ -d tests/unit/analysis ] && tests="$tests, \"tests/unit/analysis\""
 cat >>pyproject.toml <<CFG
 
 [tool.mutmut]
@@ -50,7 +72,8 @@ pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
 CFG
 # The example image lives beside the project (tests/conftest.py): mutmut runs the tests in mutants/,
 # whose neighbour is $work/shared.
-[ -e "$root/../shared" ] && ln -s "$(cd "$root/../shared" && pwd)" "$work/shared"
+shared=${SHARED:-$root/../shared}
+[ -e "$shared" ] && ln -s "$(cd "$shared" && pwd)" "$work/shared"
 # mutmut copies tests/ with shutil.copytree, which follows symlinks: the node images' sysfs symlinks
 # loop (class/net -> devices -> ... -> class/net), so the copy never ends. Keep them symlinks.
 mutmut() {
@@ -71,9 +94,9 @@ if [ -n "${RERUN:-}" ]; then
   echo "re-running the ${#names[@]} survivors of $RERUN"
   [ "${#names[@]}" -gt 0 ] || exit 0
 fi
+start=$(date +%s)
 mutmut run --max-children "${MUTMUT_CHILDREN:-2}" ${names[@]+"${names[@]}"} || true
 mutmut results --all true >"$work/results.txt" 2>&1 || mutmut results >"$work/results.txt" 2>&1 || true
-cat "$work/results.txt"
 score=$(python3 - "$work/results.txt" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
@@ -82,16 +105,18 @@ done = counts["killed"] + counts["survived"]
 print("mutants:", counts, f"score {counts['killed'] / done:.1%}" if done else "score n/a")
 PY
 )
-echo "$score"
 # A survivor is only worth a name with its diff beside it: what the mutant changed is what a test must state.
 {
-  echo "rev $(git -C "$root" rev-parse --short "$REV_NAME") modules: ${only}"
+  echo "# scope: $scope  rev: $rev  took: $(($(date +%s) - start))s  modules: ${only}"
   echo "$score"
-  cat "$work/results.txt"
+  echo
+  grep -v ": killed$" "$work/results.txt" || true
   for name in $(sed -n 's/^ *\([^ :]*\): survived$/\1/p' "$work/results.txt"); do
     echo
     echo "=== $name"
     mutmut show "$name" 2>&1 || true
   done
 } >"$results"
+grep -v ": killed$" "$work/results.txt" || true
+echo "$score"
 echo "results and survivors' diffs: $results"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import DevlinkDev, PciFunction
+from agent.host import CmdResult
+from agent.model import DevlinkDev, DevlinkParam, Eswitch, PciFunction
 from agent.readers.common import Notes
 from agent.readers.devlink import (
     parse_bool_value,
@@ -271,3 +272,161 @@ def test_output_cut_at_the_size_cap_says_so(tmp_path: Path) -> None:
     assert st.ports == ()
     reason = dict(notes.unavailable)["devlink ports"]
     assert reason.startswith("devlink -j port show: not valid JSON") and reason.endswith("output cut at the size cap)")
+
+
+def test_a_pci_handle_names_its_pf_whether_devlink_listed_it_or_not() -> None:
+    assert pf_of_handle((), "pci/0000:0c:00.0/1") == "pci/0000:0c:00.0"
+    assert pf_of_handle((), "pci/0000:0c:00.0") == "pci/0000:0c:00.0"
+
+
+@pytest.mark.parametrize(("parse", "shape"), [
+    (parse_dev_show, '{"dev": {<handle>: {...}}}'),
+    (lambda doc: parse_eswitch(doc, "pci/0000:0c:00.0"), '{"dev": {<handle>: {...}}}'),
+    (parse_params, '{"param": {<handle>: [...]}}'),
+    (parse_ports, '{"port": {<handle>/<index>: {...}}}'),
+])
+@pytest.mark.parametrize("doc", [[], "x", None, {}, {"dev": [], "param": 1, "port": "x"}])
+def test_another_document_raises_with_the_shape_expected(parse, shape: str, doc: object) -> None:
+    with pytest.raises(ValueError) as exc:
+        parse(doc)
+    assert str(exc.value) == f"expected {shape}"
+
+
+def test_nested_handles_as_an_object_a_list_or_a_word() -> None:
+    doc = {"dev": {"pci/0000:0c:00.0": {"nested_devlink": ["auxiliary/mlx5_core.eth.0", 3]},
+                   "pci/0000:0c:00.1": {"nested_devlink": "auxiliary/mlx5_core.eth.1"},
+                   "pci/0000:0d:00.0": {"nested_devlink": ""},
+                   "pci/0000:0d:00.1": {"nested_devlink": 5},
+                   "pci/0000:0e:00.0": "junk",
+                   "pci/0000:0e:00.1": ["junk"]}}
+    assert parse_dev_show(doc) == (DevlinkDev("pci/0000:0c:00.0", ("auxiliary/mlx5_core.eth.0",)),
+                                   DevlinkDev("pci/0000:0c:00.1", ("auxiliary/mlx5_core.eth.1",)),
+                                   DevlinkDev("pci/0000:0d:00.0"), DevlinkDev("pci/0000:0d:00.1"),
+                                   DevlinkDev("pci/0000:0e:00.0"), DevlinkDev("pci/0000:0e:00.1"))
+
+
+def test_eswitch_is_the_asked_handles_or_the_one_device_answering() -> None:
+    two = {"dev": {"pci/0000:0c:00.0": {"mode": "legacy"}, "pci/0000:0c:00.1": {"mode": "switchdev"}}}
+    assert parse_eswitch(two, "pci/0000:0c:00.1").mode == "switchdev"
+    assert parse_eswitch(two, "pci/0000:0c:00.0").mode == "legacy"
+    assert parse_eswitch(two, "pci/0000:99:00.0").mode is None  # two others: neither is the asked one
+    # one device answering under another spelling of the handle is the asked one
+    one = {"dev": {"pci/0000:0C:00.0": {"mode": "switchdev"}}}
+    assert parse_eswitch(one, "pci/0000:0c:00.0") == Eswitch("pci/0000:0c:00.0", "switchdev")
+    assert parse_eswitch({"dev": {"pci/0000:0c:00.0": "switchdev"}}, "pci/0000:0c:00.0").mode is None
+    assert parse_eswitch({"dev": {}}, "pci/0000:0c:00.0").mode is None
+
+
+def test_params_bad_entries_skip_themselves_only() -> None:
+    good = {"name": "esw_multiport", "values": [{"cmode": "runtime", "value": False}]}
+    doc = {"param": {"pci/0000:0c:00.0": None, "pci/0000:0c:00.1": {"name": "x"},
+                     "pci/0000:0d:00.0": ["junk", {"name": 3}, {"values": []},
+                                          {"name": "flow_steering_mode", "values": None},
+                                          {"name": "enable_roce", "values": ["value", {"value": 1},
+                                                                            {"cmode": "driverinit"},
+                                                                            {"cmode": "runtime", "value": True}]},
+                                          good]}}
+    assert parse_params(doc) == (
+        DevlinkParam("pci/0000:0d:00.0", "flow_steering_mode", ()),
+        DevlinkParam("pci/0000:0d:00.0", "enable_roce", (("runtime", True),)),
+        DevlinkParam("pci/0000:0d:00.0", "esw_multiport", (("runtime", False),)))
+
+
+def test_ports_bad_entries_skip_themselves_only_and_bad_fields_are_none() -> None:
+    doc = {"port": {"pci/0000:0c:00.0/x": {"netdev": "a"}, "1": {"netdev": "b"},
+                    "pci/0000:0c:00.0/1": "junk",
+                    "pci/0000:0c:00.0/2": {"netdev": "", "flavour": 5, "external": "true"},
+                    "pci/0000:0c:00.0/3": {"netdev": 7, "external": "false"},
+                    "pci/0000:0c:00.0/4": {"netdev": "r0_3", "flavour": "pcivf", "external": "yes"}}}
+    assert [(p.index, p.netdev, p.flavour, p.external) for p in parse_ports(doc)] == [
+        (1, None, None, None), (2, None, None, True), (3, None, None, False), (4, "r0_3", "pcivf", None)]
+
+
+def test_a_vf_is_never_a_handle_even_as_a_rail_and_an_unread_rail_function_still_is() -> None:
+    fns = [PciFunction("0000:0c:00.0", sriov_totalvfs=16), PciFunction("0000:0c:00.1", physfn="0000:0c:00.0")]
+    assert pf_handles(None, fns, ["0000:0c:00.1", "0000:1a:00.0"]) == ["pci/0000:0c:00.0", "pci/0000:1a:00.0"]
+
+
+class _Devlink:
+    """A host whose devlink answers are given per argv; it records each command's timeout."""
+
+    live = True
+
+    def __init__(self, answers: dict[tuple[str, ...], CmdResult]) -> None:
+        self.answers, self.asked = answers, []
+
+    def run(self, argv, timeout_s=10.0, max_bytes=8 << 20) -> CmdResult:
+        self.asked.append((tuple(argv), timeout_s))
+        return self.answers.get(tuple(argv)) or CmdResult(tuple(argv), None, missing=True)
+
+
+def _ok(argv: tuple[str, ...], doc: object) -> CmdResult:
+    return CmdResult(argv, 0, json.dumps(doc).encode())
+
+
+PF0, PF1 = "pci/0000:0c:00.0", "pci/0000:8d:00.0"
+SHOW = ("devlink", "-j", "dev", "show")
+PORTS = ("devlink", "-j", "port", "show")
+
+
+def _esw_argv(h: str) -> tuple[str, ...]:
+    return ("devlink", "-j", "dev", "eswitch", "show", h)
+
+
+def _param_argv(h: str, name: str) -> tuple[str, ...]:
+    return ("devlink", "-j", "dev", "param", "show", h, "name", name)
+
+
+def test_every_devlink_command_gets_the_callers_timeout_and_10_s_by_default() -> None:
+    host = _Devlink({SHOW: _ok(SHOW, {"dev": {PF0: {}}}), PORTS: _ok(PORTS, {"port": {}}),
+                     _esw_argv(PF0): _ok(_esw_argv(PF0), {"dev": {PF0: {"mode": "legacy"}}})})
+    fns = [PciFunction("0000:0c:00.0", sriov_totalvfs=8)]
+    read_devlink(host, fns, [], ("esw_multiport",), timeout_s=3.5)  # type: ignore[arg-type]
+    assert [a for a, _ in host.asked] == [SHOW, _esw_argv(PF0), _param_argv(PF0, "esw_multiport"), PORTS]
+    assert {t for _, t in host.asked} == {3.5}
+    host.asked.clear()
+    read_devlink(host, fns, [])  # type: ignore[arg-type]
+    assert {t for _, t in host.asked} == {10.0}
+
+
+def test_each_devlink_failure_is_noted_under_its_source_and_the_rest_is_read() -> None:
+    mixed = {"param": {PF1: [{"name": "esw_multiport", "values": [{"cmode": "runtime", "value": True}]}],
+                       PF0: [{"name": "other", "values": [{"cmode": "runtime", "value": 1}]},
+                             {"name": "esw_multiport", "values": [{"cmode": "runtime", "value": False}]}]}}
+    host = _Devlink({
+        SHOW: _ok(SHOW, {"dev": {PF0: {}, PF1: {}}}),
+        _esw_argv(PF0): _ok(_esw_argv(PF0), {"eswitch": {}}),
+        _param_argv(PF0, "esw_multiport"): _ok(_param_argv(PF0, "esw_multiport"), mixed),
+        _param_argv(PF0, "flow_steering_mode"): _ok(_param_argv(PF0, "flow_steering_mode"), {"x": 1}),
+        _esw_argv(PF1): CmdResult(_esw_argv(PF1), 2, b"", b"kernel answers: No such device\n"),
+        _param_argv(PF1, "esw_multiport"): CmdResult(_param_argv(PF1, "esw_multiport"), None, timed_out=True,
+                                                     duration_s=10.0),
+        PORTS: CmdResult(PORTS, 1, b"", b"kernel answers: Invalid argument\n"),
+    })
+    notes = Notes()
+    st = read_devlink(host, [PciFunction("0000:0c:00.0", sriov_totalvfs=8), PciFunction("0000:8d:00.0", sriov_totalvfs=8)],  # type: ignore[arg-type]
+                      [], notes=notes)
+    assert st.eswitch == () and st.ports == ()
+    assert st.params == (DevlinkParam(PF0, "esw_multiport", (("runtime", False),)),)
+    assert _param_argv(PF1, "flow_steering_mode") not in [a for a, _ in host.asked]  # busy: not asked
+    assert notes.busy == [PF1]
+    assert notes.unavailable == [
+        (f"devlink {PF0}", f'devlink -j dev eswitch show {PF0}: expected {{"dev": {{<handle>: {{...}}}}}}'),
+        (f"devlink {PF0}", f'devlink -j dev param show {PF0} name flow_steering_mode: expected {{"param": {{<handle>: [...]}}}}'),
+        (f"devlink {PF1}", f"devlink -j dev eswitch show {PF1}: exit 2: kernel answers: No such device"),
+        (f"devlink {PF1}", f"devlink -j dev param show {PF1} name esw_multiport: timed out after 10.0s: busy, not down "
+                           "(the SR-IOV daemon holds the devlink lock while it creates VFs); not judged"),
+        ("devlink ports", "devlink -j port show: exit 1: kernel answers: Invalid argument"),
+    ]
+
+
+def test_a_dev_show_of_another_shape_is_noted_and_the_pfs_still_asked() -> None:
+    host = _Devlink({SHOW: _ok(SHOW, {"devices": []}),
+                     PORTS: CmdResult(PORTS, None, timed_out=True, duration_s=10.0),
+                     _esw_argv(PF0): CmdResult(_esw_argv(PF0), 1, b"", b"\xffOperation not supported\n")})
+    notes = Notes()
+    st = read_devlink(host, [PciFunction("0000:0c:00.0", sriov_totalvfs=8)], [], (), notes=notes)  # type: ignore[arg-type]
+    assert not st.devs_known and st.eswitch == (Eswitch(PF0, None),)
+    assert notes.busy == ["devlink"]
+    assert notes.unavailable[0] == ("devlink", 'devlink -j dev show: expected {"dev": {<handle>: {...}}}')
+    assert notes.unavailable[1][0] == "devlink ports" and "busy, not down" in notes.unavailable[1][1]

@@ -164,3 +164,124 @@ def test_live_timeout_skips_the_remaining_rails(tmp_path: Path, monkeypatch: pyt
     reasons = dict(notes.unavailable)
     assert "timed out" in reasons["ethtool -S rsnoexist0"]
     assert reasons["ethtool -S rsnoexist2"] == "skipped: ethtool on rsnoexist0 timed out (firmware may be hung)"
+
+
+def test_ethtool_i_without_a_driver_line_says_what_it_got() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_ethtool_i("\n  Cannot get driver information: Operation not supported\n", "net_rail0")
+    assert str(exc.value) == "ethtool -i net_rail0: no driver line ('Cannot get driver information: Operation not supported')"
+    with pytest.raises(ValueError) as exc:
+        parse_ethtool_i("x" * 100 + "\n", "net_rail0")
+    assert str(exc.value) == f"ethtool -i net_rail0: no driver line ({'x' * 80!r})"
+    for empty in ("", "\n  \n"):
+        with pytest.raises(ValueError, match=r"\Aethtool -i net_rail0: empty output\Z"):
+            parse_ethtool_i(empty, "net_rail0")
+
+
+def test_ethtool_i_fields_need_a_colon() -> None:
+    with pytest.raises(ValueError, match="no driver line"):
+        parse_ethtool_i("driver\nversion\n", "net_rail0")
+
+
+def test_ethtool_i_fields_it_does_not_print_are_none() -> None:
+    di = parse_ethtool_i("driver: mlx5e_rep\n", "pf0hpf")
+    assert (di.driver, di.version, di.firmware, di.psid, di.bus_info) == ("mlx5e_rep", None, None, None, None)
+
+
+def test_ethtool_s_counts_after_the_header_only_and_bad_lines_skip_themselves() -> None:
+    text = ("rx_prio3_pause: 9\n"  # before the header: not a counter
+            "Statistics:\n"
+            "# a comment: 5\n"
+            "     no separator here\n"
+            "     : 4\n"
+            "     rx_prio3_pause: 51022\n"
+            "     weird: value: 7\n"
+            "     rx_negative: -1\n"
+            "     rx_wide: 18446744073709551616\n"
+            "     rx_max: 18446744073709551615\n"
+            "     rx_text: many\n"
+            "     tx_prio3_pause: 3\n")
+    st = parse_ethtool_s(text, "net_rail0")
+    assert st.counters == (("rx_prio3_pause", 51022), ("weird: value", 7), ("rx_max", (1 << 64) - 1),
+                           ("tx_prio3_pause", 3))
+
+
+def test_ethtool_s_that_is_not_statistics_says_what_it_got() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_ethtool_s("\nCannot get stats strings information: Operation not supported\n", "net_rail0")
+    assert str(exc.value) == ("ethtool -S net_rail0: not statistics output "
+                              "('Cannot get stats strings information: Operation not supported')")
+    with pytest.raises(ValueError) as exc:
+        parse_ethtool_s("q" * 100, "net_rail0")
+    assert str(exc.value) == f"ethtool -S net_rail0: not statistics output ({'q' * 80!r})"
+    with pytest.raises(ValueError, match=r"\Aethtool -S net_rail0: empty output\Z"):
+        parse_ethtool_s(" \n", "net_rail0")
+    with pytest.raises(ValueError, match="not statistics output"):
+        parse_ethtool_s("just words\n", "net_rail0", require_header=False)
+
+
+def test_drvinfo_values_that_are_not_text_are_none() -> None:
+    di = parse_drvinfo({"driver": 5, "version": None, "fw_version": [], "bus_info": " "}, "x")  # type: ignore[dict-item]
+    assert (di.driver, di.version, di.firmware, di.bus_info) == (None, None, None, None)
+
+
+class _FallbackHost:
+    """The ioctl doors fail (or answer None) and the commands answer as given; records timeouts."""
+
+    def __init__(self, answers: dict, live: bool = True, ioctl_error: bool = True) -> None:
+        self.answers, self.live, self.ioctl_error, self.asked = answers, live, ioctl_error, []
+
+    def ethtool_stats(self, ifname: str):
+        if self.ioctl_error:
+            raise OSError("Operation not supported")
+        return None
+
+    def ethtool_drvinfo(self, ifname: str):
+        if self.ioctl_error:
+            raise OSError("No such device")
+        return None
+
+    def run(self, argv, timeout_s=10.0, max_bytes=0):
+        from agent.host import CmdResult
+
+        self.asked.append((tuple(argv), timeout_s))
+        got = self.answers.get(tuple(argv))
+        if got == "hang":
+            return CmdResult(tuple(argv), None, timed_out=True, duration_s=timeout_s)
+        return CmdResult(tuple(argv), 0, got.encode()) if got is not None else CmdResult(tuple(argv), None, missing=True)
+
+
+def test_failed_ioctls_are_noted_and_the_commands_asked_with_the_callers_timeout() -> None:
+    host = _FallbackHost({("ethtool", "-S", "r0"): "NIC statistics:\n  rx_prio3_pause: 4\n",
+                          ("ethtool", "-i", "r0"): "driver: mlx5_core\n",
+                          ("ethtool", "-S", "r1"): "garbage\n", ("ethtool", "-i", "r1"): "garbage\n"})
+    notes = Notes()
+    stats, infos = read_ethtool(host, ["r0", "r1"], timeout_s=2.5, notes=notes)  # type: ignore[arg-type]
+    assert [(s.netdev, s.counters) for s in stats] == [("r0", (("rx_prio3_pause", 4),))]
+    assert [(i.netdev, i.driver) for i in infos] == [("r0", "mlx5_core")]
+    assert {t for _, t in host.asked} == {2.5}
+    assert notes.unavailable == [
+        ("ethtool -S r0", "ETHTOOL_GSTATS r0: Operation not supported"),
+        ("ethtool -i r0", "ETHTOOL_GDRVINFO r0: No such device"),
+        ("ethtool -S r1", "ETHTOOL_GSTATS r1: Operation not supported"),
+        ("ethtool -S r1", "ethtool -S r1: not statistics output ('garbage')"),
+        ("ethtool -i r1", "ETHTOOL_GDRVINFO r1: No such device"),
+        ("ethtool -i r1", "ethtool -i r1: no driver line ('garbage')"),
+    ]
+    host.asked.clear()
+    read_ethtool(host, ["r0"])  # type: ignore[arg-type]
+    assert {t for _, t in host.asked} == {10.0}
+
+
+@pytest.mark.parametrize("which", ["-S", "-i"])
+def test_a_live_hang_skips_every_later_netdev_and_a_recorded_one_nothing(which: str) -> None:
+    answers = {("ethtool", "-S", n): "NIC statistics:\n  x: 1\n" for n in ("r0", "r1", "r2", "r3")}
+    answers |= {("ethtool", "-i", n): "driver: mlx5_core\n" for n in ("r0", "r1", "r2", "r3")}
+    answers[("ethtool", which, "r1")] = "hang"
+    notes = Notes()
+    stats, _ = read_ethtool(_FallbackHost(answers, ioctl_error=False), ["r0", "r1", "r2", "r3"], notes=notes)  # type: ignore[arg-type]
+    assert [s.netdev for s in stats] == (["r0"] if which == "-S" else ["r0", "r1"])
+    skipped = [(s, r) for s, r in notes.unavailable if r.startswith("skipped")]
+    assert skipped == [(f"ethtool -S {n}", "skipped: ethtool on r1 timed out (firmware may be hung)") for n in ("r2", "r3")]
+    stats, infos = read_ethtool(_FallbackHost(answers, live=False, ioctl_error=False), ["r0", "r1", "r2"])  # type: ignore[arg-type]
+    assert len(stats) + len(infos) == 5  # the one timed-out answer is missing, nothing else

@@ -65,3 +65,46 @@ def test_read_health_notes_why_nothing_was_read() -> None:
     notes = Notes()
     assert read_health(_Host(b"", rc=1), notes=notes) == ()  # type: ignore[arg-type]
     assert notes.unavailable[0][0] == "devlink health" and "exit 1" in notes.unavailable[0][1]
+
+
+def test_a_bad_handle_or_reporter_skips_itself_only() -> None:
+    doc = {"health": {
+        "pci/0000:0c:00.0/1/2": [{"reporter": "rx", "state": "error"}],  # four parts: no handle devlink prints
+        "pci/0000:0c:00.0/x": [{"reporter": "rx", "state": "error"}],
+        "pci/0000:0c:00.1": None,
+        "pci/0000:0c:00.2": 7,
+        "pci/0000:0c:00.3": {"reporter": "fw"},
+        "pci/0000:0c:00.0": ["junk", {"reporter": ""}, {"reporter": 3}, {"reporter": "fw", "state": "healthy"}],
+    }}
+    assert [(r.handle, r.name, r.state) for r in parse_health(doc)] == [("pci/0000:0c:00.0", "fw", "healthy")]
+
+
+@pytest.mark.parametrize("state", ["", 5, True, ["error"]])
+def test_a_state_that_is_no_word_is_none(state: object) -> None:
+    (rep,) = parse_health({"health": {"pci/0000:0c:00.0": [{"reporter": "fw", "state": state}]}})
+    assert rep.state is None
+
+
+def test_another_document_is_noted_with_the_shape_expected() -> None:
+    notes = Notes()
+    assert read_health(_Host(b'{"dev": {}}'), notes=notes) == ()  # type: ignore[arg-type]
+    assert notes.unavailable == [("devlink health", 'devlink -j health show: expected {"health": {<handle>: [...]}}')]
+
+
+class _Recording(_Host):
+    def run(self, argv, timeout_s=10.0, max_bytes=8 << 20):
+        self.timeout = timeout_s
+        from agent.host import CmdResult
+
+        return CmdResult(tuple(argv), 0, self.out, truncated=True)
+
+
+def test_health_is_asked_with_the_callers_timeout_and_a_cut_answer_says_so() -> None:
+    host = _Recording(b'{"health": {"pci/0000:0c:00.0": [{"reporter": "fw"')
+    notes = Notes()
+    assert read_health(host, timeout_s=2.0, notes=notes) == ()  # type: ignore[arg-type]
+    assert host.timeout == 2.0
+    assert notes.unavailable == [("devlink health", "devlink -j health show: not valid JSON (Expecting ',' delimiter "
+                                                    "at line 1 column 51, output cut at the size cap)")]
+    read_health(host)  # type: ignore[arg-type]
+    assert host.timeout == 10.0

@@ -8,7 +8,7 @@ from pathlib import Path
 from agent.host.recorded import open_image
 from agent.model import Link
 from agent.readers.common import Notes
-from agent.readers.pci import functions_of_links, parse_pci_function, read_pci
+from agent.readers.pci import functions_of_links, parse_pci_function, read_bus_devices, read_pci
 
 from .imagekit import PUBLIC, make_image
 
@@ -100,3 +100,61 @@ def test_functions_of_links_prefers_netlink_parent(tmp_path: Path) -> None:
         Link(ifindex=10, ifname="veth0", kind="veth"),
     ]
     assert functions_of_links(host, links) == {"net_rail0": "0000:0c:00.0", "net_rail0_0": "0000:0c:00.0"}
+
+
+def test_functions_missing_are_noted_in_address_order_and_without_notes_no_crash(tmp_path: Path) -> None:
+    host = _sriov_image(tmp_path, nvfs=0)
+    notes = Notes()
+    out = read_pci(host, ["0000:99:00.0", "0000:0c:00.0", "0000:88:00.0"], notes)
+    assert [f.bdf for f in out] == ["0000:0c:00.0"]
+    assert notes.unavailable == [("pci", "no /sys/bus/pci/devices/<bdf> for 0000:88:00.0, 0000:99:00.0")]
+    assert read_pci(host, ["0000:99:00.0"]) == ()
+
+
+def test_a_physfn_loop_in_a_damaged_image_ends(tmp_path: Path) -> None:
+    base = "/sys/devices/pci0000:00"
+    fns = ("0000:01:00.0", "0000:02:00.0", "0000:03:00.0")
+    host = make_image(tmp_path / "img", files={f"{base}/{b}/vendor": "0x15b3\n" for b in fns}, symlinks={
+        **{f"/sys/bus/pci/devices/{b}": f"../../../devices/pci0000:00/{b}" for b in fns},
+        f"{base}/0000:01:00.0/physfn": "../0000:02:00.0",
+        f"{base}/0000:02:00.0/physfn": "../0000:03:00.0",
+        f"{base}/0000:03:00.0/physfn": "../0000:02:00.0",
+    })
+    assert [f.bdf for f in read_pci(host, ["0000:01:00.0"])] == list(fns)
+
+
+def test_a_physfn_or_virtfn_that_names_no_function_is_none() -> None:
+    fn = parse_pci_function("0000:0c:00.1", {}, {"physfn": "../../not-a-bdf"}, {0: None, 1: "0000:0c:00.2"})
+    assert fn.physfn is None and fn.virtfns == ("0000:0c:00.2",)
+
+
+def test_a_parent_named_like_a_function_on_another_bus_is_no_pci_function(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img")
+    links = [Link(ifindex=4, ifname="a", parent_bus="platform", parent_dev="0000:0c:00.0"),
+             Link(ifindex=5, ifname="b", parent_bus="pci", parent_dev="not-a-bdf"),
+             Link(ifindex=6, ifname="c", parent_dev="0000:0d:00.0")]
+    assert functions_of_links(host, links) == {"c": "0000:0d:00.0"}
+
+
+def test_bus_devices_with_either_sriov_file_are_read_each_on_its_own(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={
+        "/sys/bus/netdevsim/devices/nsim1/uevent": "x\n",
+        "/sys/bus/netdevsim/devices/nsim2/sriov_totalvfs": "8\n",
+        "/sys/bus/netdevsim/devices/nsim3/sriov_numvfs": "2\n",
+    })
+    links = [Link(ifindex=i, ifname=f"e{i}", parent_bus="netdevsim", parent_dev=f"nsim{i}") for i in (0, 1, 2, 3)]
+    got = read_bus_devices(host, links)
+    assert [(f.bdf, f.sriov_numvfs, f.sriov_totalvfs) for f in got] == [("nsim2", None, 8), ("nsim3", 2, None)]
+
+
+# A sysfs value is read up to 64 bytes: what lies beyond (here a "2" at byte 65) is never seen.
+PAST_64 = "1" + " " * 63 + "2\n"
+
+
+def test_sysfs_values_are_read_up_to_64_bytes(tmp_path: Path) -> None:
+    host = _sriov_image(tmp_path, numvfs=PAST_64, nvfs=0)
+    (pf,) = read_pci(host, ["0000:0c:00.0"])
+    assert pf.sriov_numvfs == 1
+    host = make_image(tmp_path / "bus", files={"/sys/bus/netdevsim/devices/nsim1/sriov_numvfs": PAST_64})
+    (fn,) = read_bus_devices(host, [Link(ifindex=1, ifname="e1", parent_bus="netdevsim", parent_dev="nsim1")])
+    assert fn.sriov_numvfs == 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.host.recorded import open_image
-from agent.model import RdmaLink, RdmaPort
+from agent.model import RdmaDevice, RdmaLink, RdmaPort
 from agent.readers.common import Notes
 from agent.readers.rdma import (
     netns_from_sysfs,
@@ -227,3 +227,134 @@ def test_system_show_shapes_and_an_unknown_netns_word() -> None:
     assert parse_rdma_system('{"netns":"shared"}\n{"copy-on-fork":true}\n') == "shared"
     with pytest.raises(ValueError, match="neither shared nor exclusive"):
         parse_rdma_system('[{"netns":"isolated"}]')
+
+
+def test_corrupt_json_is_told_with_the_json_error_and_the_cut() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_links('[{"ifname": "mlx5_0", "port": 1}, {"ifn', truncated=True)
+    assert str(exc.value).startswith("rdma -j link show: not valid JSON (") and "output cut at the size cap" in str(exc.value)
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_links('[{"ifname": "mlx5_0", "port": 1}, {"ifn')
+    assert "line 1 column" in str(exc.value) and "size cap" not in str(exc.value)
+
+
+def test_corrupt_system_show_json_is_told_as_such_never_as_cut() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_system('[{"netns": "shared",')
+    assert str(exc.value).startswith("rdma -j system show: not valid JSON (") and "size cap" not in str(exc.value)
+
+
+def test_the_netns_word_is_read_without_blanks() -> None:
+    assert parse_rdma_system('[{"netns": " exclusive\\n"}]') == "exclusive"
+
+
+@pytest.mark.parametrize(("doc", "seen"), [('[{"netns": 1}]', "'1'"), ('[{"netns": ""}]', "''"),
+                                           ('[{"netns": null}]', "'None'")])
+def test_a_netns_that_is_no_word_is_not_guessed_and_told_as_printed(doc: str, seen: str) -> None:
+    with pytest.raises(ValueError, match=f"netns {seen} is neither shared nor exclusive"):
+        parse_rdma_system(doc)
+
+
+def test_an_unknown_netns_word_is_told_cut_at_40_characters() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_system('[{"netns": "' + "x" * 100 + '"}]')
+    assert str(exc.value) == f"rdma system show: netns {'x' * 40!r} is neither shared nor exclusive"
+
+
+def test_sysfs_netns_mode_as_a_digit() -> None:
+    assert (netns_from_sysfs("1\n"), netns_from_sysfs("0")) == ("shared", "exclusive")
+
+
+def test_json_after_blank_lines_is_json() -> None:
+    assert parse_rdma_links('\n  [{"ifname": "mlx5_0", "port": 1, "netdev": "p1p1"}]') == (
+        RdmaLink("mlx5_0", 1, None, None, "p1p1"),)
+
+
+def test_caps_lines_continue_the_entry_whatever_the_indent() -> None:
+    text = "link mlx5_0/1 state ACTIVE netdev p1p1\n\tcaps: <CM, IP_BASED_GIDS>\n caps: <CM>\n"
+    assert [lk.dev for lk in parse_rdma_links(text)] == ["mlx5_0"]
+    with pytest.raises(ValueError, match="line 2 is in no known form"):
+        parse_rdma_links("link mlx5_0/1 state ACTIVE\n  mlx5_1 state ACTIVE\n")
+
+
+def test_text_without_a_link_line_is_told() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_links("    caps: <CM>\n")
+    assert str(exc.value) == "rdma link show: no 'link <dev>/<port>' line in the output"
+
+
+def test_a_text_line_of_no_known_form_is_told_cut_at_80_and_a_bad_name_by_its_line() -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_rdma_links("z" * 100 + "\n")
+    assert str(exc.value) == f"rdma link show: line 1 is in no known form: {'z' * 80!r}"
+    with pytest.raises(ValueError, match=r"\Ardma link show: line 1: 'a/b/1' is not an RDMA device name\Z"):
+        parse_rdma_links("link a/b/1 state ACTIVE\n")
+
+
+@pytest.mark.parametrize(("text", "state"), [("4:ACTIVE", "ACTIVE"), ("1: DOWN: x", "DOWN: x"), (" 5: LinkUp \n", "LinkUp"),
+                                             ("4:", None)])
+def test_a_sysfs_state_is_everything_after_the_first_colon(text: str, state: str | None) -> None:
+    assert parse_sysfs_state(text) == state
+
+
+class _Rdma:
+    """A host whose rdma tool answers as given and whose sysfs is empty; records timeouts."""
+
+    live = True
+
+    def __init__(self, answers: dict) -> None:
+        self.answers, self.asked = answers, []
+
+    def run(self, argv, timeout_s=10.0, max_bytes=0):
+        from agent.host import CmdResult
+
+        self.asked.append((tuple(argv), timeout_s))
+        return self.answers.get(tuple(argv)) or CmdResult(tuple(argv), None, missing=True)
+
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> None:
+        return None
+
+    def listdir(self, path: str) -> None:
+        return None
+
+
+def test_read_rdma_asks_both_commands_with_the_callers_timeout_and_notes_each_failure() -> None:
+    from agent.host import CmdResult
+
+    link, system = ("rdma", "-j", "link", "show"), ("rdma", "-j", "system", "show")
+    host = _Rdma({link: CmdResult(link, 0, b'[{"ifname": "mlx5_0", "port": 1}, {"ifn', truncated=True),
+                  system: CmdResult(system, 1, b"", b"error: Operation not supported\n")})
+    notes = Notes()
+    links, netns, devices = read_rdma(host, [], [], timeout_s=1.5, notes=notes)  # type: ignore[arg-type]
+    assert (links, netns, devices) == ((), None, ())
+    assert host.asked == [(link, 1.5), (system, 1.5)]
+    assert notes.unavailable[0][0] == "rdma" and "output cut at the size cap" in notes.unavailable[0][1]
+    assert notes.unavailable[1] == ("rdma system", "rdma -j system show: exit 1: error: Operation not supported")
+    assert notes.unavailable[2] == ("infiniband", "/sys/class/infiniband: not present (no RDMA devices or ib_core not loaded)")
+    host = _Rdma({link: CmdResult(link, 0, b"[]"), system: CmdResult(system, 0, b'[{"netns": "private"}]')})
+    notes = Notes()
+    read_rdma(host, [], [], notes=notes)  # type: ignore[arg-type]
+    assert {t for _, t in host.asked} == {10.0}
+    assert notes.unavailable[0] == ("rdma system", "rdma system show: netns 'private' is neither shared nor exclusive")
+    assert read_rdma(host, [], []) == ((), None, ())  # type: ignore[arg-type]
+
+
+def test_a_wanted_port_sysfs_lacks_is_skipped_alone_and_identity_is_read(tmp_path: Path) -> None:
+    host = _switchdev_image(tmp_path, nports=3)
+    (d,) = read_rdma_devices(host, {("mlx5_0", 0), ("mlx5_0", 3)}, [])
+    assert d.node_guid == "b83f:d203:00aa:0010" and d.fw_ver == "28.42.1000"
+    assert [p[0] for p in d.ports] == [3] and d.counters == ((3, "out_of_buffer", 3),)
+
+
+def test_a_device_not_on_a_rail_keeps_its_pci_function_only(tmp_path: Path) -> None:
+    host = _switchdev_image(tmp_path)
+    assert read_rdma_devices(host, set(), []) == (RdmaDevice("mlx5_0", "0000:0c:00.0"),)
+    assert read_rdma_devices(make_image(tmp_path / "none"), set(), []) == ()
+
+
+def test_a_counter_is_read_up_to_64_bytes(tmp_path: Path) -> None:
+    _switchdev_image(tmp_path, nports=1)
+    dev = "/sys/devices/pci0000:0b/0000:0b:01.0/0000:0c:00.0/infiniband/mlx5_0"
+    (tmp_path / "img" / "fs" / dev.lstrip("/") / "ports/1/hw_counters/out_of_buffer").write_text("7" + " " * 63 + "9\n")
+    (d,) = read_rdma_devices(open_image(str(tmp_path / "img")), {("mlx5_0", 1)}, [])
+    assert d.counters == ((1, "out_of_buffer", 7),)

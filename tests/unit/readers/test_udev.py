@@ -157,3 +157,80 @@ def test_a_rename_that_cannot_be_read_is_a_problem(line: str) -> None:
     problems: list = []
     assert parse_rules(line + "\n", NET_RULES, None, problems) == ()
     assert [(p.file, p.line) for p in problems] == [(NET_RULES, 1)] and "cannot read" in problems[0].why
+
+
+def test_a_bad_line_is_shown_printable_and_cut_at_120_characters() -> None:
+    head = 'KERNELS=="0000:1a:00.0", NAME="x'  # an odd number of quotes
+    exact = head + "y" * (120 - len(head))
+    long = head + "\x1b" + "y" * 200
+    problems: list = []
+    parse_rules(exact + "\n" + long + "\n", SITE, None, problems)
+    assert [p.why for p in problems] == [f"unbalanced quotes: {exact}",
+                                         f"unbalanced quotes: {(head + '?' + 'y' * 200)[:120]}..."]
+
+
+def test_each_bad_line_or_name_is_its_own_problem_and_the_rest_are_read() -> None:
+    rdma = 'RUN+="/usr/bin/rdma dev set %k name {}"'
+    lines = [
+        '# SUBSYSTEM=="net", KERNELS=="0000:1a:01.1", NAME="commented_out"',
+        'ACTION=="add", GOTO="end"',
+        'KERNELS=="0000:1a:00.0", NAME="x',
+        'KERNELS=="0000:1a:00.0", NAME=unquoted',
+        'SUBSYSTEM=="net", KERNELS=="rail*", NAME="eth9"',
+        'SUBSYSTEM=="net", KERNELS=="0000:' + "z" * 50 + '", NAME="eth9"',
+        'KERNELS=="0000:1a:00.1", NAME="", ' + rdma.format("rdma_one"),
+        'KERNELS=="0000:1a:00.2", NAME="%k", ' + rdma.format("rdma_two"),
+        'KERNELS=="0000:1a:00.3", NAME="eth%n"',
+        'KERNELS=="0000:1a:00.4", NAME=".", ' + rdma.format("rdma_four"),
+        'KERNELS=="0000:1a:00.5", NAME=".."',
+        'KERNELS=="0000:1a:00.6", NAME="a/' + "b" * 48 + '"',
+        'ACTION=="add", KERNELS=="0000:1a:00.7", SUBSYSTEM=="infiniband", ' + rdma.format("mlx5:7"),
+        'SUBSYSTEM=="net", KERNELS=="0000:1a:01.0", NAME="net_rail8"',
+    ]
+    problems: list = []
+    rules = parse_rules("\n".join(lines) + "\n", SITE, None, problems)
+    assert [(r.pci, r.kind, r.name, r.line) for r in rules] == [
+        ("0000:1a:00.1", "rdma", "rdma_one", 7), ("0000:1a:00.2", "rdma", "rdma_two", 8),
+        ("0000:1a:00.4", "rdma", "rdma_four", 10), ("0000:1a:00.7", "rdma", "mlx5:7", 13),
+        ("0000:1a:01.0", "net", "net_rail8", 14)]
+    assert [(p.file, p.line, p.why) for p in problems] == [
+        (SITE, 3, 'unbalanced quotes: KERNELS=="0000:1a:00.0", NAME="x'),
+        (SITE, 4, 'a rename this reader cannot read: KERNELS=="0000:1a:00.0", NAME=unquoted'),
+        (SITE, 6, f'KERNELS=="0000:{"z" * 35}..." is not a PCI function address'),
+        (SITE, 7, "empty NAME"),
+        (SITE, 10, "'.' is not a valid device name"),
+        (SITE, 11, "'..' is not a valid device name"),
+        (SITE, 12, f"'a/{'b' * 38}...' is not a valid device name"),
+    ]
+
+
+def test_a_kind_asked_for_keeps_that_kind_only() -> None:
+    text = ('ACTION=="add", KERNELS=="0000:1a:00.0", SUBSYSTEM=="infiniband", RUN+="/usr/bin/rdma dev set %k name r0"\n'
+            'SUBSYSTEM=="net", KERNELS=="0000:1a:00.0", NAME="net_rail0"\n')
+    assert [(r.kind, r.name) for r in parse_rules(text, NET_RULES, "net")] == [("net", "net_rail0")]
+    assert [(r.kind, r.name) for r in parse_rules(text, RDMA_RULES, "rdma")] == [("rdma", "r0")]
+
+
+def test_a_naming_line_keyed_by_no_kernels_match_is_skipped_alone_and_problems_need_no_list() -> None:
+    text = ('SUBSYSTEM=="net", ATTR{address}=="b8:3f:d2:aa:00:10", NAME="mgmt0"\n'
+            'KERNELS=="0000:1a:00.0", NAME="x\n'
+            'SUBSYSTEM=="net", KERNELS=="0000:1a:00.0", NAME="net_rail0"\n')
+    assert [(r.name, r.line) for r in parse_rules(text, SITE)] == [("net_rail0", 3)]
+
+
+def test_each_operator_file_gives_its_own_kind_and_one_absent_stops_nothing(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={RDMA_RULES: (
+        'SUBSYSTEM=="net", KERNELS=="0000:0c:00.0", NAME="not_from_this_file"\n'
+        'ACTION=="add", KERNELS=="0000:0c:00.0", SUBSYSTEM=="infiniband", RUN+="/usr/bin/rdma dev set %k name rdma_rail0"\n')})
+    notes = Notes()
+    assert read_rules(host, notes) == (RailRule("0000:0c:00.0", "rdma_rail0", "rdma", RDMA_RULES, 2),)
+    assert notes.unavailable == [("udev net rules", f"{NET_RULES}: not present")]
+    assert read_rules(host) == (RailRule("0000:0c:00.0", "rdma_rail0", "rdma", RDMA_RULES, 2),)
+
+
+def test_a_rules_file_is_read_up_to_1_mib(tmp_path: Path) -> None:
+    pad = "#" * ((1 << 20) - 1) + "\n"
+    rule = 'SUBSYSTEM=="net", KERNELS=="0000:0c:00.0", NAME="net_rail0"\n'
+    host = make_image(tmp_path / "img", files={NET_RULES: pad + rule, SITE: pad + rule,
+                                               AZURE: "#" * ((1 << 20) - len(rule) - 1) + "\n" + rule})
+    assert [r.file for r in read_rules(host)] == [AZURE]

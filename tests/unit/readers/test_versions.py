@@ -54,3 +54,26 @@ def test_nothing_readable(tmp_path: Path) -> None:
     notes = Notes()
     assert read_versions(host, notes).kernel is None
     assert notes.unavailable == [("versions", "/proc/sys/kernel/osrelease: not readable")]
+
+
+def test_without_notes_an_unreadable_kernel_is_no_crash(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={"/proc/sys/kernel/osrelease": ""})
+    assert read_versions(host).kernel is None
+
+
+def test_a_modprobe_file_is_read_up_to_256_kib(tmp_path: Path) -> None:
+    # A file is untrusted input: only its first 256 KiB count, and a line just past them is not read.
+    pad = "#" * ((256 << 10) - 1) + "\n"
+    host = make_image(tmp_path / "img", files={
+        "/proc/sys/kernel/osrelease": "6.8.0\n",
+        "/etc/modprobe.d/a.conf": "#" * ((256 << 10) - 31) + "\noptions ib_core netns_mode=0\n",
+        "/etc/modprobe.d/b.conf": pad + "options ib_core netns_mode=1\n",
+    })
+    assert read_versions(host).modprobe_netns_mode == (("/etc/modprobe.d/a.conf", "options ib_core netns_mode=0"),)
+
+
+def test_the_cmdline_is_read_up_to_64_kib(tmp_path: Path) -> None:
+    host = make_image(tmp_path / "img", files={"/proc/sys/kernel/osrelease": "6.8.0\n",
+                                               "/proc/cmdline": "x" * (64 << 10) + "ib_core.netns_mode=0\n"})
+    cmdline = read_versions(host).cmdline
+    assert cmdline == "x" * (64 << 10)
