@@ -291,7 +291,7 @@ def test_a_text_line_of_no_known_form_is_told_cut_at_80_and_a_bad_name_by_its_li
         parse_rdma_links("link a/b/1 state ACTIVE\n")
 
 
-@pytest.mark.parametrize(("text", "state"), [("4:ACTIVE", "ACTIVE"), ("1: DOWN: x", "DOWN: x"), (" 5: LinkUp \n", "LinkUp"),
+@pytest.mark.parametrize(("text", "state"), [("4:ACTIVE", "ACTIVE"), ("1: DOWN: x", "DOWN: X"), (" 5: LinkUp \n", "LINK_UP"),
                                              ("4:", None)])
 def test_a_sysfs_state_is_everything_after_the_first_colon(text: str, state: str | None) -> None:
     assert parse_sysfs_state(text) == state
@@ -343,7 +343,7 @@ def test_a_wanted_port_sysfs_lacks_is_skipped_alone_and_identity_is_read(tmp_pat
     host = _switchdev_image(tmp_path, nports=3)
     (d,) = read_rdma_devices(host, {("mlx5_0", 0), ("mlx5_0", 3)}, [])
     assert d.node_guid == "b83f:d203:00aa:0010" and d.fw_ver == "28.42.1000"
-    assert [p[0] for p in d.ports] == [3] and d.counters == ((3, "out_of_buffer", 3),)
+    assert [p.port for p in d.ports] == [3] and d.counters == ((3, "out_of_buffer", 3),)
 
 
 def test_a_device_not_on_a_rail_keeps_its_pci_function_only(tmp_path: Path) -> None:
