@@ -3,14 +3,25 @@
 #   scripts/mutate.sh checks     analysis/checks/ and detectors/ (a short run)
 #   scripts/mutate.sh            analysis/ (topology, checks, diagnose) and detectors/
 #   scripts/mutate.sh all        also the readers' parsers and readers/history.py
+#   scripts/mutate.sh agent/analysis/diagnose.py agent/analysis/checks/pfc.py ...
+#                                these modules alone (or ONLY="..." with any scope), against the tests of
+#                                the analysis and the detectors: one module at a time is minutes, not an hour
 # Runs in a temporary copy of the committed tree (REV=<commit> for another one) (mutmut writes mutants/ beside the code), prints
-# mutmut's results (survivors by name) and the score: killed / (killed + survived).
+# mutmut's results (survivors by name) and the score: killed / (killed + survived). The results and every
+# survivor's diff (mutmut show) go to $RESULTS (default /tmp/railscope-mutate-<scope>.txt), which outlives the copy.
 set -euo pipefail
 scope=${1:-pure}
+modules=${ONLY:-}
+case "$scope" in
+  pure|checks|all) ;;
+  *) modules="$modules $*"; scope=modules ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/railscope-mutate.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-git -C "$root" archive "${REV:-HEAD}" | tar -x -C "$work"
+REV_NAME=${REV:-HEAD}
+git -C "$root" archive "$REV_NAME" | tar -x -C "$work"
+results=${RESULTS:-/tmp/railscope-mutate-$scope.txt}
 cd "$work"
 only='"agent/analysis/*", "agent/detectors/*"'
 [ "$scope" = checks ] && only='"agent/analysis/checks/*", "agent/detectors/*"'
@@ -19,6 +30,14 @@ if [ "$scope" = all ]; then
   only="$only, \"agent/readers/*\""
   tests="$tests, \"tests/unit/readers\", \"tests/unit/test_netlink_parse.py\", \"tests/unit/test_snapshot.py\""
 fi
+if [ -n "${modules// /}" ]; then
+  only=""
+  for m in $modules; do
+    [ -e "$m" ] || { echo "mutate.sh: no module $m in $REV_NAME" >&2; exit 2; }
+    only="${only:+$only, }\"$m\""
+  done
+fi
+[ -d tests/unit/analysis ] && tests="$tests, \"tests/unit/analysis\""
 cat >>pyproject.toml <<CFG
 
 [tool.mutmut]
@@ -47,10 +66,24 @@ cli()' "$@"
 mutmut run --max-children "${MUTMUT_CHILDREN:-2}" || true
 mutmut results --all true >"$work/results.txt" 2>&1 || mutmut results >"$work/results.txt" 2>&1 || true
 cat "$work/results.txt"
-python3 - "$work/results.txt" <<'PY'
+score=$(python3 - "$work/results.txt" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 counts = {k: len(re.findall(rf": {k}\b", text)) for k in ("killed", "survived", "timeout", "no tests", "suspicious")}
 done = counts["killed"] + counts["survived"]
 print("mutants:", counts, f"score {counts['killed'] / done:.1%}" if done else "score n/a")
 PY
+)
+echo "$score"
+# A survivor is only worth a name with its diff beside it: what the mutant changed is what a test must state.
+{
+  echo "rev $(git -C "$root" rev-parse --short "$REV_NAME") modules: ${only}"
+  echo "$score"
+  cat "$work/results.txt"
+  for name in $(sed -n 's/^ *\([^ :]*\): survived$/\1/p' "$work/results.txt"); do
+    echo
+    echo "=== $name"
+    mutmut show "$name" 2>&1 || true
+  done
+} >"$results"
+echo "results and survivors' diffs: $results"
