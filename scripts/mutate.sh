@@ -9,6 +9,8 @@
 # Runs in a temporary copy of the committed tree (REV=<commit> for another one) (mutmut writes mutants/ beside the code), prints
 # mutmut's results (survivors by name) and the score: killed / (killed + survived). The results and every
 # survivor's diff (mutmut show) go to $RESULTS (default /tmp/railscope-mutate-<scope>.txt), which outlives the copy.
+# RERUN=<an earlier $RESULTS> runs only that run's survivors (tests are only ever added, so a killed mutant
+# stays killed): the score printed is then over those survivors alone.
 set -euo pipefail
 scope=${1:-pure}
 modules=${ONLY:-}
@@ -63,7 +65,13 @@ sys.argv = ["mutmut", *sys.argv[1:]]
 from mutmut.__main__ import cli
 cli()' "$@"
 }
-mutmut run --max-children "${MUTMUT_CHILDREN:-2}" || true
+names=()
+if [ -n "${RERUN:-}" ]; then
+  mapfile -t names < <(sed -n 's/^ *\([^ :]*\): survived$/\1/p' "$RERUN" | sort -u)
+  echo "re-running the ${#names[@]} survivors of $RERUN"
+  [ "${#names[@]}" -gt 0 ] || exit 0
+fi
+mutmut run --max-children "${MUTMUT_CHILDREN:-2}" ${names[@]+"${names[@]}"} || true
 mutmut results --all true >"$work/results.txt" 2>&1 || mutmut results >"$work/results.txt" 2>&1 || true
 cat "$work/results.txt"
 score=$(python3 - "$work/results.txt" <<'PY'
