@@ -150,6 +150,8 @@ def test_a_rule_named_by_a_template_not_given_expects_that_templates_twin():
 def test_nic_and_plane_numbers_of_a_netdev_rail_are_parsed_and_rendered():
     (rail,) = build_topology(one_netdev("net_1_0_2"), EXP).rails
     assert (rail.rail, rail.plane, rail.nic, rail.expected_rdma) == (2, 0, 1, "rdma_1_0_2")
+    # the netdev names itself: it is the expected name, never a rename
+    assert rail.expected_netdev == "net_1_0_2" and not rail.renamed
     (rail,) = build_topology(one_netdev("net_rail0_plane1"), EXP).rails
     assert (rail.rail, rail.plane, rail.expected_rdma) == (0, 1, "rdma_rail0_plane1")
 
@@ -196,7 +198,9 @@ def test_an_rdma_rule_alone_expects_the_twin_netdev_name(rdma, net_templates, rd
 def test_pfs_are_sriov_capable_devlink_managed_or_switch_functions_never_vfs():
     snap = nodes.node(rails=1, numvfs=1)
     sriov, plain, dl, sw, vf = nodes.PCIS[2], nodes.PCIS[3], nodes.PCIS[4], nodes.PCIS[5], nodes.vf_of(PF0)
-    snap = replace(snap, pci=(*snap.pci, PciFunction(sriov, 0, 8), PciFunction(plain, 0, 0)),
+    # a function able to carry a single VF is SR-IOV capable; one with none (or unreadable) is not
+    snap = replace(snap, pci=(*snap.pci, PciFunction(sriov, 0, 1), PciFunction(plain, 0, 0),
+                              PciFunction(nodes.PCIS[6])),
                    devlink_devs=(*snap.devlink_devs, DevlinkDev(f"pci/{dl}"), DevlinkDev(f"pci/{vf}")))
     snap = nodes.add_link(snap, Link(40, "enp1", phys_port_name="p0", phys_switch_id="aa", parent_bus="pci",
                                      parent_dev=sw))
