@@ -409,3 +409,11 @@ def test_ovs_orphan_reasons_and_ports_that_are_no_orphans():
         ("br-int", "node", "ofport -1"), ("pod-a", "node", "error: No such device"),
         ("net_rail0_7", f"pci/{PF0}", "ifindex 0"), ("net_rail1_3", f"pci/{PF1}", "ofport -1")]
     assert build_topology(nodes.with_ovs(nodes.node()), EXP).ovs_orphans == ()
+
+
+def test_a_net_name_no_template_parses_takes_its_rail_from_the_rdma_name():
+    snap = replace(nodes.node(rails=1, rules=False), rules=(
+        RailRule(PF0, "gpu_a", "net", nodes.NET_RULES, 1), RailRule(PF0, "rdma_rail3", "rdma", nodes.RDMA_RULES, 1)))
+    (rail,) = build_topology(snap, EXP).rails
+    assert (rail.rail, rail.expected_netdev, rail.expected_rdma, rail.rule_file) == (
+        3, "gpu_a", "rdma_rail3", nodes.NET_RULES)
