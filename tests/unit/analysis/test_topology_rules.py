@@ -396,13 +396,13 @@ def test_rails_flag_adds_only_the_rails_no_netdev_names():
 def test_ovs_orphan_reasons_and_ports_that_are_no_orphans():
     snap = nodes.with_ovs(
         nodes.drop_link(nodes.node(), "net_rail1"),
+        OvsInterface("pod-b", "", None, 4, None),             # a netdev OVS still sees
         OvsInterface("net_rail1", "", 0, -1, None),          # the missing rail: RailMissing says it
         OvsInterface("gre0", "gre", 0, -1, None),             # a tunnel has no netdev
         OvsInterface("br-int", "internal", 0, -1, None),
         OvsInterface("net_rail0_7", "system", 0, 3, "down"),
         OvsInterface("net_rail1_3", "system", 5, -1, None),   # owned through the rail's expected name
         OvsInterface("pod-a", None, 5, 4, None, "No such device"),
-        OvsInterface("pod-b", "", None, 4, None),             # a netdev OVS still sees
     )
     topo = build_topology(snap, EXP)
     assert [(o.name, o.owner, o.why) for o in topo.ovs_orphans] == [
@@ -417,3 +417,20 @@ def test_a_net_name_no_template_parses_takes_its_rail_from_the_rdma_name():
     (rail,) = build_topology(snap, EXP).rails
     assert (rail.rail, rail.expected_netdev, rail.expected_rdma, rail.rule_file) == (
         3, "gpu_a", "rdma_rail3", nodes.NET_RULES)
+
+
+def test_an_ovs_orphan_belongs_to_the_pf_whose_netdev_has_the_name_now():
+    # the uplinks swapped names: net_rail0 is PF1's netdev, though rail 0 (PF0) expects it
+    snap = nodes.replace_link(nodes.node(), "net_rail0", ifname="tmp")
+    snap = nodes.replace_link(nodes.replace_link(snap, "net_rail1", ifname="net_rail0"), "tmp", ifname="net_rail1")
+    snap = nodes.with_ovs(snap, OvsInterface("net_rail0_5", "", 0, 7, "down"))
+    assert [(o.name, o.owner) for o in build_topology(snap, EXP).ovs_orphans] == [("net_rail0_5", f"pci/{PF1}")]
+
+
+def test_a_nics_pfs_are_in_pci_order_with_wide_domains():
+    # a VMD domain (10000) is above ffff, though it sorts first as text
+    low, high = "ffff:00:00.0", "10000:00:00.0"
+    links = tuple(Link(i, f"eth{i}", phys_port_name="p0", phys_switch_id="aa", parent_bus="pci", parent_dev=bdf)
+                  for i, bdf in ((2, high), (3, low)))
+    (nic,) = build_topology(Snapshot(taken_at=0.0, links=links), EXP).nics
+    assert nic.pfs == (low, high)
