@@ -109,6 +109,7 @@ class _Body:
         self.started = False
         self.sent = 0
         self.sha256 = ""
+        self.length = self._length()
 
     async def _pieces(self, h: hashlib._Hash | None) -> AsyncIterator[bytes]:
         """The source's bytes, each already added to ``h`` if given (in a worker thread where it is read there)."""
@@ -154,7 +155,7 @@ class _Body:
             while (data := await loop.run_in_executor(None, step)) is not done:
                 yield data  # type: ignore[misc]
 
-    def length(self) -> int | None:
+    def _length(self) -> int | None:
         """The body's exact size for a file (its frames follow from its size), else None (chunked)."""
         if not isinstance(self.source, Path) or not self.total:
             return None
@@ -174,7 +175,7 @@ class _Body:
         # receives, refuses the upload (digest_mismatch) if the file changed since. The file is
         # hashed here only then, to tell a corrupt spool from a corrupted transfer (see upload()).
         h: hashlib._Hash | None = hashlib.sha256() if self.expected is None else None
-        sized = self.length() is not None
+        sized = self.length is not None
         async for piece in self._pieces(h):
             for off in range(0, len(piece), MAX_CHUNK_BYTES):
                 data = piece[off:off + MAX_CHUNK_BYTES]
@@ -228,7 +229,7 @@ def _token(token: str | None, token_file: str | None) -> str | None:
 async def _attempt(session: aiohttp.ClientSession, url: str, body: _Body, token: str | None,
                    timeout: aiohttp.ClientTimeout) -> dict:
     headers = {"Content-Type": CONTENT_TYPE}
-    length = body.length()
+    length = body.length
     if length is not None:
         headers["Content-Length"] = str(length)
     if token:
