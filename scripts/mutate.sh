@@ -16,6 +16,8 @@
 # /tmp/railscope-mutate-<scope>.txt), which outlives the copy.
 # RERUN=<an earlier $RESULTS> runs only that run's survivors (tests are only ever added, so a killed mutant
 # stays killed): the score printed is then over those survivors alone.
+# MUTANTS="<pattern>..." runs only the mutants whose names match (fnmatch, as mutmut takes them), e.g.
+# MUTANTS='agent.analysis.topology.x_build_topology__mutmut_*' for one function of a long module.
 # SHARED=<dir> names the example image's folder when the checkout is not beside it.
 set -euo pipefail
 scope=${1:-pure}
@@ -93,6 +95,11 @@ if [ -n "${RERUN:-}" ]; then
   mapfile -t names < <(sed -n 's/^ *\([^ :]*\): survived$/\1/p' "$RERUN" | sort -u)
   echo "re-running the ${#names[@]} survivors of $RERUN"
   [ "${#names[@]}" -gt 0 ] || exit 0
+fi
+if [ -n "${MUTANTS:-}" ]; then
+  read -ra patterns <<<"$MUTANTS"
+  names+=("${patterns[@]}")
+  echo "running the mutants matching: ${patterns[*]}"
 fi
 start=$(date +%s)
 mutmut run --max-children "${MUTMUT_CHILDREN:-2}" ${names[@]+"${names[@]}"} || true
