@@ -285,3 +285,45 @@ def test_a_live_hang_skips_every_later_netdev_and_a_recorded_one_nothing(which: 
     assert skipped == [(f"ethtool -S {n}", "skipped: ethtool on r1 timed out (firmware may be hung)") for n in ("r2", "r3")]
     stats, infos = read_ethtool(_FallbackHost(answers, live=False, ioctl_error=False), ["r0", "r1", "r2"])  # type: ignore[arg-type]
     assert len(stats) + len(infos) == 5  # the one timed-out answer is missing, nothing else
+
+
+class _PerNetdevIoctlHost:
+    """Live ioctl doors that answer each netdev with its own values and record whom they were asked."""
+
+    live = True
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    def ethtool_stats(self, ifname: str):
+        self.asked.append(("stats", ifname))
+        return [("rx_prio3_pause", 10 if ifname == "net_rail0" else 20)]
+
+    def ethtool_drvinfo(self, ifname: str):
+        self.asked.append(("drvinfo", ifname))
+        return {"driver": "mlx5_core", "version": "1", "fw_version": f"28.42.{ifname[-1]}",
+                "bus_info": "0000:0c:00.0" if ifname == "net_rail0" else "0000:8d:00.0"}
+
+    def run(self, argv, timeout_s=10.0, max_bytes=0):
+        raise AssertionError(f"no command expected, got {argv}")
+
+
+def test_each_ioctl_answer_is_asked_by_name_and_carries_the_netdev_it_was_asked_for() -> None:
+    # The counters and the driver info are joined to rails by netdev name: an answer filed under
+    # no name (or another's) would put one rail's PFC counters on another.
+    host = _PerNetdevIoctlHost()
+    stats, infos = read_ethtool(host, ["net_rail0", "net_rail1"])  # type: ignore[arg-type]
+    assert host.asked == [("stats", "net_rail0"), ("drvinfo", "net_rail0"),
+                          ("stats", "net_rail1"), ("drvinfo", "net_rail1")]
+    assert [(s.netdev, s.counters) for s in stats] == [("net_rail0", (("rx_prio3_pause", 10),)),
+                                                       ("net_rail1", (("rx_prio3_pause", 20),))]
+    assert [(i.netdev, i.firmware, i.bus_info) for i in infos] == [("net_rail0", "28.42.0", "0000:0c:00.0"),
+                                                                  ("net_rail1", "28.42.1", "0000:8d:00.0")]
+
+
+def test_ethtool_s_header_is_the_statistics_line_not_any_line_ending_in_a_colon() -> None:
+    # An error message that ends in a colon is not the header: the counters after it are not trusted.
+    with pytest.raises(ValueError, match="not statistics output"):
+        parse_ethtool_s("Cannot get stats for these queues:\n  rx_prio3_pause: 9\n", "net_rail0")
+    st = parse_ethtool_s("  nic STATISTICS :\n  rx_prio3_pause: 9\n", "net_rail0")
+    assert st.counters == (("rx_prio3_pause", 9),)
