@@ -430,3 +430,51 @@ def test_a_dev_show_of_another_shape_is_noted_and_the_pfs_still_asked() -> None:
     assert notes.busy == ["devlink"]
     assert notes.unavailable[0] == ("devlink", 'devlink -j dev show: expected {"dev": {<handle>: {...}}}')
     assert notes.unavailable[1][0] == "devlink ports" and "busy, not down" in notes.unavailable[1][1]
+
+
+def test_one_pfs_failures_stop_neither_its_next_param_nor_the_next_pf() -> None:
+    # Each eswitch and param answer is judged alone: a busy PF, a param the image lacks, one the
+    # kernel refuses and one of another shape each lose only themselves.
+    PF2 = "pci/0000:9a:00.0"
+    a, b, c, d = "missing_param", "refused_param", "odd_param", "esw_multiport"
+    refused = CmdResult(_param_argv(PF1, b), 1, b"", b"kernel answers: Invalid argument\n")
+    host = _Devlink({
+        SHOW: _ok(SHOW, {"dev": {PF0: {}, PF1: {}, PF2: {}}}), PORTS: _ok(PORTS, {"port": {}}),
+        _esw_argv(PF0): CmdResult(_esw_argv(PF0), None, timed_out=True, duration_s=10.0),
+        _esw_argv(PF1): CmdResult(_esw_argv(PF1), 0, b'{"dev":{"pci/0000:8d:00.0":{"mode":'),
+        _param_argv(PF1, b): refused,
+        _param_argv(PF1, c): _ok(_param_argv(PF1, c), {"x": 1}),
+        _param_argv(PF1, d): _ok(_param_argv(PF1, d), {"param": {PF1: [
+            {"name": d, "values": [{"cmode": "runtime", "value": True}]}]}}),
+        _esw_argv(PF2): CmdResult(_esw_argv(PF2), 1, b"", b"kernel answers: No such device\n"),
+    })
+    fns = [PciFunction(h.removeprefix("pci/"), sriov_totalvfs=8) for h in (PF0, PF1, PF2)]
+    notes = Notes()
+    st = read_devlink(host, fns, [], (a, b, c, d), notes=notes)  # type: ignore[arg-type]
+    asked = [argv for argv, _ in host.asked]
+    assert not any(argv[:5] == ("devlink", "-j", "dev", "param", "show") and argv[5] == PF0 for argv in asked)
+    assert [argv for argv in asked if argv[5:6] == (PF2,)] == [_esw_argv(PF2)] + [_param_argv(PF2, n) for n in (a, b, c, d)]
+    assert st.params == (DevlinkParam(PF1, d, (("runtime", True),)),)
+    assert st.eswitch == ()
+    assert notes.busy == [PF0]
+    busy = ("busy, not down (the SR-IOV daemon holds the devlink lock while it creates VFs); not judged")
+    assert notes.unavailable[:6] == [
+        (f"devlink {PF0}", f"devlink -j dev eswitch show {PF0}: timed out after 10.0s: {busy}"),
+        (f"devlink {PF1}", f"devlink -j dev eswitch show {PF1}: not valid JSON (Expecting value at line 1 column 36)"),
+        (f"devlink {PF1}", "devlink: not available"),  # the stand-in host: no answer for this argv
+        (f"devlink {PF1}", f"devlink -j dev param show {PF1} name {b}: exit 1: kernel answers: Invalid argument"),
+        (f"devlink {PF1}", f'devlink -j dev param show {PF1} name {c}: expected {{"param": {{<handle>: [...]}}}}'),
+        (f"devlink {PF2}", f"devlink -j dev eswitch show {PF2}: exit 1: kernel answers: No such device"),
+    ]
+
+
+def test_an_eswitch_answer_from_a_failed_command_is_not_trusted() -> None:
+    # A non-zero exit is a failure even when the tool printed a document before failing.
+    host = _Devlink({SHOW: _ok(SHOW, {"dev": {PF0: {}}}), PORTS: _ok(PORTS, {"port": {}}),
+                     _esw_argv(PF0): CmdResult(_esw_argv(PF0), 2, json.dumps({"dev": {PF0: {"mode": "switchdev"}}}).encode(),
+                                               b"kernel answers: Device or resource busy\n")})
+    notes = Notes()
+    st = read_devlink(host, [PciFunction("0000:0c:00.0", sriov_totalvfs=8)], [], (), notes=notes)  # type: ignore[arg-type]
+    assert st.eswitch == ()
+    assert notes.unavailable == [(f"devlink {PF0}", f"devlink -j dev eswitch show {PF0}: exit 2: "
+                                                    "kernel answers: Device or resource busy")]
