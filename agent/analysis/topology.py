@@ -10,7 +10,8 @@ of DESIGN §4:
   keyed by its PCI function; its rail / plane numbers are parsed from the rule's *expected* name.
 - **A rail's netdev** is the uplink of its PCI function: ``parent_dev`` is the function and
   ``phys_port_name`` is ``p<N>``, or, with no switch id, the function's own netdev. Representors
-  share the function (a ``KERNELS==`` rule matches them too) and never count.
+  share the function (a ``KERNELS==`` rule matches them too) and never count. A rail with no
+  function known (``--rails``, or a netdev without ``parent_dev``) has the netdev of its name.
 - **A rail's RDMA port** is the ``rdma link`` whose netdev is the rail netdev, else port 1 of the RDMA
   device on the rail's function — of several (ConnectX-8's SMI device beside the RoCE one), the only
   Ethernet one, else the one the RDMA rule names, never the first by name. Representor ports (one per
@@ -579,7 +580,9 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     problems: dict[str, list[str]] = {}
     for s in seeds:
         netdev = _uplink_of(s.pci, by_parent, s.expected_netdev) if s.pci else None
-        if netdev is None and s.source == "rails":
+        if netdev is None and s.pci is None:
+            # No function to look on (a --rails rail, or a netdev whose sysfs names no parent device):
+            # the rail's netdev is the one with its name, not "no netdev on this node".
             netdev = snap.link(s.expected_netdev)
         pci = s.pci or (netdev.parent_dev if netdev is not None else None)
         rdma, rdev, other_rdma = _rdma_port_of(snap, netdev, pci, rep_names,

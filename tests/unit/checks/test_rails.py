@@ -191,3 +191,14 @@ def test_every_rail_message_on_a_multiplane_node_names_the_plane():
 def test_a_missing_rail_does_not_stop_the_next_being_judged():
     snap = nodes.replace_link(nodes.drop_link(nodes.node(), "net_rail0"), "net_rail1", operstate="DOWN", carrier=0)
     assert found(snap) == [("RailLinkDown", "critical", "net_rail1"), ("RailMissing", "critical", "net_rail0")]
+
+
+def test_a_rail_netdev_without_a_parent_device_is_found_by_its_name():
+    # A netdev named like a rail whose sysfs names no parent device (no PCI function to look its
+    # uplink up on) is still the rail's netdev: it is there, so it is judged, never "missing".
+    from agent.model import Link, Snapshot
+
+    snap = Snapshot(0.0, links=(Link(2, "net_rail0", "UP", 1), Link(3, "net_rail1", "DOWN", 0)))
+    assert found(snap) == [("RailLinkDown", "critical", "net_rail1")]
+    rows = diagnose(snap, Expectations(), kernel_table=()).rails
+    assert [(r.rail, r.pci, r.netdev) for r in rows] == [(0, None, "net_rail0"), (1, None, "net_rail1")]
