@@ -101,6 +101,16 @@ if [ -n "${MUTANTS:-}" ]; then
   names+=("${patterns[@]}")
   echo "running the mutants matching: ${patterns[*]}"
 fi
+# Every mutant's pytest run leaves a basetemp (the node-image tests make ~140 MB of it), and pytest's
+# retention of the last 3 does not keep up with mutmut's forked children: hundreds pile up in an hour.
+# Keep them under the copy, and sweep the ones older than 3 minutes as the run goes.
+export PYTEST_DEBUG_TEMPROOT="$work/tmp"
+mkdir -p "$PYTEST_DEBUG_TEMPROOT"
+( while sleep 30; do
+    find "$PYTEST_DEBUG_TEMPROOT" -mindepth 2 -maxdepth 2 -name 'pytest-*' -mmin +3 -exec rm -rf {} + 2>/dev/null
+  done ) &
+sweeper=$!
+trap 'kill "$sweeper" 2>/dev/null; rm -rf "$work"' EXIT
 start=$(date +%s)
 mutmut run --max-children "${MUTMUT_CHILDREN:-2}" ${names[@]+"${names[@]}"} || true
 mutmut results --all true >"$work/results.txt" 2>&1 || mutmut results >"$work/results.txt" 2>&1 || true
