@@ -9,10 +9,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "checks"))
 
 import nodes
+import pytest
 
 from agent.analysis.topology import build_topology
 from agent.config import Expectations
-from agent.model import DevlinkDev, Eswitch, Link, OvsInterface, PciFunction, RailRule, RdmaLink, Snapshot
+from agent.model import (
+    DevlinkDev,
+    DevlinkPort,
+    Eswitch,
+    Link,
+    OvsInterface,
+    PciFunction,
+    RailRule,
+    RdmaLink,
+    Snapshot,
+)
 
 EXP = Expectations()
 PF0, PF1 = nodes.PCIS[0], nodes.PCIS[1]
@@ -184,3 +195,86 @@ def test_a_pf_on_another_bus_gets_its_devlink_handle():
     snap = replace(snap, devlink_devs=(), eswitch=(), links=(replace(links[0], ifname="net_rail0"), *links[1:]))
     (rail,) = build_topology(snap, EXP).rails
     assert (rail.pf.handle, rail.pf.eswitch_mode, rail.pf.numvfs) == ("netdevsim/netdevsim10", None, 1)
+
+
+# --- representors: which links are one, and which PF owns it -------------------------------------
+
+PFX, PFY = "0000:03:00.0", "0000:04:00.0"
+
+
+def _rep(ifindex: int, name: str, port: str, parent: str | None = PFX, bus: str | None = "pci",
+         switch_id: str | None = None) -> Link:
+    return Link(ifindex=ifindex, ifname=name, operstate="UP", carrier=1, phys_port_name=port,
+                phys_switch_id=switch_id, parent_bus=bus if parent else None, parent_dev=parent)
+
+
+def test_a_dpu_host_pf_port_is_no_representor_and_makes_no_pf_of_its_function():
+    # On a BlueField the host PF's port is named pf<N> (no vf / sf part): it is the host's PF seen from
+    # the Arm, not a representor of a VF, and it neither lists a PF nor lends the PF a switch id.
+    snap = Snapshot(0.0, links=(_rep(5, "pf0hpf", "pf0", parent="0000:05:00.0", bus=None, switch_id="aa"),
+                                _rep(6, "pf0vf0", "pf0vf0", parent=PFY, bus=None),
+                                _rep(7, "pf0hpf2", "pf0", parent=PFY, bus=None, switch_id="bb")))
+    topo = build_topology(snap, EXP)
+    assert [p.bdf for p in topo.pfs] == [PFY]
+    pf = topo.pf(PFY)
+    assert [r.netdev for r in pf.representors] == ["pf0vf0"]
+    assert pf.switch_id is None
+
+
+def test_a_link_that_is_not_this_hosts_representor_does_not_stop_the_next():
+    # Another controller's representor (c1pf0vf0, a DPU's host) and a representor no parent and no
+    # devlink port can place are skipped alone: the representors after them are still owned.
+    snap = Snapshot(0.0, links=(_rep(5, "c1pf0vf0", "c1pf0vf0"), _rep(6, "orphan", "pf0vf2", parent=None),
+                                _rep(7, "pf0vf0", "pf0vf0"), _rep(8, "pf0vf1", "pf0vf1")))
+    pf = build_topology(snap, EXP).pf(PFX)
+    assert [r.netdev for r in pf.representors] == ["pf0vf0", "pf0vf1"]
+
+
+def test_representors_are_listed_by_vf_number_whatever_the_link_order():
+    snap = Snapshot(0.0, links=(_rep(5, "pf0vf1", "pf0vf1"), _rep(6, "pf0vf10", "pf0vf10"),
+                                _rep(7, "pf0vf0", "pf0vf0"), _rep(8, "pf0sf0", "pf0sf0")))
+    pf = build_topology(snap, EXP).pf(PFX)
+    assert [(r.kind, r.index) for r in pf.representors] == [("vf", 0), ("vf", 1), ("vf", 10), ("sf", 0)]
+
+
+def test_a_representors_parent_device_owns_it_and_its_devlink_port_only_names_an_orphans_owner():
+    # The parent device is the kernel's word; the devlink port names the PF only of a representor
+    # with no parent (an old kernel), and never a PF on another bus by its PCI address.
+    ports = (DevlinkPort(f"pci/{PFY}/1", f"pci/{PFY}", 1, netdev="rep_a", flavour="pcivf", pfnum=0, vfnum=0),
+             DevlinkPort(f"pci/{PFY}/2", f"pci/{PFY}", 2, netdev="rep_b", flavour="pcivf", pfnum=0, vfnum=1),
+             DevlinkPort("netdevsim/netdevsim10/3", "netdevsim/netdevsim10", 3, netdev="rep_c", flavour="pcivf",
+                         pfnum=0, vfnum=0))
+    snap = Snapshot(0.0, links=(_rep(5, "rep_a", "pf0vf0", parent=PFX),
+                                _rep(6, "rep_b", "pf0vf1", parent=None),
+                                _rep(7, "rep_c", "pf0vf0", parent="netdevsim10", bus="netdevsim")),
+                    ports=ports)
+    topo = build_topology(snap, EXP)
+    owners = {p.bdf: [r.netdev for r in p.representors] for p in topo.pfs}
+    assert owners == {PFX: ["rep_a"], PFY: ["rep_b"], "netdevsim10": ["rep_c"]}
+
+
+# --- rails from naming rules ---------------------------------------------------------------------
+
+SITE_RULES = "/etc/udev/rules.d/70-persistent-net.rules"
+
+
+@pytest.mark.parametrize("kind,name,exp", [
+    ("net", "gpu3", Expectations(net_templates=("gpu%rail_id%",))),
+    ("rdma", "ib_gpu3", Expectations(rdma_templates=("ib_gpu%rail_id%",))),
+])
+def test_a_site_rule_names_a_rail_by_the_given_templates(kind: str, name: str, exp: Expectations):
+    # A site's own rules file names rails only where a name fits a template: the net rules by the net
+    # templates given, the RDMA rules by the RDMA templates given, each beside the known ones.
+    snap = Snapshot(0.0, rules=(RailRule(PFX, name, kind, SITE_RULES, 1),
+                                RailRule(PFY, "eth_sec0", "net", SITE_RULES, 2)))
+    topo = build_topology(snap, exp)
+    assert [(r.rail, r.pci, r.source, r.rule_file) for r in topo.rails] == [(3, PFX, "udev", SITE_RULES)]
+
+
+def test_an_rdma_only_rule_expects_the_twin_netdev_name_with_every_number():
+    # Only an RDMA rule names the function, and no netdev is there: the netdev expected is the RDMA
+    # name's net twin, rendered with its NIC, plane and rail numbers.
+    snap = Snapshot(0.0, rules=(RailRule(PFX, "rdma_1_0_2", "rdma", nodes.RDMA_RULES, 1),))
+    (rail,) = build_topology(snap, EXP).rails
+    assert (rail.rail, rail.plane, rail.nic, rail.expected_netdev, rail.expected_rdma, rail.netdev) == (
+        2, 0, 1, "net_1_0_2", "rdma_1_0_2", None)
