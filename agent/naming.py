@@ -34,6 +34,7 @@ __all__ = [
     "parse_port_name",
     "pci_of_handle",
     "pci_order",
+    "rail_only_template",
     "rail_rules",
     "rdma_twin",
     "render",
@@ -130,6 +131,16 @@ def validate_template(template: str) -> str | None:
     if bad:
         return f"template {template!r}: unknown variable %{bad[0]}%"
     return None
+
+
+def rail_only_template(templates: Iterable[str]) -> str | None:
+    """The first template whose only number is the rail's: the one ``--rails N`` names its rails by
+    (a plane or NIC number cannot be made up), or None.
+
+    >>> rail_only_template(("net_rail%rail_id%_plane%plane_id%", "gpu%rail_id%"))
+    'gpu%rail_id%'
+    """
+    return next((t for t in templates if set(re.findall(r"%([a-z_]+)%", t)) == {"rail_id"}), None)
 
 
 def rdma_twin(net_template: str) -> str | None:

@@ -6,12 +6,13 @@ of DESIGN §4:
 
 - **Rails** come from the udev naming rules (PCI function -> expected name; the operator's files, and
   a site's own files where a name matches a template: ``agent.naming.rail_rules``), else from netdev names
-  that match a template, else from ``--rails N`` (names rendered with the first template). A rail is
+  that match a template, else from ``--rails N`` (names rendered with the first template whose only
+  number is the rail's). A rail is
   keyed by its PCI function; its rail / plane numbers are parsed from the rule's *expected* name.
 - **A rail's netdev** is the uplink of its PCI function: ``parent_dev`` is the function and
   ``phys_port_name`` is ``p<N>``, or, with no switch id, the function's own netdev. Representors
-  share the function (a ``KERNELS==`` rule matches them too) and never count. A rail with no
-  function known (``--rails``, or a netdev without ``parent_dev``) has the netdev of its name.
+  share the function (a ``KERNELS==`` rule matches them too) and never count. A rail found by a
+  netdev's name is that netdev, also when it has no ``parent_dev``.
 - **A rail's RDMA port** is the ``rdma link`` whose netdev is the rail netdev, else port 1 of the RDMA
   device on the rail's function — of several (ConnectX-8's SMI device beside the RoCE one), the only
   Ethernet one, else the one the RDMA rule names, never the first by name. Representor ports (one per
@@ -47,6 +48,7 @@ from agent.naming import (
     parse_port_name,
     pci_of_handle,
     pci_order,
+    rail_only_template,
     rail_rules,
     rdma_twin,
     render,
@@ -562,9 +564,8 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     seeds = _seeds_from_rules(snap.rules, exp)
     if not seeds:
         seeds = _seeds_from_netdevs(links, exp, rep_names, vfs)
-        if exp.rails is not None and exp.net_templates:
+        if exp.rails is not None and (tmpl := rail_only_template(exp.net_templates)) is not None:
             have = {(s.rail, s.plane) for s in seeds}
-            tmpl = exp.net_templates[0]
             for n in range(exp.rails):
                 if (n, None) in have or any(s.rail == n for s in seeds):
                     continue
@@ -580,9 +581,10 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     problems: dict[str, list[str]] = {}
     for s in seeds:
         netdev = _uplink_of(s.pci, by_parent, s.expected_netdev) if s.pci else None
-        if netdev is None and s.pci is None:
-            # No function to look on (a --rails rail, or a netdev whose sysfs names no parent device):
-            # the rail's netdev is the one with its name, not "no netdev on this node".
+        if netdev is None and s.source == "netdev":
+            # A rail found by its netdev's name is that netdev, also where the function gives no uplink
+            # (sysfs names no parent device): never "no netdev on this node". A --rails rail has no
+            # such netdev: a link of its name was a representor, a VF's or a virtual one, none a rail.
             netdev = snap.link(s.expected_netdev)
         pci = s.pci or (netdev.parent_dev if netdev is not None else None)
         rdma, rdev, other_rdma = _rdma_port_of(snap, netdev, pci, rep_names,

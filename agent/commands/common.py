@@ -8,7 +8,7 @@ import sys
 
 from agent.config import Expectations
 from agent.model import KernelRow
-from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
+from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, rail_only_template, validate_template
 
 __all__ = ["EXIT_USAGE", "add_expectation_flags", "env_default", "expectations_from_args", "fail", "judged_by",
            "seconds"]
@@ -106,13 +106,17 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
     esw = args.expect_esw_multiport
     if isinstance(esw, str):
         esw = _bool_word(esw)
+    net_templates = tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES
+    if rails is not None and rail_only_template(net_templates) is None:
+        raise ValueError(f"--rails {rails} names its rails by a net template with %rail_id% alone, and every "
+                         f"--net-template given also needs a plane or NIC number: {', '.join(net_templates)}")
     return Expectations(
         lossless_prio=args.lossless_prio,
         eswitch_mode=args.expect_eswitch_mode,
         esw_multiport=esw,
         rdma_netns=args.expect_rdma_netns,
         rails=rails,
-        net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
+        net_templates=net_templates,
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
         event_window_s=args.event_window,
         kernel_table_file=args.kernel_table,

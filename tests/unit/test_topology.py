@@ -278,3 +278,35 @@ def test_an_rdma_only_rule_expects_the_twin_netdev_name_with_every_number():
     (rail,) = build_topology(snap, EXP).rails
     assert (rail.rail, rail.plane, rail.nic, rail.expected_netdev, rail.expected_rdma, rail.netdev) == (
         2, 0, 1, "net_1_0_2", "rdma_1_0_2", None)
+
+
+# --- rails from netdev names and from --rails -------------------------------------------------------
+
+
+def test_a_rail_found_by_its_netdev_name_is_that_netdev_with_or_without_a_parent():
+    snap = Snapshot(0.0, links=(Link(2, "net_rail0", "UP", 1),
+                                Link(3, "net_rail1", "UP", 1, phys_switch_id="aa", parent_bus="pci", parent_dev=PFX)))
+    topo = build_topology(snap, EXP)
+    assert [(r.rail, r.source, r.pci, r.netdev_name) for r in topo.rails] == [
+        (0, "netdev", None, "net_rail0"), (1, "netdev", PFX, "net_rail1")]
+
+
+def test_a_rails_flag_rail_is_never_a_representor_virtual_or_vf_link_of_its_name():
+    snap = Snapshot(0.0, links=(Link(2, "net_rail0", "UP", 1, kind="vxlan"),
+                                Link(3, "net_rail1", "UP", 1, phys_port_name="pf0vf0", parent_dev=PFX),
+                                Link(4, "net_rail2", "UP", 1, parent_dev="0000:03:00.2")),
+                    pci=(PciFunction(PFX, sriov_totalvfs=8, sriov_numvfs=1, virtfns=("0000:03:00.2",)),
+                         PciFunction("0000:03:00.2", physfn=PFX)))
+    topo = build_topology(snap, Expectations(rails=3))
+    assert [(r.rail, r.source, r.netdev) for r in topo.rails] == [(0, "rails", None), (1, "rails", None),
+                                                                   (2, "rails", None)]
+
+
+def test_rails_flag_names_rails_by_the_first_template_with_only_a_rail_number():
+    exp = Expectations(rails=2, net_templates=("net_rail%rail_id%_plane%plane_id%", "gpu%rail_id%"),
+                       rdma_templates=("ib%rail_id%",))
+    topo = build_topology(Snapshot(0.0, links=(Link(2, "gpu1", "UP", 1),)), exp)
+    assert [(r.rail, r.expected_netdev, r.source, r.netdev_name) for r in topo.rails] == [
+        (0, "gpu0", "rails", None), (1, "gpu1", "netdev", "gpu1")]
+    none_fits = Expectations(rails=2, net_templates=("net_rail%rail_id%_plane%plane_id%",))
+    assert build_topology(Snapshot(0.0), none_fits).rails == ()
