@@ -164,7 +164,6 @@ class Rail:
     rdma_device: RdmaDevice | None = None
     #: the expected netdev name is longer than IFNAMSIZ: udev can never apply it
     name_too_long: bool = False
-    net_rule: RailRule | None = None
     #: the RDMA naming rule of the function; ``expected_rdma`` is its name when there is one
     rdma_rule: RailRule | None = None
     #: other RDMA devices on the rail's function (a ConnectX-8 SMI device beside the RoCE one)
@@ -586,9 +585,10 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
             # (sysfs names no parent device): never "no netdev on this node". A --rails rail has no
             # such netdev: a link of its name was a representor, a VF's or a virtual one, none a rail.
             netdev = snap.link(s.expected_netdev)
-        pci = s.pci or (netdev.parent_dev if netdev is not None else None)
-        rdma, rdev, other_rdma = _rdma_port_of(snap, netdev, pci, rep_names,
-                                               s.rdma_rule.name if s.rdma_rule else s.expected_rdma)
+        # A seed without a function has a netdev without one (or none): the seed's PCI is the rail's.
+        pci = s.pci
+        # expected_rdma is the RDMA rule's name where the function has one (_seeds_from_rules).
+        rdma, rdev, other_rdma = _rdma_port_of(snap, netdev, pci, rep_names, s.expected_rdma)
         if s.source == "udev" and s.net_rule is None and netdev is not None:
             # Only an RDMA rule names this function: nothing says what its netdev should be called,
             # so the name it has is the expected one (no RailNameMismatch from a guessed twin).
@@ -601,7 +601,7 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
             rail=s.rail, plane=s.plane, pci=pci, expected_netdev=s.expected_netdev,
             expected_rdma=s.expected_rdma, netdev=netdev, rdma=rdma,
             pf=pfs.get(pci) if pci else None, nic=s.nic, source=s.source, rule_file=s.rule_file,
-            rdma_device=rdev, name_too_long=too_long, net_rule=s.net_rule, rdma_rule=s.rdma_rule,
+            rdma_device=rdev, name_too_long=too_long, rdma_rule=s.rdma_rule,
             other_rdma=other_rdma,
         ))
     rails.sort(key=lambda r: (r.rail, -1 if r.plane is None else r.plane, r.pci or ""))

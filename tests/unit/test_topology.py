@@ -21,7 +21,9 @@ from agent.model import (
     OvsInterface,
     PciFunction,
     RailRule,
+    RdmaDevice,
     RdmaLink,
+    RdmaPort,
     Snapshot,
 )
 
@@ -310,3 +312,30 @@ def test_rails_flag_names_rails_by_the_first_template_with_only_a_rail_number():
         (0, "gpu0", "rails", None), (1, "gpu1", "netdev", "gpu1")]
     none_fits = Expectations(rails=2, net_templates=("net_rail%rail_id%_plane%plane_id%",))
     assert build_topology(Snapshot(0.0), none_fits).rails == ()
+
+
+def test_of_two_rdma_devices_on_a_rail_function_the_rdma_rule_names_the_rails():
+    # Two InfiniBand devices on one function and no rdma link to tell them apart: the RDMA rule's
+    # name picks the rail's; the other is listed beside it.
+    ib = (RdmaPort(1, "ACTIVE", "LINK_UP", "infiniband"),)
+    snap = Snapshot(0.0, rules=(RailRule(PFX, "rdma_rail0", "rdma", nodes.RDMA_RULES, 1),),
+                    rdma_devices=(RdmaDevice("mlx5_0", pci=PFX, ports=ib), RdmaDevice("rdma_rail0", pci=PFX, ports=ib)))
+    (rail,) = build_topology(snap, EXP).rails
+    assert (rail.rdma_device.name, rail.rdma.dev, rail.other_rdma) == ("rdma_rail0", "rdma_rail0", ("mlx5_0",))
+
+
+def test_rails_are_ordered_by_rail_then_plane_none_first_then_function_none_first():
+    links = (Link(2, "net_rail0_plane1", "UP", 1, parent_dev=PFY), Link(3, "net_rail00", "UP", 1, parent_dev=PFX),
+             Link(4, "net_rail0_plane0", "UP", 1, parent_dev="0000:05:00.0"), Link(5, "net_rail0", "UP", 1),
+             Link(6, "net_rail1", "UP", 1))
+    topo = build_topology(Snapshot(0.0, links=links), EXP)
+    assert [(r.rail, r.plane, r.pci, r.netdev_name) for r in topo.rails] == [
+        (0, None, None, "net_rail0"), (0, None, PFX, "net_rail00"), (0, 0, "0000:05:00.0", "net_rail0_plane0"),
+        (0, 1, PFY, "net_rail0_plane1"), (1, None, None, "net_rail1")]
+
+
+def test_pfs_are_in_pci_address_order_a_wide_domain_by_its_value():
+    # Hyper-V gives VMs 4-digit domains of any value (c3a1:...), Intel VMD 5-digit ones (10000:...).
+    fns = tuple(PciFunction(b, sriov_totalvfs=8) for b in ("10000:e1:00.0", "c3a1:00:00.0", "0000:8d:00.0"))
+    topo = build_topology(Snapshot(0.0, pci=fns), EXP)
+    assert [p.bdf for p in topo.pfs] == ["0000:8d:00.0", "c3a1:00:00.0", "10000:e1:00.0"]

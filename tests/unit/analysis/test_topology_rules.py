@@ -377,8 +377,8 @@ def test_an_rdma_rule_alone_takes_the_netdev_on_the_function_as_expected():
     snap = replace(nodes.node(rails=1), rules=(RailRule(PF0, "rdma_rail0", "rdma", nodes.RDMA_RULES, 1),))
     snap = nodes.replace_link(snap, "net_rail0", ifname="enp12s0")
     (rail,) = build_topology(snap, EXP).rails
-    assert (rail.expected_netdev, rail.renamed, rail.rule_file, rail.net_rule) == (
-        "enp12s0", False, nodes.RDMA_RULES, None)
+    assert (rail.expected_netdev, rail.renamed, rail.rule_file, rail.rdma_rule.name) == (
+        "enp12s0", False, nodes.RDMA_RULES, "rdma_rail0")
 
 
 def test_rails_flag_adds_only_the_rails_no_netdev_names():
