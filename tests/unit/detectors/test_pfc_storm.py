@@ -187,10 +187,11 @@ def test_a_sample_without_the_duration_counter_restarts_the_ratio() -> None:
     assert _run(seq)[1] == []
 
 
-def test_a_port_unseen_for_an_hour_is_forgotten() -> None:
-    state, _ = _run([(0.0, sample()), (3599.0, CountersObs("net_rail1", {}, subject="net_rail1"))])
+@pytest.mark.parametrize("t0", [0.0, 1_764_000_000.0])  # from the epoch, and on a real clock
+def test_a_port_unseen_for_an_hour_is_forgotten(t0: float) -> None:
+    state, _ = _run([(t0, sample()), (t0 + 3599, CountersObs("net_rail1", {}, subject="net_rail1"))])
     assert set(state.ports) == {"net_rail0", "net_rail1"}
-    state, _ = _run([(0.0, sample()), (3600.0, CountersObs("net_rail1", {}, subject="net_rail1"))])
+    state, _ = _run([(t0, sample()), (t0 + 3600, CountersObs("net_rail1", {}, subject="net_rail1"))])
     assert set(state.ports) == {"net_rail1"}
 
 
