@@ -130,3 +130,44 @@ def test_forgive_makes_the_reload_grace_a_new_baseline() -> None:
     _, events = replay(config_flapping.step, state, numvfs((130, 8), (140, 16)))
     assert [e.ts for e in events] == [140]
     assert config_flapping.forgive(config_flapping.forgive(state, 100), 50).suppress_until == 130
+
+
+@pytest.mark.parametrize(("seq", "fires"), [
+    # the change at 10 leaves the window at 110; the one at 80 is still in it: 16 -> 32 -> 16
+    (numvfs((0, 8), (10, 16), (80, 32), (115, 16)), [115]),
+    # a sample of the same value also moves the window on: from 115 the fight starts at 16, so
+    # 16 -> 8 -> 32 is a progression ...
+    (numvfs((0, 8), (10, 16), (115, 16), (120, 8), (130, 32)), []),
+    # ... and 16 -> 8 -> 16 a fight
+    (numvfs((0, 8), (10, 16), (115, 16), (120, 8), (130, 16)), [130]),
+])
+def test_the_window_drops_only_the_changes_older_than_it(seq, fires) -> None:
+    th = Thresholds(config_flap_window_s=100)
+    assert [e.ts for e in replay(config_flapping.step, config_flapping.initial(th), seq)[1]] == fires
+
+
+def test_a_long_progression_never_fires_past_the_history_kept() -> None:
+    # 39 distinct values within the window: more changes than are kept, none back to an earlier value
+    seq = numvfs(*((10 * i, i + 1) for i in range(40)))
+    state, events = replay(config_flapping.step, config_flapping.initial(), seq)
+    assert events == []
+    (value,) = state.values.values()
+    assert (value.start, value.changes[0][1]) == (8, 9)
+
+
+@pytest.mark.parametrize(("during_grace", "after", "fires"), [
+    # nothing changed during the grace: the value at the reload is the baseline
+    ((), ((140, 8), (150, 16)), [150]),
+    ((), ((140, 8), (150, 32)), []),
+    # a value put back during the grace is the baseline
+    (((110, 8),), ((140, 16), (150, 8)), [150]),
+    (((110, 8),), ((140, 16), (150, 32)), []),
+])
+def test_after_a_reload_changes_count_from_the_value_the_grace_left(during_grace, after, fires) -> None:
+    th = Thresholds(reload_grace_s=30)
+    state, _ = replay(config_flapping.step, config_flapping.initial(th), numvfs((0, 8), (10, 16)))
+    state = config_flapping.forgive(state, now=100)
+    _, events = replay(config_flapping.step, state, numvfs(*during_grace, *after))
+    assert [e.ts for e in events] == fires
+    for e in events:
+        assert dict(e.evidence)["values"] == [(during_grace or ((100, 16),))[-1][1], *(v for _, v in after)]

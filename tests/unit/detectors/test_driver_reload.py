@@ -101,3 +101,23 @@ def test_a_link_without_ifindex_and_a_version_only_change_with_srcversion_known(
     gone = [(0, DOCA), (60, DriverObs(None, "6.8.0-60-generic"))]
     assert [dict(e.evidence)["reason"] for e in replay(driver_reload.step, driver_reload.initial(), gone)[1]] == [
         "version changed"]
+
+
+def test_a_reload_seen_from_recreated_netdevs_absorbs_only_the_next_driver_sample() -> None:
+    seq = [(0, DOCA), (0, link("0000:0c:00.0", 4)), (0, link("0000:8d:00.0", 5)), (100, link("0000:0c:00.0", 14)),
+           (101, link("0000:8d:00.0", 15)), (120, INBOX), (180, INBOX), (500, DOCA)]
+    _, events = replay(driver_reload.step, driver_reload.initial(), seq)
+    assert [(e.ts, dict(e.evidence)["reason"]) for e in events] == [(101, "netdevs recreated"),
+                                                                   (500, "srcversion changed")]
+
+
+def test_recreations_within_the_grace_of_a_reported_reload_are_that_reload_and_later_ones_another() -> None:
+    a, b = "0000:0c:00.0", "0000:8d:00.0"
+    seq = [(0, link(a, 4)), (0, link(b, 5)), (100, link(a, 14)), (101, link(b, 15)),
+           # the netdevs recreated once more while the driver settles
+           (110, link(a, 24)), (111, link(b, 25)),
+           # a reload of its own, long after
+           (300, link(a, 34)), (301, link(b, 35))]
+    _, events = replay(driver_reload.step, driver_reload.initial(), seq)
+    assert [(e.ts, dict(e.evidence)["reason"]) for e in events] == [(101, "netdevs recreated"),
+                                                                   (301, "netdevs recreated")]

@@ -137,7 +137,7 @@ def test_every_event_code_is_registered() -> None:
 
 
 def test_unknown_observation_is_refused() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^not an observation: object$"):
         step(initial(), object(), 0.0)  # type: ignore[arg-type]
 
 
@@ -219,3 +219,33 @@ def test_the_engine_gives_its_thresholds_to_every_detector() -> None:
     parts = (state.link, state.config, state.representors, state.storm, state.drops, state.driver, state.health)
     assert state.th == th
     assert all(p.th == th for p in parts)
+
+
+def test_a_representor_leak_is_judged_across_samples() -> None:
+    leak = RepresentorObs("pci/0000:1a:00.0", 0, (0,), ("net_rail0_0",))
+    assert _feed([(0.0, leak), (30.0, leak), (60.0, leak)])[1] == [("RepresentorStale", 60.0)]
+
+
+def test_a_reload_forgives_the_whole_grace_before_it_even_when_the_driver_was_seen_within_it() -> None:
+    th = Thresholds(reload_grace_s=30)
+    # losses at 75 and 80; the driver read fine at 90 and changed at 100: both losses were the reload's
+    seq = [(0.0, DriverObs(SRC_A)), (0.0, link(KEY0, cdc=0, after=False)), (75.0, link(KEY0, cdc=1, after=False)),
+           (80.0, link(KEY0, cdc=2, after=False)), (90.0, DriverObs(SRC_A)), (100.0, DriverObs(SRC_B)),
+           (140.0, link(KEY0, cdc=3, after=False))]
+    state, events = _feed(seq, th)
+    assert events == [("DriverReload", 100.0)]
+    assert state.link.links[KEY0].losses == (140.0,)
+
+
+def test_a_reload_seen_before_any_driver_sample_forgives_the_grace_before_it() -> None:
+    th = Thresholds(reload_grace_s=30)
+    other = ("0000:9a:00.0", "p0")
+    # KEY0 recreated at 100 and losing carrier at 130, once its own recreation grace is over; the
+    # other rail recreated at 130 makes it a reload, whose grace the loss at 130 is in
+    seq = [(0.0, link(KEY0, cdc=0, after=False)), (0.0, link(other, cdc=0, after=False)),
+           (100.0, link(KEY0, cdc=0, after=True)), (130.0, link(KEY0, cdc=1, after=True)),
+           (130.0, link(other, cdc=0, after=True)), (170.0, link(KEY0, cdc=2, after=True)),
+           (180.0, link(KEY0, cdc=3, after=True))]
+    state, events = _feed(seq, th)
+    assert events == [("DriverReload", 130.0)]
+    assert state.link.links[KEY0].losses == (170.0, 180.0)

@@ -110,3 +110,29 @@ def test_one_sample_gives_the_driver_first_then_links_config_representors_counte
         HealthObs(handle, "fw", handle, "healthy", 2),
         HealthObs(handle, "tx", "auxiliary/mlx5_core.eth.0/65535", "error", 1),
     ]
+
+
+def test_the_other_uplink_of_a_rail_nic_is_watched_whatever_nics_come_before_it():
+    snap = nodes.node(rails=3)
+    # only rail 2 (0000:1a) keeps its rule; rail 1's function becomes the second port of its NIC, and
+    # rail 0's NIC, first by PCI address, carries no rail
+    snap = replace(snap, links=tuple(replace(ln, phys_switch_id=nodes.SWITCH_IDS[2]) if ln.parent_dev == PF1 else ln
+                                     for ln in snap.links),
+                   rules=tuple(r for r in snap.rules if r.pci == nodes.PCIS[2]))
+    snap = nodes.replace_link(snap, "net_rail1", ifname="ens9f1np1")
+    assert link_subjects(topo(snap)) == {(nodes.PCIS[2], "p0"): "net_rail2", RAIL1: "ens9f1np1"}
+
+
+def test_a_netdev_without_a_port_name_is_watched_under_an_empty_one():
+    # no switch id (legacy mode, or a driver without one): the function's own netdev is its uplink
+    snap = nodes.replace_link(nodes.node(), "net_rail0", phys_port_name=None, phys_switch_id=None)
+    subjects = link_subjects(topo(snap))
+    assert subjects == {(PF0, ""): "net_rail0", RAIL1: "net_rail1"}
+    assert link_obs(snap.link("net_rail0"), subjects).key == (PF0, "")
+
+
+def test_rail_counters_without_the_rdma_device_are_ethtool_and_carrier_losses():
+    # the rdma links name the rails' ports, but no RDMA device was read (no sysfs): no port counters
+    snap = replace(nodes.node(), rdma_devices=())
+    assert all(rail.rdma is not None and rail.rdma_device is None for rail in topo(snap).rails)
+    assert [c for _, _, c in rail_counters(snap, topo(snap))] == [{**nodes.PFC3, "carrier_down_count": 1}] * 2

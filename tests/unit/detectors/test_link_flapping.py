@@ -181,3 +181,53 @@ def test_a_sample_without_counter_or_carrier_keeps_the_last_known_ones() -> None
              (20, obs(None, carrier=0))]
     _, events = replay(link_flapping.step, link_flapping.initial(th), edges)
     assert [e.ts for e in events] == [20]
+
+
+def _no_ifindex(cdc: int) -> LinkObs:
+    return LinkObs(key=KEY, netdev="net_rail0", carrier_down_count=cdc, carrier=1, subject="net_rail0")
+
+
+BRING_UP = [(103, obs(2, ifindex=9)), (110, obs(3, ifindex=9)), (112, obs(4, ifindex=9))]
+
+
+@pytest.mark.parametrize("before", [
+    pytest.param([(0, _no_ifindex(4)), (10, obs(4, ifindex=7))], id="first sample without an ifindex"),
+    pytest.param([(0, obs(4, ifindex=7)), (10, _no_ifindex(4))], id="a sample without an ifindex in between"),
+    pytest.param([(0, obs(0, ifindex=5)), (50, obs(0, ifindex=7))], id="recreated once before"),
+])
+def test_a_recreation_is_seen_whatever_came_before_it(before) -> None:
+    # the losses of the new netdev's bring-up are forgiven
+    seq = [*before, (100, obs(1, ifindex=9)), *BRING_UP]
+    state, events = replay(link_flapping.step, link_flapping.initial(), seq)
+    assert events == []
+    assert state.links[KEY].recreated_at == 100
+
+
+def test_without_carrier_down_count_the_first_edge_of_a_recreated_netdev_counts() -> None:
+    th = Thresholds(flap_count=1, reload_grace_s=30)
+    seq = [(0, obs(None, ifindex=7, carrier=1)), (100, obs(None, ifindex=9, carrier=1)),
+           (200, obs(None, ifindex=9, carrier=0))]
+    assert [e.ts for e in replay(link_flapping.step, link_flapping.initial(th), seq)[1]] == [200]
+
+
+def test_a_recreated_netdev_keeps_its_flapping_episode() -> None:
+    # losses at 10, 20, 30 fire; the netdev recreated at 100 goes on flapping after the grace:
+    # the same episode, no second event
+    seq = [*seq_of((0, 0), (10, 1), (20, 2), (30, 3)), (100, obs(0, ifindex=9)),
+           (140, obs(1, ifindex=9)), (150, obs(2, ifindex=9))]
+    assert [e.ts for e in replay(link_flapping.step, link_flapping.initial(), seq)[1]] == [30]
+
+
+def test_a_loss_exactly_a_grace_before_a_recreation_is_the_recreations() -> None:
+    th = Thresholds(flap_count=2, reload_grace_s=30)
+    seq = [(0, obs(0)), (70, obs(1)), (100, obs(1, ifindex=9)), (140, obs(2, ifindex=9))]
+    state, events = replay(link_flapping.step, link_flapping.initial(th), seq)
+    assert events == []
+    assert state.links[KEY].losses == (140,)
+
+
+def test_forgive_takes_a_loss_exactly_at_since_as_the_reloads() -> None:
+    state, _ = replay(link_flapping.step, link_flapping.initial(), seq_of((0, 0), (10, 1), (95, 2)))
+    state = link_flapping.forgive(state, since=95, now=100)
+    assert state.links[KEY].losses == (10,)
+    assert replay(link_flapping.step, state, seq_of((140, 3)))[1] == []

@@ -67,9 +67,10 @@ def test_drops_re_arm_exactly_after_the_quiet_time() -> None:
     assert [e.ts for e in replay(lossless_drops.step, lossless_drops.initial(th), seq)[1]] == [1]
 
 
-def test_a_rail_unseen_for_an_hour_is_forgotten_and_rails_are_apart() -> None:
+@pytest.mark.parametrize("t0", [0, 1_764_000_000])  # from the epoch, and on a real clock
+def test_a_rail_unseen_for_an_hour_is_forgotten_and_rails_are_apart(t0: float) -> None:
     other = CountersObs("net_rail0", {"rx_prio3_discards": 5}, subject="net_rail0")
-    state, _ = replay(lossless_drops.step, lossless_drops.initial(), [(0, s()), (3599, other)])
+    state, _ = replay(lossless_drops.step, lossless_drops.initial(), [(t0, s()), (t0 + 3599, other)])
     assert set(state.ports) == {"net_rail0", "net_rail1"}
-    state, events = replay(lossless_drops.step, lossless_drops.initial(), [(0, s()), (3600, other)])
+    state, events = replay(lossless_drops.step, lossless_drops.initial(), [(t0, s()), (t0 + 3600, other)])
     assert set(state.ports) == {"net_rail0"} and events == []

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from detector_replay import replay
 
 from agent.detectors import nic_health
@@ -40,9 +41,12 @@ def test_reporters_are_counted_apart() -> None:
     assert [(e.ts, dict(e.evidence)["reporter"]) for e in events] == [(30, "fw_fatal")]
 
 
-def test_a_reporter_unseen_for_an_hour_is_forgotten() -> None:
-    state, _ = replay(nic_health.step, nic_health.initial(), [(0, fw(1)), (3599, fw(0, reporter="tx"))])
+@pytest.mark.parametrize("t0", [0, 1_764_000_000])  # from the epoch, and on a real clock
+def test_a_reporter_unseen_for_an_hour_is_forgotten(t0: float) -> None:
+    state, events = replay(nic_health.step, nic_health.initial(), [(t0, fw(1)), (t0 + 3599, fw(0, reporter="tx")),
+                                                                   (t0 + 3599, fw(9))])
     assert set(state.seen) == {(PF, "fw"), (PF, "tx")}
-    state, events = replay(nic_health.step, nic_health.initial(), [(0, fw(1)), (3600, fw(0, reporter="tx")),
-                                                                   (3660, fw(9))])
+    assert [e.ts for e in events] == [t0 + 3599]
+    state, events = replay(nic_health.step, nic_health.initial(), [(t0, fw(1)), (t0 + 3600, fw(0, reporter="tx")),
+                                                                   (t0 + 3660, fw(9))])
     assert events == []

@@ -187,10 +187,11 @@ def test_a_sample_without_the_duration_counter_restarts_the_ratio() -> None:
     assert _run(seq)[1] == []
 
 
-def test_a_port_unseen_for_an_hour_is_forgotten() -> None:
-    state, _ = _run([(0.0, sample()), (3599.0, CountersObs("net_rail1", {}, subject="net_rail1"))])
+@pytest.mark.parametrize("t0", [0.0, 1_764_000_000.0])  # from the epoch, and on a real clock
+def test_a_port_unseen_for_an_hour_is_forgotten(t0: float) -> None:
+    state, _ = _run([(t0, sample()), (t0 + 3599, CountersObs("net_rail1", {}, subject="net_rail1"))])
     assert set(state.ports) == {"net_rail0", "net_rail1"}
-    state, _ = _run([(0.0, sample()), (3600.0, CountersObs("net_rail1", {}, subject="net_rail1"))])
+    state, _ = _run([(t0, sample()), (t0 + 3600, CountersObs("net_rail1", {}, subject="net_rail1"))])
     assert set(state.ports) == {"net_rail1"}
 
 
@@ -198,3 +199,38 @@ def test_each_rail_is_its_own_port() -> None:
     other = CountersObs("net_rail1", {**BASE, "tx_pause_storm_error_events": 5}, subject="net_rail1")
     seq = [(0.0, sample()), (1.0, other), (2.0, sample(tx_pause_storm_error_events=1))]
     assert [(e.ts, e.subject) for e in _run(seq)[1]] == [(2.0, "net_rail0")]
+
+
+@pytest.mark.parametrize(("times", "error_at", "span"), [
+    # the ratio is measured from the newest sample at least a window old
+    pytest.param((0.0, 10.0), 200.0, 190.0, id="the anchor is one sample before the window"),
+    pytest.param((0.0, 10.0, 20.0), 130.0, 120.0, id="the anchor moves on"),
+    # samples closer than a 120th of the window (1 s here) thin out: the newest replaces the one
+    # before it, which was within 1 s of its own predecessor ...
+    pytest.param((0.0, 0.5, 0.75), 120.625, 120.625, id="from the second sample on"),
+    pytest.param((0.0, 0.5, 1.0), 120.75, 120.25, id="1 s apart is not closer"),
+    # ... and only that one: the history before it stays
+    pytest.param((*(10.0 * i for i in range(11)), 100.25, 100.5), 130.5, 120.5, id="the rest of the history stays"),
+])
+def test_the_ratio_window_starts_at_the_newest_sample_a_window_old(times, error_at: float, span: float) -> None:
+    th = Thresholds(storm_window_s=120)
+    for t0 in (0.0, 1_764_000_000.0):  # from the epoch, and on a real clock
+        seq = [(t0 + t, sample()) for t in times] + [(t0 + error_at, sample(tx_pause_storm_error_events=1))]
+        (e,) = _run(seq, th)[1]
+        assert dict(e.evidence)["ratio_window_s"] == pytest.approx(span)
+
+
+def test_without_the_duration_counter_an_event_has_no_ratio_window() -> None:
+    seq = [(0.0, CountersObs("net_rail0", {pfc_storm.ERROR_EVENTS: 0}, subject="net_rail0")),
+           (10.0, CountersObs("net_rail0", {pfc_storm.ERROR_EVENTS: 1}, subject="net_rail0"))]
+    (e,) = _run(seq)[1]
+    ev = dict(e.evidence)
+    assert (ev["tx_pause_ratio"], ev["ratio_window_s"]) == (None, 0.0)
+
+
+def test_two_samples_at_the_same_time_give_no_ratio() -> None:
+    # the netlink and periodic feeds may both sample a rail at one time: no wall time, no ratio
+    seq = [(0.0, sample()), (0.0, sample(tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + 1000))]
+    assert _run(seq)[1] == []
+    (e,) = _run([*seq, (10.0, sample(tx_prio3_pause_duration=BASE["tx_prio3_pause_duration"] + 6_000_000))])[1]
+    assert dict(e.evidence)["ratio_window_s"] == 10.0
