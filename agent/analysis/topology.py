@@ -647,10 +647,8 @@ def _ovs_orphans(ovs: tuple[OvsInterface, ...] | None, names: set[str], pfs: dic
             why = "ifindex 0"
         else:
             continue
-        owner = "node"
-        for prefix, handle in sorted(prefixes, key=lambda t: -len(t[0])):
-            if is_vf_netdev_of(itf.name, prefix):
-                owner = handle
-                break
+        # <pf netdev>_<digits>: the prefix is the name up to its last "_", so one name at most matches
+        # (a PF's own netdev before a rail's expected name, when a swapped rename gives both).
+        owner = next((handle for prefix, handle in prefixes if is_vf_netdev_of(itf.name, prefix)), "node")
         out.append(OvsOrphan(itf.name, owner, why))
     return tuple(sorted(out, key=lambda o: (o.owner, o.name)))

@@ -339,3 +339,19 @@ def test_pfs_are_in_pci_address_order_a_wide_domain_by_its_value():
     fns = tuple(PciFunction(b, sriov_totalvfs=8) for b in ("10000:e1:00.0", "c3a1:00:00.0", "0000:8d:00.0"))
     topo = build_topology(Snapshot(0.0, pci=fns), EXP)
     assert [p.bdf for p in topo.pfs] == ["0000:8d:00.0", "c3a1:00:00.0", "10000:e1:00.0"]
+
+
+def test_a_rail_port_read_from_sysfs_alone_is_port_1_of_the_rail_netdev():
+    # Without the rdma tool the port comes from sysfs: port 1, in the rdma words, on the rail's netdev.
+    snap = replace(nodes.node(), rdma_links=())
+    r0 = build_topology(snap, EXP).rails[0]
+    assert r0.rdma == RdmaLink("rdma_rail0", 1, "ACTIVE", "LINK_UP", "net_rail0")
+
+
+def test_of_two_roce_devices_on_a_rail_function_the_rdma_rule_names_the_rails():
+    # "The only Ethernet one" decides only when there is one; with two, the rule's name does.
+    eth = (RdmaPort(1, "ACTIVE", "LINK_UP", "ethernet"),)
+    snap = Snapshot(0.0, rules=(RailRule(PFX, "rdma_rail0", "rdma", nodes.RDMA_RULES, 1),),
+                    rdma_devices=(RdmaDevice("mlx5_0", pci=PFX, ports=eth), RdmaDevice("rdma_rail0", pci=PFX, ports=eth)))
+    (rail,) = build_topology(snap, EXP).rails
+    assert (rail.rdma_device.name, rail.other_rdma) == ("rdma_rail0", ("mlx5_0",))
