@@ -122,13 +122,14 @@ done = counts["killed"] + counts["survived"]
 print("mutants:", counts, f"score {counts['killed'] / done:.1%}" if done else "score n/a")
 PY
 )
-# A survivor is only worth a name with its diff beside it: what the mutant changed is what a test must state.
+# A survivor (or a timeout) is only worth a name with its diff beside it: what the mutant changed is what
+# a test must state.
 {
   echo "# scope: $scope  rev: $rev  took: $(($(date +%s) - start))s  modules: ${only}"
   echo "$score"
   echo
   grep -v ": killed$" "$work/results.txt" || true
-  for name in $(sed -n 's/^ *\([^ :]*\): survived$/\1/p' "$work/results.txt"); do
+  for name in $(sed -n 's/^ *\([^ :]*\): \(survived\|timeout\)$/\1/p' "$work/results.txt"); do
     echo
     echo "=== $name"
     mutmut show "$name" 2>&1 || true
