@@ -93,8 +93,9 @@ def test_corrupt_link_dump_is_unavailable_with_reason(tmp_path: Path) -> None:
 
 
 def test_speed_from_sysfs(tmp_path: Path) -> None:
-    assert [parse_speed(t) for t in ("400000\n", "-1\n", "4294967295", "0", "", "fast", None)] == [
-        400000, None, None, None, None, None, None]
+    # Every positive count of Mb/s is a speed (1 included); -1, 0 and the u32 sentinel mean none.
+    assert [parse_speed(t) for t in ("400000\n", "1", "-1\n", "4294967295", "0", "", "fast", None)] == [
+        400000, 1, None, None, None, None, None, None]
     host = make_image(tmp_path / "img", links=[RAIL, REP], files={
         "/sys/class/net/net_rail0/speed": "400000\n", "/sys/class/net/net_rail0_0/speed": "-1\n"})
     speeds = read_speeds(host, ["net_rail0", "net_rail0_0", "gone0"])

@@ -234,3 +234,24 @@ def test_a_rules_file_is_read_up_to_1_mib(tmp_path: Path) -> None:
     host = make_image(tmp_path / "img", files={NET_RULES: pad + rule, SITE: pad + rule,
                                                AZURE: "#" * ((1 << 20) - len(rule) - 1) + "\n" + rule})
     assert [r.file for r in read_rules(host)] == [AZURE]
+
+
+class _VanishingRulesHost:
+    """A rules directory whose listing names a file that is gone (or unreadable) when it is read."""
+
+    def __init__(self, files: dict[str, str | None]) -> None:
+        self.files = files
+
+    def glob(self, pattern: str) -> list[str]:
+        return sorted(self.files)
+
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        return self.files.get(path)
+
+
+def test_a_site_rules_file_gone_when_read_skips_itself_only() -> None:
+    # udev may rewrite a rules file (or a package remove it) between the listing and the read.
+    later = "/etc/udev/rules.d/80-site.rules"
+    host = _VanishingRulesHost({"/etc/udev/rules.d/70-gone.rules": None,
+                                later: 'SUBSYSTEM=="net", KERNELS=="0000:0c:00.0", NAME="eth_rail0"\n'})
+    assert read_rules(host) == (RailRule("0000:0c:00.0", "eth_rail0", "net", later, 1),)  # type: ignore[arg-type]
