@@ -103,12 +103,15 @@ if [ -n "${MUTANTS:-}" ]; then
 fi
 # Every mutant's pytest run leaves a basetemp (the node-image tests make ~140 MB of it), and pytest's
 # retention of the last 3 does not keep up with mutmut's forked children: hundreds pile up in an hour.
-# Keep them under the copy, and sweep the ones older than 3 minutes as the run goes.
+# Keep them under the copy, and sweep the ones untouched for 10 minutes as the run goes (a mutant's run
+# takes seconds; mutmut's first whole run keeps making directories). The sweeper must outlive a failed
+# find (pytest removing a directory under it), and holds no output open once it is killed.
 export PYTEST_DEBUG_TEMPROOT="$work/tmp"
 mkdir -p "$PYTEST_DEBUG_TEMPROOT"
-( while sleep 30; do
-    find "$PYTEST_DEBUG_TEMPROOT" -mindepth 2 -maxdepth 2 -name 'pytest-*' -mmin +3 -exec rm -rf {} + 2>/dev/null
-  done ) &
+( set +e
+  while sleep 30; do
+    find "$PYTEST_DEBUG_TEMPROOT" -mindepth 2 -maxdepth 2 -name 'pytest-*' -mmin +10 -exec rm -rf {} +
+  done ) >/dev/null 2>&1 &
 sweeper=$!
 trap 'kill "$sweeper" 2>/dev/null; rm -rf "$work"' EXIT
 start=$(date +%s)

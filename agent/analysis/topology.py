@@ -12,7 +12,8 @@ of DESIGN §4:
 - **A rail's netdev** is the uplink of its PCI function: ``parent_dev`` is the function and
   ``phys_port_name`` is ``p<N>``, or, with no switch id, the function's own netdev. Representors
   share the function (a ``KERNELS==`` rule matches them too) and never count. A rail found by a
-  netdev's name is that netdev, also when it has no ``parent_dev``.
+  netdev's name is that netdev, also when it has no ``parent_dev``; a ``--rails`` rail is the link of
+  its name, a virtual one too (a test namespace's veth), never a representor or a VF's netdev.
 - **A rail's RDMA port** is the ``rdma link`` whose netdev is the rail netdev, else port 1 of the RDMA
   device on the rail's function — of several (ConnectX-8's SMI device beside the RoCE one), the only
   Ethernet one, else the one the RDMA rule names, never the first by name. Representor ports (one per
@@ -148,7 +149,8 @@ class Nic:
 
 @dataclass(frozen=True, slots=True)
 class Rail:
-    """One expected rail, keyed by its PCI function (``pci`` None only for ``--rails`` rails not found)."""
+    """One expected rail, keyed by its PCI function (``pci`` None for a rail whose netdev has no parent
+    device, a virtual one of ``--rails``, or none)."""
 
     rail: int
     plane: int | None
@@ -580,13 +582,15 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     problems: dict[str, list[str]] = {}
     for s in seeds:
         netdev = _uplink_of(s.pci, by_parent, s.expected_netdev) if s.pci else None
-        if netdev is None and s.source == "netdev":
+        if netdev is None and s.source != "udev":
             # A rail found by its netdev's name is that netdev, also where the function gives no uplink
-            # (sysfs names no parent device): never "no netdev on this node". A --rails rail has no
-            # such netdev: a link of its name was a representor, a VF's or a virtual one, none a rail.
-            netdev = snap.link(s.expected_netdev)
-        # A seed without a function has a netdev without one (or none): the seed's PCI is the rail's.
-        pci = s.pci
+            # (sysfs names no parent device): never "no netdev on this node". A --rails rail takes the
+            # link of its name, a virtual one too (a test namespace's veth), never a representor or a
+            # VF's netdev.
+            lk = snap.link(s.expected_netdev)
+            if lk is not None and (s.source == "netdev" or (lk.ifname not in rep_names and lk.parent_dev not in vfs)):
+                netdev = lk
+        pci = s.pci or (netdev.parent_dev if netdev is not None else None)
         # expected_rdma is the RDMA rule's name where the function has one (_seeds_from_rules).
         rdma, rdev, other_rdma = _rdma_port_of(snap, netdev, pci, rep_names, s.expected_rdma)
         if s.source == "udev" and s.net_rule is None and netdev is not None:

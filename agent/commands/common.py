@@ -8,7 +8,7 @@ import sys
 
 from agent.config import Expectations
 from agent.model import KernelRow
-from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, rail_only_template, validate_template
+from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
 
 __all__ = ["EXIT_USAGE", "add_expectation_flags", "env_default", "expectations_from_args", "fail", "judged_by",
            "seconds"]
@@ -84,8 +84,9 @@ def add_expectation_flags(p: argparse.ArgumentParser) -> None:
                    help="Report an RDMA netns mode other than this. Default: no expectation (a node that asks "
                         "for exclusive mode in modprobe.d or the cmdline but runs shared is always reported).")
     g.add_argument("--rails", type=int, default=env_default("rails", None),
-                   help="Expect rails 0..N-1 (named by the net template) when the node has no udev naming "
-                        "rules. Default: the rails the udev rules name.")
+                   help="Expect rails 0..N-1 when the node has no udev naming rules, named by the first net "
+                        "template with only %%rail_id%% (none: no rails expected). Default: the rails the udev "
+                        "rules name.")
     g.add_argument("--net-template", type=_template, action="append", default=None,
                    help="Netdev name template in the operator's syntax, e.g. net_rail%%rail_id%%. Repeatable. "
                         f"Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')} tried in order.")
@@ -106,17 +107,13 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
     esw = args.expect_esw_multiport
     if isinstance(esw, str):
         esw = _bool_word(esw)
-    net_templates = tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES
-    if rails is not None and rail_only_template(net_templates) is None:
-        raise ValueError(f"--rails {rails} names its rails by a net template with %rail_id% alone, and every "
-                         f"--net-template given also needs a plane or NIC number: {', '.join(net_templates)}")
     return Expectations(
         lossless_prio=args.lossless_prio,
         eswitch_mode=args.expect_eswitch_mode,
         esw_multiport=esw,
         rdma_netns=args.expect_rdma_netns,
         rails=rails,
-        net_templates=net_templates,
+        net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
         event_window_s=args.event_window,
         kernel_table_file=args.kernel_table,

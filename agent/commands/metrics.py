@@ -40,17 +40,12 @@ def run(args: argparse.Namespace) -> int:
     from agent.metrics.image import state_from_image
 
     try:
-        exp = expectations_from_args(args)
-    except ValueError as exc:
-        print(f"railscope metrics: error: {exc}", file=sys.stderr)
-        return 3
-    try:
         host = open_image(args.source)
     except HostError as exc:
         print(f"railscope metrics: {exc}", file=sys.stderr)
         return 3
     with host:
-        state = state_from_image(host, exp)
+        state = state_from_image(host, expectations_from_args(args))
     taken = state.sample_time or 0.0
     sys.stdout.buffer.write(render(state, clock=lambda: taken, representor_include=args.representor_include))
     sys.stdout.flush()

@@ -129,15 +129,6 @@ def test_bad_kernel_table_exits_3(tmp_path: Path) -> None:
     assert_clean_error(doctor("--from", str(BASE), "--kernel-table", str(tmp_path / "none.json")), 3, "--kernel-table")
 
 
-@pytest.mark.parametrize("command", ["doctor", "metrics"])
-def test_rails_with_only_plane_templates_is_bad_usage(command: str) -> None:
-    # --rails N renders rails 0..N-1 by a template; a plane or NIC number cannot be made up.
-    res = subprocess.run([sys.executable, "-m", "agent.cli", command, "--from", str(BASE), "--rails", "2",
-                          "--net-template", "net_rail%rail_id%_plane%plane_id%"],
-                         capture_output=True, text=True, timeout=120)
-    assert_clean_error(res, 3, "--rails 2", "net_rail%rail_id%_plane%plane_id%")
-
-
 def test_host_root_that_is_not_a_directory(tmp_path: Path) -> None:
     assert_clean_error(doctor("--host-root", str(tmp_path / "nope")), 3, "--host-root")
 

@@ -293,15 +293,17 @@ def test_a_rail_found_by_its_netdev_name_is_that_netdev_with_or_without_a_parent
         (0, "netdev", None, "net_rail0"), (1, "netdev", PFX, "net_rail1")]
 
 
-def test_a_rails_flag_rail_is_never_a_representor_virtual_or_vf_link_of_its_name():
-    snap = Snapshot(0.0, links=(Link(2, "net_rail0", "UP", 1, kind="vxlan"),
+def test_a_rails_flag_rail_is_a_virtual_link_of_its_name_but_never_a_representor_or_a_vfs():
+    # A test namespace's veth named net_rail0 is the rail --rails expects; a representor or a VF's
+    # netdev that got the name is not.
+    snap = Snapshot(0.0, links=(Link(2, "net_rail0", "UP", 1, kind="veth"),
                                 Link(3, "net_rail1", "UP", 1, phys_port_name="pf0vf0", parent_dev=PFX),
                                 Link(4, "net_rail2", "UP", 1, parent_dev="0000:03:00.2")),
                     pci=(PciFunction(PFX, sriov_totalvfs=8, sriov_numvfs=1, virtfns=("0000:03:00.2",)),
                          PciFunction("0000:03:00.2", physfn=PFX)))
     topo = build_topology(snap, Expectations(rails=3))
-    assert [(r.rail, r.source, r.netdev) for r in topo.rails] == [(0, "rails", None), (1, "rails", None),
-                                                                   (2, "rails", None)]
+    assert [(r.rail, r.source, r.netdev_name) for r in topo.rails] == [
+        (0, "rails", "net_rail0"), (1, "rails", None), (2, "rails", None)]
 
 
 def test_rails_flag_names_rails_by_the_first_template_with_only_a_rail_number():
