@@ -587,8 +587,9 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
             # (sysfs names no parent device): never "no netdev on this node". A --rails rail takes the
             # link of its name, a virtual one too (a test namespace's veth), never a representor or a
             # VF's netdev.
+            # (A netdev seed is never either: _seeds_from_netdevs skipped those.)
             lk = snap.link(s.expected_netdev)
-            if lk is not None and (s.source == "netdev" or (lk.ifname not in rep_names and lk.parent_dev not in vfs)):
+            if lk is not None and lk.ifname not in rep_names and lk.parent_dev not in vfs:
                 netdev = lk
         pci = s.pci or (netdev.parent_dev if netdev is not None else None)
         # expected_rdma is the RDMA rule's name where the function has one (_seeds_from_rules).

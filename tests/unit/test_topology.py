@@ -357,3 +357,25 @@ def test_of_two_roce_devices_on_a_rail_function_the_rdma_rule_names_the_rails():
                     rdma_devices=(RdmaDevice("mlx5_0", pci=PFX, ports=eth), RdmaDevice("rdma_rail0", pci=PFX, ports=eth)))
     (rail,) = build_topology(snap, EXP).rails
     assert (rail.rdma_device.name, rail.other_rdma) == ("rdma_rail0", ("mlx5_0",))
+
+
+def test_a_rail_is_keyed_by_its_function_whatever_netdev_has_its_name():
+    # Found by a netdev's name, the rail is the uplink of that netdev's function (a rename that left
+    # the name on another netdev of the function is a mismatch, not a different rail netdev).
+    by_netdev = Snapshot(0.0, links=(Link(2, "eth5", "UP", 1, phys_port_name="p0", phys_switch_id="aa",
+                                          parent_bus="pci", parent_dev=PFX),
+                                     Link(3, "net_rail0", "UP", 1, parent_bus="pci", parent_dev=PFX)))
+    (rail,) = build_topology(by_netdev, EXP).rails
+    assert (rail.source, rail.pci, rail.netdev_name, rail.renamed) == ("netdev", PFX, "eth5", True)
+    # Named by a udev rule, the rail is its function's: a netdev of its name on another function is not it.
+    by_rule = Snapshot(0.0, rules=(RailRule(PFX, "net_rail0", "net", nodes.NET_RULES, 1),),
+                       links=(Link(3, "net_rail0", "UP", 1, parent_bus="pci", parent_dev=PFY),))
+    (rail,) = build_topology(by_rule, EXP).rails
+    assert (rail.source, rail.pci, rail.netdev) == ("udev", PFX, None)
+
+
+def test_a_rails_flag_rail_on_a_virtual_link_with_a_parent_device_is_that_devices():
+    # An IPoIB child interface is a virtual link whose sysfs names the PCI function it sits on.
+    snap = Snapshot(0.0, links=(Link(2, "net_rail0", "UP", 1, kind="ipoib", parent_bus="pci", parent_dev=PFX),))
+    (rail,) = build_topology(snap, Expectations(rails=1)).rails
+    assert (rail.source, rail.netdev_name, rail.pci) == ("rails", "net_rail0", PFX)
