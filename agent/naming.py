@@ -64,6 +64,8 @@ _TWINS: dict[str, str] = {"eth_rail%rail_id%": "roce_rail%rail_id%"}
 IFNAMSIZ_MAX = 15
 
 _VARS = ("rail_id", "plane_id", "nic_id")
+#: A ``%name%`` variable of a template, known or not (``validate_template`` refuses unknown ones).
+_VAR_RE = re.compile(r"%([a-z_]+)%")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +129,7 @@ def validate_template(template: str) -> str | None:
     """A reason the template is unusable, or None."""
     if "%rail_id%" not in template:
         return f"template {template!r} has no %rail_id%"
-    bad = [v for v in re.findall(r"%([a-z_]+)%", template) if v not in _VARS]
+    bad = [v for v in _VAR_RE.findall(template) if v not in _VARS]
     if bad:
         return f"template {template!r}: unknown variable %{bad[0]}%"
     return None
@@ -140,7 +142,7 @@ def rail_only_template(templates: Iterable[str]) -> str | None:
     >>> rail_only_template(("net_rail%rail_id%_plane%plane_id%", "gpu%rail_id%"))
     'gpu%rail_id%'
     """
-    return next((t for t in templates if set(re.findall(r"%([a-z_]+)%", t)) == {"rail_id"}), None)
+    return next((t for t in templates if set(_VAR_RE.findall(t)) == {"rail_id"}), None)
 
 
 def rdma_twin(net_template: str) -> str | None:

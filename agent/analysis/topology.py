@@ -7,8 +7,8 @@ of DESIGN §4:
 - **Rails** come from the udev naming rules (PCI function -> expected name; the operator's files, and
   a site's own files where a name matches a template: ``agent.naming.rail_rules``), else from netdev names
   that match a template, else from ``--rails N`` (names rendered with the first template whose only
-  number is the rail's). A rail is
-  keyed by its PCI function; its rail / plane numbers are parsed from the rule's *expected* name.
+  number is the rail's). A rail is keyed by its PCI function; its rail / plane numbers are parsed
+  from the rule's *expected* name.
 - **A rail's netdev** is the uplink of its PCI function: ``parent_dev`` is the function and
   ``phys_port_name`` is ``p<N>``, or, with no switch id, the function's own netdev. Representors
   share the function (a ``KERNELS==`` rule matches them too) and never count. A rail found by a
@@ -586,8 +586,7 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
             # A rail found by its netdev's name is that netdev, also where the function gives no uplink
             # (sysfs names no parent device): never "no netdev on this node". A --rails rail takes the
             # link of its name, a virtual one too (a test namespace's veth), never a representor or a
-            # VF's netdev.
-            # (A netdev seed is never either: _seeds_from_netdevs skipped those.)
+            # VF's netdev (a netdev seed is neither: _seeds_from_netdevs skipped those).
             lk = snap.link(s.expected_netdev)
             if lk is not None and lk.ifname not in rep_names and lk.parent_dev not in vfs:
                 netdev = lk
