@@ -9,7 +9,7 @@ Nothing about a request is kept on the node. An agent killed mid-capture polls a
 restart and finds the request still pending; the bundle id is the request's id (a function of
 incident, node and plan) and the bundle's time is the request's, so the capture it makes then is
 the same object to the collector: stored once, never twice. A request names a plan the agent ships
-(``PLANS``); anything else is refused here too, whatever the collector said.
+(``proto.requests.PLANS``); anything else is refused here too, whatever the collector said.
 """
 
 from __future__ import annotations
@@ -34,92 +34,41 @@ import aiohttp
 from aiohttp import web
 
 from agent import __version__
+from agent.findings import EVENT_CODES
 from agent.service.background import run_with_app
 from proto.frames import Hello
-from proto.keys import KeyPartError, bundle_id, check_part
+from proto.keys import check_part
+from proto.requests import CaptureRequest, RequestError
 
 if TYPE_CHECKING:
     from agent.service.daemon import Agent
 
-__all__ = ["PLANS", "Captured", "PullRequest", "RequestPuller", "attach", "parse_request"]
+__all__ = ["ALERT_EVENTS", "Captured", "PullRequest", "RequestPuller", "RequestRefused", "attach", "parse_request"]
 
 log = logging.getLogger("railscope.agent.pull")
 
-#: plan -> (version, parameter defaults): the plans this agent can run (collector/requests.py PLANS).
-PLANS: dict[str, tuple[int, dict[str, Any]]] = {"node-bundle": (1, {"pod_netns": False, "redact": False})}
 #: alert -> the detector event of the same cause, whose local capture (``--capture-on``) a request
-#: for that alert reuses within the capture cooldown instead of capturing again
-ALERT_EVENTS: dict[str, str] = {
-    "RailscopeLinkFlapping": "LinkFlapping", "RailscopeConfigFlapping": "ConfigFlapping",
-    "RailscopePfcStorm": "PfcStorm", "RailscopeLosslessDrops": "LosslessDrops",
-    "RailscopeRepresentorStale": "RepresentorStale",
-}
+#: for that alert reuses within the capture cooldown instead of capturing again. Every event code has
+#: its alert of the same name (deploy/prometheus/railscope-rules.yaml), so the map follows the codes.
+ALERT_EVENTS: dict[str, str] = {f"Railscope{code}": code for code in EVENT_CODES}
 POLL_WAIT_S = 50
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 60.0
 #: ids this agent finished recently: a replica's view of the store may lag one listing behind
 _DONE_MEMORY = 256
 
-
-class RequestRefused(ValueError):
-    """A request this agent will not run; the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class PullRequest:
-    id: str
-    incident: str
-    node: str
-    plan: str
-    plan_version: int
-    params: Mapping[str, Any]
-    created: int
-    expires: int
-    alertname: str = ""
-    source: str = ""
-
-    @property
-    def plan_ref(self) -> str:
-        """As ``collector/requests.py plan_ref``: the name, version and parameters off their default."""
-        defaults = PLANS[self.plan][1]
-        extra = "".join(f";{k}={'true' if v is True else 'false' if v is False else v}"
-                        for k, v in sorted(self.params.items()) if v != defaults[k])
-        return f"{self.plan}/v{self.plan_version}{extra}"
+#: The request as the capture path takes it: the one type of ``proto.requests``.
+PullRequest = CaptureRequest
+#: A request this agent will not run (a plan it does not ship, another node's, a bad id).
+RequestRefused = RequestError
 
 
-def parse_request(doc: Any, node: str) -> PullRequest:
-    """A request from the collector, checked against what this agent runs, or :class:`RequestRefused`."""
-    if not isinstance(doc, dict):
-        raise RequestRefused("a request that is not an object")
-    try:
-        incident = check_part("incident", doc.get("incident"))
-        if doc.get("node") != node:
-            raise RequestRefused(f"a request for node {str(doc.get('node'))[:64]!r}, not this node")
-        plan = doc.get("plan")
-        if plan not in PLANS:
-            raise RequestRefused(f"unknown capture plan {str(plan)[:40]!r}")
-        version, defaults = PLANS[plan]
-        if doc.get("plan_version") != version:
-            raise RequestRefused(f"plan {plan} version {doc.get('plan_version')!r}; this agent runs {version}")
-        params = dict(defaults)
-        given = doc.get("params") or {}
-        if not isinstance(given, dict) or set(given) - set(defaults):
-            raise RequestRefused(f"plan {plan}: unknown parameters")
-        for k, v in given.items():
-            if type(v) is not type(defaults[k]):
-                raise RequestRefused(f"plan {plan}: parameter {k} has the wrong type")
-            params[k] = v
-        created, expires = doc.get("created"), doc.get("expires")
-        if type(created) is not int or type(expires) is not int:
-            raise RequestRefused("created and expires must be Unix seconds")
-        req = PullRequest(id=str(doc.get("id")), incident=incident, node=node, plan=plan, plan_version=version,
-                          params=params, created=created, expires=expires,
-                          alertname=str(doc.get("alertname") or "")[:200], source=str(doc.get("source") or "")[:32])
-        if req.id != bundle_id(incident, node, req.plan_ref):
-            raise RequestRefused("the request id is not the bundle id of its incident, node and plan")
-        return req
-    except KeyPartError as exc:
-        raise RequestRefused(str(exc)) from None
+def parse_request(doc: Any, node: str) -> CaptureRequest:
+    """A request from the collector, checked by the contract and against this node, or :class:`RequestError`."""
+    req = CaptureRequest.from_json(doc)
+    if req.node != node:
+        raise RequestError(f"a request for node {req.node!r}, not this node", "node")
+    return req
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +207,7 @@ class RequestPuller:
         for item in doc.get("requests", []) if isinstance(doc, dict) else []:
             try:
                 req = parse_request(item, self.node)
-            except RequestRefused as exc:
+            except RequestError as exc:
                 log.warning("refusing a capture request: %s", exc)
                 continue
             if req.expires <= now or req.id in self._done:

@@ -169,7 +169,8 @@ def test_a_capture_stored_before_the_agent_died_is_not_stored_twice(tmp_path: Pa
 
 
 def _doc(**kw: object) -> dict:
-    base = {"id": bundle_id("inc-1", NODE, "node-bundle/v1"), "incident": "inc-1", "node": NODE,
+    base = {"schema": "railscope.request/v1", "state": "pending",
+            "id": bundle_id("inc-1", NODE, "node-bundle/v1"), "incident": "inc-1", "node": NODE,
             "plan": "node-bundle", "plan_version": 1, "params": {"pod_netns": False, "redact": False},
             "created": 1796000000, "expires": 1796001800, "alertname": "A", "source": "alert"}
     return {**base, **kw}
