@@ -26,8 +26,10 @@ from aiohttp import web
 from proto.keys import KeyPartError, check_part, parse_rel
 from proto.requests import (
     DEFAULT_PLAN,
+    MAX_POLL_WAIT_S,
     MAX_REQUEST_BYTES,
     PLANS,
+    POLL_WAIT_S,
     REQUEST_SCHEMA,
     REQUESTS_DIR,
     CaptureRequest,
@@ -351,8 +353,8 @@ class RequestBoard:
 BOARD: web.AppKey[RequestBoard] = web.AppKey("request_board", RequestBoard)
 #: The longest an agent's poll is held: under a minute, so that proxies and load balancers with a
 #: 60 s idle timeout never cut a poll.
-MAX_WAIT_S = 54.0
-DEFAULT_WAIT_S = 50.0
+MAX_WAIT_S = float(MAX_POLL_WAIT_S)
+DEFAULT_WAIT_S = float(POLL_WAIT_S)
 MAX_JSON_BYTES = 16 * 1024
 
 

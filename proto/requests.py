@@ -20,8 +20,10 @@ from proto.keys import KeyPartError, bundle_id, check_part
 
 __all__ = [
     "DEFAULT_PLAN",
+    "MAX_POLL_WAIT_S",
     "MAX_REQUEST_BYTES",
     "PLANS",
+    "POLL_WAIT_S",
     "REQUESTS_DIR",
     "REQUEST_SCHEMA",
     "CaptureRequest",
@@ -40,6 +42,10 @@ MAX_REQUEST_BYTES = 16 * 1024
 #: Bounds on the free-text fields: longer values are cut, never refused (they are labels, not keys).
 _TEXT = {"source": 32, "alertname": 200, "severity": 32}
 MAX_BUNDLE_KEY = 512
+#: The longest a poll is held (under the 60 s idle timeout of common proxies and load balancers),
+#: and what an agent asks for.
+MAX_POLL_WAIT_S = 54
+POLL_WAIT_S = 50
 
 
 class RequestError(ValueError):

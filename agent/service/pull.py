@@ -38,7 +38,7 @@ from agent.findings import EVENT_CODES
 from agent.service.background import run_with_app
 from proto.frames import Hello
 from proto.keys import check_part
-from proto.requests import CaptureRequest, RequestError
+from proto.requests import POLL_WAIT_S, CaptureRequest, RequestError
 
 if TYPE_CHECKING:
     from agent.service.daemon import Agent
@@ -51,7 +51,6 @@ log = logging.getLogger("railscope.agent.pull")
 #: for that alert reuses within the capture cooldown instead of capturing again. Every event code has
 #: its alert of the same name (deploy/prometheus/railscope-rules.yaml), so the map follows the codes.
 ALERT_EVENTS: dict[str, str] = {f"Railscope{code}": code for code in EVENT_CODES}
-POLL_WAIT_S = 50
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 60.0
 #: ids this agent finished recently: a replica's view of the store may lag one listing behind
