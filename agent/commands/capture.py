@@ -132,16 +132,10 @@ def _request(args: argparse.Namespace) -> int:
     except KeyPartError as exc:
         print(f"railscope capture: {exc} (--collector needs --node and --incident)", file=sys.stderr)
         return 3
-    try:
-        token = (open(args.operator_token_file, encoding="utf-8").read().strip()
-                 if args.operator_token_file else None)
-    except OSError as exc:
-        print(f"railscope capture: --operator-token-file: {exc.strerror or exc}", file=sys.stderr)
-        return 3
     params = {"pod_netns": bool(args.pod_netns), "redact": bool(args.redact)}
     try:
-        req = asyncio.run(queue_request(args.collector, node, incident, token=token, params=params,
-                                        wait_s=args.wait_timeout if args.wait else None))
+        req = asyncio.run(queue_request(args.collector, node, incident, token_file=args.operator_token_file,
+                                        params=params, wait_s=args.wait_timeout if args.wait else None))
     except RequestFailed as exc:
         print(f"railscope capture: {exc}", file=sys.stderr)
         return 1

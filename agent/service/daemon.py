@@ -335,20 +335,24 @@ class Agent:
     async def _upload_spool(self) -> None:
         """Empty the node spool into the collector, oldest first, every upload interval (and at once
         when a capture was spooled: the spool's listing changes)."""
-        from agent.capture.upload import RetryPolicy, drain_spool
+        from agent.clients.collector import CollectorClient, RetryPolicy
 
         spool = self.capture.spool
         assert spool is not None and self.settings.collector_url
         seen: tuple[str, ...] = ()
         last = -1e9
+        client = CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
+                                 retry=RetryPolicy(attempts=3), token_flag="--collector-token-file")
+        async with client:
+            await self._upload_spool_loop(spool, client, seen, last)
+
+    async def _upload_spool_loop(self, spool: Any, client: Any, seen: tuple[str, ...], last: float) -> None:
         while True:
             names = tuple(e.name for e in await asyncio.get_running_loop().run_in_executor(None, spool.entries))
             if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
                 last = self.clock()
                 try:
-                    res = await drain_spool(spool, self.settings.collector_url,
-                                            token_file=self.settings.collector_token_file,
-                                            retry=RetryPolicy(attempts=3))
+                    res = await client.drain_spool(spool)
                     self.uploaded.extend(r.key for r in res.sent)
                     if res.sent or res.rejected or res.left:
                         log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),

@@ -26,19 +26,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-import aiohttp
 from aiohttp import web
 
 from agent import __version__
+from agent.clients.collector import CollectorClient, CollectorError
 from agent.findings import EVENT_CODES
 from agent.service.background import run_with_app
 from proto.frames import Hello
 from proto.keys import check_part
-from proto.requests import POLL_WAIT_S, CaptureRequest, RequestError
+from proto.requests import DEFAULT_PLAN, POLL_WAIT_S, CaptureRequest, RequestError
 
 if TYPE_CHECKING:
     from agent.service.daemon import Agent
@@ -127,6 +125,9 @@ class RequestPuller:
         self.cluster = check_part("cluster", cluster or agent.settings.cluster or "default")
         self.url = url.rstrip("/")
         self.token_file = token_file
+        # The collector's one client for this puller: polls, uploads and done calls share its session.
+        self.client = CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
+                                      rng=rng, sleep=sleep)
         self.capture = capture
         self.work_dir = work_dir
         self.wait_s = wait_s
@@ -138,17 +139,9 @@ class RequestPuller:
         self.errors = 0
         self.busy = False
 
-    def _headers(self) -> dict[str, str]:
-        if not self.token_file:
-            return {}
-        # Read on every request: a projected ServiceAccount token is rotated in place.
-        return {"Authorization": f"Bearer {Path(self.token_file).read_text().strip()}"}
-
     async def run(self) -> None:
-        backoff = BACKOFF_MIN_S
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.wait_s + 30)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            await self._poll_loop(session, backoff)
+        async with self.client:
+            await self._poll_loop(BACKOFF_MIN_S)
 
     async def _local_uploaded(self, timeout_s: float = 30.0) -> None:
         """Wait until the event captures have run and the daemon's spool upload has sent them."""
@@ -179,11 +172,11 @@ class RequestPuller:
                 return key
         return None
 
-    async def _poll_loop(self, session: aiohttp.ClientSession, backoff: float) -> None:
+    async def _poll_loop(self, backoff: float) -> None:
         while True:
             try:
-                for req in await self.poll(session):
-                    await self.serve(session, req)
+                for req in await self.poll():
+                    await self.serve(req)
                 backoff = BACKOFF_MIN_S
                 continue
             except asyncio.CancelledError:
@@ -195,15 +188,11 @@ class RequestPuller:
             await self._sleep(backoff * (0.5 + self._rng.random()))
             backoff = min(BACKOFF_MAX_S, backoff * 2)
 
-    async def poll(self, session: aiohttp.ClientSession) -> list[PullRequest]:
-        url = f"{self.url}/v1/requests?node={quote(self.node)}&wait={self.wait_s}"
-        async with session.get(url, headers=self._headers()) as resp:
-            if resp.status != 200:
-                raise OSError(f"GET /v1/requests answered {resp.status}: {(await resp.text())[:200]}")
-            doc = await resp.json(content_type=None)
+    async def poll(self) -> list[PullRequest]:
         out = []
+        docs = await self.client.poll(self.node, self.wait_s)
         now = time.time()
-        for item in doc.get("requests", []) if isinstance(doc, dict) else []:
+        for item in docs:
             try:
                 req = parse_request(item, self.node)
             except RequestError as exc:
@@ -214,17 +203,15 @@ class RequestPuller:
             out.append(req)
         return sorted(out, key=lambda r: r.created)
 
-    async def serve(self, session: aiohttp.ClientSession, req: PullRequest) -> str | None:
+    async def serve(self, req: PullRequest) -> str | None:
         """Capture, upload and report one request; the stored key, or None when it must be tried again."""
-        from agent.capture.upload import UploadError, upload
-
         if req.alertname in ALERT_EVENTS:
             # The same cause may have captured locally a moment ago: let that capture finish and
             # reach the collector, then use it.
             await self._local_uploaded()
         local = self._reusable(req)
         if local is not None:
-            done = await self._done_call(session, req, local, reused=True)
+            done = await self._done_call(req, local, reused=True)
             self._remember(req.id, done)
             self.reused += 1
             log.info("capture request answered with the local capture", extra={"request": req.id, "bundle": done})
@@ -240,16 +227,15 @@ class RequestPuller:
                           created=req.created, plan=req.plan_ref)
             key: str | None
             try:
-                res = await upload(self.url, hello, captured.path, token_file=self.token_file,
-                                   expected_sha256=captured.sha256, session=session)
+                res = await self.client.upload(hello, captured.path, expected_sha256=captured.sha256)
                 key = res.key
-            except UploadError as exc:
+            except CollectorError as exc:
                 if exc.status != 409:
                     raise OSError(f"upload of {req.id}: {exc}") from None
                 # An earlier capture of this request was stored (this agent restarted before it
                 # said done): the collector finds that bundle by its id.
                 key = None
-            done = await self._done_call(session, req, key)
+            done = await self._done_call(req, key)
             self._remember(req.id, done)
             self.served += 1
             log.info("capture request done", extra={"request": req.id, "bundle": done})
@@ -263,17 +249,12 @@ class RequestPuller:
         while len(self._done) > _DONE_MEMORY:
             self._done.popitem(last=False)
 
-    async def _done_call(self, session: aiohttp.ClientSession, req: PullRequest, key: str | None,
-                         reused: bool = False) -> str:
-        url = f"{self.url}/v1/requests/{quote(self.node)}/{quote(req.id)}/done"
-        body: dict[str, Any] = {"bundle": key} if key else {}
-        if reused:
-            body["reused"] = True
-        async with session.post(url, json=body, headers=self._headers()) as resp:
-            doc = await resp.json(content_type=None)
-            if resp.status != 200:
-                raise OSError(f"done for {req.id} answered {resp.status}: {str(doc)[:200]}")
-        return str(doc["request"]["bundle"])
+    async def _done_call(self, req: PullRequest, key: str | None, reused: bool = False) -> str:
+        try:
+            done = await self.client.done(self.node, req.id, key, reused=reused)
+        except CollectorError as exc:
+            raise OSError(f"done for {req.id}: {exc}") from None
+        return str(done.get("bundle"))
 
 
 def attach(app: web.Application, agent: Agent) -> RequestPuller | None:
@@ -296,35 +277,18 @@ class RequestFailed(Exception):
     """The collector refused or never finished a request; the message is one line for the operator."""
 
 
-async def queue_request(url: str, node: str, incident: str, *, token: str | None, wait_s: float | None = None,
-                        poll_s: float = 2.0, plan: str = "node-bundle",
+async def queue_request(url: str, node: str, incident: str, *, token_file: str | None = None,
+                        wait_s: float | None = None, poll_s: float = 2.0, plan: str = DEFAULT_PLAN,
                         params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Queue a capture of ``node`` for ``incident`` (operator role); with ``wait_s``, wait for its bundle.
 
     Returns the request as the collector last showed it (``state`` ``done`` and ``bundle`` when waited).
     """
-    base = url.rstrip("/")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    body = {"node": node, "incident": incident, "plan": plan, "params": dict(params or {})}
-    timeout = aiohttp.ClientTimeout(total=30)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        async with session.post(base + "/v1/requests", json=body, headers=headers) as resp:
-            doc = await resp.json(content_type=None)
-            if resp.status not in (200, 201):
-                raise RequestFailed(f"the collector answered {resp.status}: {doc.get('message', doc)}")
-        req = doc["request"]
-        if wait_s is None:
-            return req
-        deadline = time.monotonic() + wait_s
-        show = f"{base}/v1/requests/{quote(node)}/{quote(req['id'])}"
-        while req.get("state") != "done":
-            if time.monotonic() > deadline:
-                raise RequestFailed(f"request {req['id']} not done after {wait_s:.0f} s (is the agent of "
-                                    f"{node} running with --collector?)")
-            await asyncio.sleep(poll_s)
-            async with session.get(show, headers=headers) as resp:
-                doc = await resp.json(content_type=None)
-                if resp.status != 200:
-                    raise RequestFailed(f"the collector answered {resp.status}: {doc.get('message', doc)}")
-            req = doc["request"]
-        return req
+    try:
+        async with CollectorClient(url, token_file=token_file, token_flag="--operator-token-file") as client:
+            req = await client.queue(node, incident, plan=plan, params=params)
+            if wait_s is None:
+                return req
+            return await client.wait_done(node, str(req.get("id")), wait_s, poll_s)
+    except CollectorError as exc:
+        raise RequestFailed(str(exc)) from None

@@ -330,6 +330,7 @@ def test_an_image_recorded_from_the_agent_carries_traffic_losses_and_events(star
     image = tmp_path / "image"
     # The operator's way: `railscope record --agent URL -o DIR`.
     (tmp_path / "tok").write_text(TOKEN)
+    (tmp_path / "tok").chmod(0o600)  # a token file readable by others is refused
     res = subprocess.run([sys.executable, "-m", "agent.cli", "record", "--agent", agent.url, "-o", str(image),
                           "--reason", "test", "--agent-token-file", str(tmp_path / "tok")],
                          capture_output=True, text=True, timeout=120)

@@ -57,6 +57,7 @@ def _request_docs(store: Path) -> list[dict]:
 def _token(tmp_path: Path) -> str:
     f = tmp_path / "agent-token"
     f.write_text(AGENT_TOKEN + "\n")
+    f.chmod(0o600)  # a token file readable by others is refused
     return str(f)
 
 
@@ -149,15 +150,15 @@ def test_a_capture_stored_before_the_agent_died_is_not_stored_twice(tmp_path: Pa
 
             monkeypatch.setattr(first, "_done_call", dies)
             await _post_alert(url)
-            async with aiohttp.ClientSession() as s:
-                (req,) = await first.poll(s)
+            async with first.client:
+                (req,) = await first.poll()
                 with pytest.raises(asyncio.CancelledError):
-                    await first.serve(s, req)
+                    await first.serve(req)
             stored_once = _bundles(store)
             second = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
-            async with aiohttp.ClientSession() as s:
-                (again,) = await second.poll(s)
-                key = await second.serve(s, again)
+            async with second.client:
+                (again,) = await second.poll()
+                key = await second.serve(again)
             return stored_once, key
 
     stored_once, key = asyncio.run(go())
@@ -209,6 +210,8 @@ def test_railscope_capture_queues_a_request_and_waits_for_its_bundle(tmp_path: P
     tokens.write_text(OPERATOR_TOKEN + "\n")
     bad = tmp_path / "bad-token"
     bad.write_text("not-an-operator-token-at-all\n")
+    tokens.chmod(0o600)
+    bad.chmod(0o600)
 
     async def cli(*argv: str) -> subprocess.CompletedProcess[str]:
         proc = await asyncio.create_subprocess_exec(
@@ -321,8 +324,8 @@ def test_the_puller_polls_the_vectors_a_collector_holds(tmp_path: Path, example_
     async def go() -> list[PullRequest]:
         async with running(local_settings(tmp_path)) as (url, _col):
             puller = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=0)
-            async with aiohttp.ClientSession() as s:
-                return await puller.poll(s)
+            async with puller.client:
+                return await puller.poll()
 
     got = asyncio.run(go())
     assert sorted(r.dumps() for r in got) == sorted(v.get("canonical_json", v["json"]).encode() for v in ok)
