@@ -178,11 +178,12 @@ def run(args: argparse.Namespace) -> int:
         return 3
     events, recorder = None, None
     if args.agent:
-        from agent.capture.agent_data import AgentDataError, fetch_agent_data
+        from agent.clients.agent import AgentClient, AgentClientError
 
         try:
-            events, recorder = fetch_agent_data(args.agent, args.agent_token_file)
-        except AgentDataError as exc:
+            client = AgentClient(args.agent, token_file=args.agent_token_file)
+            events, recorder = client.events(), client.recorder()
+        except AgentClientError as exc:
             print(f"railscope capture: the agent's events and recorder are not in this bundle: {exc}", file=sys.stderr)
     params = CaptureParams(node=args.node, cluster=args.cluster, incident=args.incident, reason=args.reason,
                            redact_key=key, deadline_s=args.deadline, parallel=args.parallel,

@@ -52,26 +52,20 @@ def run(args: argparse.Namespace) -> int:
     if args.agent:
         import signal
 
-        from agent.service.client import AgentFetchError, fetch_image
+        from agent.clients.agent import AgentClientError, fetch_image
 
         # SIGTERM (a pod stopping, a timeout(1)) becomes an exit that runs the clean-up of the
         # half-written image, instead of killing the process with it on disk.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
         try:
-            token = None
-            if args.agent_token_file:
-                with open(args.agent_token_file, encoding="utf-8") as fh:
-                    token = fh.read(4096).strip()
-            fetch_image(args.agent, args.output, reason=args.reason, incident=args.incident, token=token)
-        except OSError as exc:
-            print(f"railscope record: --agent-token-file: {exc.strerror or exc}", file=sys.stderr)
-            return 3
-        except AgentFetchError as exc:
+            fetch_image(args.agent, args.output, reason=args.reason, incident=args.incident,
+                        token_file=args.agent_token_file)
+        except AgentClientError as exc:
             from agent.report.terminal import safe
 
             print(f"railscope record: {safe(exc)}", file=sys.stderr)
-            return 3 if "refusing to overwrite" in str(exc) else 1
+            return 3 if exc.usage else 1
         print(f"railscope record: wrote {args.output} from {args.agent}", file=sys.stderr)
         return 0
     from agent.capture.replay import RecordError, record_image
