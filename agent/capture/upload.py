@@ -2,9 +2,9 @@
 
 The HTTP is :class:`agent.clients.collector.CollectorClient`'s (one client of the collector's API,
 with the retry policy); this module keeps what is the spool's: the ``hello`` of a spooled bundle from
-its sidecar, and where a bundle the collector refuses for good goes. :func:`upload`,
-:func:`drain_spool` and :func:`upload_while_producing` are the client's calls for a caller that has a
-URL and a token, not a client.
+its sidecar, and where a bundle the collector refuses for good goes. :func:`drain_spool`
+sends the spool through a client; :func:`upload` and :func:`upload_while_producing` are the client's
+calls for a caller that has a URL and a token, not a client.
 
 The spool is ``agent.capture.spool``'s: ``<name>.tar.gz``, the sidecar ``<name>.json`` (the hello's
 keys, bytes, sha256) and ``<name>.tar.gz.sha256``, written last. A drain sends bundles oldest first
@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,11 @@ from agent.clients.collector import (
     CONTENT_TYPE,
     CollectorClient,
     CollectorError,
-    DrainResult,
     RetryPolicy,
     UploadResult,
     frame_stream,
 )
-from proto.frames import Hello
+from proto.frames import FrameError, Hello
 
 __all__ = [
     "CONTENT_TYPE",
@@ -83,11 +83,63 @@ def upload_sync(url: str, hello: Hello, source: str | Path | Iterable[bytes], **
     return asyncio.run(upload(url, hello, source, **kwargs))
 
 
-async def drain_spool(spool: object, url: str, **kwargs: Any) -> DrainResult:
-    """:meth:`CollectorClient.drain_spool` for a spool (or its directory) and a URL."""
-    client, _rest = _client(url, dict(kwargs))
+@dataclass
+class DrainResult:
+    sent: list[UploadResult] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    left: int = 0  # bundles still in the spool (the collector unreachable)
+    error: str = ""
+
+
+async def drain_spool(spool: object, collector: str | CollectorClient, **kwargs: Any) -> DrainResult:
+    """Send every complete bundle of the spool (a ``Spool`` or its directory), oldest first, through
+    ``collector`` (a client, or a URL and the client's keywords).
+
+    A bundle is removed only after the collector answered stored or duplicate; one it refuses for
+    good (or whose bytes no longer match their digest) moves to ``rejected/``; the first bundle that
+    cannot reach the collector, or a token file that must be fixed first, ends the drain, leaving it
+    and the rest for the next one.
+    """
+    if isinstance(collector, CollectorClient):
+        return await _drain(spool, collector)
+    client, _rest = _client(collector, dict(kwargs))
     async with client:
-        return await client.drain_spool(spool)
+        return await _drain(spool, client)
+
+
+async def _drain(spool: object, client: CollectorClient) -> DrainResult:
+    from agent.capture.spool import Spool
+
+    if not isinstance(spool, Spool):
+        # Listing only: the cap is the capture's business.
+        spool = Spool(str(spool), max_bytes=1 << 62)
+    root = Path(spool.root)
+    result = DrainResult()
+    entries = spool.entries()
+    for i, entry in enumerate(entries):
+        files = [entry.bundle, entry.sha256_file, entry.sidecar]
+        name = os.path.basename(entry.bundle)
+        try:
+            hello = hello_from_spool(entry.meta)
+            expected = str(entry.meta.get("sha256") or "") or Path(entry.sha256_file).read_text().split()[0]
+        except (OSError, IndexError, FrameError) as exc:
+            reject(root, files, f"unreadable sidecar or .sha256: {exc}")
+            result.rejected.append(name)
+            continue
+        try:
+            res = await client.upload(hello, Path(entry.bundle), expected_sha256=expected)
+        except CollectorError as exc:
+            # Nothing wrong with the bundle when the collector is away or the token file must be fixed.
+            if exc.retryable or exc.code == "token_file":
+                result.left = len(entries) - i
+                result.error = str(exc)
+                return result
+            reject(root, files, str(exc))
+            result.rejected.append(name)
+            continue
+        spool.remove(entry)
+        result.sent.append(res)
+    return result
 
 
 async def upload_while_producing(url: str, hello: Hello, produce: Callable[[Callable[[bytes], None]], object],

@@ -1,9 +1,10 @@
 """The collector's API (proto/SPEC.md), from the agent and the CLI: one client with one retry policy.
 
 - uploads (``POST /v1/bundles``): a bundle from a file (the spool: it can be sent again, so every
-  retryable failure is retried) or from an iterator of ``tar.gz`` chunks (a capture streaming while it
-  is produced: retried only while none of it was consumed, which ``Expect: 100-continue`` makes the
-  common case for 401 / 429 / 503); the spool drained oldest first;
+  retryable failure is retried; ``agent.capture.upload.drain_spool`` sends the spool through this
+  client) or from an iterator of ``tar.gz`` chunks (a capture streaming while it is produced: retried
+  only while none of it was consumed, which ``Expect: 100-continue`` makes the common case for 401 /
+  429 / 503);
 - capture requests: the long poll, ``done``, queueing one (operator), showing one;
 - bundles: list, get (checked against the stored ``.sha256``), verify.
 
@@ -21,7 +22,7 @@ import logging
 import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -29,7 +30,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 
 from agent.clients.tokens import TokenFileError, read_token
-from proto.frames import MAX_CHUNK_BYTES, Chunk, End, FrameError, Hello, chunk_head, encode
+from proto.frames import MAX_CHUNK_BYTES, Chunk, End, Hello, chunk_head, encode
 from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, POLL_WAIT_S
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
     "CONTENT_TYPE",
     "CollectorClient",
     "CollectorError",
-    "DrainResult",
     "RetryPolicy",
     "UploadResult",
     "frame_stream",
@@ -97,14 +97,6 @@ class CollectorError(Exception):
                  retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.retryable, self.retry_after = status, code, retryable, retry_after
-
-
-@dataclass
-class DrainResult:
-    sent: list[UploadResult] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
-    left: int = 0  # bundles still in the spool (the collector unreachable)
-    error: str = ""
 
 
 def frame_stream(hello: Hello, chunks: Iterable[bytes]) -> Iterator[bytes]:
@@ -562,51 +554,6 @@ class CollectorClient:
             if not produced.done():
                 await loop.run_in_executor(None, drain)
         return await produced, res
-
-    async def drain_spool(self, spool: object, *, retry: RetryPolicy | None = None) -> DrainResult:
-        """Send every complete bundle of the spool (a ``Spool`` or its directory), oldest first.
-
-        A bundle is removed only after the collector answered stored or duplicate; one it refuses for
-        good (or whose bytes no longer match their digest) moves to ``rejected/``; the first bundle that
-        cannot reach the collector ends the drain, leaving it and the rest for the next one.
-        """
-        from agent.capture.spool import Spool
-        from agent.capture.upload import hello_from_spool, reject
-
-        if not isinstance(spool, Spool):
-            # Listing only: the cap is the capture's business.
-            spool = Spool(str(spool), max_bytes=1 << 62)
-        root = Path(spool.root)
-        result = DrainResult()
-        entries = spool.entries()
-        for i, entry in enumerate(entries):
-            files = [entry.bundle, entry.sha256_file, entry.sidecar]
-            name = os.path.basename(entry.bundle)
-            try:
-                hello = hello_from_spool(entry.meta)
-                expected = str(entry.meta.get("sha256") or "") or Path(entry.sha256_file).read_text().split()[0]
-            except (OSError, IndexError, FrameError) as exc:
-                reject(root, files, f"unreadable sidecar or .sha256: {exc}")
-                result.rejected.append(name)
-                continue
-            try:
-                res = await self.upload(hello, Path(entry.bundle), expected_sha256=expected, retry=retry)
-            except CollectorError as exc:
-                if exc.retryable:
-                    result.left = len(entries) - i
-                    result.error = str(exc)
-                    return result
-                if exc.code == "token_file":
-                    # Nothing wrong with the bundle: the token file must be fixed first.
-                    result.left = len(entries) - i
-                    result.error = str(exc)
-                    return result
-                reject(root, files, str(exc))
-                result.rejected.append(name)
-                continue
-            spool.remove(entry)
-            result.sent.append(res)
-        return result
 
 
 _END = object()

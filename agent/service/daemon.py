@@ -339,20 +339,22 @@ class Agent:
 
         spool = self.capture.spool
         assert spool is not None and self.settings.collector_url
+        # One client (one session) for the daemon's uploads, its token file read before each.
+        async with CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
+                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file") as client:
+            await self._upload_spool_loop(spool, client)
+
+    async def _upload_spool_loop(self, spool: Any, client: Any) -> None:
+        from agent.capture.upload import drain_spool
+
         seen: tuple[str, ...] = ()
         last = -1e9
-        client = CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
-                                 retry=RetryPolicy(attempts=3), token_flag="--collector-token-file")
-        async with client:
-            await self._upload_spool_loop(spool, client, seen, last)
-
-    async def _upload_spool_loop(self, spool: Any, client: Any, seen: tuple[str, ...], last: float) -> None:
         while True:
             names = tuple(e.name for e in await asyncio.get_running_loop().run_in_executor(None, spool.entries))
             if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
                 last = self.clock()
                 try:
-                    res = await client.drain_spool(spool)
+                    res = await drain_spool(spool, client)
                     self.uploaded.extend(r.key for r in res.sent)
                     if res.sent or res.rejected or res.left:
                         log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),

@@ -26,6 +26,7 @@ from collector_helpers import (
     spool_bundle,
 )
 
+from agent.capture.upload import drain_spool
 from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy
 from proto.keys import bundle_id
 from proto.requests import CaptureRequest
@@ -109,14 +110,14 @@ def test_upload_while_producing_streams_what_the_producer_hands_over(tmp_path: P
     assert len(stored) == 1 and (tmp_path / "store" / stored[0]).read_bytes() == DATA
 
 
-def test_the_spool_is_drained_through_the_client(tmp_path: Path) -> None:
+def test_the_spool_is_drained_through_a_client(tmp_path: Path) -> None:
     spool = tmp_path / "spool"
     spool_bundle(spool, HELLO, DATA, 1.0)
 
     async def go():  # type: ignore[no-untyped-def]
         async with running(local_settings(tmp_path)) as (url, _col):
             async with CollectorClient(url, token_file=_token(tmp_path, AGENT_TOKEN, "agent")) as c:
-                return await c.drain_spool(spool)
+                return await drain_spool(spool, c)
 
     res = asyncio.run(go())
     assert [r.status for r in res.sent] == ["stored"] and res.rejected == [] and res.left == 0
