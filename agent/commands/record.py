@@ -10,15 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.commands.common import _template, env_default, seconds
+from agent.commands.common import _template, env_default, positive_seconds
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
-
-
-def _positive(text: str) -> float:
-    val = seconds(text)
-    if val <= 0:
-        raise argparse.ArgumentTypeError("a timeout must be positive")
-    return val
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -44,7 +37,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "recorder and events) instead of reading this node. Default: read this node.")
     p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
                    help="Bearer token for --agent (the agent's --data-token-file). Default: none.")
-    p.add_argument("--command-timeout", type=_positive, default=10.0, metavar="SECONDS",
+    p.add_argument("--command-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
 
 
