@@ -521,22 +521,45 @@ class CollectorClient:
         is returned, not raised, next to what ``produce`` returned.
         """
         import queue
+        import threading
 
         q: queue.Queue[object] = queue.Queue(maxsize=16)
-        abandoned = False
+        # Set once the upload failed: the chunks go nowhere from then on, and every thread waiting on
+        # the queue (the producer to put, a read of the aborted request body to get) stops waiting.
+        abandoned = threading.Event()
 
         def on_chunk(data: bytes) -> None:
-            if not abandoned:
-                q.put(bytes(data))
+            while not abandoned.is_set():
+                try:
+                    q.put(bytes(data), timeout=0.1)
+                    return
+                except queue.Full:
+                    continue
 
         def run() -> object:
             try:
                 return produce(on_chunk)
             finally:
-                q.put(_END)
+                while not abandoned.is_set():
+                    try:
+                        q.put(_END, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
 
         def chunks() -> Iterator[bytes]:
-            while (item := q.get()) is not _END:
+            # A refusal after the body started (a 403 is answered once the hello is read) leaves the
+            # request body's last read waiting here: it must return, or asyncio.run() waits for it
+            # forever.
+            while True:
+                try:
+                    item = q.get(timeout=0.1)
+                except queue.Empty:
+                    if abandoned.is_set():
+                        return
+                    continue
+                if item is _END:
+                    return
                 yield item  # type: ignore[misc]
 
         loop = asyncio.get_running_loop()
@@ -544,15 +567,8 @@ class CollectorClient:
         try:
             res: UploadResult | CollectorError = await self.upload(hello, chunks())
         except CollectorError as exc:
-            abandoned = True
+            abandoned.set()
             res = exc
-
-            def drain() -> None:
-                while q.get() is not _END:
-                    pass
-
-            if not produced.done():
-                await loop.run_in_executor(None, drain)
         return await produced, res
 
 

@@ -218,8 +218,10 @@ def run(args: argparse.Namespace) -> int:
         from agent.capture.upload import UploadError
 
         if isinstance(upload_res, UploadError):
-            print(f"railscope capture: upload to {args.collector} failed: {upload_res} (the bundle is in {res.path})",
-                  file=sys.stderr)
+            # A refusal (401, 403, 409, 413, 422) is final: sending again cannot help until it is fixed.
+            final = "" if upload_res.retryable else "refused, not sent again: "
+            print(f"railscope capture: upload to {args.collector} failed: {final}{upload_res} "
+                  f"(the bundle is in {res.path})", file=sys.stderr)
             return 1
         print(f"collector {upload_res.status} {upload_res.key}")
     return 0
