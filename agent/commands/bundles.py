@@ -23,7 +23,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
                    help="The collector's URL, e.g. http://railscope-collector:9842. Required (or RAILSCOPE_COLLECTOR).")
     p.add_argument("--token-file", default=env_default("token-file", None), metavar="FILE",
-                   help="A file holding an operator token. Default: none (only an --insecure-dev collector answers).")
+                   help="A file holding an operator token, readable by its owner only (mode 0600 or 0400). Default: "
+                        "none (only an --insecure-dev collector answers).")
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     ls = sub.add_parser("ls", help="List stored bundles.")
     for name in ("cluster", "date", "incident", "node"):

@@ -59,18 +59,20 @@ def register(p: argparse.ArgumentParser) -> None:
                         "unix:/run/railscope/agent.sock in the pod, or http://ADDR:PORT with --agent-token-file). "
                         "If it does not answer, the capture takes its own two samples. Default: none.")
     p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
-                   help="Bearer token for --agent over TCP. Default: none.")
+                   help="Bearer token for --agent over TCP. A token file must be readable by its owner only (mode 0600 or 0400). Default: none.")
     p.add_argument("--pod-netns", action="store_true",
                    help="Also read pod network namespaces (needs CAP_SYS_ADMIN; reads tenant data). Default: off.")
     p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
                    help="Also stream the bundle to this collector as it is produced (the file is written too, "
                         "to send again if the upload fails). Default: none.")
     p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
-                   help="The agent token for --collector (a projected ServiceAccount token in a pod). Default: none.")
+                   help="The agent token for --collector (a projected ServiceAccount token in a pod). A token file must be readable by its owner only (mode 0600 or 0400). "
+                        "Default: none.")
     r = p.add_argument_group("asking a node's agent to capture (operator role)")
     r.add_argument("--operator-token-file", default=env_default("operator-token-file", None), metavar="FILE",
                    help="With --collector, queue a capture request for --node and --incident instead of capturing "
-                        "here: the node's agent pulls it, captures and uploads. The file holds an operator token. "
+                        "here: the node's agent pulls it, captures and uploads. The file holds an operator token, "
+                        "readable by its owner only (mode 0600 or 0400). "
                         "Default: none (capture here).")
     r.add_argument("--wait", action="store_true",
                    help="Queue the request (as --operator-token-file does) and wait until its bundle is stored, "

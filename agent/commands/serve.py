@@ -168,7 +168,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "spool, no requests).")
     c.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent's token for --collector (a projected ServiceAccount token, read before every "
-                        "upload). Default: none.")
+                        "upload; readable by its owner only, mode 0600 or 0400). Default: none.")
     c.add_argument("--upload-interval", type=_duration, default=env_default("upload-interval", "30s"),
                    help="How often the spool is tried when the collector was unreachable; a new capture is "
                         "sent at once. Default: 30s.")
