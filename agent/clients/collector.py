@@ -234,9 +234,21 @@ async def _judge_mismatch(hello: Hello, source: Path, expected: str, exc: Collec
                           status=exc.status, code=exc.code, retryable=True)
 
 
+async def _read(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The answer's body up to ``limit`` bytes and one more, whatever pieces it arrives in (a
+    ``StreamReader.read(n)`` returns what is there, not ``n`` bytes)."""
+    buf = bytearray()
+    while len(buf) <= limit:
+        piece = await resp.content.read(min(1 << 16, limit + 1 - len(buf)))
+        if not piece:
+            break
+        buf += piece
+    return bytes(buf)
+
+
 async def _refusal(resp: aiohttp.ClientResponse) -> CollectorError:
     """A non-2xx answer as an error: the SPEC's ``{"error", "message"}``, or the start of whatever came."""
-    raw = await resp.content.read(64 * 1024)
+    raw = await _read(resp, 64 * 1024)
     try:
         doc = json.loads(raw)
         if not isinstance(doc, dict):
@@ -251,7 +263,7 @@ async def _refusal(resp: aiohttp.ClientResponse) -> CollectorError:
 
 
 async def _json_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYTES) -> dict[str, Any]:
-    raw = await resp.content.read(limit + 1)
+    raw = await _read(resp, limit)
     if len(raw) > limit:
         raise CollectorError(f"collector answer larger than {limit} bytes", status=resp.status, code="bad_answer")
     try:
@@ -429,7 +441,7 @@ class CollectorClient:
                 async with self.session.get(self.url + path, headers=self.headers(), timeout=self.timeout) as resp:
                     if resp.status != 200:
                         raise await _refusal(resp)
-                    return await resp.content.read(limit)
+                    return (await _read(resp, limit))[:limit]
             except CollectorError as exc:
                 err = exc
             except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:

@@ -198,3 +198,23 @@ def test_the_retry_policy_backs_off_then_reports_and_a_refusal_is_final(tmp_path
     assert down.retryable and "cannot reach http://127.0.0.1:9" in str(down)
     assert calls == 3 and all(0 <= s <= 5.0 for s in slept[:3])  # four attempts, three waits
     assert refused.status == 401 and not refused.retryable and len(slept) == calls  # never retried
+
+
+def test_a_long_listing_is_read_whole_whatever_pieces_it_arrives_in(tmp_path: Path) -> None:
+    """Hundreds of stored bundles make an answer of several TCP reads: every one is in the listing."""
+    from proto.keys import sha256_line
+
+    day = tmp_path / "store" / "lab" / "2026-12-01" / "inc-many"
+    day.mkdir(parents=True)
+    for i in range(800):
+        name = f"{NODE}-20261201T093823Z-b{i:024d}.tar.gz"
+        (day / name).write_bytes(b"x")
+        (day / (name + ".sha256")).write_text(sha256_line(hashlib.sha256(b"x").hexdigest(), name))
+
+    async def go() -> dict:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            async with CollectorClient(url, token=OPERATOR_TOKEN) as op:
+                return await op.list(incident="inc-many")
+
+    listed = asyncio.run(go())
+    assert len(listed["bundles"]) == 800
