@@ -31,6 +31,7 @@ import aiohttp
 
 from agent.clients.tokens import TokenFileError, read_token
 from proto.frames import MAX_CHUNK_BYTES, Chunk, End, Hello, chunk_head, encode
+from proto.keys import KeyPartError, parse_rel
 from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, POLL_WAIT_S
 
 __all__ = [
@@ -408,22 +409,26 @@ class CollectorClient:
     async def get(self, key: str, into: str | Path, *, progress: Progress | None = None) -> tuple[Path, str]:
         """Download the bundle ``key`` and its ``.sha256`` into the directory ``into``; (the bundle's path,
         its sha256). The bundle appears under its name only once its bytes hash to the recorded sha256."""
+        url_path = _key_path(key)
         into = Path(into)
         into.mkdir(parents=True, exist_ok=True)
-        name = key.rsplit("/", 1)[-1] or "bundle.tar.gz"
-        sha_line = (await self._bytes(f"/v1/bundles/{_key_path(key)}.sha256", 4096)).decode("ascii", "replace")
+        name = key.rsplit("/", 1)[-1]
+        sha_line = (await self._bytes(f"/v1/bundles/{url_path}.sha256", 4096)).decode("ascii", "replace")
         words = sha_line.split()
         recorded = words[0] if words else ""
         tmp = into / f".{name}.part"
         for attempt in range(self.call_retry.attempts):
             try:
-                digest, n, total = await self._download(f"/v1/bundles/{_key_path(key)}", tmp, progress)
+                digest, n, total = await self._download(f"/v1/bundles/{url_path}", tmp, progress)
                 break
             except CollectorError as exc:
                 tmp.unlink(missing_ok=True)
                 if not exc.retryable or attempt + 1 == self.call_retry.attempts:
                     raise
                 await self._sleep(self.call_retry.delay(attempt, exc.retry_after, self.rng))
+            except BaseException:  # a full disk, a cancelled command: no half file left behind
+                tmp.unlink(missing_ok=True)
+                raise
         if total is not None and n != total:
             tmp.unlink(missing_ok=True)
             raise CollectorError(f"{name}: short download ({n} of {total} bytes)", code="short")
@@ -588,7 +593,12 @@ _END = object()
 
 
 def _key_path(key: str) -> str:
-    """A bundle key in a URL path: each part quoted, the slashes kept."""
+    """A bundle key (``<cluster>/<yyyy-mm-dd>/<incident>/<name>.tar.gz``, checked: its name becomes a
+    file here) in a URL path."""
+    try:
+        parse_rel(key)
+    except KeyPartError as exc:
+        raise CollectorError(f"{str(key)[:200]!r}: {exc}", code="bad_key") from None
     return "/".join(quote(part, safe="") for part in key.split("/"))
 
 

@@ -94,4 +94,4 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(call())
     except CollectorError as exc:
         print(f"railscope bundles: {exc}", file=sys.stderr)
-        return EXIT_USAGE if exc.code == "token_file" else 1
+        return EXIT_USAGE if exc.code in ("token_file", "bad_key") else 1

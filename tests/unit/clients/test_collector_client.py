@@ -218,3 +218,24 @@ def test_a_long_listing_is_read_whole_whatever_pieces_it_arrives_in(tmp_path: Pa
 
     listed = asyncio.run(go())
     assert len(listed["bundles"]) == 800
+
+
+def test_a_key_that_is_not_a_bundle_key_is_refused_before_any_request(tmp_path: Path) -> None:
+    """The key's last part becomes a file name: it is checked as the collector checks it."""
+    async def go() -> list[CollectorError]:
+        out = []
+        # nothing listens there: a request would be "unreachable", not "bad_key"
+        async with CollectorClient("http://127.0.0.1:9", token=OPERATOR_TOKEN) as op:
+            for key in ("lab/2026-12-01/inc/..", "../../etc/passwd", "lab/2026-12-01/inc-1/x.tar.gz",
+                        "lab/2026-12-01/inc-1/n1-20261201T000000Z-b1.tar.gz/../.."):
+                with pytest.raises(CollectorError) as info:
+                    await op.get(key, tmp_path / "out")
+                out.append(info.value)
+            with pytest.raises(CollectorError) as ver:
+                await op.verify("lab/../x")
+            out.append(ver.value)
+        return out
+
+    errors = asyncio.run(go())
+    assert [e.code for e in errors] == ["bad_key"] * 5
+    assert not (tmp_path / "out").exists()
