@@ -37,6 +37,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from agent import __version__
+from agent.expectations import expectations_from_env
 from agent.report.html import CSS, esc, pill
 from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
@@ -45,7 +46,7 @@ from .bundles import fetch
 from .state import STATE, Collector
 from .storage import Stored, StoreError
 
-__all__ = ["add_routes", "analysis_of", "expectations"]
+__all__ = ["add_routes", "analysis_of"]
 
 SCHEMA = "railscope.analysis/v1"
 _PARTS = "{cluster}/{date}/{incident}/{name}"
@@ -165,59 +166,6 @@ async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> Non
                          Body=data, ContentType="application/json")
 
 
-def expectations() -> Any:
-    """What the reports judge against: the ``RAILSCOPE_<FLAG>`` variables doctor reads
-    (``RAILSCOPE_RAILS=8``, ``RAILSCOPE_EXPECT_ESWITCH_MODE=switchdev``), else nothing expected."""
-    import argparse
-
-    from agent.commands.common import add_expectation_flags, expectations_from_args
-
-    p = argparse.ArgumentParser(add_help=False)
-    add_expectation_flags(p)
-    return expectations_from_args(p.parse_args([]))
-
-
-def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
-    """Doctor and report of a bundle on disk (a worker thread: reading and analysing are blocking)."""
-    from agent.analysis.diagnose import diagnose, with_unavailable
-    from agent.analysis.topology import build_topology
-    from agent.config import ReadConfig
-    from agent.host import HostError
-    from agent.host.recorded import open_image
-    from agent.readers.history import load_history
-    from agent.readers.kernel_table import load_kernel_table
-    from agent.readers.snapshot import take_snapshot
-    from agent.report.content import build_report
-    from agent.report.html import render_html
-
-    try:
-        host = open_image(path)
-    except HostError as exc:
-        return {"error": str(exc).replace(path, source)}
-    try:
-        snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates))
-        topo = build_topology(snap, exp)
-        hist = load_history(host)
-        diag = diagnose(snap, exp, events=hist.events, recorder=hist.recorder, capture_time=hist.capture_time,
-                        kernel_table=load_kernel_table(exp.kernel_table_file), topology=topo)
-        diag = with_unavailable(diag, hist.unavailable)
-        image = host.image
-        problems = image.problems if image is not None else ()
-        diag = with_unavailable(diag, problems)
-        manifest_error = next((why for src, why in problems if src == "manifest"), None)
-        manifest = image.manifest.as_json() if image is not None and image.manifest is not None else None
-        rep = build_report(source, diag, hist, manifest, manifest_error=manifest_error,
-                           lossless_prio=exp.lossless_prio)
-        page = render_html(rep, version=__version__)
-    except HostError as exc:
-        return {"error": str(exc).replace(path, source)}
-    except Exception as exc:  # a damaged bundle must give a page that says so, not a 500
-        return {"error": f"could not analyse: {type(exc).__name__}: {exc}".replace(path, source)}
-    finally:
-        host.close()
-    return {"doctor": diag.as_json(), "html": page}
-
-
 #: One analysis may take this long and this much address space; it runs in a process of its own,
 #: so a bundle built to exhaust either costs that process, never the collector.
 ANALYSIS_TIMEOUT_S = 120.0
@@ -226,21 +174,12 @@ ANALYSIS_MEMORY_BYTES = 2 << 30
 #: analysed by later requests or by their own report page.
 PAGE_ANALYSES = 4
 
-_CHILD = """
-import json, resource, sys
-resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[3]), int(sys.argv[3])))
-from collector.pages import _analyse_file, expectations
-doc = _analyse_file(sys.argv[1], sys.argv[2], expectations())
-sys.stdout.write(json.dumps(doc))
-"""
-
-
 async def _analyse_in_child(path: str, source: str) -> dict[str, Any]:
-    """:func:`_analyse_file` in a subprocess bounded in time and memory; a failure is an error document."""
+    """``python -m collector.analysis`` bounded in time and memory; a failure is an error document."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(Path(__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _CHILD, path, source, str(ANALYSIS_MEMORY_BYTES), env=env,
+        sys.executable, "-m", "collector.analysis", path, source, str(ANALYSIS_MEMORY_BYTES), env=env,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), ANALYSIS_TIMEOUT_S)
@@ -485,7 +424,7 @@ def add_routes(app: web.Application) -> None:
     """The pages, under ``/ui/``."""
     app[_LOCKS] = {}
     app[_SLOTS] = asyncio.Semaphore(1)
-    app[_EXPECT] = expectations()
+    app[_EXPECT] = expectations_from_env()
     app.router.add_get("/ui/", index)
     app.router.add_get("/ui/incidents/{cluster}/{date}/{incident}", incident)
     app.router.add_get(f"/ui/bundles/{_PARTS}", report)
