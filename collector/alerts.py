@@ -34,8 +34,8 @@ from proto.keys import KeyPartError, check_part
 from .auth import AuthError
 from .config import AlertLimits
 from .errors import error_response
-from .requests import BOARD, CaptureRequest, check_params, request_for
-from .state import STATE
+from .requests import CaptureRequest, check_params, request_for
+from .state import BOARD, LIMITS, STATE
 from .storage import StoreError
 
 log = logging.getLogger("railscope.collector.alerts")
@@ -320,8 +320,6 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
 
 
 # -- HTTP: POST /v1/alerts (alerting role) -----------------------------------------------------
-
-LIMITS: web.AppKey[AlertLimits] = web.AppKey("alert_limits", AlertLimits)
 
 
 async def _body(request: web.Request) -> bytes:

@@ -43,7 +43,7 @@ from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
 from .auth import AuthError
 from .bundles import fetch
-from .state import STATE, Collector
+from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, STATE, Collector
 from .storage import Stored, StoreError
 
 __all__ = ["add_routes", "analysis_of"]
@@ -55,9 +55,6 @@ _REALM = 'Basic realm="railscope collector", charset="UTF-8"'
 #: Worst findings shown per node on the incident page (the report page has them all).
 WORST = 4
 
-_LOCKS: web.AppKey[dict[str, asyncio.Lock]] = web.AppKey("analysis_locks", dict)
-_SLOTS: web.AppKey[asyncio.Semaphore] = web.AppKey("analysis_slots", asyncio.Semaphore)
-_EXPECT: web.AppKey[Any] = web.AppKey("analysis_expectations", object)
 
 
 # -- auth ---------------------------------------------------------------------------------------
@@ -209,10 +206,10 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
     """
     col = request.app[STATE]
     key = stored.key
-    locks = request.app[_LOCKS]
+    locks = request.app[ANALYSIS_LOCKS]
     lock = locks.setdefault(key.rel, asyncio.Lock())
     async with lock:
-        exp = request.app[_EXPECT]
+        exp = request.app[ANALYSIS_EXPECT]
         judged = repr(exp)
         cached = await _cache_get(col, key)
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
@@ -221,7 +218,7 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
         if not analyse:
             return {"pending": True, "key": key.rel}
         try:
-            async with request.app[_SLOTS]:
+            async with request.app[ANALYSIS_SLOTS]:
                 doc = await _analyse_stored(col, stored, exp)
         except (StoreError, FileNotFoundError) as exc:
             # The store failed, not the bundle: say so on the page, cache nothing, try again next time.
@@ -422,9 +419,9 @@ async def download(request: web.Request) -> web.StreamResponse:
 
 def add_routes(app: web.Application) -> None:
     """The pages, under ``/ui/``."""
-    app[_LOCKS] = {}
-    app[_SLOTS] = asyncio.Semaphore(1)
-    app[_EXPECT] = expectations_from_env()
+    app[ANALYSIS_LOCKS] = {}
+    app[ANALYSIS_SLOTS] = asyncio.Semaphore(1)
+    app[ANALYSIS_EXPECT] = expectations_from_env()
     app.router.add_get("/ui/", index)
     app.router.add_get("/ui/incidents/{cluster}/{date}/{incident}", incident)
     app.router.add_get(f"/ui/bundles/{_PARTS}", report)

@@ -29,7 +29,7 @@ from proto.keys import KeyPartError, bundle_id, check_part, parse_rel
 
 from .auth import AuthError, Principal
 from .errors import error_response
-from .state import STATE
+from .state import BOARD, LIMITS, STATE
 from .storage import StoreError
 from .storage.local import _create, _mkdirs
 
@@ -485,7 +485,6 @@ class RequestBoard:
 
 # -- HTTP: GET /v1/requests (agents), POST /v1/requests (operators), done ----------------------
 
-BOARD: web.AppKey[RequestBoard] = web.AppKey("request_board", RequestBoard)
 #: The longest an agent's poll is held: under a minute, so that proxies and load balancers with a
 #: 60 s idle timeout never cut a poll.
 MAX_WAIT_S = 54.0
@@ -546,8 +545,6 @@ async def poll(request: web.Request) -> web.Response:
 
 async def create(request: web.Request) -> web.Response:
     """``POST /v1/requests`` (operator): capture ``node`` for ``incident``; idempotent per (incident, node, plan)."""
-    from .alerts import LIMITS
-
     try:
         await _principal(request, "operator")
         doc = await _json_body(request)
