@@ -357,7 +357,7 @@ async def receive(request: web.Request) -> web.Response:
         now = time.time()
         decision = decide(hook, board.all(), now, limits)
         for req in decision.queue:
-            await board.box.put(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
+            await board.store.put_small(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
             board.note(req)
     except StoreError as exc:
         # 5xx: Alertmanager sends the group again, and the requests are idempotent.

@@ -11,8 +11,8 @@
 
 A browser sends the operator token as HTTP Basic credentials (any user name, the token as the
 password: a 401 asks for them with ``WWW-Authenticate: Basic``) or as a bearer token (a proxy, a
-script). The analysis of a bundle is cached beside it in the store (``<name>.analysis.json``; a
-hidden ``.<name>.analysis.json`` in a local store), keyed by the bundle's sha256 and the railscope
+script). The analysis of a bundle is cached beside it in the store (``<name>.analysis.json``, a small
+object of the store), keyed by the bundle's sha256 and the railscope
 version and the expectations judged (``RAILSCOPE_<FLAG>`` variables, as doctor reads them), so no page
 reads a large bundle twice; analyses run one at a time per replica, off the event
 loop, and two pages asking for the same bundle share one analysis.
@@ -28,7 +28,6 @@ import os
 import re
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -104,37 +103,20 @@ async def _operator(request: web.Request) -> web.Response | None:
 
 # -- analysis, cached beside the bundle ------------------------------------------------------------
 
-def _cache_local(col: Collector, key: BundleKey) -> str | None:
-    root = getattr(col.store, "root", None)
-    if root is None:
-        return None
-    return os.path.join(str(root), key.dir, f".{key.name}.analysis.json")
+#: The largest cached analysis read back (the report page of a node with many rails and events).
+MAX_ANALYSIS_BYTES = 64 << 20
+
+
+def _cache_rel(key: BundleKey) -> str:
+    return f"{key.dir}/{key.name}.analysis.json"
 
 
 async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
-    loop = asyncio.get_running_loop()
-    path = _cache_local(col, key)
+    """The cached analysis of ``key``; None when there is none, it cannot be read or is not one."""
     try:
-        if path is not None:
-            def read() -> bytes | None:
-                try:
-                    with open(path, "rb") as fh:
-                        return fh.read(64 << 20)
-                except FileNotFoundError:
-                    return None
-            raw = await loop.run_in_executor(None, read)
-        elif hasattr(col.store, "bucket"):
-            store: Any = col.store
-            try:
-                resp = await store.call("get_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json")
-            except Exception as exc:
-                if "NoSuchKey" in repr(exc) or "404" in repr(exc):
-                    return None
-                raise
-            raw = await loop.run_in_executor(None, resp["Body"].read)
-        else:
-            return None
-    except OSError:
+        raw = await col.store.get_small(_cache_rel(key), MAX_ANALYSIS_BYTES)
+    except StoreError:
+        col.metrics.storage_errors.labels("read").inc()
         return None
     if raw is None:
         return None
@@ -146,21 +128,8 @@ async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
 
 
 async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> None:
-    data = json.dumps(doc, separators=(",", ":")).encode()
-    path = _cache_local(col, key)
-    if path is not None:
-        def write() -> None:
-            # 0o640 like the bundle beside it: the analysis quotes what the bundle holds.
-            tmp = f"{path}.{uuid.uuid4().hex[:12]}.part"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        await asyncio.get_running_loop().run_in_executor(None, write)
-    elif hasattr(col.store, "bucket"):
-        store: Any = col.store
-        await store.call("put_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json",
-                         Body=data, ContentType="application/json")
+    # The store writes it 0o640 like the bundle beside it: the analysis quotes what the bundle holds.
+    await col.store.put_small(_cache_rel(key), json.dumps(doc, separators=(",", ":")).encode())
 
 
 #: One analysis may take this long and this much address space; it runs in a process of its own,

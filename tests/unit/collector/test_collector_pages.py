@@ -101,8 +101,8 @@ def test_incident_page_fleet_view_and_report_pages(tmp_path: Path) -> None:
             # gives its page (it is never read again for the same digest).
             store = Path(settings.store.path)
             for key in keys:
-                cache = store / key.rsplit("/", 1)[0] / f".{key.rsplit('/', 1)[1]}.analysis.json"
-                assert cache.is_file(), cache
+                cache = store / f"{key}.analysis.json"
+                assert cache.is_file() and cache.stat().st_mode & 0o777 == 0o640, cache
                 (store / key).write_bytes(b"not a bundle any more")
             key = next(iter(keys))
             status, page, _ = await fetch(url, f"/ui/bundles/{key}", basic(OPERATOR_TOKEN))
