@@ -62,7 +62,7 @@ def _download(url: str, key: str, token_file: str | None, into: str) -> str:
     import asyncio
 
     from agent.clients.collector import CollectorClient, CollectorError
-    from agent.commands.sources import SourceError
+    from agent.offline import SourceError
 
     async def get() -> str:
         async with CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
@@ -77,7 +77,7 @@ def _download(url: str, key: str, token_file: str | None, into: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from agent.commands.doctor import not_judged
-    from agent.commands.sources import SourceError, load
+    from agent.offline import SourceError, diagnose_image
     from agent.report.content import build_report
 
     try:
@@ -87,11 +87,10 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="railscope-report-") as tmp:
         try:
             path = _download(args.collector, args.bundle, args.token_file, tmp) if args.collector else args.bundle
-            got = load(path, exp, table)
+            got = diagnose_image(path, exp, table)
         except SourceError as exc:
             return _fail(str(exc))
-    manifest_error = next((why for src, why in got.diagnosis.unavailable if src == "manifest"), None)
-    rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=manifest_error,
+    rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=got.manifest_error,
                        lossless_prio=exp.lossless_prio)
     if args.html:
         from agent import __version__
