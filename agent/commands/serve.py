@@ -250,6 +250,16 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, ValueError) as exc:
         print(f"railscope agent: {exc}", file=sys.stderr)
         return 3
+    if settings.collector_url and settings.collector_token_file:
+        from agent.clients.tokens import TokenFileError, read_token
+
+        # Read again before every request (it rotates); a file that can never be used is said now,
+        # at start, not in a warning at every upload and poll.
+        try:
+            read_token(settings.collector_token_file, "--collector-token-file")
+        except TokenFileError as exc:
+            print(f"railscope agent: {exc}", file=sys.stderr)
+            return 3
     setup_logging(args.log_level)
     from agent.service.app import serve
 
