@@ -138,7 +138,24 @@ def _request(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unusable_token_file(args: argparse.Namespace) -> str | None:
+    """Why a token file for --collector cannot be used, said before anything is captured or queued."""
+    from agent.clients.tokens import TokenFileError, read_token
+
+    for flag, path in (("--collector-token-file", args.collector_token_file),
+                       ("--operator-token-file", args.operator_token_file)):
+        if args.collector and path:
+            try:
+                read_token(path, flag)
+            except TokenFileError as exc:
+                return str(exc)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    if (why := _unusable_token_file(args)) is not None:
+        print(f"railscope capture: {why}", file=sys.stderr)
+        return 3
     if args.collector and (args.operator_token_file or args.wait):
         return _request(args)
     from agent.capture.redact import load_key
