@@ -47,7 +47,7 @@ def settings(docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> Any
         value = {"status.podIP": "10.1.2.3"}[e["valueFrom"]["fieldRef"]["fieldPath"]] if "valueFrom" in e \
             else e["value"]
         monkeypatch.setenv(e["name"], value)
-    assert c["args"] == ["collector"]
+    assert c["args"][0] == "collector"
     return settings_from_args(build_parser(only="collector").parse_args(c["args"]))
 
 
@@ -125,3 +125,43 @@ def test_values_the_collector_would_refuse_fail_at_install(chart: Any, values: d
 
     with pytest.raises(helm.HelmValuesError, match=re.escape(where)):
         render(chart, {"collector": {**ON["collector"], **values}})
+
+
+def test_the_halves_connect(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The agents get the collector's URL and a token for it; the collector takes the agents' own
+    ServiceAccount (as the chart names it) and judges with the agents' expectations."""
+    from test_chart import env_of
+
+    values = {"collector": {**ON["collector"], "tokenReview": True,
+                            "agentServiceAccounts": ["system:serviceaccount:gpu:other-agent"]},
+              "serviceAccount": {"name": "gpu-netmon"},
+              "agent": {"rails": 8, "expectEswitchMode": "switchdev", "expectEswMultiport": True,
+                        "expectRdmaNetns": "exclusive", "losslessPrio": 5, "eventWindow": "30m", "linksInterval": "20s"}}
+    docs = render(chart, values)
+    env = env_of(docs)
+    assert env["RAILSCOPE_COLLECTOR"]["value"] == f"http://rs-railscope-collector.{NAMESPACE}.svc:9842"
+    assert env["RAILSCOPE_COLLECTOR_TOKEN_FILE"]["value"] == "/var/run/secrets/railscope/collector-token"
+    s = settings(docs, monkeypatch)
+    assert s.agent_service_accounts == (f"system:serviceaccount:{NAMESPACE}:gpu-netmon",
+                                        "system:serviceaccount:gpu:other-agent")
+    from collector.pages import expectations
+
+    exp = expectations()  # reads the RAILSCOPE_* the collector's pod environment set (settings() did)
+    assert (exp.rails, exp.eswitch_mode, exp.esw_multiport, exp.rdma_netns, exp.lossless_prio, exp.event_window_s) == (
+        8, "switchdev", True, "exclusive", 5, 1800)
+    (c,) = deployment(docs)["spec"]["template"]["spec"]["containers"]
+    assert "RAILSCOPE_LINKS_INTERVAL" not in {e["name"] for e in c["env"]}  # only expectations, not the agent's knobs
+    # an agent.collector of the operator's own wins over the chart's Service
+    other = render(chart, {**values, "agent": {"collector": "http://elsewhere:9842"}})
+    assert env_of(other)["RAILSCOPE_COLLECTOR"]["value"] == "http://elsewhere:9842"
+
+
+def test_the_collector_reads_the_agents_kernel_table(chart: Any) -> None:  # noqa: F811
+    row = {"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020", "source": "site"}
+    pod = deployment(render(chart, {**ON, "agent": {"kernelTable": [row]}}))["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    path = {e["name"]: e.get("value") for e in c["env"]}["RAILSCOPE_KERNEL_TABLE"]
+    mount = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}["kernel-table"]
+    assert os.path.dirname(path) == mount
+    assert {v["name"]: v.get("configMap", {}).get("name") for v in pod["volumes"]}["kernel-table"] == \
+        "rs-railscope-kernel-table"
