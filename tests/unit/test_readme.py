@@ -78,8 +78,8 @@ def test_the_test_extra_installs_every_module_the_tests_import() -> None:
     installed = _closure(project["dependencies"] + project["optional-dependencies"]["test"])
     local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {p.name for p in (ROOT / "tests").rglob("*")
                                                                   if p.is_dir()}
-    local |= {p.stem for p in (ROOT / "bench").glob("*.py")} | {"agent", "collector", "proto", "tests",
-                                                                 "readme_commands"}
+    local |= {p.stem for p in (ROOT / "bench").glob("*.py")} | {p.stem for p in (ROOT / "scripts").glob("*.py")}
+    local |= {"agent", "collector", "proto", "tests"}
     files = [p for p in (ROOT / "tests").rglob("*.py") if "images" not in p.parts]
     third_party = _imports(files) - set(sys.stdlib_module_names) - local
     providers = md.packages_distributions()
@@ -89,3 +89,10 @@ def test_the_test_extra_installs_every_module_the_tests_import() -> None:
         if not dists & installed:
             missing[mod] = sorted(dists) or "not installed here"
     assert not missing, f"the tests import modules the test extra does not install: {missing}"
+
+
+def test_the_license_file_is_the_license_pyproject_names() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["license"] == {"text": "Apache-2.0"}
+    head = " ".join((ROOT / "LICENSE").read_text(encoding="utf-8").split()[:4])
+    assert head == "Apache License Version 2.0,"
