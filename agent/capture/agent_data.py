@@ -9,7 +9,7 @@ import socket
 import urllib.parse
 from typing import Any
 
-__all__ = ["AgentDataError", "fetch_agent_data"]
+__all__ = ["AgentDataError", "fetch_agent_data", "fetch_events"]
 
 #: the recorder is a few MB (15 min x 8 rails); refuse a runaway answer
 MAX_BYTES = 64 << 20
@@ -58,16 +58,22 @@ def _get(agent: str, path: str, token: str | None, timeout: float) -> bytes:
     return body
 
 
-def fetch_agent_data(agent: str, token_file: str | None = None,
-                     timeout_s: float = 30.0) -> tuple[list[dict[str, Any]], bytes | None]:
-    """(events, recorder.jsonl bytes or None when the agent's recorder is off)."""
-    token = None
-    if token_file:
-        try:
-            with open(token_file, encoding="utf-8") as fh:
-                token = fh.read(4096).strip()
-        except OSError as exc:
-            raise AgentDataError(f"--agent-token-file {token_file}: {exc.strerror or exc}") from None
+def _token(token_file: str | None) -> str | None:
+    if not token_file:
+        return None
+    try:
+        with open(token_file, encoding="utf-8") as fh:
+            return fh.read(4096).strip()
+    except OSError as exc:
+        raise AgentDataError(f"--agent-token-file {token_file}: {exc.strerror or exc}") from None
+
+
+def fetch_events(agent: str, token_file: str | None = None, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+    """The agent's event log (``/v1/events``), oldest first, as it serves it."""
+    return _events(agent, _token(token_file), timeout_s)
+
+
+def _events(agent: str, token: str | None, timeout_s: float) -> list[dict[str, Any]]:
     try:
         doc = json.loads(_get(agent, "/v1/events", token, timeout_s))
         events = doc["events"] if isinstance(doc, dict) else None
@@ -75,6 +81,14 @@ def fetch_agent_data(agent: str, token_file: str | None = None,
             raise ValueError("no events list")
     except (ValueError, KeyError) as exc:
         raise AgentDataError(f"{agent}/v1/events: not an events document ({exc})") from None
+    return events
+
+
+def fetch_agent_data(agent: str, token_file: str | None = None,
+                     timeout_s: float = 30.0) -> tuple[list[dict[str, Any]], bytes | None]:
+    """(events, recorder.jsonl bytes or None when the agent's recorder is off)."""
+    token = _token(token_file)
+    events = _events(agent, token, timeout_s)
     try:
         recorder: bytes | None = _get(agent, "/v1/recorder", token, timeout_s)
     except AgentDataError as exc:
