@@ -21,6 +21,7 @@ CODES: dict[str, str] = {
     "RailNameMismatch": "critical",
     "RdmaNameMismatch": "critical",
     "RailTemplateInvalid": "critical",
+    "RailRuleUnreadable": "warning",
     "RailLinkDown": "critical",
     "RdmaLinkDown": "critical",
     "RdmaNetnsModeUnexpected": "warning",
@@ -67,6 +68,11 @@ NEXT_STEPS: dict[str, str] = {
         "A netdev name over 15 characters (IFNAMSIZ) never applies: shorten the template in the naming rules file "
         "(the subject), e.g. net_rail%rail_id% instead of the multiplane template. Owner: the Network Operator's "
         "NicConfigurationTemplate or the site's provisioning."),
+    "RailRuleUnreadable": (
+        "Fix the line the finding names (its number and why are in the message and evidence): `udevadm verify "
+        "<file>` (systemd 254+) or `udevadm test` on the rail's netdev shows what udev makes of it; until then "
+        "railscope judges the rail without it. Owner: whoever writes the naming rules (the Network Operator's "
+        "NicConfigurationTemplate or the site's provisioning)."),
     "RailLinkDown": (
         "`ip -s link show <netdev>` and `ethtool <netdev>` for carrier and speed, `ethtool -m <netdev>` for the "
         "optic; then the cable and the switch port. A bundle's recorder.jsonl shows the carrier losses before. "
@@ -131,6 +137,9 @@ CODE_RULES: dict[str, str] = {
     "RdmaNameMismatch": "the PCI function an RDMA rule names has an RDMA device with another name (rename failed)",
     "RailTemplateInvalid": ("a naming rule's netdev name is longer than 15 characters (IFNAMSIZ) and can never "
                             "apply: one finding for the rules file, instead of one per rail"),
+    "RailRuleUnreadable": ("a naming rule line of /etc/udev/rules.d cannot be read (not a PCI function address, "
+                           "unbalanced quotes, an empty or invalid name): one finding per rules file, the lines "
+                           "in the evidence; the line is also listed under not available"),
     "RailLinkDown": "a rail netdev is not oper up or has no carrier",
     "RdmaLinkDown": "a rail's RDMA port is not ACTIVE / LINK_UP",
     "RdmaNetnsModeUnexpected": ("the RDMA netns mode differs from --expect-rdma-netns, or the node asks for exclusive "
@@ -179,6 +188,7 @@ CODE_SUBJECTS: dict[str, str] = {
     "RailNameMismatch": "the expected rail netdev name (`net_rail1`)",
     "RdmaNameMismatch": "the expected RDMA device name (`rdma_rail1`)",
     "RailTemplateInvalid": "the rules file's absolute path on the host (`/etc/udev/rules.d/10-nic-net-interface-naming.rules`)",
+    "RailRuleUnreadable": "the rules file's absolute path on the host",
     "RailLinkDown": "the expected rail netdev name (`net_rail1`)",
     "RdmaLinkDown": "the expected RDMA device name (`rdma_rail1`)",
     "RdmaNetnsModeUnexpected": "`node`",
