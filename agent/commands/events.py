@@ -37,12 +37,15 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.capture.agent_data import AgentDataError, fetch_events
+    from agent.clients.agent import AgentClient, AgentClientError
     from agent.report.terminal import safe
 
     try:
-        events = fetch_events(args.agent, args.agent_token_file)
-    except AgentDataError as exc:
+        events = AgentClient(args.agent, token_file=args.agent_token_file).events()
+    except AgentClientError as exc:
+        if exc.usage:
+            print(f"railscope events: {exc}", file=sys.stderr)
+            return 3
         print(f"railscope events: {exc}", file=sys.stderr)
         return 1
     if args.code:

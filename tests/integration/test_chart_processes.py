@@ -189,6 +189,12 @@ def test_the_rendered_agent_and_collector_store_an_event_capture(rails: RailNetn
         "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt": "/etc/ssl/certs/ca-certificates.crt",
         "/etc/railscope/tokens/operator": str(tmp_path / "operator"),
     }
+    # Token files get the modes their volumes give them in the pods (the agent refuses a token its
+    # group or others may read).
+    for kind, pod_path in (("DaemonSet", "/var/run/secrets/railscope/collector-token"),
+                           ("Deployment", "/var/run/secrets/kubernetes.io/serviceaccount/token"),
+                           ("Deployment", "/etc/railscope/tokens/operator")):
+        os.chmod(paths[pod_path], pod_mode(docs, kind, pod_path))
     urls = {f"http://rs-railscope-collector.{NAMESPACE}.svc:{col_port}": f"http://{host}:{col_port}",
             "https://kubernetes.default.svc": f"http://{host}:{standin.port}"}
     col_argv, col_env = command_line(collector_c, {"status.podIP": host}, paths, urls)
@@ -228,10 +234,7 @@ def test_the_rendered_agent_and_collector_store_an_event_capture(rails: RailNetn
                                                       if n.endswith("/manifest.json"))).read())  # type: ignore[union-attr]
         failed = [(it.get("path"), it.get("reason")) for it in manifest["items"]
                   if str(it.get("reason", "")).startswith("failed:")]
-        # The daemon's event captures lose their file steps while its TrackedHost lacks `.real`
-        # (issue 22, defect 1): expected to fail until that is fixed, and to pass once it is.
-        if failed and all("no attribute 'real'" in str(why) for _, why in failed):
-            pytest.xfail(f"a daemon capture's file steps fail on TrackedHost: {failed}")
+        # the daemon's event capture read its file steps (they failed while its TrackedHost lacked `.real`)
         assert not failed, failed
     finally:
         if agent is not None:
@@ -239,6 +242,18 @@ def test_the_rendered_agent_and_collector_store_an_event_capture(rails: RailNetn
         _stop(collector)
         standin.stop()
         weed.stop()
+
+
+def pod_mode(docs: list[dict[str, Any]], kind: str, pod_path: str) -> int:
+    """The mode the kubelet gives a file of a projected, secret or configMap volume: the volume's
+    defaultMode, else the kubelet's 0644."""
+    (doc,) = [d for d in docs if d["kind"] == kind]
+    spec = doc["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    (mount,) = [m for m in c["volumeMounts"] if pod_path.startswith(m["mountPath"].rstrip("/") + "/")]
+    (vol,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    source = vol.get("projected") or vol.get("secret") or vol.get("configMap") or {}
+    return int(source.get("defaultMode", 0o644))
 
 
 def agent_c_spool(c: dict[str, Any]) -> str:

@@ -144,7 +144,7 @@ def test_the_halves_connect(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None
     s = settings(docs, monkeypatch)
     assert s.agent_service_accounts == (f"system:serviceaccount:{NAMESPACE}:gpu-netmon",
                                         "system:serviceaccount:gpu:other-agent")
-    from collector.pages import expectations
+    from agent.expectations import expectations_from_env as expectations
 
     exp = expectations()  # reads the RAILSCOPE_* the collector's pod environment set (settings() did)
     assert (exp.rails, exp.eswitch_mode, exp.esw_multiport, exp.rdma_netns, exp.lossless_prio, exp.event_window_s) == (
