@@ -255,7 +255,7 @@ async def _refusal(resp: aiohttp.ClientResponse) -> CollectorError:
         if not isinstance(doc, dict):
             raise ValueError
         code, message = str(doc.get("error", "")), str(doc.get("message", ""))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: '[' nested past the interpreter's limit
         code, message = "bad_answer", raw[:200].decode("utf-8", "replace").strip() or (resp.reason or "")
     ra = resp.headers.get("Retry-After")
     return CollectorError(f"collector answered {resp.status} {code}: {message}".replace(" :", ":"),
@@ -269,7 +269,7 @@ async def _json_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYT
         raise CollectorError(f"collector answer larger than {limit} bytes", status=resp.status, code="bad_answer")
     try:
         doc = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: '[' nested past the interpreter's limit
         raise CollectorError(f"collector answered {resp.status} with no JSON: {raw[:200]!r}", status=resp.status,
                              code="bad_answer") from None
     if not isinstance(doc, dict):

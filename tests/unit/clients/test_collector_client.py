@@ -239,3 +239,49 @@ def test_a_key_that_is_not_a_bundle_key_is_refused_before_any_request(tmp_path: 
     errors = asyncio.run(go())
     assert [e.code for e in errors] == ["bad_key"] * 5
     assert not (tmp_path / "out").exists()
+
+
+def test_an_answer_that_is_not_the_collectors_is_an_error_not_a_crash() -> None:
+    """A stand-in server (not the collector: the real one never answers so) sends JSON nested past
+    the recursion limit, a list, and a body over the cap: each is one CollectorError."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from agent.clients import collector as client_mod
+
+    async def nested(_r: web.Request) -> web.Response:
+        return web.Response(body=b"[" * 100_000, content_type="application/json")
+
+    async def refused_nested(_r: web.Request) -> web.Response:
+        return web.Response(status=400, body=b"[" * 60_000, content_type="application/json")
+
+    async def a_list(_r: web.Request) -> web.Response:
+        return web.json_response([1, 2])
+
+    async def huge(_r: web.Request) -> web.StreamResponse:
+        return web.Response(body=b" " * (client_mod.MAX_POLL_BYTES + 10), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/v1/bundles", nested)
+    app.router.add_post("/v1/bundles/lab/2026-12-01/inc-1/n1-20261201T000000Z-b1.tar.gz/verify", refused_nested)
+    app.router.add_get("/v1/requests/n1/b1", a_list)
+    app.router.add_get("/v1/requests", huge)
+
+    async def go() -> list[CollectorError]:
+        server = TestServer(app)
+        await server.start_server()
+        out = []
+        try:
+            async with CollectorClient(str(server.make_url("/")), token=OPERATOR_TOKEN) as c:
+                for call in (c.list(), c.verify("lab/2026-12-01/inc-1/n1-20261201T000000Z-b1.tar.gz"),
+                             c.show("n1", "b1"), c.poll("n1", 0)):
+                    with pytest.raises(CollectorError) as info:
+                        await call
+                    out.append(info.value)
+        finally:
+            await server.close()
+        return out
+
+    errors = asyncio.run(go())
+    assert [e.code for e in errors] == ["bad_answer"] * 4
+    assert errors[1].status == 400 and not errors[1].retryable
