@@ -348,3 +348,20 @@ def test_every_event_code_has_its_alert_for_a_request_to_reuse() -> None:
         if name.removeprefix("Railscope") in EVENT_CODES:
             assert pull.ALERT_EVENTS[name] == name.removeprefix("Railscope")
     assert {f"Railscope{c}" for c in EVENT_CODES if c != "DriverReload"} <= alerts
+
+
+def test_the_daemon_has_one_collector_client_for_its_uploads_and_its_requests(example_image: Path) -> None:
+    """One session per app: the puller uses the daemon's client, which the daemon closes when it stops."""
+    from aiohttp import web
+
+    agent = _agent(example_image, collector_url="http://127.0.0.1:9")
+    puller = pull.attach(web.Application(), agent)
+    assert puller is not None and agent.collector is not None and puller.client is agent.collector
+
+    async def go() -> bool:
+        session = agent.collector.session  # type: ignore[union-attr]
+        await agent.stop()
+        return session.closed
+
+    assert asyncio.run(go())
+    assert _agent(example_image).collector is None  # no --collector, no client
