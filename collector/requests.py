@@ -1,10 +1,10 @@
-"""Capture requests: what the collector asks an agent to capture, and where requests live.
+"""Capture requests on the collector's side: where they live, and the ``/v1/requests`` routes.
 
-A request names a fixed, versioned capture plan and its parameters — never a command: the agent
-maps the plan name to code it ships, so a collector (or whoever can write to the bucket) cannot make
-a privileged pod run anything new. A request expires; its id is the bundle id of
-``proto.keys.bundle_id(incident, node, plan)``, so a request captured twice (an agent restarted
-mid-capture) is stored once, and posting the same alert group again finds the request it made.
+What a request is — its document, plans, parameters, id and object key — is ``proto/requests.py``
+(``proto/SPEC.md``, "Capture requests"), which the agent reads with too. A request names a fixed,
+versioned plan, never a command; its id is the bundle id of its incident, node and plan, so a request
+captured twice (an agent restarted mid-capture) is stored once, and posting the same alert group
+again finds the request it made.
 
 Requests live in the object store (``<prefix>/_requests/<node>/<id>.json``; ``_`` can start no
 cluster name, so they never mix with bundles), so every collector replica sees every request.
@@ -42,8 +42,6 @@ from .errors import error_response
 from .state import BOARD, LIMITS, STATE
 from .storage import Store, StoreError
 
-# The request contract (schema, plans, parameters, ids) is proto's; this module keeps where requests
-# live and the HTTP routes that serve them.
 __all__ = ["DEFAULT_PLAN", "MAX_REQUEST_BYTES", "PLANS", "REQUESTS_DIR", "REQUEST_SCHEMA", "CaptureRequest",
            "PlanSpec", "RequestError", "check_params", "plan_ref", "request_for"]
 
