@@ -28,20 +28,9 @@ from .test_agent_netns import PORT, StartAgent, flap, get, start_agent, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "deploy"))
-from test_dashboard import dashboard, metric_names, targets  # noqa: E402
+from test_dashboard import dashboard, metric_names, substitute, targets  # noqa: E402
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
-
-#: the dashboard's variables as Grafana sends them with "All" selected, and its interval macros
-VARIABLES = {"$cluster": ".*", "$node": ".*", "$rail": ".*", "$prio": "3", "$collector_job": ".*railscope.*collector.*",
-             "$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m"}
-
-
-def substitute(expr: str) -> str:
-    for var in sorted(VARIABLES, key=len, reverse=True):
-        expr = expr.replace(var, VARIABLES[var])
-    return expr
-
 
 def test_every_panel_query_runs_on_a_real_prometheus(start_agent: StartAgent, rails: RailNetns,  # noqa: F811
                                                      tmp_path: Path) -> None:
