@@ -79,7 +79,7 @@ class Manifest:
             **self.extra,
             "schema": self.schema, "node": self.node, "cluster": self.cluster, "incident": self.incident,
             "reason": self.reason, "agent_version": self.agent_version, "started_at": self.started_at,
-            "ended_at": self.ended_at, "items": [it.as_json() for it in sorted(self.items, key=lambda i: (i.path or "", i.argv or ()))],
+            "ended_at": self.ended_at, "items": [it.as_json() for it in sorted(self.items, key=_item_order)],
         }
 
     def item(self, path: str | None) -> ManifestItem | None:
@@ -105,8 +105,14 @@ class Manifest:
         return dt.timestamp()
 
 
+def _item_order(item: ManifestItem) -> tuple[bool, str, tuple[str, ...]]:
+    # By path; a command that never ran has none and goes after every item that has one.
+    return item.path is None, item.path or "", item.argv or ()
+
+
 def manifest_to_json(manifest: Manifest) -> str:
-    """The ``manifest.json`` text: strict JSON (RFC 8259), items sorted by path, a final newline."""
+    """The ``manifest.json`` text: strict JSON (RFC 8259), items sorted by path (those without one
+    last), a final newline."""
     return json.dumps(manifest.as_json(), indent=1, allow_nan=False) + "\n"
 
 
