@@ -242,6 +242,15 @@ async def index(request: web.Request) -> web.Response:
     return _page("railscope incidents", body)
 
 
+def _next(code: Any) -> str:
+    """A finding code's next step (agent/findings.py NEXT_STEPS), as a line under it; nothing for a code
+    this collector does not know."""
+    from agent.findings import next_step
+
+    step = next_step(str(code))
+    return f'<div class="muted next">Next: {esc(step)}</div>' if step else ""
+
+
 def _worst(doc: dict[str, Any]) -> list[dict[str, Any]]:
     findings = doc.get("doctor", {}).get("findings", []) if isinstance(doc.get("doctor"), dict) else []
     return [f for f in findings if isinstance(f, dict)][:WORST]
@@ -296,7 +305,7 @@ async def incident(request: web.Request) -> web.Response:
             fs = _worst(doc)
             total = len(doc["doctor"].get("findings", []))
             worst = "<br>".join(f"{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
-                                f"<code>{esc(f.get('subject'))}</code>" for f in fs) or \
+                                f"<code>{esc(f.get('subject'))}</code>{_next(f.get('code'))}" for f in fs) or \
                 '<span class="pill ok">OK</span> no findings'
             if total > len(fs):
                 worst += f'<br><span class="muted">and {total - len(fs)} more</span>'
@@ -306,12 +315,13 @@ async def incident(request: web.Request) -> web.Response:
     fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d and "pending" not in d)
     if fleet:
         frows = "".join(f"<tr><td>{pill(sev)}</td><td class=mono>{esc(c)}</td><td class=mono>{esc(subj)}</td>"
-                        f"<td><b>{len(nodes)}</b> nodes</td><td class=mono>{esc(', '.join(nodes))}</td></tr>"
+                        f"<td><b>{len(nodes)}</b> nodes</td><td class=mono>{esc(', '.join(nodes))}</td>"
+                        f"<td>{_next(c)}</td></tr>"
                         for c, subj, sev, nodes in fleet)
         fleet_html = ("<p>The same code on the same rail of several nodes points at what they share (a leaf "
                       "switch, a cable bundle, a fabric setting) before the nodes themselves.</p>"
                       "<table id=fleet><thead><tr><th>Severity</th><th>Code</th><th>Subject</th><th>Seen on</th>"
-                      f"<th>Nodes</th></tr></thead><tbody>{frows}</tbody></table>")
+                      f"<th>Nodes</th><th>Next step</th></tr></thead><tbody>{frows}</tbody></table>")
     else:
         fleet_html = "<p>No finding is shared by two nodes.</p>"
     nodes = sorted({s.key.node for s in found})

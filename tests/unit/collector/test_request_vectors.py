@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 from collector_helpers import AGENT_TOKEN, OPERATOR_TOKEN, local_settings, running
 
-from collector.requests import CaptureRequest, RequestBoard
+from collector.requests import BOARD, CaptureRequest, RequestBoard
 from collector.storage.local import LocalStore
 
 VECTORS = json.loads((Path(__file__).resolve().parents[3] / "proto" / "vectors" / "requests.json").read_text())
@@ -35,10 +35,11 @@ def _store(root: Path) -> None:
 
 
 def test_the_board_reads_every_vector_and_rewrites_it_canonically(tmp_path: Path) -> None:
-    _store(tmp_path / "a" / "store")
+    settings = local_settings(tmp_path)
+    _store(tmp_path / "store")
 
     async def go() -> tuple[list[CaptureRequest], int]:
-        board = RequestBoard(LocalStore(local_settings(tmp_path / "a")), clock=lambda: 1796117903.0)
+        board = RequestBoard(LocalStore(settings), clock=lambda: 1796117903.0)
         await board.refresh()
         return board.all(), board.bad_objects
 
@@ -97,3 +98,4 @@ def test_the_app_writes_what_the_contract_encodes(tmp_path: Path) -> None:
     stored = (tmp_path / "store" / "_requests" / NODE / f"{doc['id']}.json").read_bytes()
     assert stored == CaptureRequest.from_json(doc).dumps()
     assert CaptureRequest.loads(stored).plan_ref == "node-bundle/v1;pod_netns=true"
+    assert BOARD is not None
