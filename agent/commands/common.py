@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from agent.config import Expectations
+from agent.config import EXPECTATION_FLAGS, Expectations, expectations_from_json
 from agent.model import KernelRow
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
 
-__all__ = ["EXIT_USAGE", "add_expectation_flags", "env_default", "expectations_from_args", "fail", "judged_by",
-           "seconds"]
+__all__ = ["EXIT_USAGE", "Judged", "add_expectation_flags", "env_default", "expectations_from_args", "fail",
+           "given_expectations", "judge_image", "judged_by", "seconds"]
 
 #: The exit status of bad usage (a flag, a --from path, a --kernel-table that cannot be used).
 EXIT_USAGE = 3
@@ -69,35 +71,156 @@ def _duration(text: str) -> float:
     return val
 
 
-def add_expectation_flags(p: argparse.ArgumentParser) -> None:
+#: the namespace attribute naming the expectation flags given on the command line
+_GIVEN = "_expectations_given"
+
+
+def _mark(namespace: argparse.Namespace, dest: str) -> None:
+    given = getattr(namespace, _GIVEN, None)
+    if given is None:
+        given = set()
+        setattr(namespace, _GIVEN, given)
+    given.add(dest)
+
+
+class _Store(argparse._StoreAction):
+    """``store`` that remembers the flag was given: a bundle's recorded value yields only to a flag
+    the operator typed, never to a flag's default."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        _mark(namespace, self.dest)
+
+
+class _Append(argparse._AppendAction):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        _mark(namespace, self.dest)
+
+
+def given_expectations(args: argparse.Namespace) -> dict[str, str]:
+    """Expectations field -> where the command line stated it: the flag (``--rails``) or its variable
+    (``RAILSCOPE_RAILS``). A field absent here is the flag's default."""
+    typed = getattr(args, _GIVEN, set())
+    out = {}
+    for name, flag in EXPECTATION_FLAGS.items():
+        dest = flag.lstrip("-").replace("-", "_")
+        var = "RAILSCOPE_" + dest.upper()
+        if dest in typed:
+            out[name] = flag
+        elif os.environ.get(var) and hasattr(args, dest) and dest not in ("net_template", "rdma_template"):
+            out[name] = var  # the template flags read no variable
+    return out
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The expectations a node image was judged with, and where each came from (DESIGN §2): the
+    command line (a flag or its ``RAILSCOPE_*`` variable) over the bundle's manifest over the
+    defaults."""
+
+    expectations: Expectations
+    #: Expectations field -> "bundle" | the flag | the variable | "default"
+    origin: dict[str, str] = field(default_factory=dict)
+    #: what the bundle recorded (Expectations fields), overridden or not
+    recorded: dict[str, Any] = field(default_factory=dict)
+    #: the recorded values refused as invalid, one line each
+    problems: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"rails": {"value": 2, "from": "bundle"}, ...}``, keyed by the flag's words; ``bundle``
+        names the recorded value a flag overrode."""
+        out: dict[str, Any] = {}
+        for name, flag in EXPECTATION_FLAGS.items():
+            if name not in self.origin:
+                continue
+            value = getattr(self.expectations, name)
+            entry: dict[str, Any] = {"value": list(value) if isinstance(value, tuple) else value,
+                                     "from": self.origin[name]}
+            if self.origin[name] != "bundle" and name in self.recorded:
+                rec = self.recorded[name]
+                entry["bundle"] = list(rec) if isinstance(rec, tuple) else rec
+            out[flag.lstrip("-").replace("-", "_")] = entry
+        return out
+
+    def words(self) -> str:
+        """One line for people: the values that are not a flag's default, with where each came from,
+        e.g. ``rails=2 (bundle), expect_eswitch_mode=switchdev (--expect-eswitch-mode)``."""
+        default = Expectations()
+        parts = []
+        for key, entry in self.as_json().items():
+            name = next(n for n, f in EXPECTATION_FLAGS.items() if f.lstrip("-").replace("-", "_") == key)
+            shown = entry["value"]
+            if entry["from"] == "default" or (entry["from"] == "bundle"
+                                              and getattr(default, name) == getattr(self.expectations, name)):
+                continue
+            if isinstance(shown, list):
+                shown = ",".join(shown)
+            extra = f"; the bundle had {entry['bundle']}" if "bundle" in entry and entry["bundle"] != entry["value"] else ""
+            parts.append(f"{key}={'none' if shown is None else shown} ({entry['from']}{extra})")
+        if not self.recorded and not parts:
+            return "the command line's (the image records no expectations)"
+        return ", ".join(parts) or "the defaults (the bundle records no expectation beyond them)"
+
+
+def judge_image(exp: Expectations, given: dict[str, str], manifest_extra: Any) -> Judged:
+    """The expectations to judge an image with: ``exp`` (the command line's) for every field in
+    ``given``, the bundle's recorded value (``manifest.json`` ``expectations``) for the others."""
+    recorded, problems = expectations_from_json(manifest_extra)
+    origin: dict[str, str] = {}
+    use: dict[str, Any] = {}
+    for name in EXPECTATION_FLAGS:
+        if name in given:
+            origin[name] = given[name]
+        elif name in recorded and name != "kernel_table_file":  # a file on the node, not in the bundle
+            use[name] = recorded[name]
+            origin[name] = "bundle"
+        elif name in ("flap_count", "flap_window_s", "storm_ratio"):
+            continue  # not flags of the reading commands: only a bundle states them
+        else:
+            origin[name] = "default"
+    return Judged(replace(exp, **use), origin, recorded, problems)
+
+
+def add_expectation_flags(p: argparse.ArgumentParser, *, templates: bool = True) -> None:
+    """The judging flags; ``templates=False`` where the command declares ``--net-template`` itself."""
     g = p.add_argument_group("expectations (nothing is judged unless asked)")
-    g.add_argument("--lossless-prio", type=_prio, default=int(env_default("lossless-prio", "3") or 3),
+    g.add_argument("--lossless-prio", action=_Store, type=_prio, default=int(env_default("lossless-prio", "3") or 3),
                    help="The RoCE lossless priority whose PFC counters are judged. Default: 3.")
-    g.add_argument("--expect-eswitch-mode", choices=("switchdev", "legacy"),
+    g.add_argument("--expect-eswitch-mode", action=_Store, choices=("switchdev", "legacy"),
                    default=env_default("expect-eswitch-mode", None),
                    help="Report PFs with VFs whose eswitch is in another mode. Default: no expectation.")
-    g.add_argument("--expect-esw-multiport", type=_bool_word, default=env_default("expect-esw-multiport", None),
+    g.add_argument("--expect-esw-multiport", action=_Store, type=_bool_word, default=env_default("expect-esw-multiport", None),
                    help="Report NICs whose esw_multiport (LAG) is not this value (true/false). "
                         "Default: no expectation; a torn value across the PFs of one NIC is always reported.")
-    g.add_argument("--expect-rdma-netns", choices=("shared", "exclusive"),
+    g.add_argument("--expect-rdma-netns", action=_Store, choices=("shared", "exclusive"),
                    default=env_default("expect-rdma-netns", None),
                    help="Report an RDMA netns mode other than this. Default: no expectation (a node that asks "
                         "for exclusive mode in modprobe.d or the cmdline but runs shared is always reported).")
-    g.add_argument("--rails", type=int, default=env_default("rails", None),
-                   help="Expect rails 0..N-1 when the node has no udev naming rules, named by the first net "
-                        "template with only %%rail_id%% (none: no rails expected). Default: the rails the udev "
-                        "rules name.")
-    g.add_argument("--net-template", type=_template, action="append", default=None,
-                   help="Netdev name template in the operator's syntax, e.g. net_rail%%rail_id%%. Repeatable. "
-                        f"Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')} tried in order.")
-    g.add_argument("--rdma-template", type=_template, action="append", default=None,
-                   help="RDMA device name template. Repeatable. Default: "
-                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
-    g.add_argument("--event-window", type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
+    g.add_argument("--rails", action=_Store, type=int, default=env_default("rails", None),
+                   help="Expect rails 0..N-1, named by the first net template with only %%rail_id%%. Where udev "
+                        "naming rules exist they win for the rails they name, and the rails of 0..N-1 they do not "
+                        "name are expected too (a note says which won). Default: the rails the udev rules name, "
+                        "else none.")
+    if templates:
+        add_template_flags(g)
+    g.add_argument("--event-window", action=_Store, type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
                    help="Agent events this long before the capture time become findings. Default: 15m.")
-    g.add_argument("--kernel-table", default=env_default("kernel-table", None), metavar="FILE",
+    g.add_argument("--kernel-table", action=_Store, default=env_default("kernel-table", None), metavar="FILE",
                    help="A JSON file of extra validated-kernel rows for DriverKernelUnvalidated, added to the "
                         "shipped table. Default: the shipped table only.")
+
+
+def add_template_flags(g: Any) -> None:
+    """``--net-template`` / ``--rdma-template``: which names are rails (the readers' and the checks')."""
+    g.add_argument("--net-template", type=_template, action=_Append, default=None,
+                   help="Netdev name template in the operator's syntax, e.g. net_rail%%rail_id%%. Repeatable. "
+                        f"Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')} tried in order.")
+    g.add_argument("--rdma-template", type=_template, action=_Append, default=None,
+                   help="RDMA device name template. Repeatable. Default: "
+                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
 
 
 def expectations_from_args(args: argparse.Namespace) -> Expectations:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
-from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
+from agent.commands.common import add_expectation_flags, env_default, fail, given_expectations, judged_by
 
 __all__ = ["register", "run"]
 
@@ -50,20 +51,42 @@ def run(args: argparse.Namespace) -> int:
         exp, table = judged_by(args)
     except ValueError as exc:
         return _fail(str(exc))
-    sides = []
-    for source in (args.before, args.after):
+    given = given_expectations(args)
+    sources = (args.before, args.after)
+    got: dict[str, Any] = {}
+    # A live side is judged as the bundle it is compared with, unless the command line says otherwise:
+    # "diff BEFORE live" after an upgrade must not lose the rails the capture expected.
+    for source in sorted(sources, key=lambda s: s == LIVE):
+        other = got.get(sources[1] if source == sources[0] else sources[0])
+        base = other.judged.expectations if source == LIVE and other is not None and other.judged else exp
         try:
-            got = load(source, exp, table, host_root=args.host_root, allow_live=True)
+            got[source] = load(source, base, table, host_root=args.host_root, allow_live=True, given=given)
         except SourceError as exc:
             return _fail(str(exc))
-        timed = source == LIVE or got.history.capture_time is not None or _started(got.manifest)
-        sides.append(Side(source, got.snapshot, got.topology, got.diagnosis, exp.lossless_prio, timed))
+    sides, judged = [], []
+    for source in sources:
+        g = got[source]
+        judged.append(g.judged)
+        timed = source == LIVE or g.history.capture_time is not None or _started(g.manifest)
+        prio = g.judged.expectations.lossless_prio if g.judged is not None else exp.lossless_prio
+        if source == LIVE:
+            prio = next((j.expectations.lossless_prio for j in judged if j is not None), prio)
+        sides.append(Side(source, g.snapshot, g.topology, g.diagnosis, prio, timed))
     result = diff(sides[0], sides[1])
     if args.json:
-        json.dump(result.as_json(), sys.stdout, indent=2)
+        doc = result.as_json()
+        for part, j in zip(("before", "after"), judged, strict=True):
+            if j is not None and isinstance(doc.get(part), dict):
+                doc[part]["expectations"] = j.as_json()
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         from agent.report.diff_text import render_diff
 
         render_diff(result, sys.stdout)
+        for part, j in zip(("before", "after"), judged, strict=True):
+            if j is not None:
+                from agent.report.terminal import safe
+
+                sys.stdout.write(f"{part} judged with: {safe(j.words())}\n")
     return result.exit_status(args.fail_on)

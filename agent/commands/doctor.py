@@ -13,7 +13,14 @@ import sys
 
 from agent.analysis import pipeline
 from agent.analysis.diagnose import with_unavailable
-from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
+from agent.commands.common import (
+    add_expectation_flags,
+    env_default,
+    fail,
+    given_expectations,
+    judge_image,
+    judged_by,
+)
 from agent.config import Expectations, ReadConfig
 from agent.findings import Diagnosis
 from agent.host import HostError
@@ -99,12 +106,20 @@ def run(args: argparse.Namespace) -> int:
     except HostError as exc:
         return _fail(str(exc))
 
+    judged = None
+    if host.image is not None:
+        # A bundle is judged with the expectations it was captured with unless a flag says otherwise.
+        recorded = host.image.manifest.extra.get("expectations") if host.image.manifest else None
+        judged = judge_image(exp, given_expectations(args), recorded)
+        exp = judged.expectations
     try:
         cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
         snap = take_snapshot(host, cfg)
         diag: Diagnosis = pipeline.run(snap, exp, table, history=load_history(host)).diagnosis
         if host.image is not None and host.image.problems:
             diag = with_unavailable(diag, host.image.problems)
+        if judged is not None and judged.problems:
+            diag = with_unavailable(diag, tuple(("manifest", p) for p in judged.problems))
     except HostError as exc:
         return _fail(str(exc))
     except Exception as exc:  # a reader bug must not become a traceback on an operator's terminal
@@ -118,11 +133,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from agent.report.jsondoc import strict_json
 
-        json.dump(strict_json(diag.as_json()), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
+        doc = diag.as_json()
+        if judged is not None:
+            doc["expectations"] = judged.as_json()
+        json.dump(strict_json(doc), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
         sys.stdout.write("\n")
     else:
         from agent.report.text import render
 
         render(diag, sys.stdout, source=args.source, found=what_was_found(snap) if not diag.rails else (),
-               not_judged=not_judged(exp))
+               not_judged=not_judged(exp), judged_with=judged.words() if judged is not None else None)
     return diag.exit_status()

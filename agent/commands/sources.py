@@ -15,6 +15,7 @@ from typing import Any
 from agent.analysis.checks import KernelRow
 from agent.analysis.diagnose import diagnose, with_unavailable
 from agent.analysis.topology import Topology, build_topology
+from agent.commands.common import Judged, judge_image
 from agent.config import Expectations, ReadConfig
 from agent.findings import Diagnosis
 from agent.host import HostError
@@ -39,11 +40,15 @@ class Loaded:
     history: History
     diagnosis: Diagnosis
     manifest: dict[str, Any] | None
+    #: the expectations a node image was judged with and where each came from; None for ``live``
+    judged: Judged | None = None
 
 
 def load(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...], *, host_root: str = "/",
-         allow_live: bool = False) -> Loaded:
-    """Read ``source`` (a path, or ``live`` when ``allow_live``) and diagnose it."""
+         allow_live: bool = False, given: dict[str, str] | None = None) -> Loaded:
+    """Read ``source`` (a path, or ``live`` when ``allow_live``) and diagnose it. A node image is judged
+    with the expectations its manifest records, except those in ``given`` (the command line's:
+    ``agent.commands.common.given_expectations``), which ``exp`` holds."""
     import tarfile
     import zlib
 
@@ -64,6 +69,11 @@ def load(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
     except damaged as exc:
         raise SourceError(f"{source}: damaged archive ({exc})") from None
 
+    judged = None
+    if host.image is not None:
+        manifest_doc = host.image.manifest.extra.get("expectations") if host.image.manifest else None
+        judged = judge_image(exp, given or {}, manifest_doc)
+        exp = judged.expectations
     try:
         cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
         snap = take_snapshot(host, cfg)
@@ -74,6 +84,8 @@ def load(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
         diag = with_unavailable(diag, hist.unavailable)
         if host.image is not None and host.image.problems:
             diag = with_unavailable(diag, host.image.problems)
+        if judged is not None and judged.problems:
+            diag = with_unavailable(diag, tuple(("manifest", p) for p in judged.problems))
         manifest = host.image.manifest.as_json() if host.image is not None and host.image.manifest else None
     except HostError as exc:
         raise SourceError(str(exc)) from None
@@ -86,4 +98,4 @@ def load(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
                           "(RAILSCOPE_DEBUG=1 shows the traceback)") from None
     finally:
         host.close()
-    return Loaded(source, snap, topo, hist, diag, manifest if isinstance(manifest, dict) else None)
+    return Loaded(source, snap, topo, hist, diag, manifest if isinstance(manifest, dict) else None, judged)
