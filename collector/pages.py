@@ -166,21 +166,29 @@ async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> Non
 
 
 def expectations() -> Any:
-    """What the reports judge against: the ``RAILSCOPE_<FLAG>`` variables doctor reads
-    (``RAILSCOPE_RAILS=8``, ``RAILSCOPE_EXPECT_ESWITCH_MODE=switchdev``), else nothing expected."""
+    """What the reports judge against besides each bundle's own recorded expectations: the
+    ``RAILSCOPE_<FLAG>`` variables doctor reads (``RAILSCOPE_RAILS=8``), else nothing expected."""
+    return _stated()[0]
+
+
+def _stated() -> tuple[Any, dict[str, str]]:
+    """The collector's expectations and which of them its ``RAILSCOPE_<FLAG>`` variables state: those
+    override a bundle's recorded values, the others yield to them (DESIGN §2)."""
     import argparse
 
-    from agent.commands.common import add_expectation_flags, expectations_from_args
+    from agent.commands.common import add_expectation_flags, expectations_from_args, given_expectations
 
     p = argparse.ArgumentParser(add_help=False)
     add_expectation_flags(p)
-    return expectations_from_args(p.parse_args([]))
+    args = p.parse_args([])
+    return expectations_from_args(args), given_expectations(args)
 
 
 def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
     """Doctor and report of a bundle on disk (a worker thread: reading and analysing are blocking)."""
     from agent.analysis.diagnose import diagnose, with_unavailable
     from agent.analysis.topology import build_topology
+    from agent.commands.common import judge_image
     from agent.config import ReadConfig
     from agent.host import HostError
     from agent.host.recorded import open_image
@@ -194,6 +202,10 @@ def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
         host = open_image(path)
     except HostError as exc:
         return {"error": str(exc).replace(path, source)}
+    # the bundle's own expectations, under the collector's RAILSCOPE_* variables
+    recorded = host.manifest.extra.get("expectations") if host.manifest is not None else None
+    judged = judge_image(exp, _stated()[1], recorded)
+    exp = judged.expectations
     try:
         snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates))
         topo = build_topology(snap, exp)
@@ -203,19 +215,19 @@ def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
         diag = with_unavailable(diag, hist.unavailable)
         image = host.image
         problems = image.problems if image is not None else ()
-        diag = with_unavailable(diag, problems)
+        diag = with_unavailable(diag, problems + tuple(("manifest", p) for p in judged.problems))
         manifest_error = next((why for src, why in problems if src == "manifest"), None)
         manifest = image.manifest.as_json() if image is not None and image.manifest is not None else None
         rep = build_report(source, diag, hist, manifest, manifest_error=manifest_error,
                            lossless_prio=exp.lossless_prio)
-        page = render_html(rep, version=__version__)
+        page = render_html(rep, version=__version__, judged_with=judged.words())
     except HostError as exc:
         return {"error": str(exc).replace(path, source)}
     except Exception as exc:  # a damaged bundle must give a page that says so, not a 500
         return {"error": f"could not analyse: {type(exc).__name__}: {exc}".replace(path, source)}
     finally:
         host.close()
-    return {"doctor": diag.as_json(), "html": page}
+    return {"doctor": {**diag.as_json(), "expectations": judged.as_json()}, "html": page}
 
 
 #: One analysis may take this long and this much address space; it runs in a process of its own,
@@ -274,7 +286,8 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
     lock = locks.setdefault(key.rel, asyncio.Lock())
     async with lock:
         exp = request.app[_EXPECT]
-        judged = repr(exp)
+        # "+recorded": analyses made before bundles' own expectations were applied are stale
+        judged = repr(exp) + "+recorded"
         cached = await _cache_get(col, key)
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
                 and cached.get("expectations") == judged:

@@ -145,6 +145,11 @@ class Judged:
             out[flag.lstrip("-").replace("-", "_")] = entry
         return out
 
+    def from_bundle(self, base: Expectations) -> bool:
+        """Whether a recorded value judged the image where ``base`` (the command line's alone) would
+        have judged otherwise: only then is the judgement not the one the command line implies."""
+        return any(o == "bundle" and getattr(self.expectations, n) != getattr(base, n) for n, o in self.origin.items())
+
     def words(self) -> str:
         """One line for people: the values that are not a flag's default, with where each came from,
         e.g. ``rails=2 (bundle), expect_eswitch_mode=switchdev (--expect-eswitch-mode)``."""

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     except HostError as exc:
         return _fail(str(exc))
 
-    judged = None
+    judged, stated = None, exp
     if host.image is not None:
         # A bundle is judged with the expectations it was captured with unless a flag says otherwise.
         recorded = host.image.manifest.extra.get("expectations") if host.image.manifest else None
@@ -134,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
         from agent.report.jsondoc import strict_json
 
         doc = diag.as_json()
-        if judged is not None:
+        if judged is not None and judged.from_bundle(stated):
+            # Only when the bundle changed the judgement: a replay judged as the command line says
+            # stays the same document as the live run (doctor --from == live).
             doc["expectations"] = judged.as_json()
         json.dump(strict_json(doc), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
         sys.stdout.write("\n")

@@ -97,7 +97,10 @@ def test_an_environment_variable_is_the_command_line_too(tmp_path: Path, capsys:
     monkeypatch.setenv("RAILSCOPE_RAILS", "2")
     main(["doctor", "--from", str(img), "--json"])
     doc = json.loads(capsys.readouterr().out)
-    assert doc["expectations"]["rails"] == {"value": 2, "from": "RAILSCOPE_RAILS", "bundle": 3}
+    assert "expectations" not in doc  # judged as the command line says: the document of a live run
+    assert "net_rail2" not in json.dumps(doc["findings"])
+    main(["doctor", "--from", str(img)])
+    assert "judged with: rails=2 (RAILSCOPE_RAILS; the bundle had 3)" in capsys.readouterr().out
 
 
 def test_a_tampered_value_is_named_and_the_image_still_judged(tmp_path: Path,
