@@ -321,6 +321,11 @@ class AgentSettings:
     #: only with the bearer token in this file
     data_socket: str | None = None
     data_token_file: str | None = None
+    #: the agent's own budget (``--budget-cpu`` cores, ``--budget-rss`` bytes; None: no guard) and how
+    #: often the guard looks (``agent.service.budget``)
+    budget_cpu: float | None = None
+    budget_rss: int | None = None
+    budget_interval_s: float = 10.0
 
     def interval_s(self, source: str, default: float) -> float:
         return dict(self.intervals).get(source, default)
