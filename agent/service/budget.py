@@ -77,7 +77,10 @@ class BudgetGuard:
             log.warning("budget exceeded: optional sources paused",
                         extra={"over": list(over), "paused": list(self.paused),
                                "cpu_ratio": None if ratio is None else round(ratio, 3), "rss_bytes": rss})
-        elif self.paused and all(v < RESUME_BELOW for v in shares.values()):
+        elif self.paused and (ratio is not None or not self.cpu_limit) \
+                and all(v < RESUME_BELOW for v in shares.values()):
+            # every limited resource measured and under its line: a first look (no CPU interval yet)
+            # never resumes
             for name in self.paused:
                 self._resume(name)
             log.info("budget back within limits: optional sources resumed", extra={"resumed": list(self.paused)})
