@@ -58,6 +58,27 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
 
 
+def positive_seconds(text: str) -> float:
+    """A flag's number of seconds above zero (a timeout, a deadline)."""
+    val = seconds(text)
+    if val <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return val
+
+
+def non_negative_seconds(text: str) -> float:
+    """A flag's number of seconds, zero allowed (zero turns the wait off)."""
+    val = seconds(text)
+    if val < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return val
+
+
+def duration_or_zero(text: str) -> float:
+    """A duration (90s, 15m, 1h), or ``0`` / ``0s`` / ``off`` for none."""
+    return 0.0 if text.strip() in ("0", "0s", "off") else _duration(text)
+
+
 def _duration(text: str) -> float:
     """Seconds, or with a unit: 90s, 15m, 1h."""
     t = text.strip().lower()

@@ -140,6 +140,7 @@ def test_report_of_a_stored_bundle_by_its_key(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[3]
     token = tmp_path / "operator-token"
     token.write_text(OPERATOR_TOKEN + "\n")
+    token.chmod(0o600)  # a token file readable by others is refused
 
     def report(url: str, key: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "agent.cli", "report", key, "--collector", url, *extra],
