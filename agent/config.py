@@ -17,9 +17,23 @@ from typing import Any
 
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
-__all__ = ["DEFAULT_PORT", "EXPECTATION_FLAGS", "RESERVED_PORTS", "AgentSettings", "Expectations", "ReadConfig",
-           "SettingsError", "Thresholds", "check_intervals", "check_listen", "check_port", "expectations_from_json",
-           "expectations_to_json"]
+__all__ = [
+    "DEFAULT_PORT",
+    "EXPECTATION_FLAGS",
+    "RESERVED_PORTS",
+    "AgentSettings",
+    "Expectations",
+    "Judged",
+    "ReadConfig",
+    "SettingsError",
+    "Thresholds",
+    "check_intervals",
+    "check_listen",
+    "check_port",
+    "expectations_from_json",
+    "expectations_to_json",
+    "judge_image",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +156,80 @@ def expectations_from_json(doc: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
             continue
         got[name] = parsed
     return got, tuple(problems)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The expectations a node image was judged with, and where each came from (DESIGN §2): the
+    command line (a flag or its ``RAILSCOPE_*`` variable) over the bundle's manifest over the
+    defaults."""
+
+    expectations: Expectations
+    #: Expectations field -> "bundle" | the flag | the variable | "default"
+    origin: dict[str, str] = field(default_factory=dict)
+    #: what the bundle recorded (Expectations fields), overridden or not
+    recorded: dict[str, Any] = field(default_factory=dict)
+    #: the recorded values refused as invalid, one line each
+    problems: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"rails": {"value": 2, "from": "bundle"}, ...}``, keyed by the flag's words; ``bundle``
+        names the recorded value a flag overrode."""
+        out: dict[str, Any] = {}
+        for name, flag in EXPECTATION_FLAGS.items():
+            if name not in self.origin:
+                continue
+            value = getattr(self.expectations, name)
+            entry: dict[str, Any] = {"value": list(value) if isinstance(value, tuple) else value,
+                                     "from": self.origin[name]}
+            if self.origin[name] != "bundle" and name in self.recorded:
+                rec = self.recorded[name]
+                entry["bundle"] = list(rec) if isinstance(rec, tuple) else rec
+            out[flag.lstrip("-").replace("-", "_")] = entry
+        return out
+
+    def from_bundle(self, base: Expectations) -> bool:
+        """Whether a recorded value judged the image where ``base`` (the command line's alone) would
+        have judged otherwise: only then is the judgement not the one the command line implies."""
+        return any(o == "bundle" and getattr(self.expectations, n) != getattr(base, n) for n, o in self.origin.items())
+
+    def words(self) -> str:
+        """One line for people: the values that are not a flag's default, with where each came from,
+        e.g. ``rails=2 (bundle), expect_eswitch_mode=switchdev (--expect-eswitch-mode)``."""
+        default = Expectations()
+        parts = []
+        for key, entry in self.as_json().items():
+            name = next(n for n, f in EXPECTATION_FLAGS.items() if f.lstrip("-").replace("-", "_") == key)
+            shown = entry["value"]
+            if entry["from"] == "default" or (entry["from"] == "bundle"
+                                              and getattr(default, name) == getattr(self.expectations, name)):
+                continue
+            if isinstance(shown, list):
+                shown = ",".join(shown)
+            extra = f"; the bundle had {entry['bundle']}" if "bundle" in entry and entry["bundle"] != entry["value"] else ""
+            parts.append(f"{key}={'none' if shown is None else shown} ({entry['from']}{extra})")
+        if not self.recorded and not parts:
+            return "the command line's (the image records no expectations)"
+        return ", ".join(parts) or "the defaults (the bundle records no expectation beyond them)"
+
+
+def judge_image(exp: Expectations, given: dict[str, str], manifest_extra: Any) -> Judged:
+    """The expectations to judge an image with: ``exp`` (the command line's) for every field in
+    ``given``, the bundle's recorded value (``manifest.json`` ``expectations``) for the others."""
+    recorded, problems = expectations_from_json(manifest_extra)
+    origin: dict[str, str] = {}
+    use: dict[str, Any] = {}
+    for name in EXPECTATION_FLAGS:
+        if name in given:
+            origin[name] = given[name]
+        elif name in recorded and name != "kernel_table_file":  # a file on the node, not in the bundle
+            use[name] = recorded[name]
+            origin[name] = "bundle"
+        elif name in ("flap_count", "flap_window_s", "storm_ratio"):
+            continue  # not flags of the reading commands: only a bundle states them
+        else:
+            origin[name] = "default"
+    return Judged(replace(exp, **use), origin, recorded, problems)
 
 
 @dataclass(frozen=True, slots=True)

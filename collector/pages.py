@@ -188,8 +188,7 @@ def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
     """Doctor and report of a bundle on disk (a worker thread: reading and analysing are blocking)."""
     from agent.analysis.diagnose import diagnose, with_unavailable
     from agent.analysis.topology import build_topology
-    from agent.commands.common import judge_image
-    from agent.config import ReadConfig
+    from agent.config import ReadConfig, judge_image
     from agent.host import HostError
     from agent.host.recorded import open_image
     from agent.readers.history import load_history

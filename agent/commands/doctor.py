@@ -18,10 +18,9 @@ from agent.commands.common import (
     env_default,
     fail,
     given_expectations,
-    judge_image,
     judged_by,
 )
-from agent.config import Expectations, ReadConfig
+from agent.config import Expectations, ReadConfig, judge_image
 from agent.findings import Diagnosis
 from agent.host import HostError
 from agent.model import Snapshot

@@ -15,8 +15,7 @@ from typing import Any
 from agent.analysis.checks import KernelRow
 from agent.analysis.diagnose import diagnose, with_unavailable
 from agent.analysis.topology import Topology, build_topology
-from agent.commands.common import Judged, judge_image
-from agent.config import Expectations, ReadConfig
+from agent.config import Expectations, Judged, ReadConfig, judge_image
 from agent.findings import Diagnosis
 from agent.host import HostError
 from agent.model import Snapshot

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from agent.commands.common import judge_image
-from agent.config import Expectations, expectations_from_json, expectations_to_json
+from agent.config import Expectations, expectations_from_json, expectations_to_json, judge_image
 
 IMAGES = Path(__file__).resolve().parents[1] / "images"
 
