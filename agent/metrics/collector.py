@@ -204,9 +204,7 @@ class RailscopeCollector:
                 fams.gauge("railscope_agent_cpu_ratio",
                            "The agent's own CPU use over the last guard interval, in cores (1 = one core busy).",
                            (), (), b.cpu_ratio)
-            if b.rss_bytes is not None:
-                fams.gauge("railscope_agent_resident_memory_bytes", "The agent's own resident memory.",
-                           (), (), b.rss_bytes)
+            # resident memory is railscope_agent_resident_memory_bytes of the agent's own collector
             for what, limit in (("cpu", b.cpu_limit), ("rss", b.rss_limit)):
                 if limit is not None:
                     fams.gauge("railscope_agent_budget_limit",

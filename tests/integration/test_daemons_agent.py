@@ -1,5 +1,6 @@
 """The running agent watches the daemons a rail depends on: a process named ``ovs-vswitchd`` (a copy
-of sleep(1)) appears in ``railscope_daemon_*``, and a kill and restart of it is counted."""
+of sleep(1)) appears in ``railscope_daemon_*``, and a kill and restart of it is counted; its budget
+guard serves its limits beside the agent's own series."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def test_the_agent_exports_a_daemons_processes_and_counts_its_restarts(start_age
     shutil.copy(shutil.which("sleep") or "/bin/sleep", exe)
     procs = [subprocess.Popen([str(exe), "600"])]
     try:
-        agent = start_agent("--processes-interval", "1s")
+        agent = start_agent("--processes-interval", "1s", "--budget-cpu", "2", "--budget-rss", "1Gi")
 
         def seen(n: float) -> bool:
             got = value(agent.metrics(), "railscope_daemon_processes", daemon="ovs-vswitchd")
@@ -31,6 +32,10 @@ def test_the_agent_exports_a_daemons_processes_and_counts_its_restarts(start_age
         text = agent.metrics()
         assert value(text, "railscope_daemon_resident_memory_bytes", daemon="ovs-vswitchd")
         assert value(text, "railscope_daemon_start_time_seconds", daemon="ovs-vswitchd") > time.time() - 60
+        # the budget guard runs beside the agent's own collector: one family per name
+        assert value(text, "railscope_agent_budget_limit", resource="rss") == 1 << 30
+        types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+        assert len(types) == len(set(types)), sorted(t for t in types if types.count(t) > 1)
         before = value(text, "railscope_daemon_restarts_total", daemon="ovs-vswitchd")
         procs[0].kill()
         procs[0].wait(10)

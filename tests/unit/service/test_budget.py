@@ -86,7 +86,7 @@ def test_resident_memory_past_its_budget_pauses_and_is_exported(child: list) -> 
            for fam in RailscopeCollector(lambda: MetricsState(budget=status)).collect() for s in fam.samples}
     assert got[("railscope_source_paused", (("source", "processes"),))] == 1
     assert got[("railscope_agent_budget_exceeded", (("resource", "rss"),))] == 1
-    assert got[("railscope_agent_resident_memory_bytes", ())] == status.rss_bytes
+    assert got[("railscope_agent_budget_limit", (("resource", "rss"),))] == 48 << 20
 
 
 def test_only_optional_sources_can_be_paused() -> None:
