@@ -109,6 +109,12 @@ class Agent:
 
         self._parts: dict[str, registry.Part] = {}
         self.restarts = daemon_restarts.RestartState()
+        # How the calls to the collector ended (uploads, polls, done), and what became of spooled
+        # bundles: railscope_agent_collector_calls_total / railscope_spool_uploads_total.
+        from agent.clients.collector import CallOutcomes
+
+        self.collector_outcomes = CallOutcomes()
+        self.spool_outcomes: collections.Counter[str] = collections.Counter()
         self.budget: Any = None
         self.snapshot: Snapshot | None = None
         self.topology: Topology | None = None
@@ -361,7 +367,8 @@ class Agent:
         assert spool is not None and self.settings.collector_url
         # One client (one session) for the daemon's uploads, its token file read before each.
         async with CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
-                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file") as client:
+                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file",
+                                   outcomes=self.collector_outcomes) as client:
             await self._upload_spool_loop(spool, client)
 
     async def _upload_spool_loop(self, spool: Any, client: Any) -> None:
@@ -376,6 +383,12 @@ class Agent:
                 try:
                     res = await drain_spool(spool, client)
                     self.uploaded.extend(r.key for r in res.sent)
+                    for r in res.sent:
+                        self.spool_outcomes["duplicate" if r.duplicate else "stored"] += 1
+                    self.spool_outcomes["rejected"] += len(res.rejected)
+                    if res.left:
+                        # kept for the next round: the collector is away, or the token file must be fixed
+                        self.spool_outcomes["deferred"] += 1
                     if res.sent or res.rejected or res.left:
                         log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),
                                                         "left": res.left, "error": res.error})
