@@ -462,8 +462,9 @@ async def done(request: web.Request) -> web.Response:
     The body may name the bundle's key; without one (the upload was answered 409 because an earlier
     capture of this request was stored before the agent restarted) the collector finds the bundle by
     its id. With ``"reused": true`` the key is the node's own capture of the same cause (a local
-    trigger within its cooldown). Either way the bundle must be in the store: a request is never
-    marked done on a word.
+    trigger within its cooldown), copied under the request's incident and bundle id
+    (``collector.rekey``). Either way the bundle must be in the store: a request is never marked done
+    on a word.
     """
     try:
         node = check_part("node", request.match_info["node"])
@@ -489,6 +490,11 @@ async def done(request: web.Request) -> web.Response:
                           if s.key.bundle == req.id), None)
         if found is None:
             return error_response(409, "not_stored", f"no stored bundle {req.id} for this request yet")
+        if doc.get("reused") is True and found.key.incident != req.incident:
+            # the event's one-node incident keeps its bundle; the alert's incident gets a copy
+            from .rekey import file_under_request
+
+            found = await file_under_request(store, found, req.incident, req.id)
         finished = req.done(found.key.rel, time.time())
         await request.app[BOARD].box.put(finished.object_key(), finished.dumps())
         request.app[BOARD].note(finished)
