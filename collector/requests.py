@@ -13,6 +13,7 @@ cluster name, so they never mix with bundles), so every collector replica sees e
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ from proto.requests import (
     DEFAULT_PLAN,
     MAX_POLL_WAIT_S,
     MAX_REQUEST_BYTES,
+    MAX_TAKES,
     PLANS,
     POLL_WAIT_S,
     REQUEST_SCHEMA,
@@ -38,6 +40,7 @@ from proto.requests import (
     check_params,
     plan_ref,
     request_for,
+    take_id,
 )
 
 from .auth import AuthError, Principal
@@ -410,7 +413,8 @@ async def poll(request: web.Request) -> web.Response:
 
 
 async def create(request: web.Request) -> web.Response:
-    """``POST /v1/requests`` (operator): capture ``node`` for ``incident``; idempotent per (incident, node, plan)."""
+    """``POST /v1/requests`` (operator): capture ``node`` for ``incident``; idempotent per (incident, node,
+    plan) while the request is pending, a new request (``…#take<n>``) once it was captured."""
     from .alerts import LIMITS
 
     try:
@@ -420,11 +424,23 @@ async def create(request: web.Request) -> web.Response:
         req = request_for(doc.get("incident"), doc.get("node"), now=time.time(), ttl_s=limits.request_ttl_s,
                           plan=doc.get("plan", DEFAULT_PLAN), params=doc.get("params"), source="operator")
         board = request.app[BOARD]
-        stored = await board.box.get(req.object_key())
-        if stored is not None:
+        first = req
+        for take in range(2, MAX_TAKES + 2):
+            stored = await board.box.get(req.object_key())
+            if stored is None:
+                break
             old = CaptureRequest.loads(stored)
-            if not old.expired(time.time()):
+            if old.state != "done" and not old.expired(time.time()):
+                # the same ask again (a retried POST, a second operator) while it is pending: that request
                 return web.json_response({"created": False, "request": old.to_json()})
+            if old.state != "done":
+                break  # expired without a bundle: asked again under the same id
+            # Captured already: a second capture of the node in this incident (after a fix, to compare)
+            # gets an id of its own, never the first one's (its upload would be a 409).
+            req = dataclasses.replace(first, take=take, id=take_id(first.incident, first.node, first.plan_ref, take))
+        else:
+            raise RequestError(f"{first.node} was captured {MAX_TAKES} times for {first.incident}; start another "
+                               "incident")
         await board.box.put(req.object_key(), req.dumps())
         board.note(req)
     except (AuthError, KeyPartError, RequestError, StoreError) as exc:

@@ -301,9 +301,40 @@ def test_a_reused_event_capture_is_filed_under_the_alerts_incident(tmp_path: Pat
     out = run(go())
     assert out["done"][0] == 200, out["done"]
     key = out["done"][1]["request"]["bundle"]
-    cluster, date, incident, name = key.split("/")
+    _cluster, _date, incident, name = key.split("/")
     assert incident == out["incident"] and name.endswith(f"-{out['id']}.tar.gz")
     assert (store / key).read_bytes() == out["data"]
     assert (store / (key + ".sha256")).read_text().split()[0] == hashlib.sha256(out["data"]).hexdigest()
     assert (store / out["event_key"]).read_bytes() == out["data"]  # the event's incident keeps its bundle
     assert out["again"][1]["request"]["bundle"] == key
+
+
+def test_an_operator_asking_again_after_a_capture_gets_a_new_request(tmp_path: Path) -> None:
+    """While a request is pending, asking again is that request; once its bundle is stored, asking again
+    is a second capture of the node in the incident, under a bundle id of its own."""
+
+    async def go() -> dict:
+        out: dict = {}
+        async with running(local_settings(tmp_path)) as (url, _col):
+            ask = {"node": "gpu-node-017", "incident": "inc-again"}
+            out["first"] = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN, json_body=ask)
+            out["pending"] = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN, json_body=ask)
+            rid = out["first"][1]["request"]["id"]
+            hello = replace(HELLO, bundle=rid, incident="inc-again", plan="node-bundle/v1")
+            _status, stored, _h = await post(url, body(hello, b"first" * 100))
+            await _call("POST", f"{url}/v1/requests/gpu-node-017/{rid}/done", token=AGENT_TOKEN,
+                        json_body={"bundle": stored["key"]})
+            out["second"] = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN, json_body=ask)
+            out["second_pending"] = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN, json_body=ask)
+            rid2 = out["second"][1]["request"]["id"]
+            hello2 = replace(hello, bundle=rid2)
+            out["upload2"] = await post(url, body(hello2, b"second, other bytes" * 100))
+        return out
+
+    out = run(go())
+    assert out["first"][0] == 201 and out["pending"][0] == 200
+    assert out["pending"][1]["request"]["id"] == out["first"][1]["request"]["id"]
+    assert out["second"][0] == 201 and out["second"][1]["created"] is True
+    assert out["second"][1]["request"]["id"] != out["first"][1]["request"]["id"]
+    assert out["second_pending"][1]["request"]["id"] == out["second"][1]["request"]["id"], out["second_pending"]
+    assert out["upload2"][0] == 200 and out["upload2"][1]["status"] == "stored"  # not a 409

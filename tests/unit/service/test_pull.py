@@ -277,9 +277,11 @@ def test_a_local_capture_of_the_same_cause_answers_the_alerts_request(tmp_path: 
             return _request_docs(store)
 
     (doc,) = asyncio.run(go())
-    (bundle,) = _bundles(store)
-    assert bundle.parent.name.startswith("linkflapping-")  # the event's incident: no second capture
-    assert doc["state"] == "done" and doc["bundle"].endswith(bundle.name)
+    event, filed = sorted(_bundles(store), key=lambda p: not p.parent.name.startswith("linkflapping-"))
+    assert event.parent.name.startswith("linkflapping-")  # the event's incident keeps its bundle
+    # ... and the alert's incident gets the same bytes under the request's id: no second capture
+    assert filed.parent.name == doc["incident"] and filed.read_bytes() == event.read_bytes()
+    assert doc["state"] == "done" and doc["bundle"].endswith(filed.name) and filed.name.endswith(f"-{doc['id']}.tar.gz")
     assert not list((tmp_path / "spool").glob("*.tar.gz"))  # sent, then removed from the spool
 
 
