@@ -16,11 +16,8 @@ import asyncio
 import dataclasses
 import json
 import logging
-import os
 import time
-import uuid
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from aiohttp import web
 
@@ -45,9 +42,8 @@ from proto.requests import (
 
 from .auth import AuthError, Principal
 from .errors import error_response
-from .state import STATE
-from .storage import StoreError
-from .storage.local import _create, _mkdirs
+from .state import BOARD, LIMITS, STATE
+from .storage import Store, StoreError
 
 # The request contract (schema, plans, parameters, ids) is proto's; this module keeps where requests
 # live and the HTTP routes that serve them.
@@ -55,150 +51,6 @@ __all__ = ["DEFAULT_PLAN", "MAX_REQUEST_BYTES", "PLANS", "REQUESTS_DIR", "REQUES
            "PlanSpec", "RequestError", "check_params", "plan_ref", "request_for"]
 
 log = logging.getLogger("railscope.collector.requests")
-
-
-# -- where requests live -----------------------------------------------------------------------
-
-class RequestBox(Protocol):
-    """Small objects below the store prefix (``_requests/...``)."""
-
-    async def put(self, rel: str, data: bytes, *, only_new: bool = False) -> bool:
-        """Write ``data`` at ``rel``; with ``only_new``, False (and nothing written) when it exists."""
-
-    async def get(self, rel: str) -> bytes | None: ...
-
-    async def list(self, rel_dir: str) -> list[tuple[str, str]]:
-        """(rel key, version tag) of every object below ``rel_dir``; the tag changes when it is rewritten."""
-
-    async def delete(self, rel: str) -> None: ...
-
-
-class LocalBox:
-    """Requests as files beside the local store's bundles: write, fsync, rename (or link, to create only)."""
-
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
-
-    def _put(self, rel: str, data: bytes, only_new: bool) -> bool:
-        path = self.root / rel
-        _mkdirs(path.parent)  # 0o750 every level, files 0o640: requests name nodes and incidents
-        tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
-        with os.fdopen(_create(tmp), "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            if only_new:
-                try:
-                    os.link(tmp, path)  # atomic create-if-absent, across replicas on one filesystem
-                except FileExistsError:
-                    return False
-            else:
-                os.replace(tmp, path)
-            return True
-        finally:
-            tmp.unlink(missing_ok=True)
-
-    async def put(self, rel: str, data: bytes, *, only_new: bool = False) -> bool:
-        return await self._run(self._put, rel, data, only_new)
-
-    def _get(self, rel: str) -> bytes | None:
-        try:
-            with open(self.root / rel, "rb") as fh:
-                return fh.read(MAX_REQUEST_BYTES + 1)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-
-    async def get(self, rel: str) -> bytes | None:
-        return await self._run(self._get, rel)
-
-    def _list(self, rel_dir: str) -> list[tuple[str, str]]:
-        out = []
-        base = self.root / rel_dir
-        for dirpath, _dirs, files in os.walk(base):
-            for name in files:
-                if name.startswith("."):
-                    continue
-                p = Path(dirpath) / name
-                try:
-                    st = p.stat()
-                except FileNotFoundError:
-                    continue
-                out.append((str(p.relative_to(self.root)), f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"))
-        return sorted(out)
-
-    async def list(self, rel_dir: str) -> list[tuple[str, str]]:
-        return await self._run(self._list, rel_dir)
-
-    async def delete(self, rel: str) -> None:
-        await self._run(lambda: (self.root / rel).unlink(missing_ok=True))
-
-
-class S3Box:
-    """Requests as objects under the S3 store's prefix, through the store's own boto3 client and pool."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-
-    def _key(self, rel: str) -> str:
-        return f"{self.store.prefix}/{rel}" if self.store.prefix else rel
-
-    async def put(self, rel: str, data: bytes, *, only_new: bool = False) -> bool:
-        try:
-            if only_new and await self.get(rel) is not None:
-                # Not atomic across replicas; the request id is deterministic, so two replicas that
-                # race write the same request, and the bundle id still stores one capture.
-                return False
-            await self.store.call("put_object", Bucket=self.store.bucket, Key=self._key(rel), Body=data,
-                                  ContentType="application/json")
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"s3 put request: {type(exc).__name__}: {exc}") from None
-        return True
-
-    async def get(self, rel: str) -> bytes | None:
-        try:
-            resp = await self.store.call("get_object", Bucket=self.store.bucket, Key=self._key(rel))
-            return await asyncio.get_running_loop().run_in_executor(None, resp["Body"].read, MAX_REQUEST_BYTES + 1)
-        except Exception as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
-            if code in ("NoSuchKey", "404"):
-                return None
-            raise StoreError(f"s3 get request: {type(exc).__name__}: {exc}") from None
-
-    async def list(self, rel_dir: str) -> list[tuple[str, str]]:
-        base = self._key(rel_dir).rstrip("/") + "/"
-        cut = len(self.store.prefix) + 1 if self.store.prefix else 0
-
-        def run() -> list[tuple[str, str]]:
-            out = []
-            pages = self.store.client.get_paginator("list_objects_v2").paginate(Bucket=self.store.bucket, Prefix=base)
-            for page in pages:
-                for o in page.get("Contents", []):
-                    out.append((o["Key"][cut:], f"{o.get('ETag', '')}:{o.get('LastModified', '')}"))
-            return out
-
-        try:
-            return await asyncio.get_running_loop().run_in_executor(None, run)
-        except Exception as exc:
-            raise StoreError(f"s3 list requests: {type(exc).__name__}: {exc}") from None
-
-    async def delete(self, rel: str) -> None:
-        try:
-            await self.store.call("delete_object", Bucket=self.store.bucket, Key=self._key(rel))
-        except Exception as exc:
-            raise StoreError(f"s3 delete request: {type(exc).__name__}: {exc}") from None
-
-
-def box_for(store: Any) -> RequestBox:
-    """The request box beside ``store``'s bundles."""
-    if hasattr(store, "client") and hasattr(store, "bucket"):
-        return S3Box(store)
-    return LocalBox(store.root)
 
 
 # -- the board: one listing per replica answers every waiting agent ----------------------------
@@ -215,8 +67,8 @@ class RequestBoard:
     LIST per interval whatever the number of waiting agents.
     """
 
-    def __init__(self, box: RequestBox, *, interval_s: float = 2.0, clock: Any = time.time) -> None:
-        self.box = box
+    def __init__(self, store: Store, *, interval_s: float = 2.0, clock: Any = time.time) -> None:
+        self.store = store
         self.interval_s = interval_s
         self.clock = clock
         self._cache: dict[str, tuple[str, CaptureRequest | None]] = {}
@@ -266,7 +118,7 @@ class RequestBoard:
             await self._refresh()
 
     async def _refresh(self) -> None:
-        listed = await self.box.list(REQUESTS_DIR)
+        listed = await self.store.list_small(REQUESTS_DIR)
         self.listings += 1
         self._fresh_at = time.monotonic()
         now = self.clock()
@@ -276,7 +128,7 @@ class RequestBoard:
             old = self._cache.get(rel)
             if old is not None and old[0] == tag and tag:
                 continue
-            data = await self.box.get(rel)
+            data = await self.store.get_small(rel, MAX_REQUEST_BYTES + 1)
             if data is None:
                 continue
             try:
@@ -296,7 +148,7 @@ class RequestBoard:
                 del self._cache[rel]
         for rel, (_tag, req) in list(self._cache.items()):
             if req is not None and now - (req.done_at or req.expires) > KEEP_S:
-                await self.box.delete(rel)
+                await self.store.delete_small(rel)
                 self._cache.pop(rel, None)
 
     def release(self) -> None:
@@ -353,7 +205,6 @@ class RequestBoard:
 
 # -- HTTP: GET /v1/requests (agents), POST /v1/requests (operators), done ----------------------
 
-BOARD: web.AppKey[RequestBoard] = web.AppKey("request_board", RequestBoard)
 #: The longest an agent's poll is held: under a minute, so that proxies and load balancers with a
 #: 60 s idle timeout never cut a poll.
 MAX_WAIT_S = float(MAX_POLL_WAIT_S)
@@ -415,8 +266,6 @@ async def poll(request: web.Request) -> web.Response:
 async def create(request: web.Request) -> web.Response:
     """``POST /v1/requests`` (operator): capture ``node`` for ``incident``; idempotent per (incident, node,
     plan) while the request is pending, a new request (``…#take<n>``) once it was captured."""
-    from .alerts import LIMITS
-
     try:
         await _principal(request, "operator")
         doc = await _json_body(request)
@@ -426,7 +275,7 @@ async def create(request: web.Request) -> web.Response:
         board = request.app[BOARD]
         first = req
         for take in range(2, MAX_TAKES + 2):
-            stored = await board.box.get(req.object_key())
+            stored = await board.store.get_small(req.object_key(), MAX_REQUEST_BYTES + 1)
             if stored is None:
                 break
             old = CaptureRequest.loads(stored)
@@ -441,7 +290,7 @@ async def create(request: web.Request) -> web.Response:
         else:
             raise RequestError(f"{first.node} was captured {MAX_TAKES} times for {first.incident}; start another "
                                "incident")
-        await board.box.put(req.object_key(), req.dumps())
+        await board.store.put_small(req.object_key(), req.dumps())
         board.note(req)
     except (AuthError, KeyPartError, RequestError, StoreError) as exc:
         return _refuse(exc)
@@ -452,7 +301,7 @@ async def create(request: web.Request) -> web.Response:
 async def _load(request: web.Request) -> CaptureRequest:
     node = check_part("node", request.match_info["node"])
     rid = check_part("request id", request.match_info["id"])
-    data = await request.app[BOARD].box.get(f"{REQUESTS_DIR}/{node}/{rid}.json")
+    data = await request.app[BOARD].store.get_small(f"{REQUESTS_DIR}/{node}/{rid}.json", MAX_REQUEST_BYTES + 1)
     if data is None:
         raise web.HTTPNotFound(text=json.dumps({"error": "not_found", "message": "no such request"}),
                                content_type="application/json")
@@ -512,7 +361,7 @@ async def done(request: web.Request) -> web.Response:
 
             found = await file_under_request(store, found, req.incident, req.id)
         finished = req.done(found.key.rel, time.time())
-        await request.app[BOARD].box.put(finished.object_key(), finished.dumps())
+        await request.app[BOARD].store.put_small(finished.object_key(), finished.dumps())
         request.app[BOARD].note(finished)
     except (AuthError, KeyPartError, RequestError, StoreError) as exc:
         return _refuse(exc)
@@ -522,7 +371,7 @@ async def done(request: web.Request) -> web.Response:
 
 def setup(app: web.Application, *, interval_s: float = 2.0) -> None:
     """The request board (started and stopped with ``app``) and the ``/v1/requests`` routes."""
-    board = app[BOARD] = RequestBoard(box_for(app[STATE].store), interval_s=interval_s)
+    board = app[BOARD] = RequestBoard(app[STATE].store, interval_s=interval_s)
 
     async def ctx(app: web.Application) -> Any:
         await board.start()

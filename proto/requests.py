@@ -177,6 +177,9 @@ class CaptureRequest:
             raise RequestError(f"a request larger than {MAX_REQUEST_BYTES // 1024} KiB", "too_large")
         try:
             doc = json.loads(data)
+        except RecursionError:
+            # 16 KiB of '[' nests past the interpreter's recursion limit: bad input, not a crash.
+            raise RequestError("a request that nests too deep", "not_json") from None
         except ValueError as exc:
             raise RequestError(f"a request that is not JSON: {exc}", "not_json") from None
         return cls.from_json(doc)

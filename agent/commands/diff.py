@@ -15,7 +15,10 @@ from typing import Any
 
 from agent.commands.common import add_expectation_flags, env_default, fail, given_expectations, judged_by
 
-__all__ = ["register", "run"]
+__all__ = ["LIVE", "register", "run"]
+
+#: the word that means "this node, now" where a path is expected (``diff BEFORE live``)
+LIVE = "live"
 
 
 
@@ -43,7 +46,8 @@ def _started(manifest: dict | None) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from agent.analysis.diff import Side, diff
-    from agent.commands.sources import LIVE, SourceError, load
+    from agent.host import HostError
+    from agent.offline import SourceError, diagnose_host, diagnose_image
 
     if args.before == LIVE and args.after == LIVE:
         return _fail("BEFORE and AFTER cannot both be live")
@@ -58,20 +62,23 @@ def run(args: argparse.Namespace) -> int:
     # "diff BEFORE live" after an upgrade must not lose the rails the capture expected.
     for source in sorted(sources, key=lambda s: s == LIVE):
         other = got.get(sources[1] if source == sources[0] else sources[0])
-        base = other.judged.expectations if source == LIVE and other is not None and other.judged else exp
         try:
-            got[source] = load(source, base, table, host_root=args.host_root, allow_live=True, given=given)
-        except SourceError as exc:
+            if source == LIVE:
+                from agent.host.live import LiveHost
+
+                base = other.judged.expectations if other is not None and other.judged is not None else exp
+                with LiveHost(args.host_root) as host:
+                    got[source] = diagnose_host(host, base, table, source=source)
+            else:
+                got[source] = diagnose_image(source, exp, table, given=given)
+        except (SourceError, HostError) as exc:
             return _fail(str(exc))
     sides, judged = [], []
     for source in sources:
         g = got[source]
         judged.append(g.judged)
         timed = source == LIVE or g.history.capture_time is not None or _started(g.manifest)
-        prio = g.judged.expectations.lossless_prio if g.judged is not None else exp.lossless_prio
-        if source == LIVE:
-            prio = next((j.expectations.lossless_prio for j in judged if j is not None), prio)
-        sides.append(Side(source, g.snapshot, g.topology, g.diagnosis, prio, timed))
+        sides.append(Side(source, g.snapshot, g.topology, g.diagnosis, (g.expectations or exp).lossless_prio, timed))
     result = diff(sides[0], sides[1])
     if args.json:
         doc = result.as_json()
@@ -82,11 +89,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         from agent.report.diff_text import render_diff
+        from agent.report.terminal import safe
 
         render_diff(result, sys.stdout)
         for part, j in zip(("before", "after"), judged, strict=True):
             if j is not None:
-                from agent.report.terminal import safe
-
                 sys.stdout.write(f"{part} judged with: {safe(j.words())}\n")
     return result.exit_status(args.fail_on)

@@ -8,23 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from agent.analysis import pipeline
-from agent.analysis.diagnose import with_unavailable
-from agent.commands.common import (
-    add_expectation_flags,
-    env_default,
-    fail,
-    given_expectations,
-    judged_by,
-)
-from agent.config import Expectations, ReadConfig, judge_image
-from agent.findings import Diagnosis
+from agent.commands.common import add_expectation_flags, env_default, fail, given_expectations, judged_by
+from agent.config import Expectations
 from agent.host import HostError
 from agent.model import Snapshot
-from agent.readers.history import load_history
 
 __all__ = ["register", "run"]
 
@@ -88,60 +77,44 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
 
-    from agent.readers.snapshot import take_snapshot
+    from agent.offline import SourceError, diagnose_host, open_source
 
     try:
         if args.source is not None:
             # --from '' is a mistake (an unset variable), never "this node".
             if not args.source.strip():
                 return _fail("--from: an empty path is not a node image")
-            from agent.host.recorded import open_image
-
-            host = open_image(args.source)
+            host = open_source(args.source)
         else:
             from agent.host.live import LiveHost
 
             host = LiveHost(args.host_root)
-    except HostError as exc:
+    except (SourceError, HostError) as exc:
         return _fail(str(exc))
 
-    judged, stated = None, exp
-    if host.image is not None:
-        # A bundle is judged with the expectations it was captured with unless a flag says otherwise.
-        recorded = host.image.manifest.extra.get("expectations") if host.image.manifest else None
-        judged = judge_image(exp, given_expectations(args), recorded)
-        exp = judged.expectations
     try:
-        cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
-        snap = take_snapshot(host, cfg)
-        diag: Diagnosis = pipeline.run(snap, exp, table, history=load_history(host)).diagnosis
-        if host.image is not None and host.image.problems:
-            diag = with_unavailable(diag, host.image.problems)
-        if judged is not None and judged.problems:
-            diag = with_unavailable(diag, tuple(("manifest", p) for p in judged.problems))
-    except HostError as exc:
+        # A bundle is judged with the expectations it was captured with unless a flag says otherwise.
+        got = diagnose_host(host, exp, table, source=args.source or "this node", given=given_expectations(args))
+    except SourceError as exc:
         return _fail(str(exc))
-    except Exception as exc:  # a reader bug must not become a traceback on an operator's terminal
-        if os.environ.get("RAILSCOPE_DEBUG"):
-            raise
-        return _fail(f"could not diagnose {args.source or 'this node'}: {type(exc).__name__}: {exc} "
-                     "(RAILSCOPE_DEBUG=1 shows the traceback)")
     finally:
         host.close()
+    diag, snap = got.diagnosis, got.snapshot
 
     if args.json:
         from agent.report.jsondoc import strict_json
 
         doc = diag.as_json()
-        if judged is not None and judged.from_bundle(stated):
+        if got.judged is not None and got.judged.from_bundle(exp):
             # Only when the bundle changed the judgement: a replay judged as the command line says
             # stays the same document as the live run (doctor --from == live).
-            doc["expectations"] = judged.as_json()
+            doc["expectations"] = got.judged.as_json()
         json.dump(strict_json(doc), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
         sys.stdout.write("\n")
     else:
         from agent.report.text import render
 
         render(diag, sys.stdout, source=args.source, found=what_was_found(snap) if not diag.rails else (),
-               not_judged=not_judged(exp), judged_with=judged.words() if judged is not None else None)
+               not_judged=not_judged(got.expectations or exp),
+               judged_with=got.judged.words() if got.judged is not None else None)
     return diag.exit_status()

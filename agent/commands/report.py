@@ -68,7 +68,7 @@ def _download(url: str, key: str, token_file: str | None, into: str) -> str:
     import asyncio
 
     from agent.clients.collector import CollectorClient, CollectorError
-    from agent.commands.sources import SourceError
+    from agent.offline import SourceError
 
     async def get() -> str:
         async with CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
@@ -83,7 +83,7 @@ def _download(url: str, key: str, token_file: str | None, into: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from agent.commands.doctor import not_judged
-    from agent.commands.sources import SourceError, load
+    from agent.offline import SourceError, diagnose_image
     from agent.report.content import build_report
 
     try:
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="railscope-report-") as tmp:
         try:
             path = _download(args.collector, args.bundle, args.token_file, tmp) if args.collector else args.bundle
-            got = load(path, exp, table, given=given_expectations(args))
+            got = diagnose_image(path, exp, table, given=given_expectations(args))
         except SourceError as exc:
             return _fail(str(exc))
     judged_with = None
@@ -101,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
         # the bundle's own expectations, under the command line's
         exp = got.judged.expectations
         judged_with = got.judged.words()
-    manifest_error = next((why for src, why in got.diagnosis.unavailable if src == "manifest"), None)
-    rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=manifest_error,
+    rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=got.manifest_error,
                        lossless_prio=exp.lossless_prio)
     if args.html:
         from agent import __version__

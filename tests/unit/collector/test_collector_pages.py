@@ -101,8 +101,8 @@ def test_incident_page_fleet_view_and_report_pages(tmp_path: Path) -> None:
             # gives its page (it is never read again for the same digest).
             store = Path(settings.store.path)
             for key in keys:
-                cache = store / key.rsplit("/", 1)[0] / f".{key.rsplit('/', 1)[1]}.analysis.json"
-                assert cache.is_file(), cache
+                cache = store / f"{key}.analysis.json"
+                assert cache.is_file() and cache.stat().st_mode & 0o777 == 0o640, cache
                 (store / key).write_bytes(b"not a bundle any more")
             key = next(iter(keys))
             status, page, _ = await fetch(url, f"/ui/bundles/{key}", basic(OPERATOR_TOKEN))
@@ -196,8 +196,9 @@ def test_the_analysis_of_a_page_stays_off_the_live_node() -> None:
     import sys
 
     root = Path(__file__).resolve().parents[3]
-    probe = ("import json, sys, collector.app, collector.pages as p\n"
-             "d = p._analyse_file(sys.argv[1], 'x', p.expectations())\n"
+    probe = ("import json, sys, collector.app, collector.analysis as a\n"
+             "from agent.expectations import expectations_from_env\n"
+             "d = a.analyse_file(sys.argv[1], 'x', expectations_from_env())\n"
              "print(json.dumps([sorted(d), sorted(sys.modules)]))")
     res = subprocess.run([sys.executable, "-c", probe, str(IMAGES / "pfc-storm-recorder")], capture_output=True,
                          text=True, timeout=60, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
@@ -228,7 +229,7 @@ def test_one_incident_page_analyses_a_bounded_number_of_bundles(tmp_path: Path,
 
 def test_an_analysis_that_runs_out_of_memory_is_shown_on_the_page(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pages, "ANALYSIS_MEMORY_BYTES", 32 << 20)  # too little to import the analysis
+    monkeypatch.setattr(pages, "ANALYSIS_MEMORY_BYTES", 12 << 20)  # too little to import the analysis
 
     async def go() -> tuple[int, str, int, str]:
         async with running(local_settings(tmp_path)) as (url, _col):
@@ -248,19 +249,22 @@ def test_a_bundles_recorded_expectations_judge_its_report_page(tmp_path: Path,
     import json
     import shutil
 
+    from agent.expectations import expectations_from_env
+    from collector.analysis import analyse_file
+
     img = tmp_path / "img"
     shutil.copytree(Path(__file__).resolve().parents[2] / "images" / "rail-missing", img, symlinks=True)
     man = json.loads((img / "manifest.json").read_text())
     man["expectations"] = {"rails": 3, "expect_eswitch_mode": "legacy"}
     (img / "manifest.json").write_text(json.dumps(man))
     monkeypatch.delenv("RAILSCOPE_RAILS", raising=False)
-    doc = pages._analyse_file(str(img), "x", pages.expectations())
+    doc = analyse_file(str(img), "x", expectations_from_env())
     found = {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
     assert ("RailMissing", "net_rail2") in found and any(c == "EswitchModeUnexpected" for c, _ in found)
     assert doc["doctor"]["expectations"]["rails"] == {"value": 3, "from": "bundle"}
     assert "Judged with: expect_eswitch_mode=legacy (bundle), rails=3 (bundle)" in doc["html"]
     # The collector's own RAILSCOPE_* variables are its command line: they win, and the page says so.
     monkeypatch.setenv("RAILSCOPE_RAILS", "2")
-    doc = pages._analyse_file(str(img), "x", pages.expectations())
+    doc = analyse_file(str(img), "x", expectations_from_env())
     assert ("RailMissing", "net_rail2") not in {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
     assert "rails=2 (RAILSCOPE_RAILS; the bundle had 3)" in doc["html"]

@@ -14,7 +14,8 @@ from pathlib import Path
 import aiohttp
 from collector_helpers import AGENT_TOKEN, OPERATOR_TOKEN, local_settings, running
 
-from collector.requests import BOARD, CaptureRequest, LocalBox, RequestBoard
+from collector.requests import BOARD, CaptureRequest, RequestBoard
+from collector.storage.local import LocalStore
 
 VECTORS = json.loads((Path(__file__).resolve().parents[3] / "proto" / "vectors" / "requests.json").read_text())
 OK = [v for v in VECTORS["vectors"] if "request" in v]
@@ -34,10 +35,11 @@ def _store(root: Path) -> None:
 
 
 def test_the_board_reads_every_vector_and_rewrites_it_canonically(tmp_path: Path) -> None:
-    _store(tmp_path)
+    settings = local_settings(tmp_path)
+    _store(tmp_path / "store")
 
     async def go() -> tuple[list[CaptureRequest], int]:
-        board = RequestBoard(LocalBox(tmp_path), clock=lambda: 1796117903.0)
+        board = RequestBoard(LocalStore(settings), clock=lambda: 1796117903.0)
         await board.refresh()
         return board.all(), board.bad_objects
 
