@@ -27,7 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent.capture.runner import CaptureError, CaptureParams, CaptureResult, capture_to_file
 from agent.capture.spool import Spool
 from agent.capture.trigger import CaptureTrigger
-from agent.config import AgentSettings
+from agent.config import AgentSettings, expectations_to_json
 from agent.host import Host
 from agent.model import Event
 from agent.service.events import EventLog
@@ -96,7 +96,9 @@ class ImageCapture:
             deadline_s=self.settings.capture_deadline_s,
             cfg=self.settings.read, events=self.events.to_json()["events"],
             recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
-            skip_firmware=skip, hung_tools=hung, firmware_lock=self._fw_lock)
+            skip_firmware=skip, hung_tools=hung, firmware_lock=self._fw_lock,
+            # the agent's judging flags: a replay of this bundle judges as the agent did
+            expectations=expectations_to_json(self.settings.expectations))
 
     def _run(self, out: str, params: CaptureParams, hung: frozenset[tuple[str, str]], trigger: str,
              spool: Spool | None = None) -> CaptureResult:
