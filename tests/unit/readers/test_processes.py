@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent.metrics.exporter import RailscopeExporter
 
 from agent.detectors.daemon_restarts import RestartState, step
 from agent.host.live import LiveHost
 from agent.host.recorded import RecordedHost
 from agent.host.recording import RecordingHost
+from agent.metrics.exporter import RailscopeExporter
 from agent.metrics.state import MetricsState
 from agent.model import DaemonProcess, Snapshot
 from agent.readers.common import Notes

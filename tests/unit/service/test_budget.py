@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
-from agent.metrics.exporter import RailscopeExporter
 
+from agent.metrics.exporter import RailscopeExporter
 from agent.metrics.state import MetricsState
 from agent.readers.sources import SOURCES
 from agent.service.budget import BudgetGuard
