@@ -81,6 +81,7 @@ CaptureFn = Callable[["Agent", PullRequest, str], Captured]
 def capture_in_process(agent: Agent, req: PullRequest, work: str) -> Captured:
     """The request's plan through the capture runner, with the daemon's events and flight recorder."""
     from agent.capture.runner import CaptureParams, capture_to_file
+    from agent.config import expectations_to_json
 
     node = req.node
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(req.created))
@@ -94,7 +95,9 @@ def capture_in_process(agent: Agent, req: PullRequest, work: str) -> Captured:
         recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
         # A firmware read stuck in the driver is not started a second time by the capture.
         skip_firmware=frozenset(dev for _tool, dev in agent._hung_tools()),
-        pod_netns=bool(req.params.get("pod_netns")), bundle_id=req.id, name=f"{node}-{stamp}")
+        pod_netns=bool(req.params.get("pod_netns")), bundle_id=req.id, name=f"{node}-{stamp}",
+        # the agent's judging flags: a replay of this bundle judges as the agent did
+        expectations=expectations_to_json(agent.settings.expectations))
     host = agent._host_factory()
     # One capture at a time on the node: /v1/image, event captures and requests share the daemon's lock.
     busy = getattr(getattr(agent, "capture", None), "_busy", None)
@@ -130,7 +133,8 @@ class RequestPuller:
         # upload, closed by the daemon) or one of the puller's own.
         self._own_client = client is None
         self.client = client or CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
-                                                rng=rng, sleep=sleep)
+                                                rng=rng, sleep=sleep,
+                                                outcomes=getattr(agent, "collector_outcomes", None))
         self.capture = capture
         self.work_dir = work_dir
         self.wait_s = wait_s
