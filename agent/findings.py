@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "EVENT_CODES", "SEVERITIES", "Diagnosis", "Finding", "RailRow", "severity_rank"]
+__all__ = ["CODES", "EVENT_CODES", "NEXT_STEPS", "SEVERITIES", "Diagnosis", "Finding", "RailRow", "severity_rank"]
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -35,6 +35,12 @@ CODES: dict[str, str] = {
     "FirmwareSkew": "info",
     "DriverKernelUnvalidated": "warning",
     "NicHealthError": "warning",
+    "FirmwarePendingActivation": "info",
+    "GpuDirectNotReady": "warning",
+    "MtuMismatch": "warning",
+    "DriverNotDoca": "warning",
+    "RailNamingConflict": "critical",
+    "RailResourcesLost": "critical",
 }
 
 #: code -> default severity of every event a detector emits.
@@ -42,6 +48,26 @@ EVENT_CODES: dict[str, str] = {
     **{code: CODES[code] for code in ("LinkFlapping", "ConfigFlapping", "RepresentorStale", "PfcStorm",
                                       "LosslessDrops", "NicHealthError")},
     "DriverReload": "info",
+    # the device plugin advertised 0 of a rail resource after more: only the API server knows (DESIGN §4)
+    "RailResourcesLost": CODES["RailResourcesLost"],
+}
+
+#: code -> what to run or check next, and who owns the fix: the line a person reads after the finding.
+NEXT_STEPS: dict[str, str] = {
+    "FirmwarePendingActivation": "Activate the flashed image in a maintenance window (mlxfwreset or a cold reboot of "
+                                 "the node, drained) and check `devlink dev info` again; the firmware owner schedules it.",
+    "GpuDirectNotReady": "Load nvidia_peermem (GPU Operator driver.rdma.enabled=true) or run the open GPU kernel "
+                         "modules on kernel >= 5.12 for DMA-BUF, then check NCCL_DEBUG=INFO says GDR; the GPU "
+                         "Operator owner fixes it.",
+    "MtuMismatch": "Compare `ip link show <rail>` with the other rails and the switch port; the NicClusterPolicy / "
+                   "SR-IOV network owner sets the MTU.",
+    "DriverNotDoca": "Check the DOCA driver pod (Network Operator ofedDriver) on this node: when it ended, the inbox "
+                     "driver came back; the Network Operator owner restarts or fixes it.",
+    "RailNamingConflict": "Keep one naming rule per PCI function and one function per name in "
+                          "/etc/udev/rules.d (nic-configuration-operator's files win); the node image owner "
+                          "removes the other rule and reboots.",
+    "RailResourcesLost": "Stop the rollout; check the RDMA / SR-IOV device plugin pod and its config on this node "
+                         "(`kubectl describe node` allocatable); the Network Operator owner restarts the plugin.",
 }
 
 
@@ -89,6 +115,9 @@ class RailRow:
     esw_multiport: bool | None = None
     numvfs: int | None = None
     representors: int | None = None
+    #: the GPU nearest the rail PF in the PCIe tree, and how near (``nvidia-smi topo -m`` words)
+    gpu: str | None = None
+    gpu_link: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +127,7 @@ class RailRow:
             "driver_version": self.driver_version, "firmware": self.firmware, "psid": self.psid,
             "eswitch_mode": self.eswitch_mode, "esw_multiport": self.esw_multiport,
             "numvfs": self.numvfs, "representors": self.representors,
+            "gpu": self.gpu, "gpu_link": self.gpu_link,
         }
 
 
