@@ -185,6 +185,12 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Bearer token that opens the data endpoints over TCP (re-read when the file changes). "
                         "Without it they answer on --data-socket only. Default: none.")
 
+    c.add_argument("--rail-resources", default=env_default("rail-resources", "nvidia.com/*,rdma/*,openshift.io/*"),
+                   metavar="PATTERNS",
+                   help="Extended resources of this node's Node object (status.allocatable) watched for "
+                        "RailResourcesLost, comma-separated shell patterns; nvidia.com/gpu is never one. Needs the "
+                        "node watch (an API server and --node). Default: nvidia.com/*,rdma/*,openshift.io/*.")
+
     t = p.add_argument_group("detector thresholds")
     for flag, _field, default, helptext in _THRESHOLDS:
         kind = _count if flag in _INTS else _ratio if flag in _FLOATS else _duration
@@ -243,6 +249,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         spool_dir=args.spool, spool_max_bytes=args.spool_max_bytes, collector_url=args.collector,
         collector_token_file=args.collector_token_file, upload_interval_s=args.upload_interval,
         data_socket=args.data_socket, data_token_file=args.data_token_file,
+        rail_resources=tuple(x.strip() for x in str(args.rail_resources).split(",") if x.strip()),
     )
 
 
