@@ -34,7 +34,7 @@ def readiness(fams: _Fams, snap: Snapshot, topo: Topology) -> None:
         if fi is None:
             continue
         base = (_s(pf.bdf), _s(pf.netdev))
-        fams.info("railscope_firmware", "The rail PF's firmware: running, and stored for the next reset "
+        fams.info("railscope_pf_firmware", "The rail PF's firmware: running, and stored for the next reset "
                   "(devlink dev info).", ("pci", "device"), base,
                   {"running": _s(fi.version), "stored": _s(fi.stored_version), "psid": _s(fi.psid)})
         if fi.running and fi.stored:
@@ -61,9 +61,9 @@ def readiness(fams: _Fams, snap: Snapshot, topo: Topology) -> None:
                (), (), len(state.gpus))
     for rail in topo.rails:
         gpu, word = gpu_for(rail.pci, state)
-        if gpu is None:
-            continue
-        netdev = rail.netdev.ifname if rail.netdev is not None else rail.expected_netdev
+        if gpu is None or rail.netdev is None:
+            continue  # a missing rail has only railscope_rail_up and _info
+        netdev = rail.netdev.ifname
         fams.info("railscope_rail_gpu", "The GPU nearest the rail PF in the PCIe tree and how near, in nvidia-smi "
                   "topo -m words (PIX, PXB, PHB, NODE, SYS).", ("rail", "plane", "device"),
                   (_s(rail.rail), _s(rail.plane), netdev), {"gpu": gpu, "link": _s(word)})
