@@ -143,7 +143,7 @@ class NodeWatch:
         #: the watched resources' allocatable, from the last object read (None: not read yet)
         self.allocatable: dict[str, int] | None = None
         self._detector = rail_resources.initial()
-        self._on_event = on_event
+        self._emit_event = on_event
         self._clock = clock
         self.reasons: frozenset[str] = frozenset()
         #: True between a successful read and the next error
@@ -246,8 +246,8 @@ class NodeWatch:
             self._detector, events = rail_resources.step(self._detector, alloc, self._clock(), self.node)
             for ev in events:
                 log.warning("rail resource lost", extra={"node": self.node, "resource": ev.subject})
-                if self._on_event is not None:
-                    self._on_event(ev)
+                if self._emit_event is not None:
+                    self._emit_event(ev)
         self.synced = True
         self._note_version(obj)
 
