@@ -91,6 +91,9 @@ class Check:
 
 
 def _resources(args: argparse.Namespace, node: str | None) -> Check:
+    if not args.api_server and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        # not in a pod: spare the import of the agent service (aiohttp) a whole process would pay
+        return Check("resources", "skip", "no API server (not in a pod; --api-server)")
     from agent.detectors.rail_resources import parse_allocatable
     from agent.service.maintenance import ApiConfig
 

@@ -69,15 +69,20 @@ def _place(host: Host, bdf: str, pci_class: str | None = None) -> PciPath:
     return parse_pci_path(bdf, host.realpath(base), read_word(host, f"{base}/numa_node", 64), pci_class)
 
 
-def read_gpus(host: Host, rail_bdfs: Iterable[str] = (), notes: Notes | None = None) -> GpuState:
-    """The GPUs, the rail PFs' places and the GPUDirect paths of the node (see the module doc)."""
+def read_gpus(host: Host, rail_bdfs: Iterable[str] = (), notes: Notes | None = None,
+              skip: Iterable[str] = ()) -> GpuState:
+    """The GPUs, the rail PFs' places and the GPUDirect paths of the node (see the module doc).
+
+    ``skip``: functions known not to be GPUs (the NICs' VFs the links source read: 8 x 127 of them
+    on a big node, each a ``vendor`` read saved every interval)."""
     notes = notes if notes is not None else Notes()
     entries = host.listdir(_DEVICES)
     gpus: list[PciPath] = []
     if entries is None:
         notes.missing("gpus", f"{_DEVICES}: not available")
+    known = frozenset(skip)
     for bdf in entries or ():
-        if not BDF_RE.match(bdf):
+        if not BDF_RE.match(bdf) or bdf in known:
             continue
         # vendor first: on a node of 300 functions only the NVIDIA ones cost a second read
         vendor = read_word(host, f"{_DEVICES}/{bdf}/vendor", 64)

@@ -228,7 +228,8 @@ def read_firmware_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) 
 
 def read_gpus_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     """GPUs, GPUDirect paths and the rail PFs' PCIe places: sysfs only."""
-    return _part("gpus", notes, fields={"gpus": read_gpus(host, ctx.rail_bdfs, notes)})
+    nic_vfs = {vf for f in ctx.functions for vf in f.virtfns} | {f.bdf for f in ctx.functions if f.is_vf}
+    return _part("gpus", notes, fields={"gpus": read_gpus(host, ctx.rail_bdfs, notes, skip=nic_vfs)})
 
 
 def read_rdma_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
