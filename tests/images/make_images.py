@@ -858,12 +858,12 @@ def resources_lost_event(img: Image) -> None:
                       "evidence": {"before": 1, "after": 0, "node": "gpu-node-017"}}])
 
 
-HGX_ORIGIN = ("The PCIe tree follows an HGX H100 8-GPU baseboard as `nvidia-smi topo -m` and `lspci -tv` show it "
-              "on DGX H100 / HGX H100 systems (NVIDIA DGX H100 User Guide, \"Network Ports\" and the published "
-              "`nvidia-smi topo -m` matrices: each ConnectX-7 is PIX to one GPU): a root port, a PCIe switch's "
-              "upstream port and two downstream ports, one with the GPU (10de:2330, class 0x030200) and one with "
-              "the rail NIC; two of the eight GPU/NIC pairs are kept. Bus numbers are this image's, values "
-              "illustrative. Module files as the R570 driver installs them: `/sys/module/nvidia/{version,taint}`, "
+HGX_ORIGIN = ("Hand-made in the shape of an HGX H100 node: one ConnectX-7 rail per GPU (the NVIDIA DGX H100 User "
+              "Guide, 1.2.3 \"Network Modules\", pairs each ConnectX-7 with one GPU), each pair below one PCIe switch "
+              "(root port, the switch's upstream port, two downstream ports: the GPU 10de:2330 class 0x030200 on one, "
+              "the NIC on the other), which `nvidia-smi topo -m` shows as PIX (NVML's NVML_TOPOLOGY_SINGLE: one PCIe "
+              "switch); two of the eight pairs kept, one per socket. Bus numbers are this image's, values "
+              "illustrative. Module files as an R570 driver installs them: `/sys/module/nvidia/{version,taint}`, "
               "`/sys/module/nvidia_peermem/version`.")
 
 
