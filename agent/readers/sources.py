@@ -202,18 +202,14 @@ def read_health_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) ->
 
 def rail_pf_handles(ctx: Context) -> list[str]:
     """The devlink handles of the rail PFs: ``pci/<bdf>``, or ``<bus>/<dev>`` for a rail whose parent
-    is on another bus (netdevsim); VFs never."""
+    is on another bus (netdevsim: ``netdevsim/netdevsim10``, which ``rail_bdfs`` does not hold); VFs never."""
     vfs = {f.bdf for f in ctx.functions if f.is_vf}
-    buses = {lk.parent_dev: lk.parent_bus for lk in ctx.links
-             if lk.parent_dev and lk.parent_bus and lk.parent_bus not in NOT_PF_BUSES}
-    out = []
-    for bdf in ctx.rail_bdfs:
-        if bdf in vfs:
-            continue
-        if BDF_RE.match(bdf):
-            out.append(f"pci/{bdf}")
-        elif bdf in buses:
-            out.append(f"{buses[bdf]}/{bdf}")
+    out = [f"pci/{bdf}" for bdf in ctx.rail_bdfs if BDF_RE.match(bdf) and bdf not in vfs]
+    rails = set(ctx.rails)
+    for lk in ctx.links:
+        if lk.ifname in rails and lk.parent_dev and lk.parent_bus and lk.parent_bus != "pci" \
+                and lk.parent_bus not in NOT_PF_BUSES:
+            out.append(f"{lk.parent_bus}/{lk.parent_dev}")
     return list(dict.fromkeys(out))
 
 

@@ -100,3 +100,15 @@ def test_the_nearest_gpu_and_its_ties():
     assert gpu_for("0000:98:00.0", st) == ("0000:48:00.0", "NODE")  # a tie: the PF's NUMA node first
     assert gpu_for("0000:98:00.0", GpuState(rail_paths=(nic,))) == (None, None)
     assert gpu_for("0000:99:00.0", st) == (None, None)
+
+
+def test_the_firmware_handles_are_the_rail_pfs_on_any_bus():
+    from agent.model import Link, PciFunction
+    from agent.readers.sources import Context, rail_pf_handles
+
+    links = (Link(2, "net_rail0", parent_bus="netdevsim", parent_dev="netdevsim10"),
+             Link(3, "eth9", parent_bus="netdevsim", parent_dev="netdevsim12"),  # not a rail
+             Link(4, "net_rail1", parent_bus="pci", parent_dev="0000:8d:00.0"))
+    ctx = Context(links=links, rails=("net_rail0", "net_rail1"), rail_bdfs=("0000:8d:00.0", "0000:8d:00.2"),
+                  functions=(PciFunction("0000:8d:00.2", physfn="0000:8d:00.0"),))
+    assert rail_pf_handles(ctx) == ["pci/0000:8d:00.0", "netdevsim/netdevsim10"]
