@@ -112,3 +112,22 @@ def test_the_firmware_handles_are_the_rail_pfs_on_any_bus():
     ctx = Context(links=links, rails=("net_rail0", "net_rail1"), rail_bdfs=("0000:8d:00.0", "0000:8d:00.2"),
                   functions=(PciFunction("0000:8d:00.2", physfn="0000:8d:00.0"),))
     assert rail_pf_handles(ctx) == ["pci/0000:8d:00.0", "netdevsim/netdevsim10"]
+
+
+@pytest.mark.parametrize("name", ["gpudirect-hgx-pix-healthy", "gpudirect-not-ready-peermem-lost",
+                                  "firmware-pending-activation"])
+def test_a_capture_records_what_the_readiness_sources_read(name: str, tmp_path: Path):
+    """The replay plug-in records every door the new sources use: doctor --from the capture judges as the
+    node did (GPUs, their PCIe places, the peer-memory paths, devlink dev info)."""
+    from agent.analysis import pipeline
+    from agent.capture.replay import record_image
+    from agent.config import Expectations
+
+    with open_image(str(IMAGES / name)) as src:
+        record_image(src, str(tmp_path / "cap"))
+    docs = []
+    for path in (IMAGES / name, tmp_path / "cap"):
+        with open_image(str(path)) as host:
+            diag = pipeline.run(take_snapshot(host), Expectations(), ()).diagnosis
+        docs.append(([r.as_json() for r in diag.rails], [(f.code, f.severity, f.subject) for f in diag.findings]))
+    assert docs[1] == docs[0]
