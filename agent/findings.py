@@ -48,6 +48,8 @@ EVENT_CODES: dict[str, str] = {
     **{code: CODES[code] for code in ("LinkFlapping", "ConfigFlapping", "RepresentorStale", "PfcStorm",
                                       "LosslessDrops", "NicHealthError")},
     "DriverReload": "info",
+    # frames above a rail's MTU arrive (rx_oversize_pkts_phy rose): the rising form of MtuMismatch
+    "MtuMismatch": CODES["MtuMismatch"],
     # the device plugin advertised 0 of a rail resource after more: only the API server knows (DESIGN §4)
     "RailResourcesLost": CODES["RailResourcesLost"],
 }

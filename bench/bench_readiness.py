@@ -5,7 +5,7 @@ as a whole process next to ``railscope doctor``'s.
 
 - ``gpus`` (a sysfs scan every interval, default 60 s): CPU and wall per read through the live host on a
   real directory tree shaped like an HGX node with 8 rails x 127 VFs: 8 GPUs, 8 PCIe switches (root
-  port, upstream and two downstream ports each), 8 rail PFs, 1,016 VFs and 64 other functions — 1,144
+  port, upstream and two downstream ports each), 8 rail PFs, 1,016 VFs and 64 other functions — 1,128
   entries in ``/sys/bus/pci/devices`` to read ``vendor`` of, the same syscalls as sysfs;
 - ``firmware`` (``devlink -j dev info <PF>`` for each of the 8 rail PFs, default 60 s): wall and CPU of
   the 8 commands as the runner spawns them, here against the local devlink (a handle that does not
