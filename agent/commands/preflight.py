@@ -200,9 +200,13 @@ def run(args: argparse.Namespace) -> int:
                    "checks": [c.as_json() for c in checks], "verdict": verdict}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
+        from agent.findings import NEXT_STEPS
         from agent.report.terminal import safe
 
         for c in checks:
             sys.stdout.write(f"{c.status:5} {c.name:10} {safe(c.detail)}\n")
+            if c.status == "FAIL":
+                for code in dict.fromkeys(w for w in c.detail.replace(";", " ").split() if w in NEXT_STEPS):
+                    sys.stdout.write(f"{'':16} next: {NEXT_STEPS[code]}\n")
         sys.stdout.write(safe(verdict) + "\n")
     return 1 if failed else 0

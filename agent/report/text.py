@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from typing import TextIO
 
-from agent.findings import Diagnosis, RailRow
+from agent.findings import NEXT_STEPS, Diagnosis, RailRow
 from agent.report.terminal import cell, safe
 
 __all__ = ["render", "use_colour"]
@@ -118,6 +118,9 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
         for (sev, code, subj, msg), f in zip(rows_f, diag.findings, strict=True):
             out.append(f"{paint(sev.upper().ljust(8), f.severity)}  {code.ljust(width_code)}  "
                        f"{subj.ljust(width_subj)}  {msg}")
+        # what to run next, once per code (agent.findings.NEXT_STEPS)
+        for code in dict.fromkeys(f.code for f in diag.findings if f.code in NEXT_STEPS):
+            out.append(paint(f"next ({code}): {NEXT_STEPS[code]}", "dim"))
     if not_judged and diag.rails:
         out.append(paint(f"not judged (no expectation given): {safe(', '.join(not_judged))}", "dim"))
     if diag.unavailable:

@@ -129,3 +129,12 @@ def test_resources_advertised_lost_and_unreachable(capsys: pytest.CaptureFixture
     code, out = preflight(capsys, "--from", str(IMAGES / "spectrumx-2rail-healthy"), "--api-server", url,
                           "--api-token-file", str(tmp_path / "bad"))
     assert code == 1 and "FAIL  resources  GET node gpu-node-017: HTTP Error 401" in out
+
+
+def test_a_failed_check_says_what_to_do_next(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.findings import NEXT_STEPS
+
+    code, out = preflight(capsys, "--from", str(IMAGES / "gpudirect-not-ready-peermem-lost"))
+    assert code == 1 and f"next: {NEXT_STEPS['GpuDirectNotReady']}" in out
+    main(["doctor", "--from", str(IMAGES / "gpudirect-not-ready-peermem-lost")])
+    assert f"next (GpuDirectNotReady): {NEXT_STEPS['GpuDirectNotReady']}" in capsys.readouterr().out
