@@ -5,15 +5,17 @@ MtuMismatch, DriverNotDoca and RailNamingConflict (DESIGN §4). ``RailResourcesL
 The traps each rule steps around:
 
 - **GPUDirect** is what NCCL itself probes. ``ncclIbGdrSupport`` (NVIDIA/nccl
-  ``src/transport/net_ib.cc``, ``ibGdrSupportInitOnce``, NCCL >= 2.23) tests with ``access(F_OK)``
-  ``/sys/kernel/mm/memory_peers/nv_mem/version``, ``.../nv_mem_nc/version`` and
-  ``/sys/module/nvidia_peermem/version``; without them ``ncclIbDmaBufSupport`` registers GPU memory
-  through DMA-BUF (``ibv_reg_dmabuf_mr``), which needs a kernel >= 5.12 and the open GPU kernel
-  modules: the proprietary ``nvidia.ko`` (``P`` in ``/sys/module/nvidia/taint``) exports no DMA-BUF
-  (NVIDIA GPUDirect RDMA documentation, "Using nvidia-peermem", and the GPU Operator's "GPUDirect RDMA
-  and GPUDirect Storage": DMA-BUF is recommended over nvidia-peermem, open kernel modules, Linux
-  5.12+). So open modules without ``nvidia_peermem`` are ready; a node without GPUs, or without
-  rails, is not judged; a taint or kernel that cannot be read is not judged.
+  ``src/transport/net_ib.cc``, ``ibGdrSupportInitOnce``, NCCL 2.23 on; ``src/transport/net_ib/`` in
+  later trees) tests with ``access(F_OK)`` ``/sys/kernel/mm/memory_peers/nv_mem/version``,
+  ``.../nv_mem_nc/version`` and ``/sys/module/nvidia_peermem/version``: any one is a peer-memory
+  client. Without one, ``ncclIbDmaBufSupport`` probes DMA-BUF with a dummy ``ibv_reg_dmabuf_mr`` (fd
+  -1; ``EOPNOTSUPP`` / ``EPROTONOSUPPORT`` mean unsupported): RDMA memory regions from a DMA-BUF came
+  with Linux 5.12, and the GPU must export its memory as DMA-BUF, which the open GPU kernel modules
+  do and the proprietary ``nvidia.ko`` (``P`` in ``/sys/module/nvidia/taint``) does not. NVIDIA's
+  GPUDirect RDMA documentation (CUDA "GPUDirect RDMA", 3.7 "Using nvidia-peermem"; the GPU Operator's
+  "GPUDirect RDMA and GPUDirect Storage": DMA-BUF or the legacy nvidia-peermem, DMA-BUF recommended)
+  names the same two paths. So open modules without ``nvidia_peermem`` are ready; a node without GPUs,
+  or without rails, is not judged; a taint or kernel that cannot be read is not judged.
 - **MTU** is a rail's: the management NIC (or any netdev that is not a rail) never counts, neither
   for the rail being judged nor for the most common MTU it is judged against.
 - **DriverNotDoca**: inbox is ``/sys/module/mlx5_core/version`` absent or equal to the kernel
