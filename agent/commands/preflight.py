@@ -157,19 +157,31 @@ def _verdicts(diag: Any, exp: Any, snap: Any) -> list[Check]:
     return out
 
 
+def _load(source: str | None, exp: Any, table: Any, host_root: str) -> Any:
+    """This node (``source`` None) or a node image, read and diagnosed by the one offline pipeline."""
+    from agent.offline import diagnose_host, diagnose_image
+
+    if source is None:
+        from agent.host.live import LiveHost
+
+        with LiveHost(host_root) as host:
+            return diagnose_host(host, exp, table, source="this node")
+    return diagnose_image(source, exp, table)
+
+
 def run(args: argparse.Namespace) -> int:
-    from agent.commands.sources import LIVE, SourceError, load
+    from agent.host import HostError
+    from agent.offline import SourceError
 
     try:
         exp, table = judged_by(args)
     except ValueError as exc:
         return fail("preflight", str(exc))
-    source = args.source if args.source else LIVE
     if args.source is not None and not args.source.strip():
         return fail("preflight", "--from: an empty path is not a node image")
     try:
-        now = load(source, exp, table, host_root=args.host_root, allow_live=True)
-    except SourceError as exc:
+        now = _load(args.source, exp, table, args.host_root)
+    except (SourceError, HostError) as exc:
         return fail("preflight", str(exc))
     diag, snap = now.diagnosis, now.snapshot
     checks = _verdicts(diag, exp, snap)
@@ -179,11 +191,11 @@ def run(args: argparse.Namespace) -> int:
         from agent.analysis.diff import Side, diff
 
         try:
-            before = load(args.since, exp, table, host_root=args.host_root, allow_live=False)
-        except SourceError as exc:
+            before = _load(args.since, exp, table, args.host_root)
+        except (SourceError, HostError) as exc:
             return fail("preflight", f"--since: {exc}")
         d = diff(Side(args.since, before.snapshot, before.topology, before.diagnosis, exp.lossless_prio),
-                 Side(source, now.snapshot, now.topology, now.diagnosis, exp.lossless_prio))
+                 Side(args.source or "live", now.snapshot, now.topology, now.diagnosis, exp.lossless_prio))
         checks.append(Check("since", "FAIL" if d.regressions else "ok",
                             "; ".join(f"{i.code} {i.subject}" for i in d.regressions)
                             or f"no regression since {os.path.basename(args.since.rstrip('/'))}"))
