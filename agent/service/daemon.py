@@ -355,6 +355,11 @@ class Agent:
             for ev in events:
                 self._emit(ev)
 
+    def emit(self, ev: Event) -> None:
+        """An event from outside the detectors (the node watch's RailResourcesLost): logged, counted and
+        captured on like a detector's."""
+        self._emit(ev)
+
     def _emit(self, ev: Event) -> None:
         self.events.add(ev)
         self.capture.on_event(ev, self.settings.node or (self.snapshot.node if self.snapshot else None) or "node",
