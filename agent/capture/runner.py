@@ -91,8 +91,9 @@ class CaptureParams:
     #: (tool, device) of reads stuck in the agent's own samplers ("" device: all of that tool's):
     #: never started a second time
     hung_tools: frozenset[tuple[str, str]] = frozenset()
-    #: held around each firmware-touching command: the daemon's, shared with its own samplers
-    firmware_lock: Any = None
+    #: the daemon's firmware gate (``agent.host.firmware.FirmwareGate``), shared with its samplers:
+    #: each firmware-touching step holds its PCI function's lock; None outside the daemon
+    firmware_gate: Any = None
     plugins: tuple[str, ...] = PLUGINS
     pod_netns: bool = False
     bundle_id: str | None = None
@@ -359,10 +360,10 @@ class _Run:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=self._late(), plugin=t.plugin))
             return
         timeout = min(step.timeout_s, max(left, 0.1))
-        lock = self.params.firmware_lock
-        if self.host.live and t.fw_key is not None and lock is not None:
+        gate = self.params.firmware_gate
+        if self.host.live and t.fw_key is not None and gate is not None:
             # Never wait past the deadline: the holder may be a read stuck in the driver.
-            if not lock.acquire(timeout=max(0.0, left - 0.5)):
+            if not gate.acquire(t.fw_key, timeout=max(0.0, left - 0.5)):
                 self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, plugin=t.plugin,
                                       reason="skipped: another firmware read held the NIC until the deadline"))
                 return
@@ -370,7 +371,7 @@ class _Run:
                 timeout = min(step.timeout_s, max(self.left(), 0.1))
                 res = run_argv(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
             finally:
-                lock.release()
+                gate.release(t.fw_key)
         elif self.host.live:
             res = run_argv(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
         else:
