@@ -250,25 +250,19 @@ class _Run:
             self.notes.append(f"replay: {box['error']}")
         snap = box.get("snap")
         if snap is not None:
-            health = os.path.join(self.staging, "cmd", slug(["devlink", "-j", "health", "show"]) + ".stdout")
-            try:
-                with open(health, "rb") as fh:
-                    hjson: bytes | None = fh.read(8 << 20)
-            except OSError:
-                hjson = None
-            fill_from_snapshot(ctx, snap, hjson)
+            fill_from_snapshot(ctx, snap)
 
     def finish_replay(self, ctx: CaptureContext) -> None:
         with self.lock:
-            # RecordingHost writes the replay's own items; its manifest.json is replaced by ours.
             try:
-                m = self.rec.finish(node=self.params.node, events=self.params.events)
+                recorded = self.rec.items(events=self.params.events)
             except OSError as exc:
                 self.notes.append(f"replay: {exc}")
                 return
-            for it in m["items"]:
-                it.setdefault("plugin", "replay")
-                self.items.setdefault(it["path"], it)
+            for it in recorded:
+                doc = it.as_json()
+                doc.setdefault("plugin", "replay")
+                self.items.setdefault(doc["path"], doc)
 
     # -- expansion ------------------------------------------------------------------------------
     def _bindings(self, ctx: CaptureContext, names: tuple[str, ...]) -> list[dict[str, str]]:

@@ -333,9 +333,9 @@ class RecordingHost:
             fh.write(data)
         self._items[rel] = item_of(rel, data, kind)
 
-    def finish(self, *, node: str | None = None, cluster: str | None = None, incident: str | None = None,
-               reason: str | None = None, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Write ``netlink/links.json``, ``events.json`` and ``manifest.json``; return the manifest."""
+    def items(self, events: list[dict[str, Any]] | None = None) -> tuple[ManifestItem, ...]:
+        """End the recording: write ``netlink/links.json`` and ``events.json``; the items of all that
+        was recorded, by path (the capture runner puts them in its own manifest)."""
         with self._lock:
             if self._links is not None:
                 doc = {"links": [{**lk, "stats64": self._stats.get(str(lk.get("ifname")))} for lk in self._links]}
@@ -345,10 +345,16 @@ class RecordingHost:
                     "netlink/links.json", "netlink", skipped=True,
                     reason=self.inner.links_error or "netlink not available")
             self._put_generated("events.json", (json.dumps({"events": events or []}, indent=1) + "\n").encode())
+            return tuple(self._items[k] for k in sorted(self._items))
+
+    def finish(self, *, node: str | None = None, cluster: str | None = None, incident: str | None = None,
+               reason: str | None = None, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """End the recording as a node image of its own: its items and ``manifest.json``; returns the manifest."""
+        with self._lock:
             manifest = Manifest(
                 schema=SCHEMA, node=node, cluster=cluster, incident=incident, reason=reason,
                 agent_version=__version__, started_at=_iso(self.started_at), ended_at=_iso(time.time()),
-                items=tuple(self._items[k] for k in sorted(self._items)),
+                items=self.items(events),
             )
             with open(os.path.join(self.root, "manifest.json"), "w", encoding="utf-8") as fh:
                 fh.write(manifest_to_json(manifest))
