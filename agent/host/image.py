@@ -23,6 +23,7 @@ This module imports nothing of the agent but the host seam's ``HostError``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -33,10 +34,10 @@ import re
 import stat
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from agent.host import HostError
-from agent.host.paths import glob_nodes, walk_links
+from agent.host.paths import glob_nodes, walk_links, walk_nodes
 from agent.safejson import MAX_JSON_DEPTH, JSONError, load_json, loads_bounded
 
 __all__ = [
@@ -491,6 +492,19 @@ class ImageFS:
     def _lexists(self, path: str) -> bool:
         key = self._key(path, follow_last=False)
         return key is not None and self.tree._has(key)
+
+    def walk(self, path: str, limit: int = 10_000) -> list[str]:
+        return walk_nodes(path, self.listdir, self.readlink, limit)
+
+    def copy_tail(self, path: str, max_bytes: int, out: BinaryIO) -> tuple[int, bool]:
+        key = self._key(path)
+        data = None if key is None else self.tree.files.get(key)
+        if data is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file in the image", path)
+        cut = len(data) > max_bytes
+        kept = data[len(data) - max_bytes:] if cut else data
+        out.write(kept)
+        return len(kept), cut
 
 
 # -- .tar.gz -----------------------------------------------------------------------------------

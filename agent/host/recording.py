@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from agent import __version__
 from agent.host import CmdResult, Host, slug
@@ -39,6 +39,12 @@ from agent.host.image import SCHEMA, Manifest, ManifestItem, item_of, manifest_t
 from agent.host.paths import walk_links
 
 __all__ = ["RecordError", "RecordingHost"]
+
+def _keep(keep: str) -> dict[str, str]:
+    """``keep`` for an inner host, passed only when it is not the default (a host made for a test
+    may know no ``keep``)."""
+    return {} if keep == "head" else {"keep": keep}
+
 
 class RecordError(Exception):
     """The image cannot be written (the output directory is not empty, not writable ...)."""
@@ -234,6 +240,13 @@ class RecordingHost:
                 self._put_existing(path)
         return found
 
+    def walk(self, path: str, limit: int = 10_000) -> list[str]:
+        # Only listed: what the capture then reads of it is recorded as it is read.
+        return self.inner.walk(path, limit)
+
+    def copy_tail(self, path: str, max_bytes: int, out: BinaryIO) -> tuple[int, bool]:
+        return self.inner.copy_tail(path, max_bytes, out)
+
     def glob(self, pattern: str) -> list[str]:
         paths = self.inner.glob(pattern)
         for p in paths:
@@ -279,12 +292,12 @@ class RecordingHost:
                 self._put_command(CmdResult(tuple(str(a) for a in argv), None, missing=True, reason=reason))
 
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
-            max_bytes: int = 8 << 20) -> CmdResult:
+            max_bytes: int = 8 << 20, keep: str = "head") -> CmdResult:
         why = self.guard(tuple(str(a) for a in argv)) if self.guard is not None else None
         if why is not None:
             res = CmdResult(tuple(str(a) for a in argv), None, missing=True, reason=f"refused: {why}")
         else:
-            res = self.inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
+            res = self.inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes, **_keep(keep))
         with self._writing(res.argv):
             self._put_command(res)
         return res

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from agent.host import CmdResult, Host
 from agent.host.firmware import FirmwareGate, function_of
@@ -77,7 +77,9 @@ class TrackedHost:
         return None
 
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
-            max_bytes: int = 8 << 20) -> CmdResult:
+            max_bytes: int = 8 << 20, keep: str = "head") -> CmdResult:
+        # ``keep`` only when not the default: a host made for a test may know no ``keep``.
+        kw = {} if keep == "head" else {"keep": keep}
         fw = bool(argv) and self.firmware(argv)
         device = _device_of(argv) or (argv[-1] if fw else "")
         why = self._skip(argv[0], device) if argv else None
@@ -86,11 +88,11 @@ class TrackedHost:
         self.progress.set(device)
         try:
             if not fw:
-                return self.inner.run(argv, timeout_s, max_bytes)
+                return self.inner.run(argv, timeout_s, max_bytes, **kw)
             with self.gate.hold(function_of(self.inner, device), self.firmware_wait_s) as got:
                 if not got:
                     return CmdResult(tuple(argv), None, missing=True, reason=_BUSY)
-                return self.inner.run(argv, timeout_s, max_bytes)
+                return self.inner.run(argv, timeout_s, max_bytes, **kw)
         finally:
             self.progress.set("")
 
@@ -115,6 +117,12 @@ class TrackedHost:
 
     def glob(self, pattern: str) -> list[str]:
         return self.inner.glob(pattern)
+
+    def walk(self, path: str, limit: int = 10_000) -> list[str]:
+        return self.inner.walk(path, limit)
+
+    def copy_tail(self, path: str, max_bytes: int, out: BinaryIO) -> tuple[int, bool]:
+        return self.inner.copy_tail(path, max_bytes, out)
 
     def links(self) -> list[dict[str, Any]] | None:
         return self.inner.links()
