@@ -15,8 +15,6 @@ import stat
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from agent.host.runner import _Tail
-
 #: Symlinks followed on the way to one path at the most, like the kernel's MAXSYMLINKS.
 MAX_LINKS = 40
 _FLAT_LINK_MAX = 4096
@@ -277,12 +275,14 @@ class RootedFS:
                     left -= len(data)
                 return n, start > 0
             # sysfs / procfs report a size of 0 or 4096 whatever they hold: read to the end.
-            tail = _Tail(max_bytes, "tail")
+            kept, cut = bytearray(), False
             while data := src.read(_COPY):
-                tail.add(data)
-            kept = tail.value()
+                kept += data
+                if len(kept) > max_bytes:
+                    del kept[:len(kept) - max_bytes]
+                    cut = True
             out.write(kept)
-            return len(kept), tail.truncated
+            return len(kept), cut
 
 
 class FilesDoor:
