@@ -32,6 +32,7 @@ from typing import Any
 from agent import __version__
 from agent.capture.runner import CaptureParams
 from agent.config import ReadConfig
+from agent.host.firmware import FirmwareGate
 from proto.frames import Hello
 from proto.keys import KeyPartError, bundle_id
 
@@ -69,8 +70,8 @@ def _stamp(ts: float) -> str:
 class Shared:
     """The daemon's state every capture of it shares."""
 
-    #: the firmware gate (``agent.host.firmware``) the samplers hold
-    gate: Any = None
+    #: the firmware gate the samplers hold
+    gate: FirmwareGate | None = None
     #: (tool, device) of reads stuck in the daemon's samplers, and firmware reads that hung in its
     #: earlier captures: never started again
     hung_tools: frozenset[tuple[str, str]] = frozenset()

@@ -51,6 +51,7 @@ from agent.capture.plans import PLUGINS, load
 from agent.capture.redact import Redactor
 from agent.config import ReadConfig
 from agent.host import Host, slug
+from agent.host.firmware import FirmwareGate
 from agent.host.paths import NotRegularFile
 from agent.host.recording import SCHEMA, RecordingHost
 from agent.model import Snapshot
@@ -88,7 +89,7 @@ class CaptureParams:
     hung_tools: frozenset[tuple[str, str]] = frozenset()
     #: the daemon's firmware gate (``agent.host.firmware.FirmwareGate``), shared with its samplers:
     #: each firmware-touching step holds its PCI function's lock; None outside the daemon
-    firmware_gate: Any = None
+    firmware_gate: FirmwareGate | None = None
     plugins: tuple[str, ...] = PLUGINS
     pod_netns: bool = False
     bundle_id: str | None = None

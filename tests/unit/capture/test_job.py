@@ -8,6 +8,7 @@ import time
 
 from agent.capture.job import Job, Shared, plan_ref
 from agent.config import AgentSettings
+from agent.host.firmware import FirmwareGate
 from agent.service.pull import PLANS, PullRequest
 from collector.requests import plan_ref as collector_plan_ref
 from proto.keys import bundle_id
@@ -37,13 +38,14 @@ def test_every_trigger_names_the_plan_as_a_request_does() -> None:
 def test_a_requests_capture_keeps_its_id_name_and_hello() -> None:
     req = _request()
     job = Job.for_request(req, SETTINGS)
-    params = job.params(Shared(gate="the gate", hung_tools=frozenset({("devlink", "pci/0000:0c:00.0")}),
+    gate = FirmwareGate()
+    params = job.params(Shared(gate=gate, hung_tools=frozenset({("devlink", "pci/0000:0c:00.0")}),
                                hung_firmware=frozenset({("counters", "net_rail0")}), events=[]))
     assert params.bundle_id == req.id == bundle_id("inc-7", "gpu-node-017", "node-bundle/v1")
     assert params.name == "gpu-node-017-20261201T093823Z"  # the request's time: the same bundle when retried
     assert (params.node, params.cluster, params.incident, params.deadline_s) == \
         ("gpu-node-017", "prod-east", "inc-7", 42.0)
-    assert params.firmware_gate == "the gate" and params.events == []
+    assert params.firmware_gate is gate and params.events == []
     assert params.skip_firmware == frozenset({"pci/0000:0c:00.0", "net_rail0"})
     hello = job.hello(node="gpu-node-017", cluster="prod-east", reason="RailscopeLinkFlapping")
     assert hello.to_json() == {"bundle": req.id, "node": "gpu-node-017", "cluster": "prod-east",
