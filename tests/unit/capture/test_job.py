@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import time
 
-from agent.capture.job import Job, Shared, plan_ref
+from agent.capture.job import NODE_BUNDLE, Job, Shared, plan_ref
 from agent.config import AgentSettings
 from agent.host.firmware import FirmwareGate
 from agent.service.pull import PLANS, PullRequest
@@ -25,6 +25,7 @@ def _request(**params: bool) -> PullRequest:
 
 
 def test_every_trigger_names_the_plan_as_a_request_does() -> None:
+    assert NODE_BUNDLE == ("node-bundle", *PLANS["node-bundle"])  # the plan the requests name
     for pod_netns, redact in itertools.product((False, True), repeat=2):
         params = {"pod_netns": pod_netns, "redact": redact}
         req = _request(**params)
