@@ -11,8 +11,8 @@
 
 A browser sends the operator token as HTTP Basic credentials (any user name, the token as the
 password: a 401 asks for them with ``WWW-Authenticate: Basic``) or as a bearer token (a proxy, a
-script). The analysis of a bundle is cached beside it in the store (``<name>.analysis.json``; a
-hidden ``.<name>.analysis.json`` in a local store), keyed by the bundle's sha256 and the railscope
+script). The analysis of a bundle is cached beside it in the store (``<name>.analysis.json``, a small
+object of the store), keyed by the bundle's sha256 and the railscope
 version and the expectations judged (``RAILSCOPE_<FLAG>`` variables, as doctor reads them), so no page
 reads a large bundle twice; analyses run one at a time per replica, off the event
 loop, and two pages asking for the same bundle share one analysis.
@@ -21,56 +21,34 @@ loop, and two pages asking for the same bundle share one analysis.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
 import os
 import re
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from multidict import CIMultiDict
 
 from agent import __version__
+from agent.expectations import expectations_from_env
 from agent.report.html import CSS, esc, pill
 from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
-from .auth import AuthError
-from .bundles import fetch
-from .state import STATE, Collector
+from .errors import Refused
+from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, STATE, Collector
 from .storage import Stored, StoreError
 
-__all__ = ["add_routes", "analysis_of", "expectations"]
+__all__ = ["analysis_of", "incident", "index", "refused", "report", "setup"]
 
 SCHEMA = "railscope.analysis/v1"
-_PARTS = "{cluster}/{date}/{incident}/{name}"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _REALM = 'Basic realm="railscope collector", charset="UTF-8"'
 #: Worst findings shown per node on the incident page (the report page has them all).
 WORST = 4
 
-_LOCKS: web.AppKey[dict[str, asyncio.Lock]] = web.AppKey("analysis_locks", dict)
-_SLOTS: web.AppKey[asyncio.Semaphore] = web.AppKey("analysis_slots", asyncio.Semaphore)
-_EXPECT: web.AppKey[Any] = web.AppKey("analysis_expectations", object)
-
-
-# -- auth ---------------------------------------------------------------------------------------
-
-def _bearer(header: str | None) -> str | None:
-    """``Basic`` credentials become the bearer token they carry (the password); others pass as given."""
-    if header and header[:6].lower() == "basic ":
-        try:
-            decoded = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        _user, _, password = decoded.partition(":")
-        return f"Bearer {password}" if password else None
-    return header
 
 
 def _page(title: str, body: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -90,53 +68,36 @@ def _security(headers: dict[str, str] | None = None) -> dict[str, str]:
             **(headers or {})}
 
 
-async def _operator(request: web.Request) -> web.Response | None:
-    col = request.app[STATE]
-    try:
-        principal = await col.auth.authenticate(_bearer(request.headers.get("Authorization")))
-        principal.require("operator")
-    except AuthError as exc:
-        col.metrics.refuse(exc.code)
-        headers = {"WWW-Authenticate": _REALM} if exc.status == 401 else None
-        return _page(f"{exc.status}", f"<h1>{exc.status}</h1><p>{esc(exc.message)}. This page needs the "
-                     "collector's operator token (as the password of HTTP Basic credentials, or a bearer "
-                     "token).</p>", exc.status, headers)
-    return None
+_TITLES = {400: "Bad key", 401: "Unauthorized", 403: "Forbidden", 404: "Not found", 503: "Store unavailable"}
+
+
+def refused(r: Refused) -> web.Response:
+    """A refusal as a page (``collector.guard`` counts it); a 401 asks the browser for credentials."""
+    title = _TITLES.get(r.status, str(r.status))
+    body = f"<h1>{esc(title)}</h1><p>{esc(r.message)}</p>"
+    if r.status in (401, 403):
+        body = (f"<h1>{r.status}</h1><p>{esc(r.message)}. This page needs the collector's operator token (as the "
+                "password of HTTP Basic credentials, or a bearer token).</p>")
+    headers = {"WWW-Authenticate": _REALM} if r.status == 401 else None
+    return _page(title, body, r.status, headers)
 
 
 # -- analysis, cached beside the bundle ------------------------------------------------------------
 
-def _cache_local(col: Collector, key: BundleKey) -> str | None:
-    root = getattr(col.store, "root", None)
-    if root is None:
-        return None
-    return os.path.join(str(root), key.dir, f".{key.name}.analysis.json")
+#: The largest cached analysis read back (the report page of a node with many rails and events).
+MAX_ANALYSIS_BYTES = 64 << 20
+
+
+def _cache_rel(key: BundleKey) -> str:
+    return f"{key.dir}/{key.name}.analysis.json"
 
 
 async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
-    loop = asyncio.get_running_loop()
-    path = _cache_local(col, key)
+    """The cached analysis of ``key``; None when there is none, it cannot be read or is not one."""
     try:
-        if path is not None:
-            def read() -> bytes | None:
-                try:
-                    with open(path, "rb") as fh:
-                        return fh.read(64 << 20)
-                except FileNotFoundError:
-                    return None
-            raw = await loop.run_in_executor(None, read)
-        elif hasattr(col.store, "bucket"):
-            store: Any = col.store
-            try:
-                resp = await store.call("get_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json")
-            except Exception as exc:
-                if "NoSuchKey" in repr(exc) or "404" in repr(exc):
-                    return None
-                raise
-            raw = await loop.run_in_executor(None, resp["Body"].read)
-        else:
-            return None
-    except OSError:
+        raw = await col.store.get_small(_cache_rel(key), MAX_ANALYSIS_BYTES)
+    except StoreError:
+        col.metrics.storage_errors.labels("read").inc()
         return None
     if raw is None:
         return None
@@ -148,74 +109,8 @@ async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
 
 
 async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> None:
-    data = json.dumps(doc, separators=(",", ":")).encode()
-    path = _cache_local(col, key)
-    if path is not None:
-        def write() -> None:
-            # 0o640 like the bundle beside it: the analysis quotes what the bundle holds.
-            tmp = f"{path}.{uuid.uuid4().hex[:12]}.part"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        await asyncio.get_running_loop().run_in_executor(None, write)
-    elif hasattr(col.store, "bucket"):
-        store: Any = col.store
-        await store.call("put_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json",
-                         Body=data, ContentType="application/json")
-
-
-def expectations() -> Any:
-    """What the reports judge against: the ``RAILSCOPE_<FLAG>`` variables doctor reads
-    (``RAILSCOPE_RAILS=8``, ``RAILSCOPE_EXPECT_ESWITCH_MODE=switchdev``), else nothing expected."""
-    import argparse
-
-    from agent.commands.common import add_expectation_flags, expectations_from_args
-
-    p = argparse.ArgumentParser(add_help=False)
-    add_expectation_flags(p)
-    return expectations_from_args(p.parse_args([]))
-
-
-def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
-    """Doctor and report of a bundle on disk (a worker thread: reading and analysing are blocking)."""
-    from agent.analysis.diagnose import diagnose, with_unavailable
-    from agent.analysis.topology import build_topology
-    from agent.config import ReadConfig
-    from agent.host import HostError
-    from agent.host.recorded import open_image
-    from agent.readers.history import load_history
-    from agent.readers.kernel_table import load_kernel_table
-    from agent.readers.snapshot import take_snapshot
-    from agent.report.content import build_report
-    from agent.report.html import render_html
-
-    try:
-        host = open_image(path)
-    except HostError as exc:
-        return {"error": str(exc).replace(path, source)}
-    try:
-        snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates))
-        topo = build_topology(snap, exp)
-        hist = load_history(host)
-        diag = diagnose(snap, exp, events=hist.events, recorder=hist.recorder, capture_time=hist.capture_time,
-                        kernel_table=load_kernel_table(exp.kernel_table_file), topology=topo)
-        diag = with_unavailable(diag, hist.unavailable)
-        image = host.image
-        problems = image.problems if image is not None else ()
-        diag = with_unavailable(diag, problems)
-        manifest_error = next((why for src, why in problems if src == "manifest"), None)
-        manifest = image.manifest.as_json() if image is not None and image.manifest is not None else None
-        rep = build_report(source, diag, hist, manifest, manifest_error=manifest_error,
-                           lossless_prio=exp.lossless_prio)
-        page = render_html(rep, version=__version__)
-    except HostError as exc:
-        return {"error": str(exc).replace(path, source)}
-    except Exception as exc:  # a damaged bundle must give a page that says so, not a 500
-        return {"error": f"could not analyse: {type(exc).__name__}: {exc}".replace(path, source)}
-    finally:
-        host.close()
-    return {"doctor": diag.as_json(), "html": page}
+    # The store writes it 0o640 like the bundle beside it: the analysis quotes what the bundle holds.
+    await col.store.put_small(_cache_rel(key), json.dumps(doc, separators=(",", ":")).encode())
 
 
 #: One analysis may take this long and this much address space; it runs in a process of its own,
@@ -226,21 +121,12 @@ ANALYSIS_MEMORY_BYTES = 2 << 30
 #: analysed by later requests or by their own report page.
 PAGE_ANALYSES = 4
 
-_CHILD = """
-import json, resource, sys
-resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[3]), int(sys.argv[3])))
-from collector.pages import _analyse_file, expectations
-doc = _analyse_file(sys.argv[1], sys.argv[2], expectations())
-sys.stdout.write(json.dumps(doc))
-"""
-
-
 async def _analyse_in_child(path: str, source: str) -> dict[str, Any]:
-    """:func:`_analyse_file` in a subprocess bounded in time and memory; a failure is an error document."""
+    """``python -m collector.analysis`` bounded in time and memory; a failure is an error document."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(Path(__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _CHILD, path, source, str(ANALYSIS_MEMORY_BYTES), env=env,
+        sys.executable, "-m", "collector.analysis", path, source, str(ANALYSIS_MEMORY_BYTES), env=env,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), ANALYSIS_TIMEOUT_S)
@@ -270,10 +156,10 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
     """
     col = request.app[STATE]
     key = stored.key
-    locks = request.app[_LOCKS]
+    locks = request.app[ANALYSIS_LOCKS]
     lock = locks.setdefault(key.rel, asyncio.Lock())
     async with lock:
-        exp = request.app[_EXPECT]
+        exp = request.app[ANALYSIS_EXPECT]
         judged = repr(exp)
         cached = await _cache_get(col, key)
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
@@ -282,7 +168,7 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
         if not analyse:
             return {"pending": True, "key": key.rel}
         try:
-            async with request.app[_SLOTS]:
+            async with request.app[ANALYSIS_SLOTS]:
                 doc = await _analyse_stored(col, stored, exp)
         except (StoreError, FileNotFoundError) as exc:
             # The store failed, not the bundle: say so on the page, cache nothing, try again next time.
@@ -332,21 +218,17 @@ def _bundle_url(key: BundleKey) -> str:
     return f"/ui/bundles/{key.rel}"
 
 
-async def _list(request: web.Request, **filters: str | None) -> list[Stored] | web.Response:
+async def _list(request: web.Request, **filters: str | None) -> list[Stored]:
     col = request.app[STATE]
     try:
         return await col.store.list(filters.get("cluster"), filters.get("date"), filters.get("incident"), None)
     except StoreError as exc:
         col.metrics.storage_errors.labels("list").inc()
-        return _page("store unavailable", f"<h1>Store unavailable</h1><p>{esc(exc)}</p>", 503)
+        raise Refused(503, "store_unavailable", str(exc)) from None
 
 
 async def index(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     found = await _list(request)
-    if isinstance(found, web.Response):
-        return found
     incidents: dict[tuple[str, str, str], set[str]] = {}
     for s in found:
         incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), set()).add(s.key.node)
@@ -358,6 +240,15 @@ async def index(request: web.Request) -> web.Response:
                                     f"<th>Nodes</th></tr></thead><tbody>{rows}</tbody></table>"
                                     if rows else "<p>No bundles stored.</p>"))
     return _page("railscope incidents", body)
+
+
+def _next(code: Any) -> str:
+    """A finding code's next step (agent/findings.py NEXT_STEPS), as a line under it; nothing for a code
+    this collector does not know."""
+    from agent.findings import next_step
+
+    step = next_step(str(code))
+    return f'<div class="muted next">Next: {esc(step)}</div>' if step else ""
 
 
 def _worst(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -386,21 +277,17 @@ def _fleet(by_node: Iterable[tuple[str, dict[str, Any]]]) -> list[tuple[str, str
 
 
 async def incident(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     m = request.match_info
     try:
         cluster, incident_id = check_part("cluster", m["cluster"]), check_part("incident", m["incident"])
         if not _DATE.fullmatch(m["date"]):
             raise KeyPartError("date is yyyy-mm-dd")
     except KeyPartError as exc:
-        return _page("bad key", f"<h1>Bad key</h1><p>{esc(exc)}</p>", 400)
+        raise Refused(400, "bad_key", str(exc)) from None
     date = m["date"]
     found = await _list(request, cluster=cluster, date=date, incident=incident_id)
-    if isinstance(found, web.Response):
-        return found
     if not found:
-        return _page("not found", f"<h1>No bundles for incident {esc(incident_id)}</h1>", 404)
+        raise Refused(404, "not_found", f"No bundles for incident {incident_id}")
     # What is analysed already first; then at most PAGE_ANALYSES of the rest, so one request's
     # work stays bounded however many nodes an incident has.
     docs = [(s, await analysis_of(request, s, analyse=False)) for s in found]
@@ -418,7 +305,7 @@ async def incident(request: web.Request) -> web.Response:
             fs = _worst(doc)
             total = len(doc["doctor"].get("findings", []))
             worst = "<br>".join(f"{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
-                                f"<code>{esc(f.get('subject'))}</code>" for f in fs) or \
+                                f"<code>{esc(f.get('subject'))}</code>{_next(f.get('code'))}" for f in fs) or \
                 '<span class="pill ok">OK</span> no findings'
             if total > len(fs):
                 worst += f'<br><span class="muted">and {total - len(fs)} more</span>'
@@ -428,12 +315,13 @@ async def incident(request: web.Request) -> web.Response:
     fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d and "pending" not in d)
     if fleet:
         frows = "".join(f"<tr><td>{pill(sev)}</td><td class=mono>{esc(c)}</td><td class=mono>{esc(subj)}</td>"
-                        f"<td><b>{len(nodes)}</b> nodes</td><td class=mono>{esc(', '.join(nodes))}</td></tr>"
+                        f"<td><b>{len(nodes)}</b> nodes</td><td class=mono>{esc(', '.join(nodes))}</td>"
+                        f"<td>{_next(c)}</td></tr>"
                         for c, subj, sev, nodes in fleet)
         fleet_html = ("<p>The same code on the same rail of several nodes points at what they share (a leaf "
                       "switch, a cable bundle, a fabric setting) before the nodes themselves.</p>"
                       "<table id=fleet><thead><tr><th>Severity</th><th>Code</th><th>Subject</th><th>Seen on</th>"
-                      f"<th>Nodes</th></tr></thead><tbody>{frows}</tbody></table>")
+                      f"<th>Nodes</th><th>Next step</th></tr></thead><tbody>{frows}</tbody></table>")
     else:
         fleet_html = "<p>No finding is shared by two nodes.</p>"
     nodes = sorted({s.key.node for s in found})
@@ -451,20 +339,18 @@ def _stored_key(request: web.Request) -> BundleKey:
 
 
 async def report(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     col = request.app[STATE]
     try:
         key = _stored_key(request)
     except KeyPartError as exc:
-        return _page("bad key", f"<h1>Bad key</h1><p>{esc(exc)}</p>", 400)
+        raise Refused(400, "bad_key", str(exc)) from None
     try:
         stored = await col.store.stat(key)
     except StoreError as exc:
         col.metrics.storage_errors.labels("read").inc()
-        return _page("store unavailable", f"<h1>Store unavailable</h1><p>{esc(exc)}</p>", 503)
+        raise Refused(503, "store_unavailable", str(exc)) from None
     if stored is None:
-        return _page("not found", f"<h1>No bundle {esc(key.rel)}</h1>", 404)
+        raise Refused(404, "not_found", f"No bundle {key.rel}")
     doc = await analysis_of(request, stored)
     if "error" in doc:
         return _page(key.name, f"<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(doc['error'])}</p>"
@@ -472,21 +358,9 @@ async def report(request: web.Request) -> web.Response:
     return web.Response(text=doc["html"], content_type="text/html", headers=_security())
 
 
-async def download(request: web.Request) -> web.StreamResponse:
-    if (denied := await _operator(request)) is not None:
-        return denied
-    # The bundle API's fetch streams the object; it reads the credentials as a bearer token.
-    headers = CIMultiDict(request.headers)
-    headers["Authorization"] = _bearer(request.headers.get("Authorization")) or ""
-    return await fetch(request.clone(headers=headers))
-
-
-def add_routes(app: web.Application) -> None:
-    """The pages, under ``/ui/``."""
-    app[_LOCKS] = {}
-    app[_SLOTS] = asyncio.Semaphore(1)
-    app[_EXPECT] = expectations()
-    app.router.add_get("/ui/", index)
-    app.router.add_get("/ui/incidents/{cluster}/{date}/{incident}", incident)
-    app.router.add_get(f"/ui/bundles/{_PARTS}", report)
-    app.router.add_get(f"/ui/bundles/{_PARTS}/download", download)
+def setup(app: web.Application) -> None:
+    """What the pages share: one analysis at a time, a lock per bundle, the expectations (the routes,
+    under ``/ui/``, are in ``collector.routes``; a download is the bundle API's fetch)."""
+    app[ANALYSIS_LOCKS] = {}
+    app[ANALYSIS_SLOTS] = asyncio.Semaphore(1)
+    app[ANALYSIS_EXPECT] = expectations_from_env()

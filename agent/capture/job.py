@@ -35,12 +35,11 @@ from agent.config import ReadConfig
 from agent.host.firmware import FirmwareGate
 from proto.frames import Hello
 from proto.keys import KeyPartError, bundle_id
+from proto.requests import DEFAULT_PLAN, PLANS
+from proto.requests import plan_ref as requests_plan_ref
 
-__all__ = ["DEFAULT_CLUSTER", "NODE_BUNDLE", "Job", "Shared", "key_part", "plan_ref"]
+__all__ = ["DEFAULT_CLUSTER", "Job", "Shared", "key_part", "plan_ref"]
 
-#: the plan every capture of this agent runs, its version and its parameters' defaults (the
-#: collector's requests name it: collector/requests.py ``PLANS``, agent/service/pull.py ``PLANS``)
-NODE_BUNDLE = ("node-bundle", 1, {"pod_netns": False, "redact": False})
 #: the cluster of a capture that names none (a key part of the collector's)
 DEFAULT_CLUSTER = "default"
 
@@ -53,13 +52,10 @@ def key_part(text: str) -> str:
 
 
 def plan_ref(params: Mapping[str, Any] | None = None) -> str:
-    """The plan a capture runs with ``params``: its name, version and the parameters off their default,
-    as a capture request's ``plan_ref`` (``node-bundle/v1;pod_netns=true``)."""
-    name, version, defaults = NODE_BUNDLE
-    given = {**defaults, **(params or {})}
-    extra = "".join(f";{k}={'true' if v is True else 'false' if v is False else v}"
-                    for k, v in sorted(given.items()) if v != defaults.get(k))
-    return f"{name}/v{version}{extra}"
+    """The plan a capture runs with ``params`` (``pod_netns``, ``redact``), as a capture request names
+    it (``node-bundle/v1;pod_netns=true``): ``proto.requests``' default plan."""
+    defaults = {k: default for k, (_kind, default) in PLANS[DEFAULT_PLAN].params.items()}
+    return requests_plan_ref(DEFAULT_PLAN, {**defaults, **(params or {})})
 
 
 def _stamp(ts: float) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 def capture_streamed(args: argparse.Namespace, host: Any, job: Any, progress: Any) -> tuple[Any, Any]:
     """Capture ``job`` (``agent.capture.job.Job``) into ``--output`` and stream it to ``--collector``."""
     from agent.capture.runner import capture_to_file
-    from agent.capture.upload import upload_while_producing
+    from agent.clients.collector import CollectorClient
 
     job = job.for_upload(socket.gethostname(), time.time())
     params = job.params()
@@ -26,5 +26,9 @@ def capture_streamed(args: argparse.Namespace, host: Any, job: Any, progress: An
     def produce(on_chunk: Any) -> Any:
         return capture_to_file(host, args.output, params, progress=progress, on_chunk=on_chunk)
 
-    return asyncio.run(upload_while_producing(args.collector, job.hello(), produce,
-                                              token_file=args.collector_token_file))
+    async def send() -> tuple[Any, Any]:
+        async with CollectorClient(args.collector, token_file=args.collector_token_file,
+                                   token_flag="--collector-token-file") as client:
+            return await client.upload_while_producing(job.hello(), produce)
+
+    return asyncio.run(send())

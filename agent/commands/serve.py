@@ -18,6 +18,7 @@ from agent.commands.common import (
     _bool_word,
     _duration,
     add_expectation_flags,
+    duration_or_zero,
     env_default,
     expectations_from_args,
 )
@@ -65,10 +66,10 @@ def _ratio(text: str) -> float:
     return x
 
 
-def _duration_or_zero(text: str) -> float:
-    if text.strip() in ("0", "0s", "off"):
-        return 0.0
-    return _duration(text)
+def _event_codes() -> tuple[str, ...]:
+    from agent.findings import EVENT_CODES
+
+    return tuple(EVENT_CODES)
 
 
 def _codes(text: str) -> frozenset[str]:
@@ -142,7 +143,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "Default: none (representors are counted per PF).")
 
     r = p.add_argument_group("flight recorder, events and bounds")
-    r.add_argument("--recorder-window", type=_duration_or_zero, default=env_default("recorder-window", "15m"),
+    r.add_argument("--recorder-window", type=duration_or_zero, default=env_default("recorder-window", "15m"),
                    help="How far back the flight recorder keeps the rails' counter samples (recorder.jsonl in "
                         "every node image); 0 turns it off. Default: 15m.")
     r.add_argument("--event-history", type=_count, default=env_default("event-history", "1000"),
@@ -153,8 +154,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
     c = p.add_argument_group("captures and data endpoints")
     c.add_argument("--capture-on", type=_codes, default=env_default("capture-on", ""), metavar="CODES",
-                   help="Detector event codes that capture a bundle into the spool, comma separated "
-                        "(LinkFlapping,PfcStorm,...). Default: none.")
+                   help="Detector event codes that capture a bundle into the spool, comma separated, of: "
+                        f"{', '.join(sorted(_event_codes()))}. Default: none.")
     c.add_argument("--capture-cooldown", type=_duration, default=env_default("capture-cooldown", "10m"),
                    help="Least time between two event captures of one code on this node: a storm of events is "
                         "one bundle. Default: 10m.")
@@ -173,7 +174,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "spool, no requests).")
     c.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent's token for --collector (a projected ServiceAccount token, read before every "
-                        "upload). Default: none.")
+                        "upload; readable by its owner only, mode 0600 or 0400). Default: none.")
     c.add_argument("--upload-interval", type=_duration, default=env_default("upload-interval", "30s"),
                    help="How often the spool is tried when the collector was unreachable; a new capture is "
                         "sent at once. Default: 30s.")
@@ -191,6 +192,10 @@ def register(p: argparse.ArgumentParser) -> None:
         t.add_argument(f"--{flag}", type=kind, default=env_default(flag, default),
                        help=f"{helptext} Default: {default}.")
     add_expectation_flags(p)
+    # --listen may come from RAILSCOPE_LISTEN (the chart's way), so argparse cannot require it; the
+    # usage line still shows it as required. Usage text is %-formatted by argparse: escape it.
+    usage = p.format_usage().removeprefix("usage: ").rstrip("\n").replace("%", "%%")
+    p.usage = usage.replace("[--listen ADDR]", "--listen ADDR", 1)
 
 
 def settings_from_args(args: argparse.Namespace) -> AgentSettings:
@@ -255,6 +260,16 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, ValueError) as exc:
         print(f"railscope agent: {exc}", file=sys.stderr)
         return 3
+    if settings.collector_url and settings.collector_token_file:
+        from agent.clients.tokens import TokenFileError, read_token
+
+        # Read again before every request (it rotates); a file that can never be used is said now,
+        # at start, not in a warning at every upload and poll.
+        try:
+            read_token(settings.collector_token_file, "--collector-token-file")
+        except TokenFileError as exc:
+            print(f"railscope agent: {exc}", file=sys.stderr)
+            return 3
     setup_logging(args.log_level)
     from agent.service.app import serve
 

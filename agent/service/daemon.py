@@ -49,7 +49,7 @@ from agent.readers import sources as registry
 from agent.readers.common import Notes
 from agent.readers.history import History
 from agent.readers.kernel_table import load_kernel_table
-from agent.service.capture import ImageBusy, ImageCapture, ImageError
+from agent.service.capture import CaptureFailed, ImageBusy, ImageCapture
 from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle
 from agent.service.events import EventLog
@@ -59,7 +59,7 @@ from agent.service.scheduler import Lane, Scheduler, SourceState
 from agent.service.selfmetrics import AgentCollector
 from agent.service.tracked_host import Progress, TrackedHost
 
-__all__ = ["Agent", "ImageBusy", "ImageError"]
+__all__ = ["Agent", "CaptureFailed", "ImageBusy"]
 
 log = logging.getLogger("railscope.agent")
 events_log = logging.getLogger("railscope.agent.events")
@@ -76,7 +76,7 @@ _PORT_SOURCES = ("devlink", "rdma")
 
 class Agent:
     ImageBusy = ImageBusy
-    ImageError = ImageError
+    CaptureFailed = CaptureFailed
 
     def __init__(self, settings: AgentSettings, *, host_factory: Callable[[], Host] | None = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
@@ -336,10 +336,18 @@ class Agent:
     async def _upload_spool(self) -> None:
         """Empty the node spool into the collector, oldest first, every upload interval (and at once
         when a capture was spooled: the spool's listing changes)."""
-        from agent.capture.upload import RetryPolicy, drain_spool
+        from agent.clients.collector import CollectorClient, RetryPolicy
 
         spool = self.capture.spool
         assert spool is not None and self.settings.collector_url
+        # One client (one session) for the daemon's uploads, its token file read before each.
+        async with CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
+                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file") as client:
+            await self._upload_spool_loop(spool, client)
+
+    async def _upload_spool_loop(self, spool: Any, client: Any) -> None:
+        from agent.capture.upload import drain_spool
+
         seen: tuple[str, ...] = ()
         last = -1e9
         while True:
@@ -347,9 +355,7 @@ class Agent:
             if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
                 last = self.clock()
                 try:
-                    res = await drain_spool(spool, self.settings.collector_url,
-                                            token_file=self.settings.collector_token_file,
-                                            retry=RetryPolicy(attempts=3))
+                    res = await drain_spool(spool, client)
                     self.uploaded.extend(r.key for r in res.sent)
                     if res.sent or res.rejected or res.left:
                         log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),

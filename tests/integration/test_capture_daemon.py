@@ -66,7 +66,7 @@ from prometheus_client import generate_latest
 from agent.config import AgentSettings
 from agent.host.live import LiveHost
 from agent.service.daemon import Agent
-from agent.service.pull import PLANS, PullRequest, capture_in_process
+from agent.service.pull import PullRequest, capture_in_process
 from proto.keys import bundle_id
 
 reads = []  # (what, while the sampler held the lock)
@@ -86,7 +86,7 @@ agent = Agent(AgentSettings(port=0, watch_links=False, node="gpu-node-017", clus
               host_factory=lambda: NotedHost("/"))
 now = int(time.time())
 req = PullRequest(id=bundle_id("inc-fw", "gpu-node-017", "node-bundle/v1"), incident="inc-fw", node="gpu-node-017",
-                  plan="node-bundle", plan_version=1, params=dict(PLANS["node-bundle"][1]), created=now,
+                  plan="node-bundle", plan_version=1, params={"pod_netns": False, "redact": False}, created=now,
                   expires=now + 600, alertname="RailscopePfcStorm")
 
 def sampler():

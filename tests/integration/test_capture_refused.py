@@ -32,6 +32,7 @@ def test_a_refusal_after_the_hello_frees_the_producer_and_every_reader(tmp_path:
     finishes, and no thread is left waiting for a chunk (``asyncio.run`` would wait for it)."""
     token = tmp_path / "token"
     token.write_text(AGENT_TOKEN)
+    token.chmod(0o600)  # the token reader refuses files others may read
     made: list[int] = []
 
     def produce(on_chunk) -> str:  # type: ignore[no-untyped-def]
@@ -76,6 +77,7 @@ def test_a_refused_upload_ends_the_capture_at_once_and_names_the_bundle(
     col = Collector(tmp_path, str(tmp_path / "store"), *limits, tokens=tokens, netns=rails.node).start()
     token_file = tmp_path / "agent-token"
     token_file.write_text(token)
+    token_file.chmod(0o600)
     out = tmp_path / "out"
     out.mkdir()
     t0 = time.monotonic()

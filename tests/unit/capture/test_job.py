@@ -6,30 +6,30 @@ from __future__ import annotations
 import itertools
 import time
 
-from agent.capture.job import NODE_BUNDLE, Job, Shared, plan_ref
+from agent.capture.job import Job, Shared, plan_ref
 from agent.config import AgentSettings
 from agent.host.firmware import FirmwareGate
-from agent.service.pull import PLANS, PullRequest
-from collector.requests import plan_ref as collector_plan_ref
+from agent.service.pull import PullRequest
 from proto.keys import bundle_id
+from proto.requests import check_params
+from proto.requests import plan_ref as requests_plan_ref
 
 SETTINGS = AgentSettings(node="gpu-node-017", cluster="prod-east", capture_deadline_s=42.0)
 
 
 def _request(**params: bool) -> PullRequest:
-    full = {**PLANS["node-bundle"][1], **params}
-    ref = collector_plan_ref("node-bundle", full)
+    full = check_params("node-bundle", params)
+    ref = requests_plan_ref("node-bundle", full)
     return PullRequest(id=bundle_id("inc-7", "gpu-node-017", ref), incident="inc-7", node="gpu-node-017",
                        plan="node-bundle", plan_version=1, params=full, created=1796117903,
                        expires=1796118503, alertname="RailscopeLinkFlapping")
 
 
 def test_every_trigger_names_the_plan_as_a_request_does() -> None:
-    assert NODE_BUNDLE == ("node-bundle", *PLANS["node-bundle"])  # the plan the requests name
     for pod_netns, redact in itertools.product((False, True), repeat=2):
         params = {"pod_netns": pod_netns, "redact": redact}
         req = _request(**params)
-        assert plan_ref(params) == req.plan_ref == collector_plan_ref("node-bundle", params)
+        assert plan_ref(params) == req.plan_ref == requests_plan_ref("node-bundle", params)
         assert Job.for_request(req, SETTINGS).plan == req.plan_ref
         cli = Job("cli", "gpu-node-017", "railscope capture", incident="inc-7", pod_netns=pod_netns, redact=redact)
         # the CLI's capture of a node for an incident is the request's capture of it: one bundle id

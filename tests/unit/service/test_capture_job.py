@@ -13,7 +13,7 @@ from prometheus_client import generate_latest
 from agent.config import AgentSettings
 from agent.host.recorded import open_image
 from agent.service.daemon import Agent
-from agent.service.pull import PLANS, PullRequest, capture_in_process
+from agent.service.pull import PullRequest, capture_in_process
 from proto.keys import bundle_id
 
 NODE = "gpu-node-017"
@@ -47,7 +47,7 @@ def test_a_collector_request_waits_for_the_samplers_firmware_read_and_counts(exa
                   host_factory=lambda: _Noted(open_image(str(example_image)), reads, sampling))
     now = int(time.time())
     req = PullRequest(id=bundle_id("inc-fw", NODE, "node-bundle/v1"), incident="inc-fw", node=NODE,
-                      plan="node-bundle", plan_version=1, params=dict(PLANS["node-bundle"][1]), created=now,
+                      plan="node-bundle", plan_version=1, params={"pod_netns": False, "redact": False}, created=now,
                       expires=now + 600, alertname="RailscopePfcStorm")
     held = threading.Event()
 
