@@ -31,7 +31,7 @@ from typing import Any
 
 from agent import __version__
 from agent.capture.runner import CaptureParams
-from agent.config import ReadConfig
+from agent.config import ReadConfig, expectations_to_json
 from agent.host.firmware import FirmwareGate
 from proto.frames import Hello
 from proto.keys import KeyPartError, bundle_id
@@ -98,6 +98,9 @@ class Job:
     cfg: ReadConfig = dataclasses.field(default_factory=ReadConfig)
     events: list[dict[str, Any]] | None = None
     recorder_jsonl: Callable[[], bytes] | None = None
+    #: the judging expectations in force where it runs (``agent.config.expectations_to_json``): a
+    #: replay of the bundle judges as the agent did
+    expectations: dict[str, Any] | None = None
 
     # -- triggers ---------------------------------------------------------------------------------
     @classmethod
@@ -120,7 +123,8 @@ class Job:
             except KeyPartError:
                 bid = None
         return cls(trigger, node, reason, cluster=settings.cluster, incident=incident, bundle_id=bid,
-                   deadline_s=settings.capture_deadline_s, cfg=settings.read)
+                   deadline_s=settings.capture_deadline_s, cfg=settings.read,
+                   expectations=expectations_to_json(settings.expectations))
 
     @classmethod
     def for_request(cls, req: Any, settings: Any, redact_key: bytes | None = None) -> Job:
@@ -128,19 +132,20 @@ class Job:
         return cls("request", req.node, f"capture request {req.id} ({req.alertname or req.source or 'requested'})",
                    cluster=settings.cluster, incident=req.incident, bundle_id=req.id, created=req.created,
                    pod_netns=bool(req.params.get("pod_netns")), redact=bool(req.params.get("redact")),
-                   redact_key=redact_key,
-                   deadline_s=settings.capture_deadline_s, cfg=settings.read)
+                   redact_key=redact_key, deadline_s=settings.capture_deadline_s, cfg=settings.read,
+                   expectations=expectations_to_json(settings.expectations))
 
     def for_upload(self, hostname: str, now: float) -> Job:
         """The CLI's capture streamed to a collector: every key part the collector needs, checked
-        (``KeyPartError``); outside any incident, an incident of its own (``manual-<time>``)."""
+        (``KeyPartError``); outside any incident, an incident of its own (``manual-<time>``). Its start
+        time is in the id (``<plan>@<time>``): a second run is a bundle of its own, never a 409."""
         from proto.keys import check_part
 
         node = check_part("node", (self.node or hostname).lower())
         incident = check_part("incident", self.incident or time.strftime("manual-%Y%m%d-%H%M%S", time.gmtime(now)))
         cluster = check_part("cluster", self.cluster or DEFAULT_CLUSTER)
         return dataclasses.replace(self, node=node, incident=incident, cluster=cluster, created=now,
-                                   bundle_id=bundle_id(incident, node, self.plan))
+                                   bundle_id=bundle_id(incident, node, f"{self.plan}@{int(now)}"))
 
     # -- what follows from it -----------------------------------------------------------------------
     @property
@@ -166,7 +171,7 @@ class Job:
             redact_key=self.redact_key, deadline_s=self.deadline_s, parallel=self.parallel,
             recorder_gap_s=self.recorder_gap_s, cfg=self.cfg, events=events, recorder_jsonl=recorder,
             skip_firmware=skip, hung_tools=hung, firmware_gate=sh.gate, pod_netns=self.pod_netns,
-            bundle_id=self.bundle_id, name=self.name)
+            bundle_id=self.bundle_id, name=self.name, expectations=self.expectations)
 
     def hello(self, *, bundle: str | None = None, node: str | None = None, cluster: str | None = None,
               created: float | None = None, reason: str | None = None) -> Hello:

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import random
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, POLL_WAIT_S
 __all__ = [
     "CALL_RETRY",
     "CONTENT_TYPE",
+    "CallOutcomes",
     "CollectorClient",
     "CollectorError",
     "RetryPolicy",
@@ -282,6 +284,38 @@ def _unreachable(url: str, exc: BaseException) -> CollectorError:
     return CollectorError(f"collector unreachable: cannot reach {url}: {type(exc).__name__}: {exc}", retryable=True)
 
 
+class CallOutcomes:
+    """How each call to the collector ended, counted per attempt: ``(call, outcome)`` -> count.
+
+    ``call`` is ``upload``, ``poll``, ``done``, ``queue``...; ``outcome`` is ``ok`` (an upload: ``stored``
+    or ``duplicate``), the HTTP status of a refusal (``403``: a token bound to another node),
+    ``unreachable``, ``token_file`` (the token file cannot be used) or ``bad_answer``. A bounded set: a
+    few calls times a few statuses. The agent exports it (``railscope_agent_collector_calls_total``), so
+    a refusal is a series an alert can see, not only a log line. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def add(self, call: str, outcome: str) -> None:
+        with self._lock:
+            self._counts[(call, outcome)] = self._counts.get((call, outcome), 0) + 1
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+def outcome_of(exc: CollectorError) -> str:
+    """The outcome word of a failed call (see :class:`CallOutcomes`)."""
+    if exc.status is not None and exc.status != 200:
+        return str(exc.status)
+    if exc.code in ("token_file", "bad_answer", "digest_mismatch", "short"):
+        return exc.code
+    return "unreachable" if exc.status is None else "bad_answer"
+
+
 class CollectorClient:
     """One collector, one token file, one session: every call of the collector's API.
 
@@ -293,7 +327,8 @@ class CollectorClient:
                  retry: RetryPolicy | None = None, call_retry: RetryPolicy = CALL_RETRY,
                  session: aiohttp.ClientSession | None = None, rng: random.Random | None = None,
                  timeout: aiohttp.ClientTimeout | None = None, token_flag: str = "token file",
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 outcomes: CallOutcomes | None = None) -> None:
         if "://" not in url:
             url = "http://" + url
         self.url = url.rstrip("/")
@@ -307,6 +342,12 @@ class CollectorClient:
         self._session = session
         self._own = session is None
         self._sleep = sleep
+        #: where every attempt's outcome is counted (the agent's; None: not counted)
+        self.outcomes = outcomes
+
+    def _count(self, call: str, outcome: str) -> None:
+        if self.outcomes is not None:
+            self.outcomes.add(call, outcome)
 
     async def __aenter__(self) -> CollectorClient:
         return self
@@ -339,8 +380,10 @@ class CollectorClient:
 
     async def _call(self, method: str, path: str, *, body: Mapping[str, Any] | None = None,
                     ok: tuple[int, ...] = (200,), limit: int = MAX_ANSWER_BYTES,
-                    timeout: aiohttp.ClientTimeout | None = None, retry: RetryPolicy | None = None) -> dict[str, Any]:
-        """One JSON call, retried per ``retry`` (the call policy by default) on a retryable failure."""
+                    timeout: aiohttp.ClientTimeout | None = None, retry: RetryPolicy | None = None,
+                    call: str = "call") -> dict[str, Any]:
+        """One JSON call, retried per ``retry`` (the call policy by default) on a retryable failure;
+        each attempt's outcome counted under ``call``."""
         retry = retry or self.call_retry
         for attempt in range(retry.attempts):
             try:
@@ -348,11 +391,14 @@ class CollectorClient:
                                                 timeout=timeout or self.timeout) as resp:
                     if resp.status not in ok:
                         raise await _refusal(resp)
-                    return await _json_answer(resp, limit)
+                    doc = await _json_answer(resp, limit)
+                    self._count(call, "ok")
+                    return doc
             except CollectorError as exc:
                 err = exc
             except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
                 err = _unreachable(self.url, exc)
+            self._count(call, outcome_of(err))
             if not err.retryable or attempt + 1 == retry.attempts:
                 raise err
             await self._sleep(retry.delay(attempt, err.retry_after, self.rng))
@@ -365,7 +411,7 @@ class CollectorClient:
         """
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=wait_s + 30)
         doc = await self._call("GET", f"/v1/requests?{urlencode({'node': node, 'wait': f'{wait_s:g}'})}",
-                               limit=MAX_POLL_BYTES, timeout=timeout, retry=RetryPolicy(attempts=1))
+                               limit=MAX_POLL_BYTES, timeout=timeout, retry=RetryPolicy(attempts=1), call="poll")
         got = doc.get("requests")
         return got if isinstance(got, list) else []
 
@@ -374,13 +420,14 @@ class CollectorClient:
         body: dict[str, Any] = {"bundle": bundle} if bundle else {}
         if reused:
             body["reused"] = True
-        return _request_of(await self._call("POST", f"/v1/requests/{quote(node)}/{quote(rid)}/done", body=body))
+        return _request_of(await self._call("POST", f"/v1/requests/{quote(node)}/{quote(rid)}/done", body=body,
+                                            call="done"))
 
     async def queue(self, node: str, incident: str, *, plan: str = DEFAULT_PLAN,
                     params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``POST /v1/requests`` (operator): a capture of ``node`` for ``incident``; the request document."""
         body = {"node": node, "incident": incident, "plan": plan, "params": dict(params or {})}
-        return _request_of(await self._call("POST", "/v1/requests", body=body, ok=(200, 201)))
+        return _request_of(await self._call("POST", "/v1/requests", body=body, ok=(200, 201), call="queue"))
 
     async def show(self, node: str, rid: str) -> dict[str, Any]:
         """``GET /v1/requests/<node>/<id>``: the request document."""
@@ -514,10 +561,13 @@ class CollectorClient:
             body = _Body(hello, source, expected_sha256, progress, total)
             try:
                 doc = await self._attempt(body)
-                return UploadResult(status=str(doc.get("status")), key=str(doc.get("key")),
-                                    bytes=int(doc.get("bytes", 0)), sha256=str(doc.get("sha256")),
-                                    attempts=attempt + 1)
+                res = UploadResult(status=str(doc.get("status")), key=str(doc.get("key")),
+                                   bytes=int(doc.get("bytes", 0)), sha256=str(doc.get("sha256")),
+                                   attempts=attempt + 1)
+                self._count("upload", "duplicate" if res.duplicate else "ok")
+                return res
             except CollectorError as exc:
+                self._count("upload", outcome_of(exc))
                 if exc.code == "digest_mismatch" and expected_sha256 is not None and isinstance(source, Path):
                     exc = await _judge_mismatch(hello, source, expected_sha256, exc)
                 resendable = isinstance(source, Path) or not body.started

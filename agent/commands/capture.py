@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from agent.commands.common import _template, env_default, non_negative_seconds, positive_seconds
+from agent.commands.common import add_expectation_flags, env_default, non_negative_seconds, positive_seconds
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
 
@@ -24,12 +24,6 @@ def register_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", default=env_default("cluster", None),
                    help="Cluster name for the manifest. Default: none (null).")
     p.add_argument("--incident", default=None, help="Incident id for the manifest. Default: none (null).")
-    p.add_argument("--net-template", type=_template, action="append", default=None,
-                   help="Netdev name template that marks rails, as for doctor. Repeatable. Default: "
-                        f"{', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')}.")
-    p.add_argument("--rdma-template", type=_template, action="append", default=None,
-                   help="RDMA device name template. Repeatable. Default: "
-                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
     p.add_argument("--command-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
 
@@ -39,6 +33,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Where to write the bundle: a file name (NAME.tar.gz), or a directory that gets "
                         "<node>-<time>.tar.gz. An existing file is never overwritten. Default: the current directory.")
     register_common(p)
+    # The judging flags: recorded in the manifest as the expectations in force, so doctor --from,
+    # report and diff judge the bundle as this node would be judged (DESIGN §2).
+    add_expectation_flags(p)
     p.add_argument("--reason", default="railscope capture",
                    help="Why the bundle was taken, for the manifest. Default: 'railscope capture'.")
     p.add_argument("--redact", action="store_true",
@@ -164,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
     from agent.capture.job import Job
     from agent.capture.redact import load_key
     from agent.capture.runner import CaptureError, capture_to_file
+    from agent.commands.common import expectations_from_args
+    from agent.config import expectations_to_json
     from agent.host import HostError
     from agent.host.live import LiveHost
 
@@ -197,7 +196,8 @@ def run(args: argparse.Namespace) -> int:
     job = Job("cli", args.node, args.reason, cluster=args.cluster, incident=args.incident, pod_netns=args.pod_netns,
               redact=args.redact, redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
               recorder_gap_s=args.recorder_gap, cfg=read_config(args),  # type: ignore[arg-type]
-              events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None)
+              events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None,
+              expectations=expectations_to_json(expectations_from_args(args)))
     try:
         host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)
     except HostError as exc:

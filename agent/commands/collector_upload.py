@@ -1,9 +1,10 @@
 """``railscope capture --collector URL``: the capture streamed to the collector while it is produced.
 
-The hello's keys come from the capture job (agent/capture/job.py) and follow proto/SPEC.md: the bundle
-id is ``proto.keys.bundle_id(incident, node, plan)`` (so sending the same capture again is a
-duplicate); a capture outside any incident gets its own ``manual-<time>`` incident; a node without
-``--cluster`` goes under ``default``.
+The hello's keys come from the capture job (agent/capture/job.py) and follow proto/SPEC.md: the
+bundle id is ``proto.keys.bundle_id(incident, node, plan)`` with the capture's start time in the plan
+string, so sending the same capture again is a duplicate while a second capture of the node in the
+same incident is a bundle of its own (never a 409); a capture outside any incident gets its own
+``manual-<time>`` incident; a node without ``--cluster`` goes under ``default``.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from prometheus_client import generate_latest
 from agent.analysis import pipeline
 from agent.analysis.topology import Topology
 from agent.config import AgentSettings, Thresholds
-from agent.detectors import engine
+from agent.detectors import daemon_restarts, engine
 from agent.detectors.feed import observations_from_snapshot
 from agent.detectors.observations import CountersObs
 from agent.findings import EVENT_CODES, Diagnosis
@@ -108,6 +108,14 @@ class Agent:
         self._rep_include = re.compile(settings.representor_include) if settings.representor_include else None
 
         self._parts: dict[str, registry.Part] = {}
+        self.restarts = daemon_restarts.RestartState()
+        # How the calls to the collector ended (uploads, polls, done), and what became of spooled
+        # bundles: railscope_agent_collector_calls_total / railscope_spool_uploads_total.
+        from agent.clients.collector import CallOutcomes
+
+        self.collector_outcomes = CallOutcomes()
+        self.spool_outcomes: collections.Counter[str] = collections.Counter()
+        self.budget: Any = None
         self.snapshot: Snapshot | None = None
         self.topology: Topology | None = None
         self.diagnosis: Diagnosis | None = None
@@ -170,11 +178,27 @@ class Agent:
             await loop.run_in_executor(None, self.devlink_watcher.start)
         self._tasks.append(asyncio.create_task(self._drain(), name="railscope-drain"))
         self._tasks.append(asyncio.create_task(self._boot(), name="railscope-boot"))
+        if self.settings.budget_cpu is not None or self.settings.budget_rss is not None:
+            self._tasks.append(asyncio.create_task(self._guard_budget(), name="railscope-budget"))
         if self.settings.collector_url and self.capture.spool is not None:
             self._tasks.append(asyncio.create_task(self._upload_spool(), name="railscope-upload"))
         log.info("agent started", extra={"listen": self.settings.listen, "port": self.settings.port,
                                          "recorder_window_s": self.settings.recorder_window_s,
                                          "disabled_sources": sorted(self.settings.disabled)})
+
+    async def _guard_budget(self) -> None:
+        """The budget guard (agent/service/budget.py) every ``budget_interval_s``."""
+        from agent.service.budget import BudgetGuard
+
+        def paused(name: str, on: bool) -> None:
+            self.scheduler.states[name].paused = on
+
+        self.budget = BudgetGuard(cpu_limit=self.settings.budget_cpu, rss_limit=self.settings.budget_rss,
+                                  optional=tuple(s.name for s in self.sources if s.optional),
+                                  pause=lambda n: paused(n, True), resume=lambda n: paused(n, False))
+        while True:
+            self.budget.check()
+            await asyncio.sleep(self.settings.budget_interval_s)
 
     async def _boot(self) -> None:
         """First sample in registry order (rules before links, links before the rest); a source that
@@ -233,6 +257,8 @@ class Agent:
     # -- results (event loop) ----------------------------------------------------------------
     def _on_part(self, part: registry.Part) -> None:
         self._parts[part.source] = part
+        if part.source == "processes":
+            self.restarts = daemon_restarts.step(self.restarts, part.fields.get("processes", ()))
         if part.source == "counters":
             self._apply_counters(part)
             return
@@ -342,7 +368,8 @@ class Agent:
         assert spool is not None and self.settings.collector_url
         # One client (one session) for the daemon's uploads, its token file read before each.
         async with CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
-                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file") as client:
+                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file",
+                                   outcomes=self.collector_outcomes) as client:
             await self._upload_spool_loop(spool, client)
 
     async def _upload_spool_loop(self, spool: Any, client: Any) -> None:
@@ -357,6 +384,12 @@ class Agent:
                 try:
                     res = await drain_spool(spool, client)
                     self.uploaded.extend(r.key for r in res.sent)
+                    for r in res.sent:
+                        self.spool_outcomes["duplicate" if r.duplicate else "stored"] += 1
+                    self.spool_outcomes["rejected"] += len(res.rejected)
+                    if res.left:
+                        # kept for the next round: the collector is away, or the token file must be fixed
+                        self.spool_outcomes["deferred"] += 1
                     if res.sent or res.rejected or res.left:
                         log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),
                                                         "left": res.left, "error": res.error})
@@ -403,7 +436,9 @@ class Agent:
         links = self._parts.get("links")
         return MetricsState(snapshot=self.snapshot, topology=self.topology, diagnosis=self.diagnosis,
                             sources=tuple(sources), hung=tuple(dict.fromkeys(hung)), event_counts=self.events.counts(),
-                            event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None)
+                            event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None,
+                            daemon_restarts=dict(self.restarts.restarts),
+                            budget=self.budget.status if self.budget is not None else None)
 
     async def render_metrics(self) -> bytes:
         """The exposition, rendered in the render thread; concurrent scrapes share one render."""

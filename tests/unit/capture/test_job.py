@@ -4,7 +4,6 @@ capture the same object as before (its id, name and hello), the CLI's parameters
 from __future__ import annotations
 
 import itertools
-import time
 
 from agent.capture.job import Job, Shared, plan_ref
 from agent.config import AgentSettings
@@ -32,8 +31,10 @@ def test_every_trigger_names_the_plan_as_a_request_does() -> None:
         assert plan_ref(params) == req.plan_ref == requests_plan_ref("node-bundle", params)
         assert Job.for_request(req, SETTINGS).plan == req.plan_ref
         cli = Job("cli", "gpu-node-017", "railscope capture", incident="inc-7", pod_netns=pod_netns, redact=redact)
-        # the CLI's capture of a node for an incident is the request's capture of it: one bundle id
-        assert cli.for_upload("ignored", time.time()).bundle_id == req.id
+        sent = cli.for_upload("ignored", 1796117903.4)
+        # the CLI's hello names the same plan; its start time makes each run a bundle of its own
+        assert sent.hello().plan == req.plan_ref
+        assert sent.bundle_id == bundle_id("inc-7", "gpu-node-017", f"{req.plan_ref}@1796117903")
 
 
 def test_a_requests_capture_keeps_its_id_name_and_hello() -> None:
