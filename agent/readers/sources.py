@@ -43,7 +43,7 @@ from agent.readers.rdma import read_rdma
 from agent.readers.udev import RuleProblem, read_rules
 from agent.readers.versions import read_versions
 
-__all__ = ["SOURCES", "Context", "LinkCache", "Part", "Source", "by_name", "compose", "names", "source_of"]
+__all__ = ["SOURCES", "Context", "LinkCache", "Part", "Source", "by_name", "compose", "names", "source_of", "touches_firmware"]
 
 #: RDMA port counters read with every counters sample for the flight recorder.
 RDMA_RECORDED = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "np_cnp_sent", "rp_cnp_handled")
@@ -318,6 +318,13 @@ def source_of(argv: Iterable[str]) -> str | None:
             if args[:len(prefix)] == prefix and len(prefix) > best[0]:
                 best = (len(prefix), s.name)
     return best[1]
+
+
+def touches_firmware(argv: Iterable[str]) -> bool:
+    """Whether ``argv`` reads a NIC's firmware: the source that runs it is ``firmware_touching``
+    (the one declaration the daemon's firmware gate goes by)."""
+    name = source_of(argv)
+    return name is not None and by_name(name).firmware_touching
 
 
 def after(ctx: Context, part: Part) -> Context:
