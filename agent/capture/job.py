@@ -138,14 +138,15 @@ class Job:
     def for_upload(self, hostname: str, now: float) -> Job:
         """The CLI's capture streamed to a collector: every key part the collector needs, checked
         (``KeyPartError``); outside any incident, an incident of its own (``manual-<time>``). Its start
-        time is in the id (``<plan>@<time>``): a second run is a bundle of its own, never a 409."""
+        time is in the id (``<plan>@<time in ms>``): a second run is a bundle of its own, never a 409 — even
+        one started within the same second (``--recorder-gap 0`` captures in under one)."""
         from proto.keys import check_part
 
         node = check_part("node", (self.node or hostname).lower())
         incident = check_part("incident", self.incident or time.strftime("manual-%Y%m%d-%H%M%S", time.gmtime(now)))
         cluster = check_part("cluster", self.cluster or DEFAULT_CLUSTER)
         return dataclasses.replace(self, node=node, incident=incident, cluster=cluster, created=now,
-                                   bundle_id=bundle_id(incident, node, f"{self.plan}@{int(now)}"))
+                                   bundle_id=bundle_id(incident, node, f"{self.plan}@{int(now * 1000)}"))
 
     # -- what follows from it -----------------------------------------------------------------------
     @property

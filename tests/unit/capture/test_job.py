@@ -34,7 +34,9 @@ def test_every_trigger_names_the_plan_as_a_request_does() -> None:
         sent = cli.for_upload("ignored", 1796117903.4)
         # the CLI's hello names the same plan; its start time makes each run a bundle of its own
         assert sent.hello().plan == req.plan_ref
-        assert sent.bundle_id == bundle_id("inc-7", "gpu-node-017", f"{req.plan_ref}@1796117903")
+        assert sent.bundle_id == bundle_id("inc-7", "gpu-node-017", f"{req.plan_ref}@1796117903400")
+        # two runs within one second are two bundles
+        assert cli.for_upload("ignored", 1796117903.9).bundle_id != sent.bundle_id
 
 
 def test_a_requests_capture_keeps_its_id_name_and_hello() -> None:
