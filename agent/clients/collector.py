@@ -32,6 +32,7 @@ import aiohttp
 
 from agent.clients.tokens import TokenFileError, read_token
 from proto.frames import MAX_CHUNK_BYTES, Chunk, End, Hello, chunk_head, encode
+from proto.keys import KeyPartError, parse_rel
 from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, POLL_WAIT_S
 
 __all__ = [
@@ -236,15 +237,27 @@ async def _judge_mismatch(hello: Hello, source: Path, expected: str, exc: Collec
                           status=exc.status, code=exc.code, retryable=True)
 
 
+async def _read(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The answer's body up to ``limit`` bytes and one more, whatever pieces it arrives in (a
+    ``StreamReader.read(n)`` returns what is there, not ``n`` bytes)."""
+    buf = bytearray()
+    while len(buf) <= limit:
+        piece = await resp.content.read(min(1 << 16, limit + 1 - len(buf)))
+        if not piece:
+            break
+        buf += piece
+    return bytes(buf)
+
+
 async def _refusal(resp: aiohttp.ClientResponse) -> CollectorError:
     """A non-2xx answer as an error: the SPEC's ``{"error", "message"}``, or the start of whatever came."""
-    raw = await resp.content.read(64 * 1024)
+    raw = await _read(resp, 64 * 1024)
     try:
         doc = json.loads(raw)
         if not isinstance(doc, dict):
             raise ValueError
         code, message = str(doc.get("error", "")), str(doc.get("message", ""))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: '[' nested past the interpreter's limit
         code, message = "bad_answer", raw[:200].decode("utf-8", "replace").strip() or (resp.reason or "")
     ra = resp.headers.get("Retry-After")
     return CollectorError(f"collector answered {resp.status} {code}: {message}".replace(" :", ":"),
@@ -253,12 +266,12 @@ async def _refusal(resp: aiohttp.ClientResponse) -> CollectorError:
 
 
 async def _json_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYTES) -> dict[str, Any]:
-    raw = await resp.content.read(limit + 1)
+    raw = await _read(resp, limit)
     if len(raw) > limit:
         raise CollectorError(f"collector answer larger than {limit} bytes", status=resp.status, code="bad_answer")
     try:
         doc = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: '[' nested past the interpreter's limit
         raise CollectorError(f"collector answered {resp.status} with no JSON: {raw[:200]!r}", status=resp.status,
                              code="bad_answer") from None
     if not isinstance(doc, dict):
@@ -443,22 +456,26 @@ class CollectorClient:
     async def get(self, key: str, into: str | Path, *, progress: Progress | None = None) -> tuple[Path, str]:
         """Download the bundle ``key`` and its ``.sha256`` into the directory ``into``; (the bundle's path,
         its sha256). The bundle appears under its name only once its bytes hash to the recorded sha256."""
+        url_path = _key_path(key)
         into = Path(into)
         into.mkdir(parents=True, exist_ok=True)
-        name = key.rsplit("/", 1)[-1] or "bundle.tar.gz"
-        sha_line = (await self._bytes(f"/v1/bundles/{_key_path(key)}.sha256", 4096)).decode("ascii", "replace")
+        name = key.rsplit("/", 1)[-1]
+        sha_line = (await self._bytes(f"/v1/bundles/{url_path}.sha256", 4096)).decode("ascii", "replace")
         words = sha_line.split()
         recorded = words[0] if words else ""
         tmp = into / f".{name}.part"
         for attempt in range(self.call_retry.attempts):
             try:
-                digest, n, total = await self._download(f"/v1/bundles/{_key_path(key)}", tmp, progress)
+                digest, n, total = await self._download(f"/v1/bundles/{url_path}", tmp, progress)
                 break
             except CollectorError as exc:
                 tmp.unlink(missing_ok=True)
                 if not exc.retryable or attempt + 1 == self.call_retry.attempts:
                     raise
                 await self._sleep(self.call_retry.delay(attempt, exc.retry_after, self.rng))
+            except BaseException:  # a full disk, a cancelled command: no half file left behind
+                tmp.unlink(missing_ok=True)
+                raise
         if total is not None and n != total:
             tmp.unlink(missing_ok=True)
             raise CollectorError(f"{name}: short download ({n} of {total} bytes)", code="short")
@@ -476,7 +493,7 @@ class CollectorClient:
                 async with self.session.get(self.url + path, headers=self.headers(), timeout=self.timeout) as resp:
                     if resp.status != 200:
                         raise await _refusal(resp)
-                    return await resp.content.read(limit)
+                    return (await _read(resp, limit))[:limit]
             except CollectorError as exc:
                 err = exc
             except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
@@ -626,7 +643,12 @@ _END = object()
 
 
 def _key_path(key: str) -> str:
-    """A bundle key in a URL path: each part quoted, the slashes kept."""
+    """A bundle key (``<cluster>/<yyyy-mm-dd>/<incident>/<name>.tar.gz``, checked: its name becomes a
+    file here) in a URL path."""
+    try:
+        parse_rel(key)
+    except KeyPartError as exc:
+        raise CollectorError(f"{str(key)[:200]!r}: {exc}", code="bad_key") from None
     return "/".join(quote(part, safe="") for part in key.split("/"))
 
 

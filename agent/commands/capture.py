@@ -56,21 +56,23 @@ def register(p: argparse.ArgumentParser) -> None:
                         "unix:/run/railscope/agent.sock in the pod, or http://ADDR:PORT with --agent-token-file). "
                         "If it does not answer, the capture takes its own two samples. Default: none.")
     p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
-                   help="Bearer token for --agent over TCP. Default: none.")
+                   help="Bearer token for --agent over TCP. A token file must be readable by its owner only (mode 0600 or 0400). Default: none.")
     p.add_argument("--pod-netns", action="store_true",
                    help="Also read pod network namespaces (needs CAP_SYS_ADMIN; reads tenant data). Default: off.")
     p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
                    help="Also stream the bundle to this collector as it is produced (the file is written too, "
                         "to send again if the upload fails). Default: none.")
     p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
-                   help="The agent token for --collector (a projected ServiceAccount token in a pod). Default: none.")
+                   help="The agent token for --collector (a projected ServiceAccount token in a pod), readable "
+                        "by its owner only (mode 0600 or 0400). Default: none.")
     r = p.add_argument_group("asking a node's agent to capture (operator role)")
     # --token-file, as in `bundles` and `report`: the operator's token file has one name everywhere.
     r.add_argument("--token-file", "--operator-token-file", dest="operator_token_file",
                    default=env_default("token-file", env_default("operator-token-file", None)), metavar="FILE",
                    help="With --collector, queue a capture request for --node and --incident instead of capturing "
                         "here: the node's agent pulls it, captures and uploads. The file holds an operator token, "
-                        "as for railscope bundles and report (--operator-token-file is its older name). "
+                        "readable by its owner only (mode 0600 or 0400), as for railscope bundles and report "
+                        "(--operator-token-file is its older name). "
                         "Default: none (capture here).")
     r.add_argument("--wait", action="store_true",
                    help="Queue the request (as --token-file does) and wait until its bundle is stored, "
@@ -136,7 +138,24 @@ def _request(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unusable_token_file(args: argparse.Namespace) -> str | None:
+    """Why a token file for --collector cannot be used, said before anything is captured or queued."""
+    from agent.clients.tokens import TokenFileError, read_token
+
+    for flag, path in (("--collector-token-file", args.collector_token_file),
+                       ("--token-file", args.operator_token_file)):
+        if args.collector and path:
+            try:
+                read_token(path, flag)
+            except TokenFileError as exc:
+                return str(exc)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    if (why := _unusable_token_file(args)) is not None:
+        print(f"railscope capture: {why}", file=sys.stderr)
+        return 3
     if args.collector and (args.operator_token_file or args.wait):
         return _request(args)
     from agent.capture.redact import load_key

@@ -30,7 +30,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Fetch the image from a running agent (GET URL/v1/image: recorded now, with its flight "
                         "recorder and events) instead of reading this node. Default: read this node.")
     p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
-                   help="Bearer token for --agent (the agent's --data-token-file). Default: none.")
+                   help="Bearer token for --agent (the agent's --data-token-file). A token file must be readable by its owner only (mode 0600 or 0400). Default: none.")
     p.add_argument("--command-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
     # Recorded in the manifest as the expectations in force, so the image replays as judged here.

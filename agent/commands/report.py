@@ -35,7 +35,8 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Read BUNDLE from this collector (GET /v1/bundles/<key>, operator role). Default: BUNDLE "
                         "is a local path.")
     p.add_argument("--token-file", default=env_default("token-file", None), metavar="FILE",
-                   help="With --collector: a file holding an operator token. Default: none.")
+                   help="With --collector: a file holding an operator token, readable by its owner only (mode 0600 or "
+                        "0400). Default: none.")
     p.add_argument("--html", metavar="FILE",
                    help="Write one self-contained HTML page (inline styles and SVG charts, no scripts, no "
                         "network fetches) to FILE ('-' for stdout) instead of the text report.")

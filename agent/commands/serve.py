@@ -203,7 +203,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "spool, no requests).")
     c.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent's token for --collector (a projected ServiceAccount token, read before every "
-                        "upload). Default: none.")
+                        "upload; readable by its owner only, mode 0600 or 0400). Default: none.")
     c.add_argument("--upload-interval", type=_duration, default=env_default("upload-interval", "30s"),
                    help="How often the spool is tried when the collector was unreachable; a new capture is "
                         "sent at once. Default: 30s.")
@@ -298,6 +298,16 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, ValueError) as exc:
         print(f"railscope agent: {exc}", file=sys.stderr)
         return 3
+    if settings.collector_url and settings.collector_token_file:
+        from agent.clients.tokens import TokenFileError, read_token
+
+        # Read again before every request (it rotates); a file that can never be used is said now,
+        # at start, not in a warning at every upload and poll.
+        try:
+            read_token(settings.collector_token_file, "--collector-token-file")
+        except TokenFileError as exc:
+            print(f"railscope agent: {exc}", file=sys.stderr)
+            return 3
     setup_logging(args.log_level)
     from agent.service.app import serve
 

@@ -34,7 +34,7 @@ from agent.service.events import EventLog
 from agent.service.flight_recorder import FlightRecorder
 from agent.service.tracked_host import Progress, TrackedHost
 
-__all__ = ["ImageBusy", "ImageCapture", "ImageError"]
+__all__ = ["CaptureFailed", "ImageBusy", "ImageCapture"]
 
 log = logging.getLogger("railscope.agent.capture")
 
@@ -48,8 +48,9 @@ class ImageBusy(Exception):
     """A capture is already running."""
 
 
-class ImageError(Exception):
-    """The bundle could not be made; the message says why."""
+class CaptureFailed(Exception):
+    """The bundle could not be made; the message says why. (Not ``agent.host.image.ImageError``, which
+    refuses an input as a node image.)"""
 
 
 def _part(text: str) -> str:
@@ -109,7 +110,7 @@ class ImageCapture:
                 res = capture_to_file(host, out, params)
         except (CaptureError, OSError) as exc:
             self._count(trigger, "failed")
-            raise ImageError(str(exc)) from None
+            raise CaptureFailed(str(exc)) from None
         finally:
             host.close()
         self.hung.update(res.hung)
@@ -131,7 +132,7 @@ class ImageCapture:
             res = self._run(work + "/", self._params(reason, incident, node, hung), hung, "request")
             assert res.path is not None
             if os.path.getsize(res.path) > self.settings.image_max_bytes:
-                raise ImageError(f"the bundle is larger than {self.settings.image_max_bytes} bytes")
+                raise CaptureFailed(f"the bundle is larger than {self.settings.image_max_bytes} bytes")
             return res.path, res.name
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
@@ -176,7 +177,7 @@ class ImageCapture:
                     res = self._run("", self._params(f"event {ev.code}: {ev.message or ev.subject}", incident,
                                                      node, hung), hung, "event", spool=self.spool)
                     log.info("event capture spooled", extra={"event": ev.code, "bundle": res.name})
-                except ImageError as exc:
+                except CaptureFailed as exc:
                     log.error("event capture failed", extra={"event": ev.code, "reason": str(exc)})
                 except Exception:  # a capture bug must never take the event worker down
                     log.exception("event capture failed", extra={"event": ev.code})

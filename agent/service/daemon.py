@@ -49,7 +49,7 @@ from agent.readers import sources as registry
 from agent.readers.common import Notes
 from agent.readers.history import History
 from agent.readers.kernel_table import load_kernel_table
-from agent.service.capture import ImageBusy, ImageCapture, ImageError
+from agent.service.capture import CaptureFailed, ImageBusy, ImageCapture
 from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle
 from agent.service.events import EventLog
@@ -59,7 +59,7 @@ from agent.service.scheduler import Lane, Scheduler, SourceState
 from agent.service.selfmetrics import AgentCollector
 from agent.service.tracked_host import Progress, TrackedHost
 
-__all__ = ["Agent", "ImageBusy", "ImageError"]
+__all__ = ["Agent", "CaptureFailed", "ImageBusy"]
 
 log = logging.getLogger("railscope.agent")
 events_log = logging.getLogger("railscope.agent.events")
@@ -76,7 +76,7 @@ _PORT_SOURCES = ("devlink", "rdma")
 
 class Agent:
     ImageBusy = ImageBusy
-    ImageError = ImageError
+    CaptureFailed = CaptureFailed
 
     def __init__(self, settings: AgentSettings, *, host_factory: Callable[[], Host] | None = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,

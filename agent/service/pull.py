@@ -288,7 +288,7 @@ async def queue_request(url: str, node: str, incident: str, *, token_file: str |
     Returns the request as the collector last showed it (``state`` ``done`` and ``bundle`` when waited).
     """
     try:
-        async with CollectorClient(url, token_file=token_file, token_flag="--operator-token-file") as client:
+        async with CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
             req = await client.queue(node, incident, plan=plan, params=params)
             if wait_s is None:
                 return req

@@ -1,4 +1,5 @@
-"""The Prometheus custom collector: fresh families from the latest sample at every scrape.
+"""The agent's metrics exporter (a Prometheus custom collector, in client_python's words; "collector" in
+railscope is the central service): fresh families from the latest sample at every scrape.
 
 Follows client_python's ``process_collector.py``: ``collect()`` builds new metric families from the
 current ``MetricsState`` each time, so a representor (or a rail, or a finding) that is gone from the
@@ -32,7 +33,7 @@ from agent.findings import RailRow
 from agent.metrics.state import MetricsState
 from agent.model import Link, RdmaDevice, RdmaLink, Snapshot
 
-__all__ = ["RDMA_HW_COUNTERS", "RailscopeCollector"]
+__all__ = ["RDMA_HW_COUNTERS", "RailscopeExporter"]
 
 RAIL = ("rail", "plane", "device")
 PF = ("pci", "device")
@@ -134,7 +135,7 @@ class _Families:
         return (f for f in self._fams.values() if f.samples)
 
 
-class RailscopeCollector:
+class RailscopeExporter:
     """Renders the current ``MetricsState``.
 
     ``get_state`` returns the latest state (the daemon swaps it whole after each sample);
