@@ -71,8 +71,8 @@ def daemon_families() -> set[str]:
     names = set()
     for p in (ROOT / "agent" / "service").glob("*.py"):
         text = p.read_text(encoding="utf-8")
-        for kind, name in re.findall(r'(Counter|Gauge)MetricFamily\(\s*"(railscope_[a-z0-9_]+)"', text):
-            names.add(name + "_total" if kind == "Counter" else name)
+        for kind, name in re.findall(r'(Counter|Gauge|_counter|_gauge)(?:MetricFamily)?\(\s*"(railscope_[a-z0-9_]+)"', text):
+            names.add(name + "_total" if kind in ("Counter", "_counter") else name)
     return names
 
 
