@@ -318,3 +318,22 @@ def test_the_incidents_list_says_when_how_bad_which_alerts_and_how_many_nodes(tm
                                  page)
 
     run(go())
+
+
+def test_a_browser_asked_for_its_token_is_counted_apart_from_refused_agents(tmp_path: Path) -> None:
+    """A 401 to a page is a login prompt (railscope_collector_page_challenges_total), not a refusal: an
+    alert on agents refused (railscope_collector_refusals_total) stays quiet while people open /ui."""
+    async def go() -> str:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            for headers in (None, None, basic("wrong-token")):
+                status, _, _ = await fetch(url, "/ui/", headers)
+                assert status == 401
+            status, _doc, _ = await post(url, body(HELLO, b"x" * 100), token="not-a-token-of-this-collector")
+            assert status == 401
+            _status, text, _ = await fetch(url, "/metrics")
+            return text
+
+    text = run(go())
+    assert 'railscope_collector_page_challenges_total{endpoint="ui_index"} 3.0' in text
+    assert 'railscope_collector_refusals_total{endpoint="ui_index"' not in text
+    assert 'railscope_collector_refusals_total{endpoint="upload",reason="unauthenticated"} 1.0' in text
