@@ -34,6 +34,7 @@ from prometheus_client import generate_latest
 
 from agent.analysis import pipeline
 from agent.analysis.topology import Topology
+from agent.clients.collector import CollectorClient, RetryPolicy
 from agent.config import AgentSettings, Thresholds
 from agent.detectors import daemon_restarts, engine
 from agent.detectors.feed import observations_from_snapshot
@@ -134,6 +135,12 @@ class Agent:
                                    deadline_s=settings.source_deadline_s,
                                    current_device=lambda name: self._progress[name].get)
         self.capture = ImageCapture(settings, host_factory, self._fw_lock, self.events, self.recorder, clock)
+        #: the collector's one client in the daemon: the spool upload and the request puller share
+        #: its session (its token file is read before every request)
+        self.collector: CollectorClient | None = None
+        if settings.collector_url:
+            self.collector = CollectorClient(settings.collector_url, token_file=settings.collector_token_file,
+                                             token_flag="--collector-token-file", outcomes=self.collector_outcomes)
         self._lanes: dict[str, Lane] = {}
         self._hosts: dict[str, Host] = {}
         self._tasks: list[asyncio.Task[Any]] = []
@@ -220,6 +227,8 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.collector is not None:
+            await self.collector.close()
         if self.watcher is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.watcher.stop)
         if self.devlink_watcher is not None:
@@ -346,6 +355,11 @@ class Agent:
             for ev in events:
                 self._emit(ev)
 
+    def emit(self, ev: Event) -> None:
+        """An event from outside the detectors (the node watch's RailResourcesLost): logged, counted and
+        captured on like a detector's."""
+        self._emit(ev)
+
     def _emit(self, ev: Event) -> None:
         self.events.add(ev)
         self.capture.on_event(ev, self.settings.node or (self.snapshot.node if self.snapshot else None) or "node",
@@ -361,19 +375,10 @@ class Agent:
     async def _upload_spool(self) -> None:
         """Empty the node spool into the collector, oldest first, every upload interval (and at once
         when a capture was spooled: the spool's listing changes)."""
-        from agent.clients.collector import CollectorClient, RetryPolicy
-
-        spool = self.capture.spool
-        assert spool is not None and self.settings.collector_url
-        # One client (one session) for the daemon's uploads, its token file read before each.
-        async with CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
-                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file",
-                                   outcomes=self.collector_outcomes) as client:
-            await self._upload_spool_loop(spool, client)
-
-    async def _upload_spool_loop(self, spool: Any, client: Any) -> None:
         from agent.capture.upload import drain_spool
 
+        spool, client = self.capture.spool, self.collector
+        assert spool is not None and client is not None
         seen: tuple[str, ...] = ()
         last = -1e9
         while True:
@@ -381,7 +386,8 @@ class Agent:
             if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
                 last = self.clock()
                 try:
-                    res = await drain_spool(spool, client)
+                    # Few attempts: the spool keeps what is not sent, and the next round sends it.
+                    res = await drain_spool(spool, client, retry=RetryPolicy(attempts=3))
                     self.uploaded.extend(r.key for r in res.sent)
                     for r in res.sent:
                         self.spool_outcomes["duplicate" if r.duplicate else "stored"] += 1

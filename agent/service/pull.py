@@ -117,6 +117,7 @@ class RequestPuller:
     """Polls the collector for this node's requests and serves them one at a time."""
 
     def __init__(self, agent: Agent, url: str, *, token_file: str | None = None, cluster: str | None = None,
+                 client: CollectorClient | None = None,
                  capture: CaptureFn = capture_in_process, work_dir: str | None = None,
                  wait_s: int = POLL_WAIT_S, rng: random.Random | None = None,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
@@ -128,9 +129,12 @@ class RequestPuller:
         self.cluster = check_part("cluster", cluster or agent.settings.cluster or "default")
         self.url = url.rstrip("/")
         self.token_file = token_file
-        # The collector's one client for this puller: polls, uploads and done calls share its session.
-        self.client = CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
-                                      rng=rng, sleep=sleep, outcomes=getattr(agent, "collector_outcomes", None))
+        # Polls, uploads and done calls go through one client: the daemon's (given, shared with its spool
+        # upload, closed by the daemon) or one of the puller's own.
+        self._own_client = client is None
+        self.client = client or CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
+                                                rng=rng, sleep=sleep,
+                                                outcomes=getattr(agent, "collector_outcomes", None))
         self.capture = capture
         self.work_dir = work_dir
         self.wait_s = wait_s
@@ -143,8 +147,11 @@ class RequestPuller:
         self.busy = False
 
     async def run(self) -> None:
-        async with self.client:
+        try:
             await self._poll_loop(BACKOFF_MIN_S)
+        finally:
+            if self._own_client:
+                await self.client.close()
 
     async def _local_uploaded(self, timeout_s: float = 30.0) -> None:
         """Wait until the event captures have run and the daemon's spool upload has sent them."""
@@ -268,7 +275,7 @@ def attach(app: web.Application, agent: Agent) -> RequestPuller | None:
     if not agent.settings.node:
         log.warning("capture requests are not polled: --collector without --node (spec.nodeName)")
         return None
-    puller = RequestPuller(agent, url, token_file=agent.settings.collector_token_file)
+    puller = RequestPuller(agent, url, token_file=agent.settings.collector_token_file, client=agent.collector)
 
     run_with_app(app, puller.run, "railscope-request-puller")
     return puller

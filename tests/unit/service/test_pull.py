@@ -352,6 +352,23 @@ def test_every_event_code_has_its_alert_for_a_request_to_reuse() -> None:
     assert {f"Railscope{c}" for c in EVENT_CODES if c != "DriverReload"} <= alerts
 
 
+def test_the_daemon_has_one_collector_client_for_its_uploads_and_its_requests(example_image: Path) -> None:
+    """One session per app: the puller uses the daemon's client, which the daemon closes when it stops."""
+    from aiohttp import web
+
+    agent = _agent(example_image, collector_url="http://127.0.0.1:9")
+    puller = pull.attach(web.Application(), agent)
+    assert puller is not None and agent.collector is not None and puller.client is agent.collector
+
+    async def go() -> bool:
+        session = agent.collector.session  # type: ignore[union-attr]
+        await agent.stop()
+        return session.closed
+
+    assert asyncio.run(go())
+    assert _agent(example_image).collector is None  # no --collector, no client
+
+
 def test_a_refused_poll_and_upload_are_series_of_the_agent(tmp_path: Path, example_image: Path) -> None:
     """A token bound to another node (403) and a token the collector does not know (401) are counted by
     call and outcome on /metrics, not only logged; so are the spool's bundles."""
@@ -415,6 +432,7 @@ def test_the_spool_outcomes_are_series_of_the_agent(tmp_path: Path, example_imag
             finally:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+                await agent.stop()  # closes the daemon's collector client
             return agent
 
     agent = asyncio.run(go())
