@@ -160,7 +160,8 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
     lock = locks.setdefault(key.rel, asyncio.Lock())
     async with lock:
         exp = request.app[ANALYSIS_EXPECT]
-        judged = repr(exp)
+        # "+recorded": analyses made before bundles' own expectations were applied are stale
+        judged = repr(exp) + "+recorded"
         cached = await _cache_get(col, key)
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
                 and cached.get("expectations") == judged:

@@ -251,17 +251,14 @@ def test_every_rule_covers_something_that_exists() -> None:
 
 
 def test_every_runtime_dependency_is_imported_at_runtime() -> None:
-    """pyproject's runtime dependencies are imported by the packages, except the ones a later part
-    of the design uses (msgpack for the wire protocol, boto3 for the collector's S3 store), which
-    pyproject.toml names."""
+    """pyproject's runtime dependencies are imported by the packages, every one of them."""
     import tomllib
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {d.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].split("~")[0].strip()
              .lower().replace("-", "_") for d in deps}
     imported = {dep for m in MODULES for dep in direct(m) if dep not in MODULES}
-    later = {"msgpack", "boto3"}
-    unused = sorted(n for n in names - later if n not in imported)
+    unused = sorted(n for n in names if n not in imported)
     assert not unused, f"runtime dependencies nothing imports: {unused}"
 
 
