@@ -154,6 +154,7 @@ def test_a_family_without_the_config_group_ends_the_watcher_and_closes_its_socke
     assert sock.closed.is_set()
 
 
+@pytest.mark.slow
 def test_a_devlink_event_reads_devlink_once_per_gap_without_waiting_for_the_poll(
         example_image: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from agent.host.recorded import open_image

@@ -109,6 +109,7 @@ def test_manifest_items_match_the_files(name: str) -> None:
     assert (root / "README.md").is_file()
 
 
+@pytest.mark.slow
 def test_images_are_what_the_generator_makes(tmp_path: Path) -> None:
     """make_images.py is deterministic and the committed images are its output."""
     subprocess.run([sys.executable, str(IMAGES / "make_images.py"), "--out", str(tmp_path)], check=True,

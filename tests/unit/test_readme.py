@@ -14,6 +14,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import readme_commands
 
@@ -73,6 +75,7 @@ def _closure(requirements: list[str]) -> set[str]:
     return seen
 
 
+@pytest.mark.slow
 def test_the_test_extra_installs_every_module_the_tests_import() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     installed = _closure(project["dependencies"] + project["optional-dependencies"]["test"])

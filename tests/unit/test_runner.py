@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from agent.host.runner import run_argv
 
 
@@ -42,6 +44,7 @@ def test_environment_is_c_locale() -> None:
     assert r.ok and r.text.strip() == "C"
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     script = (

@@ -21,6 +21,7 @@ import make_pairs  # noqa: E402
 PAIRS = {p.name: p for p in make_pairs.PAIRS}
 
 
+# Building the pairs takes tens of seconds: every test of them is in the slow tier.
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pairs")
@@ -36,6 +37,7 @@ def run_diff(pairs: Path, name: str, capsys: pytest.CaptureFixture[str], *extra:
 
 
 @pytest.mark.parametrize("name", sorted(PAIRS))
+@pytest.mark.slow
 def test_each_pair_names_exactly_its_change(pairs: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
     pair = PAIRS[name]
     doc, code = run_diff(pairs, name, capsys)
@@ -46,6 +48,7 @@ def test_each_pair_names_exactly_its_change(pairs: Path, name: str, capsys: pyte
     assert doc["seconds"] == make_pairs.AFTER_S
 
 
+@pytest.mark.slow
 def test_a_new_finding_the_regression_explains_is_folded_into_it(pairs: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     doc, _ = run_diff(pairs, "rail-down", capsys)
@@ -56,6 +59,7 @@ def test_a_new_finding_the_regression_explains_is_folded_into_it(pairs: Path,
     assert doc["after"]["findings"]["critical"] == 2
 
 
+@pytest.mark.slow
 def test_a_new_finding_with_no_structural_cause_is_its_own_regression(pairs: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     doc, _ = run_diff(pairs, "finding-new", capsys)
@@ -63,6 +67,7 @@ def test_a_new_finding_with_no_structural_cause_is_its_own_regression(pairs: Pat
     assert reg["key"] == {"finding": "GlobalPauseEnabled"} and reg["severity"] == "warning"
 
 
+@pytest.mark.slow
 def test_a_version_bump_is_changes_only_and_exit_0_unless_asked(pairs: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     doc, code = run_diff(pairs, "upgrade", capsys)
@@ -77,6 +82,7 @@ def test_a_version_bump_is_changes_only_and_exit_0_unless_asked(pairs: Path,
     assert code == 0
 
 
+@pytest.mark.slow
 def test_renamed_netdevs_on_the_same_pci_function_are_the_same_rail(pairs: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     doc, _ = run_diff(pairs, "renamed-both", capsys)
@@ -92,6 +98,7 @@ def test_renamed_netdevs_on_the_same_pci_function_are_the_same_rail(pairs: Path,
     assert not any(c["code"] == "RailAdded" for c in doc["changes"])
 
 
+@pytest.mark.slow
 def test_counter_rates_over_the_time_between_captures(pairs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc, _ = run_diff(pairs, "counters-grow", capsys)
     c = {(x["subject"], x["counter"]): x for x in doc["counters"]}
@@ -102,6 +109,7 @@ def test_counter_rates_over_the_time_between_captures(pairs: Path, capsys: pytes
     assert c[("net_rail1", "tx_prio3_pause")]["delta"] == 0
 
 
+@pytest.mark.slow
 def test_a_counter_that_went_backwards_is_a_reset_never_a_negative_rate(pairs: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     doc, code = run_diff(pairs, "counters-reset", capsys)
@@ -114,6 +122,7 @@ def test_a_counter_that_went_backwards_is_a_reset_never_a_negative_rate(pairs: P
         assert x["rate"] is None or x["rate"] >= 0
 
 
+@pytest.mark.slow
 def test_text_output_regressions_then_changes_then_counters(pairs: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["diff", str(pairs / "upgrade-broke-a-rail" / "before"), str(pairs / "upgrade-broke-a-rail" / "after")])
@@ -130,6 +139,7 @@ def test_text_output_regressions_then_changes_then_counters(pairs: Path,
     assert "tx_prio3_pause           reset (4432 -> 7" in out
 
 
+@pytest.mark.slow
 def test_a_bundle_tar_gz_side_and_bad_usage(pairs: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "after.tar.gz"
     with tarfile.open(bundle, "w:gz") as tf:
@@ -152,6 +162,7 @@ def test_a_bundle_tar_gz_side_and_bad_usage(pairs: Path, tmp_path: Path) -> None
     assert res.returncode == 3 and "Traceback" not in res.stderr and res.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_an_image_without_a_capture_time_gives_deltas_but_no_rates(pairs: Path, tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     import shutil
@@ -168,6 +179,7 @@ def test_an_image_without_a_capture_time_gives_deltas_but_no_rates(pairs: Path, 
     assert f"no capture time in {untimed} (no rates)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_diff_document_keeps_its_shape(pairs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``railscope.diff/v1`` is a contract: these keys, no more, no fewer."""
     doc, _ = run_diff(pairs, "upgrade-broke-a-rail", capsys)

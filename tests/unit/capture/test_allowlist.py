@@ -97,6 +97,7 @@ class _Spy:
 IMAGES = sorted(p.parent for p in (Path(__file__).parents[2] / "images").glob("*/manifest.json"))
 
 
+@pytest.mark.slow
 def test_every_reader_argv_passes_the_allowlist() -> None:
     """The readers' registry names the tools; the readers, run on every test node image, the argv."""
     for source in SOURCES:

@@ -95,6 +95,7 @@ IMAGES = Path(__file__).resolve().parents[2] / "images"
 
 
 @pytest.mark.parametrize("name", ["representor-stale", "esw-multiport-torn", "firmware-skew", "link-flapping-events"])
+@pytest.mark.slow
 def test_a_redacted_image_gives_the_same_findings(name: str, tmp_path: Path) -> None:
     example_image = IMAGES / name
     out = tmp_path / "r.tar.gz"

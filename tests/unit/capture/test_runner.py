@@ -9,6 +9,8 @@ import itertools
 import time
 from pathlib import Path
 
+import pytest
+
 from agent.capture.plan import Command, File, Generated, Plan
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
@@ -67,6 +69,7 @@ def test_a_missing_tool_is_skipped_with_the_reason(tmp_path: Path) -> None:
     assert "cmd/railscope-no-such-tool_-j_show.stdout" not in members(bundle)
 
 
+@pytest.mark.slow
 def test_the_deadline_packs_what_finished(tmp_path: Path) -> None:
     quick = script(tmp_path, "quick", "echo done\n")
     slow = script(tmp_path, "slow", "sleep 30\n")

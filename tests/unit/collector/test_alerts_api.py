@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
+import pytest
 from aiohttp import web
 from collector_helpers import (
     AGENT_TOKEN,
@@ -72,6 +73,7 @@ def test_alerts_queue_requests_in_the_store_once_however_often_posted(tmp_path: 
     assert {r.id for r in stored} == {q["id"] for q in answers[0][1]["queued"]}
 
 
+@pytest.mark.slow
 def test_hostile_webhooks_are_refused_with_a_clear_status_and_nothing_queued(tmp_path: Path) -> None:
     async def go() -> list:
         out = []
@@ -125,6 +127,7 @@ def test_an_agent_polls_for_its_own_node_only_and_is_answered_when_a_request_lan
     assert out["served_s"] < 5
 
 
+@pytest.mark.slow
 def test_a_request_queued_through_one_replica_reaches_an_agent_waiting_on_another(tmp_path: Path) -> None:
     settings = local_settings(tmp_path)
 
@@ -226,6 +229,7 @@ def test_junk_in_the_request_directory_is_never_served(tmp_path: Path) -> None:
     assert status == 200 and [r["id"] + ".json" for r in doc["requests"]] == [name]
 
 
+@pytest.mark.slow
 def test_expired_requests_are_not_served(tmp_path: Path) -> None:
     async def go() -> tuple:
         async with running(local_settings(tmp_path)) as (url, _col):
@@ -245,6 +249,7 @@ def test_expired_requests_are_not_served(tmp_path: Path) -> None:
     assert [q["node"] for q in again["queued"]] == ["gpu-node-017"]
 
 
+@pytest.mark.slow
 def test_the_board_lists_once_per_interval_however_many_agents_wait(tmp_path: Path) -> None:
     async def go() -> tuple:
         app = make_app(local_settings(tmp_path))

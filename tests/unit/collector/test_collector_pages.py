@@ -132,6 +132,7 @@ def test_an_unreadable_bundle_gets_a_page_that_says_so(tmp_path: Path) -> None:
     run(go())
 
 
+@pytest.mark.slow
 def test_report_of_a_stored_bundle_by_its_key(tmp_path: Path) -> None:
     import asyncio
     import subprocess

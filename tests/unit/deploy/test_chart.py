@@ -448,6 +448,7 @@ def _get(url: str) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_the_pod_command_answers_its_probes_and_stops_on_sigterm(chart: Any, tmp_path: Path) -> None:
     # The container's own arguments and environment, this machine standing in for the node.
     docs = render(chart, {"agent": {"port": _free_port(), "expectEswitchMode": "switchdev"}})

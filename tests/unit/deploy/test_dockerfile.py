@@ -90,6 +90,7 @@ def test_the_dockerfile_parser_reads_the_install_line() -> None:
     assert dockerfile_packages(text) == ["a", "b", "c"]
 
 
+@pytest.mark.slow
 def test_every_program_the_agent_runs_is_in_the_image(debian: None, tmp_path: Path) -> None:
     pkgs = dockerfile_packages(DOCKERFILE.read_text(encoding="utf-8"))
     assert pkgs, "the Dockerfile installs no package"
@@ -107,6 +108,7 @@ def test_every_program_the_agent_runs_is_in_the_image(debian: None, tmp_path: Pa
     assert not missing, f"the image lacks programs the agent runs: {missing} (the Dockerfile installs {pkgs})"
 
 
+@pytest.mark.slow
 def test_ovs_vsctl_comes_from_openvswitch_switch(debian: None, tmp_path: Path) -> None:
     # The check above is only as good as its file lists: bookworm moved ovs-vsctl out of -common.
     assert "ovs-vsctl" in deb_programs("openvswitch-switch", tmp_path)

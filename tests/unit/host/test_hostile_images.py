@@ -118,6 +118,7 @@ TAR_CASES = hostile.tar_cases(_CANARY_FOR_IDS)
 
 
 @pytest.mark.parametrize("index", range(len(TAR_CASES)), ids=[c.name for c in TAR_CASES])
+@pytest.mark.slow  # a process per case: the in-process reader tiers stay in the fast loop
 def test_hostile_bundle(index: int, world: dict[str, Path]) -> None:
     case = hostile.tar_cases(world["canary"])[index]
     path = world["in"] / f"{case.name}.tar.gz"
@@ -239,6 +240,7 @@ def agent_server() -> Iterator[tuple[str, type[_Serve]]]:
 
 
 @pytest.mark.parametrize("index", range(len(TAR_CASES)), ids=[c.name for c in TAR_CASES])
+@pytest.mark.slow  # a process per case: the in-process reader tiers stay in the fast loop
 def test_hostile_bundle_through_record_agent(index: int, world: dict[str, Path],
                                              agent_server: tuple[str, type[_Serve]]) -> None:
     case = hostile.tar_cases(world["canary"])[index]
@@ -300,6 +302,7 @@ def test_hostile_bundle_through_the_collectors_report(index: int, world: dict[st
         assert any(case.expect in u["reason"] for u in got["doctor"]["unavailable"] if u["source"] == case.source)
 
 
+@pytest.mark.slow
 def test_sigterm_during_record_agent_leaves_nothing_behind(world: dict[str, Path]) -> None:
     """A record --agent killed with SIGTERM mid-download exits (143) and leaves no file behind."""
     import signal

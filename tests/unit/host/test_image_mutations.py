@@ -14,6 +14,7 @@ import io
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -106,6 +107,7 @@ def test_the_unmutated_image_diagnoses() -> None:
 
 @settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
+@pytest.mark.slow
 def test_mutated_json_never_raises(change: tuple[str, bytes]) -> None:
     rel, data = change
     tree = copy.copy(TREE)

@@ -36,6 +36,7 @@ def test_promtool_checks_the_rules() -> None:
 
 @needs_promtool
 @pytest.mark.parametrize("suite", RULE_TESTS, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_promtool_rule_unit_tests(suite) -> None:
     res = _promtool("test", "rules", str(suite))
     assert res.returncode == 0, res.stdout + res.stderr

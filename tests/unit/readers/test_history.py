@@ -157,12 +157,14 @@ def test_a_message_is_cut_at_4096_characters() -> None:
     assert [len(e.message) for e in got] == [4096, 4096]
 
 
+@pytest.mark.slow
 def test_only_the_newest_100000_events_are_read_and_the_rest_told() -> None:
     got, why = parse_events(events_doc(*(ev(ts=i) for i in range(100_002))))
     assert len(got) == 100_000 and got[0].ts == 2.0 and got[-1].ts == 100_001.0
     assert why == "events.json: 2 oldest event(s) beyond 100000 ignored"
 
 
+@pytest.mark.slow
 def test_exactly_100000_events_are_all_read() -> None:
     got, why = parse_events(events_doc(*(ev(ts=i) for i in range(100_000))))
     assert len(got) == 100_000 and why is None

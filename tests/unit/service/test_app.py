@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from agent.analysis import pipeline
@@ -112,6 +113,7 @@ def test_recorder_off_is_a_404(example_image: Path) -> None:
     _serve(agent, body)
 
 
+@pytest.mark.slow
 def test_a_node_image_recorded_by_the_agent_replays_to_the_same_diagnosis(example_image: Path,
                                                                           tmp_path: Path) -> None:
     agent = _agent(example_image)
@@ -323,6 +325,7 @@ def test_the_data_socket_serves_them_without_a_token(example_image: Path, tmp_pa
     asyncio.run(main2())
 
 
+@pytest.mark.slow
 def test_event_captures_land_in_the_spool_once_per_cooldown_and_the_cap_drops_the_oldest(
         example_image: Path, tmp_path: Path) -> None:
     from agent.capture.spool import Spool

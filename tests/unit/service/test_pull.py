@@ -137,6 +137,7 @@ def test_an_agent_killed_mid_capture_serves_the_request_after_its_restart_once(t
     assert len(_bundles(store)) == 1 and [d["state"] for d in _request_docs(store)] == ["done"]
 
 
+@pytest.mark.slow
 def test_a_capture_stored_before_the_agent_died_is_not_stored_twice(tmp_path: Path, example_image: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "store"
@@ -199,6 +200,7 @@ def replace_settings(agent: Agent, **kw: object) -> Agent:
     return agent
 
 
+@pytest.mark.slow
 def test_railscope_capture_queues_a_request_and_waits_for_its_bundle(tmp_path: Path, example_image: Path) -> None:
     import os
     import subprocess
