@@ -142,9 +142,16 @@ def _live_pids(proc_root: str, notes: Notes) -> list[int] | None:
     psutil.PROCFS_PATH = proc_root
     pids = []
     try:
-        for proc in psutil.process_iter(["name"]):
-            if daemon_of(proc.info.get("name") or "") is not None:
-                pids.append(proc.pid)
+        # Not psutil.process_iter: it keeps a module-wide cache of a Process object per pid it saw,
+        # which grows and shrinks with every short-lived process on the node; one Process per pid,
+        # dropped at once, keeps the agent's memory flat (the kernel lab's churn test measures it).
+        for pid in psutil.pids():
+            try:
+                name = psutil.Process(pid).name()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue  # gone between the listing and the read, or not ours to read
+            if daemon_of(name) is not None:
+                pids.append(pid)
     except (psutil.Error, OSError) as exc:
         notes.missing("processes", f"{proc_root}: {exc}")
         return None

@@ -410,7 +410,9 @@ def _agent_objects() -> dict[str, int]:
     counts: dict[str, int] = {}
     for obj in gc.get_objects():
         cls = type(obj)
-        if cls.__module__.startswith("agent."):
+        module = getattr(cls, "__module__", None)
+        # some extension types expose __module__ as a descriptor, not a string
+        if isinstance(module, str) and module.startswith("agent."):
             name = f"{cls.__module__}.{cls.__qualname__}"
             counts[name] = counts.get(name, 0) + 1
     return counts
