@@ -11,8 +11,9 @@
 
 A browser sends the operator token as HTTP Basic credentials (any user name, the token as the
 password: a 401 asks for them with ``WWW-Authenticate: Basic``) or as a bearer token (a proxy, a
-script). The analysis of a bundle is cached beside it in the store (``<name>.analysis.json``; a
-hidden ``.<name>.analysis.json`` in a local store), keyed by the bundle's sha256 and the railscope
+script). The analysis of a bundle is cached beside it in the store as two objects: a small summary
+(``<name>.analysis.json``, what an incident page reads) and the report page (``<name>.analysis.html``);
+hidden (``.<name>.analysis.*``) in a local store. The summary is keyed by the bundle's sha256 and the railscope
 version and the expectations judged (``RAILSCOPE_<FLAG>`` variables, as doctor reads them), so no page
 reads a large bundle twice; analyses run one at a time per replica, off the event
 loop, and two pages asking for the same bundle share one analysis.
@@ -40,6 +41,7 @@ from agent import __version__
 from agent.report.html import CSS, esc, pill
 from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
+from . import limits
 from .auth import AuthError
 from .bundles import fetch
 from .state import STATE, Collector
@@ -106,38 +108,47 @@ async def _operator(request: web.Request) -> web.Response | None:
 
 # -- analysis, cached beside the bundle ------------------------------------------------------------
 
-def _cache_local(col: Collector, key: BundleKey) -> str | None:
+def _cache_local(col: Collector, key: BundleKey, suffix: str = ".analysis.json") -> str | None:
     root = getattr(col.store, "root", None)
     if root is None:
         return None
-    return os.path.join(str(root), key.dir, f".{key.name}.analysis.json")
+    return os.path.join(str(root), key.dir, f".{key.name}{suffix}")
 
 
-async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
+async def _cache_read(col: Collector, key: BundleKey, suffix: str, cap: int) -> bytes | None:
+    """A cached object beside the bundle, at most ``cap`` bytes (a larger one counts as absent)."""
     loop = asyncio.get_running_loop()
-    path = _cache_local(col, key)
+    path = _cache_local(col, key, suffix)
     try:
         if path is not None:
             def read() -> bytes | None:
                 try:
                     with open(path, "rb") as fh:
-                        return fh.read(64 << 20)
+                        return fh.read(cap + 1)
                 except FileNotFoundError:
                     return None
             raw = await loop.run_in_executor(None, read)
         elif hasattr(col.store, "bucket"):
             store: Any = col.store
             try:
-                resp = await store.call("get_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json")
+                resp = await store.call("get_object", Bucket=store.bucket, Key=key.key(store.prefix) + suffix)
             except Exception as exc:
                 if "NoSuchKey" in repr(exc) or "404" in repr(exc):
                     return None
                 raise
-            raw = await loop.run_in_executor(None, resp["Body"].read)
+            if int(resp.get("ContentLength") or 0) > cap:
+                resp["Body"].close()
+                return None
+            raw = await loop.run_in_executor(None, resp["Body"].read, cap + 1)
         else:
             return None
     except OSError:
         return None
+    return None if raw is None or len(raw) > cap else raw
+
+
+async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
+    raw = await _cache_read(col, key, ".analysis.json", limits.SUMMARY_BYTES)
     if raw is None:
         return None
     try:
@@ -147,9 +158,8 @@ async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
 
 
-async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> None:
-    data = json.dumps(doc, separators=(",", ":")).encode()
-    path = _cache_local(col, key)
+async def _cache_write(col: Collector, key: BundleKey, suffix: str, data: bytes, content_type: str) -> None:
+    path = _cache_local(col, key, suffix)
     if path is not None:
         def write() -> None:
             # 0o640 like the bundle beside it: the analysis quotes what the bundle holds.
@@ -161,8 +171,16 @@ async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> Non
         await asyncio.get_running_loop().run_in_executor(None, write)
     elif hasattr(col.store, "bucket"):
         store: Any = col.store
-        await store.call("put_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json",
-                         Body=data, ContentType="application/json")
+        await store.call("put_object", Bucket=store.bucket, Key=key.key(store.prefix) + suffix,
+                         Body=data, ContentType=content_type)
+
+
+async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any], page: str | None) -> None:
+    """The page first, then the summary that names its digest: a summary is never ahead of its page."""
+    if page is not None:
+        await _cache_write(col, key, ".analysis.html", page.encode(), "text/html; charset=utf-8")
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    await _cache_write(col, key, ".analysis.json", data, "application/json")
 
 
 def expectations() -> Any:
@@ -215,7 +233,7 @@ def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
         return {"error": f"could not analyse: {type(exc).__name__}: {exc}".replace(path, source)}
     finally:
         host.close()
-    return {"doctor": diag.as_json(), "html": page}
+    return {"doctor": limits.summarise_doctor(diag.as_json()), "html": page}
 
 
 #: One analysis may take this long and this much address space; it runs in a process of its own,
@@ -242,12 +260,25 @@ async def _analyse_in_child(path: str, source: str) -> dict[str, Any]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _CHILD, path, source, str(ANALYSIS_MEMORY_BYTES), env=env,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+
+    async def talk() -> tuple[bytes, bytes]:
+        # Read with a cap, never whole: the child's answer is what a hostile bundle makes of it.
+        out, err = await asyncio.gather(limits.read_capped(proc.stdout, limits.ANALYSIS_OUTPUT_BYTES),
+                                        limits.read_capped(proc.stderr, 1 << 20))
+        await proc.wait()
+        return out, err
+
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), ANALYSIS_TIMEOUT_S)
+        out, err = await asyncio.wait_for(talk(), ANALYSIS_TIMEOUT_S)
     except TimeoutError:
         proc.kill()
         await proc.wait()
         return {"error": f"the analysis took longer than {ANALYSIS_TIMEOUT_S:g} s", "transient": True}
+    except limits.OutputTooLarge:
+        proc.kill()
+        await proc.wait()
+        return {"error": f"the analysis gave more than {limits.ANALYSIS_OUTPUT_BYTES >> 20} MiB"}
     except BaseException:
         proc.kill()
         await proc.wait()
@@ -257,15 +288,18 @@ async def _analyse_in_child(path: str, source: str) -> dict[str, Any]:
         why = "out of memory" if "MemoryError" in last[0] else last[0][:200]
         return {"error": f"the analysis failed: {why}".replace(path, source)}
     try:
-        doc = json.loads(out)
+        # Parsed in a worker thread: megabytes of JSON would hold the event loop (and /healthz).
+        doc = await asyncio.get_running_loop().run_in_executor(None, json.loads, out)
     except ValueError:
         return {"error": "the analysis gave no result"}
     return doc if isinstance(doc, dict) else {"error": "the analysis gave no result"}
 
 
-async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True) -> dict[str, Any]:
+async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True,
+                      page: bool = False) -> dict[str, Any]:
     """The cached analysis of a stored bundle, made (once) when there is none for its digest.
 
+    The summary (``doctor``, the worst findings) only; with ``page`` the report page too, as ``html``.
     With ``analyse`` false, a bundle without a current analysis gives ``{"pending": True}``.
     """
     col = request.app[STATE]
@@ -278,7 +312,12 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
         cached = await _cache_get(col, key)
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
                 and cached.get("expectations") == judged:
-            return cached
+            if not page or "error" in cached:
+                return cached
+            html = await _cache_read(col, key, ".analysis.html", limits.PAGE_BYTES)
+            if html is not None:
+                return {**cached, "html": html.decode("utf-8", "replace")}
+            # The summary without its page (removed, or too large to read back): analysed again.
         if not analyse:
             return {"pending": True, "key": key.rel}
         try:
@@ -294,12 +333,16 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
             locks.pop(key.rel, None)
             return doc
         doc.update(schema=SCHEMA, sha256=stored.sha256, version=__version__, key=key.rel, expectations=judged)
+        html = doc.pop("html", None)
+        html = html if isinstance(html, str) else None
         try:
-            await _cache_put(col, key, doc)
+            await _cache_put(col, key, doc, html)
         except Exception as exc:  # a cache that cannot be written costs time, not the page
             col.metrics.storage_errors.labels("write").inc()
             doc.setdefault("cache_error", str(exc)[:200])
         locks.pop(key.rel, None)
+        if page and html is not None:
+            return {**doc, "html": html}
         return doc
 
 
@@ -416,7 +459,7 @@ async def incident(request: web.Request) -> web.Response:
             worst = f'<span class="pill critical">UNREADABLE</span> {esc(doc["error"])}'
         else:
             fs = _worst(doc)
-            total = len(doc["doctor"].get("findings", []))
+            total = doc["doctor"].get("findings_total", len(doc["doctor"].get("findings", [])))
             worst = "<br>".join(f"{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
                                 f"<code>{esc(f.get('subject'))}</code>" for f in fs) or \
                 '<span class="pill ok">OK</span> no findings'
@@ -465,9 +508,10 @@ async def report(request: web.Request) -> web.Response:
         return _page("store unavailable", f"<h1>Store unavailable</h1><p>{esc(exc)}</p>", 503)
     if stored is None:
         return _page("not found", f"<h1>No bundle {esc(key.rel)}</h1>", 404)
-    doc = await analysis_of(request, stored)
-    if "error" in doc:
-        return _page(key.name, f"<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(doc['error'])}</p>"
+    doc = await analysis_of(request, stored, page=True)
+    if "error" in doc or "html" not in doc:
+        why = doc.get("error", "the analysis gave no page")
+        return _page(key.name, f"<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(why)}</p>"
                      f'<p><a href="{esc(_bundle_url(key))}/download">download</a></p>', 422)
     return web.Response(text=doc["html"], content_type="text/html", headers=_security())
 

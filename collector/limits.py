@@ -1,0 +1,55 @@
+"""Bounds the collector keeps against what it is sent or asked: the analysis a page reads, what a
+stored summary holds. Every number here is what one request may cost the replica at most.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+__all__ = ["ANALYSIS_OUTPUT_BYTES", "PAGE_BYTES", "SUMMARY_BYTES", "SUMMARY_FINDINGS", "OutputTooLarge",
+           "read_capped", "summarise_doctor"]
+
+#: The analysis child's answer (the summary and the page, as JSON); past it the child is killed. The
+#: page is bounded by ``agent.report.html``'s caps: this is a ceiling for what those caps let through.
+ANALYSIS_OUTPUT_BYTES = 16 << 20
+#: A cached report page read back (the same ceiling, less the summary).
+PAGE_BYTES = 12 << 20
+#: The summary an incident page reads per bundle: what its rows and the fleet view need, no more.
+SUMMARY_BYTES = 1 << 20
+SUMMARY_FINDINGS = 100
+_SUMMARY_ROWS = 100
+
+
+class OutputTooLarge(Exception):
+    """A stream gave more than its cap."""
+
+
+async def read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
+    """The whole stream, or ``OutputTooLarge`` as soon as it passes ``cap`` bytes (nothing more is read)."""
+    buf = bytearray()
+    while True:
+        piece = await stream.read(1 << 16)
+        if not piece:
+            return bytes(buf)
+        buf += piece
+        if len(buf) > cap:
+            raise OutputTooLarge(f"more than {cap} bytes")
+
+
+def summarise_doctor(doctor: dict[str, Any]) -> dict[str, Any]:
+    """``doctor``'s JSON cut to what the incident page shows: the worst findings (they come worst
+    first) without their evidence, the count of all of them, and the first rails and gaps."""
+    findings = doctor.get("findings")
+    findings = findings if isinstance(findings, list) else []
+    keep = ("code", "subject", "severity", "message")
+    out = dict(doctor)
+    out["findings"] = [{k: f.get(k) for k in keep if k in f} for f in findings[:SUMMARY_FINDINGS]
+                       if isinstance(f, dict)]
+    out["findings_total"] = len(findings)
+    for name in ("rails", "unavailable"):
+        rows = doctor.get(name)
+        if isinstance(rows, list):
+            out[name] = rows[:_SUMMARY_ROWS]
+            out[f"{name}_total"] = len(rows)
+    return out
