@@ -18,6 +18,7 @@ from . import alerts, bundles, ingest, pages
 from . import requests as capture_requests
 from .auth import Authenticator
 from .config import CollectorSettings
+from .connections import ConnectionGuard, GuardedSite, limit_accept_errors, total_connections
 from .metrics import CONTENT_TYPE_LATEST
 from .state import STATE, Collector
 from .storage import Store, StoreError, open_store
@@ -81,7 +82,10 @@ def handler_args(settings: CollectorSettings) -> dict[str, int]:
     """Bounded request line and header fields (aiohttp's parser refuses longer ones with 400), and a
     body buffer of one frame: with aiohttp's 64 KiB the socket stops reading whenever the handler
     awaits its store, and a single upload runs at a fraction of the link."""
-    return {"max_line_size": 8190, "max_field_size": settings.max_header_bytes, "read_bufsize": 1 << 20}
+    return {"max_line_size": 8190, "max_field_size": settings.max_header_bytes, "read_bufsize": 1 << 20,
+            # aiohttp closes a connection idle this long, counted from its opening too: a request
+            # whose headers never complete is closed then (a header deadline).
+            "keepalive_timeout": settings.header_timeout_s}
 
 
 def _fixed_mmap_threshold() -> None:
@@ -107,7 +111,9 @@ async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None)
     app = make_app(settings)
     runner = web.AppRunner(app, access_log=None, **handler_args(settings))
     await runner.setup()
-    site = web.TCPSite(runner, settings.listen, settings.port, backlog=1024)
+    guard = ConnectionGuard(settings.max_conns_per_peer, total_connections())
+    limit_accept_errors(asyncio.get_running_loop())
+    site = GuardedSite(runner, settings.listen, settings.port, guard=guard, backlog=1024)
     try:
         await site.start()
     except OSError as exc:

@@ -113,6 +113,12 @@ class CollectorSettings:
     part_concurrency: int = 4
     parts_in_flight: int = 8
     max_header_bytes: int = 8190
+    #: a connection whose request headers are not complete by then is closed; also the idle time
+    #: between two requests of one connection
+    header_timeout_s: float = 10.0
+    #: connections one peer address may hold open (0: no cap); the replica's total stays below its
+    #: descriptor limit whatever this says
+    max_conns_per_peer: int = 128
     #: temporary files of the local store older than this are removed at start (a replica killed mid-ingest)
     stale_part_s: float = 3600.0
     #: capture on alert (POST /v1/alerts)
@@ -127,6 +133,8 @@ class CollectorSettings:
             raise SettingsError("part concurrency must be at least 1")
         if self.max_bundle_bytes < 1:
             raise SettingsError("--max-bundle-size must be positive")
+        if self.header_timeout_s <= 0:
+            raise SettingsError("--header-timeout must be positive")
 
 
 def check_listen(addr: str) -> str:

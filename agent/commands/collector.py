@@ -93,6 +93,12 @@ def register(p: argparse.ArgumentParser) -> None:
                      help="How long an upload may start slowly. Default: 30s.")
     lim.add_argument("--stall-timeout", type=_duration, default=env_default("stall-timeout", "60s"),
                      help="An upload that sends nothing for this long is ended (408). Default: 60s.")
+    lim.add_argument("--header-timeout", type=_duration, default=env_default("header-timeout", "10s"),
+                     help="A connection whose request headers are not complete by then is closed, and so is one "
+                          "idle this long between requests. Default: 10s.")
+    lim.add_argument("--max-conns-per-peer", type=_count, default=env_default("max-conns-per-peer", "128"),
+                     help="Connections one client address may hold open; beyond, a new one is closed at once "
+                          "(0: no cap). The total stays below the descriptor limit regardless. Default: 128.")
     lim.add_argument("--part-size", type=_size, default=env_default("part-size", "8M"),
                      help="Multipart part size for S3 (a smaller bundle is one PutObject); at least 5M. Default: 8M.")
     lim.add_argument("--part-concurrency", type=_count, default=env_default("part-concurrency", "4"),
@@ -160,6 +166,7 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         min_rate_grace_s=float(args.min_rate_grace), stall_timeout_s=float(args.stall_timeout),
         part_bytes=int(args.part_size), part_concurrency=int(args.part_concurrency),
         parts_in_flight=int(args.parts_in_flight), stale_part_s=float(args.stale_part_age),
+        header_timeout_s=float(args.header_timeout), max_conns_per_peer=int(args.max_conns_per_peer),
         alerts=_alert_limits(args), **kw,
     )
 

@@ -71,3 +71,60 @@ def test_hostile_bundles_keep_pages_and_collector_small(tmp_path: Path, weed: We
         assert _get(f"{col.url}/healthz")[0] == 200
     finally:
         col.stop()
+
+
+def _half_sent(n: int, port: int, source: str) -> list:
+    """``n`` connections from ``source`` that send a request line and one header, never the blank line."""
+    import socket
+
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind((source, 0))
+        s.settimeout(5)
+        try:
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        except OSError:
+            s.close()
+            continue
+        socks.append(s)
+    return socks
+
+
+def test_half_sent_requests_neither_starve_healthz_nor_stay_open(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    tokens = write_tokens(tmp_path / "tokens")
+    col = Collector(tmp_path, str(tmp_path / "store"), "--header-timeout", "3s", "--max-conns-per-peer", "64",
+                    tokens=tokens)
+    # A descriptor limit a few hundred connections reach, as a node's ulimit would at a larger scale.
+    col.argv = ["prlimit", "--nofile=256:256", *col.argv]
+    col.start()
+    socks: list[socket.socket] = []
+    try:
+        socks = _half_sent(300, col.port, "127.0.0.2")
+        started = time.monotonic()
+        # Another peer is served at once, /healthz included.
+        with urllib.request.urlopen(col.url + "/healthz", timeout=5) as r:
+            assert r.status == 200
+        # Past the header deadline the server has closed every half-sent request.
+        time.sleep(max(0.0, started + 5 - time.monotonic()))
+        still_open = 0
+        for s in socks:
+            s.settimeout(2)
+            try:
+                if s.recv(1024) != b"":
+                    continue  # answered (408 or 400) and closed: it is not held
+            except TimeoutError:
+                still_open += 1
+            except OSError:
+                pass
+        assert still_open == 0, f"{still_open} of {len(socks)} half-sent requests still open"
+        log = col.log.read_bytes()
+        assert len(log) < 256 * 1024, f"the collector logged {len(log)} bytes"
+    finally:
+        for s in socks:
+            s.close()
+        col.stop()
