@@ -22,6 +22,7 @@ from .connections import ConnectionGuard, GuardedSite, limit_accept_errors, tota
 from .metrics import CONTENT_TYPE_LATEST
 from .state import STATE, Collector
 from .storage import Store, StoreError, open_store
+from .tls import CertReloader, server_context
 
 __all__ = ["make_app", "serve"]
 
@@ -109,18 +110,26 @@ async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None)
     """Serve until SIGTERM / SIGINT. 1 when the address cannot be bound."""
     _fixed_mmap_threshold()
     app = make_app(settings)
+    settings.check_transport()
+    ssl_ctx = reloader = None
+    if settings.tls_cert_file and settings.tls_key_file:
+        ssl_ctx = server_context(settings.tls_cert_file, settings.tls_key_file)
+        reloader = CertReloader(ssl_ctx, settings.tls_cert_file, settings.tls_key_file)
     runner = web.AppRunner(app, access_log=None, **handler_args(settings))
     await runner.setup()
     guard = ConnectionGuard(settings.max_conns_per_peer, total_connections())
     limit_accept_errors(asyncio.get_running_loop())
-    site = GuardedSite(runner, settings.listen, settings.port, guard=guard, backlog=1024)
+    site = GuardedSite(runner, settings.listen, settings.port, guard=guard, backlog=1024, ssl_context=ssl_ctx)
     try:
         await site.start()
     except OSError as exc:
         await runner.cleanup()
         log.error("cannot serve on %s:%s: %s", settings.listen, settings.port, exc.strerror)
         return 1
-    log.info("collector serving on %s:%s, store %s", settings.listen, settings.port, app[STATE].store.description)
+    log.info("collector serving %s on %s:%s, store %s", "https" if ssl_ctx else "plain http", settings.listen,
+             settings.port, app[STATE].store.description)
+    if reloader is not None:
+        reloader.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -128,5 +137,7 @@ async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None)
     if ready is not None:
         ready.set()
     await stop.wait()
+    if reloader is not None:
+        await reloader.close()
     await runner.cleanup()
     return 0

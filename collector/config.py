@@ -100,6 +100,11 @@ class CollectorSettings:
     #: ServiceAccounts whose tokens are agents (``system:serviceaccount:<ns>:<name>``)
     agent_service_accounts: tuple[str, ...] = ("system:serviceaccount:railscope:railscope-agent",)
     insecure_dev: bool = False
+    #: TLS: the certificate (chain) and key served; plain HTTP only with ``insecure_dev`` or ``plain_http``
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    #: plain HTTP because TLS ends in front of the collector (a mesh sidecar, an ingress)
+    plain_http: bool = False
     max_bundle_bytes: int = 4 << 30
     max_inflight: int = 8
     retry_after_s: int = 5
@@ -133,8 +138,16 @@ class CollectorSettings:
             raise SettingsError("part concurrency must be at least 1")
         if self.max_bundle_bytes < 1:
             raise SettingsError("--max-bundle-size must be positive")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise SettingsError("--tls-cert-file and --tls-key-file go together")
         if self.header_timeout_s <= 0:
             raise SettingsError("--header-timeout must be positive")
+
+    def check_transport(self) -> None:
+        """Serving refuses plain HTTP unless asked: tokens and bundles would cross the network in clear."""
+        if not self.tls_cert_file and not (self.insecure_dev or self.plain_http):
+            raise SettingsError("no TLS: set --tls-cert-file and --tls-key-file (plain HTTP only with "
+                                "--insecure-dev, or --plain-http when TLS ends in front of the collector)")
 
 
 def check_listen(addr: str) -> str:

@@ -79,6 +79,18 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Accept requests without a valid token, as every role. For a laptop only. Default: off "
                         "(without a token source the collector refuses to start).")
 
+    t = p.add_argument_group("TLS")
+    t.add_argument("--tls-cert-file", default=env_default("tls-cert-file", None), metavar="FILE",
+                   help="The PEM certificate (with its chain) served over TLS; read again when it changes "
+                        "(a cert-manager renewal). Default: none.")
+    t.add_argument("--tls-key-file", default=env_default("tls-key-file", None), metavar="FILE",
+                   help="The PEM private key of --tls-cert-file; read again when it changes. Default: none.")
+    t.add_argument("--plain-http", action="store_true",
+                   default=_bool_word(env_default("plain-http", "false") or "false"),
+                   help="Serve plain HTTP because TLS ends in front of the collector (a service mesh sidecar, "
+                        "an ingress). Default: off (without a certificate the collector refuses to start, "
+                        "unless --insecure-dev).")
+
     lim = p.add_argument_group("limits")
     lim.add_argument("--max-bundle-size", type=_size, default=env_default("max-bundle-size", "4G"),
                      help="A bundle longer than this is refused (413) as its bytes pass it. Default: 4G.")
@@ -166,6 +178,7 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         min_rate_grace_s=float(args.min_rate_grace), stall_timeout_s=float(args.stall_timeout),
         part_bytes=int(args.part_size), part_concurrency=int(args.part_concurrency),
         parts_in_flight=int(args.parts_in_flight), stale_part_s=float(args.stale_part_age),
+        tls_cert_file=args.tls_cert_file, tls_key_file=args.tls_key_file, plain_http=bool(args.plain_http),
         header_timeout_s=float(args.header_timeout), max_conns_per_peer=int(args.max_conns_per_peer),
         alerts=_alert_limits(args), **kw,
     )

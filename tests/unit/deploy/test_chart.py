@@ -720,7 +720,7 @@ def test_prometheus_rule_follows_the_lossless_priority(chart: Any) -> None:
 
 
 @pytest.mark.parametrize("values", [{"agent": {"collector": "http://rs-railscope-collector.railscope:9842"}},
-                                    {"collector": {"enabled": True, "store": "s3://b/p"}}],
+                                    {"collector": {"enabled": True, "store": "s3://b/p", "tls": {"secret": "tls"}}}],
                          ids=["agent-collector", "collector-enabled"])
 def test_the_agent_presents_a_projected_audience_bound_token_to_the_collector(chart: Any,
                                                                               values: dict[str, Any]) -> None:

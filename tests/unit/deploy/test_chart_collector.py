@@ -16,11 +16,12 @@ import helm_python as helm  # isort: skip
 from agent.cli import build_parser
 from agent.commands.collector import settings_from_args
 
-ON = {"collector": {"enabled": True, "store": "s3://railscope-bundles/prod", "tokenSecret": "railscope-tokens"}}
+ON = {"collector": {"enabled": True, "store": "s3://railscope-bundles/prod", "tokenSecret": "railscope-tokens",
+                   "tls": {"secret": "railscope-collector-tls"}}}
 #: Flags the chart fixes instead of exposing under collector.flags.
 FIXED = {"--listen", "--store", "--agent-token-file", "--operator-token-file", "--alerting-token-file",
          "--tokenreview-url", "--tokenreview-token-file", "--tokenreview-ca-file", "--agent-service-account",
-         "--insecure-dev"}
+         "--insecure-dev", "--tls-cert-file", "--tls-key-file", "--plain-http"}
 
 
 def collector_parser() -> argparse.ArgumentParser:
@@ -125,3 +126,22 @@ def test_values_the_collector_would_refuse_fail_at_install(chart: Any, values: d
 
     with pytest.raises(helm.HelmValuesError, match=re.escape(where)):
         render(chart, {"collector": {**ON["collector"], **values}})
+
+
+def test_tls_from_a_secret_or_plain_http_only_when_asked(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    docs = render(chart, ON)
+    s = settings(docs, monkeypatch)
+    assert (s.tls_cert_file, s.tls_key_file, s.plain_http) == ("/etc/railscope/tls/tls.crt",
+                                                               "/etc/railscope/tls/tls.key", False)
+    pod = deployment(docs)["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert {"name": "tls", "secret": {"secretName": "railscope-collector-tls"}} in pod["volumes"]
+    assert c["livenessProbe"]["httpGet"]["scheme"] == c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    no_tls = {"collector": {**ON["collector"], "tls": {"secret": ""}}}
+    with pytest.raises(helm.HelmRenderError, match="plain HTTP"):
+        render(chart, no_tls)
+    plain = render(chart, {"collector": {**ON["collector"], "tls": {"plainHttp": True}}})
+    s = settings(plain, monkeypatch)
+    assert s.plain_http is True and s.tls_cert_file is None
+    (c,) = deployment(plain)["spec"]["template"]["spec"]["containers"]
+    assert c["livenessProbe"]["httpGet"]["scheme"] == "HTTP"
