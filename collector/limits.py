@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-__all__ = ["ANALYSIS_OUTPUT_BYTES", "PAGE_BYTES", "SUMMARY_BYTES", "SUMMARY_FINDINGS", "OutputTooLarge",
-           "read_capped", "summarise_doctor"]
+__all__ = ["ANALYSIS_OUTPUT_BYTES", "MAX_JSON_DEPTH", "PAGE_BYTES", "SUMMARY_BYTES", "SUMMARY_FINDINGS",
+           "OutputTooLarge", "loads", "read_capped", "summarise_doctor"]
 
 #: The analysis child's answer (the summary and the page, as JSON); past it the child is killed. The
 #: page is bounded by ``agent.report.html``'s caps: this is a ceiling for what those caps let through.
@@ -19,6 +19,19 @@ PAGE_BYTES = 12 << 20
 SUMMARY_BYTES = 1 << 20
 SUMMARY_FINDINGS = 100
 _SUMMARY_ROWS = 100
+
+
+#: No document the collector is sent nests deeper than a few levels (a webhook: 4).
+MAX_JSON_DEPTH = 32
+
+
+def loads(data: bytes | str, what: str = "the body") -> Any:
+    """JSON from a request or the store, nesting bounded (``agent.safejson``): a ``ValueError`` for
+    anything that is not a bounded JSON document, never a ``RecursionError``."""
+    from agent.safejson import loads_bounded
+
+    text = data.decode("utf-8") if isinstance(data, bytes) else data  # UnicodeDecodeError is a ValueError
+    return loads_bounded(text, what, MAX_JSON_DEPTH)
 
 
 class OutputTooLarge(Exception):

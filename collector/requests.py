@@ -27,6 +27,7 @@ from aiohttp import web
 
 from proto.keys import KeyPartError, bundle_id, check_part, parse_rel
 
+from . import limits as limits_mod
 from .auth import AuthError, Principal
 from .errors import error_response
 from .state import STATE
@@ -134,7 +135,7 @@ class CaptureRequest:
         if len(data) > MAX_REQUEST_BYTES:
             raise RequestError("a stored request larger than 16 KiB")
         try:
-            doc = json.loads(data)
+            doc = limits_mod.loads(data, "a stored request")
         except ValueError as exc:
             raise RequestError(f"a stored request is not JSON: {exc}") from None
         if not isinstance(doc, dict) or doc.get("schema") != REQUEST_SCHEMA:
@@ -518,9 +519,9 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if not data.strip():
         return {}
     try:
-        doc = json.loads(data)
+        doc = limits_mod.loads(data)
     except ValueError:
-        raise RequestError("the body is not JSON") from None
+        raise RequestError("the body is not JSON (or nests too deep)") from None
     if not isinstance(doc, dict):
         raise RequestError("the body must be a JSON object")
     return doc

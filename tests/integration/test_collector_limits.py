@@ -128,3 +128,51 @@ def test_half_sent_requests_neither_starve_healthz_nor_stay_open(tmp_path: Path)
         for s in socks:
             s.close()
         col.stop()
+
+
+def _post_json(url: str, path: str, data: bytes, token: str) -> tuple[int, dict]:
+    import json
+
+    req = urllib.request.Request(url + path, data=data, method="POST",
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        try:
+            return exc.code, json.loads(body)
+        except ValueError:
+            return exc.code, {"raw": body[:200].decode("utf-8", "replace")}
+
+
+def _webhook(starts_at: str) -> bytes:
+    import json
+
+    return json.dumps({"version": "4", "groupKey": "{}:{alertname=\"RailLinkDown\"}", "status": "firing",
+                       "receiver": "railscope", "alerts": [
+                           {"status": "firing", "labels": {"alertname": "RailLinkDown", "node": "gpu-node-017"},
+                            "startsAt": starts_at}]}).encode()
+
+
+def test_hostile_json_is_a_400_never_a_500(tmp_path: Path) -> None:
+    from collector_helpers import ALERTING_TOKEN
+
+    col = Collector(tmp_path, str(tmp_path / "store"), tokens=write_tokens(tmp_path / "tokens")).start()
+    try:
+        deep = b"[" * 100_000 + b"]" * 100_000
+        got = {
+            "nested alerts": _post_json(col.url, "/v1/alerts", b'{"version":"4","alerts":' + deep + b"}",
+                                        ALERTING_TOKEN),
+            "UTC year 0": _post_json(col.url, "/v1/alerts", _webhook("0001-01-01T00:30:00+01:00"), ALERTING_TOKEN),
+            "UTC year 10000": _post_json(col.url, "/v1/alerts", _webhook("9999-12-31T23:30:00-01:00"),
+                                         ALERTING_TOKEN),
+            "nested request": _post_json(col.url, "/v1/requests", b'{"node":' + b"[" * 8000 + b"]" * 8000 + b"}", OPERATOR_TOKEN),
+        }
+        assert {k: s for k, (s, _d) in got.items()} == dict.fromkeys(got, 400), got
+        assert all(d.get("error") in ("bad_json", "bad_alert", "bad_request") for _s, d in got.values()), got
+        # and it still serves a good one
+        status, doc = _post_json(col.url, "/v1/alerts", _webhook("2026-12-01T09:38:23Z"), ALERTING_TOKEN)
+        assert status == 200, doc
+    finally:
+        col.stop()
