@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import alerts, bundles, ingest, pages
+from . import alerts, bundles, ingest, logsafe, pages
 from . import requests as capture_requests
 from .auth import Authenticator
 from .config import CollectorSettings
@@ -109,6 +109,7 @@ def _fixed_mmap_threshold() -> None:
 async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None) -> int:
     """Serve until SIGTERM / SIGINT. 1 when the address cannot be bound."""
     _fixed_mmap_threshold()
+    logsafe.install()
     app = make_app(settings)
     settings.check_transport()
     ssl_ctx = reloader = None

@@ -4,6 +4,7 @@ small bundle can make a page cost, and what half-sent requests can hold."""
 from __future__ import annotations
 
 import asyncio
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
@@ -174,5 +175,29 @@ def test_hostile_json_is_a_400_never_a_500(tmp_path: Path) -> None:
         # and it still serves a good one
         status, doc = _post_json(col.url, "/v1/alerts", _webhook("2026-12-01T09:38:23Z"), ALERTING_TOKEN)
         assert status == 200, doc
+    finally:
+        col.stop()
+
+
+def test_a_refused_header_line_never_puts_a_token_in_the_log(tmp_path: Path) -> None:
+    import socket
+
+    col = Collector(tmp_path, str(tmp_path / "store"), tokens=write_tokens(tmp_path / "tokens")).start()
+    secret = "s3cret-bearer-0123456789abcdef"
+    bad = (b"GET /v1/bundles HTTP/1.1\r\nHost: x\r\n",
+           # a control character in the value: aiohttp refuses the line and logs what it refused
+           b"Authorization: Bearer " + secret.encode() + b"\x01\r\n\r\n",
+           b"Authorization: Basic " + __import__("base64").b64encode(f"op:{secret}".encode()) + b"\x7f\r\n\r\n",
+           b"X-Long: " + b"a" * 9000 + b" Bearer " + secret.encode() + b"\r\n\r\n")
+    try:
+        for tail in bad[1:]:
+            with socket.create_connection(("127.0.0.1", col.port), timeout=5) as s:
+                s.sendall(bad[0] + tail)
+                answer = s.recv(4096)
+                assert answer.split(b" ")[1].startswith(b"4"), answer[:80]
+        time.sleep(0.5)
+        log = col.log.read_text(errors="replace")
+        assert "Error handling request" in log or "Bad" in log  # the refusal is logged ...
+        assert secret not in log and __import__("base64").b64encode(f"op:{secret}".encode()).decode() not in log
     finally:
         col.stop()
