@@ -1,18 +1,35 @@
 """No credential in the collector's log. aiohttp logs a refused request line with the bytes it
 refused (``Invalid header value char: b'Authorization: Bearer …'``); every line, message and
-traceback alike, passes the capture's secret redaction before a handler writes it.
+traceback alike, loses the credentials an HTTP request carries before a handler writes it: the
+``Authorization`` / ``Cookie`` header values and any ``Bearer`` / ``Basic`` credentials (the same
+forms as the capture's redaction, which the collector does not import: DESIGN §1).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 
-from agent.capture.redact import Redactor
+__all__ = ["SecretFilter", "install", "scrub"]
 
-__all__ = ["SecretFilter", "install"]
+_MARK = "[redacted]"
+_FORMS = (
+    (re.compile(r"(?i)\b((?:proxy-)?authorization[ \t]*[:=][ \t]*)[^\r\n'\"]+"), r"\1" + _MARK),
+    (re.compile(r"(?i)\b((?:set-)?cookie[ \t]*:[ \t]*)[^\r\n'\"]+"), r"\1" + _MARK),
+    (re.compile(r"(?i)\b(bearer[ \t]+)[A-Za-z0-9._~+/=-]{4,}"), r"\1" + _MARK),
+    (re.compile(r"(?i)\b(basic[ \t]+)[A-Za-z0-9+/=]{8,}"), r"\1" + _MARK),
+)
 
-_REDACTOR = Redactor()
+
+def scrub(text: str) -> str:
+    """``text`` without the credentials of an HTTP request."""
+    low = text.lower()
+    if not any(w in low for w in ("authorization", "cookie", "bearer", "basic")):
+        return text
+    for pattern, repl in _FORMS:
+        text = pattern.sub(repl, text)
+    return text
 
 
 class SecretFilter(logging.Filter):
@@ -28,7 +45,7 @@ class SecretFilter(logging.Filter):
             tb = "".join(traceback.format_exception(*record.exc_info))
         elif record.exc_text:
             tb = record.exc_text
-        clean, clean_tb = _REDACTOR.text(text), _REDACTOR.text(tb) if tb else ""
+        clean, clean_tb = scrub(text), scrub(tb) if tb else ""
         if clean == text and clean_tb == tb:
             return True
         record.msg = clean + ("\n" + clean_tb.rstrip("\n") if clean_tb else "")

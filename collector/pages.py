@@ -78,7 +78,8 @@ def _bearer(header: str | None) -> str | None:
 def _page(title: str, body: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     text = ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-            "img-src data:\"><meta name=viewport content=\"width=device-width, initial-scale=1\">"
+            "img-src data:; form-action 'none'; base-uri 'none'\">"
+            "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{body}"
             f"<footer>railscope collector {esc(__version__)}</footer></main></body></html>\n")
     return web.Response(text=text, status=status, content_type="text/html", headers=_security(headers))
@@ -88,7 +89,8 @@ def _security(headers: dict[str, str] | None = None) -> dict[str, str]:
     # Pages hold topology and kernel logs: never cached by a shared proxy, never framed, no script.
     return {"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff",
             "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
-            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+            "form-action 'none'; base-uri 'none'",
             **(headers or {})}
 
 

@@ -375,7 +375,7 @@ def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "
     return "".join([
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-        "img-src data:\">",
+        "img-src data:; form-action 'none'; base-uri 'none'\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>",
         f'<h1>{esc(title)}<span class="status">{_status(d)}</span></h1>',

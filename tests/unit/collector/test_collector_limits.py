@@ -46,3 +46,20 @@ def test_the_summary_keeps_the_worst_findings_and_counts_them_all() -> None:
     assert got["findings"][0] == {"code": "C0", "subject": "net_rail0", "severity": "warning", "message": "m"}
     assert got["rails_total"] == 1000 and len(got["rails"]) == 100
     assert len(repr(got)) < limits.SUMMARY_BYTES // 4
+
+
+def test_pages_forbid_forms_and_a_base_element(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """CSP ``form-action 'none'; base-uri 'none'``: an injected <form> or <base> in a page goes nowhere,
+    in the header and in the page's own meta (a page saved from the browser keeps it)."""
+    import aiohttp
+    from collector_helpers import OPERATOR_TOKEN, local_settings, running
+
+    async def go() -> tuple[str, str, str]:
+        async with running(local_settings(tmp_path)) as (url, _col), aiohttp.ClientSession() as s:
+            async with s.get(url + "/ui/", headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}) as r:
+                return r.headers["Content-Security-Policy"], await r.text(), str(r.status)
+
+    header, page, status = asyncio.run(go())
+    assert status == "200"
+    for policy in (header, page):
+        assert "form-action 'none'" in policy and "base-uri 'none'" in policy and "default-src 'none'" in policy
