@@ -97,6 +97,10 @@ class CollectorSettings:
     tokenreview_token_file: str | None = None
     tokenreview_ca_file: str | None = None
     agent_audience: str = "railscope-collector"
+    #: TokenReviews per second this replica may ask for (a token not in its cache), bursts of
+    #: ``tokenreview_burst``; past it a request is answered 503 and tried again
+    tokenreview_rate: float = 20.0
+    tokenreview_burst: int = 100
     #: ServiceAccounts whose tokens are agents (``system:serviceaccount:<ns>:<name>``)
     agent_service_accounts: tuple[str, ...] = ("system:serviceaccount:railscope:railscope-agent",)
     insecure_dev: bool = False
@@ -142,6 +146,8 @@ class CollectorSettings:
             raise SettingsError("--tls-cert-file and --tls-key-file go together")
         if self.header_timeout_s <= 0:
             raise SettingsError("--header-timeout must be positive")
+        if self.tokenreview_rate <= 0 or self.tokenreview_burst < 1:
+            raise SettingsError("--tokenreview-rate must be positive")
 
     def check_transport(self) -> None:
         """Serving refuses plain HTTP unless asked: tokens and bundles would cross the network in clear."""

@@ -5,10 +5,15 @@ stored summary holds. Every number here is what one request may cost the replica
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["ANALYSIS_OUTPUT_BYTES", "MAX_JSON_DEPTH", "PAGE_BYTES", "SUMMARY_BYTES", "SUMMARY_FINDINGS",
-           "OutputTooLarge", "loads", "read_capped", "summarise_doctor"]
+           "OutputTooLarge", "TokenBucket", "jwt_for", "loads", "read_capped", "summarise_doctor"]
 
 #: The analysis child's answer (the summary and the page, as JSON); past it the child is killed. The
 #: page is bounded by ``agent.report.html``'s caps: this is a ceiling for what those caps let through.
@@ -66,3 +71,43 @@ def summarise_doctor(doctor: dict[str, Any]) -> dict[str, Any]:
             out[name] = rows[:_SUMMARY_ROWS]
             out[f"{name}_total"] = len(rows)
     return out
+
+
+def _b64json(part: str) -> Any:
+    data = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+    return json.loads(data)
+
+
+def jwt_for(token: str, audience: str) -> bool:
+    """Whether ``token`` is shaped as a JWT (RFC 7519: three base64url parts, a header naming its
+    ``alg``) whose payload names ``audience``. Nothing is verified: this only decides whether the API
+    server is asked, which verifies everything; a projected ServiceAccount token always passes."""
+    parts = token.split(".")
+    if len(parts) != 3 or not parts[0] or not parts[1] or len(token) > 16384:
+        return False
+    try:
+        header, payload = _b64json(parts[0]), _b64json(parts[1])
+    except (ValueError, binascii.Error, RecursionError):
+        return False
+    if not isinstance(header, dict) or not isinstance(header.get("alg"), str) or not isinstance(payload, dict):
+        return False
+    aud = payload.get("aud")
+    return aud == audience or (isinstance(aud, list) and audience in aud)
+
+
+class TokenBucket:
+    """``rate`` events per second with bursts of ``burst``; the clock is an argument."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens = float(burst)
+        self.at = clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(float(self.burst), self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False

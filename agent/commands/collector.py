@@ -69,6 +69,10 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="The collector's own token for TokenReview. Default: none.")
     a.add_argument("--tokenreview-ca-file", default=env_default("tokenreview-ca-file", None), metavar="FILE",
                    help="The API server's CA bundle. Default: the system's.")
+    a.add_argument("--tokenreview-rate", type=float, default=float(env_default("tokenreview-rate", "20") or 20),
+                   help="TokenReviews per second this replica asks the API server for (tokens not in its cache; "
+                        "bursts of 100); past it a request is answered 503 and the agent tries again. Only tokens "
+                        "shaped as a JWT for --agent-audience are reviewed at all. Default: 20.")
     a.add_argument("--agent-audience", default=env_default("agent-audience", "railscope-collector"),
                    help="The audience agents' tokens must carry. Default: railscope-collector.")
     a.add_argument("--agent-service-account", action="append", default=None, metavar="USER",
@@ -173,6 +177,7 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         alerting_token_file=args.alerting_token_file, operator_token_file=args.operator_token_file,
         tokenreview_url=args.tokenreview_url, tokenreview_token_file=args.tokenreview_token_file,
         tokenreview_ca_file=args.tokenreview_ca_file, agent_audience=args.agent_audience,
+        tokenreview_rate=float(args.tokenreview_rate),
         insecure_dev=bool(args.insecure_dev), max_bundle_bytes=int(args.max_bundle_size),
         max_inflight=int(args.max_inflight), retry_after_s=int(args.retry_after), min_rate_bps=int(args.min_rate),
         min_rate_grace_s=float(args.min_rate_grace), stall_timeout_s=float(args.stall_timeout),
