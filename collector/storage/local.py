@@ -62,8 +62,13 @@ def _write_new(path: Path, data: bytes) -> None:
     try:
         os.write(fd, data)
         os.fsync(fd)
-    finally:
+    except BaseException:
+        # A full disk fails the write after the create: an empty file left here would read as a
+        # claim (or a digest) that is not there.
         os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -93,7 +98,10 @@ class LocalWriter:
         self._buf += data
         # Coalesce into 4 MiB writes: one thread hop per write, not one per 64 KiB read.
         if len(self._buf) >= 4 << 20:
-            await self._flush()
+            try:
+                await self._flush()
+            except OSError as exc:  # a full disk is the store's failure (503), not the server's (500)
+                raise StoreError(f"local store: {exc.strerror or exc}") from None
 
     async def _flush(self) -> None:
         if self._fh is None:
@@ -109,22 +117,29 @@ class LocalWriter:
         os.fsync(fh.fileno())
         fh.close()
         self._fh = None
+        sha_tmp: Path | None = None
         try:
             if not self.store._claim(self.key):
                 return False
             final = self.dir / self.key.name
             try:
-                # The incident's directory appears only now, with the object.
+                # The incident's directory appears only now, with the object; its .sha256 is
+                # written before the object is linked (a rename needs no room), so a full disk
+                # never leaves a visible object without its digest.
                 _mkdirs(self.dir)
+                sha_tmp = self.store._sha256_part(self.key, sha256)
                 os.link(self.tmp, final)
             except FileExistsError:
                 return False  # stored before ids were claimed: the claim names it, which is right
             except OSError:
                 self.store._release(self.key)
                 raise
+            os.replace(sha_tmp, self.dir / (self.key.name + ".sha256"))
+            sha_tmp = None
         finally:
             self.tmp.unlink(missing_ok=True)
-        self.store._write_sha256(self.key, sha256)
+            if sha_tmp is not None:
+                sha_tmp.unlink(missing_ok=True)
         _fsync_dir(self.dir)
         return True
 
@@ -185,11 +200,14 @@ class LocalStore:
     async def begin(self, key: BundleKey) -> LocalWriter:
         return LocalWriter(self, key)
 
-    def _write_sha256(self, key: BundleKey, sha256: str) -> None:
-        d = self.root / key.dir
-        tmp = d / f".{key.name}.sha256.{uuid.uuid4().hex[:12]}.part"
+    def _sha256_part(self, key: BundleKey, sha256: str) -> Path:
+        """The ``.sha256`` of ``key`` written under a hidden temporary name, for a rename into place."""
+        tmp = self.root / key.dir / f".{key.name}.sha256.{uuid.uuid4().hex[:12]}.part"
         _write_new(tmp, sha256_line(sha256, key.name).encode())
-        os.replace(tmp, d / (key.name + ".sha256"))
+        return tmp
+
+    def _write_sha256(self, key: BundleKey, sha256: str) -> None:
+        os.replace(self._sha256_part(key, sha256), self.root / key.dir / (key.name + ".sha256"))
 
     def _id_path(self, key: BundleKey) -> Path:
         return self.root / key.cluster / _IDS / f"{key.node}+{key.bundle}"
@@ -304,7 +322,9 @@ class LocalStore:
                         if node is not None and key.node != node:
                             continue
                         st = self._stored(key, base / name)
-                        if st is not None:
+                        # Without its .sha256 a bundle is not complete (a replica died between the
+                        # two): listed once an upload of it writes the digest again.
+                        if st is not None and st.sha256 is not None:
                             out.append(st)
         return out
 
