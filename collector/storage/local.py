@@ -17,6 +17,7 @@ only the collector's user and group read them.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -26,9 +27,11 @@ from pathlib import Path
 from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
-from . import Stored, StoreError
+from . import Stored, StoreError, sweep_interval
 
 __all__ = ["LocalStore"]
+
+log = logging.getLogger("railscope.collector")
 
 _READ = 1 << 20
 _DIR_MODE = 0o750
@@ -169,17 +172,33 @@ class LocalStore:
         self.root = Path(settings.store.path).resolve()
         self.settings = settings
         self.description = f"local directory {self.root}"
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     async def start(self) -> None:
         await self._run(self._start)
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+
+    async def _sweep_forever(self) -> None:
+        # Again while the replica runs (its own temporary directory only; the whole tree at start):
+        # what a killed replica left goes within about stale_part_s, restart or not.
+        every = sweep_interval(self.settings.stale_part_s)
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self._run(self._sweep, self.root / _TMP)
+            except OSError as exc:
+                log.warning("sweeping %s: %s", self.root / _TMP, exc)
 
     def _start(self) -> None:
         _mkdirs(self.root)
+        self._sweep(self.root)
+
+    def _sweep(self, top: Path) -> None:
         cutoff = time.time() - self.settings.stale_part_s
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in os.walk(top):
             for name in files:
                 if name.startswith(".") and name.endswith(".part"):
                     p = Path(dirpath) / name
@@ -190,7 +209,8 @@ class LocalStore:
                         pass
 
     async def close(self) -> None:
-        return None
+        if self._sweeper is not None:
+            self._sweeper.cancel()
 
     async def ready(self) -> None:
         ok = await self._run(lambda: self.root.is_dir() and os.access(self.root, os.W_OK))
