@@ -47,8 +47,10 @@ AGENT_TOKEN = "bench-agent-token-0000000000000000"
 OPERATOR_TOKEN = "bench-operator-token-00000000000000"
 HELLO = Hello(bundle="bbench", node="gpu-node-001", cluster="bench", incident="inc-bench", reason="bench",
               agent="bench", created=int(time.time()), plan="bench/v1")
+# The concurrent uploads all come from one token's node here (200 nodes in a cluster): the per-node
+# cap is lifted to the replica's.
 COLLECTOR_FLAGS = ("--part-size", "8M", "--part-concurrency", "6", "--parts-in-flight", "8", "--retry-after", "1",
-                   "--max-inflight", "8")
+                   "--max-inflight", "8", "--max-inflight-per-node", "8")
 
 
 def _write_random(path: Path, size: int) -> str:

@@ -111,6 +111,10 @@ class CollectorSettings:
     plain_http: bool = False
     max_bundle_bytes: int = 4 << 30
     max_inflight: int = 8
+    #: uploads one node may have in flight on this replica
+    max_inflight_per_node: int = 2
+    #: an upload still receiving after this long is ended (408), however fast it trickles
+    max_upload_s: float = 1800.0
     retry_after_s: int = 5
     #: the slow-client floor: after ``min_rate_grace_s``, an upload averaging less is ended (408)
     min_rate_bps: int = 64 * 1024
@@ -146,6 +150,10 @@ class CollectorSettings:
             raise SettingsError("--tls-cert-file and --tls-key-file go together")
         if self.header_timeout_s <= 0:
             raise SettingsError("--header-timeout must be positive")
+        if self.max_inflight_per_node < 1:
+            raise SettingsError("--max-inflight-per-node must be at least 1")
+        if self.max_upload_s <= 0:
+            raise SettingsError("--max-upload-duration must be positive")
         if self.tokenreview_rate <= 0 or self.tokenreview_burst < 1:
             raise SettingsError("--tokenreview-rate must be positive")
 

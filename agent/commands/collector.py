@@ -100,6 +100,12 @@ def register(p: argparse.ArgumentParser) -> None:
                      help="A bundle longer than this is refused (413) as its bytes pass it. Default: 4G.")
     lim.add_argument("--max-inflight", type=_count, default=env_default("max-inflight", "8"),
                      help="Uploads served at once by this replica; beyond, 429 with Retry-After. Default: 8.")
+    lim.add_argument("--max-inflight-per-node", type=_count, default=env_default("max-inflight-per-node", "2"),
+                     help="Uploads one node may have in flight on this replica; beyond, 429 with Retry-After. "
+                          "Default: 2.")
+    lim.add_argument("--max-upload-duration", type=_duration, default=env_default("max-upload-duration", "30m"),
+                     help="An upload still receiving after this long is ended (408), however fast it trickles; "
+                          "keep --stale-part-age above it. Default: 30m.")
     lim.add_argument("--retry-after", type=_count, default=env_default("retry-after", "5"),
                      help="Seconds told to agents in Retry-After. Default: 5.")
     lim.add_argument("--min-rate", type=_size, default=env_default("min-rate", "64k"),
@@ -180,6 +186,7 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         tokenreview_rate=float(args.tokenreview_rate),
         insecure_dev=bool(args.insecure_dev), max_bundle_bytes=int(args.max_bundle_size),
         max_inflight=int(args.max_inflight), retry_after_s=int(args.retry_after), min_rate_bps=int(args.min_rate),
+        max_inflight_per_node=int(args.max_inflight_per_node), max_upload_s=float(args.max_upload_duration),
         min_rate_grace_s=float(args.min_rate_grace), stall_timeout_s=float(args.stall_timeout),
         part_bytes=int(args.part_size), part_concurrency=int(args.part_concurrency),
         parts_in_flight=int(args.parts_in_flight), stale_part_s=float(args.stale_part_age),

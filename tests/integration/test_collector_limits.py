@@ -201,3 +201,59 @@ def test_a_refused_header_line_never_puts_a_token_in_the_log(tmp_path: Path) -> 
         assert secret not in log and __import__("base64").b64encode(f"op:{secret}".encode()).decode() not in log
     finally:
         col.stop()
+
+
+async def _trickle(url: str, token: str, hello, seconds: float) -> int:  # type: ignore[no-untyped-def]
+    """An upload that sends its hello, then one small chunk every 0.3 s for ``seconds``: its status."""
+    import aiohttp
+
+    from proto.frames import Chunk, encode
+
+    async def gen():  # type: ignore[no-untyped-def]
+        yield encode(hello)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        seq = 0
+        while loop.time() < end:
+            yield encode(Chunk(seq, b"x" * 64))
+            seq += 1
+            await asyncio.sleep(0.3)
+
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/vnd.railscope.frames+msgpack"}
+    try:
+        async with aiohttp.ClientSession() as s, s.post(url + "/v1/bundles", data=gen(), headers=headers) as r:
+            return r.status
+    except (aiohttp.ClientError, ConnectionError):
+        return -1
+
+
+def test_one_node_cannot_hold_every_upload_slot(tmp_path: Path) -> None:
+    col = Collector(tmp_path, str(tmp_path / "store"), "--max-inflight", "3",
+                    tokens=write_tokens(tmp_path / "tokens")).start()
+
+    async def go() -> tuple[list[int], int]:
+        trickles = [asyncio.create_task(_trickle(col.url, AGENT_TOKEN, replace(HELLO, bundle=f"t{i}"), 8))
+                    for i in range(3)]
+        await asyncio.sleep(1.5)
+        other = replace(HELLO, node="gpu-node-018", bundle="other")
+        status, _doc, _ = await post(col.url, body(other, b"a bundle of another node"), token=AGENT_TOKEN_18)
+        return list(await asyncio.gather(*trickles)), status
+
+    try:
+        trickles, other = asyncio.run(go())
+    finally:
+        col.stop()
+    assert other == 200, "another node's upload found every slot held by one node"
+    assert trickles.count(429) >= 1  # the node's own uploads beyond its cap
+
+
+def test_an_upload_has_a_deadline(tmp_path: Path) -> None:
+    col = Collector(tmp_path, str(tmp_path / "store"), "--max-upload-duration", "2s",
+                    tokens=write_tokens(tmp_path / "tokens")).start()
+    try:
+        started = time.monotonic()
+        status = asyncio.run(_trickle(col.url, AGENT_TOKEN, HELLO, 20))
+        took = time.monotonic() - started
+    finally:
+        col.stop()
+    assert status == 408 and took < 10, (status, took)
