@@ -18,6 +18,7 @@ from agent.commands.common import (
     _bool_word,
     _duration,
     add_expectation_flags,
+    duration_or_zero,
     env_default,
     expectations_from_args,
 )
@@ -63,12 +64,6 @@ def _ratio(text: str) -> float:
     if not 0 < x <= 1:
         raise argparse.ArgumentTypeError(f"expected a ratio in (0, 1], got {x}")
     return x
-
-
-def _duration_or_zero(text: str) -> float:
-    if text.strip() in ("0", "0s", "off"):
-        return 0.0
-    return _duration(text)
 
 
 def _codes(text: str) -> frozenset[str]:
@@ -142,7 +137,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "Default: none (representors are counted per PF).")
 
     r = p.add_argument_group("flight recorder, events and bounds")
-    r.add_argument("--recorder-window", type=_duration_or_zero, default=env_default("recorder-window", "15m"),
+    r.add_argument("--recorder-window", type=duration_or_zero, default=env_default("recorder-window", "15m"),
                    help="How far back the flight recorder keeps the rails' counter samples (recorder.jsonl in "
                         "every node image); 0 turns it off. Default: 15m.")
     r.add_argument("--event-history", type=_count, default=env_default("event-history", "1000"),
