@@ -325,6 +325,8 @@ class Snapshot:
     ethtool: tuple[EthtoolStats, ...] = ()
     drivers: tuple[DriverInfo, ...] = ()
     rules: tuple[RailRule, ...] = ()
+    #: (file, line, why) of each naming rule line that cannot be read (the RailRuleUnreadable finding)
+    rule_problems: tuple[tuple[str, int, str], ...] = ()
     ovs: tuple[OvsInterface, ...] | None = None  # None: OVS not present / not readable
     #: source -> reason ("devlink": "devlink: command not found")
     unavailable: tuple[tuple[str, str], ...] = ()

@@ -19,11 +19,17 @@ from agent.clients.collector import CollectorClient, CollectorError
 from .common import EXIT_USAGE, env_default
 
 
-def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
+def _common(p: argparse.ArgumentParser, default: object) -> None:
+    p.add_argument("--collector", default=default if default is argparse.SUPPRESS else env_default("collector", None),
+                   metavar="URL",
                    help="The collector's URL, e.g. http://railscope-collector:9842. Required (or RAILSCOPE_COLLECTOR).")
-    p.add_argument("--token-file", default=env_default("token-file", None), metavar="FILE",
+    p.add_argument("--token-file", default=default if default is argparse.SUPPRESS else env_default("token-file", None),
+                   metavar="FILE",
                    help="A file holding an operator token. Default: none (only an --insecure-dev collector answers).")
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    _common(p, None)
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     ls = sub.add_parser("ls", help="List stored bundles.")
     for name in ("cluster", "date", "incident", "node"):
@@ -35,6 +41,10 @@ def register(p: argparse.ArgumentParser) -> None:
     ver = sub.add_parser("verify", help="Ask the collector to re-hash a stored bundle.")
     ver.add_argument("key")
     ver.add_argument("--json", action="store_true")
+    # The same options after the action (`bundles ls --collector URL`): SUPPRESS keeps a value given
+    # before the action when none is given after it.
+    for action in (ls, get, ver):
+        _common(action, argparse.SUPPRESS)
 
 
 async def _ls(client: CollectorClient, args: argparse.Namespace) -> int:

@@ -68,12 +68,15 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent token for --collector (a projected ServiceAccount token in a pod). Default: none.")
     r = p.add_argument_group("asking a node's agent to capture (operator role)")
-    r.add_argument("--operator-token-file", default=env_default("operator-token-file", None), metavar="FILE",
+    # --token-file, as in `bundles` and `report`: the operator's token file has one name everywhere.
+    r.add_argument("--token-file", "--operator-token-file", dest="operator_token_file",
+                   default=env_default("token-file", env_default("operator-token-file", None)), metavar="FILE",
                    help="With --collector, queue a capture request for --node and --incident instead of capturing "
-                        "here: the node's agent pulls it, captures and uploads. The file holds an operator token. "
+                        "here: the node's agent pulls it, captures and uploads. The file holds an operator token, "
+                        "as for railscope bundles and report (--operator-token-file is its older name). "
                         "Default: none (capture here).")
     r.add_argument("--wait", action="store_true",
-                   help="Queue the request (as --operator-token-file does) and wait until its bundle is stored, "
+                   help="Queue the request (as --token-file does) and wait until its bundle is stored, "
                         "then print its key. Default: off.")
     r.add_argument("--wait-timeout", type=positive_seconds, default=600.0, metavar="SECONDS",
                    help="With --wait: give up after this long (exit 1). Default: 600.")

@@ -66,6 +66,12 @@ def _ratio(text: str) -> float:
     return x
 
 
+def _event_codes() -> tuple[str, ...]:
+    from agent.findings import EVENT_CODES
+
+    return tuple(EVENT_CODES)
+
+
 def _codes(text: str) -> frozenset[str]:
     from agent.findings import EVENT_CODES
 
@@ -148,8 +154,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
     c = p.add_argument_group("captures and data endpoints")
     c.add_argument("--capture-on", type=_codes, default=env_default("capture-on", ""), metavar="CODES",
-                   help="Detector event codes that capture a bundle into the spool, comma separated "
-                        "(LinkFlapping,PfcStorm,...). Default: none.")
+                   help="Detector event codes that capture a bundle into the spool, comma separated, of: "
+                        f"{', '.join(sorted(_event_codes()))}. Default: none.")
     c.add_argument("--capture-cooldown", type=_duration, default=env_default("capture-cooldown", "10m"),
                    help="Least time between two event captures of one code on this node: a storm of events is "
                         "one bundle. Default: 10m.")
@@ -186,6 +192,10 @@ def register(p: argparse.ArgumentParser) -> None:
         t.add_argument(f"--{flag}", type=kind, default=env_default(flag, default),
                        help=f"{helptext} Default: {default}.")
     add_expectation_flags(p)
+    # --listen may come from RAILSCOPE_LISTEN (the chart's way), so argparse cannot require it; the
+    # usage line still shows it as required. Usage text is %-formatted by argparse: escape it.
+    usage = p.format_usage().removeprefix("usage: ").rstrip("\n").replace("%", "%%")
+    p.usage = usage.replace("[--listen ADDR]", "--listen ADDR", 1)
 
 
 def settings_from_args(args: argparse.Namespace) -> AgentSettings:
