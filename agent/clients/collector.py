@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import os
 import random
@@ -30,6 +29,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 
 from agent.clients.tokens import TokenFileError, read_token
+from agent.safejson import loads_bounded
 from proto.frames import MAX_CHUNK_BYTES, Chunk, End, Hello, chunk_head, encode
 from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, POLL_WAIT_S
 
@@ -53,6 +53,13 @@ _RETRYABLE = {408, 429, 500, 502, 503, 504}
 MAX_ANSWER_BYTES = 64 << 20
 #: A poll's answer: a node's pending requests, each at most MAX_REQUEST_BYTES.
 MAX_POLL_BYTES = 256 * MAX_REQUEST_BYTES
+#: The answer to an upload or to a call about one request: one small document. The agent's memory
+#: limit (192Mi in the chart) must hold whatever a collector, or something answering as one, sends.
+MAX_SMALL_ANSWER_BYTES = 64 << 10
+#: A Retry-After beyond this is taken as this (999999999 would park an agent for 45 years).
+MAX_RETRY_AFTER_S = 600.0
+#: Nesting deeper than this in a collector's answer is no answer of the collector's.
+_MAX_ANSWER_DEPTH = 32
 _DOWNLOAD_CHUNK = 1 << 20
 
 Progress = Callable[[int, int | None], None]
@@ -68,6 +75,7 @@ class RetryPolicy:
         """Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"), never below Retry-After."""
         jittered = rng.uniform(0, min(self.cap_s, self.base_s * (2 ** attempt)))
         if retry_after is not None:
+            retry_after = min(max(retry_after, 0.0), MAX_RETRY_AFTER_S)
             # Spread the agents that were all told the same Retry-After over half as long again.
             return retry_after + rng.uniform(0, max(retry_after / 2, self.base_s))
         return jittered
@@ -238,13 +246,15 @@ async def _refusal(resp: aiohttp.ClientResponse) -> CollectorError:
     """A non-2xx answer as an error: the SPEC's ``{"error", "message"}``, or the start of whatever came."""
     raw = await resp.content.read(64 * 1024)
     try:
-        doc = json.loads(raw)
+        doc = loads_bounded(raw.decode("utf-8"), "the collector's answer", _MAX_ANSWER_DEPTH)
         if not isinstance(doc, dict):
             raise ValueError
         code, message = str(doc.get("error", "")), str(doc.get("message", ""))
     except ValueError:
         code, message = "bad_answer", raw[:200].decode("utf-8", "replace").strip() or (resp.reason or "")
     ra = resp.headers.get("Retry-After")
+    # The answer is shown to a person and logged: no terminal escape of the collector's reaches either.
+    code, message = _printable(code)[:80], _printable(message)[:300]
     return CollectorError(f"collector answered {resp.status} {code}: {message}".replace(" :", ":"),
                           status=resp.status, code=code, retryable=resp.status in _RETRYABLE,
                           retry_after=float(ra) if ra and ra.isdigit() else None)
@@ -255,7 +265,7 @@ async def _json_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYT
     if len(raw) > limit:
         raise CollectorError(f"collector answer larger than {limit} bytes", status=resp.status, code="bad_answer")
     try:
-        doc = json.loads(raw)
+        doc = loads_bounded(raw.decode("utf-8"), "the collector's answer", _MAX_ANSWER_DEPTH)
     except ValueError:
         raise CollectorError(f"collector answered {resp.status} with no JSON: {raw[:200]!r}", status=resp.status,
                              code="bad_answer") from None
@@ -263,6 +273,11 @@ async def _json_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYT
         raise CollectorError(f"collector answered {resp.status} with no JSON object", status=resp.status,
                              code="bad_answer")
     return doc
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (a terminal's escapes among them) shown as ``\\xNN``."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
 def _unreachable(url: str, exc: BaseException) -> CollectorError:
@@ -361,17 +376,20 @@ class CollectorClient:
         body: dict[str, Any] = {"bundle": bundle} if bundle else {}
         if reused:
             body["reused"] = True
-        return _request_of(await self._call("POST", f"/v1/requests/{quote(node)}/{quote(rid)}/done", body=body))
+        return _request_of(await self._call("POST", f"/v1/requests/{quote(node)}/{quote(rid)}/done", body=body,
+                                            limit=MAX_SMALL_ANSWER_BYTES))
 
     async def queue(self, node: str, incident: str, *, plan: str = DEFAULT_PLAN,
                     params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``POST /v1/requests`` (operator): a capture of ``node`` for ``incident``; the request document."""
         body = {"node": node, "incident": incident, "plan": plan, "params": dict(params or {})}
-        return _request_of(await self._call("POST", "/v1/requests", body=body, ok=(200, 201)))
+        return _request_of(await self._call("POST", "/v1/requests", body=body, ok=(200, 201),
+                                            limit=MAX_SMALL_ANSWER_BYTES))
 
     async def show(self, node: str, rid: str) -> dict[str, Any]:
         """``GET /v1/requests/<node>/<id>``: the request document."""
-        return _request_of(await self._call("GET", f"/v1/requests/{quote(node)}/{quote(rid)}"))
+        return _request_of(await self._call("GET", f"/v1/requests/{quote(node)}/{quote(rid)}",
+                                            limit=MAX_SMALL_ANSWER_BYTES))
 
     async def wait_done(self, node: str, rid: str, timeout_s: float, poll_s: float = 2.0) -> dict[str, Any]:
         """The request once done (its ``bundle`` the stored key), or :class:`CollectorError` after ``timeout_s``."""
@@ -474,7 +492,7 @@ class CollectorClient:
                 if resp.status != 200:
                     raise await _refusal(resp)
                 try:
-                    return await _json_answer(resp)
+                    return await _json_answer(resp, MAX_SMALL_ANSWER_BYTES)
                 except CollectorError as exc:
                     raise CollectorError(str(exc), status=200, code="bad_answer", retryable=True) from None
         except CollectorError:
