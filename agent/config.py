@@ -218,6 +218,8 @@ class AgentSettings:
     #: often the spool is tried
     collector_url: str | None = None
     collector_token_file: str | None = None
+    #: the CA that issued the collector's TLS certificate (None: the system's CAs)
+    collector_ca_file: str | None = None
     upload_interval_s: float = 30.0
     #: the agent's own bounds on capture requests: least time between two, captures per hour, and
     #: whether a request may enter pod network namespaces (tenant data; CAP_SYS_ADMIN)

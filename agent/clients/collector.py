@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import random
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,7 +296,7 @@ class CollectorClient:
                  retry: RetryPolicy | None = None, call_retry: RetryPolicy = CALL_RETRY,
                  session: aiohttp.ClientSession | None = None, rng: random.Random | None = None,
                  timeout: aiohttp.ClientTimeout | None = None, token_flag: str = "token file",
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep, ca_file: str | None = None) -> None:
         if "://" not in url:
             url = "http://" + url
         self.url = url.rstrip("/")
@@ -309,6 +310,9 @@ class CollectorClient:
         self._session = session
         self._own = session is None
         self._sleep = sleep
+        # The CA that issued the collector's certificate (--collector-ca-file, RAILSCOPE_COLLECTOR_CA_FILE);
+        # without one an https collector is verified against the system's CAs.
+        self.ca_file = ca_file or os.environ.get("RAILSCOPE_COLLECTOR_CA_FILE") or None
 
     async def __aenter__(self) -> CollectorClient:
         return self
@@ -324,7 +328,13 @@ class CollectorClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            ssl_ctx: ssl.SSLContext | bool = True
+            if self.ca_file:
+                try:
+                    ssl_ctx = ssl.create_default_context(cafile=self.ca_file)
+                except (OSError, ssl.SSLError) as exc:
+                    raise CollectorError(f"--collector-ca-file {self.ca_file}: {exc}", code="ca_file") from None
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl_ctx))
         return self._session
 
     def headers(self) -> dict[str, str]:
@@ -438,7 +448,10 @@ class CollectorClient:
             raise CollectorError(f"{name}: sha256 {digest} is not the recorded {recorded or 'one'}",
                                  code="digest_mismatch")
         os.replace(tmp, into / name)
-        (into / (name + ".sha256")).write_text(sha_line)
+        # 0600 like a capture's bundle: it holds topology, pod names and kernel logs.
+        fd = os.open(into / (name + ".sha256"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(sha_line)
         return into / name, recorded
 
     async def _bytes(self, path: str, limit: int) -> bytes:
@@ -465,7 +478,12 @@ class CollectorClient:
                 if resp.status != 200:
                     raise await _refusal(resp)
                 total = resp.content_length
-                fh = await loop.run_in_executor(None, open, dest, "wb")
+                def create() -> Any:
+                    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    os.fchmod(fd, 0o600)  # a .part left by an earlier run keeps no wider mode
+                    return os.fdopen(fd, "wb")
+
+                fh = await loop.run_in_executor(None, create)
                 try:
                     async for data in resp.content.iter_chunked(_DOWNLOAD_CHUNK):
                         await loop.run_in_executor(None, fh.write, data)

@@ -175,6 +175,9 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent's token for --collector (a projected ServiceAccount token, read before every "
                         "upload). Default: none.")
+    c.add_argument("--collector-ca-file", default=env_default("collector-ca-file", None), metavar="FILE",
+                   help="The CA that issued the collector's TLS certificate: an https --collector is verified "
+                        "against it. Default: the system's CAs.")
     c.add_argument("--request-min-interval", type=_duration, default=env_default("request-min-interval", "5m"),
                    help="Least time between two captures for capture requests, whoever queued them; a request "
                         "inside it waits for a later poll. Default: 5m.")
@@ -255,7 +258,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         capture_on=args.capture_on if isinstance(args.capture_on, frozenset) else _codes(args.capture_on),
         capture_cooldown_s=args.capture_cooldown, capture_deadline_s=args.capture_deadline,
         spool_dir=args.spool, spool_max_bytes=args.spool_max_bytes, collector_url=args.collector,
-        request_min_interval_s=args.request_min_interval, request_budget=args.request_budget,
+        collector_ca_file=args.collector_ca_file, request_min_interval_s=args.request_min_interval, request_budget=args.request_budget,
         allow_pod_netns=bool(args.allow_pod_netns),
         collector_token_file=args.collector_token_file, upload_interval_s=args.upload_interval,
         data_socket=args.data_socket, data_token_file=args.data_token_file,

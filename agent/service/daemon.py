@@ -341,7 +341,8 @@ class Agent:
         assert spool is not None and self.settings.collector_url
         # One client (one session) for the daemon's uploads, its token file read before each.
         async with CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
-                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file") as client:
+                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file",
+                                   ca_file=self.settings.collector_ca_file) as client:
             await self._upload_spool_loop(spool, client)
 
     async def _upload_spool_loop(self, spool: Any, client: Any) -> None:

@@ -133,7 +133,7 @@ class RequestPuller:
         self.token_file = token_file
         # The collector's one client for this puller: polls, uploads and done calls share its session.
         self.client = CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
-                                      rng=rng, sleep=sleep)
+                                      rng=rng, sleep=sleep, ca_file=getattr(agent.settings, "collector_ca_file", None))
         self.capture = capture
         self.work_dir = work_dir
         self.wait_s = wait_s

@@ -60,6 +60,25 @@ def test_collector_serves_tls_and_reloads_a_renewed_certificate(tmp_path: Path, 
         with urllib.request.urlopen(req, timeout=5, context=trusting) as r:
             assert HELLO.bundle in r.read().decode()
 
+        # The CLI verifies the collector with --collector-ca-file; without it, it refuses the server.
+        (tmp_path / "tokens" / "operator").chmod(0o600)  # the CLI reads only a token file of its owner
+        cli = [sys.executable, "-m", "agent.cli", "bundles", "--collector", col.url, "--token-file",
+               str(tmp_path / "tokens" / "operator")]
+        res = subprocess.run([*cli, "--collector-ca-file", str(ca.file), "ls"], capture_output=True, text=True,
+                             timeout=60, cwd=ROOT)
+        assert res.returncode == 0 and HELLO.bundle in res.stdout, res.stderr
+        res = subprocess.run([*cli, "ls"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert res.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in res.stderr, res.stderr
+        stored = doc["key"]
+        out = tmp_path / "got"
+        res = subprocess.run([*cli, "--collector-ca-file", str(ca.file), "get", stored, "-o", str(out)],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert res.returncode == 0, res.stderr
+        got = sorted(out.iterdir())
+        assert [p.name for p in got] == [stored.rsplit("/", 1)[1], stored.rsplit("/", 1)[1] + ".sha256"]
+        # as a capture writes its bundle: 0600, it holds topology and kernel logs
+        assert {oct(p.stat().st_mode & 0o777) for p in got} == {"0o600"}
+
         assert served_serial("127.0.0.1", col.port, ca.file) == first
         second = issue(ca, cert, key)  # a renewal: new key, new certificate, swapped in place
         deadline = time.monotonic() + 30

@@ -75,6 +75,7 @@ FULL_AGENT = {
     "collector": "http://rs-railscope-collector.railscope:9842",
     "collectorTokenFile": "/var/run/secrets/railscope/collector-token",
     "uploadInterval": "1m",
+    "collectorCaFile": "/etc/railscope/collector-ca/ca.crt",
     "requestMinInterval": "10m",
     "requestBudget": 3,
     "allowPodNetns": True,
