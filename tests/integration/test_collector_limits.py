@@ -257,3 +257,27 @@ def test_an_upload_has_a_deadline(tmp_path: Path) -> None:
     finally:
         col.stop()
     assert status == 408 and took < 10, (status, took)
+
+
+def test_requests_written_straight_into_the_store_are_served_within_the_collectors_caps(tmp_path: Path) -> None:
+    """Anyone who can write the bucket's _requests/ bypasses the alert policy; serving applies the caps
+    again: one request of a node at a time, none within the cooldown after its last capture."""
+    import json
+
+    from proto.requests import request_for
+
+    store = tmp_path / "store"
+    col = Collector(tmp_path, str(store), tokens=write_tokens(tmp_path / "tokens")).start()
+    try:
+        now = time.time()
+        for i in range(10):
+            req = request_for(f"inc-{i}", HELLO.node, now=now + i, ttl_s=1800, params={"pod_netns": True})
+            path = store / req.object_key()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(req.dumps())
+        status, page = _get(f"{col.url}/v1/requests?node={HELLO.node}&wait=0", token=AGENT_TOKEN)
+        assert status == 200
+        served = json.loads(page)["requests"]
+        assert [r["incident"] for r in served] == ["inc-0"], [r["incident"] for r in served]
+    finally:
+        col.stop()
