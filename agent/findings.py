@@ -288,6 +288,8 @@ class Diagnosis:
     findings: tuple[Finding, ...]
     #: source -> reason, for what could not be read (shown to people, not part of the contract)
     unavailable: tuple[tuple[str, str], ...] = ()
+    #: what people must know of how the node was judged (``--rails 8`` against rules that name 4)
+    notes: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -297,6 +299,7 @@ class Diagnosis:
             "rails": [r.as_json() for r in self.rails],
             "findings": [f.as_json() for f in self.findings],
             "unavailable": [{"source": s, "reason": r} for s, r in self.unavailable],
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     def exit_status(self) -> int:

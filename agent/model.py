@@ -306,6 +306,27 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
+class DaemonProcess:
+    """One process of a daemon a rail depends on (``agent.readers.processes.DAEMONS``), from
+    ``/proc/<pid>/stat`` and ``/proc/<pid>/status``: never its environment, never its command line."""
+
+    #: the daemon's word in the table (``ovs-vswitchd``, ``sriov-config-daemon``)
+    daemon: str
+    #: the kernel's name of the process (``comm``, at most 15 characters)
+    name: str
+    pid: int
+    ppid: int | None = None
+    #: the ``stat`` state letter (R running, S sleeping, D uninterruptible, Z zombie)
+    state: str | None = None
+    #: unix seconds (boot time + the start tick)
+    start_time: float | None = None
+    #: user + system CPU since it started, seconds
+    cpu_seconds: float | None = None
+    rss_bytes: int | None = None
+    threads: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one read of the node gave, plus why each missing source is missing."""
 
@@ -328,6 +349,8 @@ class Snapshot:
     #: (file, line, why) of each naming rule line that cannot be read (the RailRuleUnreadable finding)
     rule_problems: tuple[tuple[str, int, str], ...] = ()
     ovs: tuple[OvsInterface, ...] | None = None  # None: OVS not present / not readable
+    #: the processes of the daemons a rail depends on (the ``processes`` source)
+    processes: tuple[DaemonProcess, ...] = ()
     #: source -> reason ("devlink": "devlink: command not found")
     unavailable: tuple[tuple[str, str], ...] = ()
     #: devlink handles whose command timed out (busy: e.g. the SR-IOV daemon is creating VFs)

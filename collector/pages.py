@@ -23,8 +23,6 @@ loop, and two pages asking for the same bundle share one analysis.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
 import os
 import re
@@ -35,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from multidict import CIMultiDict
 
 from agent import __version__
 from agent.expectations import expectations_from_env
@@ -43,34 +40,18 @@ from agent.report.html import CSS, esc, pill
 from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
 from . import limits
-from .auth import AuthError
-from .bundles import fetch
+from .errors import Refused
 from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, STATE, Collector
 from .storage import Stored, StoreError
 
-__all__ = ["add_routes", "analysis_of"]
+__all__ = ["analysis_of", "incident", "index", "refused", "report", "setup"]
 
 SCHEMA = "railscope.analysis/v1"
-_PARTS = "{cluster}/{date}/{incident}/{name}"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _REALM = 'Basic realm="railscope collector", charset="UTF-8"'
 #: Worst findings shown per node on the incident page (the report page has them all).
 WORST = 4
 
-
-
-# -- auth ---------------------------------------------------------------------------------------
-
-def _bearer(header: str | None) -> str | None:
-    """``Basic`` credentials become the bearer token they carry (the password); others pass as given."""
-    if header and header[:6].lower() == "basic ":
-        try:
-            decoded = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        _user, _, password = decoded.partition(":")
-        return f"Bearer {password}" if password else None
-    return header
 
 
 def _page(title: str, body: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -92,18 +73,18 @@ def _security(headers: dict[str, str] | None = None) -> dict[str, str]:
             **(headers or {})}
 
 
-async def _operator(request: web.Request) -> web.Response | None:
-    col = request.app[STATE]
-    try:
-        principal = await col.auth.authenticate(_bearer(request.headers.get("Authorization")))
-        principal.require("operator")
-    except AuthError as exc:
-        col.metrics.refuse(exc.code)
-        headers = {"WWW-Authenticate": _REALM} if exc.status == 401 else None
-        return _page(f"{exc.status}", f"<h1>{exc.status}</h1><p>{esc(exc.message)}. This page needs the "
-                     "collector's operator token (as the password of HTTP Basic credentials, or a bearer "
-                     "token).</p>", exc.status, headers)
-    return None
+_TITLES = {400: "Bad key", 401: "Unauthorized", 403: "Forbidden", 404: "Not found", 503: "Store unavailable"}
+
+
+def refused(r: Refused) -> web.Response:
+    """A refusal as a page (``collector.guard`` counts it); a 401 asks the browser for credentials."""
+    title = _TITLES.get(r.status, str(r.status))
+    body = f"<h1>{esc(title)}</h1><p>{esc(r.message)}</p>"
+    if r.status in (401, 403):
+        body = (f"<h1>{r.status}</h1><p>{esc(r.message)}. This page needs the collector's operator token (as the "
+                "password of HTTP Basic credentials, or a bearer token).</p>")
+    headers = {"WWW-Authenticate": _REALM} if r.status == 401 else None
+    return _page(title, body, r.status, headers)
 
 
 # -- analysis, cached beside the bundle ------------------------------------------------------------
@@ -205,7 +186,8 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
     lock = locks.setdefault(key.rel, asyncio.Lock())
     async with lock:
         exp = request.app[ANALYSIS_EXPECT]
-        judged = repr(exp)
+        # "+recorded": analyses made before bundles' own expectations were applied are stale
+        judged = repr(exp) + "+recorded"
         cached = await _cache_get(col, key)
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
                 and cached.get("expectations") == judged:
@@ -274,21 +256,17 @@ def _bundle_url(key: BundleKey) -> str:
     return f"/ui/bundles/{key.rel}"
 
 
-async def _list(request: web.Request, **filters: str | None) -> list[Stored] | web.Response:
+async def _list(request: web.Request, **filters: str | None) -> list[Stored]:
     col = request.app[STATE]
     try:
         return await col.store.list(filters.get("cluster"), filters.get("date"), filters.get("incident"), None)
     except StoreError as exc:
         col.metrics.storage_errors.labels("list").inc()
-        return _page("store unavailable", f"<h1>Store unavailable</h1><p>{esc(exc)}</p>", 503)
+        raise Refused(503, "store_unavailable", str(exc)) from None
 
 
 async def index(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     found = await _list(request)
-    if isinstance(found, web.Response):
-        return found
     incidents: dict[tuple[str, str, str], set[str]] = {}
     for s in found:
         incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), set()).add(s.key.node)
@@ -337,21 +315,17 @@ def _fleet(by_node: Iterable[tuple[str, dict[str, Any]]]) -> list[tuple[str, str
 
 
 async def incident(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     m = request.match_info
     try:
         cluster, incident_id = check_part("cluster", m["cluster"]), check_part("incident", m["incident"])
         if not _DATE.fullmatch(m["date"]):
             raise KeyPartError("date is yyyy-mm-dd")
     except KeyPartError as exc:
-        return _page("bad key", f"<h1>Bad key</h1><p>{esc(exc)}</p>", 400)
+        raise Refused(400, "bad_key", str(exc)) from None
     date = m["date"]
     found = await _list(request, cluster=cluster, date=date, incident=incident_id)
-    if isinstance(found, web.Response):
-        return found
     if not found:
-        return _page("not found", f"<h1>No bundles for incident {esc(incident_id)}</h1>", 404)
+        raise Refused(404, "not_found", f"No bundles for incident {incident_id}")
     # What is analysed already first; then at most PAGE_ANALYSES of the rest, so one request's
     # work stays bounded however many nodes an incident has.
     docs = [(s, await analysis_of(request, s, analyse=False)) for s in found]
@@ -403,20 +377,18 @@ def _stored_key(request: web.Request) -> BundleKey:
 
 
 async def report(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     col = request.app[STATE]
     try:
         key = _stored_key(request)
     except KeyPartError as exc:
-        return _page("bad key", f"<h1>Bad key</h1><p>{esc(exc)}</p>", 400)
+        raise Refused(400, "bad_key", str(exc)) from None
     try:
         stored = await col.store.stat(key)
     except StoreError as exc:
         col.metrics.storage_errors.labels("read").inc()
-        return _page("store unavailable", f"<h1>Store unavailable</h1><p>{esc(exc)}</p>", 503)
+        raise Refused(503, "store_unavailable", str(exc)) from None
     if stored is None:
-        return _page("not found", f"<h1>No bundle {esc(key.rel)}</h1>", 404)
+        raise Refused(404, "not_found", f"No bundle {key.rel}")
     doc = await analysis_of(request, stored, page=True)
     if "error" in doc or "html" not in doc:
         why = doc.get("error", "the analysis gave no page")
@@ -425,21 +397,9 @@ async def report(request: web.Request) -> web.Response:
     return web.Response(text=doc["html"], content_type="text/html", headers=_security())
 
 
-async def download(request: web.Request) -> web.StreamResponse:
-    if (denied := await _operator(request)) is not None:
-        return denied
-    # The bundle API's fetch streams the object; it reads the credentials as a bearer token.
-    headers = CIMultiDict(request.headers)
-    headers["Authorization"] = _bearer(request.headers.get("Authorization")) or ""
-    return await fetch(request.clone(headers=headers))
-
-
-def add_routes(app: web.Application) -> None:
-    """The pages, under ``/ui/``."""
+def setup(app: web.Application) -> None:
+    """What the pages share: one analysis at a time, a lock per bundle, the expectations (the routes,
+    under ``/ui/``, are in ``collector.routes``; a download is the bundle API's fetch)."""
     app[ANALYSIS_LOCKS] = {}
     app[ANALYSIS_SLOTS] = asyncio.Semaphore(1)
     app[ANALYSIS_EXPECT] = expectations_from_env()
-    app.router.add_get("/ui/", index)
-    app.router.add_get("/ui/incidents/{cluster}/{date}/{incident}", incident)
-    app.router.add_get(f"/ui/bundles/{_PARTS}", report)
-    app.router.add_get(f"/ui/bundles/{_PARTS}/download", download)

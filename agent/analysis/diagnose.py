@@ -76,7 +76,8 @@ def diagnose(snap: Snapshot, exp: Expectations, *, kernel_table: tuple[KernelRow
                                                recorder=recorder, capture_time=capture_time)
     node = snap.node or snap.versions.hostname
     return Diagnosis(node=node.strip() if node else None, kernel=snap.versions.kernel,
-                     rails=rail_rows(snap, topo), findings=findings, unavailable=snap.unavailable)
+                     rails=rail_rows(snap, topo), findings=findings, unavailable=snap.unavailable,
+                     notes=topo.notes)
 
 
 def with_unavailable(diag: Diagnosis, extra: tuple[tuple[str, str], ...]) -> Diagnosis:

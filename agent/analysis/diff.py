@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from agent.analysis.topology import Pf, Rail, Topology
@@ -218,14 +217,31 @@ class Diff:
         }
 
 
+def utc_text(t: float) -> str:
+    """Unix seconds as RFC 3339 UTC text (``2026-10-28T14:20:33Z``), by arithmetic: the analysis is
+    pure and reaches no clock, so no ``datetime`` (the civil-from-days algorithm of H. Hinnant's
+    "chrono-Compatible Low-Level Date Algorithms")."""
+    secs = int(t // 1)
+    days, rem = divmod(secs, 86400)
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    return f"{year:04d}-{month:02d}-{day:02d}T{rem // 3600:02d}:{rem % 3600 // 60:02d}:{rem % 60:02d}Z"
+
+
 def _side_json(side: Side) -> dict[str, Any]:
     d = side.diagnosis
     return {
         "source": side.source,
         "node": d.node,
         "kernel": d.kernel,
-        "captured_at": datetime.fromtimestamp(side.taken_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        if side.timed else None,
+        "captured_at": utc_text(side.taken_at) if side.timed else None,
         "rails": len(d.rails),
         "findings": {s: sum(1 for f in d.findings if f.severity == s) for s in ("critical", "warning", "info")},
     }

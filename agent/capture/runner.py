@@ -97,6 +97,9 @@ class CaptureParams:
     pod_netns: bool = False
     bundle_id: str | None = None
     name: str | None = None
+    #: the judging expectations in force where the capture runs (``agent.config.expectations_to_json``),
+    #: written to the manifest so a replay judges as the node did (DESIGN §2); None: none stated
+    expectations: dict[str, Any] | None = None
 
 
 @dataclass
@@ -751,6 +754,7 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
             "incident": params.incident,
             "reason": params.reason,
             "agent_version": __version__,
+            **({"expectations": params.expectations} if params.expectations is not None else {}),
             "started_at": _iso(run.started_at),
             # Rounded up: an event of the last second must fall inside the window that ends here.
             "ended_at": _iso(math.ceil(ended)),

@@ -1,8 +1,10 @@
 """``railscope capture --collector URL``: the capture streamed to the collector while it is produced.
 
 The hello's keys follow proto/SPEC.md: the bundle id is ``proto.keys.bundle_id(incident, node, plan)``
-(so sending the same capture again is a duplicate); a capture outside any incident gets its own
-``manual-<time>`` incident; a node without ``--cluster`` goes under ``default``.
+with the capture's start time in the plan string, so sending the same capture again is a duplicate
+while a second capture of the node in the same incident is a bundle of its own (never a 409); a
+capture outside any incident gets its own ``manual-<time>`` incident; a node without ``--cluster``
+goes under ``default``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def capture_streamed(args: argparse.Namespace, host: Any, params: Any, progress:
     incident = check_part("incident", params.incident or time.strftime("manual-%Y%m%d-%H%M%S", time.gmtime(now)))
     cluster = check_part("cluster", params.cluster or DEFAULT_CLUSTER)
     plan = "capture/v1:" + ",".join(params.plugins)
-    bid = bundle_id(incident, node, plan)
+    bid = bundle_id(incident, node, f"{plan}@{int(now)}")
     params = replace(params, node=node, incident=incident, cluster=cluster, bundle_id=bid)
     hello = Hello(bundle=bid, node=node, cluster=cluster, incident=incident, reason=params.reason or "",
                   agent=__version__, created=int(now), plan=plan)

@@ -5,7 +5,7 @@
 image is read into memory by ``agent.host.image`` (never extracted: a bundle is untrusted input), so
 nothing of it touches the filesystem and nothing is left behind. A file or command the image lacks
 is "not available on that node", never an error. Only an input that is not an image at all (or that
-breaks a rule of ``image.py``) raises ``HostError``.
+breaks a rule of ``agent.host.image``) raises ``HostError``.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from agent.readers.links import (
 )
 from agent.readers.ovs import read_ovs
 from agent.readers.pci import functions_of_links, read_bus_devices, read_pci
+from agent.readers.processes import read_processes
 from agent.readers.rdma import read_rdma
 from agent.readers.udev import RuleProblem, read_rules
 from agent.readers.versions import read_versions
@@ -146,6 +147,9 @@ class Source:
     #: the daemon runs this source in another source's thread, after it: a tool stuck in the driver
     #: (devlink waits on one lock per instance) then holds one thread, never two
     lane: str | None = None
+    #: nothing else depends on it: the budget guard may pause it when the agent passes its CPU or
+    #: memory budget (``agent.service.budget``)
+    optional: bool = False
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -233,6 +237,11 @@ def read_counters(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Pa
     return _part("counters", notes, fields={"ethtool": tuple(stats), "drivers": tuple(drivers)}, extra=extra)
 
 
+def read_processes_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """The daemons a rail depends on: start time, CPU, RSS and threads of each of their processes."""
+    return _part("processes", notes, fields={"processes": read_processes(host, notes)})
+
+
 #: Every source, in dependency order (the order of a first sample and of ``take_snapshot``).
 SOURCES: tuple[Source, ...] = (
     Source("config", "the udev naming rules and OVS interfaces",
@@ -249,6 +258,9 @@ SOURCES: tuple[Source, ...] = (
     Source("counters", "the rails' incident counters (ethtool statistics, one netdev at a time; carrier losses; "
                        "RDMA loss counters): the flight recorder's resolution",
            (("ethtool",),), 1.0, 0.0, ("ethtool", "drivers"), read_counters, firmware_touching=True),
+    Source("processes", "the processes of the daemons a rail depends on (OVS, the SR-IOV config daemon, the device "
+                        "plugins, the NVIDIA driver container): start time, CPU, RSS",
+           (), 15.0, 1.0, ("processes",), read_processes_part, optional=True),
 )
 
 

@@ -368,11 +368,15 @@ def _unavailable(diag: Diagnosis) -> str:
     return f"<h2>Not available</h2><ul class=tight>{lis}</ul>"
 
 
-def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "") -> str:
-    """The whole page as one string."""
+def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "",
+                judged_with: str | None = None) -> str:
+    """The whole page as one string; ``judged_with`` says which expectations judged the bundle."""
     d = rep.diagnosis
     nj = (f'<p class="muted">Not judged (no expectation given): {esc(", ".join(not_judged))}</p>'
           if not_judged and d.rails else "")
+    nj += "".join(f"<p><strong>Note:</strong> {esc(n)}</p>" for n in d.notes)
+    if judged_with:
+        nj += f'<p class="muted judged">Judged with: {esc(judged_with)}</p>'
     title = f"railscope report: {d.node or '?'}"
     return "".join([
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",

@@ -27,14 +27,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent.capture.runner import CaptureError, CaptureParams, CaptureResult, capture_to_file
 from agent.capture.spool import Spool
 from agent.capture.trigger import CaptureTrigger
-from agent.config import AgentSettings
+from agent.config import AgentSettings, expectations_to_json
 from agent.host import Host
 from agent.model import Event
 from agent.service.events import EventLog
 from agent.service.flight_recorder import FlightRecorder
 from agent.service.tracked_host import Progress, TrackedHost
 
-__all__ = ["ImageBusy", "ImageCapture", "ImageError"]
+__all__ = ["CaptureFailed", "ImageBusy", "ImageCapture"]
 
 log = logging.getLogger("railscope.agent.capture")
 
@@ -48,8 +48,9 @@ class ImageBusy(Exception):
     """A capture is already running."""
 
 
-class ImageError(Exception):
-    """The bundle could not be made; the message says why."""
+class CaptureFailed(Exception):
+    """The bundle could not be made; the message says why. (Not ``agent.host.image.ImageError``, which
+    refuses an input as a node image.)"""
 
 
 def _part(text: str) -> str:
@@ -95,7 +96,9 @@ class ImageCapture:
             deadline_s=self.settings.capture_deadline_s,
             cfg=self.settings.read, events=self.events.to_json()["events"],
             recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
-            skip_firmware=skip, hung_tools=hung, firmware_lock=self._fw_lock)
+            skip_firmware=skip, hung_tools=hung, firmware_lock=self._fw_lock,
+            # the agent's judging flags: a replay of this bundle judges as the agent did
+            expectations=expectations_to_json(self.settings.expectations))
 
     def _run(self, out: str, params: CaptureParams, hung: frozenset[tuple[str, str]], trigger: str,
              spool: Spool | None = None) -> CaptureResult:
@@ -107,7 +110,7 @@ class ImageCapture:
                 res = capture_to_file(host, out, params)
         except (CaptureError, OSError) as exc:
             self._count(trigger, "failed")
-            raise ImageError(str(exc)) from None
+            raise CaptureFailed(str(exc)) from None
         finally:
             host.close()
         self.hung.update(res.hung)
@@ -129,7 +132,7 @@ class ImageCapture:
             res = self._run(work + "/", self._params(reason, incident, node, hung), hung, "request")
             assert res.path is not None
             if os.path.getsize(res.path) > self.settings.image_max_bytes:
-                raise ImageError(f"the bundle is larger than {self.settings.image_max_bytes} bytes")
+                raise CaptureFailed(f"the bundle is larger than {self.settings.image_max_bytes} bytes")
             return res.path, res.name
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
@@ -174,7 +177,7 @@ class ImageCapture:
                     res = self._run("", self._params(f"event {ev.code}: {ev.message or ev.subject}", incident,
                                                      node, hung), hung, "event", spool=self.spool)
                     log.info("event capture spooled", extra={"event": ev.code, "bundle": res.name})
-                except ImageError as exc:
+                except CaptureFailed as exc:
                     log.error("event capture failed", extra={"event": ev.code, "reason": str(exc)})
                 except Exception:  # a capture bug must never take the event worker down
                     log.exception("event capture failed", extra={"event": ev.code})

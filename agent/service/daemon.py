@@ -34,8 +34,9 @@ from prometheus_client import generate_latest
 
 from agent.analysis import pipeline
 from agent.analysis.topology import Topology
+from agent.clients.collector import CollectorClient, RetryPolicy
 from agent.config import AgentSettings, Thresholds
-from agent.detectors import engine
+from agent.detectors import daemon_restarts, engine
 from agent.detectors.feed import observations_from_snapshot
 from agent.detectors.observations import CountersObs
 from agent.findings import EVENT_CODES, Diagnosis
@@ -49,7 +50,7 @@ from agent.readers import sources as registry
 from agent.readers.common import Notes
 from agent.readers.history import History
 from agent.readers.kernel_table import load_kernel_table
-from agent.service.capture import ImageBusy, ImageCapture, ImageError
+from agent.service.capture import CaptureFailed, ImageBusy, ImageCapture
 from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle
 from agent.service.events import EventLog
@@ -59,7 +60,7 @@ from agent.service.scheduler import Lane, Scheduler, SourceState
 from agent.service.selfmetrics import AgentCollector
 from agent.service.tracked_host import Progress, TrackedHost
 
-__all__ = ["Agent", "ImageBusy", "ImageError"]
+__all__ = ["Agent", "CaptureFailed", "ImageBusy"]
 
 log = logging.getLogger("railscope.agent")
 events_log = logging.getLogger("railscope.agent.events")
@@ -76,7 +77,7 @@ _PORT_SOURCES = ("devlink", "rdma")
 
 class Agent:
     ImageBusy = ImageBusy
-    ImageError = ImageError
+    CaptureFailed = CaptureFailed
 
     def __init__(self, settings: AgentSettings, *, host_factory: Callable[[], Host] | None = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
@@ -108,6 +109,14 @@ class Agent:
         self._rep_include = re.compile(settings.representor_include) if settings.representor_include else None
 
         self._parts: dict[str, registry.Part] = {}
+        self.restarts = daemon_restarts.RestartState()
+        # How the calls to the collector ended (uploads, polls, done), and what became of spooled
+        # bundles: railscope_agent_collector_calls_total / railscope_spool_uploads_total.
+        from agent.clients.collector import CallOutcomes
+
+        self.collector_outcomes = CallOutcomes()
+        self.spool_outcomes: collections.Counter[str] = collections.Counter()
+        self.budget: Any = None
         self.snapshot: Snapshot | None = None
         self.topology: Topology | None = None
         self.diagnosis: Diagnosis | None = None
@@ -126,6 +135,13 @@ class Agent:
                                    deadline_s=settings.source_deadline_s,
                                    current_device=lambda name: self._progress[name].get)
         self.capture = ImageCapture(settings, host_factory, self._fw_lock, self.events, self.recorder, clock)
+        #: the collector's one client in the daemon: the spool upload and the request puller share
+        #: its session (its token file is read before every request)
+        self.collector: CollectorClient | None = None
+        if settings.collector_url:
+            self.collector = CollectorClient(settings.collector_url, token_file=settings.collector_token_file,
+                                             token_flag="--collector-token-file", outcomes=self.collector_outcomes,
+                                             ca_file=settings.collector_ca_file)
         self._lanes: dict[str, Lane] = {}
         self._hosts: dict[str, Host] = {}
         self._tasks: list[asyncio.Task[Any]] = []
@@ -168,11 +184,27 @@ class Agent:
             await loop.run_in_executor(None, self.devlink_watcher.start)
         self._tasks.append(asyncio.create_task(self._drain(), name="railscope-drain"))
         self._tasks.append(asyncio.create_task(self._boot(), name="railscope-boot"))
+        if self.settings.budget_cpu is not None or self.settings.budget_rss is not None:
+            self._tasks.append(asyncio.create_task(self._guard_budget(), name="railscope-budget"))
         if self.settings.collector_url and self.capture.spool is not None:
             self._tasks.append(asyncio.create_task(self._upload_spool(), name="railscope-upload"))
         log.info("agent started", extra={"listen": self.settings.listen, "port": self.settings.port,
                                          "recorder_window_s": self.settings.recorder_window_s,
                                          "disabled_sources": sorted(self.settings.disabled)})
+
+    async def _guard_budget(self) -> None:
+        """The budget guard (agent/service/budget.py) every ``budget_interval_s``."""
+        from agent.service.budget import BudgetGuard
+
+        def paused(name: str, on: bool) -> None:
+            self.scheduler.states[name].paused = on
+
+        self.budget = BudgetGuard(cpu_limit=self.settings.budget_cpu, rss_limit=self.settings.budget_rss,
+                                  optional=tuple(s.name for s in self.sources if s.optional),
+                                  pause=lambda n: paused(n, True), resume=lambda n: paused(n, False))
+        while True:
+            self.budget.check()
+            await asyncio.sleep(self.settings.budget_interval_s)
 
     async def _boot(self) -> None:
         """First sample in registry order (rules before links, links before the rest); a source that
@@ -196,6 +228,8 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.collector is not None:
+            await self.collector.close()
         if self.watcher is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.watcher.stop)
         if self.devlink_watcher is not None:
@@ -231,6 +265,8 @@ class Agent:
     # -- results (event loop) ----------------------------------------------------------------
     def _on_part(self, part: registry.Part) -> None:
         self._parts[part.source] = part
+        if part.source == "processes":
+            self.restarts = daemon_restarts.step(self.restarts, part.fields.get("processes", ()))
         if part.source == "counters":
             self._apply_counters(part)
             return
@@ -335,19 +371,10 @@ class Agent:
     async def _upload_spool(self) -> None:
         """Empty the node spool into the collector, oldest first, every upload interval (and at once
         when a capture was spooled: the spool's listing changes)."""
-        from agent.clients.collector import CollectorClient, RetryPolicy
-
-        spool = self.capture.spool
-        assert spool is not None and self.settings.collector_url
-        # One client (one session) for the daemon's uploads, its token file read before each.
-        async with CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
-                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file",
-                                   ca_file=self.settings.collector_ca_file) as client:
-            await self._upload_spool_loop(spool, client)
-
-    async def _upload_spool_loop(self, spool: Any, client: Any) -> None:
         from agent.capture.upload import drain_spool
 
+        spool, client = self.capture.spool, self.collector
+        assert spool is not None and client is not None
         seen: tuple[str, ...] = ()
         last = -1e9
         while True:
@@ -355,8 +382,15 @@ class Agent:
             if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
                 last = self.clock()
                 try:
-                    res = await drain_spool(spool, client)
+                    # Few attempts: the spool keeps what is not sent, and the next round sends it.
+                    res = await drain_spool(spool, client, retry=RetryPolicy(attempts=3))
                     self.uploaded.extend(r.key for r in res.sent)
+                    for r in res.sent:
+                        self.spool_outcomes["duplicate" if r.duplicate else "stored"] += 1
+                    self.spool_outcomes["rejected"] += len(res.rejected)
+                    if res.left:
+                        # kept for the next round: the collector is away, or the token file must be fixed
+                        self.spool_outcomes["deferred"] += 1
                     if res.sent or res.rejected or res.left:
                         log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),
                                                         "left": res.left, "error": res.error})
@@ -403,7 +437,9 @@ class Agent:
         links = self._parts.get("links")
         return MetricsState(snapshot=self.snapshot, topology=self.topology, diagnosis=self.diagnosis,
                             sources=tuple(sources), hung=tuple(dict.fromkeys(hung)), event_counts=self.events.counts(),
-                            event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None)
+                            event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None,
+                            daemon_restarts=dict(self.restarts.restarts),
+                            budget=self.budget.status if self.budget is not None else None)
 
     async def render_metrics(self) -> bytes:
         """The exposition, rendered in the render thread; concurrent scrapes share one render."""

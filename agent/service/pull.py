@@ -86,6 +86,7 @@ CaptureFn = Callable[["Agent", PullRequest, str], Captured]
 def capture_in_process(agent: Agent, req: PullRequest, work: str) -> Captured:
     """The request's plan through the capture runner, with the daemon's events and flight recorder."""
     from agent.capture.runner import CaptureParams, capture_to_file
+    from agent.config import expectations_to_json
 
     node = req.node
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(req.created))
@@ -99,7 +100,9 @@ def capture_in_process(agent: Agent, req: PullRequest, work: str) -> Captured:
         recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
         # A firmware read stuck in the driver is not started a second time by the capture.
         skip_firmware=frozenset(dev for _tool, dev in agent._hung_tools()),
-        pod_netns=bool(req.params.get("pod_netns")), bundle_id=req.id, name=f"{node}-{stamp}")
+        pod_netns=bool(req.params.get("pod_netns")), bundle_id=req.id, name=f"{node}-{stamp}",
+        # the agent's judging flags: a replay of this bundle judges as the agent did
+        expectations=expectations_to_json(agent.settings.expectations))
     host = agent._host_factory()
     # One capture at a time on the node: /v1/image, event captures and requests share the daemon's lock.
     busy = getattr(getattr(agent, "capture", None), "_busy", None)
@@ -119,6 +122,7 @@ class RequestPuller:
     """Polls the collector for this node's requests and serves them one at a time."""
 
     def __init__(self, agent: Agent, url: str, *, token_file: str | None = None, cluster: str | None = None,
+                 client: CollectorClient | None = None,
                  capture: CaptureFn = capture_in_process, work_dir: str | None = None,
                  wait_s: int = POLL_WAIT_S, rng: random.Random | None = None,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
@@ -131,9 +135,13 @@ class RequestPuller:
         self.cluster = check_part("cluster", cluster or agent.settings.cluster or "default")
         self.url = url.rstrip("/")
         self.token_file = token_file
-        # The collector's one client for this puller: polls, uploads and done calls share its session.
-        self.client = CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
-                                      rng=rng, sleep=sleep, ca_file=getattr(agent.settings, "collector_ca_file", None))
+        # Polls, uploads and done calls go through one client: the daemon's (given, shared with its spool
+        # upload, closed by the daemon) or one of the puller's own.
+        self._own_client = client is None
+        self.client = client or CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
+                                                rng=rng, sleep=sleep,
+                                                outcomes=getattr(agent, "collector_outcomes", None),
+                                                ca_file=getattr(agent.settings, "collector_ca_file", None))
         self.capture = capture
         self.work_dir = work_dir
         self.wait_s = wait_s
@@ -157,8 +165,11 @@ class RequestPuller:
         self.busy = False
 
     async def run(self) -> None:
-        async with self.client:
+        try:
             await self._poll_loop(BACKOFF_MIN_S)
+        finally:
+            if self._own_client:
+                await self.client.close()
 
     async def _local_uploaded(self, timeout_s: float = 30.0) -> None:
         """Wait until the event captures have run and the daemon's spool upload has sent them."""
@@ -311,7 +322,7 @@ def attach(app: web.Application, agent: Agent) -> RequestPuller | None:
     if not agent.settings.node:
         log.warning("capture requests are not polled: --collector without --node (spec.nodeName)")
         return None
-    puller = RequestPuller(agent, url, token_file=agent.settings.collector_token_file)
+    puller = RequestPuller(agent, url, token_file=agent.settings.collector_token_file, client=agent.collector)
 
     run_with_app(app, puller.run, "railscope-request-puller")
     return puller
@@ -331,7 +342,7 @@ async def queue_request(url: str, node: str, incident: str, *, token_file: str |
     Returns the request as the collector last showed it (``state`` ``done`` and ``bundle`` when waited).
     """
     try:
-        async with CollectorClient(url, token_file=token_file, token_flag="--operator-token-file") as client:
+        async with CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
             req = await client.queue(node, incident, plan=plan, params=params)
             if wait_s is None:
                 return req

@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 import os
 import re
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # run as a script: the format code of this tree
+
+from agent.host import slug  # noqa: E402
+from agent.host.image import ManifestItem, item_of, manifest_to_json, parse_manifest  # noqa: E402
+
 BASE = "spectrumx-2rail-healthy"
 ENDED_AT = 1793197233  # the base manifest's ended_at, 2026-10-28T14:20:33Z
 NET_RULES = "fs/etc/udev/rules.d/10-nic-net-interface-naming.rules"
@@ -37,8 +41,16 @@ RDMA_RULES = "fs/etc/udev/rules.d/10-nic-rdma-interface-naming.rules"
 OVS_ARGV = ["ovs-vsctl", "--format=json", "--columns=name,type,ifindex,ofport,link_state,error", "list", "Interface"]
 
 
-def slug(argv: list[str]) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "-", "_".join(argv))
+def _item(doc: dict, data: bytes | None) -> ManifestItem:
+    """An ``items[]`` entry of the format (``agent.host.image``), its size and sha256 over ``data``."""
+    fields = {"argv": tuple(doc["argv"]) if doc.get("argv") is not None else None, "rc": doc.get("rc"),
+              "duration_s": doc.get("duration_s", 0.0), "truncated": doc.get("truncated", False),
+              "timed_out": doc.get("timed_out", False), "skipped": doc.get("skipped", False),
+              "reason": doc.get("reason")}
+    if data is None:
+        return ManifestItem(path=doc.get("path"), kind=doc["kind"], bytes=doc.get("bytes", 0),
+                            sha256=doc.get("sha256"), **fields)
+    return item_of(doc["path"], data, doc["kind"], **fields)
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,28 +159,18 @@ class Image:
             p = root / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(target, p)
-        items = []
-        for item in self.manifest["items"]:
-            path = item.get("path")
-            if path is None:
-                items.append(item)
-                continue
-            if path not in self.files:
-                continue
-            data = self.files[path]
-            items.append({**item, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-        listed = {i.get("path") for i in items}
+        # The manifest is written by the format's own writer, its items recomputed over the files.
+        items = [_item(doc, None if doc.get("path") is None else self.files[doc["path"]])
+                 for doc in self.manifest["items"] if doc.get("path") is None or doc["path"] in self.files]
+        listed = {i.path for i in items}
         for rel in sorted(self.files):
             if rel in listed or rel.endswith((".rc", ".stderr")):
                 continue
             kind = "file" if rel.startswith("fs/") else "netlink" if rel.startswith("netlink/") else "generated"
-            data = self.files[rel]
-            items.append({"path": rel, "kind": kind, "argv": None, "rc": None, "duration_s": 0.0,
-                          "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "truncated": False,
-                          "timed_out": False, "skipped": False})
-        items.sort(key=lambda i: (i.get("path") is None, i.get("path") or "", json.dumps(i.get("argv"))))
-        manifest = {**self.manifest, "items": items}
-        (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+            items.append(item_of(rel, self.files[rel], kind))
+        head, problems = parse_manifest(json.dumps({**self.manifest, "items": []}).encode())
+        assert not problems, problems
+        (root / "manifest.json").write_text(manifest_to_json(replace(head, items=tuple(items))))
         (root / "README.md").write_text(readme)
         (root / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
 

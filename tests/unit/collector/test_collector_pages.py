@@ -242,3 +242,29 @@ def test_an_analysis_that_runs_out_of_memory_is_shown_on_the_page(tmp_path: Path
     status, text, rs, rtext = run(go())
     assert status == 200 and text.count("the analysis failed") == 3
     assert rs == 422 and "the analysis failed" in rtext
+
+
+def test_a_bundles_recorded_expectations_judge_its_report_page(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import shutil
+
+    from agent.expectations import expectations_from_env
+    from collector.analysis import analyse_file
+
+    img = tmp_path / "img"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "images" / "rail-missing", img, symlinks=True)
+    man = json.loads((img / "manifest.json").read_text())
+    man["expectations"] = {"rails": 3, "expect_eswitch_mode": "legacy"}
+    (img / "manifest.json").write_text(json.dumps(man))
+    monkeypatch.delenv("RAILSCOPE_RAILS", raising=False)
+    doc = analyse_file(str(img), "x", expectations_from_env())
+    found = {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
+    assert ("RailMissing", "net_rail2") in found and any(c == "EswitchModeUnexpected" for c, _ in found)
+    assert doc["doctor"]["expectations"]["rails"] == {"value": 3, "from": "bundle"}
+    assert "Judged with: expect_eswitch_mode=legacy (bundle), rails=3 (bundle)" in doc["html"]
+    # The collector's own RAILSCOPE_* variables are its command line: they win, and the page says so.
+    monkeypatch.setenv("RAILSCOPE_RAILS", "2")
+    doc = analyse_file(str(img), "x", expectations_from_env())
+    assert ("RailMissing", "net_rail2") not in {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
+    assert "rails=2 (RAILSCOPE_RAILS; the bundle had 3)" in doc["html"]

@@ -1,4 +1,5 @@
-"""The Prometheus custom collector: fresh families from the latest sample at every scrape.
+"""The agent's metrics exporter (a Prometheus custom collector, in client_python's words; "collector" in
+railscope is the central service): fresh families from the latest sample at every scrape.
 
 Follows client_python's ``process_collector.py``: ``collect()`` builds new metric families from the
 current ``MetricsState`` each time, so a representor (or a rail, or a finding) that is gone from the
@@ -32,7 +33,7 @@ from agent.findings import RailRow
 from agent.metrics.state import MetricsState
 from agent.model import Link, RdmaDevice, RdmaLink, Snapshot
 
-__all__ = ["RDMA_HW_COUNTERS", "RailscopeCollector"]
+__all__ = ["RDMA_HW_COUNTERS", "RailscopeExporter"]
 
 RAIL = ("rail", "plane", "device")
 PF = ("pci", "device")
@@ -134,7 +135,7 @@ class _Families:
         return (f for f in self._fams.values() if f.samples)
 
 
-class RailscopeCollector:
+class RailscopeExporter:
     """Renders the current ``MetricsState``.
 
     ``get_state`` returns the latest state (the daemon swaps it whole after each sample);
@@ -163,6 +164,7 @@ class RailscopeCollector:
         snap = state.snapshot
         if snap is not None:
             self._node(fams, snap)
+            self._daemons(fams, snap, state)
             topo = state.topology
             if topo is not None:
                 rows = {(r.rail, r.plane): r for r in (state.diagnosis.rails if state.diagnosis else ())}
@@ -197,6 +199,28 @@ class RailscopeCollector:
         if taken is not None:
             fams.gauge("railscope_sample_age_seconds", "Age of the sample this scrape serves.",
                        (), (), max(0.0, self._clock() - taken))
+        b = state.budget
+        if b is not None:
+            if b.cpu_ratio is not None:
+                fams.gauge("railscope_agent_cpu_ratio",
+                           "The agent's own CPU use over the last guard interval, in cores (1 = one core busy).",
+                           (), (), b.cpu_ratio)
+            # resident memory is railscope_agent_resident_memory_bytes of the agent's own collector
+            for what, limit in (("cpu", b.cpu_limit), ("rss", b.rss_limit)):
+                if limit is not None:
+                    fams.gauge("railscope_agent_budget_limit",
+                               "The budget the agent keeps to (--budget-cpu in cores, --budget-rss in bytes).",
+                               ("resource",), (what,), limit)
+                    fams.gauge("railscope_agent_budget_exceeded",
+                               "1 while the agent's own use of this resource is above its budget.",
+                               ("resource",), (what,), 1 if what in b.over else 0)
+            for src in b.paused:
+                fams.gauge("railscope_source_paused",
+                           "1 while this optional source is paused by the agent's budget guard.",
+                           ("source",), (src,), 1)
+            fams.counter("railscope_agent_budget_pauses",
+                         "Times the budget guard paused the optional sources since the agent started.",
+                         (), (), b.pauses)
         for code in sorted(set(state.event_codes) | set(state.event_counts)):
             fams.counter("railscope_events",
                          "Events the agent's detectors raised since it started, by event code (LinkFlapping, PfcStorm, ...).",
@@ -218,6 +242,36 @@ class RailscopeCollector:
         if mode:
             fams.info("railscope_rdma_netns", "The RDMA subsystem's network namespace mode (shared or exclusive).",
                       ("mode",), (mode,), {})
+
+    # -- the daemons a rail depends on -------------------------------------------------------
+    def _daemons(self, fams: _Families, snap: Snapshot, state: MetricsState) -> None:
+        """One series per daemon (a handful a node), the sums over its processes."""
+        by: dict[str, list[Any]] = {}
+        for p in snap.processes:
+            by.setdefault(p.daemon, []).append(p)
+        for daemon in sorted(set(by) | set(state.daemon_restarts)):
+            procs = by.get(daemon, [])
+            lab = (daemon,)
+            fams.gauge("railscope_daemon_processes", "Processes of this daemon running now (0: it is not).",
+                       ("daemon",), lab, len(procs))
+            fams.counter("railscope_daemon_restarts",
+                         "Restarts of this daemon seen since the agent started (a process replaced by another).",
+                         ("daemon",), lab, state.daemon_restarts.get(daemon, 0))
+            if not procs:
+                continue
+            cpu = [p.cpu_seconds for p in procs if p.cpu_seconds is not None]
+            if cpu:
+                fams.counter("railscope_daemon_cpu_seconds",
+                             "User and system CPU of this daemon's processes (rate() is cores busy; a restart resets it).",
+                             ("daemon",), lab, sum(cpu))
+            rss = [p.rss_bytes for p in procs if p.rss_bytes is not None]
+            if rss:
+                fams.gauge("railscope_daemon_resident_memory_bytes", "Resident memory of this daemon's processes.",
+                           ("daemon",), lab, sum(rss))
+            starts = [p.start_time for p in procs if p.start_time is not None]
+            if starts:
+                fams.gauge("railscope_daemon_start_time_seconds",
+                           "When this daemon's newest process started (unix seconds).", ("daemon",), lab, max(starts))
 
     # -- per rail ----------------------------------------------------------------------------
     def _rail(self, fams: _Families, snap: Snapshot, rail: Rail, row: RailRow | None) -> None:
