@@ -736,7 +736,8 @@ def test_the_agent_presents_a_projected_audience_bound_token_to_the_collector(ch
     docs = render(chart, values)
     spec = pod_spec(docs)
     (vol,) = [v for v in spec["volumes"] if v["name"] == "collector-token"]
-    (src,) = vol["projected"]["sources"]
+    # (beside it, with the chart's TLS collector, only the CA certificate of the collector's Secret)
+    (src,) = [s for s in vol["projected"]["sources"] if "serviceAccountToken" in s]
     assert src["serviceAccountToken"] == {"audience": "railscope-collector", "expirationSeconds": 3600,
                                           "path": "collector-token"}
     assert vol["projected"]["defaultMode"] == 0o400  # the agent's token reader refuses 0644
