@@ -60,6 +60,10 @@ class Expectations:
     storm_ratio: float = 0.5
     #: Extra rows for the validated-kernel table (a JSON file), on top of the shipped one.
     kernel_table_file: str | None = None
+    #: MtuMismatch: the MTU every rail must have (``--expect-mtu``); None: the rails' most common MTU.
+    mtu: int | None = None
+    #: DriverNotDoca: "doca" when the rail PFs must run the DOCA / OFED mlx5 driver (``--expect-driver``).
+    driver: str | None = None
 
 
 #: Expectations field -> the flag that states it. A bundle's manifest records the expectations in force
@@ -421,6 +425,9 @@ class AgentSettings:
     budget_cpu: float | None = None
     budget_rss: int | None = None
     budget_interval_s: float = 10.0
+    #: RailResourcesLost: the extended resources of the Node object watched for a drop to 0 allocatable
+    #: (``--rail-resources``, shell patterns on the resource name)
+    rail_resources: tuple[str, ...] = ("nvidia.com/*", "rdma/*", "openshift.io/*")
 
     def interval_s(self, source: str, default: float) -> float:
         return dict(self.intervals).get(source, default)

@@ -151,6 +151,27 @@ def add_expectation_flags(p: argparse.ArgumentParser, *, templates: bool = True)
     g.add_argument("--kernel-table", action=_Store, default=env_default("kernel-table", None), metavar="FILE",
                    help="A JSON file of extra validated-kernel rows for DriverKernelUnvalidated, added to the "
                         "shipped table. Default: the shipped table only.")
+    add_readiness_flags(g)
+
+
+def _mtu(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an MTU in bytes, got {text!r}") from None
+    if not 68 <= n <= 65535:  # ETH_MIN_MTU .. the largest netdev MTU
+        raise argparse.ArgumentTypeError(f"expected an MTU of 68-65535 bytes, got {n}")
+    return n
+
+
+def add_readiness_flags(g: argparse._ArgumentGroup) -> None:
+    """The expectations of the readiness codes (MtuMismatch, DriverNotDoca)."""
+    g.add_argument("--expect-mtu", type=_mtu, default=env_default("expect-mtu", None),
+                   help="Report rails whose MTU is not this many bytes (e.g. 9000 or 4200). Default: no value; "
+                        "a rail whose MTU differs from the most common MTU of the node's rails is reported.")
+    g.add_argument("--expect-driver", choices=("doca",), default=env_default("expect-driver", None),
+                   help="doca: report rail PFs that run the inbox mlx5 driver (the DOCA driver container "
+                        "restores the inbox driver when its pod ends). Default: no expectation.")
 
 
 def expectations_from_args(args: argparse.Namespace) -> Expectations:
@@ -170,6 +191,8 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
         event_window_s=args.event_window,
         kernel_table_file=args.kernel_table,
+        mtu=int(args.expect_mtu) if getattr(args, "expect_mtu", None) is not None else None,
+        driver=getattr(args, "expect_driver", None),
     )
 
 

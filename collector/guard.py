@@ -94,8 +94,13 @@ async def authorize(request: web.Request, route: Route) -> None:
 
 
 def refusal(request: web.Request, route: Route | None, r: Refused) -> web.StreamResponse:
-    """Count ``r`` and answer it."""
-    request.app[STATE].metrics.refuse(route.name if route else "unknown", r.code)
+    """Count ``r`` and answer it. A browser asked for its credentials (a 401 to a page) is a login
+    prompt, counted apart: an alert on agents' refusals must not fire because someone opened /ui."""
+    metrics = request.app[STATE].metrics
+    if route is not None and route.page is not None and r.status == 401:
+        metrics.page_challenges.labels(route.name).inc()
+    else:
+        metrics.refuse(route.name if route else "unknown", r.code)
     if route is not None and route.page is not None:
         return route.page(r)
     return error_response(r.status, r.code, r.message, r.headers, close=r.close)

@@ -32,6 +32,11 @@ class CollectorMetrics:
         #: every refusal of every endpoint (the uploads' are in ``refused`` as well, by reason)
         self.refusals = Counter("railscope_collector_refusals", "Requests refused, by endpoint and reason "
                                 "(SPEC.md codes).", ["endpoint", "reason"], registry=r)
+        #: 401s answered to the browser pages (a Basic challenge: no or wrong operator credentials),
+        #: never in ``refusals``: opening /ui is not an agent being refused
+        self.page_challenges = Counter("railscope_collector_page_challenges",
+                                       "Browser page requests answered 401 (asked for the operator token), by page; "
+                                       "not counted as refusals.", ["endpoint"], registry=r)
         self.duration = Histogram("railscope_collector_ingest_duration_seconds",
                                   "Time from the request to the answer of an upload that was admitted.",
                                   buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900), registry=r)

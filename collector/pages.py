@@ -41,7 +41,7 @@ from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
 from . import limits
 from .errors import Refused
-from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, STATE, Collector
+from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, BOARD, STATE, Collector
 from .storage import Stored, StoreError
 
 __all__ = ["analysis_of", "incident", "index", "refused", "report", "setup"]
@@ -265,18 +265,74 @@ async def _list(request: web.Request, **filters: str | None) -> list[Stored]:
         raise Refused(503, "store_unavailable", str(exc)) from None
 
 
+def size_words(n: int) -> str:
+    """Bytes for people: ``812 B``, ``4.2 KiB``, ``12.3 MiB``, ``1.1 GiB``."""
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n_f = n / 1024
+        if n_f < 1024 or unit == "TiB":
+            return f"{n_f:.1f} {unit}"
+        n = int(n_f)
+    return f"{n} B"  # not reached
+
+
+def _when(stamp: str) -> str:
+    """``20261201T093823Z`` as ``2026-12-01 09:38:23Z``."""
+    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]}Z" if len(stamp) == 16 else stamp
+
+
+_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+def _event_code(incident: str) -> str | None:
+    """The event code of an agent's own capture incident (``linkflapping-20261201t093823z``)."""
+    from agent.findings import EVENT_CODES
+
+    head = incident.rsplit("-", 1)[0] if re.search(r"-\d{8}t\d{6}z$", incident) else ""
+    return next((c for c in EVENT_CODES if c.lower() == head), None)
+
+
 async def index(request: web.Request) -> web.Response:
+    """The incidents, newest first: when, how bad, which alerts, how many nodes, how much to download."""
     found = await _list(request)
-    incidents: dict[tuple[str, str, str], set[str]] = {}
+    incidents: dict[tuple[str, str, str], list[Stored]] = {}
     for s in found:
-        incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), set()).add(s.key.node)
-    rows = "".join(
-        f'<tr><td class=mono><a href="{esc(_incident_url(c, d, i))}">{esc(i)}</a></td><td class=mono>{esc(c)}</td>'
-        f"<td class=mono>{esc(d)}</td><td>{len(nodes)}</td></tr>"
-        for (c, d, i), nodes in sorted(incidents.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]), reverse=True))
-    body = ("<h1>Incidents</h1>" + (f"<table id=incidents><thead><tr><th>Incident</th><th>Cluster</th><th>Date</th>"
-                                    f"<th>Nodes</th></tr></thead><tbody>{rows}</tbody></table>"
-                                    if rows else "<p>No bundles stored.</p>"))
+        incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), []).append(s)
+    # What asked for the captures: the requests this replica's board holds (kept a day after done).
+    asked: dict[str, tuple[set[str], str | None]] = {}
+    board = request.app.get(BOARD)
+    if board is not None:
+        try:
+            await board.fresh()
+        except StoreError:
+            pass  # the page still lists the bundles
+        for r in board.all():
+            names, sev = asked.get(r.incident, (set(), None))
+            if r.alertname:
+                names.add(r.alertname)
+            if r.severity in _RANK and (sev is None or _RANK[r.severity] < _RANK[sev]):
+                sev = r.severity
+            asked[r.incident] = (names, sev)
+    rows = []
+    for (c, d, i), bundles in sorted(incidents.items(), key=lambda kv: (max(b.key.stamp for b in kv[1]), kv[0]),
+                                     reverse=True):
+        names, sev = asked.get(i, (set(), None))
+        if not names and (code := _event_code(i)) is not None:
+            names, sev = {f"{code} (the agent's own event)"}, sev
+        stamps = sorted(b.key.stamp for b in bundles)
+        when = _when(stamps[0]) + (f" – {_when(stamps[-1])[11:]}" if stamps[-1] != stamps[0] else "")
+        nodes = {b.key.node for b in bundles}
+        rows.append(
+            f'<tr><td class=mono><a href="{esc(_incident_url(c, d, i))}">{esc(i)}</a></td><td class=mono>{esc(when)}</td>'
+            f"<td>{pill(sev) if sev else '<span class=muted>–</span>'}</td>"
+            f"<td>{esc(', '.join(sorted(names))) or '<span class=muted>asked by an operator or none</span>'}</td>"
+            f"<td>{len(nodes)}</td><td>{len(bundles)}</td><td>{esc(size_words(sum(b.bytes for b in bundles)))}</td>"
+            f"<td class=mono>{esc(c)}</td></tr>")
+    body = ("<h1>Incidents</h1>" + (
+        "<table id=incidents><thead><tr><th>Incident</th><th>Captured (UTC)</th><th>Severity</th><th>Alerts</th>"
+        f"<th>Nodes</th><th>Bundles</th><th>Size</th><th>Cluster</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        if rows else "<p>No bundles stored.</p>"))
     return _page("railscope incidents", body)
 
 
@@ -349,7 +405,7 @@ async def incident(request: web.Request) -> web.Response:
                 worst += f'<br><span class="muted">and {total - len(fs)} more</span>'
         rows.append(f"<tr><td class=mono><b>{esc(k.node)}</b></td><td class=mono>{esc(k.stamp)}</td><td>{worst}</td>"
                     f'<td><a href="{esc(_bundle_url(k))}">report</a> · <a href="{esc(_bundle_url(k))}/download">'
-                    f"download</a> <span class=muted>({s.bytes / 1048576:.1f} MiB)</span></td></tr>")
+                    f"download</a> <span class=muted>({esc(size_words(s.bytes))})</span></td></tr>")
     fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d and "pending" not in d)
     if fleet:
         frows = "".join(f"<tr><td>{pill(sev)}</td><td class=mono>{esc(c)}</td><td class=mono>{esc(subj)}</td>"
@@ -390,11 +446,15 @@ async def report(request: web.Request) -> web.Response:
     if stored is None:
         raise Refused(404, "not_found", f"No bundle {key.rel}")
     doc = await analysis_of(request, stored, page=True)
+    # The way back: the incident this bundle belongs to, its download, every incident.
+    nav = (f'<nav class="muted back"><a href="{esc(_incident_url(key.cluster, key.date, key.incident))}">'
+           f"Incident {esc(key.incident)}</a> · <a href=\"{esc(_bundle_url(key))}/download\">Download the bundle "
+           f"({esc(size_words(stored.bytes))})</a> · <a href=\"/ui/\">All incidents</a></nav>")
     if "error" in doc or "html" not in doc:
         why = doc.get("error", "the analysis gave no page")
-        return _page(key.name, f"<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(why)}</p>"
-                     f'<p><a href="{esc(_bundle_url(key))}/download">download</a></p>', 422)
-    return web.Response(text=doc["html"], content_type="text/html", headers=_security())
+        return _page(key.name, f"{nav}<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(why)}</p>", 422)
+    return web.Response(text=doc["html"].replace("<main>", "<main>" + nav, 1), content_type="text/html",
+                        headers=_security())
 
 
 def setup(app: web.Application) -> None:

@@ -22,6 +22,10 @@ for a rail that went down) is attached to it, so one cause is one line.
 **Changes**: kernel, driver and firmware versions, MTU, speed, VFs up, rails or representors added,
 a source that could be read before and not now, findings resolved or eased.
 
+The readiness rows (firmware running / stored, GPUDirect paths and module, the rails' MTU against each
+other, the driver kind) are ``diff_readiness``'s: GPUDirect lost and a rail whose MTU no longer matches
+the other rails are regressions.
+
 **Counters**: per rail, the deltas of the incident counters (pause frames and duration on the
 lossless priority, discards, storm events, carrier losses, the RDMA uplink port's loss counters)
 over the time between the captures, as rates. A counter that went backwards was reset (a driver
@@ -36,6 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.analysis import diff_readiness
 from agent.analysis.topology import Pf, Rail, Topology
 from agent.findings import Diagnosis, severity_rank
 from agent.model import Link, Snapshot
@@ -76,6 +81,9 @@ CHANGE_CODES: tuple[str, ...] = (
     "VfsMore", "RepresentorsAdded", "RailAdded", "RailUp", "RdmaPortUp", "RailPciChanged", "SourceLost",
     "FindingNew", "FindingResolved", "FindingEased",
 )
+
+REGRESSION_CODES.update(diff_readiness.REGRESSIONS)
+CHANGE_CODES += diff_readiness.CHANGES
 
 _RDMA_LOSS = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "implied_nak_seq_err",
               "rnr_nak_retry_err", "duplicate_request", "out_of_buffer", "rx_icrc_encapsulated",
@@ -608,6 +616,7 @@ def diff(before: Side, after: Side) -> Diff:
     _rails(out, pairs, before, after)
     _pfs(out, before, after)
     _node(out, before, after)
+    diff_readiness.rows(out, before, after)
     _findings(out, before, after)
     return Diff(before, after, tuple(sorted(out.regressions, key=Item.sort_key)),
                 tuple(sorted(out.changes, key=Item.sort_key)), tuple(_counters(pairs, before, after)))

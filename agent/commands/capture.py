@@ -158,8 +158,9 @@ def run(args: argparse.Namespace) -> int:
         return 3
     if args.collector and (args.operator_token_file or args.wait):
         return _request(args)
+    from agent.capture.job import Job
     from agent.capture.redact import load_key
-    from agent.capture.runner import CaptureError, CaptureParams, capture_to_file
+    from agent.capture.runner import CaptureError, capture_to_file
     from agent.commands.common import expectations_from_args
     from agent.config import expectations_to_json
     from agent.host import HostError
@@ -192,12 +193,11 @@ def run(args: argparse.Namespace) -> int:
             events, recorder = client.events(), client.recorder()
         except AgentClientError as exc:
             print(f"railscope capture: the agent's events and recorder are not in this bundle: {exc}", file=sys.stderr)
-    params = CaptureParams(node=args.node, cluster=args.cluster, incident=args.incident, reason=args.reason,
-                           redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
-                           recorder_gap_s=args.recorder_gap, cfg=read_config(args),  # type: ignore[arg-type]
-                           events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None,
-                           pod_netns=args.pod_netns,
-                           expectations=expectations_to_json(expectations_from_args(args)))
+    job = Job("cli", args.node, args.reason, cluster=args.cluster, incident=args.incident, pod_netns=args.pod_netns,
+              redact=args.redact, redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
+              recorder_gap_s=args.recorder_gap, cfg=read_config(args),  # type: ignore[arg-type]
+              events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None,
+              expectations=expectations_to_json(expectations_from_args(args)))
     try:
         host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)
     except HostError as exc:
@@ -209,9 +209,9 @@ def run(args: argparse.Namespace) -> int:
         if args.collector:
             from agent.commands.collector_upload import capture_streamed
 
-            res, upload_res = capture_streamed(args, host, params, progress)
+            res, upload_res = capture_streamed(args, host, job, progress)
         else:
-            res = capture_to_file(host, args.output, params, progress=progress)
+            res = capture_to_file(host, args.output, job.params(), progress=progress)
     except ValueError as exc:  # a node, cluster or incident the collector's key scheme refuses
         print(f"railscope capture: {exc}", file=sys.stderr)
         return 3

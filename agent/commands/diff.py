@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         doc = result.as_json()
         for part, j in zip(("before", "after"), judged, strict=True):
-            if j is not None and isinstance(doc.get(part), dict):
+            # only where the bundle's own expectations changed the judgement (optional in railscope.diff/v1)
+            if j is not None and j.from_bundle(exp) and isinstance(doc.get(part), dict):
                 doc[part]["expectations"] = j.as_json()
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")

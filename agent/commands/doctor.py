@@ -68,6 +68,7 @@ def not_judged(exp: Expectations) -> list[str]:
         ("eswitch mode", "--expect-eswitch-mode", exp.eswitch_mode),
         ("esw_multiport", "--expect-esw-multiport", exp.esw_multiport),
         ("RDMA netns mode", "--expect-rdma-netns", exp.rdma_netns),
+        ("mlx5 driver kind", "--expect-driver", exp.driver),
     ) if value is None]
 
 

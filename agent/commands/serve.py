@@ -234,6 +234,12 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Bearer token that opens the data endpoints over TCP (re-read when the file changes). "
                         "Without it they answer on --data-socket only. Default: none.")
 
+    c.add_argument("--rail-resources", default=env_default("rail-resources", "nvidia.com/*,rdma/*,openshift.io/*"),
+                   metavar="PATTERNS",
+                   help="Extended resources of this node's Node object (status.allocatable) watched for "
+                        "RailResourcesLost, comma-separated shell patterns; nvidia.com/gpu is never one. Needs the "
+                        "node watch (an API server and --node). Default: nvidia.com/*,rdma/*,openshift.io/*.")
+
     t = p.add_argument_group("detector thresholds")
     for flag, _field, default, helptext in _THRESHOLDS:
         kind = _count if flag in _INTS else _ratio if flag in _FLOATS else _duration
@@ -300,6 +306,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         data_socket=args.data_socket, data_token_file=args.data_token_file,
         budget_cpu=_cpu_quantity(args.budget_cpu) if isinstance(args.budget_cpu, str) else args.budget_cpu,
         budget_rss=_bytes_quantity(args.budget_rss) if isinstance(args.budget_rss, str) else args.budget_rss,
+        rail_resources=tuple(x.strip() for x in str(args.rail_resources).split(",") if x.strip()),
     )
 
 

@@ -65,7 +65,7 @@ class RecordedHost(FilesDoor):
 
     # -- commands ---------------------------------------------------------------------------
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
-            max_bytes: int = 8 << 20) -> CmdResult:
+            max_bytes: int = 8 << 20, keep: str = "head") -> CmdResult:
         argv = tuple(str(a) for a in argv)
         stem = f"cmd/{slug(argv)}"
         item = self._items.get(slug(argv))

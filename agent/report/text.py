@@ -89,8 +89,15 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
                 (cell(r.rdma_state), rdma_style), (cell(r.firmware), None), (cell(r.eswitch_mode), None),
                 (cell(r.esw_multiport), None), (cell(r.numvfs), None), (cell(r.representors), None),
             ])
-        out.extend(_table(["RAIL", "NETDEV", "RDMA", "PCI", "LINK", "SPEED", "RDMA-STATE", "FIRMWARE",
-                           "ESWITCH", "MULTIPORT", "VFS", "REPS"], rows, paint))
+        headers = ["RAIL", "NETDEV", "RDMA", "PCI", "LINK", "SPEED", "RDMA-STATE", "FIRMWARE",
+                   "ESWITCH", "MULTIPORT", "VFS", "REPS"]
+        if any(r.gpu for r in diag.rails):
+            # GPU nodes only: the GPU nearest each rail and how near (nvidia-smi topo -m words)
+            headers.append("GPU")
+            for row, r in zip(rows, diag.rails, strict=True):
+                far = r.gpu_link in ("NODE", "SYS")
+                row.append((f"{cell(r.gpu)} {cell(r.gpu_link)}" if r.gpu else "-", "warning" if far else None))
+        out.extend(_table(headers, rows, paint))
     else:
         out.append("")
         if found:

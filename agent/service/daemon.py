@@ -23,7 +23,6 @@ import asyncio
 import collections
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -41,6 +40,7 @@ from agent.detectors.feed import observations_from_snapshot
 from agent.detectors.observations import CountersObs
 from agent.findings import EVENT_CODES, Diagnosis
 from agent.host import Host
+from agent.host.firmware import FirmwareGate
 from agent.host.netlink.devlink_events import DevlinkWatcher
 from agent.host.netlink.link_events import LinkNote, LinkWatcher
 from agent.metrics.exposition import CONTENT_TYPE, make_registry
@@ -129,12 +129,14 @@ class Agent:
         self.ports_debounce = Debouncer(_PORTS_RESAMPLE_GAP_S, partial(self._poke, _PORT_SOURCES), **debounce)
 
         self._link_cache = registry.LinkCache()
-        self._fw_lock = threading.Lock()
+        #: one firmware read at a time per PCI function: the samplers and every capture take it
+        self.firmware = FirmwareGate()
         self._progress = {src.name: Progress() for src in self.sources}
         self.scheduler = Scheduler(self.sources, intervals, run=self._read, on_done=self._on_part,
                                    deadline_s=settings.source_deadline_s,
                                    current_device=lambda name: self._progress[name].get)
-        self.capture = ImageCapture(settings, host_factory, self._fw_lock, self.events, self.recorder, clock)
+        self.capture = ImageCapture(settings, host_factory, self.firmware, self.events, self.recorder, clock,
+                                    hung_tools=self._hung_tools)
         #: the collector's one client in the daemon: the spool upload and the request puller share
         #: its session (its token file is read before every request)
         self.collector: CollectorClient | None = None
@@ -248,7 +250,7 @@ class Agent:
     def _host(self, src: str) -> Host:
         host = self._hosts.get(src)
         if host is None:
-            host = self._hosts[src] = TrackedHost(self._host_factory(), self._progress[src], self._fw_lock)
+            host = self._hosts[src] = TrackedHost(self._host_factory(), self._progress[src], self.firmware)
         return host
 
     def _context(self) -> registry.Context:
@@ -356,10 +358,14 @@ class Agent:
             for ev in events:
                 self._emit(ev)
 
+    def emit(self, ev: Event) -> None:
+        """An event from outside the detectors (the node watch's RailResourcesLost): logged, counted and
+        captured on like a detector's."""
+        self._emit(ev)
+
     def _emit(self, ev: Event) -> None:
         self.events.add(ev)
-        self.capture.on_event(ev, self.settings.node or (self.snapshot.node if self.snapshot else None) or "node",
-                              self._hung_tools)
+        self.capture.on_event(ev, self.settings.node or (self.snapshot.node if self.snapshot else None) or "node")
         level = logging.WARNING if ev.severity in ("warning", "critical") else logging.INFO
         events_log.log(level, ev.message or ev.code, extra={
             "event": ev.code, "severity": ev.severity, "subject": ev.subject, "event_ts": ev.ts,
@@ -466,9 +472,8 @@ class Agent:
         if self._image_lock.locked():
             raise ImageBusy()
         async with self._image_lock:
-            hung = self._hung_tools()
             node = self.settings.node or (self.snapshot.node if self.snapshot else None) or "node"
-            return await self._lanes["image"].submit(lambda: self.capture.record(reason, incident, node, hung))
+            return await self._lanes["image"].submit(lambda: self.capture.record(reason, incident, node))
 
     def _hung_tools(self) -> frozenset[tuple[str, str]]:
         """(tool, device) of every hung read, for a capture to skip."""

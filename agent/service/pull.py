@@ -30,11 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from agent import __version__
 from agent.clients.collector import CollectorClient, CollectorError
 from agent.findings import EVENT_CODES
 from agent.service.background import run_with_app
-from proto.frames import Hello
 from proto.keys import check_part
 from proto.requests import DEFAULT_PLAN, POLL_WAIT_S, CaptureRequest, RequestError
 
@@ -84,36 +82,12 @@ CaptureFn = Callable[["Agent", PullRequest, str], Captured]
 
 
 def capture_in_process(agent: Agent, req: PullRequest, work: str) -> Captured:
-    """The request's plan through the capture runner, with the daemon's events and flight recorder."""
-    from agent.capture.runner import CaptureParams, capture_to_file
-    from agent.config import expectations_to_json
+    """The request's plan as one of the daemon's captures (``Job``): one at a time with its other
+    captures, under its firmware gate, with its events and flight recorder, in ``railscope_captures``."""
+    from agent.capture.job import Job
 
-    node = req.node
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(req.created))
-    redact_key = os.urandom(32) if req.params.get("redact") else None
-    recorder = agent.recorder
-    params = CaptureParams(
-        node=node, cluster=agent.settings.cluster, incident=req.incident,
-        reason=f"capture request {req.id} ({req.alertname or req.source or 'requested'})",
-        redact_key=redact_key, deadline_s=agent.settings.capture_deadline_s, cfg=agent.settings.read,
-        events=agent.events.to_json()["events"],
-        recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
-        # A firmware read stuck in the driver is not started a second time by the capture.
-        skip_firmware=frozenset(dev for _tool, dev in agent._hung_tools()),
-        pod_netns=bool(req.params.get("pod_netns")), bundle_id=req.id, name=f"{node}-{stamp}",
-        # the agent's judging flags: a replay of this bundle judges as the agent did
-        expectations=expectations_to_json(agent.settings.expectations))
-    host = agent._host_factory()
-    # One capture at a time on the node: /v1/image, event captures and requests share the daemon's lock.
-    busy = getattr(getattr(agent, "capture", None), "_busy", None)
-    try:
-        if busy is not None:
-            with busy:
-                res = capture_to_file(host, work + "/", params)
-        else:
-            res = capture_to_file(host, work + "/", params)
-    finally:
-        host.close()
+    job = Job.for_request(req, agent.settings, redact_key=os.urandom(32) if req.params.get("redact") else None)
+    res = agent.capture.run(job, work + "/")
     assert res.path is not None
     return Captured(res.path, res.sha256)
 
@@ -240,6 +214,8 @@ class RequestPuller:
 
     async def serve(self, req: PullRequest) -> str | None:
         """Capture, upload and report one request; the stored key, or None when it must be tried again."""
+        from agent.capture.job import Job
+
         if req.alertname in ALERT_EVENTS:
             # The same cause may have captured locally a moment ago: let that capture finish and
             # reach the collector, then use it.
@@ -274,9 +250,8 @@ class RequestPuller:
             log.info("capturing for request", extra={"request": req.id, "incident": req.incident,
                                                      "alertname": req.alertname})
             captured = await asyncio.get_running_loop().run_in_executor(None, self.capture, self.agent, req, work)
-            hello = Hello(bundle=req.id, node=self.node, cluster=self.cluster, incident=req.incident,
-                          reason=req.alertname or req.source or "requested", agent=__version__,
-                          created=req.created, plan=req.plan_ref)
+            hello = Job.for_request(req, self.agent.settings).hello(
+                node=self.node, cluster=self.cluster, reason=req.alertname or req.source or "requested")
             key: str | None
             try:
                 res = await self.client.upload(hello, captured.path, expected_sha256=captured.sha256)

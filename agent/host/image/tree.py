@@ -7,10 +7,12 @@ stops at the root), so a link cannot name a file of the machine reading the imag
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from agent.host import HostError
-from agent.host.paths import glob_nodes, walk_links
+from agent.host.paths import glob_nodes, walk_links, walk_nodes
 
 __all__ = ["LIMITS", "ImageError", "ImageFS", "ImageTree", "Limits"]
 
@@ -245,5 +247,18 @@ class ImageFS:
     def _lexists(self, path: str) -> bool:
         key = self._key(path, follow_last=False)
         return key is not None and self.tree._has(key)
+
+    def walk(self, path: str, limit: int = 10_000) -> list[str]:
+        return walk_nodes(path, self.listdir, self.readlink, limit)
+
+    def copy_tail(self, path: str, max_bytes: int, out: BinaryIO) -> tuple[int, bool]:
+        key = self._key(path)
+        data = None if key is None else self.tree.files.get(key)
+        if data is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file in the image", path)
+        cut = len(data) > max_bytes
+        kept = data[len(data) - max_bytes:] if cut else data
+        out.write(kept)
+        return len(kept), cut
 
 

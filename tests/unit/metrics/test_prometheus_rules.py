@@ -58,7 +58,9 @@ def _maintenance_names() -> set[str]:
     from agent.service.events import EventLog
     from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
 
-    col = MaintenanceCollector(NodeWatch(ApiConfig("http://127.0.0.1:1"), "n"), EventLog())
+    watch = NodeWatch(ApiConfig("http://127.0.0.1:1"), "n")
+    watch.allocatable = {"nvidia.com/rail0": 1}  # read from status.allocatable
+    col = MaintenanceCollector(watch, EventLog())
     return {s.name for fam in col.collect() for s in fam.samples}
 
 
