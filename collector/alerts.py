@@ -18,7 +18,6 @@ group posted ten times queues once, and the limits can be counted exactly in a t
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 import time
@@ -31,6 +30,7 @@ from aiohttp import web
 
 from proto.keys import KeyPartError, check_part
 
+from . import limits as limits_mod
 from .config import AlertLimits
 from .errors import Refused
 from .requests import CaptureRequest, check_params, request_for
@@ -94,9 +94,12 @@ def _time(value: Any, what: str) -> float:
     frac = (m.group(2) or "")[:7]
     tz = "+00:00" if m.group(3) == "Z" else m.group(3)
     try:
-        return datetime.fromisoformat(m.group(1) + frac + tz).timestamp()
-    except ValueError:
-        raise WebhookError(400, "bad_alert", f"{what} is not a real time") from None
+        ts = datetime.fromisoformat(m.group(1) + frac + tz).timestamp()
+        # In UTC the year must stay within 1-9999 too: the incident id and the keys print it.
+        datetime.fromtimestamp(ts, UTC)
+        return ts
+    except (ValueError, OverflowError, OSError):
+        raise WebhookError(400, "bad_alert", f"{what} is not a real time (UTC years 1-9999)") from None
 
 
 def _labels(value: Any, what: str) -> dict[str, str]:
@@ -119,8 +122,8 @@ def parse_webhook(body: bytes) -> Webhook:
     if len(body) > MAX_BODY_BYTES:
         raise WebhookError(413, "too_large", f"the payload is larger than {MAX_BODY_BYTES} bytes")
     try:
-        doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        doc = limits_mod.loads(body, "the payload")
+    except ValueError as exc:
         raise WebhookError(400, "bad_json", f"the payload is not JSON: {str(exc)[:80]}") from None
     if not isinstance(doc, dict):
         raise WebhookError(400, "bad_json", "the payload must be a JSON object")

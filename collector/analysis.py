@@ -16,6 +16,7 @@ from typing import Any
 from agent import __version__
 from agent.config import Expectations
 from agent.expectations import expectations_from_env, stated_by_env
+from collector.limits import summarise_doctor
 
 __all__ = ["analyse_file", "main"]
 
@@ -41,7 +42,8 @@ def analyse_file(path: str, source: str, exp: Expectations) -> dict[str, Any]:
     doctor = got.diagnosis.as_json()
     if judged is not None:
         doctor["expectations"] = judged.as_json()
-    return {"doctor": doctor, "html": page}
+    # The summary an incident page reads, cut here already: the answer is read under a cap.
+    return {"doctor": summarise_doctor(doctor), "html": page}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,13 +16,15 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import alerts, pages, routes
+from . import alerts, logsafe, pages, routes
 from . import requests as capture_requests
 from .auth import Authenticator
 from .config import CollectorSettings
+from .connections import ConnectionGuard, GuardedSite, limit_accept_errors, total_connections
 from .guard import guard
 from .state import STATE, Collector
 from .storage import Store, open_store
+from .tls import CertReloader, server_context
 
 __all__ = ["make_app", "serve"]
 
@@ -54,7 +56,10 @@ def handler_args(settings: CollectorSettings) -> dict[str, int]:
     """Bounded request line and header fields (aiohttp's parser refuses longer ones with 400), and a
     body buffer of one frame: with aiohttp's 64 KiB the socket stops reading whenever the handler
     awaits its store, and a single upload runs at a fraction of the link."""
-    return {"max_line_size": 8190, "max_field_size": settings.max_header_bytes, "read_bufsize": 1 << 20}
+    return {"max_line_size": 8190, "max_field_size": settings.max_header_bytes, "read_bufsize": 1 << 20,
+            # aiohttp closes a connection idle this long, counted from its opening too: a request
+            # whose headers never complete is closed then (a header deadline).
+            "keepalive_timeout": settings.header_timeout_s}
 
 
 def _fixed_mmap_threshold() -> None:
@@ -77,17 +82,28 @@ def _fixed_mmap_threshold() -> None:
 async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None) -> int:
     """Serve until SIGTERM / SIGINT. 1 when the address cannot be bound."""
     _fixed_mmap_threshold()
+    logsafe.install()
     app = make_app(settings)
+    settings.check_transport()
+    ssl_ctx = reloader = None
+    if settings.tls_cert_file and settings.tls_key_file:
+        ssl_ctx = server_context(settings.tls_cert_file, settings.tls_key_file)
+        reloader = CertReloader(ssl_ctx, settings.tls_cert_file, settings.tls_key_file)
     runner = web.AppRunner(app, access_log=None, **handler_args(settings))
     await runner.setup()
-    site = web.TCPSite(runner, settings.listen, settings.port, backlog=1024)
+    conns = ConnectionGuard(settings.max_conns_per_peer, total_connections())
+    limit_accept_errors(asyncio.get_running_loop())
+    site = GuardedSite(runner, settings.listen, settings.port, guard=conns, backlog=1024, ssl_context=ssl_ctx)
     try:
         await site.start()
     except OSError as exc:
         await runner.cleanup()
         log.error("cannot serve on %s:%s: %s", settings.listen, settings.port, exc.strerror)
         return 1
-    log.info("collector serving on %s:%s, store %s", settings.listen, settings.port, app[STATE].store.description)
+    log.info("collector serving %s on %s:%s, store %s", "https" if ssl_ctx else "plain http", settings.listen,
+             settings.port, app[STATE].store.description)
+    if reloader is not None:
+        reloader.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -95,5 +111,7 @@ async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None)
     if ready is not None:
         ready.set()
     await stop.wait()
+    if reloader is not None:
+        await reloader.close()
     await runner.cleanup()
     return 0

@@ -25,6 +25,7 @@ from proto.keys import KeyPartError, check_part
 
 from .config import CollectorSettings, SettingsError
 from .errors import Refused
+from .limits import TokenBucket, jwt_for
 
 __all__ = ["ROLES", "AuthError", "Authenticator", "Principal", "load_tokens"]
 
@@ -107,6 +108,9 @@ class Authenticator:
         self._session: aiohttp.ClientSession | None = None
         self._cache: OrderedDict[bytes, tuple[float, Principal | None]] = OrderedDict()
         self._lock = asyncio.Lock()
+        # Reviews asked for and not answered yet: concurrent requests with one token share one.
+        self._asking: dict[bytes, asyncio.Future[Principal | None]] = {}
+        self._reviews = TokenBucket(settings.tokenreview_rate, settings.tokenreview_burst)
 
     async def start(self) -> None:
         if self._review:
@@ -139,7 +143,9 @@ class Authenticator:
                 found = principal
         if found is not None:
             return found
-        if self._review:
+        # Only what could be a ServiceAccount token for our audience is sent for review: a random
+        # bearer token must not cost the API server a review with the collector's credentials.
+        if self._review and jwt_for(token, self.settings.agent_audience):
             reviewed = await self._tokenreview(token, digest)
             if reviewed is not None:
                 return reviewed
@@ -152,7 +158,23 @@ class Authenticator:
         hit = self._cache.get(digest)
         if hit is not None and hit[0] > now:
             return hit[1]
-        principal = await self._ask(token)
+        pending = self._asking.get(digest)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        if not self._reviews.take():
+            raise AuthError(503, "auth_unavailable", "too many token reviews at once: try again shortly")
+        fut: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
+        self._asking[digest] = fut
+        try:
+            principal = await self._ask(token)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: a review nobody else waited on is not "never retrieved"
+            raise
+        else:
+            fut.set_result(principal)
+        finally:
+            self._asking.pop(digest, None)
         # A positive answer is kept a minute, a negative one 10 s: a burst of uploads after an
         # incident costs the API server one review per agent, not one per request.
         self._cache[digest] = (now + (60 if principal else 10), principal)

@@ -100,11 +100,24 @@ class CollectorSettings:
     tokenreview_token_file: str | None = None
     tokenreview_ca_file: str | None = None
     agent_audience: str = "railscope-collector"
+    #: TokenReviews per second this replica may ask for (a token not in its cache), bursts of
+    #: ``tokenreview_burst``; past it a request is answered 503 and tried again
+    tokenreview_rate: float = 20.0
+    tokenreview_burst: int = 100
     #: ServiceAccounts whose tokens are agents (``system:serviceaccount:<ns>:<name>``)
     agent_service_accounts: tuple[str, ...] = ("system:serviceaccount:railscope:railscope-agent",)
     insecure_dev: bool = False
+    #: TLS: the certificate (chain) and key served; plain HTTP only with ``insecure_dev`` or ``plain_http``
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    #: plain HTTP because TLS ends in front of the collector (a mesh sidecar, an ingress)
+    plain_http: bool = False
     max_bundle_bytes: int = 4 << 30
     max_inflight: int = 8
+    #: uploads one node may have in flight on this replica
+    max_inflight_per_node: int = 2
+    #: an upload still receiving after this long is ended (408), however fast it trickles
+    max_upload_s: float = 1800.0
     retry_after_s: int = 5
     #: the slow-client floor: after ``min_rate_grace_s``, an upload averaging less is ended (408)
     min_rate_bps: int = 64 * 1024
@@ -116,6 +129,12 @@ class CollectorSettings:
     part_concurrency: int = 4
     parts_in_flight: int = 8
     max_header_bytes: int = 8190
+    #: a connection whose request headers are not complete by then is closed; also the idle time
+    #: between two requests of one connection
+    header_timeout_s: float = 10.0
+    #: connections one peer address may hold open (0: no cap); the replica's total stays below its
+    #: descriptor limit whatever this says
+    max_conns_per_peer: int = 128
     #: temporary files of the local store older than this are removed at start (a replica killed mid-ingest)
     stale_part_s: float = 3600.0
     #: capture on alert (POST /v1/alerts)
@@ -130,6 +149,22 @@ class CollectorSettings:
             raise SettingsError("part concurrency must be at least 1")
         if self.max_bundle_bytes < 1:
             raise SettingsError("--max-bundle-size must be positive")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise SettingsError("--tls-cert-file and --tls-key-file go together")
+        if self.header_timeout_s <= 0:
+            raise SettingsError("--header-timeout must be positive")
+        if self.max_inflight_per_node < 1:
+            raise SettingsError("--max-inflight-per-node must be at least 1")
+        if self.max_upload_s <= 0:
+            raise SettingsError("--max-upload-duration must be positive")
+        if self.tokenreview_rate <= 0 or self.tokenreview_burst < 1:
+            raise SettingsError("--tokenreview-rate must be positive")
+
+    def check_transport(self) -> None:
+        """Serving refuses plain HTTP unless asked: tokens and bundles would cross the network in clear."""
+        if not self.tls_cert_file and not (self.insecure_dev or self.plain_http):
+            raise SettingsError("no TLS: set --tls-cert-file and --tls-key-file (plain HTTP only with "
+                                "--insecure-dev, or --plain-http when TLS ends in front of the collector)")
 
 
 def check_listen(addr: str) -> str:

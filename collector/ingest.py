@@ -58,7 +58,13 @@ async def _admit(request: web.Request) -> Principal:
     if col.in_flight >= col.settings.max_inflight:
         raise Refused(429, "busy", f"{col.in_flight} uploads in flight on this replica; retry later",
                       headers={"Retry-After": str(col.settings.retry_after_s)})
-    return request[PRINCIPAL]
+    principal = request[PRINCIPAL]
+    if principal.node is not None and col.in_flight_by_node.get(principal.node, 0) >= col.settings.max_inflight_per_node:
+        # One node trickling uploads must not hold the slots every other node needs.
+        raise Refused(429, "busy", f"node {principal.node} has {col.settings.max_inflight_per_node} uploads in "
+                                   "flight on this replica; retry later",
+                      headers={"Retry-After": str(col.settings.retry_after_s)})
+    return principal
 
 
 async def expect_upload(request: web.Request) -> web.StreamResponse | None:
@@ -83,6 +89,9 @@ async def upload(request: web.Request) -> web.Response:
         r.close = True  # the body is unread
         raise
     col.in_flight += 1
+    node = principal.node
+    if node is not None:
+        col.in_flight_by_node[node] = col.in_flight_by_node.get(node, 0) + 1
     col.metrics.in_flight.inc()
     started = time.monotonic()
     try:
@@ -93,6 +102,12 @@ async def upload(request: web.Request) -> web.Response:
         raise
     finally:
         col.in_flight -= 1
+        if node is not None:
+            left = col.in_flight_by_node.get(node, 1) - 1
+            if left > 0:
+                col.in_flight_by_node[node] = left
+            else:
+                col.in_flight_by_node.pop(node, None)
         col.metrics.in_flight.dec()
         col.metrics.duration.observe(time.monotonic() - started)
     return web.json_response(doc)
@@ -145,13 +160,20 @@ class _Ingest:
                 await asyncio.shield(self.writer.abort())
 
     async def _read(self, started: float, received: int) -> bytes:
+        left = self.s.max_upload_s - (time.monotonic() - started)
         try:
-            data = await asyncio.wait_for(self.request.content.readany(), self.s.stall_timeout_s)
+            data = await asyncio.wait_for(self.request.content.readany(), max(0.0, min(self.s.stall_timeout_s, left)))
         except TimeoutError:
+            if left <= self.s.stall_timeout_s:
+                raise Refused(408, "too_slow", f"not done after --max-upload-duration "
+                                               f"({self.s.max_upload_s:g} s)") from None
             raise Refused(408, "too_slow", f"no data for {self.s.stall_timeout_s:g} s") from None
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionError):
             raise Refused(400, "truncated", "the body ended before the end frame") from None
         elapsed = time.monotonic() - started
+        if elapsed > self.s.max_upload_s:
+            # Just above --min-rate a 4 GiB bundle would hold its slot for 18 h: a deadline too.
+            raise Refused(408, "too_slow", f"not done after --max-upload-duration ({self.s.max_upload_s:g} s)")
         if elapsed > self.s.min_rate_grace_s and (received + len(data)) / elapsed < self.s.min_rate_bps:
             raise Refused(408, "too_slow", f"below {self.s.min_rate_bps} bytes/s after "
                                            f"{self.s.min_rate_grace_s:g} s")

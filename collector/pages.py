@@ -11,8 +11,10 @@
 
 A browser sends the operator token as HTTP Basic credentials (any user name, the token as the
 password: a 401 asks for them with ``WWW-Authenticate: Basic``) or as a bearer token (a proxy, a
-script). The analysis of a bundle is cached beside it in the store (``<name>.analysis.json``, a small
-object of the store), keyed by the bundle's sha256 and the railscope
+script). The analysis of a bundle is cached beside it in the store as two small objects: a summary
+(``<name>.analysis.json``, the worst findings: all an incident page reads) and the report page
+(``<name>.analysis.html``, bounded by the report's own caps). The summary is keyed by the bundle's
+sha256 and the railscope
 version and the expectations judged (``RAILSCOPE_<FLAG>`` variables, as doctor reads them), so no page
 reads a large bundle twice; analyses run one at a time per replica, off the event
 loop, and two pages asking for the same bundle share one analysis.
@@ -37,6 +39,7 @@ from agent.expectations import expectations_from_env
 from agent.report.html import CSS, esc, pill
 from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
+from . import limits
 from .errors import Refused
 from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, BOARD, STATE, Collector
 from .storage import Stored, StoreError
@@ -54,7 +57,8 @@ WORST = 4
 def _page(title: str, body: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     text = ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-            "img-src data:\"><meta name=viewport content=\"width=device-width, initial-scale=1\">"
+            "img-src data:; form-action 'none'; base-uri 'none'\">"
+            "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{body}"
             f"<footer>railscope collector {esc(__version__)}</footer></main></body></html>\n")
     return web.Response(text=text, status=status, content_type="text/html", headers=_security(headers))
@@ -64,7 +68,8 @@ def _security(headers: dict[str, str] | None = None) -> dict[str, str]:
     # Pages hold topology and kernel logs: never cached by a shared proxy, never framed, no script.
     return {"Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff",
             "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
-            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+            "form-action 'none'; base-uri 'none'",
             **(headers or {})}
 
 
@@ -84,21 +89,23 @@ def refused(r: Refused) -> web.Response:
 
 # -- analysis, cached beside the bundle ------------------------------------------------------------
 
-#: The largest cached analysis read back (the report page of a node with many rails and events).
-MAX_ANALYSIS_BYTES = 64 << 20
+def _cache_rel(key: BundleKey, suffix: str = ".analysis.json") -> str:
+    return f"{key.dir}/{key.name}{suffix}"
 
 
-def _cache_rel(key: BundleKey) -> str:
-    return f"{key.dir}/{key.name}.analysis.json"
-
-
-async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
-    """The cached analysis of ``key``; None when there is none, it cannot be read or is not one."""
+async def _cache_read(col: Collector, key: BundleKey, suffix: str, cap: int) -> bytes | None:
+    """A cached object beside ``key`` of at most ``cap`` bytes; None when absent, larger or unreadable."""
     try:
-        raw = await col.store.get_small(_cache_rel(key), MAX_ANALYSIS_BYTES)
+        raw = await col.store.get_small(_cache_rel(key, suffix), cap + 1)
     except StoreError:
         col.metrics.storage_errors.labels("read").inc()
         return None
+    return None if raw is None or len(raw) > cap else raw
+
+
+async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
+    """The cached summary of ``key``; None when there is none, it cannot be read or is not one."""
+    raw = await _cache_read(col, key, ".analysis.json", limits.SUMMARY_BYTES)
     if raw is None:
         return None
     try:
@@ -108,8 +115,11 @@ async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
 
 
-async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> None:
-    # The store writes it 0o640 like the bundle beside it: the analysis quotes what the bundle holds.
+async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any], page: str | None) -> None:
+    """The page first, then the summary that names its digest: a summary is never ahead of its page.
+    The store writes both 0o640 like the bundle beside them: they quote what the bundle holds."""
+    if page is not None:
+        await col.store.put_small(_cache_rel(key, ".analysis.html"), page.encode())
     await col.store.put_small(_cache_rel(key), json.dumps(doc, separators=(",", ":")).encode())
 
 
@@ -128,12 +138,25 @@ async def _analyse_in_child(path: str, source: str) -> dict[str, Any]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "collector.analysis", path, source, str(ANALYSIS_MEMORY_BYTES), env=env,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+
+    async def talk() -> tuple[bytes, bytes]:
+        # Read with a cap, never whole: the child's answer is what a hostile bundle makes of it.
+        out, err = await asyncio.gather(limits.read_capped(proc.stdout, limits.ANALYSIS_OUTPUT_BYTES),
+                                        limits.read_capped(proc.stderr, 1 << 20))
+        await proc.wait()
+        return out, err
+
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), ANALYSIS_TIMEOUT_S)
+        out, err = await asyncio.wait_for(talk(), ANALYSIS_TIMEOUT_S)
     except TimeoutError:
         proc.kill()
         await proc.wait()
         return {"error": f"the analysis took longer than {ANALYSIS_TIMEOUT_S:g} s", "transient": True}
+    except limits.OutputTooLarge:
+        proc.kill()
+        await proc.wait()
+        return {"error": f"the analysis gave more than {limits.ANALYSIS_OUTPUT_BYTES >> 20} MiB"}
     except BaseException:
         proc.kill()
         await proc.wait()
@@ -143,15 +166,18 @@ async def _analyse_in_child(path: str, source: str) -> dict[str, Any]:
         why = "out of memory" if "MemoryError" in last[0] else last[0][:200]
         return {"error": f"the analysis failed: {why}".replace(path, source)}
     try:
-        doc = json.loads(out)
+        # Parsed in a worker thread: megabytes of JSON would hold the event loop (and /healthz).
+        doc = await asyncio.get_running_loop().run_in_executor(None, json.loads, out)
     except ValueError:
         return {"error": "the analysis gave no result"}
     return doc if isinstance(doc, dict) else {"error": "the analysis gave no result"}
 
 
-async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True) -> dict[str, Any]:
+async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True,
+                      page: bool = False) -> dict[str, Any]:
     """The cached analysis of a stored bundle, made (once) when there is none for its digest.
 
+    The summary (``doctor``, the worst findings) only; with ``page`` the report page too, as ``html``.
     With ``analyse`` false, a bundle without a current analysis gives ``{"pending": True}``.
     """
     col = request.app[STATE]
@@ -165,7 +191,12 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
         cached = await _cache_get(col, key)
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
                 and cached.get("expectations") == judged:
-            return cached
+            if not page or "error" in cached:
+                return cached
+            html = await _cache_read(col, key, ".analysis.html", limits.PAGE_BYTES)
+            if html is not None:
+                return {**cached, "html": html.decode("utf-8", "replace")}
+            # The summary without its page (removed, or too large to read back): analysed again.
         if not analyse:
             return {"pending": True, "key": key.rel}
         try:
@@ -181,12 +212,18 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
             locks.pop(key.rel, None)
             return doc
         doc.update(schema=SCHEMA, sha256=stored.sha256, version=__version__, key=key.rel, expectations=judged)
+        html = doc.pop("html", None)
+        html = html if isinstance(html, str) else None
+        if isinstance(doc.get("doctor"), dict):
+            doc["doctor"] = limits.summarise_doctor(doc["doctor"])
         try:
-            await _cache_put(col, key, doc)
+            await _cache_put(col, key, doc, html)
         except Exception as exc:  # a cache that cannot be written costs time, not the page
             col.metrics.storage_errors.labels("write").inc()
             doc.setdefault("cache_error", str(exc)[:200])
         locks.pop(key.rel, None)
+        if page and html is not None:
+            return {**doc, "html": html}
         return doc
 
 
@@ -360,7 +397,7 @@ async def incident(request: web.Request) -> web.Response:
             worst = f'<span class="pill critical">UNREADABLE</span> {esc(doc["error"])}'
         else:
             fs = _worst(doc)
-            total = len(doc["doctor"].get("findings", []))
+            total = doc["doctor"].get("findings_total", len(doc["doctor"].get("findings", [])))
             worst = "<br>".join(f"{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
                                 f"<code>{esc(f.get('subject'))}</code>{_next(f.get('code'))}" for f in fs) or \
                 '<span class="pill ok">OK</span> no findings'
@@ -408,14 +445,14 @@ async def report(request: web.Request) -> web.Response:
         raise Refused(503, "store_unavailable", str(exc)) from None
     if stored is None:
         raise Refused(404, "not_found", f"No bundle {key.rel}")
-    doc = await analysis_of(request, stored)
+    doc = await analysis_of(request, stored, page=True)
     # The way back: the incident this bundle belongs to, its download, every incident.
     nav = (f'<nav class="muted back"><a href="{esc(_incident_url(key.cluster, key.date, key.incident))}">'
            f"Incident {esc(key.incident)}</a> · <a href=\"{esc(_bundle_url(key))}/download\">Download the bundle "
            f"({esc(size_words(stored.bytes))})</a> · <a href=\"/ui/\">All incidents</a></nav>")
-    if "error" in doc:
-        return _page(key.name, f"{nav}<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(doc['error'])}</p>",
-                     422)
+    if "error" in doc or "html" not in doc:
+        why = doc.get("error", "the analysis gave no page")
+        return _page(key.name, f"{nav}<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(why)}</p>", 422)
     return web.Response(text=doc["html"].replace("<main>", "<main>" + nav, 1), content_type="text/html",
                         headers=_security())
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 from typing import Any
@@ -40,6 +39,7 @@ from proto.requests import (
     take_id,
 )
 
+from . import limits as limits_mod
 from .errors import Refused
 from .state import BOARD, LIMITS, STATE
 from .storage import Store, StoreError
@@ -64,9 +64,12 @@ class RequestBoard:
     LIST per interval whatever the number of waiting agents.
     """
 
-    def __init__(self, store: Store, *, interval_s: float = 2.0, clock: Any = time.time) -> None:
+    def __init__(self, store: Store, *, interval_s: float = 2.0, clock: Any = time.time,
+                 cooldown_s: float = 0.0) -> None:
         self.store = store
         self.interval_s = interval_s
+        #: least time between a node's last request capture (done) and the next request it is served
+        self.cooldown_s = cooldown_s
         self.clock = clock
         self._cache: dict[str, tuple[str, CaptureRequest | None]] = {}
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
@@ -94,8 +97,20 @@ class RequestBoard:
         return [r for _tag, r in self._cache.values() if r is not None]
 
     def pending(self, node: str) -> list[CaptureRequest]:
+        """What ``node`` is served: its oldest pending request, one at a time, and none within the
+        cooldown after its last request capture but an operator's. The caps apply here as well as
+        where alerts queue requests: anyone who can write the bucket's ``_requests/`` can queue one."""
         now = self.clock()
-        return sorted((r for r in self.all() if r.node == node and r.in_flight(now)), key=lambda r: r.created)
+        mine = [r for r in self.all() if r.node == node]
+        waiting = sorted((r for r in mine if r.in_flight(now)), key=lambda r: (r.created, r.id))
+        if not waiting:
+            return []
+        first = waiting[0]
+        if first.source != "operator" and self.cooldown_s > 0:
+            last = max((r.done_at or 0.0 for r in mine if r.state == "done"), default=0.0)
+            if now - last < self.cooldown_s:
+                return []
+        return [first]
 
     def note(self, req: CaptureRequest) -> None:
         """A request this replica wrote: serve it now, without waiting for the next listing."""
@@ -227,9 +242,9 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if not data.strip():
         return {}
     try:
-        doc = json.loads(data)
+        doc = limits_mod.loads(data)
     except ValueError:
-        raise RequestError("the body is not JSON") from None
+        raise RequestError("the body is not JSON (or nests too deep)") from None
     if not isinstance(doc, dict):
         raise RequestError("the body must be a JSON object")
     return doc
@@ -352,7 +367,8 @@ async def done(request: web.Request) -> web.Response:
 
 def setup(app: web.Application, *, interval_s: float = 2.0) -> None:
     """The request board, started and stopped with ``app`` (the routes are in ``collector.routes``)."""
-    board = app[BOARD] = RequestBoard(app[STATE].store, interval_s=interval_s)
+    board = app[BOARD] = RequestBoard(app[STATE].store, interval_s=interval_s,
+                                      cooldown_s=app[STATE].settings.alerts.cooldown_s)
 
     async def ctx(app: web.Application) -> Any:
         await board.start()

@@ -34,6 +34,8 @@ class Collector:
     auth: Authenticator
     metrics: CollectorMetrics = field(default_factory=CollectorMetrics)
     in_flight: int = 0
+    #: uploads in flight per node (agent principals): no node holds every slot
+    in_flight_by_node: dict[str, int] = field(default_factory=dict)
 
 
 STATE: web.AppKey[Collector] = web.AppKey("collector", Collector)

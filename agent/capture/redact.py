@@ -18,47 +18,124 @@ in memory whole; a line longer than ``MAX_LINE`` is cut into pieces.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import ipaddress
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_LINE", "Redactor", "load_key"]
+__all__ = ["FORMS", "MAX_LINE", "Form", "Redactor", "load_key"]
 
 MAX_LINE = 1 << 20
 MARK = b"[redacted]"
 
 _PEM_BEGIN = re.compile(rb"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY|[A-Z0-9 ]*PRIVATE KEY BLOCK)-----")
 _PEM_END = re.compile(rb"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
-_SECRETS: tuple[tuple[re.Pattern[bytes], bytes], ...] = (  # (pattern, replacement; b"": keep quotes)
+_SECRET_WORDS = (rb"password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
+                 rb"client-key-data|client-certificate-data|credentials?")
+#: short keys that name a password where a word ends: ``psk=`` (OVS IPsec, wpa_supplicant), ``pass=``,
+#: ``pwd=`` (module options in modprobe.d, the kernel command line); ``bypass=`` is no password
+_SHORT_WORDS = rb"(?:psk|pass|pwd)"
+#: a value: quoted whole, or up to a separator
+_VALUE = rb"(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s,;}\]]+)"
+
+
+@dataclass(frozen=True)
+class Form:
+    """One form a secret takes in what a capture copies. ``repl`` b"" keeps the value's quotes
+    (``key: "[redacted]"``: JSON stays JSON); ``needles`` are what the form cannot match without
+    (lower case), a plain substring test before the regex. ``sample`` holds ``secret``: the form's
+    test plants it and checks it is gone."""
+
+    name: str
+    pattern: re.Pattern[bytes]
+    repl: bytes | Callable[[re.Match[bytes]], bytes]
+    needles: tuple[bytes, ...]
+    sample: bytes
+    secret: bytes
+
+
+def _pem_base64(m: re.Match[bytes]) -> bytes:
+    """A base64 PEM block (``LS0tLS1CRUdJTi`` is base64 of ``-----BEGIN``): gone when it is a key."""
+    head = m.group(0)[:96]
+    try:
+        text = base64.b64decode(head[: len(head) // 4 * 4])
+    except ValueError:
+        return m.group(0)
+    return MARK if b"PRIVATE KEY" in text else m.group(0)
+
+
+#: Every form of secret redaction removes, always (with or without ``--redact``).
+FORMS: tuple[Form, ...] = (
     # HTTP headers and their curl / log forms: the whole value goes.
-    (re.compile(rb"(?i)\b((?:proxy-)?authorization[ \t]*[:=][ \t]*)[^\r\n]+"), rb"\1" + MARK),
-    (re.compile(rb"(?i)\b(bearer[ \t]+)[A-Za-z0-9._~+/=-]{4,}"), rb"\1" + MARK),
-    (re.compile(rb"(?i)\b(basic[ \t]+)[A-Za-z0-9+/=]{8,}"), rb"\1" + MARK),
+    Form("authorization-header", re.compile(rb"(?i)\b((?:proxy-)?authorization[ \t]*[:=][ \t]*)[^\r\n]+"),
+         rb"\1" + MARK, (b"authorization",), b"Authorization: Negotiate YIIkeRBERBEROS", b"YIIkeRBERBEROS"),
+    Form("bearer", re.compile(rb"(?i)\b(bearer[ \t]+)[A-Za-z0-9._~+/=-]{4,}"), rb"\1" + MARK, (b"bearer",),
+         b"curl -H 'X-Auth: Bearer sk-live-51Hbearer' https://x", b"sk-live-51Hbearer"),
+    Form("basic", re.compile(rb"(?i)\b(basic[ \t]+)[A-Za-z0-9+/=]{8,}"), rb"\1" + MARK, (b"basic",),
+         b"proxy said: Basic dXNlcjpiYXNpYy1wdw==", b"dXNlcjpiYXNpYy1wdw"),
     # kubeconfig and YAML / JSON / INI credentials: "token: ...", "client-key-data: ...",
     # "password=...", '"secret": "..."'.
-    (re.compile(
-        rb"(?i)(?<![\w.-])(\"?[\w.-]{0,40}?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
-        rb"private[_-]?key|client-key-data|client-certificate-data|credentials?)[\w.-]{0,40}\"?[ \t]*[:=][ \t]*)"
-        rb"(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s,;}\]]+)"), b""),
+    Form("secret-key-pair", re.compile(
+        rb"(?i)(?<![\w.-])(\"?[\w.-]{0,40}?(?:" + _SECRET_WORDS + rb")[\w.-]{0,40}\"?[ \t]*[:=][ \t]*)" + _VALUE),
+        b"", (b"pass", b"secret", b"token", b"key", b"credential"), b'{"db_password": "pair-hunter2"}',
+        b"pair-hunter2"),
+    # psk= / pass= / pwd=: module options (modprobe.d), the kernel command line, OVS's
+    # ``options: {psk=...}`` in ``ovs-vsctl show`` and ``options : {psk=...}`` in ``list Interface``.
+    Form("short-key-pair", re.compile(
+        rb"(?i)(?<![\w.-])((?:[\w.-]{0,40}[_.-])?" + _SHORT_WORDS + rb"[ \t]*=[ \t]*)" + _VALUE),
+        b"", (b"psk", b"pass", b"pwd"), b"options cifs_helper pwd=pwd-s3cret pass=pass-s3cret psk=psk-s3cret",
+        b"-s3cret"),
+    # udev: ENV{SECRET_TOKEN}="...", E{DB_PASS}:="..." (udev(7) assignment keys).
+    Form("udev-env", re.compile(
+        rb"(?i)(\b(?:ENV|E)\{[\w.-]{0,40}?(?:" + _SECRET_WORDS + rb"|" + _SHORT_WORDS + rb")[\w.-]{0,40}\}"
+        rb"[ \t]*[:+]?=[ \t]*)" + _VALUE), b"", (b"env{", b"e{"),
+        b'ACTION=="add", ENV{SECRET_TOKEN}="udev-s3cret", RUN+="/bin/true"', b"udev-s3cret"),
+    # JSON pairs as arrays: ["password","..."], and OVS's --format=json maps
+    # ["map",[["psk","..."],["remote_ip","..."]]] (ovs-vsctl(8) "list Interface").
+    Form("json-pair-array", re.compile(
+        rb"(?i)(\[[ \t]*\"[\w.-]{0,40}?(?:" + _SECRET_WORDS + rb"|" + _SHORT_WORDS + rb")[\w.-]{0,40}\"[ \t]*,[ \t]*)"
+        rb"(\"(?:[^\"\\\r\n]|\\.)*\")"), b"", (b"pass", b"secret", b"token", b"key", b"credential", b"psk", b"pwd"),
+        b'"options":["map",[["psk","ovs-psk-s3cret"],["remote_ip","10.0.0.2"]]]', b"ovs-psk-s3cret"),
+    # Kubernetes env: {"name":"DB_PASSWORD","value":"..."} (a pod spec in JSON, kubectl -o json).
+    Form("k8s-env-value", re.compile(
+        rb"(?i)(\"name\"[ \t]*:[ \t]*\"[\w.-]{0,80}?(?:" + _SECRET_WORDS + rb"|" + _SHORT_WORDS + rb")[\w.-]{0,80}\""
+        rb"[ \t]*,[ \t]*\"value\"[ \t]*:[ \t]*)(\"(?:[^\"\\\r\n]|\\.)*\")"), b"", (b'"value"',),
+        b'"env":[{"name":"DB_PASSWORD","value":"k8s-env-s3cret"}]', b"k8s-env-s3cret"),
+    # A JSON Web Token on its own (a ServiceAccount token in a log line): header.payload.signature,
+    # the first two base64url JSON objects ("eyJ" is base64 of '{"').
+    Form("jwt", re.compile(rb"(?<![\w-])eyJ[A-Za-z0-9_-]{6,}\.eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"), MARK,
+         (b"eyj",), b"token rejected: eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJqd3QtczNjcmV0In0.c2lnbmF0dXJl end",
+         b"eyJzdWIiOiJqd3QtczNjcmV0In0"),
+    # A PEM private key as base64 (a Secret's tls.key, a kubeconfig dump without its key name).
+    Form("pem-base64", re.compile(rb"LS0tLS1CRUdJTi[A-Za-z0-9+/]{8,}={0,2}"), _pem_base64, (b"ls0tls1crudjti",),
+         b"tls.key: " + base64.b64encode(b"-----BEGIN PRIVATE KEY-----\nMIIEvpem-s3cret\n-----END PRIVATE KEY-----\n"),
+         base64.b64encode(b"-----BEGIN PRIVATE KEY-----\nMIIEvpem-s3cret\n-----END PRIVATE KEY-----\n")[20:50]),
     # Cookies are credentials (RFC 6265): the whole header value goes.
-    (re.compile(rb"(?i)\b((?:set-)?cookie[ \t]*:[ \t]*)[^\r\n]+"), rb"\1" + MARK),
+    Form("cookie", re.compile(rb"(?i)\b((?:set-)?cookie[ \t]*:[ \t]*)[^\r\n]+"), rb"\1" + MARK, (b"cookie",),
+         b"Set-Cookie: sid=cookie-s3cret; HttpOnly", b"cookie-s3cret"),
     # Space-separated flags: "--password hunter2", "kubeadm join ... --token abcdef.0123456789abcdef"
     # (kubeadm-join(1)); the "--flag=value" form is the pair above. A next "-..." word is a flag.
-    (re.compile(
+    Form("flag-value", re.compile(
         rb"(?i)((?<![\w-])--?[\w-]{0,40}?(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|"
-        rb"private[_-]?key|credentials?)[\w-]{0,40}[ \t]+)(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s\"'-][^\s]*)"), b""),
+        rb"private[_-]?key|credentials?)[\w-]{0,40}[ \t]+)(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s\"'-][^\s]*)"), b"",
+        (b"pass", b"secret", b"token", b"key", b"credential"), b"kubeadm join --token flag-s3cret --v 2",
+        b"flag-s3cret"),
     # Docker's config.json ("auth": base64 of user:password, "identitytoken") and containerd's
     # registry configs (auth = "...", identitytoken = "...").
-    (re.compile(rb"(?i)(?<![\w.-])(\"?(?:auth|identitytoken|identity_token|registrytoken)\"?[ \t]*[:=][ \t]*)"
-                rb"(\"[^\"\r\n]*\"|'[^'\r\n]*'|[^\s,;}\]]+)"), b""),
+    Form("registry-auth", re.compile(
+        rb"(?i)(?<![\w.-])(\"?(?:auth|identitytoken|identity_token|registrytoken)\"?[ \t]*[:=][ \t]*)" + _VALUE),
+        b"", (b"auth", b"identity", b"registrytoken"), b'{"auths":{"r.io":{"auth":"cmVnLXMzY3JldA=="}}}',
+        b"cmVnLXMzY3JldA"),
     # curl -u / --user / -U / --proxy-user USER:PASSWORD (curl(1)), also glued: -uuser:pw.
-    (re.compile(rb"(\bcurl\b[^\r\n]*?[ \t](?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?)(?!-)[^\s]+"),
-     rb"\1" + MARK),
+    Form("curl-user", re.compile(rb"(\bcurl\b[^\r\n]*?[ \t](?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?)(?!-)[^\s]+"),
+         rb"\1" + MARK, (b"curl",), b"curl -s -u admin:curl-s3cret https://bmc", b"curl-s3cret"),
     # URLs with a user:password part.
-    (re.compile(rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{1,256}:)[^@\s/]{1,256}@"), rb"\1" + MARK + b"@"),
+    Form("url-userinfo", re.compile(rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{1,256}:)[^@\s/]{1,256}@"),
+         rb"\1" + MARK + b"@", (b"://",), b"remote: https://git:url-s3cret@git.example/x.git", b"url-s3cret"),
 )
 
 # One pass for every kind of address so that a match is never re-redacted.
@@ -73,19 +150,6 @@ _ADDR = re.compile(
 _K8S_NAME = re.compile(
     rb"(?i)(\b(?:k8s_)?(?:pod(?:[_-]?name)?|namespace|pod[_-]?namespace|netns)\"?[ \t]*[:=][ \t]*\"?)"
     rb"([a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)(?=[\"\s,;}\]]|$)")
-
-#: what each secret pattern cannot match without (lower case)
-_NEEDLES: tuple[tuple[bytes, ...], ...] = (
-    (b"authorization",),
-    (b"bearer",),
-    (b"basic",),
-    (b"pass", b"secret", b"token", b"key", b"credential"),
-    (b"cookie",),
-    (b"pass", b"secret", b"token", b"key", b"credential"),
-    (b"auth", b"identity", b"registrytoken"),
-    (b"curl",),
-    (b"://",),
-)
 
 # A YAML block scalar under a secret key ("password: |", "token: >-", YAML 1.2 §8.1): the value
 # is on the next, more-indented lines, which ``stream`` replaces.
@@ -222,10 +286,11 @@ class Redactor:
     def line(self, data: bytes) -> bytes:
         """Redact one line (no PEM state: ``stream`` handles key blocks)."""
         low = data.lower()
-        for (pat, repl), needles in zip(_SECRETS, _NEEDLES, strict=True):
+        for form in FORMS:
             # A plain substring test first: most blocks hold no keyword, and the regexes are slow.
-            if any(n in low for n in needles):
-                data = pat.sub(repl or _keep_quotes, data)
+            if any(n in low for n in form.needles):
+                data = form.pattern.sub(form.repl or _keep_quotes, data)
+                low = data.lower()
         if self.key is None:
             return data
         data = _ADDR.sub(self._addr, data)

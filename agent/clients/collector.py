@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import os
 import random
+import ssl
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,6 +31,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 
 from agent.clients.tokens import TokenFileError, read_token
+from agent.safejson import loads_bounded
 from proto.frames import MAX_CHUNK_BYTES, Chunk, End, Hello, chunk_head, encode
 from proto.keys import KeyPartError, parse_rel
 from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, POLL_WAIT_S
@@ -56,6 +57,13 @@ _RETRYABLE = {408, 429, 500, 502, 503, 504}
 MAX_ANSWER_BYTES = 64 << 20
 #: A poll's answer: a node's pending requests, each at most MAX_REQUEST_BYTES.
 MAX_POLL_BYTES = 256 * MAX_REQUEST_BYTES
+#: The answer to an upload or to a call about one request: one small document. The agent's memory
+#: limit (192Mi in the chart) must hold whatever a collector, or something answering as one, sends.
+MAX_SMALL_ANSWER_BYTES = 64 << 10
+#: A Retry-After beyond this is taken as this (999999999 would park an agent for 45 years).
+MAX_RETRY_AFTER_S = 600.0
+#: Nesting deeper than this in a collector's answer is no answer of the collector's.
+_MAX_ANSWER_DEPTH = 32
 _DOWNLOAD_CHUNK = 1 << 20
 
 Progress = Callable[[int, int | None], None]
@@ -71,6 +79,7 @@ class RetryPolicy:
         """Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"), never below Retry-After."""
         jittered = rng.uniform(0, min(self.cap_s, self.base_s * (2 ** attempt)))
         if retry_after is not None:
+            retry_after = min(max(retry_after, 0.0), MAX_RETRY_AFTER_S)
             # Spread the agents that were all told the same Retry-After over half as long again.
             return retry_after + rng.uniform(0, max(retry_after / 2, self.base_s))
         return jittered
@@ -253,13 +262,15 @@ async def _refusal(resp: aiohttp.ClientResponse) -> CollectorError:
     """A non-2xx answer as an error: the SPEC's ``{"error", "message"}``, or the start of whatever came."""
     raw = await _read(resp, 64 * 1024)
     try:
-        doc = json.loads(raw)
+        doc = loads_bounded(raw.decode("utf-8"), "the collector's answer", _MAX_ANSWER_DEPTH)
         if not isinstance(doc, dict):
             raise ValueError
         code, message = str(doc.get("error", "")), str(doc.get("message", ""))
     except (ValueError, RecursionError):  # RecursionError: '[' nested past the interpreter's limit
         code, message = "bad_answer", raw[:200].decode("utf-8", "replace").strip() or (resp.reason or "")
     ra = resp.headers.get("Retry-After")
+    # The answer is shown to a person and logged: no terminal escape of the collector's reaches either.
+    code, message = _printable(code)[:80], _printable(message)[:300]
     return CollectorError(f"collector answered {resp.status} {code}: {message}".replace(" :", ":"),
                           status=resp.status, code=code, retryable=resp.status in _RETRYABLE,
                           retry_after=float(ra) if ra and ra.isdigit() else None)
@@ -270,7 +281,7 @@ async def _json_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYT
     if len(raw) > limit:
         raise CollectorError(f"collector answer larger than {limit} bytes", status=resp.status, code="bad_answer")
     try:
-        doc = json.loads(raw)
+        doc = loads_bounded(raw.decode("utf-8"), "the collector's answer", _MAX_ANSWER_DEPTH)
     except (ValueError, RecursionError):  # RecursionError: '[' nested past the interpreter's limit
         raise CollectorError(f"collector answered {resp.status} with no JSON: {raw[:200]!r}", status=resp.status,
                              code="bad_answer") from None
@@ -278,6 +289,11 @@ async def _json_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYT
         raise CollectorError(f"collector answered {resp.status} with no JSON object", status=resp.status,
                              code="bad_answer")
     return doc
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (a terminal's escapes among them) shown as ``\\xNN``."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
 def _unreachable(url: str, exc: BaseException) -> CollectorError:
@@ -328,7 +344,7 @@ class CollectorClient:
                  session: aiohttp.ClientSession | None = None, rng: random.Random | None = None,
                  timeout: aiohttp.ClientTimeout | None = None, token_flag: str = "token file",
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                 outcomes: CallOutcomes | None = None) -> None:
+                 outcomes: CallOutcomes | None = None, ca_file: str | None = None) -> None:
         if "://" not in url:
             url = "http://" + url
         self.url = url.rstrip("/")
@@ -342,6 +358,9 @@ class CollectorClient:
         self._session = session
         self._own = session is None
         self._sleep = sleep
+        # The CA that issued the collector's certificate (--collector-ca-file, RAILSCOPE_COLLECTOR_CA_FILE);
+        # without one an https collector is verified against the system's CAs.
+        self.ca_file = ca_file or os.environ.get("RAILSCOPE_COLLECTOR_CA_FILE") or None
         #: where every attempt's outcome is counted (the agent's; None: not counted)
         self.outcomes = outcomes
 
@@ -363,7 +382,13 @@ class CollectorClient:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            ssl_ctx: ssl.SSLContext | bool = True
+            if self.ca_file:
+                try:
+                    ssl_ctx = ssl.create_default_context(cafile=self.ca_file)
+                except (OSError, ssl.SSLError) as exc:
+                    raise CollectorError(f"--collector-ca-file {self.ca_file}: {exc}", code="ca_file") from None
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl_ctx))
         return self._session
 
     def headers(self) -> dict[str, str]:
@@ -421,17 +446,19 @@ class CollectorClient:
         if reused:
             body["reused"] = True
         return _request_of(await self._call("POST", f"/v1/requests/{quote(node)}/{quote(rid)}/done", body=body,
-                                            call="done"))
+                                            limit=MAX_SMALL_ANSWER_BYTES, call="done"))
 
     async def queue(self, node: str, incident: str, *, plan: str = DEFAULT_PLAN,
                     params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``POST /v1/requests`` (operator): a capture of ``node`` for ``incident``; the request document."""
         body = {"node": node, "incident": incident, "plan": plan, "params": dict(params or {})}
-        return _request_of(await self._call("POST", "/v1/requests", body=body, ok=(200, 201), call="queue"))
+        return _request_of(await self._call("POST", "/v1/requests", body=body, ok=(200, 201),
+                                            limit=MAX_SMALL_ANSWER_BYTES, call="queue"))
 
     async def show(self, node: str, rid: str) -> dict[str, Any]:
         """``GET /v1/requests/<node>/<id>``: the request document."""
-        return _request_of(await self._call("GET", f"/v1/requests/{quote(node)}/{quote(rid)}"))
+        return _request_of(await self._call("GET", f"/v1/requests/{quote(node)}/{quote(rid)}",
+                                            limit=MAX_SMALL_ANSWER_BYTES))
 
     async def wait_done(self, node: str, rid: str, timeout_s: float, poll_s: float = 2.0) -> dict[str, Any]:
         """The request once done (its ``bundle`` the stored key), or :class:`CollectorError` after ``timeout_s``."""
@@ -484,7 +511,10 @@ class CollectorClient:
             raise CollectorError(f"{name}: sha256 {digest} is not the recorded {recorded or 'one'}",
                                  code="digest_mismatch")
         os.replace(tmp, into / name)
-        (into / (name + ".sha256")).write_text(sha_line)
+        # 0600 like a capture's bundle: it holds topology, pod names and kernel logs.
+        fd = os.open(into / (name + ".sha256"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(sha_line)
         return into / name, recorded
 
     async def _bytes(self, path: str, limit: int) -> bytes:
@@ -511,7 +541,12 @@ class CollectorClient:
                 if resp.status != 200:
                     raise await _refusal(resp)
                 total = resp.content_length
-                fh = await loop.run_in_executor(None, open, dest, "wb")
+                def create() -> Any:
+                    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    os.fchmod(fd, 0o600)  # a .part left by an earlier run keeps no wider mode
+                    return os.fdopen(fd, "wb")
+
+                fh = await loop.run_in_executor(None, create)
                 try:
                     async for data in resp.content.iter_chunked(_DOWNLOAD_CHUNK):
                         await loop.run_in_executor(None, fh.write, data)
@@ -538,7 +573,7 @@ class CollectorClient:
                 if resp.status != 200:
                     raise await _refusal(resp)
                 try:
-                    return await _json_answer(resp)
+                    return await _json_answer(resp, MAX_SMALL_ANSWER_BYTES)
                 except CollectorError as exc:
                     raise CollectorError(str(exc), status=200, code="bad_answer", retryable=True) from None
         except CollectorError:

@@ -27,6 +27,10 @@ def _common(p: argparse.ArgumentParser, default: object) -> None:
                    metavar="FILE",
                    help="A file holding an operator token, readable by its owner only (mode 0600 or 0400). Default: "
                         "none (only an --insecure-dev collector answers).")
+    p.add_argument("--collector-ca-file",
+                   default=default if default is argparse.SUPPRESS else env_default("collector-ca-file", None),
+                   metavar="FILE", help="The CA that issued the collector's TLS certificate (an https URL is "
+                                        "verified against it). Default: the system's CAs.")
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -55,11 +59,19 @@ async def _ls(client: CollectorClient, args: argparse.Namespace) -> int:
         return 0
     rows = [("KEY", "NODE", "TIME", "BYTES", "SHA256")]
     for b in doc["bundles"]:
-        rows.append((b["key"], b["node"], b["time"], str(b["bytes"]), (b.get("sha256") or "-")[:12]))
+        # What the collector answers reaches a terminal: its control characters (escapes) are shown, not run.
+        rows.append(tuple(_shown(v) for v in (b.get("key"), b.get("node"), b.get("time"), b.get("bytes"),
+                                               str(b.get("sha256") or "-")[:12])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     return 0
+
+
+def _shown(value: object) -> str:
+    """A value of the collector's answer for a terminal: control characters as ``\\xNN``."""
+    text = "-" if value is None else str(value)
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
 async def _get(client: CollectorClient, args: argparse.Namespace) -> int:
@@ -83,8 +95,8 @@ async def _verify(client: CollectorClient, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
-        state = "OK" if doc["ok"] else f"MISMATCH (recorded {doc['recorded']})"
-        print(f"{doc['key']}: {doc['bytes']} bytes, sha256 {doc['sha256']} {state}")
+        state = "OK" if doc["ok"] else f"MISMATCH (recorded {_shown(doc.get('recorded'))})"
+        print(f"{_shown(doc.get('key'))}: {_shown(doc.get('bytes'))} bytes, sha256 {_shown(doc.get('sha256'))} {state}")
     return 0 if doc["ok"] else 1
 
 
@@ -97,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         print("railscope bundles: say ls, get or verify", file=sys.stderr)
         return 3
     async def call() -> int:
-        async with CollectorClient(args.collector, token_file=args.token_file, token_flag="--token-file") as client:
+        async with CollectorClient(args.collector, token_file=args.token_file, token_flag="--token-file",
+                                   ca_file=args.collector_ca_file) as client:
             return await action(client, args)
 
     try:

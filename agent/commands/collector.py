@@ -69,6 +69,10 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="The collector's own token for TokenReview. Default: none.")
     a.add_argument("--tokenreview-ca-file", default=env_default("tokenreview-ca-file", None), metavar="FILE",
                    help="The API server's CA bundle. Default: the system's.")
+    a.add_argument("--tokenreview-rate", type=float, default=float(env_default("tokenreview-rate", "20") or 20),
+                   help="TokenReviews per second this replica asks the API server for (tokens not in its cache; "
+                        "bursts of 100); past it a request is answered 503 and the agent tries again. Only tokens "
+                        "shaped as a JWT for --agent-audience are reviewed at all. Default: 20.")
     a.add_argument("--agent-audience", default=env_default("agent-audience", "railscope-collector"),
                    help="The audience agents' tokens must carry. Default: railscope-collector.")
     a.add_argument("--agent-service-account", action="append", default=None, metavar="USER",
@@ -79,11 +83,29 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Accept requests without a valid token, as every role. For a laptop only. Default: off "
                         "(without a token source the collector refuses to start).")
 
+    t = p.add_argument_group("TLS")
+    t.add_argument("--tls-cert-file", default=env_default("tls-cert-file", None), metavar="FILE",
+                   help="The PEM certificate (with its chain) served over TLS; read again when it changes "
+                        "(a cert-manager renewal). Default: none.")
+    t.add_argument("--tls-key-file", default=env_default("tls-key-file", None), metavar="FILE",
+                   help="The PEM private key of --tls-cert-file; read again when it changes. Default: none.")
+    t.add_argument("--plain-http", action="store_true",
+                   default=_bool_word(env_default("plain-http", "false") or "false"),
+                   help="Serve plain HTTP because TLS ends in front of the collector (a service mesh sidecar, "
+                        "an ingress). Default: off (without a certificate the collector refuses to start, "
+                        "unless --insecure-dev).")
+
     lim = p.add_argument_group("limits")
     lim.add_argument("--max-bundle-size", type=_size, default=env_default("max-bundle-size", "4G"),
                      help="A bundle longer than this is refused (413) as its bytes pass it. Default: 4G.")
     lim.add_argument("--max-inflight", type=_count, default=env_default("max-inflight", "8"),
                      help="Uploads served at once by this replica; beyond, 429 with Retry-After. Default: 8.")
+    lim.add_argument("--max-inflight-per-node", type=_count, default=env_default("max-inflight-per-node", "2"),
+                     help="Uploads one node may have in flight on this replica; beyond, 429 with Retry-After. "
+                          "Default: 2.")
+    lim.add_argument("--max-upload-duration", type=_duration, default=env_default("max-upload-duration", "30m"),
+                     help="An upload still receiving after this long is ended (408), however fast it trickles; "
+                          "keep --stale-part-age above it. Default: 30m.")
     lim.add_argument("--retry-after", type=_count, default=env_default("retry-after", "5"),
                      help="Seconds told to agents in Retry-After. Default: 5.")
     lim.add_argument("--min-rate", type=_size, default=env_default("min-rate", "64k"),
@@ -93,6 +115,12 @@ def register(p: argparse.ArgumentParser) -> None:
                      help="How long an upload may start slowly. Default: 30s.")
     lim.add_argument("--stall-timeout", type=_duration, default=env_default("stall-timeout", "60s"),
                      help="An upload that sends nothing for this long is ended (408). Default: 60s.")
+    lim.add_argument("--header-timeout", type=_duration, default=env_default("header-timeout", "10s"),
+                     help="A connection whose request headers are not complete by then is closed, and so is one "
+                          "idle this long between requests. Default: 10s.")
+    lim.add_argument("--max-conns-per-peer", type=_count, default=env_default("max-conns-per-peer", "128"),
+                     help="Connections one client address may hold open; beyond, a new one is closed at once "
+                          "(0: no cap). The total stays below the descriptor limit regardless. Default: 128.")
     lim.add_argument("--part-size", type=_size, default=env_default("part-size", "8M"),
                      help="Multipart part size for S3 (a smaller bundle is one PutObject); at least 5M. Default: 8M.")
     lim.add_argument("--part-concurrency", type=_count, default=env_default("part-concurrency", "4"),
@@ -151,11 +179,15 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         alerting_token_file=args.alerting_token_file, operator_token_file=args.operator_token_file,
         tokenreview_url=args.tokenreview_url, tokenreview_token_file=args.tokenreview_token_file,
         tokenreview_ca_file=args.tokenreview_ca_file, agent_audience=args.agent_audience,
+        tokenreview_rate=float(args.tokenreview_rate),
         insecure_dev=bool(args.insecure_dev), max_bundle_bytes=int(args.max_bundle_size),
         max_inflight=int(args.max_inflight), retry_after_s=int(args.retry_after), min_rate_bps=int(args.min_rate),
+        max_inflight_per_node=int(args.max_inflight_per_node), max_upload_s=float(args.max_upload_duration),
         min_rate_grace_s=float(args.min_rate_grace), stall_timeout_s=float(args.stall_timeout),
         part_bytes=int(args.part_size), part_concurrency=int(args.part_concurrency),
         parts_in_flight=int(args.parts_in_flight), stale_part_s=float(args.stale_part_age),
+        tls_cert_file=args.tls_cert_file, tls_key_file=args.tls_key_file, plain_http=bool(args.plain_http),
+        header_timeout_s=float(args.header_timeout), max_conns_per_peer=int(args.max_conns_per_peer),
         alerts=_alert_limits(args), **kw,
     )
 

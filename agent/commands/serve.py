@@ -204,6 +204,18 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent's token for --collector (a projected ServiceAccount token, read before every "
                         "upload; readable by its owner only, mode 0600 or 0400). Default: none.")
+    c.add_argument("--collector-ca-file", default=env_default("collector-ca-file", None), metavar="FILE",
+                   help="The CA that issued the collector's TLS certificate: an https --collector is verified "
+                        "against it. Default: the system's CAs.")
+    c.add_argument("--request-min-interval", type=_duration, default=env_default("request-min-interval", "5m"),
+                   help="Least time between two captures for capture requests, whoever queued them; a request "
+                        "inside it waits for a later poll. Default: 5m.")
+    c.add_argument("--request-budget", type=_count, default=env_default("request-budget", "6"),
+                   help="Captures for capture requests per hour at most; beyond, requests wait. Default: 6.")
+    c.add_argument("--allow-pod-netns", action="store_true",
+                   default=_bool_word(env_default("allow-pod-netns", "false") or "false"),
+                   help="Let a capture request enter pod network namespaces (tenant data; needs CAP_SYS_ADMIN). "
+                        "Default: off (such a request is captured without them).")
     c.add_argument("--upload-interval", type=_duration, default=env_default("upload-interval", "30s"),
                    help="How often the spool is tried when the collector was unreachable; a new capture is "
                         "sent at once. Default: 30s.")
@@ -288,6 +300,8 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         capture_on=args.capture_on if isinstance(args.capture_on, frozenset) else _codes(args.capture_on),
         capture_cooldown_s=args.capture_cooldown, capture_deadline_s=args.capture_deadline,
         spool_dir=args.spool, spool_max_bytes=args.spool_max_bytes, collector_url=args.collector,
+        collector_ca_file=args.collector_ca_file, request_min_interval_s=args.request_min_interval, request_budget=args.request_budget,
+        allow_pod_netns=bool(args.allow_pod_netns),
         collector_token_file=args.collector_token_file, upload_interval_s=args.upload_interval,
         data_socket=args.data_socket, data_token_file=args.data_token_file,
         budget_cpu=_cpu_quantity(args.budget_cpu) if isinstance(args.budget_cpu, str) else args.budget_cpu,

@@ -23,6 +23,16 @@ from agent.report.terminal import cell, safe
 __all__ = ["CSS", "esc", "pill", "render_html"]
 
 CHART_W, CHART_H = 248, 84
+#: What one page renders at most; the rest is counted ("N more"). A bundle is untrusted input: 70,000
+#: events or a recorder naming 50,000 netdevs would otherwise make a page of hundreds of MB, in a
+#: browser and in the collector that serves it.
+MAX_FINDINGS = 200
+MAX_RAILS = 256
+MAX_SERIES = 32
+MAX_EVENTS = 200
+MAX_LIST = 200
+#: characters of one finding's evidence shown
+MAX_EVIDENCE = 4096
 PAD_L, PAD_R, PAD_T, PAD_B = 40, 6, 8, 16
 TX, RX = "#c2410c", "#1d4ed8"
 
@@ -78,6 +88,11 @@ def pill(severity: str) -> str:
     return f'<span class="pill {cls}">{esc(severity.upper())}</span>'
 
 
+def _more(n: int, what: str) -> str:
+    """The line that stands for what a page leaves out."""
+    return f'<p class="muted more">{n:,} more {esc(what)} not shown (the bundle holds them all).</p>' if n > 0 else ""
+
+
 def _status(diag: Diagnosis) -> str:
     counts = [(s, sum(1 for f in diag.findings if f.severity == s)) for s in ("critical", "warning", "info")]
     parts = [f'<span class="pill {s}">{n} {s}</span>' for s, n in counts if n]
@@ -105,17 +120,19 @@ def _findings(diag: Diagnosis) -> str:
     if not diag.findings:
         return '<p><span class="pill ok">OK</span> no findings.</p>'
     rows = []
-    for f in diag.findings:
+    for f in diag.findings[:MAX_FINDINGS]:  # worst first: what is left out is the mildest
         ev = ""
         if f.evidence:
-            ev = (f"<details class=ev><summary>evidence</summary><pre>"
-                  f"{esc(json.dumps(f.evidence, indent=1, sort_keys=True, default=str))}</pre></details>")
+            text = json.dumps(f.evidence, indent=1, sort_keys=True, default=str)
+            if len(text) > MAX_EVIDENCE:
+                text = f"{text[:MAX_EVIDENCE]}\n… {len(text) - MAX_EVIDENCE:,} more characters"
+            ev = f"<details class=ev><summary>evidence</summary><pre>{esc(text)}</pre></details>"
         step = next_step(f.code)
         nxt = f'<p class="next"><b>Next:</b> {esc(step)}</p>' if step else ""
         rows.append(f"<tr><td>{pill(f.severity)}</td><td class=mono>{esc(f.code)}</td>"
                     f"<td class=mono>{esc(f.subject)}</td><td>{esc(f.message)}{nxt}{ev}</td></tr>")
     return ("<table><thead><tr><th>Severity</th><th>Code</th><th>Subject</th><th>What</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+            f"<tbody>{''.join(rows)}</tbody></table>{_more(len(diag.findings) - MAX_FINDINGS, 'findings')}")
 
 
 def _speed(mbps: int | None) -> str:
@@ -152,7 +169,8 @@ def _rails(diag: Diagnosis) -> str:
                                              "Firmware", "Eswitch", "Multiport", "VFs", "Reps",
                                              *(("GPU",) if gpu else ())))
     return (f'<table id="rails"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(_rail_row(r, gpu) for r in diag.rails)}</tbody></table>")
+            f"<tbody>{''.join(_rail_row(r, gpu) for r in diag.rails[:MAX_RAILS])}</tbody></table>"
+            f"{_more(len(diag.rails) - MAX_RAILS, 'rails')}")
 
 
 # -- charts ------------------------------------------------------------------------------------
@@ -205,10 +223,11 @@ def _chart(lines: Sequence[Line], metric: Metric, hi: float, span: float, events
              f'<text x="{PAD_L - 4}" y="{PAD_T + ph}" text-anchor="end">0</text>',
              f'<text x="{PAD_L}" y="{h - 3}">-{esc(_span_word(span))}</text>',
              f'<text x="{PAD_L + pw}" y="{h - 3}" text-anchor="end">capture</text>']
-    for t in events:
-        if -span <= t <= 0:
-            parts.append(f'<line x1="{x(t):.1f}" y1="{PAD_T}" x2="{x(t):.1f}" y2="{PAD_T + ph}" '
-                         'stroke="#8250df" stroke-dasharray="3 2" stroke-width="1"/>')
+    # One marker per pixel column: thousands of events on a rail draw the same few lines.
+    marks = sorted({round(x(t)) for t in events if -span <= t <= 0})
+    for mx in marks:
+        parts.append(f'<line x1="{mx}" y1="{PAD_T}" x2="{mx}" y2="{PAD_T + ph}" '
+                     'stroke="#8250df" stroke-dasharray="3 2" stroke-width="1"/>')
     for ln in lines:
         colour = RX if ln.direction == "rx" else TX
         pts = _bucket(ln.points, span, pw)
@@ -277,7 +296,8 @@ def _recorder(rep: Report) -> str:
     for f in rep.diagnosis.findings:  # sorted worst first: the first one per subject stands
         worst.setdefault(f.subject, f.severity)
     rows = []
-    for s in rep.series:
+    # Rails first (content.py orders them so): what is left out is netdevs the diagnosis has no rail for.
+    for s in rep.series[:MAX_SERIES]:
         sev = worst.get(s.netdev)
         flag = f" {pill(sev)}" if sev else ""
         cells = [f'<td><div class="rail">rail {esc(s.label)}{flag}</div><div class="mono muted">{esc(s.netdev)}</div>'
@@ -298,25 +318,30 @@ def _recorder(rep: Report) -> str:
               f"<span class=muted>{esc(_span_word(span))} before the capture at {esc(utc(rep.capture_time))}; "
               "a gap is a counter reset or a missing sample</span></p>")
     return (f'{legend}<table class="charts" id="recorder"><thead><tr><th>Rail</th>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
+            f"<tbody>{''.join(rows)}</tbody></table>{_more(len(rep.series) - MAX_SERIES, 'netdevs')}")
 
 
 def _events(rep: Report) -> str:
     if not rep.events:
         return "<p>No events in this bundle.</p>"
     rows = []
-    for e in rep.events:
+    # The events nearest the capture (the end of the sorted list) are the ones that explain it.
+    shown = rep.events[-MAX_EVENTS:]
+    for e in shown:
         rel = f"{e.ts - rep.capture_time:+.0f} s" if rep.capture_time is not None else ""
         rows.append(f"<tr><td class=mono>{esc(utc(e.ts))}</td><td class=mono>{esc(rel)}</td><td>{pill(e.severity)}</td>"
                     f"<td class=mono>{esc(e.code)}</td><td class=mono>{esc(e.subject)}</td><td>{esc(e.message)}</td></tr>")
     return ("<table id=events><thead><tr><th>Time (UTC)</th><th>Before capture</th><th>Severity</th><th>Code</th>"
-            f"<th>Subject</th><th>What</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            f"<th>Subject</th><th>What</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f"{_more(len(rep.events) - len(shown), 'events (older)')}")
 
 
 def _list(title: str, items: Sequence[str]) -> str:
     if not items:
         return ""
-    lis = "".join(f"<li><code>{esc(i)}</code></li>" for i in items)
+    lis = "".join(f"<li><code>{esc(i)}</code></li>" for i in items[:MAX_LIST])
+    if len(items) > MAX_LIST:
+        lis += f"<li class=muted>{len(items) - MAX_LIST:,} more</li>"
     # A long list (hundreds of skipped items on a big node) stays one line until opened.
     opened = " open" if len(items) <= 6 else ""
     return f"<details{opened}><summary><b>{esc(title)}</b> ({len(items)})</summary><ul class=tight>{lis}</ul></details>"
@@ -341,7 +366,9 @@ def _manifest(rep: Report) -> str:
 def _unavailable(diag: Diagnosis) -> str:
     if not diag.unavailable:
         return ""
-    lis = "".join(f"<li><code>{esc(s)}</code>: {esc(w)}</li>" for s, w in diag.unavailable)
+    lis = "".join(f"<li><code>{esc(s)}</code>: {esc(w)}</li>" for s, w in diag.unavailable[:MAX_LIST])
+    if len(diag.unavailable) > MAX_LIST:
+        lis += f"<li class=muted>{len(diag.unavailable) - MAX_LIST:,} more</li>"
     return f"<h2>Not available</h2><ul class=tight>{lis}</ul>"
 
 
@@ -358,7 +385,7 @@ def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "
     return "".join([
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-        "img-src data:\">",
+        "img-src data:; form-action 'none'; base-uri 'none'\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>",
         f'<h1>{esc(title)}<span class="status">{_status(d)}</span></h1>',

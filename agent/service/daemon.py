@@ -142,7 +142,8 @@ class Agent:
         self.collector: CollectorClient | None = None
         if settings.collector_url:
             self.collector = CollectorClient(settings.collector_url, token_file=settings.collector_token_file,
-                                             token_flag="--collector-token-file", outcomes=self.collector_outcomes)
+                                             token_flag="--collector-token-file", outcomes=self.collector_outcomes,
+                                             ca_file=settings.collector_ca_file)
         self._lanes: dict[str, Lane] = {}
         self._hosts: dict[str, Host] = {}
         self._tasks: list[asyncio.Task[Any]] = []

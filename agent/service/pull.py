@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -49,6 +49,11 @@ log = logging.getLogger("railscope.agent.pull")
 ALERT_EVENTS: dict[str, str] = {f"Railscope{code}": code for code in EVENT_CODES}
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 60.0
+#: Least time between two polls that gave nothing to run: a collector that answers at once (requests
+#: this agent will not run, a clock ahead of the collector's) is not polled in a loop.
+POLL_GAP_S = 10.0
+#: ids whose upload was refused for good, kept so they are not captured again
+_REFUSED_MEMORY = 256
 #: ids this agent finished recently: a replica's view of the store may lag one listing behind
 _DONE_MEMORY = 256
 
@@ -94,7 +99,8 @@ class RequestPuller:
                  client: CollectorClient | None = None,
                  capture: CaptureFn = capture_in_process, work_dir: str | None = None,
                  wait_s: int = POLL_WAIT_S, rng: random.Random | None = None,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         node = agent.settings.node
         if not node:
             raise ValueError("--collector needs --node (spec.nodeName): requests are polled per node")
@@ -108,13 +114,25 @@ class RequestPuller:
         self._own_client = client is None
         self.client = client or CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
                                                 rng=rng, sleep=sleep,
-                                                outcomes=getattr(agent, "collector_outcomes", None))
+                                                outcomes=getattr(agent, "collector_outcomes", None),
+                                                ca_file=getattr(agent.settings, "collector_ca_file", None))
         self.capture = capture
         self.work_dir = work_dir
         self.wait_s = wait_s
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._done: OrderedDict[str, str] = OrderedDict()
+        self._refused: OrderedDict[str, str] = OrderedDict()
+        self._clock = clock
+        # The agent's own bounds on what requests make it do, whoever wrote them (a collector, or
+        # anyone who can write the bucket's _requests/): a least interval between two request
+        # captures and a budget per hour; entering pod namespaces only with the agent's own opt-in.
+        st = agent.settings
+        self.min_interval_s = float(getattr(st, "request_min_interval_s", 300.0))
+        self.budget_per_hour = int(getattr(st, "request_budget", 6))
+        self.allow_pod_netns = bool(getattr(st, "allow_pod_netns", False))
+        self._captures: list[float] = []  # clock times of this hour's request captures
+        self.deferred = 0
         self.reused = 0
         self.served = 0
         self.errors = 0
@@ -159,9 +177,15 @@ class RequestPuller:
     async def _poll_loop(self, backoff: float) -> None:
         while True:
             try:
+                started = self._clock()
+                served = 0
                 for req in await self.poll():
-                    await self.serve(req)
+                    if await self.serve(req) is not None:
+                        served += 1
                 backoff = BACKOFF_MIN_S
+                if served == 0 and self._clock() - started < POLL_GAP_S:
+                    # Answered at once with nothing this agent runs: wait, or it polls in a tight loop.
+                    await self._sleep(POLL_GAP_S * (0.75 + 0.5 * self._rng.random()))
                 continue
             except asyncio.CancelledError:
                 raise
@@ -175,14 +199,15 @@ class RequestPuller:
     async def poll(self) -> list[PullRequest]:
         out = []
         docs = await self.client.poll(self.node, self.wait_s)
-        now = time.time()
         for item in docs:
             try:
                 req = parse_request(item, self.node)
             except RequestError as exc:
                 log.warning("refusing a capture request: %s", exc)
                 continue
-            if req.expires <= now or req.id in self._done:
+            # Expiry is the collector's to judge (it serves only pending requests): this node's clock
+            # may be ahead of it.
+            if req.id in self._done or req.id in self._refused:
                 continue
             out.append(req)
         return sorted(out, key=lambda r: r.created)
@@ -202,6 +227,23 @@ class RequestPuller:
             self.reused += 1
             log.info("capture request answered with the local capture", extra={"request": req.id, "bundle": done})
             return done
+        now = self._clock()
+        self._captures = [t for t in self._captures if now - t < 3600.0]
+        if self._captures and now - self._captures[-1] < self.min_interval_s:
+            self.deferred += 1
+            log.info("capture request deferred: the last request capture was %.0f s ago (least interval %.0f s)",
+                     now - self._captures[-1], self.min_interval_s, extra={"request": req.id})
+            return None
+        if len(self._captures) >= self.budget_per_hour:
+            self.deferred += 1
+            log.warning("capture request deferred: %d request captures in the last hour (budget %d)",
+                        len(self._captures), self.budget_per_hour, extra={"request": req.id})
+            return None
+        if req.params.get("pod_netns") and not self.allow_pod_netns:
+            log.warning("capture request asks to enter pod network namespaces; this agent does not "
+                        "(--allow-pod-netns): captured without them", extra={"request": req.id})
+            req = replace(req, params={**req.params, "pod_netns": False})
+        self._captures.append(now)
         work = tempfile.mkdtemp(prefix="railscope-request-", dir=self.work_dir)
         self.busy = True
         try:
@@ -216,6 +258,11 @@ class RequestPuller:
                 key = res.key
             except CollectorError as exc:
                 if exc.status != 409:
+                    if not exc.retryable:
+                        # Refused for good (a 4xx): capturing it again would be refused again.
+                        self._refused[req.id] = str(exc)[:200]
+                        while len(self._refused) > _REFUSED_MEMORY:
+                            self._refused.popitem(last=False)
                     raise OSError(f"upload of {req.id}: {exc}") from None
                 # An earlier capture of this request was stored (this agent restarted before it
                 # said done): the collector finds that bundle by its id.

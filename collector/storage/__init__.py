@@ -20,7 +20,13 @@ from proto.keys import BundleKey
 if TYPE_CHECKING:
     from ..config import CollectorSettings
 
-__all__ = ["Store", "StoreError", "Stored", "Writer", "check_small_rel", "open_store"]
+__all__ = ["Store", "StoreError", "Stored", "Writer", "check_small_rel", "open_store", "sweep_interval"]
+
+
+def sweep_interval(stale_part_s: float) -> float:
+    """How often a running replica looks for what a killed one left: half the age that makes it
+    stale, between 1 s and 10 min."""
+    return max(1.0, min(stale_part_s / 2, 600.0))
 
 
 class StoreError(Exception):

@@ -17,6 +17,7 @@ only the collector's user and group read them.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -26,9 +27,11 @@ from pathlib import Path
 from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
-from . import Stored, StoreError, check_small_rel
+from . import Stored, StoreError, check_small_rel, sweep_interval
 
 __all__ = ["LocalStore"]
+
+log = logging.getLogger("railscope.collector")
 
 _READ = 1 << 20
 _DIR_MODE = 0o750
@@ -62,8 +65,13 @@ def _write_new(path: Path, data: bytes) -> None:
     try:
         os.write(fd, data)
         os.fsync(fd)
-    finally:
+    except BaseException:
+        # A full disk fails the write after the create: an empty file left here would read as a
+        # claim (or a digest) that is not there.
         os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -93,7 +101,10 @@ class LocalWriter:
         self._buf += data
         # Coalesce into 4 MiB writes: one thread hop per write, not one per 64 KiB read.
         if len(self._buf) >= 4 << 20:
-            await self._flush()
+            try:
+                await self._flush()
+            except OSError as exc:  # a full disk is the store's failure (503), not the server's (500)
+                raise StoreError(f"local store: {exc.strerror or exc}") from None
 
     async def _flush(self) -> None:
         if self._fh is None:
@@ -109,22 +120,29 @@ class LocalWriter:
         os.fsync(fh.fileno())
         fh.close()
         self._fh = None
+        sha_tmp: Path | None = None
         try:
             if not self.store._claim(self.key):
                 return False
             final = self.dir / self.key.name
             try:
-                # The incident's directory appears only now, with the object.
+                # The incident's directory appears only now, with the object; its .sha256 is
+                # written before the object is linked (a rename needs no room), so a full disk
+                # never leaves a visible object without its digest.
                 _mkdirs(self.dir)
+                sha_tmp = self.store._sha256_part(self.key, sha256)
                 os.link(self.tmp, final)
             except FileExistsError:
                 return False  # stored before ids were claimed: the claim names it, which is right
             except OSError:
                 self.store._release(self.key)
                 raise
+            os.replace(sha_tmp, self.dir / (self.key.name + ".sha256"))
+            sha_tmp = None
         finally:
             self.tmp.unlink(missing_ok=True)
-        self.store._write_sha256(self.key, sha256)
+            if sha_tmp is not None:
+                sha_tmp.unlink(missing_ok=True)
         _fsync_dir(self.dir)
         return True
 
@@ -154,17 +172,33 @@ class LocalStore:
         self.root = Path(settings.store.path).resolve()
         self.settings = settings
         self.description = f"local directory {self.root}"
+        self._sweeper: asyncio.Task[None] | None = None
 
     async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     async def start(self) -> None:
         await self._run(self._start)
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+
+    async def _sweep_forever(self) -> None:
+        # Again while the replica runs (its own temporary directory only; the whole tree at start):
+        # what a killed replica left goes within about stale_part_s, restart or not.
+        every = sweep_interval(self.settings.stale_part_s)
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self._run(self._sweep, self.root / _TMP)
+            except OSError as exc:
+                log.warning("sweeping %s: %s", self.root / _TMP, exc)
 
     def _start(self) -> None:
         _mkdirs(self.root)
+        self._sweep(self.root)
+
+    def _sweep(self, top: Path) -> None:
         cutoff = time.time() - self.settings.stale_part_s
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in os.walk(top):
             for name in files:
                 if name.startswith(".") and name.endswith(".part"):
                     p = Path(dirpath) / name
@@ -175,7 +209,8 @@ class LocalStore:
                         pass
 
     async def close(self) -> None:
-        return None
+        if self._sweeper is not None:
+            self._sweeper.cancel()
 
     async def ready(self) -> None:
         ok = await self._run(lambda: self.root.is_dir() and os.access(self.root, os.W_OK))
@@ -185,11 +220,14 @@ class LocalStore:
     async def begin(self, key: BundleKey) -> LocalWriter:
         return LocalWriter(self, key)
 
-    def _write_sha256(self, key: BundleKey, sha256: str) -> None:
-        d = self.root / key.dir
-        tmp = d / f".{key.name}.sha256.{uuid.uuid4().hex[:12]}.part"
+    def _sha256_part(self, key: BundleKey, sha256: str) -> Path:
+        """The ``.sha256`` of ``key`` written under a hidden temporary name, for a rename into place."""
+        tmp = self.root / key.dir / f".{key.name}.sha256.{uuid.uuid4().hex[:12]}.part"
         _write_new(tmp, sha256_line(sha256, key.name).encode())
-        os.replace(tmp, d / (key.name + ".sha256"))
+        return tmp
+
+    def _write_sha256(self, key: BundleKey, sha256: str) -> None:
+        os.replace(self._sha256_part(key, sha256), self.root / key.dir / (key.name + ".sha256"))
 
     def _id_path(self, key: BundleKey) -> Path:
         return self.root / key.cluster / _IDS / f"{key.node}+{key.bundle}"
@@ -304,7 +342,9 @@ class LocalStore:
                         if node is not None and key.node != node:
                             continue
                         st = self._stored(key, base / name)
-                        if st is not None:
+                        # Without its .sha256 a bundle is not complete (a replica died between the
+                        # two): listed once an upload of it writes the digest again.
+                        if st is not None and st.sha256 is not None:
                             out.append(st)
         return out
 

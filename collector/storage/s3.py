@@ -21,6 +21,7 @@ import asyncio
 import base64
 import hashlib
 import logging
+import time
 import zlib
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,7 @@ from typing import Any
 from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
-from . import Stored, StoreError, check_small_rel
+from . import Stored, StoreError, check_small_rel, sweep_interval
 
 __all__ = ["S3Store"]
 
@@ -324,8 +325,18 @@ class S3Store:
             self.orphans.discard((key, upload_id))
 
     async def _retry_aborts(self) -> None:
+        # The sweep runs again while the replica runs, not only at its start: an upload another
+        # replica left when it was killed is aborted within about stale_part_s, restart or not.
+        every = sweep_interval(self.settings.stale_part_s)
+        swept = time.monotonic()
         while True:
-            await asyncio.sleep(3)
+            await asyncio.sleep(min(3.0, every))
+            if time.monotonic() - swept >= every:
+                swept = time.monotonic()
+                try:
+                    await self._sweep()
+                except Exception as exc:
+                    log.warning("could not list incomplete multipart uploads: %s", exc)
             if self.orphans:
                 await self._abort_orphans()
 

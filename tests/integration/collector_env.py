@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -141,12 +142,16 @@ class Collector:
     """``railscope collector`` as a process of its own."""
 
     def __init__(self, workdir: Path, store: str, *extra: str, endpoint: str | None = None,
-                 tokens: dict[str, str] | None = None, netns: str | None = None) -> None:
+                 tokens: dict[str, str] | None = None, netns: str | None = None, ca_file: str | None = None) -> None:
         self.netns = netns
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.ca_file = ca_file
+        scheme = "https" if "--tls-cert-file" in extra else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.argv = [sys.executable, "-m", "agent.cli", "collector", "--listen", "127.0.0.1", "--port",
                      str(self.port), "--store", store, *extra]
+        if "--tls-cert-file" not in extra and "--insecure-dev" not in extra:
+            self.argv.append("--plain-http")  # loopback: nothing crosses a network
         if endpoint:
             self.argv += ["--s3-endpoint-url", endpoint]
         for flag, path in (tokens or {}).items():
@@ -175,7 +180,8 @@ class Collector:
                 time.sleep(0.2)
                 continue
             try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
+                ctx = ssl.create_default_context(cafile=self.ca_file) if self.url.startswith("https") else None
+                with urllib.request.urlopen(self.url + "/readyz", timeout=2, context=ctx) as r:
                     if r.status == 200:
                         return self
             except OSError:

@@ -40,7 +40,11 @@ try:
 except (ImportError, OSError) as exc:
     pytest.skip(f"needs helm-python-sdk and PyYAML: {exc}", allow_module_level=True)
 
-from test_collector_auth import COLLECTOR_SA_TOKEN, TokenReviewStandIn  # collector_env puts it on sys.path
+from test_collector_auth import (  # collector_env puts it on sys.path
+    COLLECTOR_SA_TOKEN,
+    TokenReviewStandIn,
+    sa,
+)
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -48,7 +52,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "railscope"
 RELEASE, NAMESPACE = "rs", "railscope"
 NODE, CLUSTER, PREFIX = "chart-node-1", "chart-e2e", "fleet"
-AGENT_TOKEN = "projected-sa-token-of-the-agent-0123456789"
+# A projected ServiceAccount token's shape (a JWT for the collector's audience): the collector sends
+# only such tokens to TokenReview; the stand-in knows this one.
+AGENT_TOKEN = sa("projected-sa-token-of-the-agent")
 
 
 def _ip(*argv: str) -> None:
@@ -165,6 +171,8 @@ def test_the_rendered_agent_and_collector_store_an_event_capture(rails: RailNetn
                   "recorderWindow": "1m", "uploadInterval": "2s"},
         "collector": {"enabled": True, "store": f"s3://{BUCKET}/{PREFIX}", "s3CredentialsSecret": "s3",
                       "tokenSecret": "railscope-tokens", "tokenRoles": ["operator"],
+                      # loopback between the processes: plain HTTP, as the chart allows when asked
+                      "tls": {"plainHttp": True},
                       "flags": {"port": col_port, "captureCooldown": "0"}},
     })
     agent_c, collector_c = the_container(docs, "DaemonSet"), the_container(docs, "Deployment")

@@ -96,3 +96,35 @@ def test_collector_killed_mid_stream(tmp_path: Path, kind: str, request: pytest.
         names = files(tmp_path / "store")
         assert len(names) == 2 and names[0].endswith(f"{HELLO.bundle}.tar.gz")
         assert (tmp_path / "store" / names[0]).read_bytes() == DATA
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_a_running_replica_sweeps_what_a_killed_one_left(tmp_path: Path, kind: str,
+                                                         request: pytest.FixtureRequest) -> None:
+    """No restart needed: a replica that keeps running removes another's stale parts on its own."""
+    tokens = write_tokens(tmp_path / "tokens")
+    if kind == "s3":
+        weed = request.getfixturevalue("weed")
+        store, extra = f"s3://{BUCKET}/railscope", {"endpoint": weed.endpoint}
+    else:
+        store, extra = str(tmp_path / "store"), {}
+    args = ("--part-size", "5M", "--stale-part-age", "3s")
+    survivor = Collector(tmp_path, store, *args, tokens=tokens, **extra).start()
+    victim = Collector(tmp_path, store, *args, tokens=tokens, **extra).start()
+    try:
+        outcome = asyncio.run(_send_until_killed(victim, body(HELLO, DATA, chunk=MiB), 11 * MiB))
+        assert outcome != "answered 200"
+
+        def left() -> list[str]:
+            if kind == "s3":
+                return weed.uploads()
+            return [f for f in files(tmp_path / "store") if f.endswith(".part")]
+
+        assert len(left()) == 1
+        deadline = time.monotonic() + 30
+        while left():
+            assert time.monotonic() < deadline, f"still there after 30 s: {left()}"
+            time.sleep(0.5)
+    finally:
+        survivor.stop()
+        victim.stop()

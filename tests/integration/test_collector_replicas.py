@@ -35,8 +35,10 @@ def test_two_replicas_agree(tmp_path: Path, kind: str, request: pytest.FixtureRe
         store = f"s3://{BUCKET}/railscope"
     else:
         store = str(tmp_path / "store")
-    a = Collector(tmp_path, store, "--part-size", "5M", tokens=tokens, **extra).start()
-    b = Collector(tmp_path, store, "--part-size", "5M", tokens=tokens, **extra).start()
+    # Every upload here is one node's, four at once per replica: its per-node cap lifted.
+    args = ("--part-size", "5M", "--max-inflight-per-node", "8")
+    a = Collector(tmp_path, store, *args, tokens=tokens, **extra).start()
+    b = Collector(tmp_path, store, *args, tokens=tokens, **extra).start()
     hellos = [replace(HELLO, bundle=f"b{i}", incident=f"inc-{i % 3}") for i in range(8)]
     big = os.urandom(11 * MiB)
     contested = replace(HELLO, bundle="bcontested")

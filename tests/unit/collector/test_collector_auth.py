@@ -6,6 +6,8 @@ No API server runs here: ``TokenReviewStandIn`` is a stand-in that speaks the To
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -64,7 +66,15 @@ def _review_settings(tmp_path: Path, api: str) -> CollectorSettings:
                              tokenreview_token_file=str(own))
 
 
-SA_TOKENS = {
+def sa(name: str) -> str:
+    """A ServiceAccount token's shape (a JWT for the collector's audience) named ``name``; the
+    stand-in knows which are valid, as the API server would."""
+    def part(doc: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+    return f"{part({'alg': 'RS256'})}.{part({'aud': ['railscope-collector'], 'sub': name})}.c2lnbmF0dXJl"
+
+
+SA_NAMES = {
     "sa-017": {"username": SA, "aud": "railscope-collector", "extra": {NODE_CLAIM: ["gpu-node-017"]}},
     "sa-018": {"username": SA, "aud": "railscope-collector", "extra": {NODE_CLAIM: ["gpu-node-018"]}},
     "sa-nonode": {"username": SA, "aud": "railscope-collector"},
@@ -72,6 +82,7 @@ SA_TOKENS = {
     "sa-othersa": {"username": "system:serviceaccount:default:default", "aud": "railscope-collector",
                    "extra": {NODE_CLAIM: ["gpu-node-017"]}},
 }
+SA_TOKENS = {sa(name): user for name, user in SA_NAMES.items()}
 
 
 def test_serviceaccount_tokens_are_bound_to_their_node(tmp_path: Path) -> None:
@@ -80,23 +91,25 @@ def test_serviceaccount_tokens_are_bound_to_their_node(tmp_path: Path) -> None:
         out = {}
         try:
             async with running(_review_settings(tmp_path, api)) as (url, _col):
-                for token in ("sa-017", "sa-018", "sa-nonode", "sa-otheraud", "sa-othersa", "unknown"):
-                    out[token] = (await post(url, body(HELLO, DATA), token=token))[0]
-                out["again"] = (await post(url, body(HELLO, DATA), token="sa-017"))[0]
+                for name in ("sa-017", "sa-018", "sa-nonode", "sa-otheraud", "sa-othersa", "unknown"):
+                    out[name] = (await post(url, body(HELLO, DATA), token=sa(name)))[0]
+                out["random"] = (await post(url, body(HELLO, DATA), token="not-a-jwt-0123456789abcdef"))[0]
+                out["again"] = (await post(url, body(HELLO, DATA), token=sa("sa-017")))[0]
         finally:
             await runner.cleanup()
         return out, standin.reviews
 
     out, reviews = run(go())
     assert out == {"sa-017": 200, "sa-018": 403, "sa-nonode": 401, "sa-otheraud": 401, "sa-othersa": 401,
-                   "unknown": 401, "again": 200}
-    assert reviews == 6  # the second sa-017 upload was answered from the cache
+                   "unknown": 401, "random": 401, "again": 200}
+    # the second sa-017 upload was answered from the cache; a token that is no JWT is never reviewed
+    assert reviews == 6
 
 
 def test_an_unreachable_tokenreview_is_503_not_an_open_door(tmp_path: Path) -> None:
     async def go() -> tuple[int, dict]:
         async with running(_review_settings(tmp_path, "http://127.0.0.1:9")) as (url, _col):
-            s, doc, _h = await post(url, body(HELLO, DATA), token="sa-017")
+            s, doc, _h = await post(url, body(HELLO, DATA), token=sa("sa-017"))
             return s, doc
 
     s, doc = run(go())

@@ -83,6 +83,10 @@ FULL_AGENT = {
     "collector": "http://rs-railscope-collector.railscope:9842",
     "collectorTokenFile": "/var/run/secrets/railscope/collector-token",
     "uploadInterval": "1m",
+    "collectorCaFile": "/etc/railscope/collector-ca/ca.crt",
+    "requestMinInterval": "10m",
+    "requestBudget": 3,
+    "allowPodNetns": True,
     "dataSocket": "/run/railscope/agent.sock",
     "dataTokenFile": "/etc/railscope/data-token",
     "devlinkParam": ["esw_multiport"],
@@ -731,14 +735,15 @@ def test_prometheus_rule_follows_the_lossless_priority(chart: Any) -> None:
 
 
 @pytest.mark.parametrize("values", [{"agent": {"collector": "http://rs-railscope-collector.railscope:9842"}},
-                                    {"collector": {"enabled": True, "store": "s3://b/p"}}],
+                                    {"collector": {"enabled": True, "store": "s3://b/p", "tls": {"secret": "tls"}}}],
                          ids=["agent-collector", "collector-enabled"])
 def test_the_agent_presents_a_projected_audience_bound_token_to_the_collector(chart: Any,
                                                                               values: dict[str, Any]) -> None:
     docs = render(chart, values)
     spec = pod_spec(docs)
     (vol,) = [v for v in spec["volumes"] if v["name"] == "collector-token"]
-    (src,) = vol["projected"]["sources"]
+    # (beside it, with the chart's TLS collector, only the CA certificate of the collector's Secret)
+    (src,) = [s for s in vol["projected"]["sources"] if "serviceAccountToken" in s]
     assert src["serviceAccountToken"] == {"audience": "railscope-collector", "expirationSeconds": 3600,
                                           "path": "collector-token"}
     assert vol["projected"]["defaultMode"] == 0o400  # the agent's token reader refuses 0644

@@ -16,11 +16,12 @@ import helm_python as helm  # isort: skip
 from agent.cli import build_parser
 from agent.commands.collector import settings_from_args
 
-ON = {"collector": {"enabled": True, "store": "s3://railscope-bundles/prod", "tokenSecret": "railscope-tokens"}}
+ON = {"collector": {"enabled": True, "store": "s3://railscope-bundles/prod", "tokenSecret": "railscope-tokens",
+                   "tls": {"secret": "railscope-collector-tls"}}}
 #: Flags the chart fixes instead of exposing under collector.flags.
 FIXED = {"--listen", "--store", "--agent-token-file", "--operator-token-file", "--alerting-token-file",
          "--tokenreview-url", "--tokenreview-token-file", "--tokenreview-ca-file", "--agent-service-account",
-         "--insecure-dev"}
+         "--insecure-dev", "--tls-cert-file", "--tls-key-file", "--plain-http"}
 
 
 def collector_parser() -> argparse.ArgumentParser:
@@ -127,6 +128,25 @@ def test_values_the_collector_would_refuse_fail_at_install(chart: Any, values: d
         render(chart, {"collector": {**ON["collector"], **values}})
 
 
+def test_tls_from_a_secret_or_plain_http_only_when_asked(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    docs = render(chart, ON)
+    s = settings(docs, monkeypatch)
+    assert (s.tls_cert_file, s.tls_key_file, s.plain_http) == ("/etc/railscope/tls/tls.crt",
+                                                               "/etc/railscope/tls/tls.key", False)
+    pod = deployment(docs)["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert {"name": "tls", "secret": {"secretName": "railscope-collector-tls"}} in pod["volumes"]
+    assert c["livenessProbe"]["httpGet"]["scheme"] == c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    no_tls = {"collector": {**ON["collector"], "tls": {"secret": ""}}}
+    with pytest.raises(helm.HelmRenderError, match="plain HTTP"):
+        render(chart, no_tls)
+    plain = render(chart, {"collector": {**ON["collector"], "tls": {"plainHttp": True}}})
+    s = settings(plain, monkeypatch)
+    assert s.plain_http is True and s.tls_cert_file is None
+    (c,) = deployment(plain)["spec"]["template"]["spec"]["containers"]
+    assert c["livenessProbe"]["httpGet"]["scheme"] == "HTTP"
+
+
 def test_the_halves_connect(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """The agents get the collector's URL and a token for it; the collector takes the agents' own
     ServiceAccount (as the chart names it) and judges with the agents' expectations."""
@@ -139,7 +159,7 @@ def test_the_halves_connect(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None
                         "expectRdmaNetns": "exclusive", "losslessPrio": 5, "eventWindow": "30m", "linksInterval": "20s"}}
     docs = render(chart, values)
     env = env_of(docs)
-    assert env["RAILSCOPE_COLLECTOR"]["value"] == f"http://rs-railscope-collector.{NAMESPACE}.svc:9842"
+    assert env["RAILSCOPE_COLLECTOR"]["value"] == f"https://rs-railscope-collector.{NAMESPACE}.svc:9842"
     assert env["RAILSCOPE_COLLECTOR_TOKEN_FILE"]["value"] == "/var/run/secrets/railscope/collector-token"
     s = settings(docs, monkeypatch)
     assert s.agent_service_accounts == (f"system:serviceaccount:{NAMESPACE}:gpu-netmon",
@@ -213,7 +233,13 @@ _AMC = {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"]
                     "authorization": {"type": "object", "additionalProperties": False, "properties": {
                         "type": {"type": "string"},
                         "credentials": {"type": "object", "additionalProperties": False, "required": ["key"],
-                                        "properties": {"name": {"type": "string"}, "key": {"type": "string"}}}}}}}}}}}}},
+                                        "properties": {"name": {"type": "string"}, "key": {"type": "string"}}}}},
+                    # SafeTLSConfig: the CA from a Secret's key
+                    "tlsConfig": {"type": "object", "additionalProperties": False, "properties": {
+                        "ca": {"type": "object", "additionalProperties": False, "properties": {
+                            "secret": {"type": "object", "additionalProperties": False, "required": ["key"],
+                                       "properties": {"name": {"type": "string"},
+                                                      "key": {"type": "string"}}}}}}}}}}}}}}},
     }}}}
 
 
@@ -263,7 +289,8 @@ def test_the_collector_objects_select_the_collector(chart: Any) -> None:  # noqa
     assert ("9000",) in out and ("443", "6443") in out and ("53", "53") in out
     amc = _one(docs, "AlertmanagerConfig")["spec"]
     (hook,) = amc["receivers"][0]["webhookConfigs"]
-    assert hook["url"] == f"http://rs-railscope-collector.{NAMESPACE}.svc:9842/v1/alerts"
+    assert hook["url"] == f"https://rs-railscope-collector.{NAMESPACE}.svc:9842/v1/alerts"
+    assert hook["httpConfig"]["tlsConfig"]["ca"]["secret"] == {"name": "railscope-collector-tls", "key": "ca.crt"}
     assert hook["httpConfig"]["authorization"]["credentials"] == {"name": "railscope-tokens", "key": "alerting"}
 
 
@@ -349,3 +376,18 @@ def test_the_finding_runbooks_become_urls_where_docs_are_served(chart: Any) -> N
     assert served["RailscopeFinding"] == "https://git.example.com/rs/blob/v0.1.0/docs/codes.md#{{ $labels.code | toLower }}"
     # the agent's own alerts keep their text
     assert served["RailscopeAgentDown"] == plain["RailscopeAgentDown"] and "docs/" not in plain["RailscopeAgentDown"]
+
+
+def test_agents_reach_a_tls_collector_over_https_and_verify_it(chart: Any) -> None:  # noqa: F811
+    from test_chart import env_of
+
+    docs = render(chart, ON)
+    env = env_of(docs)
+    assert env["RAILSCOPE_COLLECTOR"]["value"] == f"https://rs-railscope-collector.{NAMESPACE}.svc:9842"
+    assert env["RAILSCOPE_COLLECTOR_CA_FILE"]["value"] == "/var/run/secrets/railscope/collector-ca.crt"
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    (vol,) = [v for v in ds["spec"]["template"]["spec"]["volumes"] if v["name"] == "collector-token"]
+    secret = [src["secret"] for src in vol["projected"]["sources"] if "secret" in src]
+    assert secret == [{"name": "railscope-collector-tls", "items": [{"key": "ca.crt", "path": "collector-ca.crt"}]}]
+    plain = env_of(render(chart, {"collector": {**ON["collector"], "tls": {"plainHttp": True}}}))
+    assert plain["RAILSCOPE_COLLECTOR"]["value"].startswith("http://") and "RAILSCOPE_COLLECTOR_CA_FILE" not in plain

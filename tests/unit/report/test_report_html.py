@@ -139,3 +139,22 @@ def test_chromium_runs_no_script_in_the_harness(tmp_path: Path) -> None:
     probe = tmp_path / "probe.html"
     probe.write_text("<!DOCTYPE html><title>static</title><script>document.title='script ran'</script>")
     assert chromium.load(probe.as_uri()).title == "static"
+
+
+def test_report_html_of_a_hostile_bundle_is_bounded(tmp_path: Path) -> None:
+    """70,000 events and a recorder of 5,000 netdevs: the first rails and the latest events are
+    drawn, the rest counted, and the page stays small (it was 34 MB and 75 MB)."""
+    import subprocess
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integration"))
+    from hostile import hostile_bundle
+
+    bundle = tmp_path / "hostile.tar.gz"
+    bundle.write_bytes(hostile_bundle(events=70_000, message=300, netdevs=5_000))
+    out = tmp_path / "page.html"
+    subprocess.run([_sys.executable, "-m", "agent.cli", "report", "--html", str(out), str(bundle)],
+                   capture_output=True, timeout=300, cwd=Path(__file__).resolve().parents[3])
+    text = out.read_text()
+    assert "69,800 more events" in text and "4,968 more netdevs" in text
+    assert len(text) < 1 << 20

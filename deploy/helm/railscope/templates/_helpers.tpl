@@ -96,7 +96,8 @@ The collector's in-cluster URL, given to the agents when the chart runs the coll
 agent.collector does not name another: its Service, by name, in the release's namespace.
 */}}
 {{- define "railscope.collectorURL" -}}
-{{- printf "http://%s.%s.svc:%d" (include "railscope.collectorName" .) .Release.Namespace (int .Values.collector.flags.port) -}}
+{{- $scheme := ternary "https" "http" (and .Values.collector.tls (not (empty .Values.collector.tls.secret))) -}}
+{{- printf "%s://%s.%s.svc:%d" $scheme (include "railscope.collectorName" .) .Release.Namespace (int .Values.collector.flags.port) -}}
 {{- end -}}
 
 {{/* The agent's ServiceAccount as TokenReview names it: system:serviceaccount:<namespace>:<name>. */}}

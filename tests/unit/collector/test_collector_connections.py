@@ -1,0 +1,38 @@
+"""The connection bounds on their own: a peer's cap, the replica's total, and accept errors logged
+once per period with a count (the clock is an argument)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from collector.connections import ConnectionGuard, limit_accept_errors
+
+
+def test_a_peer_past_its_cap_is_refused_and_others_are_not() -> None:
+    g = ConnectionGuard(per_peer=2, total=3)
+    assert g.admit("10.0.0.1") and g.admit("10.0.0.1")
+    assert not g.admit("10.0.0.1")
+    assert g.admit("10.0.0.2")
+    assert not g.admit("10.0.0.3")  # the total
+    g.release("10.0.0.1")
+    assert g.admit("10.0.0.3") and not g.admit("10.0.0.1")
+    assert g.refused == 3 and g.open == {"10.0.0.1": 1, "10.0.0.2": 1, "10.0.0.3": 1}
+
+
+def test_accept_errors_are_logged_once_per_period(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    loop = asyncio.new_event_loop()
+    try:
+        limit_accept_errors(loop, every_s=10.0, clock=lambda: now[0])
+        ctx = {"message": "socket.accept() out of system resource", "exception": OSError(24, "Too many open files")}
+        with caplog.at_level(logging.ERROR, logger="railscope.collector"):
+            for i in range(1000):
+                now[0] = i * 0.045  # 45 s of retries
+                loop.call_exception_handler(ctx)
+    finally:
+        loop.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "railscope.collector"]
+    assert len(lines) == 5 and "Too many open files" in lines[0] and "(222 more since the last report)" in lines[1]
