@@ -37,6 +37,7 @@ from agent.readers.links import (
 from agent.readers.ovs import read_ovs
 from agent.readers.pci import functions_of_links, read_bus_devices, read_pci
 from agent.readers.rdma import read_rdma
+from agent.readers.scope import touchable_bdfs, touchable_netdevs
 from agent.readers.udev import read_rules
 from agent.readers.versions import read_versions
 
@@ -185,7 +186,12 @@ def read_links_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> 
 
 
 def read_devlink_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
-    dl = read_devlink(host, ctx.functions, ctx.rail_bdfs, cfg.devlink_params, cfg.command_timeout_s, notes,
+    # Only rail PFs and the PFs the rules name, less --exclude-devices: another SR-IOV capable mlx5
+    # function (an HGX baseboard's restricted PF) fails its register reads and floods the kernel log.
+    bdfs = touchable_bdfs(ctx.rail_bdfs, ctx.links, cfg.exclude_devices)
+    keep = set(bdfs)
+    functions = [f for f in ctx.functions if f.bdf in keep or f.is_vf]
+    dl = read_devlink(host, functions, bdfs, cfg.devlink_params, cfg.command_timeout_s, notes,
                       links=ctx.links)
     return _part("devlink", notes, fields={"devlink_devs": dl.devs, "eswitch": dl.eswitch, "params": dl.params,
                                            "ports": dl.ports})
@@ -209,8 +215,12 @@ def read_counters(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Pa
     targets = list(ctx.rails)
     if cfg.representor_ethtool:
         targets += sorted(lk.ifname for lk in ctx.links if is_representor(lk))
+    allowed = set(touchable_netdevs(targets, ctx.links, cfg.exclude_devices))
     stats, drivers = [], []
     for name in targets:
+        if name not in allowed:
+            notes.missing(f"ethtool -S {name}", "excluded by --exclude-devices")
+            continue
         st, di = read_ethtool(host, [name], cfg.command_timeout_s, notes)
         stats.extend(st)
         drivers.extend(di)

@@ -12,8 +12,8 @@ import pytest
 import agent.readers
 
 #: modules of the package that are not a reader of the node: shared helpers, the snapshot runner, the
-#: history parser, the registry, the agent's own kernel table
-NOT_SOURCES = {"common", "snapshot", "history", "sources", "kernel_table"}
+#: history parser, the registry, the agent's own kernel table, the firmware scope
+NOT_SOURCES = {"common", "snapshot", "history", "sources", "kernel_table", "scope"}
 READERS = sorted(m.name for m in pkgutil.iter_modules(agent.readers.__path__) if m.name not in NOT_SOURCES)
 
 
