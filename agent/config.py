@@ -44,6 +44,12 @@ class Expectations:
     storm_ratio: float = 0.5
     #: Extra rows for the validated-kernel table (a JSON file), on top of the shipped one.
     kernel_table_file: str | None = None
+    #: LinkDegrading: the pre-FEC corrected-bit ratio above which a rail is degrading (``--ber-warning``).
+    #: 2.4e-4 is the BER that IEEE 802.3 (802.3bs / 802.3cd, 50G-per-lane PAM4 PMDs) specifies at the input
+    #: of the RS(544,514) "KP4" FEC: a link above it is out of its specification.
+    ber_warning: float = 2.4e-4
+    #: ... measured over this window (``--ber-window``): the daemon's two samples, the recorder's span.
+    ber_window_s: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)

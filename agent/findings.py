@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "EVENT_CODES", "SEVERITIES", "Diagnosis", "Finding", "RailRow", "severity_rank"]
+__all__ = ["CODES", "EVENT_CODES", "NEXT_STEPS", "SEVERITIES", "Diagnosis", "Finding", "RailRow", "severity_rank"]
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -35,13 +35,37 @@ CODES: dict[str, str] = {
     "FirmwareSkew": "info",
     "DriverKernelUnvalidated": "warning",
     "NicHealthError": "warning",
+    "LinkDegrading": "warning",
+    "OpticsOutOfRange": "warning",
+    "NicTemperatureHigh": "warning",
+    "PcieLinkDegraded": "warning",
+    "PcieErrors": "warning",
 }
 
 #: code -> default severity of every event a detector emits.
 EVENT_CODES: dict[str, str] = {
     **{code: CODES[code] for code in ("LinkFlapping", "ConfigFlapping", "RepresentorStale", "PfcStorm",
                                       "LosslessDrops", "NicHealthError")},
+    **{code: CODES[code] for code in ("LinkDegrading", "OpticsOutOfRange", "PcieErrors")},
     "DriverReload": "info",
+}
+
+
+#: code -> the next step for a person: what to run, what to check, who owns it (one or two sentences).
+NEXT_STEPS: dict[str, str] = {
+    "LinkDegrading": "Run `ethtool -S <rail> | grep -E 'corrected_bits|symbol_err|err_lane'` twice a minute apart "
+                     "and compare the lanes: one lane far above the others is one fibre or optic; clean or swap it "
+                     "(network/DC operations), and check the switch port's counters for the same link.",
+    "OpticsOutOfRange": "Run `ethtool -m <rail>` and compare the named lane with the module's thresholds: low RX power "
+                        "means a dirty connector or bad fibre (clean, then reseat or swap the optic), high TX bias or "
+                        "temperature an ageing laser (replace the transceiver); DC operations own the optic.",
+    "NicTemperatureHigh": "Check `sensors` / `/sys/bus/pci/devices/<bdf>/hwmon/*/temp*_input` and the chassis fans and "
+                          "airflow over the card (BMC / `ipmitool sdr`); the hardware team owns cooling.",
+    "PcieLinkDegraded": "Compare `lspci -vv -s <bdf>` LnkCap with LnkSta and the upstream port's: a link trained below "
+                        "both ends needs the card reseated or moved to another slot (hardware team); a slower slot is "
+                        "a placement choice.",
+    "PcieErrors": "Read `/sys/bus/pci/devices/<bdf>/aer_dev_*` and `dmesg | grep -i aer` for the failing lane or "
+                  "device; reseat the card or the riser, and open a hardware ticket if fatal errors repeat.",
 }
 
 

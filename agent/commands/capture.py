@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from agent.commands.common import _template, env_default, seconds
+from agent.commands.common import _template, add_scope_flag, env_default, seconds
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
 
@@ -46,6 +46,7 @@ def register_common(p: argparse.ArgumentParser) -> None:
                         f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
     p.add_argument("--command-timeout", type=_positive, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
+    add_scope_flag(p)
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -100,6 +101,7 @@ def read_config(args: argparse.Namespace) -> object:
         command_timeout_s=args.command_timeout,
         net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
+        exclude_devices=getattr(args, "exclude_devices", None),
     )
 
 

@@ -10,7 +10,7 @@ from agent.config import Expectations
 from agent.model import KernelRow
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
 
-__all__ = ["EXIT_USAGE", "add_expectation_flags", "env_default", "expectations_from_args", "fail", "judged_by",
+__all__ = ["EXIT_USAGE", "add_expectation_flags", "add_scope_flag", "env_default", "expectations_from_args", "fail", "judged_by",
            "seconds"]
 
 #: The exit status of bad usage (a flag, a --from path, a --kernel-table that cannot be used).
@@ -69,6 +69,34 @@ def _duration(text: str) -> float:
     return val
 
 
+def _ber(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a ratio such as 2.4e-4, got {text!r}") from None
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"expected a ratio in (0, 1), got {x}")
+    return x
+
+
+def _regex(text: str) -> str:
+    import re
+
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from None
+    return text
+
+
+def add_scope_flag(p: argparse.ArgumentParser) -> None:
+    """``--exclude-devices``: the devices firmware-touching reads never reach (DESIGN §3)."""
+    p.add_argument("--exclude-devices", type=_regex, default=env_default("exclude-devices", None), metavar="REGEX",
+                   help="Never send a firmware-touching read (ethtool statistics and module EEPROM, devlink per "
+                        "instance) to a device whose PCI address or netdev name this regular expression matches. "
+                        "Only rail PFs and the PFs the udev rules name are ever asked. Default: none excluded.")
+
+
 def add_expectation_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("expectations (nothing is judged unless asked)")
     g.add_argument("--lossless-prio", type=_prio, default=int(env_default("lossless-prio", "3") or 3),
@@ -95,6 +123,13 @@ def add_expectation_flags(p: argparse.ArgumentParser) -> None:
                         f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
     g.add_argument("--event-window", type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
                    help="Agent events this long before the capture time become findings. Default: 15m.")
+    g.add_argument("--ber-warning", type=_ber, default=_ber(env_default("ber-warning", "2.4e-4") or "2.4e-4"),
+                   help="LinkDegrading: a pre-FEC corrected-bit ratio (rx_corrected_bits_phy / rx_bits_phy) above "
+                        "this over --ber-window is a warning. Default: 2.4e-4, the BER IEEE 802.3 (802.3bs / "
+                        "802.3cd PAM4 PMDs) specifies at the input of the RS(544,514) KP4 FEC.")
+    g.add_argument("--ber-window", type=_duration, default=_duration(env_default("ber-window", "5m") or "5m"),
+                   help="LinkDegrading: the window the corrected-bit ratio and symbol errors are measured over "
+                        "(two samples of the agent, the flight recorder's span). Default: 5m.")
     g.add_argument("--kernel-table", default=env_default("kernel-table", None), metavar="FILE",
                    help="A JSON file of extra validated-kernel rows for DriverKernelUnvalidated, added to the "
                         "shipped table. Default: the shipped table only.")
@@ -117,6 +152,8 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
         event_window_s=args.event_window,
         kernel_table_file=args.kernel_table,
+        ber_warning=getattr(args, "ber_warning", 2.4e-4),
+        ber_window_s=getattr(args, "ber_window", 300.0),
     )
 
 

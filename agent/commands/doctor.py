@@ -13,7 +13,7 @@ import sys
 
 from agent.analysis import pipeline
 from agent.analysis.diagnose import with_unavailable
-from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
+from agent.commands.common import add_expectation_flags, add_scope_flag, env_default, fail, judged_by
 from agent.config import Expectations, ReadConfig
 from agent.findings import Diagnosis
 from agent.host import HostError
@@ -35,6 +35,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-root", default=env_default("host-root", "/"), metavar="DIR",
                    help="Read the live node's files under DIR (/host in the DaemonSet). Default: /.")
     add_expectation_flags(p)
+    add_scope_flag(p)
 
 
 def _fail(msg: str) -> int:
@@ -100,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
 
     try:
-        cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
+        cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates,
+                         exclude_devices=args.exclude_devices)
         snap = take_snapshot(host, cfg)
         diag: Diagnosis = pipeline.run(snap, exp, table, history=load_history(host)).diagnosis
         if host.image is not None and host.image.problems:

@@ -34,10 +34,13 @@ from agent.readers.links import (
     with_parents,
     with_stats,
 )
+from agent.readers.optics import read_optics
 from agent.readers.ovs import read_ovs
 from agent.readers.pci import functions_of_links, read_bus_devices, read_pci
+from agent.readers.pcie import read_pcie
 from agent.readers.rdma import read_rdma
 from agent.readers.scope import touchable_bdfs, touchable_netdevs
+from agent.readers.thermal import read_thermal
 from agent.readers.udev import read_rules
 from agent.readers.versions import read_versions
 
@@ -241,6 +244,26 @@ def read_counters(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Pa
     return _part("counters", notes, fields={"ethtool": tuple(stats), "drivers": tuple(drivers)}, extra=extra)
 
 
+def read_pcie_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """The rail PFs' PCIe link, their upstream ports' and their AER totals (sysfs: no firmware access)."""
+    return _part("pcie", notes, fields={"pcie": read_pcie(host, ctx.rail_bdfs, notes)})
+
+
+def read_thermal_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """The rail PFs' mlx5 hwmon sensors (sysfs)."""
+    return _part("thermal", notes, fields={"thermal": read_thermal(host, ctx.rail_bdfs, notes)})
+
+
+def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """``ethtool -m`` of each rail netdev (a firmware read: rails only, less --exclude-devices)."""
+    allowed = set(touchable_netdevs(ctx.rails, ctx.links, cfg.exclude_devices))
+    for name in ctx.rails:
+        if name not in allowed:
+            notes.missing(f"ethtool -m {name}", "excluded by --exclude-devices")
+    return _part("optics", notes, fields={"optics": read_optics(
+        host, [n for n in ctx.rails if n in allowed], cfg.command_timeout_s, notes)})
+
+
 #: Every source, in dependency order (the order of a first sample and of ``take_snapshot``).
 SOURCES: tuple[Source, ...] = (
     Source("config", "the udev naming rules and OVS interfaces",
@@ -257,6 +280,14 @@ SOURCES: tuple[Source, ...] = (
     Source("counters", "the rails' incident counters (ethtool statistics, one netdev at a time; carrier losses; "
                        "RDMA loss counters): the flight recorder's resolution",
            (("ethtool",),), 1.0, 0.0, ("ethtool", "drivers"), read_counters, firmware_touching=True),
+    Source("pcie", "the rail PFs' PCIe link speed / width, their upstream ports' and their AER counters (sysfs)",
+           (), 60.0, 5.0, ("pcie",), read_pcie_part),
+    Source("thermal", "the rail PFs' mlx5 hwmon temperature sensors (sysfs)",
+           (), 60.0, 5.0, ("thermal",), read_thermal_part),
+    Source("optics", "the rails' transceivers (ethtool -m, a firmware read: in the counters' thread, after the "
+                     "statistics)",
+           (("ethtool", "-m"),), 60.0, 60.0, ("optics",), read_optics_part, firmware_touching=True,
+           lane="counters"),
 )
 
 

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.analysis.checks import eswitch, health, pfc, rails, rdma, representors, timeline, versions
+from agent.analysis.checks import (
+    degradation,
+    eswitch,
+    health,
+    pfc,
+    rails,
+    rdma,
+    representors,
+    timeline,
+    versions,
+)
 from agent.analysis.checks.versions import KernelRow
 from agent.analysis.topology import Topology
 from agent.config import Expectations
@@ -27,6 +37,7 @@ SNAPSHOT_CHECKS = {
     "representors": representors.check,
     "pfc": pfc.check,
     "health": health.check,
+    "degradation": degradation.check,
 }
 
 
@@ -49,4 +60,5 @@ def run_checks(snap: Snapshot, topo: Topology, exp: Expectations, *, kernel_tabl
         out.extend(fn(snap, topo, exp))
     out.extend(versions.check(snap, topo, exp, kernel_table))
     out.extend(timeline.check(snap, topo, exp, events=events, recorder=recorder, capture_time=capture_time))
+    out.extend(degradation.recorder_check(topo, exp, recorder))
     return merge(out)
