@@ -29,6 +29,7 @@ from agent import __version__
 from agent.analysis.checks.health import reporters_of
 from agent.analysis.topology import Pf, Rail
 from agent.findings import RailRow
+from agent.metrics import degradation
 from agent.metrics.state import MetricsState
 from agent.model import Link, RdmaDevice, RdmaLink, Snapshot
 
@@ -172,6 +173,7 @@ class RailscopeCollector:
                     self._pf(fams, pf)
                 for pf in topo.rail_pfs:
                     self._health(fams, snap, pf)
+                degradation.render(fams, snap, topo)
         if state.diagnosis is not None:
             for f in state.diagnosis.findings:
                 fams.gauge("railscope_finding",
