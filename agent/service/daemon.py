@@ -33,6 +33,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from agent.analysis import pipeline
+from agent.analysis.checks.degradation import PHY_COUNTERS
 from agent.analysis.topology import Topology
 from agent.config import AgentSettings, Thresholds
 from agent.detectors import engine
@@ -47,7 +48,7 @@ from agent.metrics.state import HungSource, MetricsState, SourceStatus
 from agent.model import Event, Snapshot
 from agent.readers import sources as registry
 from agent.readers.common import Notes
-from agent.readers.history import History
+from agent.readers.history import History, Recorder, Sample
 from agent.readers.kernel_table import load_kernel_table
 from agent.service.capture import ImageBusy, ImageCapture, ImageError
 from agent.service.coalesce import CoalescingQueue
@@ -280,7 +281,17 @@ class Agent:
         # The window ends now, not at the newest event: an old event must age out even when no newer
         # one arrives (and an event newer than the last sample still counts).
         return pipeline.run(snap, self.settings.expectations, self._kernel_table,
-                            history=History(events=events), capture_time=self.clock())
+                            history=History(events=events, recorder=self._phy_rates()), capture_time=self.clock())
+
+    def _phy_rates(self) -> Recorder | None:
+        """The flight recorder's first and last PHY sample of each rail within ``--ber-window``: the two
+        samples LinkDegrading, the rising OpticsOutOfRange and PcieErrors are judged between live. Only
+        the PHY counters: the other recorder checks stay with their detectors."""
+        if self.recorder is None:
+            return None
+        edges = self.recorder.edges(self.settings.expectations.ber_window_s, PHY_COUNTERS)
+        return Recorder(tuple((nd, tuple(Sample(ts, tuple(sorted(c.items()))) for ts, c in rows))
+                              for nd, rows in sorted(edges.items())))
 
     def _apply_analysis(self, out: pipeline.Outcome) -> None:
         snap, topo = out.snapshot, out.topology
