@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         except SourceError as exc:
             return _fail(str(exc))
         timed = source == LIVE or got.history.capture_time is not None or _started(got.manifest)
-        sides.append(Side(source, got.snapshot, got.topology, got.diagnosis, exp.lossless_prio, timed))
+        sides.append(Side(source, got.snapshot, got.topology, got.diagnosis, exp.lossless_prio, timed,
+                          ber_warning=exp.ber_warning))
     result = diff(sides[0], sides[1])
     if args.json:
         json.dump(result.as_json(), sys.stdout, indent=2)

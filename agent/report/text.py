@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from agent.findings import Diagnosis, RailRow
+from agent.report.degradation import rail_notes
 from agent.report.terminal import cell, safe
 
 __all__ = ["render", "use_colour"]
@@ -87,8 +88,15 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
                 (cell(r.rdma_state), rdma_style), (cell(r.firmware), None), (cell(r.eswitch_mode), None),
                 (cell(r.esw_multiport), None), (cell(r.numvfs), None), (cell(r.representors), None),
             ])
-        out.extend(_table(["RAIL", "NETDEV", "RDMA", "PCI", "LINK", "SPEED", "RDMA-STATE", "FIRMWARE",
-                           "ESWITCH", "MULTIPORT", "VFS", "REPS"], rows, paint))
+        headers = ["RAIL", "NETDEV", "RDMA", "PCI", "LINK", "SPEED", "RDMA-STATE", "FIRMWARE",
+                   "ESWITCH", "MULTIPORT", "VFS", "REPS"]
+        degraded = rail_notes(diag)
+        if degraded:
+            headers.append("DEGRADED")
+            for r, row in zip(diag.rails, rows, strict=True):
+                note = degraded.get(r.netdev or "")
+                row.append((safe(note) if note else "-", "down" if note else None))
+        out.extend(_table(headers, rows, paint))
     else:
         out.append("")
         if found:
