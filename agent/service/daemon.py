@@ -36,6 +36,7 @@ from agent.analysis import pipeline
 from agent.analysis.checks.degradation import PHY_COUNTERS
 from agent.analysis.topology import Topology
 from agent.config import AgentSettings, Thresholds
+from agent.detectors import degradation as degradation_events
 from agent.detectors import engine
 from agent.detectors.feed import observations_from_snapshot
 from agent.detectors.observations import CountersObs
@@ -96,6 +97,7 @@ class Agent:
         self.thresholds = Thresholds(lossless_prio=settings.expectations.lossless_prio,
                                      **dict(settings.thresholds))
         self.events = EventLog(settings.event_history)
+        self._degradation = degradation_events.initial()
         self.recorder: FlightRecorder | None = None
         if settings.recorder_window_s > 0:
             self.recorder = FlightRecorder(incident_counters(settings.expectations.lossless_prio) + registry.TRAFFIC,
@@ -299,6 +301,9 @@ class Agent:
         self.diagnosis = out.diagnosis
         self.links.on_topology(topo)
         now = self.clock()
+        self._degradation, rate_events = degradation_events.step(self._degradation, out.diagnosis.findings, now)
+        for ev in rate_events:
+            self._emit(ev)
         counters_live = "counters" in self._parts
         obs = [self.links.newest_downs(o) for o in observations_from_snapshot(snap, topo)
                if not (counters_live and isinstance(o, CountersObs))]

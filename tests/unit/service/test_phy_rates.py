@@ -82,3 +82,17 @@ def test_edges_are_the_first_and_last_sample_in_the_window_of_the_asked_keys() -
     assert rec.edges(30.0, ("rx_bits_phy",)) == {"r0": [(69.0, {"rx_bits_phy": 69}), (99.0, {"rx_bits_phy": 99})]}
     rec.add(0.0, "r1", {"rx_bits_phy": 1})
     assert "r1" not in rec.edges(30.0, ("rx_bits_phy",))  # one sample: no rate
+
+
+def test_a_rate_finding_is_one_event_per_episode() -> None:
+    agent = _agent()
+    _feed(agent, 5e-4, 120)
+    with RecordedHost(str(IMAGE)) as host:
+        snap = take_snapshot(host)
+    agent._apply_analysis(agent._analysis_work(snap, ()))
+    evs = [(e.code, e.severity, e.subject) for e in agent.events.recent(0.0)]
+    assert evs == [("LinkDegrading", "warning", "net_rail1")]
+    # the next analysis sees the event read back and the rate finding still there: no second event
+    agent._apply_analysis(agent._analysis_work(snap, tuple(agent.events.recent(0.0))))
+    assert len(agent.events.recent(0.0)) == 1
+    assert agent.events.counts() == {"LinkDegrading": 1}
