@@ -75,3 +75,12 @@ def test_rates_between_two_samples() -> None:
     # a reset (driver reload) between the samples says nothing
     reset = Sample(300.0, (("rx_bits_phy", 10), ("rx_corrected_bits_phy", 1)))
     assert rate_findings("n", "n", a, reset, exp, None, "t") == []
+
+
+def test_every_degradation_code_has_a_next_step() -> None:
+    from agent.findings import CODES, NEXT_STEPS
+
+    mine = {"LinkDegrading", "OpticsOutOfRange", "NicTemperatureHigh", "PcieLinkDegraded", "PcieErrors"}
+    assert mine <= set(NEXT_STEPS) <= set(CODES)
+    for code in mine:
+        assert 40 < len(NEXT_STEPS[code]) < 400 and "`" in NEXT_STEPS[code]  # a command to run, short
