@@ -96,3 +96,33 @@ def test_a_rate_finding_is_one_event_per_episode() -> None:
     agent._apply_analysis(agent._analysis_work(snap, tuple(agent.events.recent(0.0))))
     assert len(agent.events.recent(0.0)) == 1
     assert agent.events.counts() == {"LinkDegrading": 1}
+
+
+def test_recorded_counter_sequences_through_the_sampler() -> None:
+    """The counters source's parts, as the scheduler hands them to the daemon one a second: the sampler
+    files them in the flight recorder, and the next analysis judges the window."""
+    from dataclasses import replace
+
+    from agent.model import EthtoolStats
+    from agent.readers.sources import Part
+
+    agent = _agent()
+    with RecordedHost(str(IMAGE)) as host:
+        snap = take_snapshot(host)
+    agent.snapshot = snap
+    agent._apply_analysis(agent._analysis_work(snap, ()))  # the topology the sampler keys rails by
+    base = {st.netdev: st.as_dict() for st in snap.ethtool}
+    for t in range(0, 121, 1):
+        stats = []
+        for nd, c in base.items():
+            c = dict(c)
+            c["rx_bits_phy"] = c.get("rx_bits_phy", 0) + LINE * t
+            if nd == "net_rail0":
+                c["rx_corrected_bits_phy"] += LINE * t // 1000  # 1e-3: four times the default warning
+                c["rx_err_lane_3_phy"] += LINE * t // 1000
+            stats.append(EthtoolStats(nd, tuple(sorted(c.items()))))
+        agent._apply_counters(Part("counters", taken_at=5000.0 + t, fields={"ethtool": tuple(stats)}))
+    out = agent._analysis_work(replace(agent.snapshot, taken_at=5120.0), ())  # type: ignore[arg-type]
+    (f,) = out.diagnosis.findings
+    assert (f.code, f.severity, f.subject) == ("LinkDegrading", "warning", "net_rail0")
+    assert f.evidence["worst_lane"] == 3 and f.evidence["corrected_bit_ratio"] == 1e-3
