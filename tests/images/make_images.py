@@ -901,6 +901,13 @@ def pcie_correctable(img: Image) -> None:
     pcie_files(img, PF0_DIR, aer={"TOTAL_ERR_COR": 311})
 
 
+def no_hwmon(img: Image) -> None:
+    """Every degradation source but thermal: the kernel (before 6.5) registers no mlx5 hwmon device."""
+    degradation_healthy(img)
+    for name in [n for n in img.files if "/hwmon/" in n]:
+        del img.files[name]
+
+
 def management_mlx5(img: Image) -> None:
     """The management NIC is an SR-IOV capable mlx5 function devlink lists, named by no rule."""
     degradation_healthy(img)
@@ -1130,6 +1137,11 @@ IMAGES: tuple[Spec, ...] = (
          "(file layout of drivers/pci/pcie/aer.c)."),
     Spec("pcie-errors-correctable", "2rail", (pcie_correctable,), (("PcieErrors", "info", "pci/0000:0c:00.0"),),
          "`aer_dev_correctable` of `0000:0c:00.0` says TOTAL_ERR_COR 311: cumulative, info."),
+    Spec("thermal-kernel-without-hwmon", "2rail", (no_hwmon,), (),
+         "Trap: as degradation-sources-healthy but the kernel registers no mlx5 hwmon device (before Linux 6.5): "
+         "no NicTemperatureHigh, and `unavailable` says why.",
+         unavailable=(("thermal", "no mlx5 hwmon sensors on 0000:0c:00.0, 0000:8d:00.0 (kernel before 6.5, or not "
+                                  "mlx5)"),)),
     Spec("management-mlx5-outside-rails", "2rail", (management_mlx5,), (),
          "Trap: the management NIC (`0000:a1:00.0` / `.1`, `ens7f0np0` / `ens7f1np1`) is an SR-IOV capable mlx5 "
          "function that devlink lists and no rule names (as an HGX baseboard's restricted PF): it is no rail, "
