@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.commands.common import _template, env_default, seconds
+from agent.commands.common import _template, add_scope_flag, env_default, seconds
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
 
@@ -33,6 +33,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--incident", default=None, help="Incident id for the manifest. Default: none (null).")
     p.add_argument("--reason", default="railscope record",
                    help="Why the image was taken, for the manifest. Default: 'railscope record'.")
+    add_scope_flag(p)
     p.add_argument("--net-template", type=_template, action="append", default=None,
                    help="Netdev name template that marks rails (whose ethtool counters and statistics are "
                         f"read), as for doctor. Repeatable. Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')}.")
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         command_timeout_s=args.command_timeout,
         net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
+        exclude_devices=args.exclude_devices,
     )
     try:
         host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)

@@ -118,3 +118,25 @@ def test_exclude_devices_matches_a_netdev_name(extra_mlx5: Path) -> None:
     host = SeenHost(RecordedHost(str(extra_mlx5)))
     take_snapshot(host, ReadConfig(exclude_devices=r"^net_rail0$"))  # type: ignore[arg-type]
     assert touches(host.seen, ("net_rail0", "0000:0c:00.0")) == []
+
+
+def test_bad_flags_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli import main
+
+    img = str(IMAGES / "degradation-sources-healthy")
+    for argv, why in ((["--exclude-devices", "("], "not a regular expression"),
+                      (["--ber-warning", "2"], "expected a ratio in (0, 1)"),
+                      (["--ber-window", "-5"], "duration")):
+        with pytest.raises(SystemExit) as exc:
+            main(["doctor", "--from", img, *argv])
+        assert exc.value.code == 3 and why in capsys.readouterr().err
+
+
+def test_ber_flags_judge_the_recorder(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli import main
+
+    img = str(IMAGES / "link-degrading-ber-recorder")
+    assert main(["doctor", "--from", img, "--json"]) == 1
+    assert main(["doctor", "--from", img, "--json", "--ber-warning", "1e-3"]) == 0
+    assert main(["doctor", "--from", img, "--json", "--ber-window", "0.5s"]) == 0  # one sample in the window
+    capsys.readouterr()
