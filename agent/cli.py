@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bundles": ("agent.commands.bundles", "List, fetch and verify bundles stored by the collector."),
     "report": ("agent.commands.report", "Report on a bundle: diagnosis, flight recorder, events, manifest (--html FILE)."),
     "diff": ("agent.commands.diff", "Compare two captures of a node: regressions, changes, counter rates."),
+    "events": ("agent.commands.events", "Print the running agent's event log, read over its data socket."),
 }
 
 

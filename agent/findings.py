@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "EVENT_CODES", "NEXT_STEPS", "SEVERITIES", "Diagnosis", "Finding", "RailRow", "severity_rank"]
+__all__ = ["CODES", "CODE_RULES", "CODE_SUBJECTS", "EVENT_CODES", "NEXT_STEPS", "SEVERITIES", "Diagnosis", "Finding",
+           "RailRow", "next_step", "severity_rank"]
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -20,6 +21,7 @@ CODES: dict[str, str] = {
     "RailNameMismatch": "critical",
     "RdmaNameMismatch": "critical",
     "RailTemplateInvalid": "critical",
+    "RailRuleUnreadable": "warning",
     "RailLinkDown": "critical",
     "RdmaLinkDown": "critical",
     "RdmaNetnsModeUnexpected": "warning",
@@ -51,22 +53,199 @@ EVENT_CODES: dict[str, str] = {
 }
 
 
-#: code -> the next step for a person: what to run, what to check, who owns it (one or two sentences).
+#: code -> what to do next: the command to run, the setting to check, who owns the fix. One source for
+#: doctor, report, the collector's pages and the alerts' runbooks (their annotation links to
+#: docs/codes.md, generated from these tables by scripts/gen_codes_doc.py; a test checks both).
 NEXT_STEPS: dict[str, str] = {
-    "LinkDegrading": "Run `ethtool -S <rail> | grep -E 'corrected_bits|symbol_err|err_lane'` twice a minute apart "
-                     "and compare the lanes: one lane far above the others is one fibre or optic; clean or swap it "
-                     "(network/DC operations), and check the switch port's counters for the same link.",
-    "OpticsOutOfRange": "Run `ethtool -m <rail>` and compare the named lane with the module's thresholds: low RX power "
-                        "means a dirty connector or bad fibre (clean, then reseat or swap the optic), high TX bias or "
-                        "temperature an ageing laser (replace the transceiver); DC operations own the optic.",
-    "NicTemperatureHigh": "Check `sensors` / `/sys/bus/pci/devices/<bdf>/hwmon/*/temp*_input` and the chassis fans and "
-                          "airflow over the card (BMC / `ipmitool sdr`); the hardware team owns cooling.",
-    "PcieLinkDegraded": "Compare `lspci -vv -s <bdf>` LnkCap with LnkSta and the upstream port's: a link trained below "
-                        "both ends needs the card reseated or moved to another slot (hardware team); a slower slot is "
-                        "a placement choice.",
-    "PcieErrors": "Read `/sys/bus/pci/devices/<bdf>/aer_dev_*` and `dmesg | grep -i aer` for the failing lane or "
-                  "device; reseat the card or the riser, and open a hardware ticket if fatal errors repeat.",
+    "RailMissing": (
+        "Find the function that did not come up: `lspci -d 15b3:` and `dmesg | grep mlx5` for a probe failure, "
+        "the PF's sriov_numvfs, and the NIC naming rule's PCI address. A driver container still starting leaves "
+        "rails missing for a minute. Owner: the node's hardware / driver team."),
+    "RailNameMismatch": (
+        "The udev rename did not apply (the SR-IOV policies and the CNI select rails by name): check the rule's PCI "
+        "address in /etc/udev/rules.d/10-nic-net-interface-naming.rules and run `udevadm test "
+        "/sys/class/net/<actual name>`. Owner: whoever writes the naming rules (the Network Operator's "
+        "NicConfigurationTemplate or the site's provisioning)."),
+    "RdmaNameMismatch": (
+        "rdma_rename did not apply (NCCL_IB_HCA and the RDMA device plugin select devices by name): compare "
+        "/etc/udev/rules.d/10-nic-rdma-interface-naming.rules with `rdma link show`, run `udevadm test` on the RDMA "
+        "device, and restart the device plugin once fixed. Owner: whoever writes the naming rules."),
+    "RailTemplateInvalid": (
+        "A netdev name over 15 characters (IFNAMSIZ) never applies: shorten the template in the naming rules file "
+        "(the subject), e.g. net_rail%rail_id% instead of the multiplane template. Owner: the Network Operator's "
+        "NicConfigurationTemplate or the site's provisioning."),
+    "RailRuleUnreadable": (
+        "Fix the line the finding names (its number and why are in the message and evidence): `udevadm verify "
+        "<file>` (systemd 254+) or `udevadm test` on the rail's netdev shows what udev makes of it; until then "
+        "railscope judges the rail without it. Owner: whoever writes the naming rules (the Network Operator's "
+        "NicConfigurationTemplate or the site's provisioning)."),
+    "RailLinkDown": (
+        "`ip -s link show <netdev>` and `ethtool <netdev>` for carrier and speed, `ethtool -m <netdev>` for the "
+        "optic; then the cable and the switch port. A bundle's recorder.jsonl shows the carrier losses before. "
+        "Owner: the data-centre / fabric team (cable, optic, leaf port)."),
+    "RdmaLinkDown": (
+        "`rdma link show` and /sys/class/infiniband/<device>/ports/1/{state,phys_state}; with the rail netdev down "
+        "too, fix the link first (the rail's carrier). Owner: the fabric team, or the driver team when the netdev is up."),
+    "RdmaNetnsModeUnexpected": (
+        "/sys/module/ib_core/parameters/netns_mode against the cluster's choice (exclusive for per-pod RDMA); a node "
+        "that asks for exclusive in /etc/modprobe.d or on the kernel command line but runs shared needs ib_core "
+        "reloaded or a reboot. Owner: the node image / provisioning team."),
+    "RepresentorStale": (
+        "Representors whose VF is gone leak OVS ports and flows: compare `ovs-vsctl show` with the PF's "
+        "sriov_numvfs (the evidence names them) and look for a failed CNI DEL in the kubelet log. Owner: the "
+        "SR-IOV operator / CNI owners."),
+    "EswitchModeUnexpected": (
+        "`devlink dev eswitch show <pci>`; check the SriovNetworkNodePolicy's eSwitchMode for this PF and the SR-IOV "
+        "config daemon's log (a mode change needs the VFs removed first). Owner: the SR-IOV operator's policies."),
+    "EswMultiportUnexpected": (
+        "`devlink dev param show <pci> name esw_multiport` on every PF of the NIC; the value is runtime-only and a "
+        "driver reload or reboot loses it until whatever sets it runs again. Owner: the Network Operator / the "
+        "node's NIC configuration."),
+    "PfcDisabled": (
+        "`dcb pfc show dev <netdev>` (or `mlnx_qos -i <netdev>`) for the lossless priority (--lossless-prio) against "
+        "the switch port's PFC; settings lost after a driver reload are the usual cause. Owner: the NIC QoS "
+        "configuration (Network Operator's NicConfigurationTemplate or the site's mlnx_qos job)."),
+    "GlobalPauseEnabled": (
+        "`ethtool -a <netdev>`: turn 802.3x global pause off (`ethtool -A <netdev> rx off tx off`) where PFC is "
+        "used, in the NIC configuration that sets it, not by hand. Owner: the NIC QoS configuration."),
+    "PfcStorm": (
+        "The node is pausing the fabric: a receiver that cannot drain (a stuck process, PCIe back-pressure, a GPU "
+        "not consuming). The bundle's recorder.jsonl shows the pause duration per second; check rx_out_of_buffer "
+        "and the rail's PCIe counters. Owner: the workload / node owner first, then the fabric team."),
+    "LosslessDrops": (
+        "`dcb pfc show dev <netdev>` and `dcb buffer show dev <netdev>` against the switch port's PFC and headroom; "
+        "mlnx_qos settings lost after a driver reload are the usual cause. Owner: the NIC QoS configuration and "
+        "the fabric team (switch PFC)."),
+    "LinkFlapping": (
+        "The rail loses carrier again and again: `ethtool -m <netdev>` for the optic, then the cable and the switch "
+        "port; the bundle's recorder.jsonl has carrier_down_count per second. Owner: the data-centre / fabric team."),
+    "ConfigFlapping": (
+        "Two controllers fight over the NIC (the SR-IOV operator and a script, two policies selecting one PF): the "
+        "finding names the PF and the values; check the SriovNetworkNodePolicies that select it and the config "
+        "daemon's log. Owner: the SR-IOV operator's policies."),
+    "FirmwareSkew": (
+        "`devlink dev info` on each PF (or railscope_firmware_info by node): finish the firmware rollout so that "
+        "every NIC of one model runs one version. Owner: the firmware rollout (NIC lifecycle team)."),
+    "DriverKernelUnvalidated": (
+        "The DOCA driver runs on a kernel its validated table does not cover: check the kernel against the DOCA "
+        "release notes, pin the kernel or move the driver; add a row with --kernel-table once validated. Owner: "
+        "the node image team with the driver owner."),
+    "NicHealthError": (
+        "`devlink health show <pci>` for the reporter, its state and error count, and `dmesg | grep mlx5` around "
+        "the first error; fw_fatal means the firmware stopped and the NIC needs a reset (a bundle holds `devlink "
+        "health diagnose`). Owner: the node's hardware team, with NVIDIA support for repeated fw_fatal."),
+    "LinkDegrading": (
+        "`railscope doctor` names the worst lane; `ethtool -S <rail> | grep -E 'corrected_bits|symbol_err|err_lane'` "
+        "twice a minute apart: one lane far above the others is one fibre or optic (clean the connector, then swap "
+        "it), every lane high points at the switch port or the cage. Owner: the data-centre / fabric team."),
+    "OpticsOutOfRange": (
+        "`ethtool -m <rail>` against the module's own thresholds for the lane the evidence names: low RX power is a "
+        "dirty connector or a bad fibre (clean, reseat, swap), high TX bias or temperature an ageing laser (replace "
+        "the optic). Owner: the data-centre / fabric team."),
+    "NicTemperatureHigh": (
+        "/sys/bus/pci/devices/<bdf>/hwmon/hwmon*/temp*_input against temp*_crit, and the chassis fans and airflow "
+        "over the card (the BMC, `ipmitool sdr`); drain the node before the NIC throttles. Owner: the node's "
+        "hardware team."),
+    "PcieLinkDegraded": (
+        "`lspci -vv -s <bdf>`: LnkSta against LnkCap, and the upstream port's; a link trained below both ends needs "
+        "the card reseated or moved (drain first). Owner: the node's hardware team."),
+    "PcieErrors": (
+        "/sys/bus/pci/devices/<bdf>/aer_dev_* and `dmesg | grep -i aer` for the failing device; reseat the card or "
+        "riser and open a hardware ticket when fatal errors repeat. Owner: the node's hardware team."),
 }
+
+#: code -> its rule: when railscope raises it (DESIGN §4). Rows for codes not raised yet wait for them.
+CODE_RULES: dict[str, str] = {
+    "RailMissing": "a rail the udev rules (or --rails) expect has no netdev",
+    "RailNameMismatch": "the PCI function a rule names has an uplink netdev with another name (rename failed)",
+    "RdmaNameMismatch": "the PCI function an RDMA rule names has an RDMA device with another name (rename failed)",
+    "RailTemplateInvalid": ("a naming rule's netdev name is longer than 15 characters (IFNAMSIZ) and can never "
+                            "apply: one finding for the rules file, instead of one per rail"),
+    "RailRuleUnreadable": ("a naming rule line of /etc/udev/rules.d cannot be read (not a PCI function address, "
+                           "unbalanced quotes, an empty or invalid name): one finding per rules file, the lines "
+                           "in the evidence; the line is also listed under not available"),
+    "RailLinkDown": "a rail netdev is not oper up or has no carrier",
+    "RdmaLinkDown": "a rail's RDMA port is not ACTIVE / LINK_UP",
+    "RdmaNetnsModeUnexpected": ("the RDMA netns mode differs from --expect-rdma-netns, or the node asks for exclusive "
+                                "mode (kernel command line or /etc/modprobe.d) while the running mode is shared"),
+    "RepresentorStale": ("a PF has representors for VF indexes at or above its sriov_numvfs (or VFs are 0), or OVS "
+                         "ports whose netdev is gone: one finding per PF, the names in the evidence"),
+    "EswitchModeUnexpected": "a PF with VFs is not in the eswitch mode --expect-eswitch-mode names",
+    "EswMultiportUnexpected": ("a NIC's esw_multiport differs from --expect-esw-multiport, or the PFs of one NIC "
+                               "read different values (torn LAG state)"),
+    "PfcDisabled": "the lossless priority (--lossless-prio, default 3) has no pause counters on a rail",
+    "GlobalPauseEnabled": "802.3x global pause is on for a rail",
+    "PfcStorm": ("tx_pause_storm_error_events rose, or transmitted pause duration on the lossless priority grew "
+                 "to 50 % of wall time or more over the last 60 s"),
+    "LosslessDrops": "discards on the lossless priority rose",
+    "LinkFlapping": "N carrier losses or more of one rail or uplink in a window (default 3 in 5 min)",
+    "ConfigFlapping": ("sriov_numvfs, the eswitch mode or a devlink param changed back and forth in a window "
+                       "(default 2 changes in 10 min)"),
+    "FirmwareSkew": "rails of the same NIC model on one node run different firmware",
+    "DriverKernelUnvalidated": ("the DOCA driver runs on a kernel its table row marks as beyond the validated range "
+                                "(info when the kernel line is not in the table)"),
+    "NicHealthError": ("a devlink health reporter of a rail's PF (or one of its ports) is in state error: critical "
+                       "for fw_fatal, warning otherwise; errors on a reporter now healthy are info"),
+    "LinkDegrading": ("a rail's pre-FEC corrected-bit ratio over the window is above --ber-warning (warning), or "
+                      "rx_pcs_symbol_err_phy rose (critical)"),
+    "OpticsOutOfRange": ("a rail's transceiver reads a value beyond the module's own warning (warning) or alarm "
+                         "(critical) thresholds in ethtool -m, or a module error counter rose"),
+    "NicTemperatureHigh": "a rail PF's ASIC sensor is at or above its own critical temperature",
+    "PcieLinkDegraded": "a rail PF's PCIe link trained below the speed or width both ends support",
+    "PcieErrors": ("a rail PF counted fatal or non-fatal AER errors; correctable errors are info, warning when "
+                   "they rise"),
+    "FirmwarePendingActivation": "a NIC's stored firmware differs from the running one: flashed, waiting for a reset",
+    "GpuDirectNotReady": ("the node has rails and NVIDIA GPUs but no GPUDirect RDMA path (no peer-memory module "
+                          "and no DMA-BUF path)"),
+    "MtuMismatch": ("a rail's MTU differs from --expect-mtu, or from the most common MTU of the node's rails; or "
+                    "oversize frames arrive"),
+    "DriverNotDoca": "with --expect-driver doca: the rail PFs run the inbox mlx5 driver",
+    "RailNamingConflict": ("two udev rules name one PCI function differently, or give one name to two functions: "
+                           "only one can win at boot"),
+    "RailResourcesLost": ("an extended resource of the node (--rail-resources) dropped to 0 allocatable after it "
+                          "was above 0: the device plugin lost the rails"),
+}
+
+#: code -> what a finding's subject names (DESIGN §4), so that one finding maps to one alert.
+CODE_SUBJECTS: dict[str, str] = {
+    "RailMissing": "the expected rail netdev name (`net_rail1`)",
+    "RailNameMismatch": "the expected rail netdev name (`net_rail1`)",
+    "RdmaNameMismatch": "the expected RDMA device name (`rdma_rail1`)",
+    "RailTemplateInvalid": "the rules file's absolute path on the host (`/etc/udev/rules.d/10-nic-net-interface-naming.rules`)",
+    "RailRuleUnreadable": "the rules file's absolute path on the host",
+    "RailLinkDown": "the expected rail netdev name (`net_rail1`)",
+    "RdmaLinkDown": "the expected RDMA device name (`rdma_rail1`)",
+    "RdmaNetnsModeUnexpected": "`node`",
+    "RepresentorStale": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "EswitchModeUnexpected": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "EswMultiportUnexpected": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "PfcDisabled": "the expected rail netdev name (`net_rail1`)",
+    "GlobalPauseEnabled": "the expected rail netdev name (`net_rail1`)",
+    "PfcStorm": "the expected rail netdev name (`net_rail1`)",
+    "LosslessDrops": "the expected rail netdev name (`net_rail1`)",
+    "LinkFlapping": "the expected rail netdev name (`net_rail1`)",
+    "ConfigFlapping": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "FirmwareSkew": "`node`",
+    "DriverKernelUnvalidated": "`node`",
+    "NicHealthError": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "LinkDegrading": "the expected rail netdev name (`net_rail1`)",
+    "OpticsOutOfRange": "the expected rail netdev name (`net_rail1`)",
+    "NicTemperatureHigh": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "PcieLinkDegraded": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "PcieErrors": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "FirmwarePendingActivation": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "GpuDirectNotReady": "`node`",
+    "MtuMismatch": "the expected rail netdev name (`net_rail1`)",
+    "DriverNotDoca": "`node`",
+    "RailNamingConflict": "the PF's devlink handle when one function has two names, else the name given twice",
+    "RailResourcesLost": "the extended resource's name (`nvidia.com/rail0`)",
+}
+
+
+def next_step(code: str) -> str | None:
+    """What to do about a finding of ``code``, or None for a code this version does not know (a bundle
+    from a newer agent)."""
+    return NEXT_STEPS.get(code)
 
 
 def severity_rank(sev: str) -> int:

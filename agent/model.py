@@ -391,6 +391,8 @@ class Snapshot:
     ethtool: tuple[EthtoolStats, ...] = ()
     drivers: tuple[DriverInfo, ...] = ()
     rules: tuple[RailRule, ...] = ()
+    #: (file, line, why) of each naming rule line that cannot be read (the RailRuleUnreadable finding)
+    rule_problems: tuple[tuple[str, int, str], ...] = ()
     ovs: tuple[OvsInterface, ...] | None = None  # None: OVS not present / not readable
     pcie: tuple[PcieLink, ...] = ()
     optics: tuple[ModuleOptics, ...] = ()

@@ -34,8 +34,8 @@ from proto.keys import KeyPartError, check_part
 from .auth import AuthError
 from .config import AlertLimits
 from .errors import error_response
-from .requests import BOARD, CaptureRequest, check_params, request_for
-from .state import STATE
+from .requests import CaptureRequest, check_params, request_for
+from .state import BOARD, LIMITS, STATE
 from .storage import StoreError
 
 log = logging.getLogger("railscope.collector.alerts")
@@ -321,8 +321,6 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
 
 # -- HTTP: POST /v1/alerts (alerting role) -----------------------------------------------------
 
-LIMITS: web.AppKey[AlertLimits] = web.AppKey("alert_limits", AlertLimits)
-
 
 async def _body(request: web.Request) -> bytes:
     """The payload, read up to the cap (``client_max_size`` does not guard ``request.content``)."""
@@ -359,7 +357,7 @@ async def receive(request: web.Request) -> web.Response:
         now = time.time()
         decision = decide(hook, board.all(), now, limits)
         for req in decision.queue:
-            await board.box.put(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
+            await board.store.put_small(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
             board.note(req)
     except StoreError as exc:
         # 5xx: Alertmanager sends the group again, and the requests are idempotent.

@@ -11,8 +11,8 @@
 
 A browser sends the operator token as HTTP Basic credentials (any user name, the token as the
 password: a 401 asks for them with ``WWW-Authenticate: Basic``) or as a bearer token (a proxy, a
-script). The analysis of a bundle is cached beside it in the store (``<name>.analysis.json``; a
-hidden ``.<name>.analysis.json`` in a local store), keyed by the bundle's sha256 and the railscope
+script). The analysis of a bundle is cached beside it in the store (``<name>.analysis.json``, a small
+object of the store), keyed by the bundle's sha256 and the railscope
 version and the expectations judged (``RAILSCOPE_<FLAG>`` variables, as doctor reads them), so no page
 reads a large bundle twice; analyses run one at a time per replica, off the event
 loop, and two pages asking for the same bundle share one analysis.
@@ -28,7 +28,6 @@ import os
 import re
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -37,15 +36,16 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from agent import __version__
+from agent.expectations import expectations_from_env
 from agent.report.html import CSS, esc, pill
 from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
 from .auth import AuthError
 from .bundles import fetch
-from .state import STATE, Collector
+from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, STATE, Collector
 from .storage import Stored, StoreError
 
-__all__ = ["add_routes", "analysis_of", "expectations"]
+__all__ = ["add_routes", "analysis_of"]
 
 SCHEMA = "railscope.analysis/v1"
 _PARTS = "{cluster}/{date}/{incident}/{name}"
@@ -54,9 +54,6 @@ _REALM = 'Basic realm="railscope collector", charset="UTF-8"'
 #: Worst findings shown per node on the incident page (the report page has them all).
 WORST = 4
 
-_LOCKS: web.AppKey[dict[str, asyncio.Lock]] = web.AppKey("analysis_locks", dict)
-_SLOTS: web.AppKey[asyncio.Semaphore] = web.AppKey("analysis_slots", asyncio.Semaphore)
-_EXPECT: web.AppKey[Any] = web.AppKey("analysis_expectations", object)
 
 
 # -- auth ---------------------------------------------------------------------------------------
@@ -106,37 +103,20 @@ async def _operator(request: web.Request) -> web.Response | None:
 
 # -- analysis, cached beside the bundle ------------------------------------------------------------
 
-def _cache_local(col: Collector, key: BundleKey) -> str | None:
-    root = getattr(col.store, "root", None)
-    if root is None:
-        return None
-    return os.path.join(str(root), key.dir, f".{key.name}.analysis.json")
+#: The largest cached analysis read back (the report page of a node with many rails and events).
+MAX_ANALYSIS_BYTES = 64 << 20
+
+
+def _cache_rel(key: BundleKey) -> str:
+    return f"{key.dir}/{key.name}.analysis.json"
 
 
 async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
-    loop = asyncio.get_running_loop()
-    path = _cache_local(col, key)
+    """The cached analysis of ``key``; None when there is none, it cannot be read or is not one."""
     try:
-        if path is not None:
-            def read() -> bytes | None:
-                try:
-                    with open(path, "rb") as fh:
-                        return fh.read(64 << 20)
-                except FileNotFoundError:
-                    return None
-            raw = await loop.run_in_executor(None, read)
-        elif hasattr(col.store, "bucket"):
-            store: Any = col.store
-            try:
-                resp = await store.call("get_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json")
-            except Exception as exc:
-                if "NoSuchKey" in repr(exc) or "404" in repr(exc):
-                    return None
-                raise
-            raw = await loop.run_in_executor(None, resp["Body"].read)
-        else:
-            return None
-    except OSError:
+        raw = await col.store.get_small(_cache_rel(key), MAX_ANALYSIS_BYTES)
+    except StoreError:
+        col.metrics.storage_errors.labels("read").inc()
         return None
     if raw is None:
         return None
@@ -148,74 +128,8 @@ async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
 
 
 async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any]) -> None:
-    data = json.dumps(doc, separators=(",", ":")).encode()
-    path = _cache_local(col, key)
-    if path is not None:
-        def write() -> None:
-            # 0o640 like the bundle beside it: the analysis quotes what the bundle holds.
-            tmp = f"{path}.{uuid.uuid4().hex[:12]}.part"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        await asyncio.get_running_loop().run_in_executor(None, write)
-    elif hasattr(col.store, "bucket"):
-        store: Any = col.store
-        await store.call("put_object", Bucket=store.bucket, Key=key.key(store.prefix) + ".analysis.json",
-                         Body=data, ContentType="application/json")
-
-
-def expectations() -> Any:
-    """What the reports judge against: the ``RAILSCOPE_<FLAG>`` variables doctor reads
-    (``RAILSCOPE_RAILS=8``, ``RAILSCOPE_EXPECT_ESWITCH_MODE=switchdev``), else nothing expected."""
-    import argparse
-
-    from agent.commands.common import add_expectation_flags, expectations_from_args
-
-    p = argparse.ArgumentParser(add_help=False)
-    add_expectation_flags(p)
-    return expectations_from_args(p.parse_args([]))
-
-
-def _analyse_file(path: str, source: str, exp: Any) -> dict[str, Any]:
-    """Doctor and report of a bundle on disk (a worker thread: reading and analysing are blocking)."""
-    from agent.analysis.diagnose import diagnose, with_unavailable
-    from agent.analysis.topology import build_topology
-    from agent.config import ReadConfig
-    from agent.host import HostError
-    from agent.host.recorded import open_image
-    from agent.readers.history import load_history
-    from agent.readers.kernel_table import load_kernel_table
-    from agent.readers.snapshot import take_snapshot
-    from agent.report.content import build_report
-    from agent.report.html import render_html
-
-    try:
-        host = open_image(path)
-    except HostError as exc:
-        return {"error": str(exc).replace(path, source)}
-    try:
-        snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates))
-        topo = build_topology(snap, exp)
-        hist = load_history(host)
-        diag = diagnose(snap, exp, events=hist.events, recorder=hist.recorder, capture_time=hist.capture_time,
-                        kernel_table=load_kernel_table(exp.kernel_table_file), topology=topo)
-        diag = with_unavailable(diag, hist.unavailable)
-        image = host.image
-        problems = image.problems if image is not None else ()
-        diag = with_unavailable(diag, problems)
-        manifest_error = next((why for src, why in problems if src == "manifest"), None)
-        manifest = image.manifest.as_json() if image is not None and image.manifest is not None else None
-        rep = build_report(source, diag, hist, manifest, manifest_error=manifest_error,
-                           lossless_prio=exp.lossless_prio)
-        page = render_html(rep, version=__version__)
-    except HostError as exc:
-        return {"error": str(exc).replace(path, source)}
-    except Exception as exc:  # a damaged bundle must give a page that says so, not a 500
-        return {"error": f"could not analyse: {type(exc).__name__}: {exc}".replace(path, source)}
-    finally:
-        host.close()
-    return {"doctor": diag.as_json(), "html": page}
+    # The store writes it 0o640 like the bundle beside it: the analysis quotes what the bundle holds.
+    await col.store.put_small(_cache_rel(key), json.dumps(doc, separators=(",", ":")).encode())
 
 
 #: One analysis may take this long and this much address space; it runs in a process of its own,
@@ -226,21 +140,12 @@ ANALYSIS_MEMORY_BYTES = 2 << 30
 #: analysed by later requests or by their own report page.
 PAGE_ANALYSES = 4
 
-_CHILD = """
-import json, resource, sys
-resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[3]), int(sys.argv[3])))
-from collector.pages import _analyse_file, expectations
-doc = _analyse_file(sys.argv[1], sys.argv[2], expectations())
-sys.stdout.write(json.dumps(doc))
-"""
-
-
 async def _analyse_in_child(path: str, source: str) -> dict[str, Any]:
-    """:func:`_analyse_file` in a subprocess bounded in time and memory; a failure is an error document."""
+    """``python -m collector.analysis`` bounded in time and memory; a failure is an error document."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(Path(__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])]))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _CHILD, path, source, str(ANALYSIS_MEMORY_BYTES), env=env,
+        sys.executable, "-m", "collector.analysis", path, source, str(ANALYSIS_MEMORY_BYTES), env=env,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), ANALYSIS_TIMEOUT_S)
@@ -270,10 +175,10 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
     """
     col = request.app[STATE]
     key = stored.key
-    locks = request.app[_LOCKS]
+    locks = request.app[ANALYSIS_LOCKS]
     lock = locks.setdefault(key.rel, asyncio.Lock())
     async with lock:
-        exp = request.app[_EXPECT]
+        exp = request.app[ANALYSIS_EXPECT]
         judged = repr(exp)
         cached = await _cache_get(col, key)
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
@@ -282,7 +187,7 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
         if not analyse:
             return {"pending": True, "key": key.rel}
         try:
-            async with request.app[_SLOTS]:
+            async with request.app[ANALYSIS_SLOTS]:
                 doc = await _analyse_stored(col, stored, exp)
         except (StoreError, FileNotFoundError) as exc:
             # The store failed, not the bundle: say so on the page, cache nothing, try again next time.
@@ -360,6 +265,15 @@ async def index(request: web.Request) -> web.Response:
     return _page("railscope incidents", body)
 
 
+def _next(code: Any) -> str:
+    """A finding code's next step (agent/findings.py NEXT_STEPS), as a line under it; nothing for a code
+    this collector does not know."""
+    from agent.findings import next_step
+
+    step = next_step(str(code))
+    return f'<div class="muted next">Next: {esc(step)}</div>' if step else ""
+
+
 def _worst(doc: dict[str, Any]) -> list[dict[str, Any]]:
     findings = doc.get("doctor", {}).get("findings", []) if isinstance(doc.get("doctor"), dict) else []
     return [f for f in findings if isinstance(f, dict)][:WORST]
@@ -418,7 +332,7 @@ async def incident(request: web.Request) -> web.Response:
             fs = _worst(doc)
             total = len(doc["doctor"].get("findings", []))
             worst = "<br>".join(f"{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
-                                f"<code>{esc(f.get('subject'))}</code>" for f in fs) or \
+                                f"<code>{esc(f.get('subject'))}</code>{_next(f.get('code'))}" for f in fs) or \
                 '<span class="pill ok">OK</span> no findings'
             if total > len(fs):
                 worst += f'<br><span class="muted">and {total - len(fs)} more</span>'
@@ -428,12 +342,13 @@ async def incident(request: web.Request) -> web.Response:
     fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d and "pending" not in d)
     if fleet:
         frows = "".join(f"<tr><td>{pill(sev)}</td><td class=mono>{esc(c)}</td><td class=mono>{esc(subj)}</td>"
-                        f"<td><b>{len(nodes)}</b> nodes</td><td class=mono>{esc(', '.join(nodes))}</td></tr>"
+                        f"<td><b>{len(nodes)}</b> nodes</td><td class=mono>{esc(', '.join(nodes))}</td>"
+                        f"<td>{_next(c)}</td></tr>"
                         for c, subj, sev, nodes in fleet)
         fleet_html = ("<p>The same code on the same rail of several nodes points at what they share (a leaf "
                       "switch, a cable bundle, a fabric setting) before the nodes themselves.</p>"
                       "<table id=fleet><thead><tr><th>Severity</th><th>Code</th><th>Subject</th><th>Seen on</th>"
-                      f"<th>Nodes</th></tr></thead><tbody>{frows}</tbody></table>")
+                      f"<th>Nodes</th><th>Next step</th></tr></thead><tbody>{frows}</tbody></table>")
     else:
         fleet_html = "<p>No finding is shared by two nodes.</p>"
     nodes = sorted({s.key.node for s in found})
@@ -483,9 +398,9 @@ async def download(request: web.Request) -> web.StreamResponse:
 
 def add_routes(app: web.Application) -> None:
     """The pages, under ``/ui/``."""
-    app[_LOCKS] = {}
-    app[_SLOTS] = asyncio.Semaphore(1)
-    app[_EXPECT] = expectations()
+    app[ANALYSIS_LOCKS] = {}
+    app[ANALYSIS_SLOTS] = asyncio.Semaphore(1)
+    app[ANALYSIS_EXPECT] = expectations_from_env()
     app.router.add_get("/ui/", index)
     app.router.add_get("/ui/incidents/{cluster}/{date}/{incident}", incident)
     app.router.add_get(f"/ui/bundles/{_PARTS}", report)

@@ -1,17 +1,28 @@
-"""The collector's shared state and its ``web.AppKey`` declaration, in one place."""
+"""The collector's shared state and every ``web.AppKey`` of its app, in one place (STYLE: aiohttp apps).
+
+A module that needs another's state reads it through a key declared here, so no handler module
+imports another for its state (the alert handler and the request API once did, both ways).
+"""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from agent.config import Expectations
+
 from .auth import Authenticator
-from .config import CollectorSettings
+from .config import AlertLimits, CollectorSettings
 from .metrics import CollectorMetrics
 from .storage import Store
 
-__all__ = ["STATE", "Collector"]
+if TYPE_CHECKING:
+    from .requests import RequestBoard
+
+__all__ = ["ANALYSIS_EXPECT", "ANALYSIS_LOCKS", "ANALYSIS_SLOTS", "BOARD", "LIMITS", "STATE", "Collector"]
 
 
 @dataclass
@@ -24,3 +35,13 @@ class Collector:
 
 
 STATE: web.AppKey[Collector] = web.AppKey("collector", Collector)
+#: this replica's view of the stored capture requests (``requests.setup`` starts and stops it)
+BOARD: web.AppKey[RequestBoard] = web.AppKey("request_board")
+#: the bounds on captures asked by alerts and operators
+LIMITS: web.AppKey[AlertLimits] = web.AppKey("alert_limits", AlertLimits)
+#: a lock per bundle being analysed, so two pages asking for one bundle share one analysis
+ANALYSIS_LOCKS: web.AppKey[dict[str, asyncio.Lock]] = web.AppKey("analysis_locks", dict)
+#: analyses running at once on this replica
+ANALYSIS_SLOTS: web.AppKey[asyncio.Semaphore] = web.AppKey("analysis_slots", asyncio.Semaphore)
+#: what stored bundles are judged against (the ``RAILSCOPE_<FLAG>`` variables)
+ANALYSIS_EXPECT: web.AppKey[Expectations] = web.AppKey("analysis_expectations", Expectations)

@@ -9,24 +9,27 @@ mismatch or a refused request, 3 bad usage.
 from __future__ import annotations
 
 import argparse
-import hashlib
+import asyncio
 import json
-import os
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from .common import env_default
+from agent.clients.collector import CollectorClient, CollectorError
 
-_CHUNK = 1 << 20
+from .common import EXIT_USAGE, env_default
+
+
+def _common(p: argparse.ArgumentParser, default: object) -> None:
+    p.add_argument("--collector", default=default if default is argparse.SUPPRESS else env_default("collector", None),
+                   metavar="URL",
+                   help="The collector's URL, e.g. http://railscope-collector:9842. Required (or RAILSCOPE_COLLECTOR).")
+    p.add_argument("--token-file", default=default if default is argparse.SUPPRESS else env_default("token-file", None),
+                   metavar="FILE",
+                   help="A file holding an operator token. Default: none (only an --insecure-dev collector answers).")
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
-                   help="The collector's URL, e.g. http://railscope-collector:9842. Required (or RAILSCOPE_COLLECTOR).")
-    p.add_argument("--token-file", default=env_default("token-file", None), metavar="FILE",
-                   help="A file holding an operator token. Default: none (only an --insecure-dev collector answers).")
+    _common(p, None)
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     ls = sub.add_parser("ls", help="List stored bundles.")
     for name in ("cluster", "date", "incident", "node"):
@@ -38,36 +41,14 @@ def register(p: argparse.ArgumentParser) -> None:
     ver = sub.add_parser("verify", help="Ask the collector to re-hash a stored bundle.")
     ver.add_argument("key")
     ver.add_argument("--json", action="store_true")
+    # The same options after the action (`bundles ls --collector URL`): SUPPRESS keeps a value given
+    # before the action when none is given after it.
+    for action in (ls, get, ver):
+        _common(action, argparse.SUPPRESS)
 
 
-class _Fail(Exception):
-    pass
-
-
-def _request(args: argparse.Namespace, path: str, method: str = "GET"):  # type: ignore[no-untyped-def]
-    headers = {}
-    if args.token_file:
-        headers["Authorization"] = "Bearer " + Path(args.token_file).read_text().strip()
-    req = urllib.request.Request(args.collector.rstrip("/") + path, method=method, headers=headers)
-    try:
-        return urllib.request.urlopen(req, timeout=60)
-    except urllib.error.HTTPError as exc:
-        try:
-            doc = json.loads(exc.read())
-            why = f"{doc.get('error')}: {doc.get('message')}"
-        except ValueError:
-            why = exc.reason
-        raise _Fail(f"collector answered {exc.code} ({why})") from None
-    except (urllib.error.URLError, OSError) as exc:
-        raise _Fail(f"cannot reach {args.collector}: {getattr(exc, 'reason', exc)}") from None
-
-
-def _ls(args: argparse.Namespace) -> int:
-    from urllib.parse import urlencode
-
-    q = {k: getattr(args, k) for k in ("cluster", "date", "incident", "node") if getattr(args, k)}
-    with _request(args, "/v1/bundles" + ("?" + urlencode(q) if q else "")) as resp:
-        doc = json.loads(resp.read())
+async def _ls(client: CollectorClient, args: argparse.Namespace) -> int:
+    doc = await client.list(**{k: getattr(args, k) for k in ("cluster", "date", "incident", "node")})
     if args.json:
         print(json.dumps(doc, indent=1))
         return 0
@@ -80,44 +61,24 @@ def _ls(args: argparse.Namespace) -> int:
     return 0
 
 
-def _get(args: argparse.Namespace) -> int:
+async def _get(client: CollectorClient, args: argparse.Namespace) -> int:
     name = args.key.rsplit("/", 1)[-1]
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    with _request(args, f"/v1/bundles/{args.key}.sha256") as resp:
-        sha_line = resp.read().decode()
-    recorded = sha_line.split()[0] if sha_line.split() else ""
-    tmp = out / f".{name}.part"
-    h, n = hashlib.sha256(), 0
-    tty = sys.stderr.isatty()
-    with _request(args, f"/v1/bundles/{args.key}") as resp, open(tmp, "wb") as fh:
-        total = int(resp.headers.get("Content-Length") or 0)
-        while data := resp.read(_CHUNK):
-            fh.write(data)
-            h.update(data)
-            n += len(data)
-            if tty:
-                pct = f" {100 * n // total}%" if total else ""
-                print(f"\r{name}: {n >> 20} MiB{pct}", end="", file=sys.stderr, flush=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if tty:
-        print(file=sys.stderr)
-    if total and n != total:
-        tmp.unlink(missing_ok=True)
-        raise _Fail(f"{name}: short download ({n} of {total} bytes)")
-    if h.hexdigest() != recorded:
-        tmp.unlink(missing_ok=True)
-        raise _Fail(f"{name}: sha256 {h.hexdigest()} is not the recorded {recorded}")
-    os.replace(tmp, out / name)
-    (out / (name + ".sha256")).write_text(sha_line)
-    print(f"{out / name}: {n} bytes, sha256 {recorded} OK")
+    progress = None
+    if sys.stderr.isatty():
+        def progress(n: int, total: int | None) -> None:
+            pct = f" {100 * n // total}%" if total else ""
+            print(f"\r{name}: {n >> 20} MiB{pct}", end="", file=sys.stderr, flush=True)
+    try:
+        path, recorded = await client.get(args.key, Path(args.output), progress=progress)
+    finally:
+        if progress is not None:
+            print(file=sys.stderr)
+    print(f"{path}: {path.stat().st_size} bytes, sha256 {recorded} OK")
     return 0
 
 
-def _verify(args: argparse.Namespace) -> int:
-    with _request(args, f"/v1/bundles/{args.key}/verify", method="POST") as resp:
-        doc = json.loads(resp.read())
+async def _verify(client: CollectorClient, args: argparse.Namespace) -> int:
+    doc = await client.verify(args.key)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
@@ -134,8 +95,12 @@ def run(args: argparse.Namespace) -> int:
     if action is None:
         print("railscope bundles: say ls, get or verify", file=sys.stderr)
         return 3
+    async def call() -> int:
+        async with CollectorClient(args.collector, token_file=args.token_file, token_flag="--token-file") as client:
+            return await action(client, args)
+
     try:
-        return action(args)
-    except _Fail as exc:
+        return asyncio.run(call())
+    except CollectorError as exc:
         print(f"railscope bundles: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE if exc.code == "token_file" else 1

@@ -12,22 +12,14 @@ import argparse
 import os
 import sys
 
-from agent.commands.common import _template, add_scope_flag, env_default, seconds
+from agent.commands.common import (
+    _template,
+    add_scope_flag,
+    env_default,
+    non_negative_seconds,
+    positive_seconds,
+)
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
-
-
-def _positive(text: str) -> float:
-    val = seconds(text)
-    if val <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return val
-
-
-def _non_negative(text: str) -> float:
-    val = seconds(text)
-    if val < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return val
 
 
 def register_common(p: argparse.ArgumentParser) -> None:
@@ -44,7 +36,7 @@ def register_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rdma-template", type=_template, action="append", default=None,
                    help="RDMA device name template. Repeatable. Default: "
                         f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
-    p.add_argument("--command-timeout", type=_positive, default=10.0, metavar="SECONDS",
+    p.add_argument("--command-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
     add_scope_flag(p)
 
@@ -62,11 +54,11 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redact-key-file", default=env_default("redact-key-file", None), metavar="FILE",
                    help="HMAC key for --redact (at least 16 bytes; the chart mounts a cluster Secret), so the same "
                         "address gets the same pseudonym on every node. Default: a random key for this bundle only.")
-    p.add_argument("--deadline", type=_positive, default=300.0, metavar="SECONDS",
+    p.add_argument("--deadline", type=positive_seconds, default=300.0, metavar="SECONDS",
                    help="Overall deadline: what has finished by then is packed (a partial bundle). Default: 300.")
     p.add_argument("--parallel", type=int, default=4, metavar="N",
                    help="Steps run at once (firmware reads stay one at a time per PF). Default: 4.")
-    p.add_argument("--recorder-gap", type=_non_negative, default=10.0, metavar="SECONDS",
+    p.add_argument("--recorder-gap", type=non_negative_seconds, default=10.0, metavar="SECONDS",
                    help="Without a running agent, recorder.jsonl holds two samples of the rail counters this far "
                         "apart, so rates exist offline; 0 takes one sample. Default: 10.")
     p.add_argument("--agent", default=env_default("agent", None), metavar="unix:PATH|URL",
@@ -83,14 +75,17 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent token for --collector (a projected ServiceAccount token in a pod). Default: none.")
     r = p.add_argument_group("asking a node's agent to capture (operator role)")
-    r.add_argument("--operator-token-file", default=env_default("operator-token-file", None), metavar="FILE",
+    # --token-file, as in `bundles` and `report`: the operator's token file has one name everywhere.
+    r.add_argument("--token-file", "--operator-token-file", dest="operator_token_file",
+                   default=env_default("token-file", env_default("operator-token-file", None)), metavar="FILE",
                    help="With --collector, queue a capture request for --node and --incident instead of capturing "
-                        "here: the node's agent pulls it, captures and uploads. The file holds an operator token. "
+                        "here: the node's agent pulls it, captures and uploads. The file holds an operator token, "
+                        "as for railscope bundles and report (--operator-token-file is its older name). "
                         "Default: none (capture here).")
     r.add_argument("--wait", action="store_true",
-                   help="Queue the request (as --operator-token-file does) and wait until its bundle is stored, "
+                   help="Queue the request (as --token-file does) and wait until its bundle is stored, "
                         "then print its key. Default: off.")
-    r.add_argument("--wait-timeout", type=_positive, default=600.0, metavar="SECONDS",
+    r.add_argument("--wait-timeout", type=positive_seconds, default=600.0, metavar="SECONDS",
                    help="With --wait: give up after this long (exit 1). Default: 600.")
 
 
@@ -134,16 +129,10 @@ def _request(args: argparse.Namespace) -> int:
     except KeyPartError as exc:
         print(f"railscope capture: {exc} (--collector needs --node and --incident)", file=sys.stderr)
         return 3
-    try:
-        token = (open(args.operator_token_file, encoding="utf-8").read().strip()
-                 if args.operator_token_file else None)
-    except OSError as exc:
-        print(f"railscope capture: --operator-token-file: {exc.strerror or exc}", file=sys.stderr)
-        return 3
     params = {"pod_netns": bool(args.pod_netns), "redact": bool(args.redact)}
     try:
-        req = asyncio.run(queue_request(args.collector, node, incident, token=token, params=params,
-                                        wait_s=args.wait_timeout if args.wait else None))
+        req = asyncio.run(queue_request(args.collector, node, incident, token_file=args.operator_token_file,
+                                        params=params, wait_s=args.wait_timeout if args.wait else None))
     except RequestFailed as exc:
         print(f"railscope capture: {exc}", file=sys.stderr)
         return 1
@@ -186,11 +175,12 @@ def run(args: argparse.Namespace) -> int:
         return 3
     events, recorder = None, None
     if args.agent:
-        from agent.capture.agent_data import AgentDataError, fetch_agent_data
+        from agent.clients.agent import AgentClient, AgentClientError
 
         try:
-            events, recorder = fetch_agent_data(args.agent, args.agent_token_file)
-        except AgentDataError as exc:
+            client = AgentClient(args.agent, token_file=args.agent_token_file)
+            events, recorder = client.events(), client.recorder()
+        except AgentClientError as exc:
             print(f"railscope capture: the agent's events and recorder are not in this bundle: {exc}", file=sys.stderr)
     params = CaptureParams(node=args.node, cluster=args.cluster, incident=args.incident, reason=args.reason,
                            redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
@@ -239,8 +229,10 @@ def run(args: argparse.Namespace) -> int:
         from agent.capture.upload import UploadError
 
         if isinstance(upload_res, UploadError):
-            print(f"railscope capture: upload to {args.collector} failed: {upload_res} (the bundle is in {res.path})",
-                  file=sys.stderr)
+            # A refusal (401, 403, 409, 413, 422) is final: sending again cannot help until it is fixed.
+            final = "" if upload_res.retryable else "refused, not sent again: "
+            print(f"railscope capture: upload to {args.collector} failed: {final}{upload_res} "
+                  f"(the bundle is in {res.path})", file=sys.stderr)
             return 1
         print(f"collector {upload_res.status} {upload_res.key}")
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import _bool_word, _duration, env_default
+from .common import _bool_word, _duration, duration_or_zero, env_default
 
 _SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -106,16 +106,12 @@ def register(p: argparse.ArgumentParser) -> None:
     _alert_flags(p)
 
 
-def _duration_or_zero(text: str) -> float:
-    return 0.0 if text.strip() in ("0", "0s", "off") else _duration(text)
-
-
 def _alert_flags(p: argparse.ArgumentParser) -> None:
     c = p.add_argument_group("capture on alert (POST /v1/alerts)")
     c.add_argument("--capture-on-alert", type=_bool_word, default=_bool_word(env_default("capture-on-alert", "on") or "on"),
                    metavar="on|off",
                    help="The kill switch: off queues no capture for any alert (operators can still ask). Default: on.")
-    c.add_argument("--capture-cooldown", type=_duration_or_zero, default=env_default("capture-cooldown", "15m"),
+    c.add_argument("--capture-cooldown", type=duration_or_zero, default=env_default("capture-cooldown", "15m"),
                    help="A node captured this recently, for any incident, is not captured again; 0 turns the "
                         "cooldown off. Default: 15m.")
     c.add_argument("--capture-max-in-flight", type=_count, default=env_default("capture-max-in-flight", "20"),

@@ -21,7 +21,8 @@ from proto.keys import bundle_id, check_part
 
 def capture_streamed(args: argparse.Namespace, host: Any, params: Any, progress: Any) -> tuple[Any, Any]:
     from agent.capture.runner import capture_to_file
-    from agent.capture.upload import DEFAULT_CLUSTER, upload_while_producing
+    from agent.capture.upload import DEFAULT_CLUSTER
+    from agent.clients.collector import CollectorClient
 
     now = time.time()
     node = check_part("node", (params.node or socket.gethostname()).lower())
@@ -36,4 +37,9 @@ def capture_streamed(args: argparse.Namespace, host: Any, params: Any, progress:
     def produce(on_chunk: Any) -> Any:
         return capture_to_file(host, args.output, params, progress=progress, on_chunk=on_chunk)
 
-    return asyncio.run(upload_while_producing(args.collector, hello, produce, token_file=args.collector_token_file))
+    async def send() -> tuple[Any, Any]:
+        async with CollectorClient(args.collector, token_file=args.collector_token_file,
+                                   token_flag="--collector-token-file") as client:
+            return await client.upload_while_producing(hello, produce)
+
+    return asyncio.run(send())

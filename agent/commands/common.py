@@ -3,49 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from agent.config import Expectations
+from agent.expectations import (  # noqa: F401 (the subcommands' flag helpers, kept importable from here)
+    _bool_word,
+    _duration,
+    _template,
+    add_expectation_flags,
+    env_default,
+    expectations_from_args,
+)
 from agent.model import KernelRow
-from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
 
 __all__ = ["EXIT_USAGE", "add_expectation_flags", "add_scope_flag", "env_default", "expectations_from_args", "fail", "judged_by",
            "seconds"]
 
 #: The exit status of bad usage (a flag, a --from path, a --kernel-table that cannot be used).
 EXIT_USAGE = 3
-
-
-def env_default(name: str, default: str | None) -> str | None:
-    """Every flag can also come from ``RAILSCOPE_<NAME>`` (flag words upper-cased, ``-`` -> ``_``)."""
-    return os.environ.get("RAILSCOPE_" + name.upper().replace("-", "_"), default)
-
-
-def _bool_word(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "yes", "on", "1", "enabled"):
-        return True
-    if low in ("false", "no", "off", "0", "disabled"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _prio(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a priority 0-7, got {text!r}") from None
-    if not 0 <= n <= 7:
-        raise argparse.ArgumentTypeError(f"expected a priority 0-7, got {n}")
-    return n
-
-
-def _template(text: str) -> str:
-    why = validate_template(text)
-    if why:
-        raise argparse.ArgumentTypeError(why)
-    return text
 
 
 def seconds(text: str) -> float:
@@ -56,105 +31,25 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
 
 
-def _duration(text: str) -> float:
-    """Seconds, or with a unit: 90s, 15m, 1h."""
-    t = text.strip().lower()
-    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
-    try:
-        val = float(t[:-1]) * mult if mult else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a duration such as 900, 15m or 1h, got {text!r}") from None
+def positive_seconds(text: str) -> float:
+    """A flag's number of seconds above zero (a timeout, a deadline)."""
+    val = seconds(text)
     if val <= 0:
-        raise argparse.ArgumentTypeError("a duration must be positive")
+        raise argparse.ArgumentTypeError("must be positive")
     return val
 
 
-def _ber(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a ratio such as 2.4e-4, got {text!r}") from None
-    if not 0 < x < 1:
-        raise argparse.ArgumentTypeError(f"expected a ratio in (0, 1), got {x}")
-    return x
+def non_negative_seconds(text: str) -> float:
+    """A flag's number of seconds, zero allowed (zero turns the wait off)."""
+    val = seconds(text)
+    if val < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return val
 
 
-def _regex(text: str) -> str:
-    import re
-
-    try:
-        re.compile(text)
-    except re.error as exc:
-        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from None
-    return text
-
-
-def add_scope_flag(p: argparse.ArgumentParser) -> None:
-    """``--exclude-devices``: the devices firmware-touching reads never reach (DESIGN §3)."""
-    p.add_argument("--exclude-devices", type=_regex, default=env_default("exclude-devices", None), metavar="REGEX",
-                   help="Never send a firmware-touching read (ethtool statistics and module EEPROM, devlink per "
-                        "instance) to a device whose PCI address or netdev name this regular expression matches. "
-                        "Only rail PFs and the PFs the udev rules name are ever asked. Default: none excluded.")
-
-
-def add_expectation_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("expectations (nothing is judged unless asked)")
-    g.add_argument("--lossless-prio", type=_prio, default=int(env_default("lossless-prio", "3") or 3),
-                   help="The RoCE lossless priority whose PFC counters are judged. Default: 3.")
-    g.add_argument("--expect-eswitch-mode", choices=("switchdev", "legacy"),
-                   default=env_default("expect-eswitch-mode", None),
-                   help="Report PFs with VFs whose eswitch is in another mode. Default: no expectation.")
-    g.add_argument("--expect-esw-multiport", type=_bool_word, default=env_default("expect-esw-multiport", None),
-                   help="Report NICs whose esw_multiport (LAG) is not this value (true/false). "
-                        "Default: no expectation; a torn value across the PFs of one NIC is always reported.")
-    g.add_argument("--expect-rdma-netns", choices=("shared", "exclusive"),
-                   default=env_default("expect-rdma-netns", None),
-                   help="Report an RDMA netns mode other than this. Default: no expectation (a node that asks "
-                        "for exclusive mode in modprobe.d or the cmdline but runs shared is always reported).")
-    g.add_argument("--rails", type=int, default=env_default("rails", None),
-                   help="Expect rails 0..N-1 when the node has no udev naming rules, named by the first net "
-                        "template with only %%rail_id%% (none: no rails expected). Default: the rails the udev "
-                        "rules name.")
-    g.add_argument("--net-template", type=_template, action="append", default=None,
-                   help="Netdev name template in the operator's syntax, e.g. net_rail%%rail_id%%. Repeatable. "
-                        f"Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')} tried in order.")
-    g.add_argument("--rdma-template", type=_template, action="append", default=None,
-                   help="RDMA device name template. Repeatable. Default: "
-                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
-    g.add_argument("--event-window", type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
-                   help="Agent events this long before the capture time become findings. Default: 15m.")
-    g.add_argument("--ber-warning", type=_ber, default=_ber(env_default("ber-warning", "2.4e-4") or "2.4e-4"),
-                   help="LinkDegrading: a pre-FEC corrected-bit ratio (rx_corrected_bits_phy / rx_bits_phy) above "
-                        "this over --ber-window is a warning. Default: 2.4e-4, the BER IEEE 802.3 (802.3bs / "
-                        "802.3cd PAM4 PMDs) specifies at the input of the RS(544,514) KP4 FEC.")
-    g.add_argument("--ber-window", type=_duration, default=_duration(env_default("ber-window", "5m") or "5m"),
-                   help="LinkDegrading: the window the corrected-bit ratio and symbol errors are measured over "
-                        "(two samples of the agent, the flight recorder's span). Default: 5m.")
-    g.add_argument("--kernel-table", default=env_default("kernel-table", None), metavar="FILE",
-                   help="A JSON file of extra validated-kernel rows for DriverKernelUnvalidated, added to the "
-                        "shipped table. Default: the shipped table only.")
-
-
-def expectations_from_args(args: argparse.Namespace) -> Expectations:
-    rails = args.rails
-    if isinstance(rails, str):
-        rails = int(rails)
-    esw = args.expect_esw_multiport
-    if isinstance(esw, str):
-        esw = _bool_word(esw)
-    return Expectations(
-        lossless_prio=args.lossless_prio,
-        eswitch_mode=args.expect_eswitch_mode,
-        esw_multiport=esw,
-        rdma_netns=args.expect_rdma_netns,
-        rails=rails,
-        net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
-        rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
-        event_window_s=args.event_window,
-        kernel_table_file=args.kernel_table,
-        ber_warning=getattr(args, "ber_warning", 2.4e-4),
-        ber_window_s=getattr(args, "ber_window", 300.0),
-    )
+def duration_or_zero(text: str) -> float:
+    """A duration (90s, 15m, 1h), or ``0`` / ``0s`` / ``off`` for none."""
+    return 0.0 if text.strip() in ("0", "0s", "off") else _duration(text)
 
 
 def judged_by(args: argparse.Namespace) -> tuple[Expectations, tuple[KernelRow, ...]]:
@@ -175,3 +70,21 @@ def fail(command: str, msg: str, status: int = EXIT_USAGE) -> int:
 
     sys.stderr.write(f"railscope {command}: error: {safe(msg)}\n")
     return status
+
+
+def _regex(text: str) -> str:
+    import re
+
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from None
+    return text
+
+
+def add_scope_flag(p: argparse.ArgumentParser) -> None:
+    """``--exclude-devices``: the devices firmware-touching reads never reach (DESIGN §3)."""
+    p.add_argument("--exclude-devices", type=_regex, default=env_default("exclude-devices", None), metavar="REGEX",
+                   help="Never send a firmware-touching read (ethtool statistics and module EEPROM, devlink per "
+                        "instance) to a device whose PCI address or netdev name this regular expression matches. "
+                        "Only rail PFs and the PFs the udev rules name are ever asked. Default: none excluded.")

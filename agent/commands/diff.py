@@ -14,7 +14,10 @@ import sys
 
 from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
 
-__all__ = ["register", "run"]
+__all__ = ["LIVE", "register", "run"]
+
+#: the word that means "this node, now" where a path is expected (``diff BEFORE live``)
+LIVE = "live"
 
 
 
@@ -42,7 +45,8 @@ def _started(manifest: dict | None) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from agent.analysis.diff import Side, diff
-    from agent.commands.sources import LIVE, SourceError, load
+    from agent.host import HostError
+    from agent.offline import SourceError, diagnose_host, diagnose_image
 
     if args.before == LIVE and args.after == LIVE:
         return _fail("BEFORE and AFTER cannot both be live")
@@ -53,8 +57,14 @@ def run(args: argparse.Namespace) -> int:
     sides = []
     for source in (args.before, args.after):
         try:
-            got = load(source, exp, table, host_root=args.host_root, allow_live=True)
-        except SourceError as exc:
+            if source == LIVE:
+                from agent.host.live import LiveHost
+
+                with LiveHost(args.host_root) as host:
+                    got = diagnose_host(host, exp, table, source=source)
+            else:
+                got = diagnose_image(source, exp, table)
+        except (SourceError, HostError) as exc:
             return _fail(str(exc))
         timed = source == LIVE or got.history.capture_time is not None or _started(got.manifest)
         sides.append(Side(source, got.snapshot, got.topology, got.diagnosis, exp.lossless_prio, timed,

@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from agent.analysis import pipeline
-from agent.analysis.diagnose import with_unavailable
 from agent.commands.common import add_expectation_flags, add_scope_flag, env_default, fail, judged_by
-from agent.config import Expectations, ReadConfig
-from agent.findings import Diagnosis
+from agent.config import Expectations
 from agent.host import HostError
 from agent.model import Snapshot
-from agent.readers.history import load_history
 
 __all__ = ["register", "run"]
 
@@ -83,39 +78,29 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
 
-    from agent.readers.snapshot import take_snapshot
+    from agent.offline import SourceError, diagnose_host, open_source
 
     try:
         if args.source is not None:
             # --from '' is a mistake (an unset variable), never "this node".
             if not args.source.strip():
                 return _fail("--from: an empty path is not a node image")
-            from agent.host.recorded import open_image
-
-            host = open_image(args.source)
+            host = open_source(args.source)
         else:
             from agent.host.live import LiveHost
 
             host = LiveHost(args.host_root)
-    except HostError as exc:
+    except (SourceError, HostError) as exc:
         return _fail(str(exc))
 
     try:
-        cfg = ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates,
-                         exclude_devices=args.exclude_devices)
-        snap = take_snapshot(host, cfg)
-        diag: Diagnosis = pipeline.run(snap, exp, table, history=load_history(host)).diagnosis
-        if host.image is not None and host.image.problems:
-            diag = with_unavailable(diag, host.image.problems)
-    except HostError as exc:
+        got = diagnose_host(host, exp, table, source=args.source or "this node",
+                           exclude_devices=args.exclude_devices)
+    except SourceError as exc:
         return _fail(str(exc))
-    except Exception as exc:  # a reader bug must not become a traceback on an operator's terminal
-        if os.environ.get("RAILSCOPE_DEBUG"):
-            raise
-        return _fail(f"could not diagnose {args.source or 'this node'}: {type(exc).__name__}: {exc} "
-                     "(RAILSCOPE_DEBUG=1 shows the traceback)")
     finally:
         host.close()
+    diag, snap = got.diagnosis, got.snapshot
 
     if args.json:
         from agent.report.jsondoc import strict_json

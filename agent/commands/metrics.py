@@ -11,7 +11,7 @@ import argparse
 import re
 import sys
 
-from agent.commands.common import add_expectation_flags, env_default, expectations_from_args
+from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
 
 __all__ = ["register", "run"]
 
@@ -34,18 +34,19 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.host import HostError
-    from agent.host.recorded import open_image
     from agent.metrics.exposition import render
     from agent.metrics.image import state_from_image
+    from agent.offline import SourceError, open_source
 
     try:
-        host = open_image(args.source)
-    except HostError as exc:
-        print(f"railscope metrics: {exc}", file=sys.stderr)
-        return 3
-    with host:
-        state = state_from_image(host, expectations_from_args(args))
+        exp, table = judged_by(args)
+    except ValueError as exc:
+        return fail("metrics", str(exc))
+    try:
+        with open_source(args.source) as host:
+            state = state_from_image(host, exp, table)
+    except SourceError as exc:
+        return fail("metrics", str(exc))
     taken = state.sample_time or 0.0
     sys.stdout.buffer.write(render(state, clock=lambda: taken, representor_include=args.representor_include))
     sys.stdout.flush()

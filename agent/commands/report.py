@@ -58,45 +58,25 @@ def _write(path: str, text: str) -> None:
 
 def _download(url: str, key: str, token_file: str | None, into: str) -> str:
     """The stored bundle ``key`` in ``into``, its sha256 checked against the collector's ``.sha256``."""
-    import hashlib
-    import urllib.error
-    import urllib.request
-    from pathlib import Path
+    import asyncio
 
-    from agent.commands.sources import SourceError
+    from agent.clients.collector import CollectorClient, CollectorError
+    from agent.offline import SourceError
 
-    headers = {}
-    if token_file:
-        try:
-            headers["Authorization"] = "Bearer " + Path(token_file).read_text().strip()
-        except OSError as exc:
-            raise SourceError(f"--token-file {token_file}: {exc.strerror or exc}") from None
+    async def get() -> str:
+        async with CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
+            path, _sha = await client.get(key, into)
+            return str(path)
 
-    def get(path: str):  # type: ignore[no-untyped-def]
-        req = urllib.request.Request(url.rstrip("/") + path, headers=headers)
-        try:
-            return urllib.request.urlopen(req, timeout=60)
-        except urllib.error.HTTPError as exc:
-            raise SourceError(f"{url}: {key}: the collector answered {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise SourceError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}") from None
-
-    with get(f"/v1/bundles/{key}.sha256") as resp:
-        words = resp.read(4096).decode("ascii", "replace").split()
-    path = os.path.join(into, key.rsplit("/", 1)[-1] or "bundle.tar.gz")
-    h = hashlib.sha256()
-    with get(f"/v1/bundles/{key}") as resp, open(path, "wb") as fh:
-        while data := resp.read(1 << 20):
-            fh.write(data)
-            h.update(data)
-    if not words or h.hexdigest() != words[0]:
-        raise SourceError(f"{key}: the download's sha256 {h.hexdigest()} is not the recorded one")
-    return path
+    try:
+        return asyncio.run(get())
+    except CollectorError as exc:
+        raise SourceError(f"{url}: {key}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     from agent.commands.doctor import not_judged
-    from agent.commands.sources import SourceError, load
+    from agent.offline import SourceError, diagnose_image
     from agent.report.content import build_report
 
     try:
@@ -106,11 +86,10 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="railscope-report-") as tmp:
         try:
             path = _download(args.collector, args.bundle, args.token_file, tmp) if args.collector else args.bundle
-            got = load(path, exp, table)
+            got = diagnose_image(path, exp, table)
         except SourceError as exc:
             return _fail(str(exc))
-    manifest_error = next((why for src, why in got.diagnosis.unavailable if src == "manifest"), None)
-    rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=manifest_error,
+    rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=got.manifest_error,
                        lossless_prio=exp.lossless_prio)
     if args.html:
         from agent import __version__

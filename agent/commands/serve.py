@@ -19,6 +19,7 @@ from agent.commands.common import (
     _duration,
     add_expectation_flags,
     add_scope_flag,
+    duration_or_zero,
     env_default,
     expectations_from_args,
 )
@@ -66,10 +67,10 @@ def _ratio(text: str) -> float:
     return x
 
 
-def _duration_or_zero(text: str) -> float:
-    if text.strip() in ("0", "0s", "off"):
-        return 0.0
-    return _duration(text)
+def _event_codes() -> tuple[str, ...]:
+    from agent.findings import EVENT_CODES
+
+    return tuple(EVENT_CODES)
 
 
 def _codes(text: str) -> frozenset[str]:
@@ -143,7 +144,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "Default: none (representors are counted per PF).")
 
     r = p.add_argument_group("flight recorder, events and bounds")
-    r.add_argument("--recorder-window", type=_duration_or_zero, default=env_default("recorder-window", "15m"),
+    r.add_argument("--recorder-window", type=duration_or_zero, default=env_default("recorder-window", "15m"),
                    help="How far back the flight recorder keeps the rails' counter samples (recorder.jsonl in "
                         "every node image); 0 turns it off. Default: 15m.")
     r.add_argument("--event-history", type=_count, default=env_default("event-history", "1000"),
@@ -154,8 +155,8 @@ def register(p: argparse.ArgumentParser) -> None:
 
     c = p.add_argument_group("captures and data endpoints")
     c.add_argument("--capture-on", type=_codes, default=env_default("capture-on", ""), metavar="CODES",
-                   help="Detector event codes that capture a bundle into the spool, comma separated "
-                        "(LinkFlapping,PfcStorm,...). Default: none.")
+                   help="Detector event codes that capture a bundle into the spool, comma separated, of: "
+                        f"{', '.join(sorted(_event_codes()))}. Default: none.")
     c.add_argument("--capture-cooldown", type=_duration, default=env_default("capture-cooldown", "10m"),
                    help="Least time between two event captures of one code on this node: a storm of events is "
                         "one bundle. Default: 10m.")
@@ -193,6 +194,10 @@ def register(p: argparse.ArgumentParser) -> None:
                        help=f"{helptext} Default: {default}.")
     add_expectation_flags(p)
     add_scope_flag(p)
+    # --listen may come from RAILSCOPE_LISTEN (the chart's way), so argparse cannot require it; the
+    # usage line still shows it as required. Usage text is %-formatted by argparse: escape it.
+    usage = p.format_usage().removeprefix("usage: ").rstrip("\n").replace("%", "%%")
+    p.usage = usage.replace("[--listen ADDR]", "--listen ADDR", 1)
 
 
 def settings_from_args(args: argparse.Namespace) -> AgentSettings:

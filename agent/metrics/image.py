@@ -1,6 +1,6 @@
 """The ``MetricsState`` a node image stands for: what the agent would have served at capture time.
 
-The same readers, topology and checks run on the image as on a live node. The parts that only a
+The same offline pipeline as ``doctor --from`` (``agent.offline``) runs on the image. The parts that only a
 running agent has come from what the image recorded instead: per-source read times from the
 manifest's ``duration_s``, hung reads from its ``timed_out`` items, event counts from ``events.json``;
 the sample is as old as the capture.
@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from agent.analysis import pipeline
-from agent.config import Expectations, ReadConfig
+from agent.analysis.checks import KernelRow
+from agent.config import Expectations
 from agent.findings import EVENT_CODES
 from agent.host.recorded import RecordedHost
 from agent.metrics.state import HungSource, MetricsState, SourceStatus
+from agent.offline import diagnose_host
 from agent.readers import sources as registry
-from agent.readers.history import load_history
-from agent.readers.kernel_table import load_kernel_table
-from agent.readers.snapshot import take_snapshot
 
 __all__ = ["state_from_image"]
 
@@ -56,16 +54,15 @@ def _sources(host: RecordedHost) -> tuple[tuple[SourceStatus, ...], tuple[HungSo
     return status, tuple(sorted(set(hung), key=lambda h: (h.source, h.device)))
 
 
-def state_from_image(host: RecordedHost, exp: Expectations, cfg: ReadConfig | None = None) -> MetricsState:
-    """Read the image like the agent reads a node, and package it as the agent's latest sample."""
-    cfg = cfg or ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
-    # The same history the doctor reads: events.json findings and recorder.jsonl rates.
-    hist = load_history(host)
-    out = pipeline.run(take_snapshot(host, cfg), exp, load_kernel_table(exp.kernel_table_file), history=hist)
-    snap = out.snapshot
+def state_from_image(host: RecordedHost, exp: Expectations, kernel_table: tuple[KernelRow, ...]) -> MetricsState:
+    """Read the image like the agent reads a node, and package it as the agent's latest sample.
+
+    Raises ``SourceError`` when the image cannot be read (``agent.offline``)."""
+    got = diagnose_host(host, exp, kernel_table, source=host.name)
+    snap = got.snapshot
     sources, hung = _sources(host)
     return MetricsState(
-        snapshot=snap, topology=out.topology, diagnosis=out.diagnosis, sources=sources, hung=hung,
-        event_counts=dict(Counter(ev.code for ev in hist.events)), event_codes=tuple(sorted(EVENT_CODES)),
+        snapshot=snap, topology=got.topology, diagnosis=got.diagnosis, sources=sources, hung=hung,
+        event_counts=dict(Counter(ev.code for ev in got.history.events)), event_codes=tuple(sorted(EVENT_CODES)),
         taken_at=snap.taken_at,
     )

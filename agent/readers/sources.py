@@ -41,7 +41,7 @@ from agent.readers.pcie import read_pcie
 from agent.readers.rdma import read_rdma
 from agent.readers.scope import touchable_bdfs, touchable_netdevs
 from agent.readers.thermal import read_thermal
-from agent.readers.udev import read_rules
+from agent.readers.udev import RuleProblem, read_rules
 from agent.readers.versions import read_versions
 
 __all__ = ["SOURCES", "Context", "LinkCache", "Part", "Source", "by_name", "compose", "names", "source_of"]
@@ -163,9 +163,11 @@ def _part(source: str, notes: Notes, **kw: Any) -> Part:
 
 def read_config(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     """udev naming rules and OVS interfaces: they change with the operators, not by the second."""
-    rules = read_rules(host, notes)
+    problems: list[RuleProblem] = []
+    rules = read_rules(host, notes, problems)
     ovs = read_ovs(host, cfg.command_timeout_s, notes)
-    return _part("config", notes, fields={"rules": rules, "ovs": ovs})
+    return _part("config", notes, fields={"rules": rules, "ovs": ovs,
+                                          "rule_problems": tuple((p.file, p.line, p.why) for p in problems)})
 
 
 def read_links_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
@@ -267,7 +269,7 @@ def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) ->
 #: Every source, in dependency order (the order of a first sample and of ``take_snapshot``).
 SOURCES: tuple[Source, ...] = (
     Source("config", "the udev naming rules and OVS interfaces",
-           (("ovs-vsctl",),), 60.0, 0.0, ("rules", "ovs"), read_config),
+           (("ovs-vsctl",),), 60.0, 0.0, ("rules", "ovs", "rule_problems"), read_config),
     Source("links", "the links (bulk dump without statistics), the rails' statistics, PCI / SR-IOV and versions; "
                     "link events also trigger a read",
            (), 15.0, 0.0, ("versions", "links", "pci", "node"), read_links_part, netlink=True),

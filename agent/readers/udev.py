@@ -121,11 +121,12 @@ def parse_rules(text: str, file: str, kind: str | None = None,
     return tuple(out)
 
 
-def read_rules(host: Host, notes: Notes | None = None) -> tuple[RailRule, ...]:
+def read_rules(host: Host, notes: Notes | None = None, problems_out: list[RuleProblem] | None = None) -> tuple[RailRule, ...]:
     """Every naming rule of ``/etc/udev/rules.d/*.rules``, the operator's files first.
 
     An absent operator file is normal (no operator, or no rails named by it) and noted as such; a
-    line that cannot be parsed is noted as unavailable with its file and line.
+    line that cannot be parsed is noted as unavailable with its file and line, and appended to
+    ``problems_out`` when given (the snapshot's ``rule_problems``, a finding).
     """
     notes = notes if notes is not None else Notes()
     paths = sorted(set(host.glob(RULES_GLOB)) - set(OPERATOR_RULE_FILES))
@@ -144,4 +145,6 @@ def read_rules(host: Host, notes: Notes | None = None) -> tuple[RailRule, ...]:
         out.extend(parse_rules(text, path, None, problems))
     for p in problems:
         notes.missing("udev rules", str(p))
+    if problems_out is not None:
+        problems_out.extend(problems)
     return tuple(out)

@@ -15,7 +15,7 @@ import html
 import json
 from collections.abc import Sequence
 
-from agent.findings import Diagnosis, RailRow
+from agent.findings import Diagnosis, RailRow, next_step
 from agent.report.content import METRICS, Line, Metric, Report
 from agent.report.report_text import fmt_value, utc
 from agent.report.terminal import cell, safe
@@ -110,8 +110,10 @@ def _findings(diag: Diagnosis) -> str:
         if f.evidence:
             ev = (f"<details class=ev><summary>evidence</summary><pre>"
                   f"{esc(json.dumps(f.evidence, indent=1, sort_keys=True, default=str))}</pre></details>")
+        step = next_step(f.code)
+        nxt = f'<p class="next"><b>Next:</b> {esc(step)}</p>' if step else ""
         rows.append(f"<tr><td>{pill(f.severity)}</td><td class=mono>{esc(f.code)}</td>"
-                    f"<td class=mono>{esc(f.subject)}</td><td>{esc(f.message)}{ev}</td></tr>")
+                    f"<td class=mono>{esc(f.subject)}</td><td>{esc(f.message)}{nxt}{ev}</td></tr>")
     return ("<table><thead><tr><th>Severity</th><th>Code</th><th>Subject</th><th>What</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
 

@@ -8,10 +8,11 @@ an image and goes through ``terminal.safe`` before it is laid out (DESIGN §2: a
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Sequence
 from typing import TextIO
 
-from agent.findings import Diagnosis, RailRow
+from agent.findings import Diagnosis, RailRow, next_step
 from agent.report.degradation import rail_notes
 from agent.report.terminal import cell, safe
 
@@ -119,6 +120,11 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
         for (sev, code, subj, msg), f in zip(rows_f, diag.findings, strict=True):
             out.append(f"{paint(sev.upper().ljust(8), f.severity)}  {code.ljust(width_code)}  "
                        f"{subj.ljust(width_subj)}  {msg}")
+            step = next_step(f.code)
+            if step:
+                # wrapped under the code column: the step is a paragraph, the finding line is not
+                out.extend(paint(line, "dim") for line in textwrap.wrap(
+                    step, width=110, initial_indent=f"{'':8}  next: ", subsequent_indent=f"{'':8}        "))
     if not_judged and diag.rails:
         out.append(paint(f"not judged (no expectation given): {safe(', '.join(not_judged))}", "dim"))
     if diag.unavailable:

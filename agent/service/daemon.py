@@ -351,10 +351,18 @@ class Agent:
     async def _upload_spool(self) -> None:
         """Empty the node spool into the collector, oldest first, every upload interval (and at once
         when a capture was spooled: the spool's listing changes)."""
-        from agent.capture.upload import RetryPolicy, drain_spool
+        from agent.clients.collector import CollectorClient, RetryPolicy
 
         spool = self.capture.spool
         assert spool is not None and self.settings.collector_url
+        # One client (one session) for the daemon's uploads, its token file read before each.
+        async with CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
+                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file") as client:
+            await self._upload_spool_loop(spool, client)
+
+    async def _upload_spool_loop(self, spool: Any, client: Any) -> None:
+        from agent.capture.upload import drain_spool
+
         seen: tuple[str, ...] = ()
         last = -1e9
         while True:
@@ -362,9 +370,7 @@ class Agent:
             if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
                 last = self.clock()
                 try:
-                    res = await drain_spool(spool, self.settings.collector_url,
-                                            token_file=self.settings.collector_token_file,
-                                            retry=RetryPolicy(attempts=3))
+                    res = await drain_spool(spool, client)
                     self.uploaded.extend(r.key for r in res.sent)
                     if res.sent or res.rejected or res.left:
                         log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from agent.host import CmdResult, Host
-from agent.host.paths import FilesDoor
 
 __all__ = ["Progress", "TrackedHost"]
 
@@ -46,14 +45,12 @@ def _device_of(argv: tuple[str, ...] | list[str]) -> str:
     return ""
 
 
-class TrackedHost(FilesDoor):
+class TrackedHost:
     """Forwards every door to ``inner``; notes the device in ``progress``; one ethtool read at a time."""
 
     def __init__(self, inner: Host, progress: Progress, firmware_lock: threading.Lock,
                  firmware_wait_s: float = 30.0, hung: frozenset[tuple[str, str]] = frozenset()) -> None:
         self.inner = inner
-        # The files door is the inner host's, untracked: only commands and ethtool reads are tracked.
-        self.fs = inner
         #: (tool, device) of reads stuck in the agent's own samplers ("" device: every device).
         #: A capture skips them (DESIGN §7): a second stuck task helps no one.
         self.hung = hung
@@ -90,6 +87,28 @@ class TrackedHost(FilesDoor):
             return self.inner.run(argv, timeout_s, max_bytes)
         finally:
             self.progress.set("")
+
+    # -- files: the inner host's, untracked (only commands and ethtool reads are tracked) ----------
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        return self.inner.read_text(path, max_bytes)
+
+    def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
+        return self.inner.read_bytes(path, max_bytes)
+
+    def listdir(self, path: str) -> list[str] | None:
+        return self.inner.listdir(path)
+
+    def readlink(self, path: str) -> str | None:
+        return self.inner.readlink(path)
+
+    def realpath(self, path: str) -> str | None:
+        return self.inner.realpath(path)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return self.inner.glob(pattern)
 
     def links(self) -> list[dict[str, Any]] | None:
         return self.inner.links()

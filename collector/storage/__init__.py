@@ -3,6 +3,10 @@
 Both stores keep the same promise: an object is visible only after :meth:`Writer.commit`, its
 ``.sha256`` beside it afterwards, and :meth:`Writer.abort` leaves nothing behind (no temporary file,
 no incomplete multipart upload).
+
+Beside the bundles, both keep small objects (a capture request, a bundle's cached analysis) by a
+relative key below the store's prefix: ``put_small``, ``get_small``, ``list_small``, ``delete_small``.
+Nothing above the store knows whether it is a directory or a bucket.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from proto.keys import BundleKey
 if TYPE_CHECKING:
     from ..config import CollectorSettings
 
-__all__ = ["Store", "StoreError", "Stored", "Writer", "open_store"]
+__all__ = ["Store", "StoreError", "Stored", "Writer", "check_small_rel", "open_store"]
 
 
 class StoreError(Exception):
@@ -69,6 +73,30 @@ class Store(Protocol):
 
     async def stat(self, key: BundleKey) -> Stored | None:
         """The object at exactly ``key``, if present."""
+
+    async def put_small(self, rel: str, data: bytes, *, only_new: bool = False) -> bool:
+        """Write the small object ``rel`` (below the prefix) whole; with ``only_new``, False and nothing
+        written when it exists. :class:`StoreError` when the store fails."""
+
+    async def get_small(self, rel: str, max_bytes: int) -> bytes | None:
+        """The first ``max_bytes`` of ``rel`` (a caller asks one more than it accepts, to see a larger
+        object), or None when it is absent. :class:`StoreError` when the store fails."""
+
+    async def list_small(self, rel_dir: str) -> list[tuple[str, str]]:
+        """(rel, version tag) of every small object below ``rel_dir``, sorted; the tag changes when an
+        object is rewritten. Temporary files are never listed."""
+
+    async def delete_small(self, rel: str) -> None:
+        """Remove ``rel``; absent is not an error."""
+
+
+def check_small_rel(rel: str) -> str:
+    """``rel`` when it is a relative key of plain parts (no empty, ``.`` or ``..`` part, not absolute):
+    callers build keys from checked parts, and this keeps a mistake from reaching outside the prefix."""
+    parts = rel.split("/")
+    if not rel or any(p in ("", ".", "..") for p in parts) or "\\" in rel or "\0" in rel:
+        raise ValueError(f"not a relative store key: {rel[:120]!r}")
+    return rel
 
 
 def open_store(settings: CollectorSettings) -> Store:

@@ -26,7 +26,7 @@ from pathlib import Path
 from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
-from . import Stored, StoreError
+from . import Stored, StoreError, check_small_rel
 
 __all__ = ["LocalStore"]
 
@@ -329,3 +329,70 @@ class LocalStore:
 
     async def stat(self, key: BundleKey) -> Stored | None:
         return await self._run(self._stored, key, self.root / key.rel)
+
+    # -- small objects (requests, cached analyses): write, fsync, rename (or link, to create only) --
+
+    def _put_small(self, rel: str, data: bytes, only_new: bool) -> bool:
+        path = self.root / check_small_rel(rel)
+        _mkdirs(path.parent)  # 0o750 every level, files 0o640: they name nodes and incidents
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
+        with os.fdopen(_create(tmp), "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            if only_new:
+                try:
+                    os.link(tmp, path)  # atomic create-if-absent, across replicas on one filesystem
+                except FileExistsError:
+                    return False
+            else:
+                os.replace(tmp, path)
+            return True
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    async def put_small(self, rel: str, data: bytes, *, only_new: bool = False) -> bool:
+        try:
+            return await self._run(self._put_small, rel, data, only_new)
+        except OSError as exc:
+            raise StoreError(f"write {rel[:120]}: {exc.strerror or exc}") from None
+
+    def _get_small(self, rel: str, max_bytes: int) -> bytes | None:
+        try:
+            with open(self.root / check_small_rel(rel), "rb") as fh:
+                return fh.read(max_bytes)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    async def get_small(self, rel: str, max_bytes: int) -> bytes | None:
+        try:
+            return await self._run(self._get_small, rel, max_bytes)
+        except OSError as exc:
+            raise StoreError(f"read {rel[:120]}: {exc.strerror or exc}") from None
+
+    def _list_small(self, rel_dir: str) -> list[tuple[str, str]]:
+        out = []
+        for dirpath, _dirs, files in os.walk(self.root / check_small_rel(rel_dir)):
+            for name in files:
+                if name.startswith("."):
+                    continue  # a write in progress
+                p = Path(dirpath) / name
+                try:
+                    st = p.stat()
+                except FileNotFoundError:
+                    continue
+                out.append((str(p.relative_to(self.root)), f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"))
+        return sorted(out)
+
+    async def list_small(self, rel_dir: str) -> list[tuple[str, str]]:
+        try:
+            return await self._run(self._list_small, rel_dir)
+        except OSError as exc:
+            raise StoreError(f"list {rel_dir[:120]}: {exc.strerror or exc}") from None
+
+    async def delete_small(self, rel: str) -> None:
+        try:
+            await self._run(lambda: (self.root / check_small_rel(rel)).unlink(missing_ok=True))
+        except OSError as exc:
+            raise StoreError(f"delete {rel[:120]}: {exc.strerror or exc}") from None

@@ -29,7 +29,7 @@ from typing import Any
 from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
-from . import Stored, StoreError
+from . import Stored, StoreError, check_small_rel
 
 __all__ = ["S3Store"]
 
@@ -546,3 +546,44 @@ class S3Store:
                 yield data
         finally:
             body.close()
+
+    # -- small objects (requests, cached analyses), through this store's client and pool -----------
+
+    async def put_small(self, rel: str, data: bytes, *, only_new: bool = False) -> bool:
+        key = self._base() + check_small_rel(rel)
+        extra = {"IfNoneMatch": "*"} if only_new else {}
+        try:
+            # If-None-Match: * makes create-only atomic across replicas on SeaweedFS, MinIO and AWS.
+            await self.call("put_object", Bucket=self.bucket, Key=key, Body=data, ChecksumSHA256=_b64sha(data),
+                            ContentType="application/json", **extra)
+        except Exception as exc:
+            if only_new and _code(exc) in ("PreconditionFailed", "412"):
+                return False
+            raise StoreError(f"s3 put {rel[:120]}: {type(exc).__name__}: {exc}") from None
+        return True
+
+    async def get_small(self, rel: str, max_bytes: int) -> bytes | None:
+        key = self._base() + check_small_rel(rel)
+        try:
+            resp = await self.call("get_object", Bucket=self.bucket, Key=key)
+            body = resp["Body"]
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self._pool, body.read, max_bytes)
+            finally:
+                body.close()
+        except Exception as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise StoreError(f"s3 get {rel[:120]}: {type(exc).__name__}: {exc}") from None
+
+    async def list_small(self, rel_dir: str) -> list[tuple[str, str]]:
+        base = self._base()
+        objs = await self._objects(base + check_small_rel(rel_dir).rstrip("/") + "/")
+        return sorted((o["Key"][len(base):], f"{o.get('ETag', '')}:{o.get('LastModified', '')}") for o in objs)
+
+    async def delete_small(self, rel: str) -> None:
+        key = self._base() + check_small_rel(rel)
+        try:
+            await self.call("delete_object", Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            raise StoreError(f"s3 delete {rel[:120]}: {type(exc).__name__}: {exc}") from None

@@ -1063,9 +1063,10 @@ IMAGES: tuple[Spec, ...] = (
                 (1, None, "net_rail1", "rdma_rail1", "0000:8d:00.0", "up", "ACTIVE")),
          origin="ConnectX-8 SMI devices are made with `rdma dev add smi<N> type SMI parent mlx5_<N>` (one per "
                 "ConnectX-8, named `smi<N>` by public cluster scripts); the sysfs values are the base image's."),
-    Spec("udev-rule-malformed-line", "2rail", (malformed_rule,), (),
+    Spec("udev-rule-malformed-line", "2rail", (malformed_rule,), (("RailRuleUnreadable", "warning", NET_RULES_PATH),),
          "Line 5 of the operator's net rules file says `KERNELS==\"0000:s2:00.0\"` (not a PCI function): it is "
-         "reported under unavailable with its file and line; rail 1 is still named by its RDMA rule.",
+         "a RailRuleUnreadable finding on the rules file and is listed under unavailable with its file and line; "
+         "rail 1 is still named by its RDMA rule.",
          rails=((0, None, "net_rail0", "rdma_rail0", "0000:0c:00.0", "up", "ACTIVE"),
                 (1, None, "net_rail1", "rdma_rail1", "0000:8d:00.0", "up", "ACTIVE")),
          unavailable=(("udev rules", f"{NET_RULES_PATH} line 5: KERNELS==\"0000:s2:00.0\" is not a PCI function "

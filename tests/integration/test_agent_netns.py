@@ -297,7 +297,7 @@ def test_a_hung_source_is_reported_while_metrics_stay_fast(start_agent: StartAge
         assert value(text, "railscope_agent_source_runs_total", source="counters") > runs_before
         assert value(text, "railscope_rail_up", device="net_rail0") == 1.0
         # A capture meanwhile skips the stuck tool instead of starting a second stuck copy of it.
-        from agent.service.client import fetch_image
+        from agent.clients.agent import fetch_image
 
         fetch_image(agent.url, str(tmp_path / "image"), reason="test", timeout_s=60, token=TOKEN)
         manifest = json.loads((tmp_path / "image" / "manifest.json").read_text())
@@ -317,7 +317,7 @@ def test_a_hung_source_is_reported_while_metrics_stay_fast(start_agent: StartAge
 
 def test_an_image_recorded_from_the_agent_carries_traffic_losses_and_events(start_agent: StartAgent,
                                                                            tmp_path: Path) -> None:
-    from agent.service.client import fetch_image
+    from agent.clients.agent import fetch_image
 
     agent = start_agent("--counters-interval", "0.5s")
     rails = agent.rails
@@ -330,6 +330,7 @@ def test_an_image_recorded_from_the_agent_carries_traffic_losses_and_events(star
     image = tmp_path / "image"
     # The operator's way: `railscope record --agent URL -o DIR`.
     (tmp_path / "tok").write_text(TOKEN)
+    (tmp_path / "tok").chmod(0o600)  # a token file readable by others is refused
     res = subprocess.run([sys.executable, "-m", "agent.cli", "record", "--agent", agent.url, "-o", str(image),
                           "--reason", "test", "--agent-token-file", str(tmp_path / "tok")],
                          capture_output=True, text=True, timeout=120)

@@ -114,6 +114,7 @@ class Stack:
     def start_agent(self, *extra: str, env: dict[str, str] | None = None) -> Proc:
         token = self.tmp / "agent-token"
         token.write_text(AGENT_TOKEN + "\n")
+        token.chmod(0o600)  # a token file readable by others is refused
         argv = ["ip", "netns", "exec", self.rails.node, sys.executable, "-m", "agent.cli", "agent",
                 "--listen", self.mgmt.node, "--rails", "2", "--node", NODE, "--cluster", CLUSTER,
                 "--collector", f"http://{self.mgmt.host}:{self.collector.port}", "--collector-token-file", str(token),

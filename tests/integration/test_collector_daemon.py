@@ -46,6 +46,7 @@ def test_the_daemon_drains_its_spool_once_the_collector_is_there(rails: RailNetn
         spool_bundle(spool, replace(HELLO, bundle=f"bspool{i}"), os.urandom(100_000), now - 10 + i)
     token = tmp_path / "token"
     token.write_text(AGENT_TOKEN + "\n")
+    token.chmod(0o600)  # a token file readable by others is refused
     tokens = write_tokens(tmp_path / "tokens")
     col = Collector(tmp_path, str(tmp_path / "store"), tokens=tokens, netns=rails.node)
 

@@ -72,6 +72,7 @@ def test_a_recorded_bundle_through_the_collector_diagnoses_the_same(rails: RailN
                                   "gpu-node-017-")
         op = tmp_path / "operator-token"
         op.write_text(OPERATOR_TOKEN)
+        op.chmod(0o600)  # a token file readable by others is refused
         ls = _cli("bundles", "--collector", col.url, "--token-file", str(op), "ls", "--json", "--cluster", "lab")
         assert ls.returncode == 0, ls.stderr
         keys = [b["key"] for b in json.loads(ls.stdout)["bundles"]]
@@ -100,6 +101,7 @@ def test_railscope_capture_streams_to_the_collector(rails: RailNetns, tmp_path: 
     col = Collector(tmp_path, str(tmp_path / "store"), tokens=tokens, netns=rails.node).start()
     token = tmp_path / "agent-token"
     token.write_text(AGENT_TOKEN)
+    token.chmod(0o600)  # a token file readable by others is refused
     out = tmp_path / "out"
     out.mkdir()
     argv = ("capture", "-o", str(out) + "/", "--collector", col.url, "--collector-token-file", str(token),

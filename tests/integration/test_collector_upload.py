@@ -180,6 +180,7 @@ def test_the_spool_waits_for_the_collector_and_lands_once(tmp_path: Path) -> Non
         _spool(spool, _hello(n), DATA[n:], time.time() - 10 + n)
     token = tmp_path / "token"
     token.write_text(AGENT_TOKEN + "\n")
+    token.chmod(0o600)  # a token file readable by others is refused
 
     down = run(drain_spool(spool, "http://127.0.0.1:9", token_file=str(token),
                            retry=RetryPolicy(attempts=2, base_s=0.01, cap_s=0.01)))

@@ -166,7 +166,11 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("the collector uses the offline parts of the agent only, never the live host, the capture runner or the "
      "agent service", ("collector",),
      ("agent.host.live", "agent.host.netlink", "agent.host.runner", "agent.host.ethtool", "agent.host.recording",
-      "agent.capture.runner", "agent.service", "pyroute2")),
+      "agent.capture.runner", "agent.service", "agent.clients", "pyroute2")),
+    ("the clients of the remote APIs reach no node access, no capture runner and no agent service",
+     ("agent.clients",), ("agent.host.live", "agent.host.netlink", "agent.host.runner", "agent.host.ethtool",
+                          "agent.host.recording", "agent.capture.runner", "agent.service", "pyroute2",
+                          "collector")),
     ("the CLI is a thin layer: importing it reaches no node access and no server", ("agent.cli",),
      ("pyroute2", "aiohttp", "prometheus_client", "agent.host.live", "agent.service")),
 )

@@ -1,4 +1,4 @@
-"""RailMissing, RailNameMismatch, RailTemplateInvalid, RailLinkDown (DESIGN §4 "Rails").
+"""RailMissing, RailNameMismatch, RailTemplateInvalid, RailRuleUnreadable, RailLinkDown (DESIGN §4 "Rails").
 
 A rail is keyed by its PCI function, so a failed rename is ``RailNameMismatch`` only (not also
 ``RailMissing``), and a rail with no netdev is ``RailMissing`` only. A rules file whose names are
@@ -18,6 +18,17 @@ from agent.naming import IFNAMSIZ_MAX
 
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
     out: list[Finding] = []
+    by_file: dict[str, list[tuple[int, str]]] = {}
+    for file, line, why in snap.rule_problems:
+        by_file.setdefault(file, []).append((line, why))
+    for file, probs in sorted(by_file.items()):
+        # A naming line udev may still apply but railscope cannot read: the rail it names is judged
+        # without it, so the file is named here, not only under "not available".
+        first_line, first_why = probs[0]
+        out.append(finding(
+            "RailRuleUnreadable", file,
+            f"{len(probs)} naming rule line(s) cannot be read; line {first_line}: {first_why}",
+            lines=[n for n, _ in probs], reasons=[w for _, w in probs][:8]))
     for prob in topo.template_problems:
         out.append(finding(
             "RailTemplateInvalid", prob.file,

@@ -29,7 +29,8 @@ from collector_helpers import (
 from test_alerts_policy import alert, payload
 
 from collector.app import make_app
-from collector.requests import BOARD, CaptureRequest
+from collector.requests import CaptureRequest
+from collector.state import BOARD
 
 
 def _requests(tmp_path: Path) -> list[Path]:

@@ -516,11 +516,12 @@ def test_a_failed_upload_leaves_no_directory(tmp_path: Path) -> None:
 
 
 def test_capture_requests_are_readable_by_owner_and_group_only(tmp_path: Path) -> None:
-    from collector.requests import LocalBox
+    from collector.storage.local import LocalStore
 
     old = os.umask(0o022)
     try:
-        assert run(LocalBox(tmp_path / "store").put("prod-east/.requests/inc-1/gpu-node-017.json", b"{}"))
+        store = LocalStore(local_settings(tmp_path))
+        assert run(store.put_small("_requests/gpu-node-017/b0123.json", b"{}"))
     finally:
         os.umask(old)
     root = tmp_path / "store"

@@ -101,8 +101,8 @@ def test_incident_page_fleet_view_and_report_pages(tmp_path: Path) -> None:
             # gives its page (it is never read again for the same digest).
             store = Path(settings.store.path)
             for key in keys:
-                cache = store / key.rsplit("/", 1)[0] / f".{key.rsplit('/', 1)[1]}.analysis.json"
-                assert cache.is_file(), cache
+                cache = store / f"{key}.analysis.json"
+                assert cache.is_file() and cache.stat().st_mode & 0o777 == 0o640, cache
                 (store / key).write_bytes(b"not a bundle any more")
             key = next(iter(keys))
             status, page, _ = await fetch(url, f"/ui/bundles/{key}", basic(OPERATOR_TOKEN))
@@ -140,6 +140,7 @@ def test_report_of_a_stored_bundle_by_its_key(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[3]
     token = tmp_path / "operator-token"
     token.write_text(OPERATOR_TOKEN + "\n")
+    token.chmod(0o600)  # a token file readable by others is refused
 
     def report(url: str, key: str, *extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "agent.cli", "report", key, "--collector", url, *extra],
@@ -195,8 +196,9 @@ def test_the_analysis_of_a_page_stays_off_the_live_node() -> None:
     import sys
 
     root = Path(__file__).resolve().parents[3]
-    probe = ("import json, sys, collector.app, collector.pages as p\n"
-             "d = p._analyse_file(sys.argv[1], 'x', p.expectations())\n"
+    probe = ("import json, sys, collector.app, collector.analysis as a\n"
+             "from agent.expectations import expectations_from_env\n"
+             "d = a.analyse_file(sys.argv[1], 'x', expectations_from_env())\n"
              "print(json.dumps([sorted(d), sorted(sys.modules)]))")
     res = subprocess.run([sys.executable, "-c", probe, str(IMAGES / "pfc-storm-recorder")], capture_output=True,
                          text=True, timeout=60, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
@@ -227,7 +229,7 @@ def test_one_incident_page_analyses_a_bounded_number_of_bundles(tmp_path: Path,
 
 def test_an_analysis_that_runs_out_of_memory_is_shown_on_the_page(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pages, "ANALYSIS_MEMORY_BYTES", 32 << 20)  # too little to import the analysis
+    monkeypatch.setattr(pages, "ANALYSIS_MEMORY_BYTES", 12 << 20)  # too little to import the analysis
 
     async def go() -> tuple[int, str, int, str]:
         async with running(local_settings(tmp_path)) as (url, _col):

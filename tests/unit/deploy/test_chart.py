@@ -736,6 +736,7 @@ def test_the_agent_presents_a_projected_audience_bound_token_to_the_collector(ch
     (src,) = vol["projected"]["sources"]
     assert src["serviceAccountToken"] == {"audience": "railscope-collector", "expirationSeconds": 3600,
                                           "path": "collector-token"}
+    assert vol["projected"]["defaultMode"] == 0o400  # the agent's token reader refuses 0644
     (mount,) = [m for m in container(docs)["volumeMounts"] if m["name"] == "collector-token"]
     assert mount["readOnly"] is True
     path = env_of(docs)["RAILSCOPE_COLLECTOR_TOKEN_FILE"]["value"]

@@ -47,7 +47,7 @@ def settings(docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> Any
         value = {"status.podIP": "10.1.2.3"}[e["valueFrom"]["fieldRef"]["fieldPath"]] if "valueFrom" in e \
             else e["value"]
         monkeypatch.setenv(e["name"], value)
-    assert c["args"] == ["collector"]
+    assert c["args"][0] == "collector"
     return settings_from_args(build_parser(only="collector").parse_args(c["args"]))
 
 
@@ -125,3 +125,212 @@ def test_values_the_collector_would_refuse_fail_at_install(chart: Any, values: d
 
     with pytest.raises(helm.HelmValuesError, match=re.escape(where)):
         render(chart, {"collector": {**ON["collector"], **values}})
+
+
+def test_the_halves_connect(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The agents get the collector's URL and a token for it; the collector takes the agents' own
+    ServiceAccount (as the chart names it) and judges with the agents' expectations."""
+    from test_chart import env_of
+
+    values = {"collector": {**ON["collector"], "tokenReview": True,
+                            "agentServiceAccounts": ["system:serviceaccount:gpu:other-agent"]},
+              "serviceAccount": {"name": "gpu-netmon"},
+              "agent": {"rails": 8, "expectEswitchMode": "switchdev", "expectEswMultiport": True,
+                        "expectRdmaNetns": "exclusive", "losslessPrio": 5, "eventWindow": "30m", "linksInterval": "20s"}}
+    docs = render(chart, values)
+    env = env_of(docs)
+    assert env["RAILSCOPE_COLLECTOR"]["value"] == f"http://rs-railscope-collector.{NAMESPACE}.svc:9842"
+    assert env["RAILSCOPE_COLLECTOR_TOKEN_FILE"]["value"] == "/var/run/secrets/railscope/collector-token"
+    s = settings(docs, monkeypatch)
+    assert s.agent_service_accounts == (f"system:serviceaccount:{NAMESPACE}:gpu-netmon",
+                                        "system:serviceaccount:gpu:other-agent")
+    from agent.expectations import expectations_from_env as expectations
+
+    exp = expectations()  # reads the RAILSCOPE_* the collector's pod environment set (settings() did)
+    assert (exp.rails, exp.eswitch_mode, exp.esw_multiport, exp.rdma_netns, exp.lossless_prio, exp.event_window_s) == (
+        8, "switchdev", True, "exclusive", 5, 1800)
+    (c,) = deployment(docs)["spec"]["template"]["spec"]["containers"]
+    assert "RAILSCOPE_LINKS_INTERVAL" not in {e["name"] for e in c["env"]}  # only expectations, not the agent's knobs
+    # an agent.collector of the operator's own wins over the chart's Service
+    other = render(chart, {**values, "agent": {"collector": "http://elsewhere:9842"}})
+    assert env_of(other)["RAILSCOPE_COLLECTOR"]["value"] == "http://elsewhere:9842"
+
+
+def test_the_collector_reads_the_agents_kernel_table(chart: Any) -> None:  # noqa: F811
+    row = {"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020", "source": "site"}
+    pod = deployment(render(chart, {**ON, "agent": {"kernelTable": [row]}}))["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    path = {e["name"]: e.get("value") for e in c["env"]}["RAILSCOPE_KERNEL_TABLE"]
+    mount = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}["kernel-table"]
+    assert os.path.dirname(path) == mount
+    assert {v["name"]: v.get("configMap", {}).get("name") for v in pod["volumes"]}["kernel-table"] == \
+        "rs-railscope-kernel-table"
+
+
+#: Every optional collector object and setting on.
+EXTRAS = {"collector": {
+    **ON["collector"], "tokenReview": True,
+    "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+    "ingress": {"enabled": True, "host": "railscope.example.com", "className": "nginx",
+                "tls": [{"secretName": "railscope-tls", "hosts": ["railscope.example.com"]}],
+                "annotations": {"nginx.ingress.kubernetes.io/proxy-body-size": "0"}},
+    "networkPolicy": {"enabled": True, "nodeCIDRs": ["10.0.0.0/16", "10.1.0.0/16"],
+                      "operators": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "ingress-nginx"}},
+                                     "namespaceSelector": {}}],
+                      "store": [{"podSelector": {"matchLabels": {"app": "minio"}}, "namespaceSelector": {}}],
+                      "storePorts": [9000]},
+    "alertmanagerConfig": {"enabled": True, "tokenSecret": "railscope-tokens", "labels": {"alertmanagerConfig": "rs"}},
+    "extraEnv": [{"name": "AWS_CA_BUNDLE", "value": "/etc/railscope/ca/ca.pem"}],
+    "extraVolumes": [{"name": "s3-ca", "configMap": {"name": "s3-ca"}}],
+    "extraVolumeMounts": [{"name": "s3-ca", "mountPath": "/etc/railscope/ca", "readOnly": True}],
+    "nodeSelector": {"node-role.kubernetes.io/infra": ""}, "priorityClassName": "system-cluster-critical",
+    "tolerations": [{"key": "node-role.kubernetes.io/infra", "operator": "Exists", "effect": "NoSchedule"}],
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+    "podAnnotations": {"example.com/owner": "network"}, "podLabels": {"team": "network"},
+    "podDisruptionBudget": {"enabled": True, "maxUnavailable": 1}},
+    "extraEnv": [{"name": "NO_PROXY", "value": "10.0.0.0/8"}],
+    "extraVolumes": [{"name": "data-token", "secret": {"secretName": "railscope-data-token"}}],
+    "extraVolumeMounts": [{"name": "data-token", "mountPath": "/etc/railscope/data", "readOnly": True}]}
+
+#: the monitoring.coreos.com/v1alpha1 AlertmanagerConfig fields the chart emits (the operator's CRD)
+_AMC = {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "properties": {
+    "apiVersion": {"const": "monitoring.coreos.com/v1alpha1"}, "kind": {"const": "AlertmanagerConfig"},
+    "spec": {"type": "object", "additionalProperties": False, "properties": {
+        "route": {"type": "object", "additionalProperties": False, "required": ["receiver"], "properties": {
+            "receiver": {"type": "string"}, "groupBy": {"type": "array", "items": {"type": "string"}},
+            "groupWait": {"type": "string"}, "groupInterval": {"type": "string"}, "repeatInterval": {"type": "string"},
+            "matchers": {"type": "array", "items": {"type": "object", "additionalProperties": False,
+                                                    "required": ["name"], "properties": {
+                "name": {"type": "string"}, "value": {"type": "string"},
+                "matchType": {"enum": ["=", "!=", "=~", "!~"]}}}}}},
+        "receivers": {"type": "array", "items": {"type": "object", "additionalProperties": False,
+                                                 "required": ["name"], "properties": {
+            "name": {"type": "string"},
+            "webhookConfigs": {"type": "array", "items": {"type": "object", "additionalProperties": False, "properties": {
+                "url": {"type": "string", "pattern": "^https?://"}, "sendResolved": {"type": "boolean"},
+                "httpConfig": {"type": "object", "additionalProperties": False, "properties": {
+                    "authorization": {"type": "object", "additionalProperties": False, "properties": {
+                        "type": {"type": "string"},
+                        "credentials": {"type": "object", "additionalProperties": False, "required": ["key"],
+                                        "properties": {"name": {"type": "string"}, "key": {"type": "string"}}}}}}}}}}}}},
+    }}}}
+
+
+def test_every_collector_object_validates(chart: Any) -> None:  # noqa: F811
+    import jsonschema
+    from test_chart import check_crd_object
+
+    docs = render(chart, EXTRAS)
+    assert {"PodDisruptionBudget", "ServiceMonitor", "Ingress", "NetworkPolicy", "AlertmanagerConfig"} <= set(kinds(docs))
+    for doc in docs:
+        if doc["kind"] == "AlertmanagerConfig":
+            jsonschema.Draft202012Validator(_AMC).validate(doc)
+        elif doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            check_crd_object(doc)
+        else:
+            for version in K8S_VERSIONS:
+                kubernetes_validate.validate(doc, version, strict=True)
+
+
+def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (d,) = [x for x in docs if x["kind"] == kind and x["metadata"]["name"].endswith("-collector")]
+    return d
+
+
+def test_the_collector_objects_select_the_collector(chart: Any) -> None:  # noqa: F811
+    docs = render(chart, EXTRAS)
+    pod_labels = deployment(docs)["spec"]["template"]["metadata"]["labels"]
+    service = _one(docs, "Service")
+    for kind in ("PodDisruptionBudget", "NetworkPolicy"):
+        d = _one(docs, kind)
+        sel = d["spec"]["selector"]["matchLabels"] if kind == "PodDisruptionBudget" else d["spec"]["podSelector"]["matchLabels"]
+        assert sel.items() <= pod_labels.items(), kind
+    sm = _one(docs, "ServiceMonitor")
+    assert sm["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert sm["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    (rule,) = _one(docs, "Ingress")["spec"]["rules"]
+    (path,) = rule["http"]["paths"]
+    assert (rule["host"], path["path"], path["backend"]["service"]["name"]) == (
+        "railscope.example.com", "/ui", service["metadata"]["name"])
+    np = _one(docs, "NetworkPolicy")["spec"]
+    sources = np["ingress"][0]["from"]
+    assert {"ipBlock": {"cidr": "10.0.0.0/16"}} in sources and {"ipBlock": {"cidr": "10.1.0.0/16"}} in sources
+    assert any(p.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name") == "alertmanager"
+               for p in sources)
+    out = {(tuple(map(str, (p["port"] for p in e["ports"])))) for e in np["egress"]}
+    assert ("9000",) in out and ("443", "6443") in out and ("53", "53") in out
+    amc = _one(docs, "AlertmanagerConfig")["spec"]
+    (hook,) = amc["receivers"][0]["webhookConfigs"]
+    assert hook["url"] == f"http://rs-railscope-collector.{NAMESPACE}.svc:9842/v1/alerts"
+    assert hook["httpConfig"]["authorization"]["credentials"] == {"name": "railscope-tokens", "key": "alerting"}
+
+
+def test_extra_env_volumes_and_scheduling_reach_the_pods(chart: Any) -> None:  # noqa: F811
+    from test_chart import pod_spec
+
+    docs = render(chart, EXTRAS)
+    cpod = deployment(docs)["spec"]["template"]["spec"]
+    (c,) = cpod["containers"]
+    assert {"name": "AWS_CA_BUNDLE", "value": "/etc/railscope/ca/ca.pem"} in c["env"]
+    assert {"name": "s3-ca", "mountPath": "/etc/railscope/ca", "readOnly": True} in c["volumeMounts"]
+    assert {"name": "s3-ca", "configMap": {"name": "s3-ca"}} in cpod["volumes"]
+    assert cpod["nodeSelector"] == {"node-role.kubernetes.io/infra": ""}
+    assert cpod["priorityClassName"] == "system-cluster-critical" and cpod["tolerations"][0]["key"].endswith("infra")
+    assert "nodeAffinity" in cpod["affinity"]
+    assert cpod["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+    apod = pod_spec(docs)
+    (a,) = apod["containers"]
+    assert {"name": "NO_PROXY", "value": "10.0.0.0/8"} in a["env"]
+    assert {"name": "data-token", "mountPath": "/etc/railscope/data", "readOnly": True} in a["volumeMounts"]
+    assert {"name": "data-token", "secret": {"secretName": "railscope-data-token"}} in apod["volumes"]
+
+
+def test_settings_that_cannot_work_fail_at_install(chart: Any) -> None:  # noqa: F811
+    with pytest.raises(helm.HelmRenderError, match="nodeCIDRs"):
+        render(chart, {"collector": {**ON["collector"], "networkPolicy": {"enabled": True}}})
+    with pytest.raises(helm.HelmRenderError, match="alerting token"):
+        render(chart, {"collector": {**ON["collector"], "alertmanagerConfig": {"enabled": True}}})
+
+
+def test_every_value_is_in_the_schema(chart: Any) -> None:  # noqa: F811
+    import json
+
+    import yaml
+    from test_chart import CHART
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    missing = []
+
+    def walk(vals: dict[str, Any], sch: dict[str, Any], path: str) -> None:
+        props = sch.get("properties", {})
+        for key, value in vals.items():
+            if key not in props:
+                missing.append(path + key)
+            elif isinstance(value, dict) and props[key].get("properties"):
+                walk(value, props[key], path + key + ".")
+
+    walk(values, schema, "")
+    assert not missing, f"values without a schema entry: {missing}"
+
+
+def test_the_readme_deploy_values_install(chart: Any) -> None:  # noqa: F811
+    """The values file of the README's "Deploy" section renders into valid objects, collector included."""
+    import sys
+
+    import yaml
+    from test_chart import ROOT
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import readme_commands
+
+    block = readme_commands.blocks((ROOT / "README.md").read_text(encoding="utf-8"))["deploy-values"]
+    values = yaml.safe_load("\n".join(block).replace("<registry>", "registry.example.com"))
+    docs = render(chart, values)
+    assert {"DaemonSet", "Deployment", "ServiceMonitor", "PrometheusRule", "AlertmanagerConfig", "NetworkPolicy",
+            "Ingress", "PodDisruptionBudget", "ConfigMap"} <= set(kinds(docs))
+    for doc in docs:
+        if not doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            kubernetes_validate.validate(doc, K8S_VERSIONS[-1], strict=True)

@@ -278,7 +278,8 @@ def test_hostile_bundle_through_the_collectors_report(index: int, world: dict[st
     """The collector analyses every bundle it stores with the same reader: a refused bundle is a page
     saying why (one line), any other a doctor document and an HTML page; never an exception."""
     pytest.importorskip("aiohttp", reason="the collector's packages (the Debian-python run has the reader's only)")
-    from collector.pages import _analyse_file, expectations
+    from agent.expectations import expectations_from_env
+    from collector.analysis import analyse_file
 
     case = hostile.tar_cases(world["canary"])[index]
     if case.name in ("gnu-long-name-bomb", "pax-header-bomb", "total-bomb"):
@@ -287,7 +288,7 @@ def test_hostile_bundle_through_the_collectors_report(index: int, world: dict[st
     data = case.make(world["in"])
     assert isinstance(data, bytes)
     path.write_bytes(data)
-    got = _analyse_file(str(path), "cluster/2026/b.tar.gz", expectations())
+    got = analyse_file(str(path), "cluster/2026/b.tar.gz", expectations_from_env())
     if case.outcome == "refuse":
         assert set(got) == {"error"} and case.expect in got["error"] and "\n" not in got["error"], got
         assert str(world["in"]) not in got["error"]  # the stored name, not the collector's disk path

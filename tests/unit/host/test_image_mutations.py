@@ -17,14 +17,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.analysis.diagnose import diagnose, with_unavailable
-from agent.analysis.topology import build_topology
-from agent.config import Expectations, ReadConfig
+from agent.config import Expectations
 from agent.host.image import open_tree
 from agent.host.recorded import RecordedHost
-from agent.readers.history import load_history
+from agent.offline import diagnose_host
 from agent.readers.kernel_table import load_kernel_table
-from agent.readers.snapshot import take_snapshot
 from agent.report.jsondoc import strict_json
 from agent.report.text import render
 
@@ -97,12 +94,7 @@ def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
 
 
 def _doctor(host: RecordedHost) -> None:
-    snap = take_snapshot(host, ReadConfig())
-    topo = build_topology(snap, EXP)
-    hist = load_history(host)
-    diag = diagnose(snap, EXP, events=hist.events, recorder=hist.recorder, capture_time=hist.capture_time,
-                    kernel_table=TABLE, topology=topo)
-    diag = with_unavailable(with_unavailable(diag, hist.unavailable), host.image.problems if host.image else ())
+    diag = diagnose_host(host, EXP, TABLE).diagnosis
     out = io.StringIO()
     render(diag, out, colour=False)
     json.dumps(strict_json(diag.as_json()), allow_nan=False)

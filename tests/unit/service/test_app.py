@@ -192,7 +192,8 @@ def test_link_notes_of_a_pci_rail_raise_link_flapping_once(example_image: Path) 
 
 
 def test_fetch_image_unpacks_what_the_agent_serves(example_image: Path, tmp_path: Path) -> None:
-    from agent.service.client import AgentFetchError, fetch_image
+    from agent.clients.agent import AgentClientError as AgentFetchError
+    from agent.clients.agent import fetch_image
 
     agent = _agent(example_image)
     out = tmp_path / "img"
@@ -300,7 +301,7 @@ def test_the_data_socket_serves_them_without_a_token(example_image: Path, tmp_pa
     asyncio.run(main())
 
     # railscope capture --agent unix:PATH takes the events from there (and so would kubectl exec).
-    from agent.capture.agent_data import fetch_agent_data
+    from agent.clients.agent import AgentClient
 
     async def main2() -> None:
         runner = web.AppRunner(make_app(agent))
@@ -312,7 +313,9 @@ def test_the_data_socket_serves_them_without_a_token(example_image: Path, tmp_pa
                 if agent.ready:
                     break
                 await asyncio.sleep(0.02)
-            events, recorder = await loop.run_in_executor(None, fetch_agent_data, "unix:" + sock)
+            client = AgentClient("unix:" + sock)
+            events = await loop.run_in_executor(None, client.events)
+            recorder = await loop.run_in_executor(None, client.recorder)
             assert events == [] and recorder is not None
         finally:
             await runner.cleanup()

@@ -57,6 +57,7 @@ def _request_docs(store: Path) -> list[dict]:
 def _token(tmp_path: Path) -> str:
     f = tmp_path / "agent-token"
     f.write_text(AGENT_TOKEN + "\n")
+    f.chmod(0o600)  # a token file readable by others is refused
     return str(f)
 
 
@@ -149,15 +150,15 @@ def test_a_capture_stored_before_the_agent_died_is_not_stored_twice(tmp_path: Pa
 
             monkeypatch.setattr(first, "_done_call", dies)
             await _post_alert(url)
-            async with aiohttp.ClientSession() as s:
-                (req,) = await first.poll(s)
+            async with first.client:
+                (req,) = await first.poll()
                 with pytest.raises(asyncio.CancelledError):
-                    await first.serve(s, req)
+                    await first.serve(req)
             stored_once = _bundles(store)
             second = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
-            async with aiohttp.ClientSession() as s:
-                (again,) = await second.poll(s)
-                key = await second.serve(s, again)
+            async with second.client:
+                (again,) = await second.poll()
+                key = await second.serve(again)
             return stored_once, key
 
     stored_once, key = asyncio.run(go())
@@ -169,7 +170,8 @@ def test_a_capture_stored_before_the_agent_died_is_not_stored_twice(tmp_path: Pa
 
 
 def _doc(**kw: object) -> dict:
-    base = {"id": bundle_id("inc-1", NODE, "node-bundle/v1"), "incident": "inc-1", "node": NODE,
+    base = {"schema": "railscope.request/v1", "state": "pending",
+            "id": bundle_id("inc-1", NODE, "node-bundle/v1"), "incident": "inc-1", "node": NODE,
             "plan": "node-bundle", "plan_version": 1, "params": {"pod_netns": False, "redact": False},
             "created": 1796000000, "expires": 1796001800, "alertname": "A", "source": "alert"}
     return {**base, **kw}
@@ -208,6 +210,8 @@ def test_railscope_capture_queues_a_request_and_waits_for_its_bundle(tmp_path: P
     tokens.write_text(OPERATOR_TOKEN + "\n")
     bad = tmp_path / "bad-token"
     bad.write_text("not-an-operator-token-at-all\n")
+    tokens.chmod(0o600)
+    bad.chmod(0o600)
 
     async def cli(*argv: str) -> subprocess.CompletedProcess[str]:
         proc = await asyncio.create_subprocess_exec(
@@ -277,3 +281,70 @@ def test_a_local_capture_of_the_same_cause_answers_the_alerts_request(tmp_path: 
     assert bundle.parent.name.startswith("linkflapping-")  # the event's incident: no second capture
     assert doc["state"] == "done" and doc["bundle"].endswith(bundle.name)
     assert not list((tmp_path / "spool").glob("*.tar.gz"))  # sent, then removed from the spool
+
+
+REQUEST_VECTORS = json.loads((Path(__file__).resolve().parents[3] / "proto" / "vectors" / "requests.json")
+                             .read_text())["vectors"]
+
+
+@pytest.mark.parametrize("vec", REQUEST_VECTORS, ids=[v["name"] for v in REQUEST_VECTORS])
+def test_the_agent_reads_the_request_vectors_byte_for_byte(vec: dict) -> None:
+    try:
+        doc = json.loads(vec["json"])
+    except ValueError:
+        assert vec["error"] == "not_json"
+        return
+    if vec.get("error") == "too_large":
+        # a stored document's cap: the collector never serves one, and a poll's answer has its own cap
+        with pytest.raises(RequestRefused):
+            pull.CaptureRequest.loads(vec["json"].encode())
+        return
+    if "error" in vec:
+        with pytest.raises(RequestRefused) as info:
+            parse_request(doc, NODE)
+        assert info.value.code == vec["error"]
+        return
+    req = parse_request(doc, NODE)
+    assert req.to_json() == vec["request"]
+    assert req.dumps() == vec.get("canonical_json", vec["json"]).encode()
+    assert req.plan_ref == vec["plan_ref"]
+    with pytest.raises(RequestRefused) as info:
+        parse_request(doc, "gpu-node-018")
+    assert info.value.code == "node"
+
+
+def test_the_puller_polls_the_vectors_a_collector_holds(tmp_path: Path, example_image: Path) -> None:
+    """The collector's answer to a poll, parsed by the agent, is each stored vector byte for byte."""
+    store = tmp_path / "store"
+    ok = [v for v in REQUEST_VECTORS if "request" in v and v["request"]["state"] == "pending"]
+    for vec in ok:
+        (store / vec["key"]).parent.mkdir(parents=True, exist_ok=True)
+        (store / vec["key"]).write_bytes(vec["json"].encode())
+
+    async def go() -> list[PullRequest]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            puller = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=0)
+            async with puller.client:
+                return await puller.poll()
+
+    got = asyncio.run(go())
+    assert sorted(r.dumps() for r in got) == sorted(v.get("canonical_json", v["json"]).encode() for v in ok)
+
+
+def test_every_event_code_has_its_alert_for_a_request_to_reuse() -> None:
+    """A request for an event's alert reuses the node's local capture of that event: every event code
+    is in the map (NicHealthError was once missing), and the rules name each alert the same way."""
+    import yaml
+
+    from agent.findings import EVENT_CODES
+
+    assert {pull.ALERT_EVENTS[f"Railscope{code}"] for code in EVENT_CODES} == set(EVENT_CODES)
+    assert pull.ALERT_EVENTS["RailscopeNicHealthError"] == "NicHealthError"
+    rules = yaml.safe_load((Path(__file__).resolve().parents[3] / "deploy" / "prometheus" /
+                            "railscope-rules.yaml").read_text())
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    # every event the detectors raise as an alert of its own is mapped back to its code
+    for name in alerts:
+        if name.removeprefix("Railscope") in EVENT_CODES:
+            assert pull.ALERT_EVENTS[name] == name.removeprefix("Railscope")
+    assert {f"Railscope{c}" for c in EVENT_CODES if c != "DriverReload"} <= alerts

@@ -90,3 +90,24 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "railscope.collectorToken" -}}
 {{- if or .Values.agent.collector .Values.collector.enabled -}}true{{- end -}}
 {{- end -}}
+
+{{/*
+The collector's in-cluster URL, given to the agents when the chart runs the collector and
+agent.collector does not name another: its Service, by name, in the release's namespace.
+*/}}
+{{- define "railscope.collectorURL" -}}
+{{- printf "http://%s.%s.svc:%d" (include "railscope.collectorName" .) .Release.Namespace (int .Values.collector.flags.port) -}}
+{{- end -}}
+
+{{/* The agent's ServiceAccount as TokenReview names it: system:serviceaccount:<namespace>:<name>. */}}
+{{- define "railscope.agentUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "railscope.serviceAccountName" .) -}}
+{{- end -}}
+
+{{/*
+The agent values the collector judges bundles with, so that its pages agree with the agents' alerts
+(the expectations of `railscope doctor`, read from RAILSCOPE_<FLAG>).
+*/}}
+{{- define "railscope.expectationKeys" -}}
+losslessPrio expectEswitchMode expectEswMultiport expectRdmaNetns rails eventWindow
+{{- end -}}

@@ -1,0 +1,93 @@
+"""The offline pipeline: open a node image and diagnose it, once, the same way for every caller.
+
+``railscope doctor`` (live or ``--from``), ``report``, ``diff``, ``metrics --from`` and the collector's
+pages all call ``diagnose_host`` (or ``diagnose_image``, which opens the image first): snapshot,
+topology, history, diagnosis, with what the history and the image could not read in ``unavailable``.
+Anything that is not a node image is a ``SourceError`` with one line for the operator, never a
+traceback. This module never opens the live host (the collector imports it): a caller with a live
+node passes its host in.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agent.analysis import pipeline
+from agent.analysis.checks import KernelRow
+from agent.analysis.diagnose import with_unavailable
+from agent.analysis.topology import Topology
+from agent.config import Expectations, ReadConfig
+from agent.findings import Diagnosis
+from agent.host import Host, HostError
+from agent.model import Snapshot
+from agent.readers.history import History, load_history
+
+if TYPE_CHECKING:
+    from agent.host.recorded import RecordedHost
+
+__all__ = ["Diagnosed", "SourceError", "diagnose_host", "diagnose_image", "open_source"]
+
+
+class SourceError(Exception):
+    """The source cannot be analysed (not an image, a damaged archive, a reader failure)."""
+
+
+@dataclass(frozen=True)
+class Diagnosed:
+    """A node read and judged: what ``doctor`` prints, ``report`` renders and ``diff`` compares."""
+
+    source: str
+    snapshot: Snapshot
+    topology: Topology
+    history: History
+    diagnosis: Diagnosis
+    #: the image's manifest as JSON (None for a live node or an image without a readable one)
+    manifest: dict[str, Any] | None
+    #: why the manifest could not be read, when it could not
+    manifest_error: str | None
+
+
+def open_source(source: str) -> RecordedHost:
+    """The recorded host of a node image path; ``SourceError`` when it is not one."""
+    from agent.host.recorded import open_image
+
+    try:
+        return open_image(source)
+    except HostError as exc:
+        raise SourceError(str(exc)) from None
+
+
+def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
+                  source: str = "this node", exclude_devices: str | None = None) -> Diagnosed:
+    """Read ``host`` (live or recorded) and diagnose it; the caller closes it. A reader failure is a
+    ``SourceError`` naming ``source`` (``RAILSCOPE_DEBUG=1`` raises it instead)."""
+    from agent.readers.snapshot import take_snapshot
+
+    try:
+        snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates,
+                                              exclude_devices=exclude_devices))
+        hist = load_history(host)
+        out = pipeline.run(snap, exp, kernel_table, history=hist)
+        image = host.image
+        # Read after the snapshot: the readers add what they could not read of the image as they go.
+        problems = image.problems if image is not None else ()
+        diag = with_unavailable(out.diagnosis, problems)
+        manifest = image.manifest.as_json() if image is not None and image.manifest is not None else None
+    except HostError as exc:
+        raise SourceError(str(exc)) from None
+    except Exception as exc:  # a reader bug must not become a traceback on an operator's terminal
+        if os.environ.get("RAILSCOPE_DEBUG"):
+            raise
+        raise SourceError(f"could not diagnose {source}: {type(exc).__name__}: {exc} "
+                          "(RAILSCOPE_DEBUG=1 shows the traceback)") from None
+    manifest_error = next((why for src, why in problems if src == "manifest"), None)
+    return Diagnosed(source, snap, out.topology, hist, diag, manifest if isinstance(manifest, dict) else None,
+                     manifest_error)
+
+
+def diagnose_image(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...]) -> Diagnosed:
+    """Open the node image ``source`` (a directory or a bundle ``.tar.gz``) and diagnose it."""
+    with open_source(source) as host:
+        return diagnose_host(host, exp, kernel_table, source=source)

@@ -1,0 +1,52 @@
+"""The analysis of one stored bundle: the doctor document and the report page, in a process of its own.
+
+``python -m collector.analysis PATH SOURCE MEMORY_BYTES`` reads the bundle at PATH with the offline
+pipeline (``agent.offline``, as ``railscope report`` does), judged by the ``RAILSCOPE_<FLAG>``
+variables, and prints ``{"doctor": …, "html": …}`` or ``{"error": …}`` with SOURCE (the stored name)
+in place of PATH. The pages run it under an address-space limit and a timeout, so a bundle built to
+exhaust either costs this process, never the collector; it imports no server code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from agent import __version__
+from agent.config import Expectations
+from agent.expectations import expectations_from_env
+
+__all__ = ["analyse_file", "main"]
+
+
+def analyse_file(path: str, source: str, exp: Expectations) -> dict[str, Any]:
+    """Doctor and report of a bundle on disk; what cannot be read is an error document, never raised."""
+    from agent.offline import SourceError, diagnose_image
+    from agent.readers.kernel_table import load_kernel_table
+    from agent.report.content import build_report
+    from agent.report.html import render_html
+
+    try:
+        got = diagnose_image(path, exp, load_kernel_table(exp.kernel_table_file))
+        rep = build_report(source, got.diagnosis, got.history, got.manifest, manifest_error=got.manifest_error,
+                           lossless_prio=exp.lossless_prio)
+        page = render_html(rep, version=__version__)
+    except SourceError as exc:
+        return {"error": str(exc).replace(path, source)}
+    except Exception as exc:  # a damaged bundle must give a page that says so, not a 500
+        return {"error": f"could not analyse: {type(exc).__name__}: {exc}".replace(path, source)}
+    return {"doctor": got.diagnosis.as_json(), "html": page}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import resource
+
+    path, source, memory = (argv if argv is not None else sys.argv[1:])[:3]
+    resource.setrlimit(resource.RLIMIT_AS, (int(memory), int(memory)))
+    sys.stdout.write(json.dumps(analyse_file(path, source, expectations_from_env())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

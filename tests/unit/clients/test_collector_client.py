@@ -1,0 +1,200 @@
+"""The collector client against the real collector app (loopback port, local store): every call of the API.
+
+Uploads are covered at length through the same client in ``tests/integration/test_collector_upload.py``;
+here each call is shown working once, refused once, and the retry policy and the token file once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))
+
+from collector_helpers import (
+    AGENT_TOKEN,
+    HELLO,
+    OPERATOR_TOKEN,
+    files,
+    local_settings,
+    running,
+    spool_bundle,
+)
+
+from agent.capture.upload import drain_spool
+from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy
+from proto.keys import bundle_id
+from proto.requests import CaptureRequest
+
+NODE = "gpu-node-017"
+DATA = os.urandom(200_000)
+
+
+def _token(tmp_path: Path, token: str, name: str, mode: int = 0o600) -> str:
+    p = tmp_path / name
+    p.write_text(token + "\n")
+    p.chmod(mode)
+    return str(p)
+
+
+def test_an_upload_is_stored_then_listed_fetched_and_verified(tmp_path: Path) -> None:
+    src = tmp_path / "b.tar.gz"
+    src.write_bytes(DATA)
+    agent_tok = _token(tmp_path, AGENT_TOKEN, "agent")
+    op_tok = _token(tmp_path, OPERATOR_TOKEN, "operator")
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            async with CollectorClient(url, token_file=agent_tok) as agent:
+                first = await agent.upload(HELLO, src)
+                again = await agent.upload(HELLO, str(src), expected_sha256=hashlib.sha256(DATA).hexdigest())
+            async with CollectorClient(url, token_file=op_tok) as op:
+                listed = await op.list(incident=HELLO.incident)
+                none = await op.list(incident="inc-none")
+                seen: list[int] = []
+                path, sha = await op.get(first.key, tmp_path / "out", progress=lambda n, _t: seen.append(n))
+                verified = await op.verify(first.key)
+                with pytest.raises(CollectorError) as missing:
+                    await op.get(first.key.replace(HELLO.bundle, "b9" + HELLO.bundle[2:]), tmp_path / "out")
+            return first, again, listed, none, path, sha, seen, verified, missing.value
+
+    first, again, listed, none, path, sha, seen, verified, missing = asyncio.run(go())
+    digest = hashlib.sha256(DATA).hexdigest()
+    assert (first.status, again.status, again.duplicate) == ("stored", "duplicate", True)
+    assert [b["key"] for b in listed["bundles"]] == [first.key] and none["bundles"] == []
+    assert path.read_bytes() == DATA and sha == digest and seen[-1] == len(DATA)
+    assert (path.parent / (path.name + ".sha256")).read_text().split() == [digest, path.name]
+    assert verified["ok"] is True and verified["sha256"] == digest
+    assert missing.status == 404 and not missing.retryable
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [path.name, path.name + ".sha256"]
+
+
+def test_a_download_that_does_not_hash_to_the_recorded_sha256_is_never_kept(tmp_path: Path) -> None:
+    op_tok = _token(tmp_path, OPERATOR_TOKEN, "operator")
+
+    async def go() -> CollectorError:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            async with CollectorClient(url, token=AGENT_TOKEN) as agent:
+                res = await agent.upload(HELLO, [DATA])
+            stored = tmp_path / "store" / res.key
+            stored.write_bytes(b"x" + stored.read_bytes()[1:])  # the stored object rots in the bucket
+            async with CollectorClient(url, token_file=op_tok) as op:
+                with pytest.raises(CollectorError) as info:
+                    await op.get(res.key, tmp_path / "out")
+            return info.value
+
+    err = asyncio.run(go())
+    assert err.code == "digest_mismatch" and "is not the recorded" in str(err)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_upload_while_producing_streams_what_the_producer_hands_over(tmp_path: Path) -> None:
+    def produce(on_chunk) -> str:  # type: ignore[no-untyped-def]
+        for off in range(0, len(DATA), 50_000):
+            on_chunk(DATA[off:off + 50_000])
+        return "produced"
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            async with CollectorClient(url, token=AGENT_TOKEN) as c:
+                return await c.upload_while_producing(HELLO, produce)
+
+    produced, res = asyncio.run(go())
+    assert produced == "produced" and not isinstance(res, CollectorError) and res.status == "stored"
+    stored = [f for f in files(tmp_path / "store") if f.endswith(".tar.gz")]
+    assert len(stored) == 1 and (tmp_path / "store" / stored[0]).read_bytes() == DATA
+
+
+def test_the_spool_is_drained_through_a_client(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    spool_bundle(spool, HELLO, DATA, 1.0)
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with running(local_settings(tmp_path)) as (url, _col):
+            async with CollectorClient(url, token_file=_token(tmp_path, AGENT_TOKEN, "agent")) as c:
+                return await drain_spool(spool, c)
+
+    res = asyncio.run(go())
+    assert [r.status for r in res.sent] == ["stored"] and res.rejected == [] and res.left == 0
+    assert not list(spool.glob("*.tar.gz"))
+
+
+def test_a_request_is_queued_polled_done_and_shown(tmp_path: Path) -> None:
+    agent_tok = _token(tmp_path, AGENT_TOKEN, "agent")
+    op_tok = _token(tmp_path, OPERATOR_TOKEN, "operator")
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            async with CollectorClient(url, token_file=op_tok) as op, \
+                    CollectorClient(url, token_file=agent_tok) as agent:
+                queued = await op.queue(NODE, "inc-5", params={"pod_netns": True})
+                again = await op.queue(NODE, "inc-5", params={"pod_netns": True})
+                polled = await agent.poll(NODE, 0)
+                with pytest.raises(CollectorError) as early:
+                    await agent.done(NODE, queued["id"])  # nothing stored yet
+                hello = HELLO.__class__(**{**HELLO.to_json(), "bundle": queued["id"], "incident": "inc-5",
+                                           "plan": CaptureRequest.from_json(queued).plan_ref})
+                stored = await agent.upload(hello, [DATA])
+                done = await agent.done(NODE, queued["id"], stored.key)
+                shown = await op.wait_done(NODE, queued["id"], timeout_s=5)
+                with pytest.raises(CollectorError) as other_node:
+                    await agent.poll("gpu-node-018", 0)
+            return queued, again, polled, early.value, stored, done, shown, other_node.value
+
+    queued, again, polled, early, stored, done, shown, other_node = asyncio.run(go())
+    assert queued["id"] == bundle_id("inc-5", NODE, "node-bundle/v1;pod_netns=true") and again["id"] == queued["id"]
+    assert [CaptureRequest.from_json(d).id for d in polled] == [queued["id"]]
+    assert early.status == 409 and early.code == "not_stored" and not early.retryable
+    assert done["state"] == "done" and done["bundle"] == stored.key and shown == done
+    assert other_node.status == 403
+
+
+def test_a_token_file_others_may_read_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    loose = _token(tmp_path, AGENT_TOKEN, "agent", mode=0o640)
+    src = tmp_path / "b.tar.gz"
+    src.write_bytes(DATA)
+
+    async def go() -> tuple:
+        async with running(local_settings(tmp_path)) as (url, col):
+            async with CollectorClient(url, token_file=loose, token_flag="--collector-token-file") as c:
+                with pytest.raises(CollectorError) as up:
+                    await c.upload(HELLO, src)
+                with pytest.raises(CollectorError) as polled:
+                    await c.poll(NODE, 0)
+            return up.value, polled.value, col
+
+    up, polled, _col = asyncio.run(go())
+    for err in (up, polled):
+        assert err.code == "token_file" and not err.retryable
+        assert f"--collector-token-file {loose}: readable by its group (mode 0640)" in str(err)
+        assert f"chmod 600 {loose}" in str(err)
+    assert files(tmp_path / "store") == []
+
+
+def test_the_retry_policy_backs_off_then_reports_and_a_refusal_is_final(tmp_path: Path) -> None:
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    async def go() -> tuple:
+        async with CollectorClient("http://127.0.0.1:9", token=OPERATOR_TOKEN, sleep=sleep,
+                                   call_retry=RetryPolicy(attempts=4, base_s=0.5, cap_s=5.0)) as c:
+            with pytest.raises(CollectorError) as down:
+                await c.list()
+        calls = len(slept)
+        async with running(local_settings(tmp_path)) as (url, _col):
+            async with CollectorClient(url, token="not-a-token", sleep=sleep) as c:
+                with pytest.raises(CollectorError) as refused:
+                    await c.list()
+        return down.value, calls, refused.value
+
+    down, calls, refused = asyncio.run(go())
+    assert down.retryable and "cannot reach http://127.0.0.1:9" in str(down)
+    assert calls == 3 and all(0 <= s <= 5.0 for s in slept[:3])  # four attempts, three waits
+    assert refused.status == 401 and not refused.retryable and len(slept) == calls  # never retried
