@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("agent.commands.report", "Report on a bundle: diagnosis, flight recorder, events, manifest (--html FILE)."),
     "diff": ("agent.commands.diff", "Compare two captures of a node: regressions, changes, counter rates."),
     "events": ("agent.commands.events", "Print the running agent's event log, read over its data socket."),
+    "preflight": ("agent.commands.preflight", "The upgrade gate: is this node ready for NCCL again? Verdict, exit 0/1."),
 }
 
 

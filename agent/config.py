@@ -10,14 +10,30 @@ multiport eswitch, so ``None`` means "no expectation, judge nothing". The CLI ma
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
-__all__ = ["DEFAULT_PORT", "RESERVED_PORTS", "AgentSettings", "Expectations", "ReadConfig", "SettingsError",
-           "Thresholds", "check_intervals", "check_listen", "check_port"]
+__all__ = [
+    "DEFAULT_PORT",
+    "EXPECTATION_FLAGS",
+    "RESERVED_PORTS",
+    "AgentSettings",
+    "Expectations",
+    "Judged",
+    "ReadConfig",
+    "SettingsError",
+    "Thresholds",
+    "check_intervals",
+    "check_listen",
+    "check_port",
+    "expectations_from_json",
+    "expectations_to_json",
+    "judge_image",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +66,191 @@ class Expectations:
     ber_warning: float = 2.4e-4
     #: ... measured over this window (``--ber-window``): the daemon's two samples, the recorder's span.
     ber_window_s: float = 300.0
+    #: MtuMismatch: the MTU every rail must have (``--expect-mtu``); None: the rails' most common MTU.
+    mtu: int | None = None
+    #: DriverNotDoca: "doca" when the rail PFs must run the DOCA / OFED mlx5 driver (``--expect-driver``).
+    driver: str | None = None
+
+
+#: Expectations field -> the flag that states it. A bundle's manifest records the expectations in force
+#: under the flag's words (``--expect-eswitch-mode`` -> ``expect_eswitch_mode``; DESIGN §2), so a replay
+#: judges as the node did and says which flag it would take to judge otherwise.
+EXPECTATION_FLAGS: dict[str, str] = {
+    "lossless_prio": "--lossless-prio",
+    "eswitch_mode": "--expect-eswitch-mode",
+    "esw_multiport": "--expect-esw-multiport",
+    "rdma_netns": "--expect-rdma-netns",
+    "rails": "--rails",
+    "net_templates": "--net-template",
+    "rdma_templates": "--rdma-template",
+    "event_window_s": "--event-window",
+    "flap_count": "--flap-count",
+    "flap_window_s": "--flap-window",
+    "storm_ratio": "--storm-ratio",
+    "kernel_table_file": "--kernel-table",
+    "ber_warning": "--ber-warning",
+    "ber_window_s": "--ber-window",
+}
+
+
+def _key(field_name: str) -> str:
+    return EXPECTATION_FLAGS[field_name].lstrip("-").replace("-", "_")
+
+
+def expectations_to_json(exp: Expectations) -> dict[str, Any]:
+    """The manifest's ``expectations``: every judging value in force, keyed by its flag's words."""
+    out: dict[str, Any] = {}
+    for name in EXPECTATION_FLAGS:
+        value = getattr(exp, name)
+        out[_key(name)] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _template_list(v: Any) -> tuple[str, ...] | None:
+    from agent.naming import validate_template
+
+    if isinstance(v, list) and 0 < len(v) <= 16 and all(isinstance(t, str) and not validate_template(t) for t in v):
+        return tuple(v)
+    return None
+
+
+def _number(v: Any, low: float, high: float, whole: bool = False) -> Any:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not low <= v <= high:
+        return None
+    if whole:
+        return int(v) if float(v).is_integer() else None
+    return float(v)
+
+
+def _ratio(v: Any) -> float | None:
+    # as --ber-warning takes it: a ratio strictly between 0 and 1
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
+        return None
+    return float(v)
+
+
+#: manifest key -> (Expectations field, parser returning the value or None when it is not valid).
+#: A bundle is untrusted input: each value is checked as its flag would check it.
+_PARSERS: dict[str, tuple[str, Any]] = {
+    "lossless_prio": ("lossless_prio", lambda v: _number(v, 0, 7, whole=True)),
+    "expect_eswitch_mode": ("eswitch_mode", lambda v: v if v in ("switchdev", "legacy") else None),
+    "expect_esw_multiport": ("esw_multiport", lambda v: v if isinstance(v, bool) else None),
+    "expect_rdma_netns": ("rdma_netns", lambda v: v if v in ("shared", "exclusive") else None),
+    "rails": ("rails", lambda v: _number(v, 0, 1024, whole=True)),
+    "net_template": ("net_templates", _template_list),
+    "rdma_template": ("rdma_templates", _template_list),
+    "event_window": ("event_window_s", lambda v: _number(v, 1e-3, 30 * 86400)),
+    "flap_count": ("flap_count", lambda v: _number(v, 1, 1e6, whole=True)),
+    "flap_window": ("flap_window_s", lambda v: _number(v, 1e-3, 30 * 86400)),
+    "storm_ratio": ("storm_ratio", lambda v: _number(v, 1e-9, 1)),
+    # a file on the node, not in the bundle: recorded for people, never opened by a replay
+    "kernel_table": ("kernel_table_file", lambda v: v if isinstance(v, str) and 0 < len(v) <= 4096 else None),
+    "ber_warning": ("ber_warning", _ratio),
+    "ber_window": ("ber_window_s", lambda v: _number(v, 1e-3, 30 * 86400)),
+}
+
+
+def expectations_from_json(doc: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The Expectations fields a manifest's ``expectations`` gives, and one problem line per value that
+    is refused. A ``null`` is a recorded "no expectation" and is kept; an unknown key is ignored (a
+    newer agent's); ``kernel_table`` names a file on the node and is not applied."""
+    if doc is None:
+        return {}, ()
+    if not isinstance(doc, dict):
+        return {}, ("manifest.json: expectations: not a JSON object, ignored",)
+    got: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in doc.items():
+        if key not in _PARSERS:
+            continue
+        name, parse = _PARSERS[key]
+        if value is None:
+            if name in ("lossless_prio", "net_templates", "rdma_templates", "event_window_s", "flap_count",
+                        "flap_window_s", "storm_ratio", "ber_warning", "ber_window_s"):
+                continue  # these always have a value; null is not a statement
+            got[name] = None
+            continue
+        parsed = parse(value)
+        if parsed is None:
+            text = json.dumps(value)[:40]
+            problems.append(f"manifest.json: expectations: {key}: {text} is not a valid value, ignored")
+            continue
+        got[name] = parsed
+    return got, tuple(problems)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The expectations a node image was judged with, and where each came from (DESIGN §2): the
+    command line (a flag or its ``RAILSCOPE_*`` variable) over the bundle's manifest over the
+    defaults."""
+
+    expectations: Expectations
+    #: Expectations field -> "bundle" | the flag | the variable | "default"
+    origin: dict[str, str] = field(default_factory=dict)
+    #: what the bundle recorded (Expectations fields), overridden or not
+    recorded: dict[str, Any] = field(default_factory=dict)
+    #: the recorded values refused as invalid, one line each
+    problems: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"rails": {"value": 2, "from": "bundle"}, ...}``, keyed by the flag's words; ``bundle``
+        names the recorded value a flag overrode."""
+        out: dict[str, Any] = {}
+        for name, flag in EXPECTATION_FLAGS.items():
+            if name not in self.origin:
+                continue
+            value = getattr(self.expectations, name)
+            entry: dict[str, Any] = {"value": list(value) if isinstance(value, tuple) else value,
+                                     "from": self.origin[name]}
+            if self.origin[name] != "bundle" and name in self.recorded:
+                rec = self.recorded[name]
+                entry["bundle"] = list(rec) if isinstance(rec, tuple) else rec
+            out[flag.lstrip("-").replace("-", "_")] = entry
+        return out
+
+    def from_bundle(self, base: Expectations) -> bool:
+        """Whether a recorded value judged the image where ``base`` (the command line's alone) would
+        have judged otherwise: only then is the judgement not the one the command line implies."""
+        return any(o == "bundle" and getattr(self.expectations, n) != getattr(base, n) for n, o in self.origin.items())
+
+    def words(self) -> str:
+        """One line for people: the values that are not a flag's default, with where each came from,
+        e.g. ``rails=2 (bundle), expect_eswitch_mode=switchdev (--expect-eswitch-mode)``."""
+        default = Expectations()
+        parts = []
+        for key, entry in self.as_json().items():
+            name = next(n for n, f in EXPECTATION_FLAGS.items() if f.lstrip("-").replace("-", "_") == key)
+            shown = entry["value"]
+            if entry["from"] == "default" or (entry["from"] == "bundle"
+                                              and getattr(default, name) == getattr(self.expectations, name)):
+                continue
+            if isinstance(shown, list):
+                shown = ",".join(shown)
+            extra = f"; the bundle had {entry['bundle']}" if "bundle" in entry and entry["bundle"] != entry["value"] else ""
+            parts.append(f"{key}={'none' if shown is None else shown} ({entry['from']}{extra})")
+        if not self.recorded and not parts:
+            return "the command line's (the image records no expectations)"
+        return ", ".join(parts) or "the defaults (the bundle records no expectation beyond them)"
+
+
+def judge_image(exp: Expectations, given: dict[str, str], manifest_extra: Any) -> Judged:
+    """The expectations to judge an image with: ``exp`` (the command line's) for every field in
+    ``given``, the bundle's recorded value (``manifest.json`` ``expectations``) for the others."""
+    recorded, problems = expectations_from_json(manifest_extra)
+    origin: dict[str, str] = {}
+    use: dict[str, Any] = {}
+    for name in EXPECTATION_FLAGS:
+        if name in given:
+            origin[name] = given[name]
+        elif name in recorded and name != "kernel_table_file":  # a file on the node, not in the bundle
+            use[name] = recorded[name]
+            origin[name] = "bundle"
+        elif name in ("flap_count", "flap_window_s", "storm_ratio"):
+            continue  # not flags of the reading commands: only a bundle states them
+        else:
+            origin[name] = "default"
+    return Judged(replace(exp, **use), origin, recorded, problems)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +434,14 @@ class AgentSettings:
     #: only with the bearer token in this file
     data_socket: str | None = None
     data_token_file: str | None = None
+    #: the agent's own budget (``--budget-cpu`` cores, ``--budget-rss`` bytes; None: no guard) and how
+    #: often the guard looks (``agent.service.budget``)
+    budget_cpu: float | None = None
+    budget_rss: int | None = None
+    budget_interval_s: float = 10.0
+    #: RailResourcesLost: the extended resources of the Node object watched for a drop to 0 allocatable
+    #: (``--rail-resources``, shell patterns on the resource name)
+    rail_resources: tuple[str, ...] = ("nvidia.com/*", "rdma/*", "openshift.io/*")
 
     def interval_s(self, source: str, default: float) -> float:
         return dict(self.intervals).get(source, default)

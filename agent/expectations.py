@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
-from agent.config import Expectations
+from agent.config import EXPECTATION_FLAGS, Expectations
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
 
-__all__ = ["add_expectation_flags", "env_default", "expectations_from_args", "expectations_from_env"]
+__all__ = ["add_expectation_flags", "add_template_flags", "env_default", "expectations_from_args",
+           "expectations_from_env", "given_expectations", "stated_by_env"]
 
 
 def env_default(name: str, default: str | None) -> str | None:
@@ -70,42 +72,125 @@ def _ber(text: str) -> float:
     return x
 
 
-def add_expectation_flags(p: argparse.ArgumentParser) -> None:
+#: the namespace attribute naming the expectation flags given on the command line
+_GIVEN = "_expectations_given"
+
+
+def _mark(namespace: argparse.Namespace, dest: str) -> None:
+    given = getattr(namespace, _GIVEN, None)
+    if given is None:
+        given = set()
+        setattr(namespace, _GIVEN, given)
+    given.add(dest)
+
+
+class _Store(argparse._StoreAction):
+    """``store`` that remembers the flag was given: a bundle's recorded value yields only to a flag
+    the operator typed, never to a flag's default."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        _mark(namespace, self.dest)
+
+
+class _Append(argparse._AppendAction):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        _mark(namespace, self.dest)
+
+
+def given_expectations(args: argparse.Namespace) -> dict[str, str]:
+    """Expectations field -> where the command line stated it: the flag (``--rails``) or its variable
+    (``RAILSCOPE_RAILS``). A field absent here is the flag's default."""
+    typed = getattr(args, _GIVEN, set())
+    out = {}
+    for name, flag in EXPECTATION_FLAGS.items():
+        dest = flag.lstrip("-").replace("-", "_")
+        var = "RAILSCOPE_" + dest.upper()
+        if dest in typed:
+            out[name] = flag
+        elif os.environ.get(var) and hasattr(args, dest) and dest not in ("net_template", "rdma_template"):
+            out[name] = var  # the template flags read no variable
+    return out
+
+
+def stated_by_env() -> dict[str, str]:
+    """The expectations the ``RAILSCOPE_<FLAG>`` variables state (the collector's command line): they
+    override a bundle's recorded values, the others yield to them (DESIGN §2)."""
+    p = argparse.ArgumentParser(add_help=False)
+    add_expectation_flags(p)
+    return given_expectations(p.parse_args([]))
+
+
+def add_template_flags(g: Any) -> None:
+    """``--net-template`` / ``--rdma-template``: which names are rails (the readers' and the checks')."""
+    g.add_argument("--net-template", type=_template, action=_Append, default=None,
+                   help="Netdev name template in the operator's syntax, e.g. net_rail%%rail_id%%. Repeatable. "
+                        f"Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')} tried in order.")
+    g.add_argument("--rdma-template", type=_template, action=_Append, default=None,
+                   help="RDMA device name template. Repeatable. Default: "
+                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
+
+
+def add_expectation_flags(p: argparse.ArgumentParser, *, templates: bool = True) -> None:
+    """The judging flags; ``templates=False`` where the command declares ``--net-template`` itself."""
     g = p.add_argument_group("expectations (nothing is judged unless asked)")
-    g.add_argument("--lossless-prio", type=_prio, default=int(env_default("lossless-prio", "3") or 3),
+    g.add_argument("--lossless-prio", action=_Store, type=_prio, default=int(env_default("lossless-prio", "3") or 3),
                    help="The RoCE lossless priority whose PFC counters are judged. Default: 3.")
-    g.add_argument("--expect-eswitch-mode", choices=("switchdev", "legacy"),
+    g.add_argument("--expect-eswitch-mode", action=_Store, choices=("switchdev", "legacy"),
                    default=env_default("expect-eswitch-mode", None),
                    help="Report PFs with VFs whose eswitch is in another mode. Default: no expectation.")
-    g.add_argument("--expect-esw-multiport", type=_bool_word, default=env_default("expect-esw-multiport", None),
+    g.add_argument("--expect-esw-multiport", action=_Store, type=_bool_word, default=env_default("expect-esw-multiport", None),
                    help="Report NICs whose esw_multiport (LAG) is not this value (true/false). "
                         "Default: no expectation; a torn value across the PFs of one NIC is always reported.")
-    g.add_argument("--expect-rdma-netns", choices=("shared", "exclusive"),
+    g.add_argument("--expect-rdma-netns", action=_Store, choices=("shared", "exclusive"),
                    default=env_default("expect-rdma-netns", None),
                    help="Report an RDMA netns mode other than this. Default: no expectation (a node that asks "
                         "for exclusive mode in modprobe.d or the cmdline but runs shared is always reported).")
-    g.add_argument("--rails", type=int, default=env_default("rails", None),
-                   help="Expect rails 0..N-1 when the node has no udev naming rules, named by the first net "
-                        "template with only %%rail_id%% (none: no rails expected). Default: the rails the udev "
-                        "rules name.")
-    g.add_argument("--net-template", type=_template, action="append", default=None,
-                   help="Netdev name template in the operator's syntax, e.g. net_rail%%rail_id%%. Repeatable. "
-                        f"Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')} tried in order.")
-    g.add_argument("--rdma-template", type=_template, action="append", default=None,
-                   help="RDMA device name template. Repeatable. Default: "
-                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
-    g.add_argument("--event-window", type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
+    g.add_argument("--rails", action=_Store, type=int, default=env_default("rails", None),
+                   help="Expect rails 0..N-1, named by the first net template with only %%rail_id%%. Where udev "
+                        "naming rules exist they win for the rails they name, and the rails of 0..N-1 they do not "
+                        "name are expected too (a note says which won). Default: the rails the udev rules name, "
+                        "else none.")
+    if templates:
+        add_template_flags(g)
+    g.add_argument("--event-window", action=_Store, type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
                    help="Agent events this long before the capture time become findings. Default: 15m.")
-    g.add_argument("--ber-warning", type=_ber, default=_ber(env_default("ber-warning", "2.4e-4") or "2.4e-4"),
+    g.add_argument("--ber-warning", action=_Store, type=_ber,
+                   default=_ber(env_default("ber-warning", "2.4e-4") or "2.4e-4"),
                    help="LinkDegrading: a pre-FEC corrected-bit ratio (rx_corrected_bits_phy / rx_bits_phy) above "
                         "this over --ber-window is a warning. Default: 2.4e-4, the BER IEEE 802.3 (802.3bs / "
                         "802.3cd PAM4 PMDs) specifies at the input of the RS(544,514) KP4 FEC.")
-    g.add_argument("--ber-window", type=_duration, default=_duration(env_default("ber-window", "5m") or "5m"),
+    g.add_argument("--ber-window", action=_Store, type=_duration,
+                   default=_duration(env_default("ber-window", "5m") or "5m"),
                    help="LinkDegrading: the window the corrected-bit ratio and symbol errors are measured over "
                         "(two samples of the agent, the flight recorder's span). Default: 5m.")
-    g.add_argument("--kernel-table", default=env_default("kernel-table", None), metavar="FILE",
+    g.add_argument("--kernel-table", action=_Store, default=env_default("kernel-table", None), metavar="FILE",
                    help="A JSON file of extra validated-kernel rows for DriverKernelUnvalidated, added to the "
                         "shipped table. Default: the shipped table only.")
+    add_readiness_flags(g)
+
+
+def _mtu(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an MTU in bytes, got {text!r}") from None
+    if not 68 <= n <= 65535:  # ETH_MIN_MTU .. the largest netdev MTU
+        raise argparse.ArgumentTypeError(f"expected an MTU of 68-65535 bytes, got {n}")
+    return n
+
+
+def add_readiness_flags(g: argparse._ArgumentGroup) -> None:
+    """The expectations of the readiness codes (MtuMismatch, DriverNotDoca)."""
+    g.add_argument("--expect-mtu", type=_mtu, default=env_default("expect-mtu", None),
+                   help="Report rails whose MTU is not this many bytes (e.g. 9000 or 4200). Default: no value; "
+                        "a rail whose MTU differs from the most common MTU of the node's rails is reported.")
+    g.add_argument("--expect-driver", choices=("doca",), default=env_default("expect-driver", None),
+                   help="doca: report rail PFs that run the inbox mlx5 driver (the DOCA driver container "
+                        "restores the inbox driver when its pod ends). Default: no expectation.")
 
 
 def expectations_from_args(args: argparse.Namespace) -> Expectations:
@@ -127,6 +212,8 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
         kernel_table_file=args.kernel_table,
         ber_warning=getattr(args, "ber_warning", 2.4e-4),
         ber_window_s=getattr(args, "ber_window", 300.0),
+        mtu=int(args.expect_mtu) if getattr(args, "expect_mtu", None) is not None else None,
+        driver=getattr(args, "expect_driver", None),
     )
 
 

@@ -42,6 +42,12 @@ CODES: dict[str, str] = {
     "NicTemperatureHigh": "warning",
     "PcieLinkDegraded": "warning",
     "PcieErrors": "warning",
+    "FirmwarePendingActivation": "info",
+    "GpuDirectNotReady": "warning",
+    "MtuMismatch": "warning",
+    "DriverNotDoca": "warning",
+    "RailNamingConflict": "critical",
+    "RailResourcesLost": "critical",
 }
 
 #: code -> default severity of every event a detector emits.
@@ -50,8 +56,11 @@ EVENT_CODES: dict[str, str] = {
                                       "LosslessDrops", "NicHealthError")},
     **{code: CODES[code] for code in ("LinkDegrading", "OpticsOutOfRange", "PcieErrors")},
     "DriverReload": "info",
+    # frames above a rail's MTU arrive (rx_oversize_pkts_phy rose): the rising form of MtuMismatch
+    "MtuMismatch": CODES["MtuMismatch"],
+    # the device plugin advertised 0 of a rail resource after more: only the API server knows (DESIGN §4)
+    "RailResourcesLost": CODES["RailResourcesLost"],
 }
-
 
 #: code -> what to do next: the command to run, the setting to check, who owns the fix. One source for
 #: doctor, report, the collector's pages and the alerts' runbooks (their annotation links to
@@ -152,6 +161,29 @@ NEXT_STEPS: dict[str, str] = {
     "PcieErrors": (
         "/sys/bus/pci/devices/<bdf>/aer_dev_* and `dmesg | grep -i aer` for the failing device; reseat the card or "
         "riser and open a hardware ticket when fatal errors repeat. Owner: the node's hardware team."),
+    "FirmwarePendingActivation": (
+        "`devlink dev info <pci>`: running against stored. Activate the flashed image in a maintenance window "
+        "(mlxfwreset, or a cold reboot of the drained node) and check that running equals stored; `railscope "
+        "preflight` fails until then. Owner: the firmware rollout (NIC lifecycle team)."),
+    "GpuDirectNotReady": (
+        "`ls /sys/module/nvidia_peermem /sys/kernel/mm/memory_peers` and `cat /sys/module/nvidia/taint`: load "
+        "nvidia_peermem (GPU Operator driver.rdma.enabled=true) or run the open GPU kernel modules on Linux >= 5.12 "
+        "for DMA-BUF, then check that NCCL_DEBUG=INFO says GDR on the rails. Owner: the GPU Operator / driver team."),
+    "MtuMismatch": (
+        "`ip link show <netdev>` against the other rails and the switch port; the MTU comes from the NicClusterPolicy "
+        "/ SriovNetworkNodePolicy (mtu) and is lost when a driver reload recreates the netdev before the policy "
+        "applies again. Owner: the Network Operator's policies, with the fabric team for the switch side."),
+    "DriverNotDoca": (
+        "The DOCA driver container restores the inbox driver when its pod ends: the Network Operator's driver pod on "
+        "this node and its log, `cat /sys/module/mlx5_core/version`. Owner: the Network Operator (ofedDriver)."),
+    "RailNamingConflict": (
+        "`grep -n KERNELS /etc/udev/rules.d/*.rules`: keep one rule per PCI function and one function per name "
+        "(nic-configuration-operator's files are the rails' own), remove the other rule, reboot; the evidence lists "
+        "the file and line of each rule. Owner: whoever writes the naming rules."),
+    "RailResourcesLost": (
+        "Stop the rollout. `kubectl describe node <node>` for allocatable and capacity, then the RDMA / SR-IOV device "
+        "plugin pod on the node and its log (a restart that found no devices, a changed selector, rails renamed "
+        "under it). Owner: the Network Operator (device plugin)."),
 }
 
 #: code -> its rule: when railscope raises it (DESIGN §4). Rows for codes not raised yet wait for them.
@@ -292,6 +324,9 @@ class RailRow:
     esw_multiport: bool | None = None
     numvfs: int | None = None
     representors: int | None = None
+    #: the GPU nearest the rail PF in the PCIe tree, and how near (``nvidia-smi topo -m`` words)
+    gpu: str | None = None
+    gpu_link: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -301,6 +336,7 @@ class RailRow:
             "driver_version": self.driver_version, "firmware": self.firmware, "psid": self.psid,
             "eswitch_mode": self.eswitch_mode, "esw_multiport": self.esw_multiport,
             "numvfs": self.numvfs, "representors": self.representors,
+            "gpu": self.gpu, "gpu_link": self.gpu_link,
         }
 
 
@@ -312,6 +348,8 @@ class Diagnosis:
     findings: tuple[Finding, ...]
     #: source -> reason, for what could not be read (shown to people, not part of the contract)
     unavailable: tuple[tuple[str, str], ...] = ()
+    #: what people must know of how the node was judged (``--rails 8`` against rules that name 4)
+    notes: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -321,6 +359,7 @@ class Diagnosis:
             "rails": [r.as_json() for r in self.rails],
             "findings": [f.as_json() for f in self.findings],
             "unavailable": [{"source": s, "reason": r} for s, r in self.unavailable],
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     def exit_status(self) -> int:

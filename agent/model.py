@@ -284,6 +284,72 @@ class OvsInterface:
 
 
 # --------------------------------------------------------------------------------------------
+# firmware, GPUs and GPUDirect (the readiness sources)
+
+
+@dataclass(frozen=True, slots=True)
+class FirmwareInfo:
+    """``devlink -j dev info <PF handle>``: the versions the NIC runs and the ones flashed for the next
+    reset. ``running`` / ``stored`` are (name, value) pairs as devlink prints them (mlx5: ``fw.version``
+    and ``fw``; netdevsim: ``fw.mgmt``)."""
+
+    handle: str
+    driver: str | None = None
+    running: tuple[tuple[str, str], ...] = ()
+    stored: tuple[tuple[str, str], ...] = ()
+    psid: str | None = None  # versions.fixed fw.psid
+
+    @property
+    def pending(self) -> tuple[tuple[str, str, str], ...]:
+        """(name, running, stored) of every version that is in both sets and differs: flashed, not active."""
+        run = dict(self.running)
+        return tuple((k, run[k], v) for k, v in self.stored if k in run and run[k] != v)
+
+    @property
+    def version(self) -> str | None:
+        """The firmware version word: ``fw.version``, else ``fw``, else the only running version."""
+        run = dict(self.running)
+        return run.get("fw.version") or run.get("fw") or (self.running[0][1] if len(self.running) == 1 else None)
+
+    @property
+    def stored_version(self) -> str | None:
+        st = dict(self.stored)
+        return st.get("fw.version") or st.get("fw") or (self.stored[0][1] if len(self.stored) == 1 else None)
+
+
+@dataclass(frozen=True, slots=True)
+class PciPath:
+    """A PCI function's place in the PCIe tree: the resolved ``/sys/bus/pci/devices/<bdf>`` path
+    (``/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0``) and its NUMA node
+    (None when sysfs says -1 or nothing)."""
+
+    bdf: str
+    path: str | None
+    numa_node: int | None = None
+    pci_class: str | None = None  # 0x030200 (3D controller), 0x030000 (VGA), ...
+
+
+@dataclass(frozen=True, slots=True)
+class GpuState:
+    """The node's NVIDIA GPUs and what makes GPUDirect RDMA possible on it (no GPU driver call)."""
+
+    gpus: tuple[PciPath, ...] = ()
+    #: the rail PFs' places in the PCIe tree, for the GPU <-> rail topology
+    rail_paths: tuple[PciPath, ...] = ()
+    #: (path, version) for each of the peer-memory paths NCCL probes that exists
+    peer_memory: tuple[tuple[str, str], ...] = ()
+    nvidia_loaded: bool = False
+    nvidia_version: str | None = None  # /sys/module/nvidia/version
+    nvidia_taint: str | None = None  # /sys/module/nvidia/taint: "P" proprietary, "O" out of tree, "E" unsigned
+
+    def rail_path(self, bdf: str | None) -> PciPath | None:
+        for p in self.rail_paths:
+            if p.bdf == bdf:
+                return p
+        return None
+
+
+# --------------------------------------------------------------------------------------------
 # events (agent detectors, events.json)
 
 
@@ -372,6 +438,27 @@ class NicSensor:
 
 
 @dataclass(frozen=True, slots=True)
+class DaemonProcess:
+    """One process of a daemon a rail depends on (``agent.readers.processes.DAEMONS``), from
+    ``/proc/<pid>/stat`` and ``/proc/<pid>/status``: never its environment, never its command line."""
+
+    #: the daemon's word in the table (``ovs-vswitchd``, ``sriov-config-daemon``)
+    daemon: str
+    #: the kernel's name of the process (``comm``, at most 15 characters)
+    name: str
+    pid: int
+    ppid: int | None = None
+    #: the ``stat`` state letter (R running, S sleeping, D uninterruptible, Z zombie)
+    state: str | None = None
+    #: unix seconds (boot time + the start tick)
+    start_time: float | None = None
+    #: user + system CPU since it started, seconds
+    cpu_seconds: float | None = None
+    rss_bytes: int | None = None
+    threads: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one read of the node gave, plus why each missing source is missing."""
 
@@ -397,10 +484,16 @@ class Snapshot:
     pcie: tuple[PcieLink, ...] = ()
     optics: tuple[ModuleOptics, ...] = ()
     thermal: tuple[NicSensor, ...] = ()
+    #: the processes of the daemons a rail depends on (the ``processes`` source)
+    processes: tuple[DaemonProcess, ...] = ()
     #: source -> reason ("devlink": "devlink: command not found")
     unavailable: tuple[tuple[str, str], ...] = ()
     #: devlink handles whose command timed out (busy: e.g. the SR-IOV daemon is creating VFs)
     busy: tuple[str, ...] = ()
+    #: ``devlink dev info`` of the rail PFs (the firmware source)
+    firmware: tuple[FirmwareInfo, ...] = ()
+    #: GPUs, GPUDirect paths and the rail PFs' PCIe places (the gpus source); None: not read
+    gpus: GpuState | None = None
 
     def link(self, ifname: str) -> Link | None:
         for link in self.links:

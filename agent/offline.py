@@ -18,7 +18,7 @@ from agent.analysis import pipeline
 from agent.analysis.checks import KernelRow
 from agent.analysis.diagnose import with_unavailable
 from agent.analysis.topology import Topology
-from agent.config import Expectations, ReadConfig
+from agent.config import Expectations, Judged, ReadConfig, judge_image
 from agent.findings import Diagnosis
 from agent.host import Host, HostError
 from agent.model import Snapshot
@@ -47,6 +47,11 @@ class Diagnosed:
     manifest: dict[str, Any] | None
     #: why the manifest could not be read, when it could not
     manifest_error: str | None
+    #: a node image's judgement: the expectations used and where each came from (its manifest's, under
+    #: the command line's); None for a live node
+    judged: Judged | None = None
+    #: the expectations the diagnosis used (``judged.expectations`` for an image)
+    expectations: Expectations | None = None
 
 
 def open_source(source: str) -> RecordedHost:
@@ -60,11 +65,21 @@ def open_source(source: str) -> RecordedHost:
 
 
 def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
-                  source: str = "this node", exclude_devices: str | None = None) -> Diagnosed:
+                  source: str = "this node", given: dict[str, str] | None = None,
+                  exclude_devices: str | None = None) -> Diagnosed:
     """Read ``host`` (live or recorded) and diagnose it; the caller closes it. A reader failure is a
-    ``SourceError`` naming ``source`` (``RAILSCOPE_DEBUG=1`` raises it instead)."""
+    ``SourceError`` naming ``source`` (``RAILSCOPE_DEBUG=1`` raises it instead).
+
+    A node image is judged with the expectations its manifest records (DESIGN §2), except those in
+    ``given`` (field -> the flag or variable that stated it: the command line's), which ``exp`` holds.
+    """
     from agent.readers.snapshot import take_snapshot
 
+    judged = None
+    if host.image is not None:
+        recorded = host.image.manifest
+        judged = judge_image(exp, given or {}, recorded.extra.get("expectations") if recorded is not None else None)
+        exp = judged.expectations
     try:
         snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates,
                                               exclude_devices=exclude_devices))
@@ -74,6 +89,8 @@ def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, 
         # Read after the snapshot: the readers add what they could not read of the image as they go.
         problems = image.problems if image is not None else ()
         diag = with_unavailable(out.diagnosis, problems)
+        if judged is not None and judged.problems:
+            diag = with_unavailable(diag, tuple(("manifest", p) for p in judged.problems))
         manifest = image.manifest.as_json() if image is not None and image.manifest is not None else None
     except HostError as exc:
         raise SourceError(str(exc)) from None
@@ -84,10 +101,12 @@ def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, 
                           "(RAILSCOPE_DEBUG=1 shows the traceback)") from None
     manifest_error = next((why for src, why in problems if src == "manifest"), None)
     return Diagnosed(source, snap, out.topology, hist, diag, manifest if isinstance(manifest, dict) else None,
-                     manifest_error)
+                     manifest_error, judged, exp)
 
 
-def diagnose_image(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...]) -> Diagnosed:
-    """Open the node image ``source`` (a directory or a bundle ``.tar.gz``) and diagnose it."""
+def diagnose_image(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
+                   given: dict[str, str] | None = None) -> Diagnosed:
+    """Open the node image ``source`` (a directory or a bundle ``.tar.gz``) and diagnose it, judged with
+    its recorded expectations under ``given`` (see :func:`diagnose_host`)."""
     with open_source(source) as host:
-        return diagnose_host(host, exp, kernel_table, source=source)
+        return diagnose_host(host, exp, kernel_table, source=source, given=given)

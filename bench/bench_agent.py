@@ -457,7 +457,15 @@ def main() -> int:
     ap.add_argument("--soak-only", action="store_true", help="Run the soak alone.")
     ap.add_argument("--json", action="store_true", help="Also print one JSON line with every figure.")
     ap.add_argument("--inside", choices=("full", "scale", "soak"), help=argparse.SUPPRESS)
+    ap.add_argument("--readiness", action="store_true",
+                    help="Only the readiness sources (gpus, firmware) on an 8-rail HGX-shaped tree, and preflight's "
+                         "wall time next to doctor's (bench/bench_readiness.py); no root needed.")
     args = ap.parse_args()
+    if args.readiness:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import bench_readiness
+
+        return bench_readiness.main(["--runs", str(args.runs)])
     if args.inside:
         args.phase = args.inside
         print(json.dumps(inside(args)))

@@ -128,6 +128,7 @@ def bench_alerts(work: Path, runs: int) -> dict:
     agent_token = "bench-agent-token-0123456789abcd"
     tokens["agent"].write_text(f"{NODE} {agent_token}\n")
     (work / "agent-token").write_text(agent_token + "\n")
+    (work / "agent-token").chmod(0o600)  # the agent refuses a token file others may read
 
     caps = []
     for n in range(3):

@@ -1,5 +1,6 @@
 """The central service: ingest, storage, the bundle API (DESIGN §9).
 
-May import ``proto`` and the offline parts of the agent (recorded host, image, readers, analysis,
-report); never the live host, the capture runner or the agent service.
+May import ``proto`` and the offline parts of the agent (recorded host, image, readers, analysis and
+``agent.offline`` that runs them, report, the judging flags of ``agent.expectations``) and nothing else
+of it: an allow-list in tests/unit/test_import_rules.py.
 """

@@ -31,9 +31,8 @@ from aiohttp import web
 
 from proto.keys import KeyPartError, check_part
 
-from .auth import AuthError
 from .config import AlertLimits
-from .errors import error_response
+from .errors import Refused
 from .requests import CaptureRequest, check_params, request_for
 from .state import BOARD, LIMITS, STATE
 from .storage import StoreError
@@ -54,12 +53,8 @@ _RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[+-]\d{2
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 
-class WebhookError(Exception):
+class WebhookError(Refused):
     """A payload refused whole: nothing is queued. ``status`` is the HTTP answer."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,17 +333,12 @@ async def _body(request: web.Request) -> bytes:
 
 async def receive(request: web.Request) -> web.Response:
     """Alertmanager's webhook: queue the captures the policy allows and say why the rest were not."""
-    col = request.app[STATE]
-    try:
-        principal = await col.auth.authenticate(request.headers.get("Authorization"))
-        principal.require("alerting")
-    except AuthError as exc:
-        return error_response(exc.status, exc.code, exc.message)
     try:
         hook = parse_webhook(await _body(request))
     except WebhookError as exc:
         # The body may be unread past the cap: the connection cannot carry another request.
-        return error_response(exc.status, exc.code, exc.message, close=exc.status == 413)
+        exc.close = exc.status == 413
+        raise
     board = request.app[BOARD]
     limits = request.app[LIMITS]
     try:
@@ -361,7 +351,7 @@ async def receive(request: web.Request) -> web.Response:
             board.note(req)
     except StoreError as exc:
         # 5xx: Alertmanager sends the group again, and the requests are idempotent.
-        return error_response(503, "store_unavailable", str(exc)[:200], headers={"Retry-After": "10"})
+        raise Refused(503, "store_unavailable", str(exc)[:200], headers={"Retry-After": "10"}) from None
     answer = decision.to_json()
     log.info("alert group %s: %d queued, skipped %s, %d resolved, %d without node", hook.group_key[:120],
              len(decision.queue), answer["skipped"], decision.resolved, decision.no_node)
@@ -369,8 +359,7 @@ async def receive(request: web.Request) -> web.Response:
 
 
 def setup(app: web.Application, limits: AlertLimits | None = None) -> None:
-    """``POST /v1/alerts``; needs the request board of :func:`collector.requests.setup`."""
+    """The limits of ``POST /v1/alerts`` (which needs the request board of :func:`collector.requests.setup`)."""
     limits = limits or app[STATE].settings.alerts
     check_params(limits.plan, None)
     app[LIMITS] = limits
-    app.router.add_post("/v1/alerts", receive)

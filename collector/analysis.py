@@ -1,8 +1,8 @@
 """The analysis of one stored bundle: the doctor document and the report page, in a process of its own.
 
 ``python -m collector.analysis PATH SOURCE MEMORY_BYTES`` reads the bundle at PATH with the offline
-pipeline (``agent.offline``, as ``railscope report`` does), judged by the ``RAILSCOPE_<FLAG>``
-variables, and prints ``{"doctor": …, "html": …}`` or ``{"error": …}`` with SOURCE (the stored name)
+pipeline (``agent.offline``, as ``railscope report`` does), judged by the expectations the bundle
+records under the ``RAILSCOPE_<FLAG>`` variables, and prints ``{"doctor": …, "html": …}`` or ``{"error": …}`` with SOURCE (the stored name)
 in place of PATH. The pages run it under an address-space limit and a timeout, so a bundle built to
 exhaust either costs this process, never the collector; it imports no server code.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from agent import __version__
 from agent.config import Expectations
-from agent.expectations import expectations_from_env
+from agent.expectations import expectations_from_env, stated_by_env
 
 __all__ = ["analyse_file", "main"]
 
@@ -28,15 +28,20 @@ def analyse_file(path: str, source: str, exp: Expectations) -> dict[str, Any]:
     from agent.report.html import render_html
 
     try:
-        got = diagnose_image(path, exp, load_kernel_table(exp.kernel_table_file))
+        # the bundle's own expectations, under the collector's RAILSCOPE_* variables (its command line)
+        got = diagnose_image(path, exp, load_kernel_table(exp.kernel_table_file), given=stated_by_env())
+        judged = got.judged
         rep = build_report(source, got.diagnosis, got.history, got.manifest, manifest_error=got.manifest_error,
-                           lossless_prio=exp.lossless_prio)
-        page = render_html(rep, version=__version__)
+                           lossless_prio=(got.expectations or exp).lossless_prio)
+        page = render_html(rep, version=__version__, judged_with=judged.words() if judged is not None else None)
     except SourceError as exc:
         return {"error": str(exc).replace(path, source)}
     except Exception as exc:  # a damaged bundle must give a page that says so, not a 500
         return {"error": f"could not analyse: {type(exc).__name__}: {exc}".replace(path, source)}
-    return {"doctor": got.diagnosis.as_json(), "html": page}
+    doctor = got.diagnosis.as_json()
+    if judged is not None:
+        doctor["expectations"] = judged.as_json()
+    return {"doctor": doctor, "html": page}
 
 
 def main(argv: list[str] | None = None) -> int:

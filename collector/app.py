@@ -1,7 +1,9 @@
-"""The collector's HTTP app: upload, the bundle API, ``/metrics``, ``/healthz``, ``/readyz``.
+"""The collector's HTTP app: upload, the bundle API, capture requests, alerts, pages and the probes.
 
-An app factory (aiohttp-demos ``polls``): the store and the authenticator live in ``cleanup_ctx``;
-``serve`` binds the address with bounded request lines and headers.
+An app factory (aiohttp-demos ``polls``): the store, the authenticator and the request board live in
+``cleanup_ctx``; the routes are the table of ``collector.routes``, each checked by the guard
+middleware against the roles it names; ``serve`` binds the address with bounded request lines and
+headers.
 """
 
 from __future__ import annotations
@@ -14,46 +16,23 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import alerts, bundles, ingest, pages
+from . import alerts, pages, routes
 from . import requests as capture_requests
 from .auth import Authenticator
 from .config import CollectorSettings
-from .metrics import CONTENT_TYPE_LATEST
+from .guard import guard
 from .state import STATE, Collector
-from .storage import Store, StoreError, open_store
+from .storage import Store, open_store
 
 __all__ = ["make_app", "serve"]
 
 log = logging.getLogger("railscope.collector")
 
-_PARTS = "{cluster}/{date}/{incident}/{name}"
-
-
-async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
-
-
-async def readyz(request: web.Request) -> web.Response:
-    col = request.app[STATE]
-    try:
-        await asyncio.wait_for(col.store.ready(), 5)
-    except (StoreError, TimeoutError) as exc:
-        col.metrics.storage_errors.labels("ready").inc()
-        return web.json_response({"status": "store unreachable", "store": col.store.description,
-                                  "error": str(exc) or "timeout"}, status=503)
-    return web.json_response({"status": "ready", "store": col.store.description})
-
-
-async def metrics(request: web.Request) -> web.Response:
-    body = request.app[STATE].metrics.render()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
 def make_app(settings: CollectorSettings, store: Store | None = None) -> web.Application:
     """The app; raises ``SettingsError`` for a configuration that cannot work (no token source)."""
     col = Collector(settings=settings, store=store or open_store(settings), auth=Authenticator(settings))
     # Only small JSON bodies are read whole; the upload streams and enforces its own cap.
-    app = web.Application(client_max_size=64 * 1024)
+    app = web.Application(client_max_size=64 * 1024, middlewares=[guard])
     app[STATE] = col
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
@@ -64,16 +43,10 @@ def make_app(settings: CollectorSettings, store: Store | None = None) -> web.App
         await col.store.close()
 
     app.cleanup_ctx.append(resources)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_post("/v1/bundles", ingest.upload, expect_handler=ingest.expect_upload)
-    app.router.add_get("/v1/bundles", bundles.list_bundles)
-    app.router.add_get(f"/v1/bundles/{_PARTS}", bundles.fetch)
-    app.router.add_post(f"/v1/bundles/{_PARTS}/verify", bundles.verify)
-    pages.add_routes(app)
+    pages.setup(app)
     capture_requests.setup(app)
     alerts.setup(app)
+    routes.add_routes(app)
     return app
 
 

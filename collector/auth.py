@@ -24,6 +24,7 @@ import aiohttp
 from proto.keys import KeyPartError, check_part
 
 from .config import CollectorSettings, SettingsError
+from .errors import Refused
 
 __all__ = ["ROLES", "AuthError", "Authenticator", "Principal", "load_tokens"]
 
@@ -35,10 +36,8 @@ TOKENREVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 _MAX_TOKEN = 16 * 1024
 
 
-class AuthError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+class AuthError(Refused):
+    """No token, an unknown one (401), the wrong role or node (403), no way to ask (503)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The bundle API: list, fetch and verify stored bundles (operator role).
+"""The bundle API: list, fetch and verify stored bundles (operator role, checked by ``collector.guard``).
 
 ``GET /v1/bundles?cluster=&date=&incident=&node=`` lists; ``GET /v1/bundles/<cluster>/<date>/<incident>/<name>``
 streams a ``.tar.gz`` (or its ``.sha256``); ``POST …/<name>/verify`` re-hashes the stored object and
@@ -14,24 +14,13 @@ from aiohttp import web
 
 from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
-from .auth import AuthError
-from .errors import error_response
+from .errors import Refused
 from .state import STATE
 from .storage import StoreError
 
 __all__ = ["fetch", "list_bundles", "verify"]
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-async def _operator(request: web.Request) -> web.Response | None:
-    try:
-        principal = await request.app[STATE].auth.authenticate(request.headers.get("Authorization"))
-        principal.require("operator")
-    except AuthError as exc:
-        request.app[STATE].metrics.refuse(exc.code)
-        return error_response(exc.status, exc.code, exc.message)
-    return None
 
 
 def _key(request: web.Request) -> tuple[BundleKey, bool]:
@@ -43,12 +32,10 @@ def _key(request: web.Request) -> tuple[BundleKey, bool]:
 
 
 async def list_bundles(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     q = request.query
     unknown = set(q) - {"cluster", "date", "incident", "node"}
     if unknown:
-        return error_response(400, "bad_key", f"unknown filter {sorted(unknown)[0][:40]!r}")
+        raise Refused(400, "bad_key", f"unknown filter {sorted(unknown)[0][:40]!r}")
     try:
         for kind in ("cluster", "incident", "node"):
             if kind in q:
@@ -56,31 +43,29 @@ async def list_bundles(request: web.Request) -> web.Response:
         if "date" in q and not _DATE.fullmatch(q["date"]):
             raise KeyPartError("date is yyyy-mm-dd")
     except KeyPartError as exc:
-        return error_response(400, "bad_key", str(exc))
+        raise Refused(400, "bad_key", str(exc)) from None
     col = request.app[STATE]
     try:
         found = await col.store.list(q.get("cluster"), q.get("date"), q.get("incident"), q.get("node"))
     except StoreError as exc:
         col.metrics.storage_errors.labels("list").inc()
-        return error_response(503, "store_unavailable", str(exc))
+        raise Refused(503, "store_unavailable", str(exc)) from None
     return web.json_response({"bundles": [s.to_json() for s in found]})
 
 
 async def fetch(request: web.Request) -> web.StreamResponse:
-    if (denied := await _operator(request)) is not None:
-        return denied
     try:
         key, sha = _key(request)
     except KeyPartError as exc:
-        return error_response(400, "bad_key", str(exc))
+        raise Refused(400, "bad_key", str(exc)) from None
     col = request.app[STATE]
     try:
         st = await col.store.stat(key)
     except StoreError as exc:
         col.metrics.storage_errors.labels("read").inc()
-        return error_response(503, "store_unavailable", str(exc))
+        raise Refused(503, "store_unavailable", str(exc)) from None
     if st is None or (sha and st.sha256 is None):
-        return error_response(404, "not_found", f"no bundle {key.rel}")
+        raise Refused(404, "not_found", f"no bundle {key.rel}")
     if sha:
         return web.Response(text=f"{st.sha256}  {key.name}\n", content_type="text/plain")
     resp = web.StreamResponse(headers={"Content-Type": "application/gzip", "Content-Length": str(st.bytes),
@@ -102,26 +87,24 @@ async def fetch(request: web.Request) -> web.StreamResponse:
 
 
 async def verify(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     try:
         key, sha = _key(request)
     except KeyPartError as exc:
-        return error_response(400, "bad_key", str(exc))
+        raise Refused(400, "bad_key", str(exc)) from None
     if sha:
-        return error_response(400, "bad_key", "verify a .tar.gz, not its .sha256")
+        raise Refused(400, "bad_key", "verify a .tar.gz, not its .sha256")
     col = request.app[STATE]
     try:
         st = await col.store.stat(key)
         if st is None:
-            return error_response(404, "not_found", f"no bundle {key.rel}")
+            raise Refused(404, "not_found", f"no bundle {key.rel}")
         h, n = hashlib.sha256(), 0
         async for piece in col.store.read(key):
             h.update(piece)
             n += len(piece)
     except StoreError as exc:
         col.metrics.storage_errors.labels("read").inc()
-        return error_response(503, "store_unavailable", str(exc))
+        raise Refused(503, "store_unavailable", str(exc)) from None
     ok = st.sha256 is not None and h.hexdigest() == st.sha256
     return web.json_response({"key": key.rel, "ok": ok, "sha256": h.hexdigest(), "recorded": st.sha256,
                               "bytes": n})

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from proto.keys import KeyPartError, check_prefix
+from proto.requests import DEFAULT_PLAN, PLANS
 
 __all__ = ["DEFAULT_PORT", "AlertLimits", "CollectorSettings", "SettingsError", "StoreURL", "parse_store"]
 
@@ -68,8 +69,8 @@ class AlertLimits:
     rate_window_s: float = 600.0
     #: a request not picked up by then is dropped
     request_ttl_s: float = 1800.0
-    #: the capture plan alert requests name (collector/requests.py PLANS)
-    plan: str = "node-bundle"
+    #: the capture plan alert requests name (one of ``proto.requests.PLANS``)
+    plan: str = DEFAULT_PLAN
 
     def __post_init__(self) -> None:
         for name in ("cooldown_s", "rate_window_s", "request_ttl_s"):
@@ -80,6 +81,8 @@ class AlertLimits:
                 raise SettingsError(f"{name} must not be negative")
         if self.request_ttl_s < 60:
             raise SettingsError("request_ttl_s must be at least 60 s (agents poll for up to 55 s)")
+        if self.plan not in PLANS:
+            raise SettingsError(f"unknown capture plan {self.plan!r} (known: {', '.join(sorted(PLANS))})")
 
 
 @dataclass(frozen=True, slots=True)

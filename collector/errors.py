@@ -1,4 +1,10 @@
-"""A refusal: an HTTP status, a SPEC.md error code and one line for a person."""
+"""A refusal: an HTTP status, a SPEC.md error code and one line for a person.
+
+Every refusal of the collector is a :class:`Refused` raised where it is decided (the token, the
+key, the body, the store) and answered in one place (``collector.guard``), which counts it in
+``railscope_collector_refusals{endpoint,reason}``. ``AuthError`` and ``WebhookError`` are refusals
+too, named for where they start.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,13 @@ __all__ = ["Refused", "error_response"]
 
 
 class Refused(Exception):
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+    """Answer ``status`` with ``{"error": code, "message": message}``; with ``close``, the body may be
+    unread and the connection cannot carry another request."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None,
+                 close: bool = False) -> None:
         super().__init__(message)
-        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+        self.status, self.code, self.message, self.headers, self.close = status, code, message, headers or {}, close
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None,

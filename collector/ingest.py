@@ -21,9 +21,10 @@ from aiohttp import web
 from proto.frames import Chunk, End, FrameError, Hello, UploadReader
 from proto.keys import BundleKey, KeyPartError
 
-from .auth import AuthError, Principal
-from .errors import Refused, error_response
-from .state import STATE, Collector
+from .auth import Principal
+from .errors import Refused
+from .guard import authorize, refusal, route_of
+from .state import PRINCIPAL, STATE, Collector
 from .storage import Stored, StoreError, Writer
 
 __all__ = ["expect_upload", "upload"]
@@ -51,25 +52,24 @@ def wire_cap(max_bundle_bytes: int) -> int:
 async def _admit(request: web.Request) -> Principal:
     """Token, role and capacity: checked before ``100 Continue``, so a refusal costs no body."""
     col = request.app[STATE]
-    try:
-        principal = await col.auth.authenticate(request.headers.get("Authorization"))
-        principal.require("agent")
-    except AuthError as exc:
-        raise Refused(exc.status, exc.code, exc.message) from None
+    route = route_of(request)
+    if route is not None:
+        await authorize(request, route)  # the expect handler runs before the guard middleware
     if col.in_flight >= col.settings.max_inflight:
         raise Refused(429, "busy", f"{col.in_flight} uploads in flight on this replica; retry later",
                       headers={"Retry-After": str(col.settings.retry_after_s)})
-    return principal
+    return request[PRINCIPAL]
 
 
 async def expect_upload(request: web.Request) -> web.StreamResponse | None:
     try:
         await _admit(request)
     except Refused as r:
-        request.app[STATE].metrics.refuse(r.code)
-        return error_response(r.status, r.code, r.message, r.headers, close=True)
+        r.close = True
+        return refusal(request, route_of(request), r)
     if request.headers.get("Expect", "").lower() != "100-continue":
-        return error_response(417, "malformed", "only Expect: 100-continue is understood", close=True)
+        return refusal(request, route_of(request), Refused(417, "malformed", "only Expect: 100-continue is understood",
+                                                           close=True))
     await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
     request.writer.output_size = 0
     return None
@@ -80,17 +80,17 @@ async def upload(request: web.Request) -> web.Response:
     try:
         principal = await _admit(request)
     except Refused as r:
-        col.metrics.refuse(r.code)
-        return error_response(r.status, r.code, r.message, r.headers, close=True)
+        r.close = True  # the body is unread
+        raise
     col.in_flight += 1
     col.metrics.in_flight.inc()
     started = time.monotonic()
     try:
         doc = await _Ingest(col, principal, request).run()
     except Refused as r:
-        col.metrics.refuse(r.code)
         log.info("upload refused: %s %s", r.code, r.message)
-        return error_response(r.status, r.code, r.message, r.headers, close=True)
+        r.close = True
+        raise
     finally:
         col.in_flight -= 1
         col.metrics.in_flight.dec()
@@ -191,10 +191,7 @@ class _Ingest:
             key = BundleKey.build(hello.cluster, hello.incident, hello.node, hello.bundle, hello.created)
         except KeyPartError as exc:
             raise Refused(400, "bad_key", str(exc)) from None
-        try:
-            self.principal.require("agent", node=key.node)
-        except AuthError as exc:
-            raise Refused(exc.status, exc.code, exc.message) from None
+        self.principal.require("agent", node=key.node)  # an AuthError is a refusal: it ends the upload
         self.key = key
         self.existing = await self.col.store.find(key)
         if self.existing is None:

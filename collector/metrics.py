@@ -12,6 +12,8 @@ __all__ = ["CONTENT_TYPE_LATEST", "CollectorMetrics"]
 REASONS = ("malformed", "unknown_frame", "order", "unsupported_version", "bad_key", "length_mismatch",
            "digest_mismatch", "truncated", "frame_too_large", "unauthenticated", "forbidden", "too_slow",
            "conflict", "too_large", "busy", "store_unavailable", "auth_unavailable", "disconnected")
+#: The codes of the other endpoints (bundle API, requests, alerts, pages).
+OTHER_REASONS = ("not_found", "bad_request", "not_stored", "bad_json", "bad_version", "bad_alert", "bad_label")
 
 
 class CollectorMetrics:
@@ -27,6 +29,14 @@ class CollectorMetrics:
                                ["reason"], registry=r)
         for reason in REASONS:
             self.refused.labels(reason)
+        #: every refusal of every endpoint (the uploads' are in ``refused`` as well, by reason)
+        self.refusals = Counter("railscope_collector_refusals", "Requests refused, by endpoint and reason "
+                                "(SPEC.md codes).", ["endpoint", "reason"], registry=r)
+        #: 401s answered to the browser pages (a Basic challenge: no or wrong operator credentials),
+        #: never in ``refusals``: opening /ui is not an agent being refused
+        self.page_challenges = Counter("railscope_collector_page_challenges",
+                                       "Browser page requests answered 401 (asked for the operator token), by page; "
+                                       "not counted as refusals.", ["endpoint"], registry=r)
         self.duration = Histogram("railscope_collector_ingest_duration_seconds",
                                   "Time from the request to the answer of an upload that was admitted.",
                                   buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900), registry=r)
@@ -36,8 +46,12 @@ class CollectorMetrics:
         for op in ("write", "read", "list", "ready"):
             self.storage_errors.labels(op)
 
-    def refuse(self, reason: str) -> None:
-        self.refused.labels(reason if reason in REASONS else "malformed").inc()
+    def refuse(self, endpoint: str, reason: str) -> None:
+        """Count a refusal of ``endpoint`` (a route name of ``collector.routes``, a closed set)."""
+        if endpoint == "upload":
+            self.refused.labels(reason if reason in REASONS else "malformed").inc()
+        known = reason in REASONS or reason in OTHER_REASONS
+        self.refusals.labels(endpoint, reason if known else "malformed").inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -21,8 +21,6 @@ loop, and two pages asking for the same bundle share one analysis.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
 import os
 import re
@@ -33,41 +31,24 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from multidict import CIMultiDict
 
 from agent import __version__
 from agent.expectations import expectations_from_env
 from agent.report.html import CSS, esc, pill
 from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
-from .auth import AuthError
-from .bundles import fetch
-from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, STATE, Collector
+from .errors import Refused
+from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, BOARD, STATE, Collector
 from .storage import Stored, StoreError
 
-__all__ = ["add_routes", "analysis_of"]
+__all__ = ["analysis_of", "incident", "index", "refused", "report", "setup"]
 
 SCHEMA = "railscope.analysis/v1"
-_PARTS = "{cluster}/{date}/{incident}/{name}"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _REALM = 'Basic realm="railscope collector", charset="UTF-8"'
 #: Worst findings shown per node on the incident page (the report page has them all).
 WORST = 4
 
-
-
-# -- auth ---------------------------------------------------------------------------------------
-
-def _bearer(header: str | None) -> str | None:
-    """``Basic`` credentials become the bearer token they carry (the password); others pass as given."""
-    if header and header[:6].lower() == "basic ":
-        try:
-            decoded = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        _user, _, password = decoded.partition(":")
-        return f"Bearer {password}" if password else None
-    return header
 
 
 def _page(title: str, body: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -87,18 +68,18 @@ def _security(headers: dict[str, str] | None = None) -> dict[str, str]:
             **(headers or {})}
 
 
-async def _operator(request: web.Request) -> web.Response | None:
-    col = request.app[STATE]
-    try:
-        principal = await col.auth.authenticate(_bearer(request.headers.get("Authorization")))
-        principal.require("operator")
-    except AuthError as exc:
-        col.metrics.refuse(exc.code)
-        headers = {"WWW-Authenticate": _REALM} if exc.status == 401 else None
-        return _page(f"{exc.status}", f"<h1>{exc.status}</h1><p>{esc(exc.message)}. This page needs the "
-                     "collector's operator token (as the password of HTTP Basic credentials, or a bearer "
-                     "token).</p>", exc.status, headers)
-    return None
+_TITLES = {400: "Bad key", 401: "Unauthorized", 403: "Forbidden", 404: "Not found", 503: "Store unavailable"}
+
+
+def refused(r: Refused) -> web.Response:
+    """A refusal as a page (``collector.guard`` counts it); a 401 asks the browser for credentials."""
+    title = _TITLES.get(r.status, str(r.status))
+    body = f"<h1>{esc(title)}</h1><p>{esc(r.message)}</p>"
+    if r.status in (401, 403):
+        body = (f"<h1>{r.status}</h1><p>{esc(r.message)}. This page needs the collector's operator token (as the "
+                "password of HTTP Basic credentials, or a bearer token).</p>")
+    headers = {"WWW-Authenticate": _REALM} if r.status == 401 else None
+    return _page(title, body, r.status, headers)
 
 
 # -- analysis, cached beside the bundle ------------------------------------------------------------
@@ -179,7 +160,8 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
     lock = locks.setdefault(key.rel, asyncio.Lock())
     async with lock:
         exp = request.app[ANALYSIS_EXPECT]
-        judged = repr(exp)
+        # "+recorded": analyses made before bundles' own expectations were applied are stale
+        judged = repr(exp) + "+recorded"
         cached = await _cache_get(col, key)
         if cached is not None and cached.get("sha256") == stored.sha256 and cached.get("version") == __version__ \
                 and cached.get("expectations") == judged:
@@ -237,31 +219,83 @@ def _bundle_url(key: BundleKey) -> str:
     return f"/ui/bundles/{key.rel}"
 
 
-async def _list(request: web.Request, **filters: str | None) -> list[Stored] | web.Response:
+async def _list(request: web.Request, **filters: str | None) -> list[Stored]:
     col = request.app[STATE]
     try:
         return await col.store.list(filters.get("cluster"), filters.get("date"), filters.get("incident"), None)
     except StoreError as exc:
         col.metrics.storage_errors.labels("list").inc()
-        return _page("store unavailable", f"<h1>Store unavailable</h1><p>{esc(exc)}</p>", 503)
+        raise Refused(503, "store_unavailable", str(exc)) from None
+
+
+def size_words(n: int) -> str:
+    """Bytes for people: ``812 B``, ``4.2 KiB``, ``12.3 MiB``, ``1.1 GiB``."""
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n_f = n / 1024
+        if n_f < 1024 or unit == "TiB":
+            return f"{n_f:.1f} {unit}"
+        n = int(n_f)
+    return f"{n} B"  # not reached
+
+
+def _when(stamp: str) -> str:
+    """``20261201T093823Z`` as ``2026-12-01 09:38:23Z``."""
+    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]}Z" if len(stamp) == 16 else stamp
+
+
+_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+def _event_code(incident: str) -> str | None:
+    """The event code of an agent's own capture incident (``linkflapping-20261201t093823z``)."""
+    from agent.findings import EVENT_CODES
+
+    head = incident.rsplit("-", 1)[0] if re.search(r"-\d{8}t\d{6}z$", incident) else ""
+    return next((c for c in EVENT_CODES if c.lower() == head), None)
 
 
 async def index(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
+    """The incidents, newest first: when, how bad, which alerts, how many nodes, how much to download."""
     found = await _list(request)
-    if isinstance(found, web.Response):
-        return found
-    incidents: dict[tuple[str, str, str], set[str]] = {}
+    incidents: dict[tuple[str, str, str], list[Stored]] = {}
     for s in found:
-        incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), set()).add(s.key.node)
-    rows = "".join(
-        f'<tr><td class=mono><a href="{esc(_incident_url(c, d, i))}">{esc(i)}</a></td><td class=mono>{esc(c)}</td>'
-        f"<td class=mono>{esc(d)}</td><td>{len(nodes)}</td></tr>"
-        for (c, d, i), nodes in sorted(incidents.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]), reverse=True))
-    body = ("<h1>Incidents</h1>" + (f"<table id=incidents><thead><tr><th>Incident</th><th>Cluster</th><th>Date</th>"
-                                    f"<th>Nodes</th></tr></thead><tbody>{rows}</tbody></table>"
-                                    if rows else "<p>No bundles stored.</p>"))
+        incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), []).append(s)
+    # What asked for the captures: the requests this replica's board holds (kept a day after done).
+    asked: dict[str, tuple[set[str], str | None]] = {}
+    board = request.app.get(BOARD)
+    if board is not None:
+        try:
+            await board.fresh()
+        except StoreError:
+            pass  # the page still lists the bundles
+        for r in board.all():
+            names, sev = asked.get(r.incident, (set(), None))
+            if r.alertname:
+                names.add(r.alertname)
+            if r.severity in _RANK and (sev is None or _RANK[r.severity] < _RANK[sev]):
+                sev = r.severity
+            asked[r.incident] = (names, sev)
+    rows = []
+    for (c, d, i), bundles in sorted(incidents.items(), key=lambda kv: (max(b.key.stamp for b in kv[1]), kv[0]),
+                                     reverse=True):
+        names, sev = asked.get(i, (set(), None))
+        if not names and (code := _event_code(i)) is not None:
+            names, sev = {f"{code} (the agent's own event)"}, sev
+        stamps = sorted(b.key.stamp for b in bundles)
+        when = _when(stamps[0]) + (f" – {_when(stamps[-1])[11:]}" if stamps[-1] != stamps[0] else "")
+        nodes = {b.key.node for b in bundles}
+        rows.append(
+            f'<tr><td class=mono><a href="{esc(_incident_url(c, d, i))}">{esc(i)}</a></td><td class=mono>{esc(when)}</td>'
+            f"<td>{pill(sev) if sev else '<span class=muted>–</span>'}</td>"
+            f"<td>{esc(', '.join(sorted(names))) or '<span class=muted>asked by an operator or none</span>'}</td>"
+            f"<td>{len(nodes)}</td><td>{len(bundles)}</td><td>{esc(size_words(sum(b.bytes for b in bundles)))}</td>"
+            f"<td class=mono>{esc(c)}</td></tr>")
+    body = ("<h1>Incidents</h1>" + (
+        "<table id=incidents><thead><tr><th>Incident</th><th>Captured (UTC)</th><th>Severity</th><th>Alerts</th>"
+        f"<th>Nodes</th><th>Bundles</th><th>Size</th><th>Cluster</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        if rows else "<p>No bundles stored.</p>"))
     return _page("railscope incidents", body)
 
 
@@ -300,21 +334,17 @@ def _fleet(by_node: Iterable[tuple[str, dict[str, Any]]]) -> list[tuple[str, str
 
 
 async def incident(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     m = request.match_info
     try:
         cluster, incident_id = check_part("cluster", m["cluster"]), check_part("incident", m["incident"])
         if not _DATE.fullmatch(m["date"]):
             raise KeyPartError("date is yyyy-mm-dd")
     except KeyPartError as exc:
-        return _page("bad key", f"<h1>Bad key</h1><p>{esc(exc)}</p>", 400)
+        raise Refused(400, "bad_key", str(exc)) from None
     date = m["date"]
     found = await _list(request, cluster=cluster, date=date, incident=incident_id)
-    if isinstance(found, web.Response):
-        return found
     if not found:
-        return _page("not found", f"<h1>No bundles for incident {esc(incident_id)}</h1>", 404)
+        raise Refused(404, "not_found", f"No bundles for incident {incident_id}")
     # What is analysed already first; then at most PAGE_ANALYSES of the rest, so one request's
     # work stays bounded however many nodes an incident has.
     docs = [(s, await analysis_of(request, s, analyse=False)) for s in found]
@@ -338,7 +368,7 @@ async def incident(request: web.Request) -> web.Response:
                 worst += f'<br><span class="muted">and {total - len(fs)} more</span>'
         rows.append(f"<tr><td class=mono><b>{esc(k.node)}</b></td><td class=mono>{esc(k.stamp)}</td><td>{worst}</td>"
                     f'<td><a href="{esc(_bundle_url(k))}">report</a> · <a href="{esc(_bundle_url(k))}/download">'
-                    f"download</a> <span class=muted>({s.bytes / 1048576:.1f} MiB)</span></td></tr>")
+                    f"download</a> <span class=muted>({esc(size_words(s.bytes))})</span></td></tr>")
     fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d and "pending" not in d)
     if fleet:
         frows = "".join(f"<tr><td>{pill(sev)}</td><td class=mono>{esc(c)}</td><td class=mono>{esc(subj)}</td>"
@@ -366,42 +396,33 @@ def _stored_key(request: web.Request) -> BundleKey:
 
 
 async def report(request: web.Request) -> web.Response:
-    if (denied := await _operator(request)) is not None:
-        return denied
     col = request.app[STATE]
     try:
         key = _stored_key(request)
     except KeyPartError as exc:
-        return _page("bad key", f"<h1>Bad key</h1><p>{esc(exc)}</p>", 400)
+        raise Refused(400, "bad_key", str(exc)) from None
     try:
         stored = await col.store.stat(key)
     except StoreError as exc:
         col.metrics.storage_errors.labels("read").inc()
-        return _page("store unavailable", f"<h1>Store unavailable</h1><p>{esc(exc)}</p>", 503)
+        raise Refused(503, "store_unavailable", str(exc)) from None
     if stored is None:
-        return _page("not found", f"<h1>No bundle {esc(key.rel)}</h1>", 404)
+        raise Refused(404, "not_found", f"No bundle {key.rel}")
     doc = await analysis_of(request, stored)
+    # The way back: the incident this bundle belongs to, its download, every incident.
+    nav = (f'<nav class="muted back"><a href="{esc(_incident_url(key.cluster, key.date, key.incident))}">'
+           f"Incident {esc(key.incident)}</a> · <a href=\"{esc(_bundle_url(key))}/download\">Download the bundle "
+           f"({esc(size_words(stored.bytes))})</a> · <a href=\"/ui/\">All incidents</a></nav>")
     if "error" in doc:
-        return _page(key.name, f"<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(doc['error'])}</p>"
-                     f'<p><a href="{esc(_bundle_url(key))}/download">download</a></p>', 422)
-    return web.Response(text=doc["html"], content_type="text/html", headers=_security())
+        return _page(key.name, f"{nav}<h1>{esc(key.name)}</h1><p>This bundle cannot be read: {esc(doc['error'])}</p>",
+                     422)
+    return web.Response(text=doc["html"].replace("<main>", "<main>" + nav, 1), content_type="text/html",
+                        headers=_security())
 
 
-async def download(request: web.Request) -> web.StreamResponse:
-    if (denied := await _operator(request)) is not None:
-        return denied
-    # The bundle API's fetch streams the object; it reads the credentials as a bearer token.
-    headers = CIMultiDict(request.headers)
-    headers["Authorization"] = _bearer(request.headers.get("Authorization")) or ""
-    return await fetch(request.clone(headers=headers))
-
-
-def add_routes(app: web.Application) -> None:
-    """The pages, under ``/ui/``."""
+def setup(app: web.Application) -> None:
+    """What the pages share: one analysis at a time, a lock per bundle, the expectations (the routes,
+    under ``/ui/``, are in ``collector.routes``; a download is the bundle API's fetch)."""
     app[ANALYSIS_LOCKS] = {}
     app[ANALYSIS_SLOTS] = asyncio.Semaphore(1)
     app[ANALYSIS_EXPECT] = expectations_from_env()
-    app.router.add_get("/ui/", index)
-    app.router.add_get("/ui/incidents/{cluster}/{date}/{incident}", incident)
-    app.router.add_get(f"/ui/bundles/{_PARTS}", report)
-    app.router.add_get(f"/ui/bundles/{_PARTS}/download", download)

@@ -1,10 +1,10 @@
-"""Capture requests: what the collector asks an agent to capture, and where requests live.
+"""Capture requests on the collector's side: where they live, and the ``/v1/requests`` routes.
 
-A request names a fixed, versioned capture plan and its parameters — never a command: the agent
-maps the plan name to code it ships, so a collector (or whoever can write to the bucket) cannot make
-a privileged pod run anything new. A request expires; its id is the bundle id of
-``proto.keys.bundle_id(incident, node, plan)``, so a request captured twice (an agent restarted
-mid-capture) is stored once, and posting the same alert group again finds the request it made.
+What a request is — its document, plans, parameters, id and object key — is ``proto/requests.py``
+(``proto/SPEC.md``, "Capture requests"), which the agent reads with too. A request names a fixed,
+versioned plan, never a command; its id is the bundle id of its incident, node and plan, so a request
+captured twice (an agent restarted mid-capture) is stored once, and posting the same alert group
+again finds the request it made.
 
 Requests live in the object store (``<prefix>/_requests/<node>/<id>.json``; ``_`` can start no
 cluster name, so they never mix with bundles), so every collector replica sees every request.
@@ -13,6 +13,7 @@ cluster name, so they never mix with bundles), so every collector replica sees e
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -25,6 +26,7 @@ from proto.requests import (
     DEFAULT_PLAN,
     MAX_POLL_WAIT_S,
     MAX_REQUEST_BYTES,
+    MAX_TAKES,
     PLANS,
     POLL_WAIT_S,
     REQUEST_SCHEMA,
@@ -35,15 +37,13 @@ from proto.requests import (
     check_params,
     plan_ref,
     request_for,
+    take_id,
 )
 
-from .auth import AuthError, Principal
-from .errors import error_response
+from .errors import Refused
 from .state import BOARD, LIMITS, STATE
 from .storage import Store, StoreError
 
-# The request contract (schema, plans, parameters, ids) is proto's; this module keeps where requests
-# live and the HTTP routes that serve them.
 __all__ = ["DEFAULT_PLAN", "MAX_REQUEST_BYTES", "PLANS", "REQUESTS_DIR", "REQUEST_SCHEMA", "CaptureRequest",
            "PlanSpec", "RequestError", "check_params", "plan_ref", "request_for"]
 
@@ -209,21 +209,14 @@ DEFAULT_WAIT_S = float(POLL_WAIT_S)
 MAX_JSON_BYTES = 16 * 1024
 
 
-async def _principal(request: web.Request, role: str, node: str | None = None) -> Principal:
-    principal = await request.app[STATE].auth.authenticate(request.headers.get("Authorization"))
-    principal.require(role, node)
-    return principal
-
-
-def _refuse(exc: Exception) -> web.Response:
-    if isinstance(exc, AuthError):
-        return error_response(exc.status, exc.code, exc.message)
+def _refusal(exc: Exception) -> Refused:
+    """The answer to a bad key, a bad request or a failed store (the guard counts and sends it)."""
     if isinstance(exc, KeyPartError):
-        return error_response(400, "bad_key", str(exc))
+        return Refused(400, "bad_key", str(exc))
     if isinstance(exc, RequestError):
-        return error_response(400, "bad_request", str(exc))
+        return Refused(400, "bad_request", str(exc))
     if isinstance(exc, StoreError):
-        return error_response(503, "store_unavailable", str(exc)[:200], headers={"Retry-After": "5"})
+        return Refused(503, "store_unavailable", str(exc)[:200], headers={"Retry-After": "5"})
     raise exc
 
 
@@ -246,38 +239,49 @@ async def poll(request: web.Request) -> web.Response:
     """``GET /v1/requests?node=N&wait=S``: the node's pending requests, held up to ``wait`` seconds."""
     try:
         node = check_part("node", request.query.get("node"))
-        await _principal(request, "agent", node)
         try:
             wait = float(request.query.get("wait", DEFAULT_WAIT_S))
         except ValueError:
             raise RequestError("wait must be a number of seconds") from None
         if not 0 <= wait <= MAX_WAIT_S:
             raise RequestError(f"wait must be between 0 and {MAX_WAIT_S:.0f} s")
-    except (AuthError, KeyPartError, RequestError) as exc:
-        return _refuse(exc)
+    except (KeyPartError, RequestError) as exc:
+        raise _refusal(exc) from None
     board = request.app[BOARD]
     got = await board.wait(node, wait)
     return web.json_response({"requests": [r.to_json() for r in got], "poll_interval_s": board.interval_s})
 
 
 async def create(request: web.Request) -> web.Response:
-    """``POST /v1/requests`` (operator): capture ``node`` for ``incident``; idempotent per (incident, node, plan)."""
+    """``POST /v1/requests`` (operator): capture ``node`` for ``incident``; idempotent per (incident, node,
+    plan) while the request is pending, a new request (``…#take<n>``) once it was captured."""
     try:
-        await _principal(request, "operator")
         doc = await _json_body(request)
         limits = request.app[LIMITS]
         req = request_for(doc.get("incident"), doc.get("node"), now=time.time(), ttl_s=limits.request_ttl_s,
                           plan=doc.get("plan", DEFAULT_PLAN), params=doc.get("params"), source="operator")
         board = request.app[BOARD]
-        stored = await board.store.get_small(req.object_key(), MAX_REQUEST_BYTES + 1)
-        if stored is not None:
+        first = req
+        for take in range(2, MAX_TAKES + 2):
+            stored = await board.store.get_small(req.object_key(), MAX_REQUEST_BYTES + 1)
+            if stored is None:
+                break
             old = CaptureRequest.loads(stored)
-            if not old.expired(time.time()):
+            if old.state != "done" and not old.expired(time.time()):
+                # the same ask again (a retried POST, a second operator) while it is pending: that request
                 return web.json_response({"created": False, "request": old.to_json()})
+            if old.state != "done":
+                break  # expired without a bundle: asked again under the same id
+            # Captured already: a second capture of the node in this incident (after a fix, to compare)
+            # gets an id of its own, never the first one's (its upload would be a 409).
+            req = dataclasses.replace(first, take=take, id=take_id(first.incident, first.node, first.plan_ref, take))
+        else:
+            raise RequestError(f"{first.node} was captured {MAX_TAKES} times for {first.incident}; start another "
+                               "incident")
         await board.store.put_small(req.object_key(), req.dumps())
         board.note(req)
-    except (AuthError, KeyPartError, RequestError, StoreError) as exc:
-        return _refuse(exc)
+    except (KeyPartError, RequestError, StoreError) as exc:
+        raise _refusal(exc) from None
     log.info("capture requested by an operator: %s on %s", req.incident, req.node)
     return web.json_response({"created": True, "request": req.to_json()}, status=201)
 
@@ -287,21 +291,16 @@ async def _load(request: web.Request) -> CaptureRequest:
     rid = check_part("request id", request.match_info["id"])
     data = await request.app[BOARD].store.get_small(f"{REQUESTS_DIR}/{node}/{rid}.json", MAX_REQUEST_BYTES + 1)
     if data is None:
-        raise web.HTTPNotFound(text=json.dumps({"error": "not_found", "message": "no such request"}),
-                               content_type="application/json")
+        raise Refused(404, "not_found", "no such request")
     return CaptureRequest.loads(data)
 
 
 async def show(request: web.Request) -> web.Response:
     """``GET /v1/requests/<node>/<id>`` (operator, or the node's agent)."""
     try:
-        principal = await request.app[STATE].auth.authenticate(request.headers.get("Authorization"))
-        node = check_part("node", request.match_info["node"])
-        if "operator" not in principal.roles:
-            principal.require("agent", node)
         req = await _load(request)
-    except (AuthError, KeyPartError, RequestError, StoreError) as exc:
-        return _refuse(exc)
+    except (KeyPartError, RequestError, StoreError) as exc:
+        raise _refusal(exc) from None
     return web.json_response({"request": req.to_json()})
 
 
@@ -311,12 +310,11 @@ async def done(request: web.Request) -> web.Response:
     The body may name the bundle's key; without one (the upload was answered 409 because an earlier
     capture of this request was stored before the agent restarted) the collector finds the bundle by
     its id. With ``"reused": true`` the key is the node's own capture of the same cause (a local
-    trigger within its cooldown). Either way the bundle must be in the store: a request is never
-    marked done on a word.
+    trigger within its cooldown), copied under the request's incident and bundle id
+    (``collector.rekey``). Either way the bundle must be in the store: a request is never marked done
+    on a word.
     """
     try:
-        node = check_part("node", request.match_info["node"])
-        await _principal(request, "agent", node)
         req = await _load(request)
         doc = await _json_body(request)
         if req.state == "done":
@@ -337,18 +335,23 @@ async def done(request: web.Request) -> web.Response:
             found = next((s for s in await store.list(incident=req.incident, node=req.node)
                           if s.key.bundle == req.id), None)
         if found is None:
-            return error_response(409, "not_stored", f"no stored bundle {req.id} for this request yet")
+            raise Refused(409, "not_stored", f"no stored bundle {req.id} for this request yet")
+        if doc.get("reused") is True and found.key.incident != req.incident:
+            # the event's one-node incident keeps its bundle; the alert's incident gets a copy
+            from .rekey import file_under_request
+
+            found = await file_under_request(store, found, req.incident, req.id)
         finished = req.done(found.key.rel, time.time())
         await request.app[BOARD].store.put_small(finished.object_key(), finished.dumps())
         request.app[BOARD].note(finished)
-    except (AuthError, KeyPartError, RequestError, StoreError) as exc:
-        return _refuse(exc)
+    except (KeyPartError, RequestError, StoreError) as exc:
+        raise _refusal(exc) from None
     log.info("capture request %s of %s done: %s", req.id, req.node, finished.bundle)
     return web.json_response({"request": finished.to_json()})
 
 
 def setup(app: web.Application, *, interval_s: float = 2.0) -> None:
-    """The request board (started and stopped with ``app``) and the ``/v1/requests`` routes."""
+    """The request board, started and stopped with ``app`` (the routes are in ``collector.routes``)."""
     board = app[BOARD] = RequestBoard(app[STATE].store, interval_s=interval_s)
 
     async def ctx(app: web.Application) -> Any:
@@ -362,7 +365,3 @@ def setup(app: web.Application, *, interval_s: float = 2.0) -> None:
 
     app.cleanup_ctx.append(ctx)
     app.on_shutdown.append(shutdown)
-    app.router.add_get("/v1/requests", poll)
-    app.router.add_post("/v1/requests", create)
-    app.router.add_get("/v1/requests/{node}/{id}", show)
-    app.router.add_post("/v1/requests/{node}/{id}/done", done)

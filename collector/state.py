@@ -14,15 +14,17 @@ from aiohttp import web
 
 from agent.config import Expectations
 
-from .auth import Authenticator
+from .auth import Authenticator, Principal
 from .config import AlertLimits, CollectorSettings
 from .metrics import CollectorMetrics
 from .storage import Store
 
 if TYPE_CHECKING:
+    from .guard import Route
     from .requests import RequestBoard
 
-__all__ = ["ANALYSIS_EXPECT", "ANALYSIS_LOCKS", "ANALYSIS_SLOTS", "BOARD", "LIMITS", "STATE", "Collector"]
+__all__ = ["ANALYSIS_EXPECT", "ANALYSIS_LOCKS", "ANALYSIS_SLOTS", "BOARD", "LIMITS", "PRINCIPAL", "ROUTE_SPECS", "STATE",
+           "Collector"]
 
 
 @dataclass
@@ -35,6 +37,10 @@ class Collector:
 
 
 STATE: web.AppKey[Collector] = web.AppKey("collector", Collector)
+#: each registered route's spec (its roles and name), by the id of aiohttp's route object
+ROUTE_SPECS: web.AppKey[dict[int, Route]] = web.AppKey("route_specs", dict)
+#: who is calling, once the guard let the request through (``collector.guard``)
+PRINCIPAL: web.RequestKey[Principal] = web.RequestKey("principal", Principal)
 #: this replica's view of the stored capture requests (``requests.setup`` starts and stops it)
 BOARD: web.AppKey[RequestBoard] = web.AppKey("request_board")
 #: the bounds on captures asked by alerts and operators

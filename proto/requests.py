@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_PLAN",
     "MAX_POLL_WAIT_S",
     "MAX_REQUEST_BYTES",
+    "MAX_TAKES",
     "PLANS",
     "POLL_WAIT_S",
     "REQUESTS_DIR",
@@ -33,6 +34,7 @@ __all__ = [
     "object_key",
     "plan_ref",
     "request_for",
+    "take_id",
 ]
 
 REQUEST_SCHEMA = "railscope.request/v1"
@@ -106,6 +108,16 @@ def plan_ref(plan: str, params: Mapping[str, Any], plans: Mapping[str, PlanSpec]
     return f"{spec.name}/v{spec.version}{extra}"
 
 
+#: captures of one node one incident may ask for (``CaptureRequest.take``)
+MAX_TAKES = 20
+
+
+def take_id(incident: str, node: str, ref: str, take: int = 1) -> str:
+    """The request's (and its bundle's) id: ``bundle_id(incident, node, plan ref)`` for the first take,
+    the plan ref with ``#take<n>`` after it for a later one."""
+    return bundle_id(incident, node, ref if take == 1 else f"{ref}#take{take}")
+
+
 def object_key(node: str, rid: str) -> str:
     """Where the request ``rid`` of ``node`` lives below the store prefix."""
     return f"{REQUESTS_DIR}/{check_part('node', node)}/{check_part('request id', rid)}.json"
@@ -129,6 +141,9 @@ class CaptureRequest:
     #: the stored bundle's key (``<cluster>/<date>/<incident>/<name>``) once done
     bundle: str | None = None
     done_at: int | None = None
+    #: the n-th capture of this node for this incident (an operator asking again once the first was
+    #: stored): part of the id from the second on, so each take is a bundle of its own
+    take: int = 1
 
     @property
     def plan_ref(self) -> str:
@@ -149,7 +164,7 @@ class CaptureRequest:
                 "plan": self.plan, "plan_version": self.plan_version, "params": dict(self.params),
                 "created": self.created, "expires": self.expires, "source": self.source,
                 "alertname": self.alertname, "severity": self.severity, "state": self.state,
-                "bundle": self.bundle, "done_at": self.done_at}
+                "bundle": self.bundle, "done_at": self.done_at, **({"take": self.take} if self.take > 1 else {})}
 
     def dumps(self) -> bytes:
         """The canonical encoding (SPEC: keys sorted, no spaces, non-ASCII escaped)."""
@@ -185,7 +200,10 @@ class CaptureRequest:
         if doc.get("plan_version") != spec.version or type(doc.get("plan_version")) is not int:
             raise RequestError(f"plan {spec.name} version {str(doc.get('plan_version'))[:20]!r} is not "
                                f"{spec.version}", "plan")
-        rid = bundle_id(incident, node, plan_ref(spec.name, params))
+        take = doc.get("take", 1)
+        if type(take) is not int or not 1 <= take <= MAX_TAKES:
+            raise RequestError(f"request take {str(take)[:20]!r} is not 1-{MAX_TAKES}", "id")
+        rid = take_id(incident, node, plan_ref(spec.name, params), take)
         if doc.get("id") != rid:
             raise RequestError("the request id is not the bundle id of its incident, node and plan", "id")
         state = doc.get("state")
@@ -205,7 +223,7 @@ class CaptureRequest:
         return cls(id=rid, incident=incident, node=node, plan=spec.name, plan_version=spec.version, params=params,
                    created=ints["created"], expires=ints["expires"], source=text["source"] or "alert",
                    alertname=text["alertname"], severity=text["severity"], state=state,
-                   bundle=bundle, done_at=done_at if type(done_at) is int else None)
+                   bundle=bundle, done_at=done_at if type(done_at) is int else None, take=take)
 
     def object_key(self) -> str:
         """The key below the store prefix."""

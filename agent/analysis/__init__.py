@@ -4,7 +4,8 @@
 findings, one module per subject), ``diagnose`` (findings and the rail table) and ``pipeline`` (snapshot
 -> topology -> history -> diagnosis, for doctor, metrics --from and the daemon).
 
-May import: ``agent.model``, ``agent.config``, ``agent.naming``, ``agent.findings`` and the readers'
-records. Never the host seam's live parts, pyroute2, subprocess, aiohttp or prometheus_client, and no
-clock or file of its own.
+May import: ``agent.model``, ``agent.config``, ``agent.naming``, ``agent.findings``, ``agent.safejson``
+and the history's parsed form (``agent.readers.history``), nothing else of the project (an allow-list
+in tests/unit/test_import_rules.py). Never pyroute2, subprocess, aiohttp or prometheus_client, and no
+clock or file of its own: no ``os``, ``pathlib``, ``io``, ``datetime`` or ``time``.
 """

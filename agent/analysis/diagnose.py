@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agent.analysis.checks import KernelRow, run_checks
+from agent.analysis.gpu_topology import gpu_for
 from agent.analysis.topology import Rail, Topology, build_topology
 from agent.config import Expectations
 from agent.findings import Diagnosis, Finding, RailRow
@@ -32,8 +33,10 @@ def _row(snap: Snapshot, rail: Rail) -> RailRow:
     if numvfs is None and rail.pci:
         fn = snap.pci_function(rail.pci)
         numvfs = fn.sriov_numvfs if fn is not None else None
+    gpu, gpu_link = gpu_for(rail.pci, snap.gpus)
     if rail.netdev is None:
-        return RailRow(rail=rail.rail, plane=rail.plane, netdev=None, rdma=None, pci=rail.pci, numvfs=numvfs)
+        return RailRow(rail=rail.rail, plane=rail.plane, netdev=None, rdma=None, pci=rail.pci, numvfs=numvfs,
+                       gpu=gpu, gpu_link=gpu_link)
     name = rail.netdev.ifname
     drv = snap.driver_of(name)
     firmware = drv.firmware if drv is not None else None
@@ -54,6 +57,7 @@ def _row(snap: Snapshot, rail: Rail) -> RailRow:
         esw_multiport=pf.esw_multiport if pf is not None else None,
         numvfs=numvfs,
         representors=len(pf.representors) if pf is not None else None,
+        gpu=gpu, gpu_link=gpu_link,
     )
 
 
@@ -76,7 +80,8 @@ def diagnose(snap: Snapshot, exp: Expectations, *, kernel_table: tuple[KernelRow
                                                recorder=recorder, capture_time=capture_time)
     node = snap.node or snap.versions.hostname
     return Diagnosis(node=node.strip() if node else None, kernel=snap.versions.kernel,
-                     rails=rail_rows(snap, topo), findings=findings, unavailable=snap.unavailable)
+                     rails=rail_rows(snap, topo), findings=findings, unavailable=snap.unavailable,
+                     notes=topo.notes)
 
 
 def with_unavailable(diag: Diagnosis, extra: tuple[tuple[str, str], ...]) -> Diagnosis:

@@ -22,6 +22,10 @@ for a rail that went down) is attached to it, so one cause is one line.
 **Changes**: kernel, driver and firmware versions, MTU, speed, VFs up, rails or representors added,
 a source that could be read before and not now, findings resolved or eased.
 
+The readiness rows (firmware running / stored, GPUDirect paths and module, the rails' MTU against each
+other, the driver kind) are ``diff_readiness``'s: GPUDirect lost and a rail whose MTU no longer matches
+the other rails are regressions.
+
 **Counters**: per rail, the deltas of the incident counters (pause frames and duration on the
 lossless priority, discards, storm events, carrier losses, the RDMA uplink port's loss counters)
 over the time between the captures, as rates. A counter that went backwards was reset (a driver
@@ -34,9 +38,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from agent.analysis import diff_readiness
 from agent.analysis.topology import Pf, Rail, Topology
 from agent.findings import Diagnosis, severity_rank
 from agent.model import Link, Snapshot
@@ -80,6 +84,9 @@ CHANGE_CODES: tuple[str, ...] = (
     "VfsMore", "RepresentorsAdded", "RailAdded", "RailUp", "RdmaPortUp", "RailPciChanged", "SourceLost",
     "FindingNew", "FindingResolved", "FindingEased", "PcieLinkChanged",
 )
+
+REGRESSION_CODES.update(diff_readiness.REGRESSIONS)
+CHANGE_CODES += diff_readiness.CHANGES
 
 _RDMA_LOSS = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "implied_nak_seq_err",
               "rnr_nak_retry_err", "duplicate_request", "out_of_buffer", "rx_icrc_encapsulated",
@@ -223,14 +230,31 @@ class Diff:
         }
 
 
+def utc_text(t: float) -> str:
+    """Unix seconds as RFC 3339 UTC text (``2026-10-28T14:20:33Z``), by arithmetic: the analysis is
+    pure and reaches no clock, so no ``datetime`` (the civil-from-days algorithm of H. Hinnant's
+    "chrono-Compatible Low-Level Date Algorithms")."""
+    secs = int(t // 1)
+    days, rem = divmod(secs, 86400)
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    return f"{year:04d}-{month:02d}-{day:02d}T{rem // 3600:02d}:{rem % 3600 // 60:02d}:{rem % 60:02d}Z"
+
+
 def _side_json(side: Side) -> dict[str, Any]:
     d = side.diagnosis
     return {
         "source": side.source,
         "node": d.node,
         "kernel": d.kernel,
-        "captured_at": datetime.fromtimestamp(side.taken_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        if side.timed else None,
+        "captured_at": utc_text(side.taken_at) if side.timed else None,
         "rails": len(d.rails),
         "findings": {s: sum(1 for f in d.findings if f.severity == s) for s in ("critical", "warning", "info")},
     }
@@ -642,6 +666,7 @@ def diff(before: Side, after: Side) -> Diff:
     _rails(out, pairs, before, after)
     _pfs(out, before, after)
     _node(out, before, after)
+    diff_readiness.rows(out, before, after)
     _findings(out, before, after)
     return Diff(before, after, tuple(sorted(out.regressions, key=Item.sort_key)),
                 tuple(sorted(out.changes, key=Item.sort_key)), tuple(_counters(pairs, before, after)))

@@ -207,6 +207,8 @@ class Topology:
     template_problems: tuple[TemplateProblem, ...] = ()
     #: every netdev name that is a representor of this host or another (never a rail / uplink)
     representor_names: frozenset[str] = field(default_factory=frozenset)
+    #: how ``--rails`` and the udev rules were reconciled, when they disagree (for people)
+    notes: tuple[str, ...] = ()
 
     def pf(self, bdf: str | None) -> Pf | None:
         for pf in self.pfs:
@@ -563,17 +565,24 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     rep_names = _representor_names(links)
 
     seeds = _seeds_from_rules(snap.rules, exp)
+    notes: list[str] = []
+    if seeds and exp.rails is not None:
+        # --rails against rules: neither is ignored in silence. The rules name functions, so they win
+        # for every rail they name; a rail the flag expects beyond them is the stronger statement and
+        # is judged (missing, most likely: nothing names its function).
+        named = sorted({s.rail for s in seeds})
+        beyond = [n for n in range(exp.rails) if n not in named]
+        if beyond:
+            _rails_seeds(seeds, exp, beyond)
+            notes.append(f"--rails {exp.rails}: the udev rules name rail(s) {_span(named)}; rail(s) "
+                         f"{_span(beyond)} are expected from --rails as well")
+        elif len(named) > exp.rails:
+            notes.append(f"--rails {exp.rails}: the udev rules name {len(named)} rails ({_span(named)}); the "
+                         "rules win")
     if not seeds:
         seeds = _seeds_from_netdevs(links, exp, rep_names, vfs)
-        if exp.rails is not None and (tmpl := rail_only_template(exp.net_templates)) is not None:
-            have = {(s.rail, s.plane) for s in seeds}
-            for n in range(exp.rails):
-                if (n, None) in have or any(s.rail == n for s in seeds):
-                    continue
-                name = render(tmpl, n)
-                parsed = parse_name(name, (tmpl,))
-                seeds.append(_RailSeed(n, None, None, None, name,
-                                       _expected_rdma(parsed, exp) if parsed else None, "rails"))
+        if exp.rails is not None:
+            _rails_seeds(seeds, exp, [n for n in range(exp.rails) if not any(s.rail == n for s in seeds)])
 
     rail_pcis = {s.pci for s in seeds if s.pci}
     pfs = _build_pfs(snap, links, by_parent, {s.pci: s.expected_netdev for s in seeds if s.pci}, vfs)
@@ -618,7 +627,26 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
         ovs_orphans=orphans,
         template_problems=tuple(TemplateProblem(f, tuple(sorted(n))) for f, n in sorted(problems.items())),
         representor_names=rep_names,
+        notes=tuple(notes),
     )
+
+
+def _rails_seeds(seeds: list[_RailSeed], exp: Expectations, numbers: list[int]) -> None:
+    """Seeds for ``--rails`` rails ``numbers``, named by the first template of the rail number alone."""
+    tmpl = rail_only_template(exp.net_templates)
+    if tmpl is None:
+        return
+    for n in numbers:
+        name = render(tmpl, n)
+        parsed = parse_name(name, (tmpl,))
+        seeds.append(_RailSeed(n, None, None, None, name, _expected_rdma(parsed, exp) if parsed else None, "rails"))
+
+
+def _span(numbers: list[int]) -> str:
+    """``0-3``, ``0,2,5``: rail numbers for a sentence."""
+    if numbers and numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ",".join(str(n) for n in numbers)
 
 
 # OVS port types that are backed by a kernel netdev; tunnel and patch ports never have one.

@@ -3,7 +3,6 @@ readers found, and what the caller (the CLI or the daemon) brings (events, fligh
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import Snapshot
 
-__all__ = ["CaptureContext", "fill_from_snapshot", "health_reporters", "rails_of"]
+__all__ = ["CaptureContext", "fill_from_snapshot", "rails_of"]
 
 
 @dataclass
@@ -60,25 +59,6 @@ class CaptureContext:
         return tuple(sorted(self.handle_pf))
 
 
-def health_reporters(health_json: bytes | None, handles: set[str]) -> list[tuple[str, str]]:
-    """(handle, reporter) from ``devlink -j health show`` as the replay recorded it."""
-    try:
-        doc = json.loads(health_json or b"{}")
-    except ValueError:
-        return []
-    out = []
-    health = doc.get("health") if isinstance(doc, dict) else None
-    if isinstance(health, dict):
-        for handle, reps in health.items():
-            if handle not in handles or not isinstance(reps, list):
-                continue
-            for rep in reps:
-                name = rep.get("reporter") if isinstance(rep, dict) else None
-                if isinstance(name, str) and name:
-                    out.append((handle, name))
-    return sorted(set(out))
-
-
 def rails_of(snap: Snapshot) -> dict[str, str]:
     """Rail netdev -> its PCI function: the netdevs the readers read ethtool on (rails and uplinks)."""
     names = {st.netdev for st in snap.ethtool} | {d.netdev for d in snap.drivers}
@@ -92,11 +72,11 @@ def rails_of(snap: Snapshot) -> dict[str, str]:
     return out
 
 
-def fill_from_snapshot(ctx: CaptureContext, snap: Snapshot, health_json: bytes | None = None) -> None:
+def fill_from_snapshot(ctx: CaptureContext, snap: Snapshot) -> None:
     ctx.snapshot = snap
     ctx.rail_pf = rails_of(snap)
     pfs = {pf for pf in ctx.rail_pf.values() if pf}
     known = {d.handle for d in snap.devlink_devs}
     ctx.handle_pf = {f"pci/{pf}": pf for pf in pfs if f"pci/{pf}" in known}
-    if ctx.handle_pf:
-        ctx.reporters = tuple(health_reporters(health_json, set(ctx.handle_pf)))
+    # The rail PFs' own health reporters, as the readers parsed them (a port's are listed apart).
+    ctx.reporters = tuple(sorted({(r.handle, r.name) for r in snap.health if r.handle in ctx.handle_pf}))

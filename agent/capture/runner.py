@@ -22,7 +22,6 @@ import posixpath
 import queue
 import re
 import shutil
-import stat
 import tempfile
 import threading
 import time
@@ -52,9 +51,9 @@ from agent.capture.plans import PLUGINS, load
 from agent.capture.redact import Redactor
 from agent.config import ReadConfig
 from agent.host import Host, slug
-from agent.host.paths import NotRegularFile, open_regular
+from agent.host.firmware import FirmwareGate
+from agent.host.paths import NotRegularFile
 from agent.host.recording import SCHEMA, RecordingHost
-from agent.host.runner import _Tail, run_argv
 from agent.model import Snapshot
 from agent.readers.scope import excluded
 
@@ -63,9 +62,6 @@ __all__ = ["CaptureError", "CaptureParams", "CaptureResult", "bundle_name", "cap
 log = logging.getLogger("railscope.capture")
 
 _NAME_BAD = re.compile(r"[^a-z0-9._-]")
-#: a file this large is a real file (not sysfs / procfs): copied from its tail, streamed
-_REAL_FILE = 64 << 10
-_COPY = 1 << 20
 
 
 class CaptureError(Exception):
@@ -92,12 +88,16 @@ class CaptureParams:
     #: (tool, device) of reads stuck in the agent's own samplers ("" device: all of that tool's):
     #: never started a second time
     hung_tools: frozenset[tuple[str, str]] = frozenset()
-    #: held around each firmware-touching command: the daemon's, shared with its own samplers
-    firmware_lock: Any = None
+    #: the daemon's firmware gate (``agent.host.firmware.FirmwareGate``), shared with its samplers:
+    #: each firmware-touching step holds its PCI function's lock; None outside the daemon
+    firmware_gate: FirmwareGate | None = None
     plugins: tuple[str, ...] = PLUGINS
     pod_netns: bool = False
     bundle_id: str | None = None
     name: str | None = None
+    #: the judging expectations in force where the capture runs (``agent.config.expectations_to_json``),
+    #: written to the manifest so a replay judges as the node did (DESIGN §2); None: none stated
+    expectations: dict[str, Any] | None = None
 
 
 @dataclass
@@ -250,25 +250,19 @@ class _Run:
             self.notes.append(f"replay: {box['error']}")
         snap = box.get("snap")
         if snap is not None:
-            health = os.path.join(self.staging, "cmd", slug(["devlink", "-j", "health", "show"]) + ".stdout")
-            try:
-                with open(health, "rb") as fh:
-                    hjson: bytes | None = fh.read(8 << 20)
-            except OSError:
-                hjson = None
-            fill_from_snapshot(ctx, snap, hjson)
+            fill_from_snapshot(ctx, snap)
 
     def finish_replay(self, ctx: CaptureContext) -> None:
         with self.lock:
-            # RecordingHost writes the replay's own items; its manifest.json is replaced by ours.
             try:
-                m = self.rec.finish(node=self.params.node, events=self.params.events)
+                recorded = self.rec.items(events=self.params.events)
             except OSError as exc:
                 self.notes.append(f"replay: {exc}")
                 return
-            for it in m["items"]:
-                it.setdefault("plugin", "replay")
-                self.items.setdefault(it["path"], it)
+            for it in recorded:
+                doc = it.as_json()
+                doc.setdefault("plugin", "replay")
+                self.items.setdefault(doc["path"], doc)
 
     # -- expansion ------------------------------------------------------------------------------
     def _bindings(self, ctx: CaptureContext, names: tuple[str, ...]) -> list[dict[str, str]]:
@@ -365,22 +359,20 @@ class _Run:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=self._late(), plugin=t.plugin))
             return
         timeout = min(step.timeout_s, max(left, 0.1))
-        lock = self.params.firmware_lock
-        if self.host.live and t.fw_key is not None and lock is not None:
+        gate = self.params.firmware_gate
+        if self.host.live and t.fw_key is not None and gate is not None:
             # Never wait past the deadline: the holder may be a read stuck in the driver.
-            if not lock.acquire(timeout=max(0.0, left - 0.5)):
+            if not gate.acquire(t.fw_key, timeout=max(0.0, left - 0.5)):
                 self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, plugin=t.plugin,
                                       reason="skipped: another firmware read held the NIC until the deadline"))
                 return
             try:
                 timeout = min(step.timeout_s, max(self.left(), 0.1))
-                res = run_argv(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
+                res = self.host.run(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
             finally:
-                lock.release()
-        elif self.host.live:
-            res = run_argv(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
+                gate.release(t.fw_key)
         else:
-            res = self.host.run(argv, timeout_s=timeout, max_bytes=step.max_bytes)  # a node image re-captured
+            res = self.host.run(argv, timeout_s=timeout, max_bytes=step.max_bytes, keep=step.keep)
         base = t.rel[: -len(".stdout")]
         if res.missing:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=res.why(), plugin=t.plugin))
@@ -416,39 +408,10 @@ class _Run:
             return self.host.glob(pattern)
         head, _, tail = pattern.partition("**")
         tail = tail.lstrip("/")
-        fs = getattr(self.host, "fs", None)
         out: list[str] = []
         for base in self.host.glob(head.rstrip("/") or "/"):
-            if not self.host.live:
-                out.extend(self._walk_image(base, tail))
-                continue
-            real = fs.real(base) if fs is not None else None
-            if real is None or not os.path.isdir(real):
-                continue
-            for dirpath, dirs, files in os.walk(real):
-                dirs.sort()
-                rel_dir = os.path.relpath(dirpath, real)
-                for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]):
-                    node = posixpath.normpath(posixpath.join(base, rel_dir, name))
-                    if not tail or fnmatch.fnmatchcase(name, tail):
-                        out.append(node)
-                if len(out) > 10_000:
-                    break
+            out.extend(p for p in self.host.walk(base) if not tail or fnmatch.fnmatchcase(posixpath.basename(p), tail))
         return sorted(out)
-
-    def _walk_image(self, base: str, tail: str) -> list[str]:
-        """``**`` under ``base`` in a node image (held in memory: no path on disk to walk)."""
-        out: list[str] = []
-        stack = [base]
-        while stack and len(out) <= 10_000:
-            d = stack.pop()
-            for name in self.host.listdir(d) or []:
-                node = posixpath.join(d, name)
-                if self.host.readlink(node) is None and self.host.listdir(node) is not None:
-                    stack.append(node)
-                elif not tail or fnmatch.fnmatchcase(name, tail):
-                    out.append(node)
-        return out
 
     def _files(self, t: _Task, step: File) -> None:
         pattern = _fill(step.glob, t.binding)
@@ -457,7 +420,6 @@ class _Run:
             self.put_item(mf.item(t.rel, "file", skipped=True, reason=f"{pattern}: no such file on this node",
                                   plugin=t.plugin))
             return
-        fs = getattr(self.host, "fs", None)
         for path in paths:
             if self.left() <= 0:
                 self.put_item(mf.item("fs" + path, "file", skipped=True, reason=self._late(), plugin=t.plugin))
@@ -472,73 +434,22 @@ class _Run:
                 if self.sealed:
                     return
                 resolved = self.rec.realpath(path)  # mirrors the symlinks on the way
-            if resolved is not None and not self.host.live:
-                self._image_file(t, path, resolved, step.max_bytes)
-                continue
-            real = fs.real(path) if fs is not None and resolved else None
-            if resolved is None or real is None or os.path.isdir(real):
-                continue
+            if resolved is None or self.host.listdir(path) is not None:
+                continue  # gone, or a directory (its files are matched by a glob of their own)
             t0 = time.monotonic()
+            fd, tmp = tempfile.mkstemp(dir=self.tmp)
             try:
-                nbytes, truncated, tmp = self._copy_tail(real, step.max_bytes)
-            except NotRegularFile:
-                self.put_item(mf.item("fs" + resolved, "file", skipped=True,
-                                      reason=f"{path}: not available: not a regular file", plugin=t.plugin))
-                continue
+                with os.fdopen(fd, "wb") as fh:
+                    nbytes, truncated = self.host.copy_tail(path, step.max_bytes, fh)
             except OSError as exc:
-                self.put_item(mf.item("fs" + resolved, "file", skipped=True,
-                                      reason=f"{path}: {exc.strerror or exc}", plugin=t.plugin))
+                os.unlink(tmp)
+                why = "not available: not a regular file" if isinstance(exc, NotRegularFile) else exc.strerror or exc
+                self.put_item(mf.item("fs" + resolved, "file", skipped=True, reason=f"{path}: {why}", plugin=t.plugin))
                 continue
             rel = "fs" + resolved
             if self._place(rel, src=tmp):
                 self.put_item(mf.item(rel, "file", duration_s=time.monotonic() - t0, nbytes=nbytes,
                                       truncated=truncated, plugin=t.plugin))
-
-    def _image_file(self, t: _Task, path: str, resolved: str, cap: int) -> None:
-        """A file of a node image captured again: its bytes from memory, cut to the tail like a file."""
-        if self.host.listdir(path) is not None:
-            return
-        t0 = time.monotonic()
-        data = self.host.read_bytes(path, 1 << 40)
-        if data is None:
-            return
-        truncated = len(data) > cap
-        data = data[len(data) - cap:] if truncated else data
-        rel = "fs" + resolved
-        if self._place(rel, data):
-            self.put_item(mf.item(rel, "file", duration_s=time.monotonic() - t0, nbytes=len(data),
-                                  truncated=truncated, plugin=t.plugin))
-
-    def _copy_tail(self, real: str, cap: int) -> tuple[int, bool, str]:
-        """Copy a file's last ``cap`` bytes into a temporary file; (bytes, truncated, temp path)."""
-        fd, tmp = tempfile.mkstemp(dir=self.tmp)
-        try:
-            with open_regular(real) as src, os.fdopen(fd, "wb") as dst:
-                st = os.fstat(src.fileno())
-                if stat.S_ISREG(st.st_mode) and st.st_size > _REAL_FILE:
-                    # A real file: its size is true, so seek to the tail and stream it.
-                    start = max(0, st.st_size - cap)
-                    src.seek(start)
-                    left, n = st.st_size - start, 0
-                    while left > 0:
-                        data = src.read(min(_COPY, left))
-                        if not data:
-                            break
-                        dst.write(data)
-                        n += len(data)
-                        left -= len(data)
-                    return n, start > 0, tmp
-                # sysfs / procfs report a size of 0 or 4096 whatever they hold: read to the end.
-                tail = _Tail(cap, "tail")
-                while data := src.read(_COPY):
-                    tail.add(data)
-                out = tail.value()
-                dst.write(out)
-                return len(out), tail.truncated, tmp
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
 
     def _generated(self, ctx: CaptureContext, t: _Task, step: Generated) -> None:
         t0 = time.monotonic()
@@ -757,6 +668,7 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
             "incident": params.incident,
             "reason": params.reason,
             "agent_version": __version__,
+            **({"expectations": params.expectations} if params.expectations is not None else {}),
             "started_at": _iso(run.started_at),
             # Rounded up: an event of the last second must fall inside the window that ends here.
             "ended_at": _iso(math.ceil(ended)),

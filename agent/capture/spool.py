@@ -16,12 +16,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent import __version__
 from agent.capture.archive import read_chunks
+from proto.frames import Hello
 
 __all__ = ["Spool", "SpoolEntry"]
 
@@ -106,14 +107,11 @@ class Spool:
     def total_bytes(self) -> int:
         return sum(e.bytes for e in self.entries())
 
-    def sidecar(self, result: Any, *, cluster: str | None, incident: str | None, reason: str | None,
-                plan: str = "") -> dict[str, Any]:
-        """Write a spooled bundle's sidecar (before its ``.sha256``: the uploader reads it then)."""
-        m = result.manifest
+    def sidecar(self, result: Any, hello: Hello) -> dict[str, Any]:
+        """Write a spooled bundle's sidecar (before its ``.sha256``: the uploader reads it then): the
+        upload's ``hello`` and what the capture made."""
         meta = {
-            "bundle": result.bundle_id, "node": m.get("node") or "", "cluster": cluster or "",
-            "incident": incident or "", "reason": reason or "", "agent": __version__,
-            "created": int(result.started_ts or time.time()), "plan": plan,
+            **hello.to_json(),
             "name": result.name, "bytes": result.bytes, "sha256": result.sha256, "partial": result.partial,
             "spooled_at": round(time.time(), 6),
         }
@@ -125,18 +123,27 @@ class Spool:
         os.replace(tmp, os.path.join(self.root, stem + ".json"))
         return meta
 
-    def capture(self, host: Any, params: Any, *, plan: str = "", **kw: Any) -> SpoolEntry:
-        """Capture ``host`` into the spool (``params``: ``CaptureParams``), then enforce the cap."""
+    def capture(self, host: Any, params: Any, *, hello: Callable[..., Hello] | None = None, **kw: Any) -> SpoolEntry:
+        """Capture ``host`` into the spool (``params``: ``CaptureParams``), then enforce the cap.
+        ``hello(bundle=, node=, created=)`` gives the upload's hello (``Job.hello``); without it, one
+        of ``params`` with no plan."""
         from agent.capture.runner import capture_to_file
 
+        def default(*, bundle: str, node: str, created: float) -> Hello:
+            return Hello(bundle=bundle, node=node, cluster=params.cluster or "", incident=params.incident or "",
+                         reason=params.reason or "", agent=__version__, created=int(created), plan="")
+
+        make = hello or default
+        meta: dict[str, Any] = {}
+
         def sidecar(res: Any) -> None:
-            self.sidecar(res, cluster=params.cluster, incident=params.incident, reason=params.reason, plan=plan)
+            meta.update(self.sidecar(res, make(bundle=res.bundle_id, node=res.manifest.get("node") or "",
+                                               created=res.started_ts or time.time())))
 
         res = capture_to_file(host, self.root + "/", params, before_sha256=sidecar, **kw)
         assert res.path is not None
         stem = os.path.basename(res.path)[: -len(".tar.gz")]
-        with open(os.path.join(self.root, stem + ".json"), encoding="utf-8") as fh:
-            meta = json.load(fh)
+        # The sidecar as written, kept: nothing on disk is read back.
         entry = SpoolEntry(stem, res.path, res.path + ".sha256", os.path.join(self.root, stem + ".json"), meta, res)
         self.enforce()
         return entry

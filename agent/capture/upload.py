@@ -93,7 +93,8 @@ class DrainResult:
 
 async def drain_spool(spool: object, collector: str | CollectorClient, **kwargs: Any) -> DrainResult:
     """Send every complete bundle of the spool (a ``Spool`` or its directory), oldest first, through
-    ``collector`` (a client, or a URL and the client's keywords).
+    ``collector`` (a client, with an optional ``retry`` for these uploads; or a URL and the client's
+    keywords).
 
     A bundle is removed only after the collector answered stored or duplicate; one it refuses for
     good (or whose bytes no longer match their digest) moves to ``rejected/``; the first bundle that
@@ -101,13 +102,13 @@ async def drain_spool(spool: object, collector: str | CollectorClient, **kwargs:
     and the rest for the next one.
     """
     if isinstance(collector, CollectorClient):
-        return await _drain(spool, collector)
+        return await _drain(spool, collector, kwargs.get("retry"))
     client, _rest = _client(collector, dict(kwargs))
     async with client:
-        return await _drain(spool, client)
+        return await _drain(spool, client, None)
 
 
-async def _drain(spool: object, client: CollectorClient) -> DrainResult:
+async def _drain(spool: object, client: CollectorClient, retry: RetryPolicy | None) -> DrainResult:
     from agent.capture.spool import Spool
 
     if not isinstance(spool, Spool):
@@ -127,7 +128,7 @@ async def _drain(spool: object, client: CollectorClient) -> DrainResult:
             result.rejected.append(name)
             continue
         try:
-            res = await client.upload(hello, Path(entry.bundle), expected_sha256=expected)
+            res = await client.upload(hello, Path(entry.bundle), expected_sha256=expected, retry=retry)
         except CollectorError as exc:
             # Nothing wrong with the bundle when the collector is away or the token file must be fixed.
             if exc.retryable or exc.code == "token_file":

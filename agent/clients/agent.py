@@ -127,7 +127,7 @@ class AgentClient:
             events = doc["events"] if isinstance(doc, dict) else None
             if not isinstance(events, list):
                 raise ValueError("no events list")
-        except (ValueError, KeyError) as exc:
+        except (ValueError, KeyError, RecursionError) as exc:
             raise AgentClientError(f"{self._where('/v1/events')}: not an events document ({exc})") from None
         return events
 

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import random
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +32,13 @@ import aiohttp
 
 from agent.clients.tokens import TokenFileError, read_token
 from proto.frames import MAX_CHUNK_BYTES, Chunk, End, Hello, chunk_head, encode
+from proto.keys import KeyPartError, parse_rel
 from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, POLL_WAIT_S
 
 __all__ = [
     "CALL_RETRY",
     "CONTENT_TYPE",
+    "CallOutcomes",
     "CollectorClient",
     "CollectorError",
     "RetryPolicy",
@@ -234,15 +237,27 @@ async def _judge_mismatch(hello: Hello, source: Path, expected: str, exc: Collec
                           status=exc.status, code=exc.code, retryable=True)
 
 
+async def _read(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The answer's body up to ``limit`` bytes and one more, whatever pieces it arrives in (a
+    ``StreamReader.read(n)`` returns what is there, not ``n`` bytes)."""
+    buf = bytearray()
+    while len(buf) <= limit:
+        piece = await resp.content.read(min(1 << 16, limit + 1 - len(buf)))
+        if not piece:
+            break
+        buf += piece
+    return bytes(buf)
+
+
 async def _refusal(resp: aiohttp.ClientResponse) -> CollectorError:
     """A non-2xx answer as an error: the SPEC's ``{"error", "message"}``, or the start of whatever came."""
-    raw = await resp.content.read(64 * 1024)
+    raw = await _read(resp, 64 * 1024)
     try:
         doc = json.loads(raw)
         if not isinstance(doc, dict):
             raise ValueError
         code, message = str(doc.get("error", "")), str(doc.get("message", ""))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: '[' nested past the interpreter's limit
         code, message = "bad_answer", raw[:200].decode("utf-8", "replace").strip() or (resp.reason or "")
     ra = resp.headers.get("Retry-After")
     return CollectorError(f"collector answered {resp.status} {code}: {message}".replace(" :", ":"),
@@ -251,12 +266,12 @@ async def _refusal(resp: aiohttp.ClientResponse) -> CollectorError:
 
 
 async def _json_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYTES) -> dict[str, Any]:
-    raw = await resp.content.read(limit + 1)
+    raw = await _read(resp, limit)
     if len(raw) > limit:
         raise CollectorError(f"collector answer larger than {limit} bytes", status=resp.status, code="bad_answer")
     try:
         doc = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: '[' nested past the interpreter's limit
         raise CollectorError(f"collector answered {resp.status} with no JSON: {raw[:200]!r}", status=resp.status,
                              code="bad_answer") from None
     if not isinstance(doc, dict):
@@ -267,6 +282,38 @@ async def _json_answer(resp: aiohttp.ClientResponse, limit: int = MAX_ANSWER_BYT
 
 def _unreachable(url: str, exc: BaseException) -> CollectorError:
     return CollectorError(f"collector unreachable: cannot reach {url}: {type(exc).__name__}: {exc}", retryable=True)
+
+
+class CallOutcomes:
+    """How each call to the collector ended, counted per attempt: ``(call, outcome)`` -> count.
+
+    ``call`` is ``upload``, ``poll``, ``done``, ``queue``...; ``outcome`` is ``ok`` (an upload: ``stored``
+    or ``duplicate``), the HTTP status of a refusal (``403``: a token bound to another node),
+    ``unreachable``, ``token_file`` (the token file cannot be used) or ``bad_answer``. A bounded set: a
+    few calls times a few statuses. The agent exports it (``railscope_agent_collector_calls_total``), so
+    a refusal is a series an alert can see, not only a log line. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def add(self, call: str, outcome: str) -> None:
+        with self._lock:
+            self._counts[(call, outcome)] = self._counts.get((call, outcome), 0) + 1
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+def outcome_of(exc: CollectorError) -> str:
+    """The outcome word of a failed call (see :class:`CallOutcomes`)."""
+    if exc.status is not None and exc.status != 200:
+        return str(exc.status)
+    if exc.code in ("token_file", "bad_answer", "digest_mismatch", "short"):
+        return exc.code
+    return "unreachable" if exc.status is None else "bad_answer"
 
 
 class CollectorClient:
@@ -280,7 +327,8 @@ class CollectorClient:
                  retry: RetryPolicy | None = None, call_retry: RetryPolicy = CALL_RETRY,
                  session: aiohttp.ClientSession | None = None, rng: random.Random | None = None,
                  timeout: aiohttp.ClientTimeout | None = None, token_flag: str = "token file",
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 outcomes: CallOutcomes | None = None) -> None:
         if "://" not in url:
             url = "http://" + url
         self.url = url.rstrip("/")
@@ -294,6 +342,12 @@ class CollectorClient:
         self._session = session
         self._own = session is None
         self._sleep = sleep
+        #: where every attempt's outcome is counted (the agent's; None: not counted)
+        self.outcomes = outcomes
+
+    def _count(self, call: str, outcome: str) -> None:
+        if self.outcomes is not None:
+            self.outcomes.add(call, outcome)
 
     async def __aenter__(self) -> CollectorClient:
         return self
@@ -326,8 +380,10 @@ class CollectorClient:
 
     async def _call(self, method: str, path: str, *, body: Mapping[str, Any] | None = None,
                     ok: tuple[int, ...] = (200,), limit: int = MAX_ANSWER_BYTES,
-                    timeout: aiohttp.ClientTimeout | None = None, retry: RetryPolicy | None = None) -> dict[str, Any]:
-        """One JSON call, retried per ``retry`` (the call policy by default) on a retryable failure."""
+                    timeout: aiohttp.ClientTimeout | None = None, retry: RetryPolicy | None = None,
+                    call: str = "call") -> dict[str, Any]:
+        """One JSON call, retried per ``retry`` (the call policy by default) on a retryable failure;
+        each attempt's outcome counted under ``call``."""
         retry = retry or self.call_retry
         for attempt in range(retry.attempts):
             try:
@@ -335,11 +391,14 @@ class CollectorClient:
                                                 timeout=timeout or self.timeout) as resp:
                     if resp.status not in ok:
                         raise await _refusal(resp)
-                    return await _json_answer(resp, limit)
+                    doc = await _json_answer(resp, limit)
+                    self._count(call, "ok")
+                    return doc
             except CollectorError as exc:
                 err = exc
             except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
                 err = _unreachable(self.url, exc)
+            self._count(call, outcome_of(err))
             if not err.retryable or attempt + 1 == retry.attempts:
                 raise err
             await self._sleep(retry.delay(attempt, err.retry_after, self.rng))
@@ -352,7 +411,7 @@ class CollectorClient:
         """
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=wait_s + 30)
         doc = await self._call("GET", f"/v1/requests?{urlencode({'node': node, 'wait': f'{wait_s:g}'})}",
-                               limit=MAX_POLL_BYTES, timeout=timeout, retry=RetryPolicy(attempts=1))
+                               limit=MAX_POLL_BYTES, timeout=timeout, retry=RetryPolicy(attempts=1), call="poll")
         got = doc.get("requests")
         return got if isinstance(got, list) else []
 
@@ -361,13 +420,14 @@ class CollectorClient:
         body: dict[str, Any] = {"bundle": bundle} if bundle else {}
         if reused:
             body["reused"] = True
-        return _request_of(await self._call("POST", f"/v1/requests/{quote(node)}/{quote(rid)}/done", body=body))
+        return _request_of(await self._call("POST", f"/v1/requests/{quote(node)}/{quote(rid)}/done", body=body,
+                                            call="done"))
 
     async def queue(self, node: str, incident: str, *, plan: str = DEFAULT_PLAN,
                     params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``POST /v1/requests`` (operator): a capture of ``node`` for ``incident``; the request document."""
         body = {"node": node, "incident": incident, "plan": plan, "params": dict(params or {})}
-        return _request_of(await self._call("POST", "/v1/requests", body=body, ok=(200, 201)))
+        return _request_of(await self._call("POST", "/v1/requests", body=body, ok=(200, 201), call="queue"))
 
     async def show(self, node: str, rid: str) -> dict[str, Any]:
         """``GET /v1/requests/<node>/<id>``: the request document."""
@@ -396,22 +456,26 @@ class CollectorClient:
     async def get(self, key: str, into: str | Path, *, progress: Progress | None = None) -> tuple[Path, str]:
         """Download the bundle ``key`` and its ``.sha256`` into the directory ``into``; (the bundle's path,
         its sha256). The bundle appears under its name only once its bytes hash to the recorded sha256."""
+        url_path = _key_path(key)
         into = Path(into)
         into.mkdir(parents=True, exist_ok=True)
-        name = key.rsplit("/", 1)[-1] or "bundle.tar.gz"
-        sha_line = (await self._bytes(f"/v1/bundles/{_key_path(key)}.sha256", 4096)).decode("ascii", "replace")
+        name = key.rsplit("/", 1)[-1]
+        sha_line = (await self._bytes(f"/v1/bundles/{url_path}.sha256", 4096)).decode("ascii", "replace")
         words = sha_line.split()
         recorded = words[0] if words else ""
         tmp = into / f".{name}.part"
         for attempt in range(self.call_retry.attempts):
             try:
-                digest, n, total = await self._download(f"/v1/bundles/{_key_path(key)}", tmp, progress)
+                digest, n, total = await self._download(f"/v1/bundles/{url_path}", tmp, progress)
                 break
             except CollectorError as exc:
                 tmp.unlink(missing_ok=True)
                 if not exc.retryable or attempt + 1 == self.call_retry.attempts:
                     raise
                 await self._sleep(self.call_retry.delay(attempt, exc.retry_after, self.rng))
+            except BaseException:  # a full disk, a cancelled command: no half file left behind
+                tmp.unlink(missing_ok=True)
+                raise
         if total is not None and n != total:
             tmp.unlink(missing_ok=True)
             raise CollectorError(f"{name}: short download ({n} of {total} bytes)", code="short")
@@ -429,7 +493,7 @@ class CollectorClient:
                 async with self.session.get(self.url + path, headers=self.headers(), timeout=self.timeout) as resp:
                     if resp.status != 200:
                         raise await _refusal(resp)
-                    return await resp.content.read(limit)
+                    return (await _read(resp, limit))[:limit]
             except CollectorError as exc:
                 err = exc
             except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
@@ -497,10 +561,13 @@ class CollectorClient:
             body = _Body(hello, source, expected_sha256, progress, total)
             try:
                 doc = await self._attempt(body)
-                return UploadResult(status=str(doc.get("status")), key=str(doc.get("key")),
-                                    bytes=int(doc.get("bytes", 0)), sha256=str(doc.get("sha256")),
-                                    attempts=attempt + 1)
+                res = UploadResult(status=str(doc.get("status")), key=str(doc.get("key")),
+                                   bytes=int(doc.get("bytes", 0)), sha256=str(doc.get("sha256")),
+                                   attempts=attempt + 1)
+                self._count("upload", "duplicate" if res.duplicate else "ok")
+                return res
             except CollectorError as exc:
+                self._count("upload", outcome_of(exc))
                 if exc.code == "digest_mismatch" and expected_sha256 is not None and isinstance(source, Path):
                     exc = await _judge_mismatch(hello, source, expected_sha256, exc)
                 resendable = isinstance(source, Path) or not body.started
@@ -576,7 +643,12 @@ _END = object()
 
 
 def _key_path(key: str) -> str:
-    """A bundle key in a URL path: each part quoted, the slashes kept."""
+    """A bundle key (``<cluster>/<yyyy-mm-dd>/<incident>/<name>.tar.gz``, checked: its name becomes a
+    file here) in a URL path."""
+    try:
+        parse_rel(key)
+    except KeyPartError as exc:
+        raise CollectorError(f"{str(key)[:200]!r}: {exc}", code="bad_key") from None
     return "/".join(quote(part, safe="") for part in key.split("/"))
 
 

@@ -25,7 +25,8 @@ def _common(p: argparse.ArgumentParser, default: object) -> None:
                    help="The collector's URL, e.g. http://railscope-collector:9842. Required (or RAILSCOPE_COLLECTOR).")
     p.add_argument("--token-file", default=default if default is argparse.SUPPRESS else env_default("token-file", None),
                    metavar="FILE",
-                   help="A file holding an operator token. Default: none (only an --insecure-dev collector answers).")
+                   help="A file holding an operator token, readable by its owner only (mode 0600 or 0400). Default: "
+                        "none (only an --insecure-dev collector answers).")
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -103,4 +104,4 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(call())
     except CollectorError as exc:
         print(f"railscope bundles: {exc}", file=sys.stderr)
-        return EXIT_USAGE if exc.code == "token_file" else 1
+        return EXIT_USAGE if exc.code in ("token_file", "bad_key") else 1

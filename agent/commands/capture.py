@@ -13,7 +13,7 @@ import os
 import sys
 
 from agent.commands.common import (
-    _template,
+    add_expectation_flags,
     add_scope_flag,
     env_default,
     non_negative_seconds,
@@ -30,12 +30,6 @@ def register_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", default=env_default("cluster", None),
                    help="Cluster name for the manifest. Default: none (null).")
     p.add_argument("--incident", default=None, help="Incident id for the manifest. Default: none (null).")
-    p.add_argument("--net-template", type=_template, action="append", default=None,
-                   help="Netdev name template that marks rails, as for doctor. Repeatable. Default: "
-                        f"{', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')}.")
-    p.add_argument("--rdma-template", type=_template, action="append", default=None,
-                   help="RDMA device name template. Repeatable. Default: "
-                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
     p.add_argument("--command-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
     add_scope_flag(p)
@@ -46,6 +40,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Where to write the bundle: a file name (NAME.tar.gz), or a directory that gets "
                         "<node>-<time>.tar.gz. An existing file is never overwritten. Default: the current directory.")
     register_common(p)
+    # The judging flags: recorded in the manifest as the expectations in force, so doctor --from,
+    # report and diff judge the bundle as this node would be judged (DESIGN §2).
+    add_expectation_flags(p)
     p.add_argument("--reason", default="railscope capture",
                    help="Why the bundle was taken, for the manifest. Default: 'railscope capture'.")
     p.add_argument("--redact", action="store_true",
@@ -66,21 +63,23 @@ def register(p: argparse.ArgumentParser) -> None:
                         "unix:/run/railscope/agent.sock in the pod, or http://ADDR:PORT with --agent-token-file). "
                         "If it does not answer, the capture takes its own two samples. Default: none.")
     p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
-                   help="Bearer token for --agent over TCP. Default: none.")
+                   help="Bearer token for --agent over TCP. A token file must be readable by its owner only (mode 0600 or 0400). Default: none.")
     p.add_argument("--pod-netns", action="store_true",
                    help="Also read pod network namespaces (needs CAP_SYS_ADMIN; reads tenant data). Default: off.")
     p.add_argument("--collector", default=env_default("collector", None), metavar="URL",
                    help="Also stream the bundle to this collector as it is produced (the file is written too, "
                         "to send again if the upload fails). Default: none.")
     p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
-                   help="The agent token for --collector (a projected ServiceAccount token in a pod). Default: none.")
+                   help="The agent token for --collector (a projected ServiceAccount token in a pod), readable "
+                        "by its owner only (mode 0600 or 0400). Default: none.")
     r = p.add_argument_group("asking a node's agent to capture (operator role)")
     # --token-file, as in `bundles` and `report`: the operator's token file has one name everywhere.
     r.add_argument("--token-file", "--operator-token-file", dest="operator_token_file",
                    default=env_default("token-file", env_default("operator-token-file", None)), metavar="FILE",
                    help="With --collector, queue a capture request for --node and --incident instead of capturing "
                         "here: the node's agent pulls it, captures and uploads. The file holds an operator token, "
-                        "as for railscope bundles and report (--operator-token-file is its older name). "
+                        "readable by its owner only (mode 0600 or 0400), as for railscope bundles and report "
+                        "(--operator-token-file is its older name). "
                         "Default: none (capture here).")
     r.add_argument("--wait", action="store_true",
                    help="Queue the request (as --token-file does) and wait until its bundle is stored, "
@@ -147,11 +146,31 @@ def _request(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unusable_token_file(args: argparse.Namespace) -> str | None:
+    """Why a token file for --collector cannot be used, said before anything is captured or queued."""
+    from agent.clients.tokens import TokenFileError, read_token
+
+    for flag, path in (("--collector-token-file", args.collector_token_file),
+                       ("--token-file", args.operator_token_file)):
+        if args.collector and path:
+            try:
+                read_token(path, flag)
+            except TokenFileError as exc:
+                return str(exc)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    if (why := _unusable_token_file(args)) is not None:
+        print(f"railscope capture: {why}", file=sys.stderr)
+        return 3
     if args.collector and (args.operator_token_file or args.wait):
         return _request(args)
+    from agent.capture.job import Job
     from agent.capture.redact import load_key
-    from agent.capture.runner import CaptureError, CaptureParams, capture_to_file
+    from agent.capture.runner import CaptureError, capture_to_file
+    from agent.commands.common import expectations_from_args
+    from agent.config import expectations_to_json
     from agent.host import HostError
     from agent.host.live import LiveHost
 
@@ -182,11 +201,11 @@ def run(args: argparse.Namespace) -> int:
             events, recorder = client.events(), client.recorder()
         except AgentClientError as exc:
             print(f"railscope capture: the agent's events and recorder are not in this bundle: {exc}", file=sys.stderr)
-    params = CaptureParams(node=args.node, cluster=args.cluster, incident=args.incident, reason=args.reason,
-                           redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
-                           recorder_gap_s=args.recorder_gap, cfg=read_config(args),  # type: ignore[arg-type]
-                           events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None,
-                           pod_netns=args.pod_netns)
+    job = Job("cli", args.node, args.reason, cluster=args.cluster, incident=args.incident, pod_netns=args.pod_netns,
+              redact=args.redact, redact_key=key, deadline_s=args.deadline, parallel=args.parallel,
+              recorder_gap_s=args.recorder_gap, cfg=read_config(args),  # type: ignore[arg-type]
+              events=events, recorder_jsonl=(lambda: recorder) if recorder is not None else None,
+              expectations=expectations_to_json(expectations_from_args(args)))
     try:
         host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)
     except HostError as exc:
@@ -198,9 +217,9 @@ def run(args: argparse.Namespace) -> int:
         if args.collector:
             from agent.commands.collector_upload import capture_streamed
 
-            res, upload_res = capture_streamed(args, host, params, progress)
+            res, upload_res = capture_streamed(args, host, job, progress)
         else:
-            res = capture_to_file(host, args.output, params, progress=progress)
+            res = capture_to_file(host, args.output, job.params(), progress=progress)
     except ValueError as exc:  # a node, cluster or incident the collector's key scheme refuses
         print(f"railscope capture: {exc}", file=sys.stderr)
         return 3

@@ -162,13 +162,13 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
-    import logging
 
+    from agent.service.logs import setup_logging
     from collector.app import serve
     from collector.config import SettingsError
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One JSON object per line, as the agent writes them: one log pipeline parses both.
+    setup_logging(args.log_level)
     try:
         settings = settings_from_args(args)
         return asyncio.run(serve(settings))

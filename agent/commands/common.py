@@ -13,11 +13,12 @@ from agent.expectations import (  # noqa: F401 (the subcommands' flag helpers, k
     add_expectation_flags,
     env_default,
     expectations_from_args,
+    given_expectations,
 )
 from agent.model import KernelRow
 
-__all__ = ["EXIT_USAGE", "add_expectation_flags", "add_scope_flag", "env_default", "expectations_from_args", "fail", "judged_by",
-           "seconds"]
+__all__ = ["EXIT_USAGE", "add_expectation_flags", "add_scope_flag", "env_default", "expectations_from_args", "fail",
+           "given_expectations", "judged_by", "seconds"]
 
 #: The exit status of bad usage (a flag, a --from path, a --kernel-table that cannot be used).
 EXIT_USAGE = 3

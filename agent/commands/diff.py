@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
-from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
+from agent.commands.common import add_expectation_flags, env_default, fail, given_expectations, judged_by
 
 __all__ = ["LIVE", "register", "run"]
 
@@ -54,27 +55,47 @@ def run(args: argparse.Namespace) -> int:
         exp, table = judged_by(args)
     except ValueError as exc:
         return _fail(str(exc))
-    sides = []
-    for source in (args.before, args.after):
+    given = given_expectations(args)
+    sources = (args.before, args.after)
+    got: dict[str, Any] = {}
+    # A live side is judged as the bundle it is compared with, unless the command line says otherwise:
+    # "diff BEFORE live" after an upgrade must not lose the rails the capture expected.
+    for source in sorted(sources, key=lambda s: s == LIVE):
+        other = got.get(sources[1] if source == sources[0] else sources[0])
         try:
             if source == LIVE:
                 from agent.host.live import LiveHost
 
+                base = other.judged.expectations if other is not None and other.judged is not None else exp
                 with LiveHost(args.host_root) as host:
-                    got = diagnose_host(host, exp, table, source=source)
+                    got[source] = diagnose_host(host, base, table, source=source)
             else:
-                got = diagnose_image(source, exp, table)
+                got[source] = diagnose_image(source, exp, table, given=given)
         except (SourceError, HostError) as exc:
             return _fail(str(exc))
-        timed = source == LIVE or got.history.capture_time is not None or _started(got.manifest)
-        sides.append(Side(source, got.snapshot, got.topology, got.diagnosis, exp.lossless_prio, timed,
-                          ber_warning=exp.ber_warning))
+    sides, judged = [], []
+    for source in sources:
+        g = got[source]
+        judged.append(g.judged)
+        side_exp = g.expectations or exp
+        timed = source == LIVE or g.history.capture_time is not None or _started(g.manifest)
+        sides.append(Side(source, g.snapshot, g.topology, g.diagnosis, side_exp.lossless_prio, timed,
+                          ber_warning=side_exp.ber_warning))
     result = diff(sides[0], sides[1])
     if args.json:
-        json.dump(result.as_json(), sys.stdout, indent=2)
+        doc = result.as_json()
+        for part, j in zip(("before", "after"), judged, strict=True):
+            # only where the bundle's own expectations changed the judgement (optional in railscope.diff/v1)
+            if j is not None and j.from_bundle(exp) and isinstance(doc.get(part), dict):
+                doc[part]["expectations"] = j.as_json()
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         from agent.report.diff_text import render_diff
+        from agent.report.terminal import safe
 
         render_diff(result, sys.stdout)
+        for part, j in zip(("before", "after"), judged, strict=True):
+            if j is not None:
+                sys.stdout.write(f"{part} judged with: {safe(j.words())}\n")
     return result.exit_status(args.fail_on)

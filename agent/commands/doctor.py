@@ -10,7 +10,14 @@ import argparse
 import json
 import sys
 
-from agent.commands.common import add_expectation_flags, add_scope_flag, env_default, fail, judged_by
+from agent.commands.common import (
+    add_expectation_flags,
+    add_scope_flag,
+    env_default,
+    fail,
+    given_expectations,
+    judged_by,
+)
 from agent.config import Expectations
 from agent.host import HostError
 from agent.model import Snapshot
@@ -69,6 +76,7 @@ def not_judged(exp: Expectations) -> list[str]:
         ("eswitch mode", "--expect-eswitch-mode", exp.eswitch_mode),
         ("esw_multiport", "--expect-esw-multiport", exp.esw_multiport),
         ("RDMA netns mode", "--expect-rdma-netns", exp.rdma_netns),
+        ("mlx5 driver kind", "--expect-driver", exp.driver),
     ) if value is None]
 
 
@@ -94,8 +102,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
 
     try:
-        got = diagnose_host(host, exp, table, source=args.source or "this node",
-                           exclude_devices=args.exclude_devices)
+        # A bundle is judged with the expectations it was captured with unless a flag says otherwise.
+        got = diagnose_host(host, exp, table, source=args.source or "this node", given=given_expectations(args),
+                            exclude_devices=args.exclude_devices)
     except SourceError as exc:
         return _fail(str(exc))
     finally:
@@ -105,11 +114,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from agent.report.jsondoc import strict_json
 
-        json.dump(strict_json(diag.as_json()), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
+        doc = diag.as_json()
+        if got.judged is not None and got.judged.from_bundle(exp):
+            # Only when the bundle changed the judgement: a replay judged as the command line says
+            # stays the same document as the live run (doctor --from == live).
+            doc["expectations"] = got.judged.as_json()
+        json.dump(strict_json(doc), sys.stdout, indent=2, sort_keys=False, allow_nan=False)
         sys.stdout.write("\n")
     else:
         from agent.report.text import render
 
         render(diag, sys.stdout, source=args.source, found=what_was_found(snap) if not diag.rails else (),
-               not_judged=not_judged(exp))
+               not_judged=not_judged(got.expectations or exp),
+               judged_with=got.judged.words() if got.judged is not None else None)
     return diag.exit_status()

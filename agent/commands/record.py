@@ -10,7 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.commands.common import _template, add_scope_flag, env_default, positive_seconds
+from agent.commands.common import (
+    add_expectation_flags,
+    add_scope_flag,
+    env_default,
+    expectations_from_args,
+    positive_seconds,
+)
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
 
@@ -27,19 +33,15 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", default="railscope record",
                    help="Why the image was taken, for the manifest. Default: 'railscope record'.")
     add_scope_flag(p)
-    p.add_argument("--net-template", type=_template, action="append", default=None,
-                   help="Netdev name template that marks rails (whose ethtool counters and statistics are "
-                        f"read), as for doctor. Repeatable. Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')}.")
-    p.add_argument("--rdma-template", type=_template, action="append", default=None,
-                   help="RDMA device name template. Repeatable. Default: "
-                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
     p.add_argument("--agent", default=env_default("agent", None), metavar="URL",
                    help="Fetch the image from a running agent (GET URL/v1/image: recorded now, with its flight "
                         "recorder and events) instead of reading this node. Default: read this node.")
     p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
-                   help="Bearer token for --agent (the agent's --data-token-file). Default: none.")
+                   help="Bearer token for --agent (the agent's --data-token-file). A token file must be readable by its owner only (mode 0600 or 0400). Default: none.")
     p.add_argument("--command-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
+    # Recorded in the manifest as the expectations in force, so the image replays as judged here.
+    add_expectation_flags(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"railscope record: wrote {args.output} from {args.agent}", file=sys.stderr)
         return 0
     from agent.capture.replay import RecordError, record_image
-    from agent.config import ReadConfig
+    from agent.config import ReadConfig, expectations_to_json
     from agent.host import HostError
     from agent.host.live import LiveHost
 
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return 3
     try:
         snap, manifest = record_image(host, args.output, node=args.node, cluster=args.cluster,
-                                      incident=args.incident, reason=args.reason, cfg=cfg)
+                                      incident=args.incident, reason=args.reason, cfg=cfg,
+                                      expectations=expectations_to_json(expectations_from_args(args)))
     except RecordError as exc:
         print(f"railscope record: {exc}", file=sys.stderr)
         return 3 if "not empty" in str(exc) or "not a directory" in str(exc) else 1

@@ -15,7 +15,14 @@ import os
 import sys
 import tempfile
 
-from agent.commands.common import EXIT_USAGE, add_expectation_flags, env_default, fail, judged_by
+from agent.commands.common import (
+    EXIT_USAGE,
+    add_expectation_flags,
+    env_default,
+    fail,
+    given_expectations,
+    judged_by,
+)
 
 __all__ = ["register", "run"]
 
@@ -28,7 +35,8 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Read BUNDLE from this collector (GET /v1/bundles/<key>, operator role). Default: BUNDLE "
                         "is a local path.")
     p.add_argument("--token-file", default=env_default("token-file", None), metavar="FILE",
-                   help="With --collector: a file holding an operator token. Default: none.")
+                   help="With --collector: a file holding an operator token, readable by its owner only (mode 0600 or "
+                        "0400). Default: none.")
     p.add_argument("--html", metavar="FILE",
                    help="Write one self-contained HTML page (inline styles and SVG charts, no scripts, no "
                         "network fetches) to FILE ('-' for stdout) instead of the text report.")
@@ -86,16 +94,21 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="railscope-report-") as tmp:
         try:
             path = _download(args.collector, args.bundle, args.token_file, tmp) if args.collector else args.bundle
-            got = diagnose_image(path, exp, table)
+            got = diagnose_image(path, exp, table, given=given_expectations(args))
         except SourceError as exc:
             return _fail(str(exc))
+    judged_with = None
+    if got.judged is not None:
+        # the bundle's own expectations, under the command line's
+        exp = got.judged.expectations
+        judged_with = got.judged.words()
     rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=got.manifest_error,
                        lossless_prio=exp.lossless_prio)
     if args.html:
         from agent import __version__
         from agent.report.html import render_html
 
-        page = render_html(rep, not_judged=not_judged(exp), version=__version__)
+        page = render_html(rep, not_judged=not_judged(exp), version=__version__, judged_with=judged_with)
         if args.html == "-":
             sys.stdout.write(page)
         else:
@@ -107,5 +120,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from agent.report.report_text import render_report
 
-        render_report(rep, sys.stdout, not_judged=not_judged(exp))
+        render_report(rep, sys.stdout, not_judged=not_judged(exp), judged_with=judged_with)
     return got.diagnosis.exit_status()

@@ -67,6 +67,35 @@ def _ratio(text: str) -> float:
     return x
 
 
+def _cpu_quantity(text: str) -> float:
+    """Cores: ``0.5``, ``2``, or millicores ``500m`` (Kubernetes' CPU quantity)."""
+    t = str(text).strip()
+    try:
+        val = float(t[:-1]) / 1000 if t.endswith("m") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected cores such as 0.5 or 500m, got {text!r}") from None
+    if not val > 0:
+        raise argparse.ArgumentTypeError("a CPU budget must be positive")
+    return val
+
+
+_UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def _bytes_quantity(text: str) -> int:
+    """Bytes: ``536870912``, or a Kubernetes memory quantity (``512Mi``, ``1G``)."""
+    t = str(text).strip()
+    mult = next((m for u, m in _UNITS.items() if t.endswith(u)), 1)
+    num = next((t[: -len(u)] for u in _UNITS if t.endswith(u)), t)
+    try:
+        val = int(float(num) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected bytes such as 536870912 or 512Mi, got {text!r}") from None
+    if val <= 0:
+        raise argparse.ArgumentTypeError("a memory budget must be positive")
+    return val
+
+
 def _event_codes() -> tuple[str, ...]:
     from agent.findings import EVENT_CODES
 
@@ -175,10 +204,17 @@ def register(p: argparse.ArgumentParser) -> None:
                         "spool, no requests).")
     c.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent's token for --collector (a projected ServiceAccount token, read before every "
-                        "upload). Default: none.")
+                        "upload; readable by its owner only, mode 0600 or 0400). Default: none.")
     c.add_argument("--upload-interval", type=_duration, default=env_default("upload-interval", "30s"),
                    help="How often the spool is tried when the collector was unreachable; a new capture is "
                         "sent at once. Default: 30s.")
+    c.add_argument("--budget-cpu", type=_cpu_quantity, default=env_default("budget-cpu", None), metavar="CORES",
+                   help="The agent's CPU budget in cores (0.5, or a Kubernetes quantity such as 500m; the chart gives "
+                        "the pod's limit): past 80%% of it the optional sources (processes) pause until it is back "
+                        "under 60%%. Default: no budget.")
+    c.add_argument("--budget-rss", type=_bytes_quantity, default=env_default("budget-rss", None), metavar="BYTES",
+                   help="The agent's memory budget (bytes, or a quantity such as 512Mi; the chart gives the pod's "
+                        "limit), guarded as --budget-cpu. Default: no budget.")
     c.add_argument("--data-socket", default=env_default("data-socket", None), metavar="PATH",
                    help="Unix socket serving every endpoint, the data endpoints (/v1/image, /v1/events, "
                         "/v1/recorder) included; what railscope capture --agent unix:PATH uses in the pod. "
@@ -186,6 +222,12 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("--data-token-file", default=env_default("data-token-file", None), metavar="FILE",
                    help="Bearer token that opens the data endpoints over TCP (re-read when the file changes). "
                         "Without it they answer on --data-socket only. Default: none.")
+
+    c.add_argument("--rail-resources", default=env_default("rail-resources", "nvidia.com/*,rdma/*,openshift.io/*"),
+                   metavar="PATTERNS",
+                   help="Extended resources of this node's Node object (status.allocatable) watched for "
+                        "RailResourcesLost, comma-separated shell patterns; nvidia.com/gpu is never one. Needs the "
+                        "node watch (an API server and --node). Default: nvidia.com/*,rdma/*,openshift.io/*.")
 
     t = p.add_argument_group("detector thresholds")
     for flag, _field, default, helptext in _THRESHOLDS:
@@ -251,6 +293,9 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         spool_dir=args.spool, spool_max_bytes=args.spool_max_bytes, collector_url=args.collector,
         collector_token_file=args.collector_token_file, upload_interval_s=args.upload_interval,
         data_socket=args.data_socket, data_token_file=args.data_token_file,
+        budget_cpu=_cpu_quantity(args.budget_cpu) if isinstance(args.budget_cpu, str) else args.budget_cpu,
+        budget_rss=_bytes_quantity(args.budget_rss) if isinstance(args.budget_rss, str) else args.budget_rss,
+        rail_resources=tuple(x.strip() for x in str(args.rail_resources).split(",") if x.strip()),
     )
 
 
@@ -263,6 +308,16 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, ValueError) as exc:
         print(f"railscope agent: {exc}", file=sys.stderr)
         return 3
+    if settings.collector_url and settings.collector_token_file:
+        from agent.clients.tokens import TokenFileError, read_token
+
+        # Read again before every request (it rotates); a file that can never be used is said now,
+        # at start, not in a warning at every upload and poll.
+        try:
+            read_token(settings.collector_token_file, "--collector-token-file")
+        except TokenFileError as exc:
+            print(f"railscope agent: {exc}", file=sys.stderr)
+            return 3
     setup_logging(args.log_level)
     from agent.service.app import serve
 

@@ -1,7 +1,8 @@
 """Detectors: pure state machines ``step(state, observation, now) -> (state, events)`` (DESIGN §6).
 
-No pyroute2, no subprocess, no file access, no clock: the watcher passes the time in, so every
-detector is tested on recorded observation sequences.
+No pyroute2, no subprocess, no file access (``os``, ``pathlib``, ``io``), no clock (``time``,
+``datetime``): the watcher passes the time in, so every detector is tested on recorded observation
+sequences. Of the project, the same allow-list as the analysis (tests/unit/test_import_rules.py).
 """
 
 from agent.config import Thresholds

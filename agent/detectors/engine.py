@@ -16,6 +16,7 @@ from agent.detectors import (
     driver_reload,
     link_flapping,
     lossless_drops,
+    mtu_oversize,
     nic_health,
     pfc_storm,
     representor_stale,
@@ -44,6 +45,7 @@ class DetectorState:
     drops: lossless_drops.LosslessDropsState = field(default_factory=lossless_drops.LosslessDropsState)
     driver: driver_reload.DriverState = field(default_factory=driver_reload.DriverState)
     health: nic_health.HealthState = field(default_factory=nic_health.HealthState)
+    oversize: mtu_oversize.MtuOversizeState = field(default_factory=mtu_oversize.MtuOversizeState)
 
 
 def initial(th: Thresholds | None = None) -> DetectorState:
@@ -71,7 +73,8 @@ def step(state: DetectorState, obs: Obs, now: float) -> tuple[DetectorState, tup
     if isinstance(obs, CountersObs):
         storm, storm_events = pfc_storm.step(state.storm, obs, now)
         drops, drop_events = lossless_drops.step(state.drops, obs, now)
-        return replace(state, storm=storm, drops=drops), storm_events + drop_events
+        oversize, mtu_events = mtu_oversize.step(state.oversize, obs, now)
+        return replace(state, storm=storm, drops=drops, oversize=oversize), storm_events + drop_events + mtu_events
     if isinstance(obs, HealthObs):
         health, events = nic_health.step(state.health, obs, now)
         return replace(state, health=health), events

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from agent.host.image import Manifest
@@ -133,10 +133,20 @@ class Host(Protocol):
     def glob(self, pattern: str) -> list[str]:
         """Node paths matching a shell glob, sorted."""
 
+    def walk(self, path: str, limit: int = 10_000) -> list[str]:
+        """Node paths of all under the directory ``path`` that is not a directory itself (files, and
+        symlinks: one to a directory is not followed), about ``limit`` at most; [] when no directory."""
+
+    def copy_tail(self, path: str, max_bytes: int, out: BinaryIO) -> tuple[int, bool]:
+        """Write the file's last ``max_bytes`` into ``out``, streamed (a log of gigabytes never sits
+        in memory); (bytes written, whether the head was cut). ``OSError`` when it cannot be read,
+        ``NotRegularFile`` for a FIFO, socket or device (never opened)."""
+
     # -- commands ---------------------------------------------------------------------------
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
-            max_bytes: int = 8 << 20) -> CmdResult:
-        """Run argv (no shell) or replay its record. Never raises for a failing command."""
+            max_bytes: int = 8 << 20, keep: str = "head") -> CmdResult:
+        """Run argv (no shell) or replay its record. Never raises for a failing command. Past
+        ``max_bytes`` stdout keeps its ``head`` (JSON the readers parse) or its ``tail`` (a log)."""
 
     # -- netlink ----------------------------------------------------------------------------
     def links(self) -> list[dict[str, Any]] | None:

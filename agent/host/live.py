@@ -37,8 +37,8 @@ class LiveHost(FilesDoor):
 
     # -- commands ---------------------------------------------------------------------------
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float | None = None,
-            max_bytes: int = 8 << 20) -> CmdResult:
-        return run_argv(argv, timeout_s=timeout_s or self.command_timeout_s, max_bytes=max_bytes)
+            max_bytes: int = 8 << 20, keep: str = "head") -> CmdResult:
+        return run_argv(argv, timeout_s=timeout_s or self.command_timeout_s, max_bytes=max_bytes, keep=keep)
 
     # -- netlink ----------------------------------------------------------------------------
     def _netlink(self) -> Any:

@@ -18,6 +18,9 @@ from typing import Any, BinaryIO
 #: Symlinks followed on the way to one path at the most, like the kernel's MAXSYMLINKS.
 MAX_LINKS = 40
 _FLAT_LINK_MAX = 4096
+#: a file this large is a real file (not sysfs / procfs): its tail is copied by seeking, streamed
+_REAL_FILE = 64 << 10
+_COPY = 1 << 20
 
 
 class NotRegularFile(OSError):
@@ -112,6 +115,22 @@ def walk_links(path: str, target_of: Callable[[str], str | None], follow_last: b
                 continue
         done.append(name)
     return done
+
+
+def walk_nodes(path: str, listdir: Callable[[str], list[str] | None], readlink: Callable[[str], str | None],
+               limit: int = 10_000) -> list[str]:
+    """``walk`` over node paths through ``listdir`` and ``readlink`` (a tree with no path on disk)."""
+    out: list[str] = []
+    stack = [path]
+    while stack and len(out) <= limit:
+        d = stack.pop()
+        for name in listdir(d) or []:
+            node = posixpath.join(d, name)
+            if readlink(node) is None and listdir(node) is not None:
+                stack.append(node)
+            else:
+                out.append(node)
+    return sorted(out)
 
 
 def glob_nodes(pattern: str, listdir: Callable[[str], list[str] | None],
@@ -221,6 +240,50 @@ class RootedFS:
         real = self.real(path, follow_last=False)
         return real is not None and os.path.lexists(real)
 
+    def walk(self, path: str, limit: int = 10_000) -> list[str]:
+        real = self.real(path)
+        if real is None or not os.path.isdir(real):
+            return []
+        out: list[str] = []
+        for dirpath, dirs, files in os.walk(real):
+            dirs.sort()
+            rel_dir = os.path.relpath(dirpath, real)
+            # os.walk lists a symlink to a directory among the directories, and does not enter it.
+            for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]):
+                out.append(posixpath.normpath(posixpath.join(path, rel_dir, name)))
+            if len(out) > limit:
+                break
+        return out
+
+    def copy_tail(self, path: str, max_bytes: int, out: BinaryIO) -> tuple[int, bool]:
+        real = self.real(path)
+        if real is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file", path)
+        with open_regular(real) as src:
+            size = os.fstat(src.fileno()).st_size
+            if size > _REAL_FILE:
+                # A real file: its size is true, so seek to the tail and stream it.
+                start = max(0, size - max_bytes)
+                src.seek(start)
+                left, n = size - start, 0
+                while left > 0:
+                    data = src.read(min(_COPY, left))
+                    if not data:
+                        break
+                    out.write(data)
+                    n += len(data)
+                    left -= len(data)
+                return n, start > 0
+            # sysfs / procfs report a size of 0 or 4096 whatever they hold: read to the end.
+            kept, cut = bytearray(), False
+            while data := src.read(_COPY):
+                kept += data
+                if len(kept) > max_bytes:
+                    del kept[:len(kept) - max_bytes]
+                    cut = True
+            out.write(kept)
+            return len(kept), cut
+
 
 class FilesDoor:
     """The files door of a host, answered by its ``fs``: a ``RootedFS`` under the host root (the live
@@ -248,3 +311,9 @@ class FilesDoor:
 
     def glob(self, pattern: str) -> list[str]:
         return self.fs.glob(pattern)
+
+    def walk(self, path: str, limit: int = 10_000) -> list[str]:
+        return self.fs.walk(path, limit)
+
+    def copy_tail(self, path: str, max_bytes: int, out: BinaryIO) -> tuple[int, bool]:
+        return self.fs.copy_tail(path, max_bytes, out)

@@ -5,7 +5,7 @@
 image is read into memory by ``agent.host.image`` (never extracted: a bundle is untrusted input), so
 nothing of it touches the filesystem and nothing is left behind. A file or command the image lacks
 is "not available on that node", never an error. Only an input that is not an image at all (or that
-breaks a rule of ``image.py``) raises ``HostError``.
+breaks a rule of ``agent.host.image``) raises ``HostError``.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class RecordedHost(FilesDoor):
 
     # -- commands ---------------------------------------------------------------------------
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
-            max_bytes: int = 8 << 20) -> CmdResult:
+            max_bytes: int = 8 << 20, keep: str = "head") -> CmdResult:
         argv = tuple(str(a) for a in argv)
         stem = f"cmd/{slug(argv)}"
         item = self._items.get(slug(argv))

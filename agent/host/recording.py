@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from agent import __version__
 from agent.host import CmdResult, Host, slug
@@ -39,6 +39,12 @@ from agent.host.image import SCHEMA, Manifest, ManifestItem, item_of, manifest_t
 from agent.host.paths import walk_links
 
 __all__ = ["RecordError", "RecordingHost"]
+
+def _keep(keep: str) -> dict[str, str]:
+    """``keep`` for an inner host, passed only when it is not the default (a host made for a test
+    may know no ``keep``)."""
+    return {} if keep == "head" else {"keep": keep}
+
 
 class RecordError(Exception):
     """The image cannot be written (the output directory is not empty, not writable ...)."""
@@ -234,6 +240,13 @@ class RecordingHost:
                 self._put_existing(path)
         return found
 
+    def walk(self, path: str, limit: int = 10_000) -> list[str]:
+        # Only listed: what the capture then reads of it is recorded as it is read.
+        return self.inner.walk(path, limit)
+
+    def copy_tail(self, path: str, max_bytes: int, out: BinaryIO) -> tuple[int, bool]:
+        return self.inner.copy_tail(path, max_bytes, out)
+
     def glob(self, pattern: str) -> list[str]:
         paths = self.inner.glob(pattern)
         for p in paths:
@@ -279,12 +292,12 @@ class RecordingHost:
                 self._put_command(CmdResult(tuple(str(a) for a in argv), None, missing=True, reason=reason))
 
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
-            max_bytes: int = 8 << 20) -> CmdResult:
+            max_bytes: int = 8 << 20, keep: str = "head") -> CmdResult:
         why = self.guard(tuple(str(a) for a in argv)) if self.guard is not None else None
         if why is not None:
             res = CmdResult(tuple(str(a) for a in argv), None, missing=True, reason=f"refused: {why}")
         else:
-            res = self.inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
+            res = self.inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes, **_keep(keep))
         with self._writing(res.argv):
             self._put_command(res)
         return res
@@ -333,9 +346,9 @@ class RecordingHost:
             fh.write(data)
         self._items[rel] = item_of(rel, data, kind)
 
-    def finish(self, *, node: str | None = None, cluster: str | None = None, incident: str | None = None,
-               reason: str | None = None, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Write ``netlink/links.json``, ``events.json`` and ``manifest.json``; return the manifest."""
+    def items(self, events: list[dict[str, Any]] | None = None) -> tuple[ManifestItem, ...]:
+        """End the recording: write ``netlink/links.json`` and ``events.json``; the items of all that
+        was recorded, by path (the capture runner puts them in its own manifest)."""
         with self._lock:
             if self._links is not None:
                 doc = {"links": [{**lk, "stats64": self._stats.get(str(lk.get("ifname")))} for lk in self._links]}
@@ -345,10 +358,16 @@ class RecordingHost:
                     "netlink/links.json", "netlink", skipped=True,
                     reason=self.inner.links_error or "netlink not available")
             self._put_generated("events.json", (json.dumps({"events": events or []}, indent=1) + "\n").encode())
+            return tuple(self._items[k] for k in sorted(self._items))
+
+    def finish(self, *, node: str | None = None, cluster: str | None = None, incident: str | None = None,
+               reason: str | None = None, events: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """End the recording as a node image of its own: its items and ``manifest.json``; returns the manifest."""
+        with self._lock:
             manifest = Manifest(
                 schema=SCHEMA, node=node, cluster=cluster, incident=incident, reason=reason,
                 agent_version=__version__, started_at=_iso(self.started_at), ended_at=_iso(time.time()),
-                items=tuple(self._items[k] for k in sorted(self._items)),
+                items=self.items(events),
             )
             with open(os.path.join(self.root, "manifest.json"), "w", encoding="utf-8") as fh:
                 fh.write(manifest_to_json(manifest))

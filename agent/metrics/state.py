@@ -16,7 +16,23 @@ if TYPE_CHECKING:
     from agent.findings import Diagnosis
     from agent.model import Snapshot
 
-__all__ = ["HungSource", "MetricsState", "SourceStatus"]
+__all__ = ["BudgetStatus", "HungSource", "MetricsState", "SourceStatus"]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """The agent's own use against the limits it was given, and the optional sources it paused
+    (``railscope_agent_*``, ``railscope_source_paused{source}``)."""
+
+    cpu_ratio: float | None = None
+    rss_bytes: int | None = None
+    cpu_limit: float | None = None
+    rss_limit: int | None = None
+    #: "cpu" / "rss" while over its limit
+    over: tuple[str, ...] = ()
+    paused: tuple[str, ...] = ()
+    #: times the guard paused the optional sources since the agent started
+    pauses: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +82,10 @@ class MetricsState:
     event_codes: tuple[str, ...] = ()
     #: when the sample was taken (unix seconds); defaults to ``snapshot.taken_at``
     taken_at: float | None = None
+    #: daemon -> its restarts since the agent started (``agent.detectors.daemon_restarts``)
+    daemon_restarts: Mapping[str, int] = field(default_factory=dict)
+    #: what the agent's budget guard did (``agent.service.budget``): None when it does not run
+    budget: BudgetStatus | None = None
 
     @property
     def sample_time(self) -> float | None:

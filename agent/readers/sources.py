@@ -20,10 +20,12 @@ from typing import Any
 from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import Link, PciFunction, RailRule, Snapshot
-from agent.naming import rail_rules
-from agent.readers.common import Notes, read_word, to_int
+from agent.naming import NOT_PF_BUSES, rail_rules
+from agent.readers.common import BDF_RE, Notes, read_word, to_int
 from agent.readers.devlink import read_devlink
 from agent.readers.ethtool import read_ethtool
+from agent.readers.firmware import read_firmware
+from agent.readers.gpus import read_gpus
 from agent.readers.health import read_health
 from agent.readers.links import (
     is_representor,
@@ -38,13 +40,14 @@ from agent.readers.optics import read_optics
 from agent.readers.ovs import read_ovs
 from agent.readers.pci import functions_of_links, read_bus_devices, read_pci
 from agent.readers.pcie import read_pcie
+from agent.readers.processes import read_processes
 from agent.readers.rdma import read_rdma
-from agent.readers.scope import touchable_bdfs, touchable_netdevs
+from agent.readers.scope import excluded, touchable_bdfs, touchable_netdevs
 from agent.readers.thermal import read_thermal
 from agent.readers.udev import RuleProblem, read_rules
 from agent.readers.versions import read_versions
 
-__all__ = ["SOURCES", "Context", "LinkCache", "Part", "Source", "by_name", "compose", "names", "source_of"]
+__all__ = ["SOURCES", "Context", "LinkCache", "Part", "Source", "by_name", "compose", "names", "source_of", "touches_firmware"]
 
 #: RDMA port counters read with every counters sample for the flight recorder.
 RDMA_RECORDED = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "np_cnp_sent", "rp_cnp_handled")
@@ -150,6 +153,9 @@ class Source:
     #: the daemon runs this source in another source's thread, after it: a tool stuck in the driver
     #: (devlink waits on one lock per instance) then holds one thread, never two
     lane: str | None = None
+    #: nothing else depends on it: the budget guard may pause it when the agent passes its CPU or
+    #: memory budget (``agent.service.budget``)
+    optional: bool = False
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -209,6 +215,43 @@ def read_health_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) ->
     return _part("health", notes, fields={"health": read_health(host, cfg.command_timeout_s, notes)})
 
 
+def rail_pf_handles(ctx: Context) -> list[str]:
+    """The devlink handles of the rail PFs: ``pci/<bdf>``, or ``<bus>/<dev>`` for a rail whose parent
+    is on another bus (netdevsim: ``netdevsim/netdevsim10``, which ``rail_bdfs`` does not hold); VFs never."""
+    vfs = {f.bdf for f in ctx.functions if f.is_vf}
+    out = [f"pci/{bdf}" for bdf in ctx.rail_bdfs if BDF_RE.match(bdf) and bdf not in vfs]
+    rails = set(ctx.rails)
+    for lk in ctx.links:
+        if lk.ifname in rails and lk.parent_dev and lk.parent_bus and lk.parent_bus != "pci" \
+                and lk.parent_bus not in NOT_PF_BUSES:
+            out.append(f"{lk.parent_bus}/{lk.parent_dev}")
+    return list(dict.fromkeys(out))
+
+
+def read_firmware_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """``devlink dev info`` of the rail PFs only (a firmware read on mlx5: never other functions)."""
+    if ctx.devlink_gone is not None:
+        notes.missing("firmware", ctx.devlink_gone)
+        return _part("firmware", notes, fields={"firmware": ()})
+    # devlink dev info asks each PF's firmware (MCQI): --exclude-devices keeps it off the excluded ones.
+    handles = rail_pf_handles(ctx)
+    if cfg.exclude_devices:
+        keep = set(touchable_bdfs([h[4:] for h in handles if h.startswith("pci/")], ctx.links, cfg.exclude_devices))
+        allowed = [h for h in handles
+                   if (h[4:] in keep if h.startswith("pci/") else not excluded(cfg.exclude_devices, h))]
+        for h in handles:
+            if h not in allowed:
+                notes.missing(f"devlink dev info {h}", "excluded by --exclude-devices")
+        handles = allowed
+    return _part("firmware", notes, fields={"firmware": read_firmware(host, handles, cfg.command_timeout_s, notes)})
+
+
+def read_gpus_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """GPUs, GPUDirect paths and the rail PFs' PCIe places: sysfs only."""
+    nic_vfs = {vf for f in ctx.functions for vf in f.virtfns} | {f.bdf for f in ctx.functions if f.is_vf}
+    return _part("gpus", notes, fields={"gpus": read_gpus(host, ctx.rail_bdfs, notes, skip=nic_vfs)})
+
+
 def read_rdma_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     links, netns, devices = read_rdma(host, ctx.rails, ctx.rail_bdfs, cfg.command_timeout_s, notes)
     return _part("rdma", notes, fields={"rdma_links": links, "rdma_netns": netns, "rdma_devices": devices})
@@ -264,6 +307,9 @@ def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) ->
             notes.missing(f"ethtool -m {name}", "excluded by --exclude-devices")
     return _part("optics", notes, fields={"optics": read_optics(
         host, [n for n in ctx.rails if n in allowed], cfg.command_timeout_s, notes)})
+def read_processes_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """The daemons a rail depends on: start time, CPU, RSS and threads of each of their processes."""
+    return _part("processes", notes, fields={"processes": read_processes(host, notes)})
 
 
 #: Every source, in dependency order (the order of a first sample and of ``take_snapshot``).
@@ -277,6 +323,10 @@ SOURCES: tuple[Source, ...] = (
            (("devlink",),), 60.0, 60.0, ("devlink_devs", "eswitch", "params", "ports"), read_devlink_part),
     Source("health", "the devlink health reporters (devlink -j health show)",
            (("devlink", "-j", "health"),), 60.0, 60.0, ("health",), read_health_part, lane="devlink"),
+    Source("firmware", "the rail PFs' running and stored firmware (devlink -j dev info <PF>)",
+           (("devlink", "-j", "dev", "info"),), 60.0, 60.0, ("firmware",), read_firmware_part, lane="devlink"),
+    Source("gpus", "NVIDIA GPUs, the GPUDirect RDMA paths NCCL probes and the GPU <-> rail PCIe topology (sysfs)",
+           (), 60.0, 0.0, ("gpus",), read_gpus_part),
     Source("rdma", "rdma links, the netns mode and the rails' RDMA port counters",
            (("rdma",),), 60.0, 60.0, ("rdma_links", "rdma_netns", "rdma_devices"), read_rdma_part),
     Source("counters", "the rails' incident counters (ethtool statistics, one netdev at a time; carrier losses; "
@@ -290,6 +340,9 @@ SOURCES: tuple[Source, ...] = (
                      "statistics)",
            (("ethtool", "-m"),), 60.0, 60.0, ("optics",), read_optics_part, firmware_touching=True,
            lane="counters"),
+    Source("processes", "the processes of the daemons a rail depends on (OVS, the SR-IOV config daemon, the device "
+                        "plugins, the NVIDIA driver container): start time, CPU, RSS",
+           (), 15.0, 1.0, ("processes",), read_processes_part, optional=True),
 )
 
 
@@ -313,6 +366,13 @@ def source_of(argv: Iterable[str]) -> str | None:
             if args[:len(prefix)] == prefix and len(prefix) > best[0]:
                 best = (len(prefix), s.name)
     return best[1]
+
+
+def touches_firmware(argv: Iterable[str]) -> bool:
+    """Whether ``argv`` reads a NIC's firmware: the source that runs it is ``firmware_touching``
+    (the one declaration the daemon's firmware gate goes by)."""
+    name = source_of(argv)
+    return name is not None and by_name(name).firmware_touching
 
 
 def after(ctx: Context, part: Part) -> Context:

@@ -125,7 +125,7 @@ def _speed(mbps: int | None) -> str:
 
 
 
-def _rail_row(r: RailRow) -> str:
+def _rail_row(r: RailRow, gpu: bool = False) -> str:
     label = str(r.rail) if r.plane is None else f"{r.rail}.{r.plane}"
     link = r.oper or "missing"
     link_cls = "up" if link == "up" else "down"
@@ -139,16 +139,20 @@ def _rail_row(r: RailRow) -> str:
         f"<td>{esc(cell(r.eswitch_mode, str))}</td>", f"<td>{esc(cell(r.esw_multiport, str))}</td>",
         f"<td>{esc(cell(r.numvfs, str))}</td>", f"<td>{esc(cell(r.representors, str))}</td>",
     ]
+    if gpu:
+        cells.append(f"<td class=mono>{esc(f'{r.gpu} {r.gpu_link or chr(63)}' if r.gpu else '-')}</td>")
     return f"<tr{bad}>{''.join(cells)}</tr>"
 
 
 def _rails(diag: Diagnosis) -> str:
     if not diag.rails:
         return "<p>No rails found.</p>"
+    gpu = any(r.gpu for r in diag.rails)  # GPU nodes: the nearest GPU and its nvidia-smi topo -m word
     head = "".join(f"<th>{h}</th>" for h in ("Rail", "Netdev", "RDMA", "PCI", "Link", "Speed", "RDMA state",
-                                             "Firmware", "Eswitch", "Multiport", "VFs", "Reps"))
+                                             "Firmware", "Eswitch", "Multiport", "VFs", "Reps",
+                                             *(("GPU",) if gpu else ())))
     return (f'<table id="rails"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(_rail_row(r) for r in diag.rails)}</tbody></table>")
+            f"<tbody>{''.join(_rail_row(r, gpu) for r in diag.rails)}</tbody></table>")
 
 
 # -- charts ------------------------------------------------------------------------------------
@@ -350,11 +354,15 @@ def _unavailable(diag: Diagnosis) -> str:
     return f"<h2>Not available</h2><ul class=tight>{lis}</ul>"
 
 
-def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "") -> str:
-    """The whole page as one string."""
+def render_html(rep: Report, *, not_judged: Sequence[str] = (), version: str = "",
+                judged_with: str | None = None) -> str:
+    """The whole page as one string; ``judged_with`` says which expectations judged the bundle."""
     d = rep.diagnosis
     nj = (f'<p class="muted">Not judged (no expectation given): {esc(", ".join(not_judged))}</p>'
           if not_judged and d.rails else "")
+    nj += "".join(f"<p><strong>Note:</strong> {esc(n)}</p>" for n in d.notes)
+    if judged_with:
+        nj += f'<p class="muted judged">Judged with: {esc(judged_with)}</p>'
     title = f"railscope report: {d.node or '?'}"
     return "".join([
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",

@@ -157,12 +157,15 @@ def safe_diagnosis(diag: Diagnosis) -> Diagnosis:
     findings = tuple(Finding(safe(f.code), f.severity, safe(f.subject), safe(f.message), f.evidence)
                      for f in diag.findings)
     return Diagnosis(_s(diag.node), _s(diag.kernel), rails, findings,
-                     tuple((safe(s), safe(w)) for s, w in diag.unavailable))
+                     tuple((safe(s), safe(w)) for s, w in diag.unavailable), tuple(safe(n) for n in diag.notes))
 
 
-def render_report(rep: Report, stream: TextIO, *, not_judged: Sequence[str] = ()) -> None:
-    """Write the report for a person: the diagnosis, then the recorder, the events, the capture."""
-    render(safe_diagnosis(rep.diagnosis), stream, source=safe(rep.source), not_judged=not_judged)
+def render_report(rep: Report, stream: TextIO, *, not_judged: Sequence[str] = (),
+                  judged_with: str | None = None) -> None:
+    """Write the report for a person: the diagnosis, then the recorder, the events, the capture.
+    ``judged_with`` says which expectations judged the bundle and where each came from."""
+    render(safe_diagnosis(rep.diagnosis), stream, source=safe(rep.source), not_judged=not_judged,
+           judged_with=judged_with)
     out = [""]
     out += _recorder(rep, _ascii(stream))
     out.append("")

@@ -63,9 +63,10 @@ def _table(headers: Sequence[str], rows: list[list[tuple[str, str | None]]], pai
 
 
 def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour: bool | None = None,
-           found: Sequence[str] = (), not_judged: Sequence[str] = ()) -> None:
+           found: Sequence[str] = (), not_judged: Sequence[str] = (), judged_with: str | None = None) -> None:
     """Write the diagnosis for a person. ``found`` lists what the node has when it has no rails;
-    ``not_judged`` names the expectations no flag gave (an "OK" must not read as "all checked")."""
+    ``not_judged`` names the expectations no flag gave (an "OK" must not read as "all checked");
+    ``judged_with`` says which expectations judged a node image and where each came from."""
     paint = _Paint(use_colour(stream) if colour is None else colour)
     out: list[str] = []
     head = f"node {safe(diag.node or '?')}  kernel {safe(diag.kernel or '?')}"
@@ -91,6 +92,12 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
             ])
         headers = ["RAIL", "NETDEV", "RDMA", "PCI", "LINK", "SPEED", "RDMA-STATE", "FIRMWARE",
                    "ESWITCH", "MULTIPORT", "VFS", "REPS"]
+        if any(r.gpu for r in diag.rails):
+            # GPU nodes only: the GPU nearest each rail and how near (nvidia-smi topo -m words)
+            headers.append("GPU")
+            for row, r in zip(rows, diag.rails, strict=True):
+                far = r.gpu_link in ("NODE", "SYS")
+                row.append((f"{cell(r.gpu)} {cell(r.gpu_link)}" if r.gpu else "-", "warning" if far else None))
         degraded = rail_notes(diag)
         if degraded:
             headers.append("DEGRADED")
@@ -127,6 +134,10 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
                     step, width=110, initial_indent=f"{'':8}  next: ", subsequent_indent=f"{'':8}        "))
     if not_judged and diag.rails:
         out.append(paint(f"not judged (no expectation given): {safe(', '.join(not_judged))}", "dim"))
+    for note in diag.notes:
+        out.append(paint(f"note: {safe(note)}", "bold"))
+    if judged_with:
+        out.append(paint(f"judged with: {safe(judged_with)}", "dim"))
     if diag.unavailable:
         out.append("")
         out.append(paint("not available:", "dim"))

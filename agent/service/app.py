@@ -73,7 +73,7 @@ async def image(request: web.Request) -> web.StreamResponse:
     except agent.ImageBusy:
         raise web.HTTPTooManyRequests(text="a node image is being recorded; retry shortly\n",
                                       headers={"Retry-After": "5"}) from None
-    except agent.ImageError as exc:
+    except agent.CaptureFailed as exc:
         raise web.HTTPServiceUnavailable(text=f"{exc}\n") from None
     try:
         size = os.path.getsize(path)

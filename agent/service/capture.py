@@ -1,10 +1,14 @@
 """The daemon's captures (DESIGN §6, §7): the capture runner in process, one at a time, niced, with
-the live flight recorder and event log.
+the live flight recorder and event log. Every capture of the daemon — an operator's ``/v1/image``, a
+``--capture-on`` event, a collector's request — is a ``Job`` (agent/capture/job.py) run by
+:meth:`ImageCapture.run`: through the daemon's worker host, under the firmware gate its samplers hold,
+skipping the reads stuck in them, counted in ``railscope_captures``.
 
 - ``/v1/image`` captures now and streams the bundle (``record``);
 - a detector event of a configured code (``--capture-on``) captures into the node spool
   (``--spool``), at most once per code and node per ``--capture-cooldown``, so that a storm of
   events is one bundle (``on_event``);
+- a collector's request captures into a work directory the puller uploads (agent/service/pull.py);
 - reads that hung in the agent's own samplers, and firmware reads that hung in an earlier capture,
   are not tried again (a second stuck task helps no one); the latter are exported as
   ``railscope_source_hung`` like the samplers' own.
@@ -15,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import re
 import shutil
 import tempfile
 import threading
@@ -24,48 +27,51 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from agent.capture.runner import CaptureError, CaptureParams, CaptureResult, capture_to_file
+from agent.capture.job import Job, Shared
+from agent.capture.runner import CaptureError, CaptureResult, capture_to_file
 from agent.capture.spool import Spool
 from agent.capture.trigger import CaptureTrigger
 from agent.config import AgentSettings
 from agent.host import Host
+from agent.host.firmware import FirmwareGate
 from agent.model import Event
 from agent.service.events import EventLog
 from agent.service.flight_recorder import FlightRecorder
 from agent.service.tracked_host import Progress, TrackedHost
 
-__all__ = ["ImageBusy", "ImageCapture", "ImageError"]
+__all__ = ["CaptureFailed", "ImageBusy", "ImageCapture"]
 
 log = logging.getLogger("railscope.agent.capture")
 
-#: the versioned plan a bundle of this agent was made with (the collector's requests name it too)
-PLAN = "railscope.capture/v1"
 #: event captures waiting while one runs; beyond this they are dropped (the cooldown would too)
 _PENDING = 8
+#: ``railscope_captures``' trigger label of each job's trigger (an operator's image and a collector's
+#: request are both requests)
+_LABEL = {"event": "event", "image": "request", "request": "request", "cli": "cli"}
 
 
 class ImageBusy(Exception):
     """A capture is already running."""
 
 
-class ImageError(Exception):
-    """The bundle could not be made; the message says why."""
-
-
-def _part(text: str) -> str:
-    return re.sub(r"[^a-z0-9._-]", "-", text.lower()).strip("-.")[:63] or "node"
+class CaptureFailed(Exception):
+    """The bundle could not be made; the message says why. (Not ``agent.host.image.ImageError``, which
+    refuses an input as a node image.)"""
 
 
 class ImageCapture:
-    def __init__(self, settings: AgentSettings, host_factory: Callable[[], Host], firmware_lock: threading.Lock,
-                 events: EventLog, recorder: FlightRecorder | None, clock: Callable[[], float]) -> None:
+    def __init__(self, settings: AgentSettings, host_factory: Callable[[], Host], gate: FirmwareGate,
+                 events: EventLog, recorder: FlightRecorder | None, clock: Callable[[], float],
+                 hung_tools: Callable[[], frozenset[tuple[str, str]]] = frozenset) -> None:
         self.settings = settings
         self._host_factory = host_factory
-        self._fw_lock = firmware_lock
+        self.gate = gate
         self.events = events
         self.recorder = recorder
         self.clock = clock
-        self._busy = threading.Lock()  # one capture at a time, /v1/image and event captures alike
+        #: (tool, device) of the reads stuck in the daemon's samplers, now
+        self._hung_tools = hung_tools
+        self._busy = threading.Lock()  # one capture at a time, whatever its trigger
         self.trigger = CaptureTrigger(settings.capture_on, settings.capture_cooldown_s)
         self.spool: Spool | None = Spool(settings.spool_dir, settings.spool_max_bytes) if settings.spool_dir else None
         #: (source, device) of firmware reads that hung in a capture: skipped by the next ones
@@ -74,75 +80,68 @@ class ImageCapture:
         self._pending: queue.Queue[tuple[Event, str]] = queue.Queue(_PENDING)
         self._worker: threading.Thread | None = None
         self._wlock = threading.Lock()
-        self._hung_now: Callable[[], frozenset[tuple[str, str]]] | None = None
 
     # -- one capture ----------------------------------------------------------------------------
-    def _params(self, reason: str, incident: str | None, node: str,
-                hung: frozenset[tuple[str, str]]) -> CaptureParams:
+    def shared(self) -> Shared:
+        """The daemon's state a capture starting now shares."""
         recorder = self.recorder
-        skip = frozenset({dev for _tool, dev in hung if dev} | {dev for _src, dev in self.hung if dev})
-        bid = None
-        if incident:
-            from proto.keys import KeyPartError, bundle_id
+        return Shared(gate=self.gate, hung_tools=self._hung_tools(), hung_firmware=frozenset(self.hung),
+                      events=self.events.to_json()["events"],
+                      recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None)
 
-            try:
-                # The collector's id of this capture: a second upload of it is a duplicate, not a copy.
-                bid = bundle_id(incident, _part(node), PLAN)
-            except KeyPartError:
-                bid = None
-        return CaptureParams(
-            node=node, cluster=self.settings.cluster, incident=incident, reason=reason, bundle_id=bid,
-            deadline_s=self.settings.capture_deadline_s,
-            cfg=self.settings.read, events=self.events.to_json()["events"],
-            recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
-            skip_firmware=skip, hung_tools=hung, firmware_lock=self._fw_lock)
-
-    def _run(self, out: str, params: CaptureParams, hung: frozenset[tuple[str, str]], trigger: str,
-             spool: Spool | None = None) -> CaptureResult:
-        host = TrackedHost(self._host_factory(), Progress(), self._fw_lock, hung=hung)
+    def run(self, job: Job, out: str | None, *, wait: bool = True) -> CaptureResult:
+        """Run ``job`` into ``out`` (a file or directory; None: the spool), one capture at a time:
+        blocking (run it in a worker thread). ``ImageBusy`` when another runs and ``wait`` is False."""
+        if not self._busy.acquire(blocking=wait):
+            raise ImageBusy()
         try:
-            if spool is not None:
-                res = spool.capture(host, params, plan=PLAN).result
-            else:
-                res = capture_to_file(host, out, params)
-        except (CaptureError, OSError) as exc:
-            self._count(trigger, "failed")
-            raise ImageError(str(exc)) from None
+            shared = self.shared()
+            params = job.params(shared)
+            # A firmware read of a capture waits for a sampler's no longer than a slice of its deadline.
+            host = TrackedHost(self._host_factory(), Progress(), self.gate, hung=shared.hung_tools,
+                               firmware_wait_s=min(30.0, job.deadline_s / 8))
+            trigger = _LABEL.get(job.trigger, job.trigger)
+            try:
+                if out is None:
+                    assert self.spool is not None
+                    res = self.spool.capture(host, params, hello=job.hello).result
+                else:
+                    res = capture_to_file(host, out, params)
+            except (CaptureError, OSError) as exc:
+                self._count(trigger, "failed")
+                raise CaptureFailed(str(exc)) from None
+            finally:
+                host.close()
+            self.hung.update(res.hung)
+            self._count(trigger, "partial" if res.partial else "ok")
+            return res
         finally:
-            host.close()
-        self.hung.update(res.hung)
-        self._count(trigger, "partial" if res.partial else "ok")
-        return res
+            self._busy.release()
 
     def _count(self, trigger: str, outcome: str) -> None:
         key = (trigger, outcome)
         self.captures[key] = self.captures.get(key, 0) + 1
 
-    def record(self, reason: str, incident: str | None, node: str,
-               hung: frozenset[tuple[str, str]] = frozenset()) -> tuple[str, str]:
-        """Capture now into a temporary file (blocking: run it in a worker thread); returns (path,
-        bundle name). ``ImageBusy`` while another capture runs."""
-        if not self._busy.acquire(blocking=False):
-            raise ImageBusy()
+    def record(self, reason: str, incident: str | None, node: str) -> tuple[str, str]:
+        """An operator's ``/v1/image``: capture now into a temporary file (blocking: run it in a worker
+        thread); returns (path, bundle name). ``ImageBusy`` while another capture runs."""
         work = tempfile.mkdtemp(prefix="railscope-image-")
         try:
-            res = self._run(work + "/", self._params(reason, incident, node, hung), hung, "request")
+            res = self.run(Job.for_image(reason, incident, node, self.settings), work + "/", wait=False)
             assert res.path is not None
             if os.path.getsize(res.path) > self.settings.image_max_bytes:
-                raise ImageError(f"the bundle is larger than {self.settings.image_max_bytes} bytes")
+                raise CaptureFailed(f"the bundle is larger than {self.settings.image_max_bytes} bytes")
             return res.path, res.name
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
-        finally:
-            self._busy.release()
 
     @staticmethod
     def discard(path: str) -> None:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
     # -- event captures -------------------------------------------------------------------------
-    def on_event(self, ev: Event, node: str, hung: Callable[[], frozenset[tuple[str, str]]] | None = None) -> bool:
+    def on_event(self, ev: Event, node: str) -> bool:
         """Called for every detector event (on the event loop: never blocks). True when it starts a
         capture into the spool."""
         if self.spool is None or not self.trigger.wants(ev.code, node, self.clock()):
@@ -153,7 +152,6 @@ class ImageCapture:
             log.warning("event capture dropped: captures are queued already", extra={"event": ev.code})
             self._count("event", "dropped")
             return False
-        self._hung_now = hung
         with self._wlock:
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._drain, name="capture-events", daemon=True)
@@ -166,18 +164,14 @@ class ImageCapture:
                 ev, node = self._pending.get(timeout=1.0)
             except queue.Empty:
                 return
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self.clock()))
-            incident = _part(f"{ev.code}-{stamp}")
-            hung = self._hung_now() if self._hung_now is not None else frozenset()
-            with self._busy:
-                try:
-                    res = self._run("", self._params(f"event {ev.code}: {ev.message or ev.subject}", incident,
-                                                     node, hung), hung, "event", spool=self.spool)
-                    log.info("event capture spooled", extra={"event": ev.code, "bundle": res.name})
-                except ImageError as exc:
-                    log.error("event capture failed", extra={"event": ev.code, "reason": str(exc)})
-                except Exception:  # a capture bug must never take the event worker down
-                    log.exception("event capture failed", extra={"event": ev.code})
+            job = Job.for_event(ev.code, ev.message or ev.subject, node, self.settings, self.clock())
+            try:
+                res = self.run(job, None)
+                log.info("event capture spooled", extra={"event": ev.code, "bundle": res.name})
+            except CaptureFailed as exc:
+                log.error("event capture failed", extra={"event": ev.code, "reason": str(exc)})
+            except Exception:  # a capture bug must never take the event worker down
+                log.exception("event capture failed", extra={"event": ev.code})
 
     def idle(self, timeout_s: float = 60.0) -> bool:
         """Wait until no event capture is queued or running (tests, shutdown)."""

@@ -23,7 +23,6 @@ import asyncio
 import collections
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -35,13 +34,15 @@ from prometheus_client import generate_latest
 from agent.analysis import pipeline
 from agent.analysis.checks.degradation import PHY_COUNTERS
 from agent.analysis.topology import Topology
+from agent.clients.collector import CollectorClient, RetryPolicy
 from agent.config import AgentSettings, Thresholds
+from agent.detectors import daemon_restarts, engine
 from agent.detectors import degradation as degradation_events
-from agent.detectors import engine
 from agent.detectors.feed import observations_from_snapshot
 from agent.detectors.observations import CountersObs
 from agent.findings import EVENT_CODES, Diagnosis
 from agent.host import Host
+from agent.host.firmware import FirmwareGate
 from agent.host.netlink.devlink_events import DevlinkWatcher
 from agent.host.netlink.link_events import LinkNote, LinkWatcher
 from agent.metrics.exposition import CONTENT_TYPE, make_registry
@@ -51,7 +52,7 @@ from agent.readers import sources as registry
 from agent.readers.common import Notes
 from agent.readers.history import History, Recorder, Sample
 from agent.readers.kernel_table import load_kernel_table
-from agent.service.capture import ImageBusy, ImageCapture, ImageError
+from agent.service.capture import CaptureFailed, ImageBusy, ImageCapture
 from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle
 from agent.service.events import EventLog
@@ -61,7 +62,7 @@ from agent.service.scheduler import Lane, Scheduler, SourceState
 from agent.service.selfmetrics import AgentCollector
 from agent.service.tracked_host import Progress, TrackedHost
 
-__all__ = ["Agent", "ImageBusy", "ImageError"]
+__all__ = ["Agent", "CaptureFailed", "ImageBusy"]
 
 log = logging.getLogger("railscope.agent")
 events_log = logging.getLogger("railscope.agent.events")
@@ -78,7 +79,7 @@ _PORT_SOURCES = ("devlink", "rdma")
 
 class Agent:
     ImageBusy = ImageBusy
-    ImageError = ImageError
+    CaptureFailed = CaptureFailed
 
     def __init__(self, settings: AgentSettings, *, host_factory: Callable[[], Host] | None = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
@@ -111,6 +112,14 @@ class Agent:
         self._rep_include = re.compile(settings.representor_include) if settings.representor_include else None
 
         self._parts: dict[str, registry.Part] = {}
+        self.restarts = daemon_restarts.RestartState()
+        # How the calls to the collector ended (uploads, polls, done), and what became of spooled
+        # bundles: railscope_agent_collector_calls_total / railscope_spool_uploads_total.
+        from agent.clients.collector import CallOutcomes
+
+        self.collector_outcomes = CallOutcomes()
+        self.spool_outcomes: collections.Counter[str] = collections.Counter()
+        self.budget: Any = None
         self.snapshot: Snapshot | None = None
         self.topology: Topology | None = None
         self.diagnosis: Diagnosis | None = None
@@ -123,12 +132,20 @@ class Agent:
         self.ports_debounce = Debouncer(_PORTS_RESAMPLE_GAP_S, partial(self._poke, _PORT_SOURCES), **debounce)
 
         self._link_cache = registry.LinkCache()
-        self._fw_lock = threading.Lock()
+        #: one firmware read at a time per PCI function: the samplers and every capture take it
+        self.firmware = FirmwareGate()
         self._progress = {src.name: Progress() for src in self.sources}
         self.scheduler = Scheduler(self.sources, intervals, run=self._read, on_done=self._on_part,
                                    deadline_s=settings.source_deadline_s,
                                    current_device=lambda name: self._progress[name].get)
-        self.capture = ImageCapture(settings, host_factory, self._fw_lock, self.events, self.recorder, clock)
+        self.capture = ImageCapture(settings, host_factory, self.firmware, self.events, self.recorder, clock,
+                                    hung_tools=self._hung_tools)
+        #: the collector's one client in the daemon: the spool upload and the request puller share
+        #: its session (its token file is read before every request)
+        self.collector: CollectorClient | None = None
+        if settings.collector_url:
+            self.collector = CollectorClient(settings.collector_url, token_file=settings.collector_token_file,
+                                             token_flag="--collector-token-file", outcomes=self.collector_outcomes)
         self._lanes: dict[str, Lane] = {}
         self._hosts: dict[str, Host] = {}
         self._tasks: list[asyncio.Task[Any]] = []
@@ -171,11 +188,27 @@ class Agent:
             await loop.run_in_executor(None, self.devlink_watcher.start)
         self._tasks.append(asyncio.create_task(self._drain(), name="railscope-drain"))
         self._tasks.append(asyncio.create_task(self._boot(), name="railscope-boot"))
+        if self.settings.budget_cpu is not None or self.settings.budget_rss is not None:
+            self._tasks.append(asyncio.create_task(self._guard_budget(), name="railscope-budget"))
         if self.settings.collector_url and self.capture.spool is not None:
             self._tasks.append(asyncio.create_task(self._upload_spool(), name="railscope-upload"))
         log.info("agent started", extra={"listen": self.settings.listen, "port": self.settings.port,
                                          "recorder_window_s": self.settings.recorder_window_s,
                                          "disabled_sources": sorted(self.settings.disabled)})
+
+    async def _guard_budget(self) -> None:
+        """The budget guard (agent/service/budget.py) every ``budget_interval_s``."""
+        from agent.service.budget import BudgetGuard
+
+        def paused(name: str, on: bool) -> None:
+            self.scheduler.states[name].paused = on
+
+        self.budget = BudgetGuard(cpu_limit=self.settings.budget_cpu, rss_limit=self.settings.budget_rss,
+                                  optional=tuple(s.name for s in self.sources if s.optional),
+                                  pause=lambda n: paused(n, True), resume=lambda n: paused(n, False))
+        while True:
+            self.budget.check()
+            await asyncio.sleep(self.settings.budget_interval_s)
 
     async def _boot(self) -> None:
         """First sample in registry order (rules before links, links before the rest); a source that
@@ -199,6 +232,8 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.collector is not None:
+            await self.collector.close()
         if self.watcher is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.watcher.stop)
         if self.devlink_watcher is not None:
@@ -217,7 +252,7 @@ class Agent:
     def _host(self, src: str) -> Host:
         host = self._hosts.get(src)
         if host is None:
-            host = self._hosts[src] = TrackedHost(self._host_factory(), self._progress[src], self._fw_lock)
+            host = self._hosts[src] = TrackedHost(self._host_factory(), self._progress[src], self.firmware)
         return host
 
     def _context(self) -> registry.Context:
@@ -234,6 +269,8 @@ class Agent:
     # -- results (event loop) ----------------------------------------------------------------
     def _on_part(self, part: registry.Part) -> None:
         self._parts[part.source] = part
+        if part.source == "processes":
+            self.restarts = daemon_restarts.step(self.restarts, part.fields.get("processes", ()))
         if part.source == "counters":
             self._apply_counters(part)
             return
@@ -336,10 +373,14 @@ class Agent:
             for ev in events:
                 self._emit(ev)
 
+    def emit(self, ev: Event) -> None:
+        """An event from outside the detectors (the node watch's RailResourcesLost): logged, counted and
+        captured on like a detector's."""
+        self._emit(ev)
+
     def _emit(self, ev: Event) -> None:
         self.events.add(ev)
-        self.capture.on_event(ev, self.settings.node or (self.snapshot.node if self.snapshot else None) or "node",
-                              self._hung_tools)
+        self.capture.on_event(ev, self.settings.node or (self.snapshot.node if self.snapshot else None) or "node")
         level = logging.WARNING if ev.severity in ("warning", "critical") else logging.INFO
         events_log.log(level, ev.message or ev.code, extra={
             "event": ev.code, "severity": ev.severity, "subject": ev.subject, "event_ts": ev.ts,
@@ -351,18 +392,10 @@ class Agent:
     async def _upload_spool(self) -> None:
         """Empty the node spool into the collector, oldest first, every upload interval (and at once
         when a capture was spooled: the spool's listing changes)."""
-        from agent.clients.collector import CollectorClient, RetryPolicy
-
-        spool = self.capture.spool
-        assert spool is not None and self.settings.collector_url
-        # One client (one session) for the daemon's uploads, its token file read before each.
-        async with CollectorClient(self.settings.collector_url, token_file=self.settings.collector_token_file,
-                                   retry=RetryPolicy(attempts=3), token_flag="--collector-token-file") as client:
-            await self._upload_spool_loop(spool, client)
-
-    async def _upload_spool_loop(self, spool: Any, client: Any) -> None:
         from agent.capture.upload import drain_spool
 
+        spool, client = self.capture.spool, self.collector
+        assert spool is not None and client is not None
         seen: tuple[str, ...] = ()
         last = -1e9
         while True:
@@ -370,8 +403,15 @@ class Agent:
             if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
                 last = self.clock()
                 try:
-                    res = await drain_spool(spool, client)
+                    # Few attempts: the spool keeps what is not sent, and the next round sends it.
+                    res = await drain_spool(spool, client, retry=RetryPolicy(attempts=3))
                     self.uploaded.extend(r.key for r in res.sent)
+                    for r in res.sent:
+                        self.spool_outcomes["duplicate" if r.duplicate else "stored"] += 1
+                    self.spool_outcomes["rejected"] += len(res.rejected)
+                    if res.left:
+                        # kept for the next round: the collector is away, or the token file must be fixed
+                        self.spool_outcomes["deferred"] += 1
                     if res.sent or res.rejected or res.left:
                         log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),
                                                         "left": res.left, "error": res.error})
@@ -418,7 +458,9 @@ class Agent:
         links = self._parts.get("links")
         return MetricsState(snapshot=self.snapshot, topology=self.topology, diagnosis=self.diagnosis,
                             sources=tuple(sources), hung=tuple(dict.fromkeys(hung)), event_counts=self.events.counts(),
-                            event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None)
+                            event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None,
+                            daemon_restarts=dict(self.restarts.restarts),
+                            budget=self.budget.status if self.budget is not None else None)
 
     async def render_metrics(self) -> bytes:
         """The exposition, rendered in the render thread; concurrent scrapes share one render."""
@@ -445,9 +487,8 @@ class Agent:
         if self._image_lock.locked():
             raise ImageBusy()
         async with self._image_lock:
-            hung = self._hung_tools()
             node = self.settings.node or (self.snapshot.node if self.snapshot else None) or "node"
-            return await self._lanes["image"].submit(lambda: self.capture.record(reason, incident, node, hung))
+            return await self._lanes["image"].submit(lambda: self.capture.record(reason, incident, node))
 
     def _hung_tools(self) -> frozenset[tuple[str, str]]:
         """(tool, device) of every hung read, for a capture to skip."""

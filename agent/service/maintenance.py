@@ -16,6 +16,11 @@ Node would be a load the API server notices. The watch resumes from its ``resour
 (bookmarks keep it fresh), starts over with a GET when the server answers 410 Gone, and backs off
 with jitter on any error. Where no API server is configured (``KUBERNETES_SERVICE_HOST`` unset, no
 service account token) the series is not served at all.
+
+The same watch gives the node's ``status.allocatable`` for the resources ``--rail-resources`` names
+(``railscope_node_allocatable{resource}``), and feeds the ``RailResourcesLost`` detector
+(``agent/detectors/rail_resources.py``): a resource seen above 0, then at 0, is one event, which the
+agent logs, counts and captures on like a detector's.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from aiohttp import web
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from agent.detectors import rail_resources
+from agent.model import Event
 from agent.service.background import run_with_app
 
 if TYPE_CHECKING:
@@ -126,9 +133,18 @@ class NodeWatch:
     """Follows one Node object; ``reasons`` is what it says now (empty until the first read)."""
 
     def __init__(self, config: ApiConfig, node: str, *, rng: random.Random | None = None,
-                 sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Any] = asyncio.sleep,
+                 resources: tuple[str, ...] = ("nvidia.com/*", "rdma/*", "openshift.io/*"),
+                 on_event: Callable[[Event], None] | None = None, clock: Callable[[], float] = time.time) -> None:
+        """``resources``: the patterns of ``--rail-resources``; ``on_event`` gets every RailResourcesLost."""
         self.config = config
         self.node = node
+        self.resources = resources
+        #: the watched resources' allocatable, from the last object read (None: not read yet)
+        self.allocatable: dict[str, int] | None = None
+        self._detector = rail_resources.initial()
+        self._emit_event = on_event
+        self._clock = clock
         self.reasons: frozenset[str] = frozenset()
         #: True between a successful read and the next error
         self.synced = False
@@ -224,6 +240,14 @@ class NodeWatch:
         if reasons != self.reasons:
             log.info("node maintenance", extra={"node": self.node, "reasons": sorted(reasons)})
         self.reasons = reasons
+        alloc = rail_resources.parse_allocatable(obj, self.resources)
+        if alloc is not None:
+            self.allocatable = alloc
+            self._detector, events = rail_resources.step(self._detector, alloc, self._clock(), self.node)
+            for ev in events:
+                log.warning("rail resource lost", extra={"node": self.node, "resource": ev.subject})
+                if self._emit_event is not None:
+                    self._emit_event(ev)
         self.synced = True
         self._note_version(obj)
 
@@ -285,6 +309,14 @@ class MaintenanceCollector:
         yield GaugeMetricFamily("railscope_agent_node_watch_synced",
                                 "1 while the watch on this node's Node object is in sync with the API server.",
                                 value=1 if self.watch.synced else 0)
+        if self.watch.allocatable is not None:
+            alloc = GaugeMetricFamily("railscope_node_allocatable",
+                                      "Allocatable count of each extended resource --rail-resources watches, from "
+                                      "the node's status.allocatable (0 after more: the device plugin lost the rails).",
+                                      labels=["resource"])
+            for name in sorted(self.watch.allocatable):
+                alloc.add_metric([name], self.watch.allocatable[name])
+            yield alloc
 
 
 def attach(app: web.Application, agent: Agent, config: ApiConfig | None = None) -> NodeWatch | None:
@@ -297,7 +329,7 @@ def attach(app: web.Application, agent: Agent, config: ApiConfig | None = None) 
     node = agent.settings.node
     if config is None or not node:
         return None
-    watch = NodeWatch(config, node)
+    watch = NodeWatch(config, node, resources=agent.settings.rail_resources, on_event=agent.emit, clock=agent.clock)
     agent.registry.register(MaintenanceCollector(watch, agent.events, clock=agent.clock))
 
     run_with_app(app, watch.run, "railscope-node-watch")

@@ -30,11 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from agent import __version__
 from agent.clients.collector import CollectorClient, CollectorError
 from agent.findings import EVENT_CODES
 from agent.service.background import run_with_app
-from proto.frames import Hello
 from proto.keys import check_part
 from proto.requests import DEFAULT_PLAN, POLL_WAIT_S, CaptureRequest, RequestError
 
@@ -79,33 +77,12 @@ CaptureFn = Callable[["Agent", PullRequest, str], Captured]
 
 
 def capture_in_process(agent: Agent, req: PullRequest, work: str) -> Captured:
-    """The request's plan through the capture runner, with the daemon's events and flight recorder."""
-    from agent.capture.runner import CaptureParams, capture_to_file
+    """The request's plan as one of the daemon's captures (``Job``): one at a time with its other
+    captures, under its firmware gate, with its events and flight recorder, in ``railscope_captures``."""
+    from agent.capture.job import Job
 
-    node = req.node
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(req.created))
-    redact_key = os.urandom(32) if req.params.get("redact") else None
-    recorder = agent.recorder
-    params = CaptureParams(
-        node=node, cluster=agent.settings.cluster, incident=req.incident,
-        reason=f"capture request {req.id} ({req.alertname or req.source or 'requested'})",
-        redact_key=redact_key, deadline_s=agent.settings.capture_deadline_s, cfg=agent.settings.read,
-        events=agent.events.to_json()["events"],
-        recorder_jsonl=(lambda: recorder.to_jsonl().encode()) if recorder is not None else None,
-        # A firmware read stuck in the driver is not started a second time by the capture.
-        skip_firmware=frozenset(dev for _tool, dev in agent._hung_tools()),
-        pod_netns=bool(req.params.get("pod_netns")), bundle_id=req.id, name=f"{node}-{stamp}")
-    host = agent._host_factory()
-    # One capture at a time on the node: /v1/image, event captures and requests share the daemon's lock.
-    busy = getattr(getattr(agent, "capture", None), "_busy", None)
-    try:
-        if busy is not None:
-            with busy:
-                res = capture_to_file(host, work + "/", params)
-        else:
-            res = capture_to_file(host, work + "/", params)
-    finally:
-        host.close()
+    job = Job.for_request(req, agent.settings, redact_key=os.urandom(32) if req.params.get("redact") else None)
+    res = agent.capture.run(job, work + "/")
     assert res.path is not None
     return Captured(res.path, res.sha256)
 
@@ -114,6 +91,7 @@ class RequestPuller:
     """Polls the collector for this node's requests and serves them one at a time."""
 
     def __init__(self, agent: Agent, url: str, *, token_file: str | None = None, cluster: str | None = None,
+                 client: CollectorClient | None = None,
                  capture: CaptureFn = capture_in_process, work_dir: str | None = None,
                  wait_s: int = POLL_WAIT_S, rng: random.Random | None = None,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
@@ -125,9 +103,12 @@ class RequestPuller:
         self.cluster = check_part("cluster", cluster or agent.settings.cluster or "default")
         self.url = url.rstrip("/")
         self.token_file = token_file
-        # The collector's one client for this puller: polls, uploads and done calls share its session.
-        self.client = CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
-                                      rng=rng, sleep=sleep)
+        # Polls, uploads and done calls go through one client: the daemon's (given, shared with its spool
+        # upload, closed by the daemon) or one of the puller's own.
+        self._own_client = client is None
+        self.client = client or CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
+                                                rng=rng, sleep=sleep,
+                                                outcomes=getattr(agent, "collector_outcomes", None))
         self.capture = capture
         self.work_dir = work_dir
         self.wait_s = wait_s
@@ -140,8 +121,11 @@ class RequestPuller:
         self.busy = False
 
     async def run(self) -> None:
-        async with self.client:
+        try:
             await self._poll_loop(BACKOFF_MIN_S)
+        finally:
+            if self._own_client:
+                await self.client.close()
 
     async def _local_uploaded(self, timeout_s: float = 30.0) -> None:
         """Wait until the event captures have run and the daemon's spool upload has sent them."""
@@ -205,6 +189,8 @@ class RequestPuller:
 
     async def serve(self, req: PullRequest) -> str | None:
         """Capture, upload and report one request; the stored key, or None when it must be tried again."""
+        from agent.capture.job import Job
+
         if req.alertname in ALERT_EVENTS:
             # The same cause may have captured locally a moment ago: let that capture finish and
             # reach the collector, then use it.
@@ -222,9 +208,8 @@ class RequestPuller:
             log.info("capturing for request", extra={"request": req.id, "incident": req.incident,
                                                      "alertname": req.alertname})
             captured = await asyncio.get_running_loop().run_in_executor(None, self.capture, self.agent, req, work)
-            hello = Hello(bundle=req.id, node=self.node, cluster=self.cluster, incident=req.incident,
-                          reason=req.alertname or req.source or "requested", agent=__version__,
-                          created=req.created, plan=req.plan_ref)
+            hello = Job.for_request(req, self.agent.settings).hello(
+                node=self.node, cluster=self.cluster, reason=req.alertname or req.source or "requested")
             key: str | None
             try:
                 res = await self.client.upload(hello, captured.path, expected_sha256=captured.sha256)
@@ -265,7 +250,7 @@ def attach(app: web.Application, agent: Agent) -> RequestPuller | None:
     if not agent.settings.node:
         log.warning("capture requests are not polled: --collector without --node (spec.nodeName)")
         return None
-    puller = RequestPuller(agent, url, token_file=agent.settings.collector_token_file)
+    puller = RequestPuller(agent, url, token_file=agent.settings.collector_token_file, client=agent.collector)
 
     run_with_app(app, puller.run, "railscope-request-puller")
     return puller
@@ -285,7 +270,7 @@ async def queue_request(url: str, node: str, incident: str, *, token_file: str |
     Returns the request as the collector last showed it (``state`` ``done`` and ``bundle`` when waited).
     """
     try:
-        async with CollectorClient(url, token_file=token_file, token_flag="--operator-token-file") as client:
+        async with CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
             req = await client.queue(node, incident, plan=plan, params=params)
             if wait_s is None:
                 return req

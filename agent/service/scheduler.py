@@ -89,6 +89,9 @@ class SourceState:
     running_since: float | None = None  # monotonic
     #: devices (netdev, devlink handle; "" for the whole source) that are hung now
     hung: set[str] = field(default_factory=set)
+    #: an optional source the budget guard paused (``agent.service.budget``): no read starts, the last
+    #: sample stands
+    paused: bool = False
 
 
 class SourceTimer:
@@ -117,6 +120,10 @@ class SourceTimer:
         # as its inner wait completes (cpython gh-86296), which would keep a stopped agent running.
         while not self.stopped:
             self._poke.clear()
+            if st.paused:
+                self.first_done.set()  # paused is settled: nothing waits on a read that will not start
+                await self._wait(st.interval_s)
+                continue
             started = time.monotonic()
             st.running_since = started
             fut = self.lane.submit(self._run)
@@ -156,13 +163,16 @@ class SourceTimer:
                     st.hung.discard(hung_dev)  # it returned: stuck no more, whatever it gave
             st.last_duration_s = time.monotonic() - started
             self.first_done.set()
-            wait = self.state.interval_s - (time.monotonic() - started)
-            if wait > 0:
-                try:
-                    async with asyncio.timeout(wait):
-                        await self._poke.wait()
-                except TimeoutError:
-                    pass
+            await self._wait(self.state.interval_s - (time.monotonic() - started))
+
+    async def _wait(self, wait: float) -> None:
+        """Until the next run is due, or a poke."""
+        if wait > 0:
+            try:
+                async with asyncio.timeout(wait):
+                    await self._poke.wait()
+            except TimeoutError:
+                pass
 
 
 class Scheduler:

@@ -76,6 +76,22 @@ class AgentCollector:
         if rss is not None:
             yield _gauge("railscope_agent_resident_memory_bytes", "Resident memory of the agent process.", rss)
         yield _gauge("railscope_agent_ready", "1 once the first sample has been taken.", 1 if a.ready else 0)
+        calls = CounterMetricFamily(
+            "railscope_agent_collector_calls",
+            "Calls to the collector by call (upload, poll, done) and outcome, per attempt: ok, duplicate, the HTTP "
+            "status of a refusal (403: a token bound to another node), unreachable, token_file.",
+            labels=["call", "outcome"])
+        for (call, outcome), n in sorted(a.collector_outcomes.counts().items()):
+            calls.add_metric([call, outcome], n)
+        yield calls
+        spooled = CounterMetricFamily(
+            "railscope_spool_uploads",
+            "What became of the node spool's bundles: stored, duplicate, rejected (refused for good, moved to "
+            "rejected/), deferred (a round that left bundles for later: the collector away, a token to fix).",
+            labels=["outcome"])
+        for outcome, n in sorted(a.spool_outcomes.items()):
+            spooled.add_metric([outcome], n)
+        yield spooled
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

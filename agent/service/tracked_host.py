@@ -1,18 +1,22 @@
 """A ``Host`` wrapper for the agent's worker threads.
 
 It says what the thread is reading right now (the ``device`` of ``railscope_source_hung`` when a
-read never returns), and it serialises the firmware-touching reads: on mlx5, ``ETHTOOL_GSTATS``
-is a synchronous firmware command, so the counters sampler and a capture running at the same
-time must not read the same NIC in parallel (DESIGN §3, "one at a time per PF").
+read never returns), and it serialises the firmware-touching reads through the daemon's firmware
+gate (``agent.host.firmware``): on mlx5, ``ETHTOOL_GSTATS`` is a synchronous firmware command, so
+the counters sampler and a capture running at the same time must not read the same PCI function in
+parallel (DESIGN §3, "one at a time per PF"). Which commands touch firmware is the registry's word
+(``Source.firmware_touching``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO, TypeVar
 
 from agent.host import CmdResult, Host
+from agent.host.firmware import FirmwareGate, function_of
+from agent.readers.sources import touches_firmware
 
 __all__ = ["Progress", "TrackedHost"]
 
@@ -46,16 +50,19 @@ def _device_of(argv: tuple[str, ...] | list[str]) -> str:
 
 
 class TrackedHost:
-    """Forwards every door to ``inner``; notes the device in ``progress``; one ethtool read at a time."""
+    """Forwards every door to ``inner``; notes the device in ``progress``; firmware reads through ``gate``."""
 
-    def __init__(self, inner: Host, progress: Progress, firmware_lock: threading.Lock,
-                 firmware_wait_s: float = 30.0, hung: frozenset[tuple[str, str]] = frozenset()) -> None:
+    def __init__(self, inner: Host, progress: Progress, gate: FirmwareGate,
+                 firmware_wait_s: float = 30.0, hung: frozenset[tuple[str, str]] = frozenset(),
+                 firmware: Callable[[Iterable[str]], bool] = touches_firmware) -> None:
         self.inner = inner
         #: (tool, device) of reads stuck in the agent's own samplers ("" device: every device).
         #: A capture skips them (DESIGN §7): a second stuck task helps no one.
         self.hung = hung
         self.progress = progress
-        self._fw = firmware_lock
+        self.gate = gate
+        #: whether an argv reads firmware (the registry's declaration)
+        self.firmware = firmware
         #: how long to wait for another thread's firmware read; past that the read is skipped,
         #: since that thread is most likely stuck in the driver
         self.firmware_wait_s = firmware_wait_s
@@ -70,21 +77,22 @@ class TrackedHost:
         return None
 
     def run(self, argv: list[str] | tuple[str, ...], timeout_s: float = 10.0,
-            max_bytes: int = 8 << 20) -> CmdResult:
-        device = _device_of(argv) or (argv[-1] if argv and argv[0] == "ethtool" else "")
+            max_bytes: int = 8 << 20, keep: str = "head") -> CmdResult:
+        # ``keep`` only when not the default: a host made for a test may know no ``keep``.
+        kw = {} if keep == "head" else {"keep": keep}
+        fw = bool(argv) and self.firmware(argv)
+        device = _device_of(argv) or (argv[-1] if fw else "")
         why = self._skip(argv[0], device) if argv else None
         if why:
             return CmdResult(tuple(argv), None, missing=True, reason=why)
         self.progress.set(device)
         try:
-            if argv and argv[0] == "ethtool":
-                if not self._fw.acquire(timeout=self.firmware_wait_s):
+            if not fw:
+                return self.inner.run(argv, timeout_s, max_bytes, **kw)
+            with self.gate.hold(function_of(self.inner, device), self.firmware_wait_s) as got:
+                if not got:
                     return CmdResult(tuple(argv), None, missing=True, reason=_BUSY)
-                try:
-                    return self.inner.run(argv, timeout_s, max_bytes)
-                finally:
-                    self._fw.release()
-            return self.inner.run(argv, timeout_s, max_bytes)
+                return self.inner.run(argv, timeout_s, max_bytes, **kw)
         finally:
             self.progress.set("")
 
@@ -110,6 +118,12 @@ class TrackedHost:
     def glob(self, pattern: str) -> list[str]:
         return self.inner.glob(pattern)
 
+    def walk(self, path: str, limit: int = 10_000) -> list[str]:
+        return self.inner.walk(path, limit)
+
+    def copy_tail(self, path: str, max_bytes: int, out: BinaryIO) -> tuple[int, bool]:
+        return self.inner.copy_tail(path, max_bytes, out)
+
     def links(self) -> list[dict[str, Any]] | None:
         return self.inner.links()
 
@@ -117,17 +131,18 @@ class TrackedHost:
         return self.inner.link_stats(ifnames)
 
     def _firmware_read(self, ifname: str, read: Callable[[str], T]) -> T:
-        """An ioctl that is a firmware command on mlx5: skipped when stuck, one at a time."""
+        """An ioctl that is a firmware command on mlx5: skipped when stuck, one at a time per function."""
         why = self._skip("ethtool", ifname)
         if why:
             raise OSError(why)
         self.progress.set(ifname)
-        if not self._fw.acquire(timeout=self.firmware_wait_s):
-            raise OSError(_BUSY)
         try:
-            return read(ifname)
+            with self.gate.hold(function_of(self.inner, ifname), self.firmware_wait_s) as got:
+                if not got:
+                    raise OSError(_BUSY)
+                return read(ifname)
         finally:
-            self._fw.release()
+            self.progress.set("")
 
     def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
         return self._firmware_read(ifname, self.inner.ethtool_stats)

@@ -19,6 +19,9 @@ echo klab-node > /proc/sys/kernel/hostname
   modprobe -d "$WORK/pkgs/image" -S "$KVER" nlmon
   uname -r; /usr/bin/python3 --version; ip -V; devlink -V; rdma -V
 } > "$OUT/guest-env.txt" 2>&1
-/usr/bin/python3 -u "$PROJECT/tests/klab/guest_scenarios.py" --out "$OUT" > "$OUT/guest.log" 2>&1
+# KLAB_ONLY on the host (run-tier.sh writes it to $WORK/klab-only): run only these scenarios (setup always).
+only=()
+for name in $(cat "$WORK/klab-only" 2>/dev/null); do only+=(--only "$name"); done
+/usr/bin/python3 -u "$PROJECT/tests/klab/guest_scenarios.py" --out "$OUT" "${only[@]}" > "$OUT/guest.log" 2>&1
 echo $? > "$OUT/guest.rc"
 dmesg > "$OUT/dmesg.txt" 2>&1

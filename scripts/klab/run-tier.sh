@@ -116,7 +116,9 @@ if has run; then
   PYTHONPYCACHEPREFIX="$WORK/pycache" /usr/bin/python3 -m compileall -q -j 0 \
     -x '/(test|tests|idlelib|lib2to3|tkinter|turtledemo|ensurepip)/' \
     /usr/lib/python3.11 "$WORK/guest-site" "$PROJECT/agent" >/dev/null 2>&1 || true
-  log "booting the guest: scenarios from $PROJECT"
+  # KLAB_ONLY="firmware health": only these scenarios (and setup) run in the guest; empty: all.
+  printf '%s\n' "${KLAB_ONLY:-}" > "$WORK/klab-only"
+  log "booting the guest: scenarios from $PROJECT${KLAB_ONLY:+ (only: $KLAB_ONLY)}"
   t0=$(date +%s)
   (cd "$WORK" && STEPS=run RUNS=1 KVER="$KVER" SHARE_DIRS="$PROJECT" \
      GUEST_SCRIPT="$HERE/guest.sh" bash "$LAB") > "$WORK/run.log" 2>&1 || {

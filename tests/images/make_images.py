@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
 import os
 import re
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # run as a script: the format code of this tree
+
+from agent.host import slug  # noqa: E402
+from agent.host.image import ManifestItem, item_of, manifest_to_json, parse_manifest  # noqa: E402
+
 BASE = "spectrumx-2rail-healthy"
 ENDED_AT = 1793197233  # the base manifest's ended_at, 2026-10-28T14:20:33Z
 NET_RULES = "fs/etc/udev/rules.d/10-nic-net-interface-naming.rules"
@@ -37,8 +41,16 @@ RDMA_RULES = "fs/etc/udev/rules.d/10-nic-rdma-interface-naming.rules"
 OVS_ARGV = ["ovs-vsctl", "--format=json", "--columns=name,type,ifindex,ofport,link_state,error", "list", "Interface"]
 
 
-def slug(argv: list[str]) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "-", "_".join(argv))
+def _item(doc: dict, data: bytes | None) -> ManifestItem:
+    """An ``items[]`` entry of the format (``agent.host.image``), its size and sha256 over ``data``."""
+    fields = {"argv": tuple(doc["argv"]) if doc.get("argv") is not None else None, "rc": doc.get("rc"),
+              "duration_s": doc.get("duration_s", 0.0), "truncated": doc.get("truncated", False),
+              "timed_out": doc.get("timed_out", False), "skipped": doc.get("skipped", False),
+              "reason": doc.get("reason")}
+    if data is None:
+        return ManifestItem(path=doc.get("path"), kind=doc["kind"], bytes=doc.get("bytes", 0),
+                            sha256=doc.get("sha256"), **fields)
+    return item_of(doc["path"], data, doc["kind"], **fields)
 
 
 # --------------------------------------------------------------------------------------------
@@ -147,28 +159,18 @@ class Image:
             p = root / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(target, p)
-        items = []
-        for item in self.manifest["items"]:
-            path = item.get("path")
-            if path is None:
-                items.append(item)
-                continue
-            if path not in self.files:
-                continue
-            data = self.files[path]
-            items.append({**item, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-        listed = {i.get("path") for i in items}
+        # The manifest is written by the format's own writer, its items recomputed over the files.
+        items = [_item(doc, None if doc.get("path") is None else self.files[doc["path"]])
+                 for doc in self.manifest["items"] if doc.get("path") is None or doc["path"] in self.files]
+        listed = {i.path for i in items}
         for rel in sorted(self.files):
             if rel in listed or rel.endswith((".rc", ".stderr")):
                 continue
             kind = "file" if rel.startswith("fs/") else "netlink" if rel.startswith("netlink/") else "generated"
-            data = self.files[rel]
-            items.append({"path": rel, "kind": kind, "argv": None, "rc": None, "duration_s": 0.0,
-                          "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "truncated": False,
-                          "timed_out": False, "skipped": False})
-        items.sort(key=lambda i: (i.get("path") is None, i.get("path") or "", json.dumps(i.get("argv"))))
-        manifest = {**self.manifest, "items": items}
-        (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+            items.append(item_of(rel, self.files[rel], kind))
+        head, problems = parse_manifest(json.dumps({**self.manifest, "items": []}).encode())
+        assert not problems, problems
+        (root / "manifest.json").write_text(manifest_to_json(replace(head, items=tuple(items))))
         (root / "README.md").write_text(readme)
         (root / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
 
@@ -917,6 +919,142 @@ def management_mlx5(img: Image) -> None:
         img.write(f"/sys/bus/pci/devices/{bdf}/vendor", "0x15b3\n")
     img.set_jcmd(["devlink", "-j", "dev", "show"], doc)
 
+# -- readiness: firmware, GPUs and GPUDirect, MTU, driver kind, naming conflicts --------------
+
+DEV_INFO = ["devlink", "-j", "dev", "info"]
+DRIVER_VERSION = "570.133.20"  # an R570 data-centre driver: nvidia, nvidia_peermem
+
+
+def set_dev_info(img: Image, running: dict[str, str], stored: dict[str, str]) -> None:
+    """``devlink -j dev info`` of both rail PFs as mlx5 prints it: ``fw.version`` and ``fw`` running and
+    stored, ``fw.psid`` fixed; ``running`` / ``stored`` map a handle to its version (default 28.42.1000)."""
+    for handle in ("pci/0000:0c:00.0", "pci/0000:8d:00.0"):
+        run, st = running.get(handle, "28.42.1000"), stored.get(handle, running.get(handle, "28.42.1000"))
+        serial = "MT2330X0" + handle[-7:-5].upper() + "01"
+        img.set_jcmd([*DEV_INFO, handle], {"info": {handle: {
+            "driver": "mlx5_core", "serial_number": serial,
+            "versions": {"fixed": {"fw.psid": "MT_0000000838"},
+                         "running": {"fw.version": run, "fw": run},
+                         "stored": {"fw.version": st, "fw": st}}}}})
+
+
+def firmware_pending(img: Image) -> None:
+    set_dev_info(img, {}, {"pci/0000:0c:00.0": "28.43.1014"})
+
+
+def _gpu(img: Image, parent: str, bdf: str, numa: int) -> None:
+    """An H100 SXM5 function (10de:2330, 3D controller) at ``parent/bdf`` in the PCIe tree."""
+    base = f"fs/sys/devices/{parent}/{bdf}"
+    for name, value in (("vendor", "0x10de"), ("device", "0x2330"), ("class", "0x030200"),
+                        ("numa_node", str(numa)), ("current_link_speed", "32.0 GT/s PCIe"),
+                        ("current_link_width", "16")):
+        img.files[f"{base}/{name}"] = f"{value}\n".encode()
+    img.links[f"fs/sys/bus/pci/devices/{bdf}"] = "../../../devices/" + parent + "/" + bdf
+
+
+def _numa(img: Image, bdf: str, numa: int) -> None:
+    img.write(f"/sys/bus/pci/devices/{bdf}/numa_node", f"{numa}\n")
+
+
+def nvidia_modules(img: Image, peermem: bool = True, taint: str = "PO") -> None:
+    img.files["fs/sys/module/nvidia/version"] = f"{DRIVER_VERSION}\n".encode()
+    img.files["fs/sys/module/nvidia/taint"] = f"{taint}\n".encode()
+    if peermem:
+        img.files["fs/sys/module/nvidia_peermem/version"] = f"{DRIVER_VERSION}\n".encode()
+
+
+# HGX H100: each ConnectX-7 rail sits with one GPU below a PCIe switch (a Broadcom PEX890xx on the
+# baseboard): root port -> switch upstream port -> two downstream ports -> the GPU and the NIC.
+HGX_RAIL0 = "pci0000:08/0000:08:01.0/0000:09:00.0"
+HGX_RAIL1 = "pci0000:88/0000:88:01.0/0000:89:00.0"
+
+
+def hgx_pix(img: Image) -> None:
+    move_pci(img, {"pci0000:0b/0000:0b:01.0/0000:0c:00": f"{HGX_RAIL0}/0000:0a:01.0/0000:0c:00",
+                   "pci0000:8c/0000:8c:01.0/0000:8d:00": f"{HGX_RAIL1}/0000:8a:01.0/0000:8d:00"})
+    _gpu(img, f"{HGX_RAIL0}/0000:0a:00.0", "0000:0b:00.0", 0)
+    _gpu(img, f"{HGX_RAIL1}/0000:8a:00.0", "0000:8b:00.0", 1)
+    for bdf, numa in (("0000:0c:00.0", 0), ("0000:0c:00.1", 0), ("0000:8d:00.0", 1), ("0000:8d:00.1", 1)):
+        _numa(img, bdf, numa)
+    nvidia_modules(img)
+
+
+def peermem_lost(img: Image) -> None:
+    hgx_pix(img)
+    del img.files["fs/sys/module/nvidia_peermem/version"]
+
+
+def open_modules_dmabuf(img: Image) -> None:
+    hgx_pix(img)
+    del img.files["fs/sys/module/nvidia_peermem/version"]
+    img.files["fs/sys/module/nvidia/taint"] = b"OE\n"
+
+
+def phb_sys(img: Image) -> None:
+    """Rail 0's NIC and the one GPU on two root ports of one host bridge (PHB); rail 1's NIC on the
+    other socket's host bridge (SYS)."""
+    move_pci(img, {"pci0000:0b/0000:0b:01.0/0000:0c:00": "pci0000:08/0000:08:01.0/0000:0c:00"})
+    _gpu(img, "pci0000:08/0000:08:03.0", "0000:0b:00.0", 0)
+    for bdf, numa in (("0000:0c:00.0", 0), ("0000:0c:00.1", 0), ("0000:8d:00.0", 1), ("0000:8d:00.1", 1)):
+        _numa(img, bdf, numa)
+    nvidia_modules(img)
+
+
+def mtu_rail1(img: Image) -> None:
+    img.update_link("net_rail1", mtu=1500)
+
+
+def mtu_management_only(img: Image) -> None:
+    img.update_link("ens7f0np0", mtu=1500)
+    img.update_link("ens7f1np1", mtu=9216)
+
+
+def inbox_driver(img: Image) -> None:
+    """The DOCA driver pod ended and put the inbox driver back: no module version, the kernel release
+    in ethtool -i, a new srcversion."""
+    kernel = img.read("/proc/sys/kernel/osrelease").strip()
+    set_driver(img, version=kernel)
+    del img.files[img.resolve("/sys/module/mlx5_core/version")]
+    img.files["fs/sys/module/mlx5_core/srcversion"] = b"8A1F1D7E2C3B4A5968776655\n"
+
+
+def mlnx_ofed_driver(img: Image) -> None:
+    set_driver(img, version="5.8-1.0.1.1")
+
+
+def conflict_function(img: Image) -> None:
+    """A site file names rail 1's function eth5 too; udev applies the later file, so the netdev is eth5."""
+    rename_netdev(img, "net_rail1", "eth5")
+    rename_netdev(img, "net_rail1_0", "eth5_0")
+    img.files[f"{RULES_DIR}/70-persistent-net.rules"] = (
+        b'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:8d:00.0", NAME="eth5"\n')
+
+
+def conflict_name(img: Image) -> None:
+    """The operator's net rules give net_rail0 to both functions (a template rendered with one rail id):
+    the second rename fails and rail 1's uplink keeps its kernel name."""
+    rename_netdev(img, "net_rail1", "enp141s0f0np0")
+    rename_netdev(img, "net_rail1_0", "enp141s0f0npf0vf0")
+    text = img.files[NET_RULES].decode()
+    img.files[NET_RULES] = text.replace('NAME="net_rail1"', 'NAME="net_rail0"').encode()
+
+
+def resources_lost_event(img: Image) -> None:
+    set_events(img, [{"ts": ENDED_AT - 120, "code": "RailResourcesLost", "severity": "critical",
+                      "subject": "nvidia.com/rail1", "message": "nvidia.com/rail1: allocatable dropped to 0 on "
+                      "gpu-node-017 (was 1): the device plugin lost the rails",
+                      "evidence": {"before": 1, "after": 0, "node": "gpu-node-017"}}])
+
+
+HGX_ORIGIN = ("Hand-made in the shape of an HGX H100 node: one ConnectX-7 rail per GPU (the NVIDIA DGX H100 User "
+              "Guide, 1.2.3 \"Network Modules\", pairs each ConnectX-7 with one GPU), each pair below one PCIe switch "
+              "(root port, the switch's upstream port, two downstream ports: the GPU 10de:2330 class 0x030200 on one, "
+              "the NIC on the other), which `nvidia-smi topo -m` shows as PIX (NVML's NVML_TOPOLOGY_SINGLE: one PCIe "
+              "switch); two of the eight pairs kept, one per socket. Bus numbers are this image's, values "
+              "illustrative. Module files as an R570 driver installs them: `/sys/module/nvidia/{version,taint}`, "
+              "`/sys/module/nvidia_peermem/version`.")
+
+
 NET_RULES_PATH = "/etc/udev/rules.d/10-nic-net-interface-naming.rules"
 OPTICS_ORIGIN = ("The `ethtool -m` text is a real module's, from `tests/fixtures/public/optics/` (see its SOURCES.md: "
                  "github.com/robinchrist/100G-CWDM4-docs for the QSFP28 dumps, Ido Schimmel's ethtool CMIS patch mail "
@@ -1148,6 +1286,61 @@ IMAGES: tuple[Spec, ...] = (
          "function that devlink lists and no rule names (as an HGX baseboard's restricted PF): it is no rail, "
          "and no firmware-touching read reaches it (no `ethtool -S` / `-m`, no devlink eswitch / param command for "
          "it is in this image: replay would say `not recorded` if a reader asked)."),
+    Spec("firmware-pending-activation", "2rail", (firmware_pending,),
+         (("FirmwarePendingActivation", "info", "pci/0000:0c:00.0"),),
+         "`devlink -j dev info` of both rail PFs recorded: `pci/0000:0c:00.0` runs 28.42.1000 with 28.43.1014 "
+         "stored (flashed, waiting for a reset), `pci/0000:8d:00.0` runs and stores 28.42.1000; the stored "
+         "versions differ across the node's NICs (evidence).",
+         origin="The JSON shape is mlx5's `devlink dev info` (versions fixed `fw.psid`, running / stored "
+                "`fw.version` and `fw`) as iproute2 prints it with `-j`."),
+    Spec("gpudirect-hgx-pix-healthy", "2rail", (hgx_pix,), (),
+         "Two H100 GPUs added; each rail PF moved below a PCIe switch it shares with one GPU (rail 0 with "
+         "`0000:0b:00.0` on NUMA 0, rail 1 with `0000:8b:00.0` on NUMA 1): `gpu_link` PIX for both; "
+         "`nvidia_peermem` loaded beside the proprietary `nvidia` module (taint PO).",
+         origin=HGX_ORIGIN),
+    Spec("gpudirect-not-ready-peermem-lost", "2rail", (peermem_lost,),
+         (("GpuDirectNotReady", "warning", "node"),),
+         "As gpudirect-hgx-pix-healthy after a driver upgrade that lost `nvidia_peermem`: none of the three "
+         "peer-memory paths NCCL probes exists, and the `nvidia` module is the proprietary one (taint PO), "
+         "so no DMA-BUF either.", origin=HGX_ORIGIN),
+    Spec("gpudirect-open-modules-dmabuf-healthy", "2rail", (open_modules_dmabuf,), (),
+         "Trap: as gpudirect-not-ready-peermem-lost, but the `nvidia` module is the open one (taint OE, no P) "
+         "on kernel 6.8: NCCL registers GPU memory through DMA-BUF, ready without `nvidia_peermem`.",
+         origin=HGX_ORIGIN),
+    Spec("gpu-topology-phb-sys-healthy", "2rail", (phb_sys,), (),
+         "One H100 (`0000:0b:00.0`, NUMA 0) on its own root port of rail 0's host bridge `pci0000:08` "
+         "(`gpu_link` PHB for rail 0); rail 1's NIC on the other socket's host bridge (NUMA 1): SYS. "
+         "`nvidia_peermem` loaded.",
+         origin="Two root ports of one host bridge, and a NIC on the other socket, as on 2-socket PCIe servers "
+                "without a switch between GPU and NIC; bus numbers illustrative."),
+    Spec("mtu-mismatch", "2rail", (mtu_rail1,), (("MtuMismatch", "warning", "net_rail1"),),
+         "`net_rail1` is at MTU 1500 (left behind by an upgrade) while `net_rail0` is at 9000: of a tie "
+         "the largest MTU is the rails' one."),
+    Spec("mtu-management-nic-healthy", "2rail", (mtu_management_only,), (),
+         "Trap: the E810 management / storage ports `ens7f0np0` (1500) and `ens7f1np1` (9216) differ from "
+         "the rails' 9000, which match `--expect-mtu 9000`: not rails, not judged.",
+         ("--expect-mtu", "9000")),
+    Spec("driver-not-doca", "2rail", (inbox_driver,), (("DriverNotDoca", "warning", "node"),),
+         "The DOCA driver container ended and restored the inbox driver: `/sys/module/mlx5_core/version` is "
+         "gone, `ethtool -i` says version 6.8.0-60-generic (the kernel release), `srcversion` changed.",
+         ("--expect-driver", "doca")),
+    Spec("driver-mlnx-ofed-healthy", "2rail", (mlnx_ofed_driver,), (),
+         "Trap: the rails run MLNX_OFED 5.8-1.0.1.1 (an out-of-tree OFED driver, `N.N-x.y.z`), which is not "
+         "inbox: no DriverNotDoca with `--expect-driver doca`.", ("--expect-driver", "doca")),
+    Spec("rail-naming-conflict-function", "2rail", (conflict_function,),
+         (("RailNamingConflict", "critical", "pci/0000:8d:00.0"),),
+         "`/etc/udev/rules.d/70-persistent-net.rules` names `0000:8d:00.0` `eth5` while the operator's file "
+         "names it `net_rail1`; udev applied the later file, so the uplink is `eth5`. One finding for the "
+         "cause (no RailNameMismatch for `net_rail1`)."),
+    Spec("rail-naming-conflict-name", "2rail", (conflict_name,),
+         (("RailNamingConflict", "critical", "net_rail0"),),
+         "The operator's net rules give `net_rail0` to both `0000:0c:00.0` and `0000:8d:00.0`: the second "
+         "rename failed and rail 1's uplink kept `enp141s0f0np0`. One finding for the name (no "
+         "RailNameMismatch)."),
+    Spec("rail-resources-lost-event", "2rail", (resources_lost_event,),
+         (("RailResourcesLost", "critical", "nvidia.com/rail1"),),
+         "`events.json` holds the agent's RailResourcesLost event for `nvidia.com/rail1` 120 s before the "
+         "capture (allocatable 1 -> 0 on the Node object): events within the window are findings."),
 )
 
 

@@ -66,14 +66,15 @@ def test_a_refusal_after_the_hello_frees_the_producer_and_every_reader(tmp_path:
 
 @pytest.mark.netns
 @pytest.mark.slow
-@pytest.mark.parametrize(("node", "token", "status"), [
-    ("gpu-node-018", AGENT_TOKEN, "403"),  # a token bound to another node: the first mistake made
-    ("gpu-node-017", "not-a-token-of-this-collector-000", "401"),
+@pytest.mark.parametrize(("node", "token", "status", "limits"), [
+    ("gpu-node-018", AGENT_TOKEN, "403", ()),  # a token bound to another node: the first mistake made
+    ("gpu-node-017", "not-a-token-of-this-collector-000", "401", ()),
+    ("gpu-node-017", AGENT_TOKEN, "413", ("--max-bundle-size", "2000")),  # refused mid-stream
 ])
 def test_a_refused_upload_ends_the_capture_at_once_and_names_the_bundle(
-        rails: RailNetns, tmp_path: Path, node: str, token: str, status: str) -> None:
+        rails: RailNetns, tmp_path: Path, node: str, token: str, status: str, limits: tuple[str, ...]) -> None:
     tokens = write_tokens(tmp_path / "tokens")
-    col = Collector(tmp_path, str(tmp_path / "store"), tokens=tokens, netns=rails.node).start()
+    col = Collector(tmp_path, str(tmp_path / "store"), *limits, tokens=tokens, netns=rails.node).start()
     token_file = tmp_path / "agent-token"
     token_file.write_text(token)
     token_file.chmod(0o600)

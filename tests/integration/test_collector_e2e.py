@@ -121,5 +121,7 @@ def test_railscope_capture_streams_to_the_collector(rails: RailNetns, tmp_path: 
     assert stored.read_bytes() == local.read_bytes()  # the streamed bytes are the file's
     assert (tmp_path / "store" / (key + ".sha256")).read_text().split()[0] == lines[1].split()[1]
     assert _doctor(stored) == _doctor(local)
-    # the bundle id is (incident, node, plan): another capture of it is refused, and kept on disk
-    assert again.returncode == 1 and "409" in again.stderr and "the bundle is in" in again.stderr
+    # the bundle id is (incident, node, plan@start): a second run is a bundle of its own, stored beside
+    assert again.returncode == 0, again.stderr
+    status2, key2 = again.stdout.strip().splitlines()[-1].split()[1:]
+    assert status2 == "stored" and key2 != key and "/inc-cap/gpu-node-017-" in key2

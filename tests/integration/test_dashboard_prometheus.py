@@ -23,39 +23,31 @@ from pathlib import Path
 import pytest
 
 from .collector_env import Collector, free_port
+from .conftest import RailNetns
 from .test_agent_netns import PORT, StartAgent, flap, get, start_agent, wait_for  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "deploy"))
-from test_dashboard import dashboard, metric_names, targets  # noqa: E402
+from test_dashboard import dashboard, metric_names, substitute, targets  # noqa: E402
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
-#: the dashboard's variables as Grafana sends them with "All" selected, and its interval macros
-VARIABLES = {"$cluster": ".*", "$node": ".*", "$rail": ".*", "$prio": "3", "$collector_job": ".*railscope.*collector.*",
-             "$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m"}
-
-
-def substitute(expr: str) -> str:
-    for var in sorted(VARIABLES, key=len, reverse=True):
-        expr = expr.replace(var, VARIABLES[var])
-    return expr
-
-
-def test_every_panel_query_runs_on_a_real_prometheus(start_agent: StartAgent, tmp_path: Path) -> None:  # noqa: F811
+def test_every_panel_query_runs_on_a_real_prometheus(start_agent: StartAgent, rails: RailNetns,  # noqa: F811
+                                                     tmp_path: Path) -> None:
     prom_bin = "/usr/bin/prometheus"
     if not os.access(prom_bin, os.X_OK):
         pytest.skip("Prometheus is not installed at /usr/bin/prometheus (Debian package prometheus)")
-    # the agent's management veth: the test's side is the node side's address minus one
     col = Collector(tmp_path, str(tmp_path / "store"), "--insecure-dev", "--listen", "0.0.0.0")
     col.start()
     agent = None
     prom = None
     try:
-        agent = start_agent("--capture-on", "LinkFlapping", "--spool", str(tmp_path / "spool"), "--node", "test-node",
-                            "--recorder-window", "1m")
-        host = agent.addr.rsplit(".", 1)[0] + "." + str(int(agent.addr.rsplit(".", 1)[1]) - 1)
-        agent.stop()
+        # the management veth the fixture made: the agent listens on the node's end, the test's end is the
+        # one before it (a /30)
+        (link,) = json.loads(subprocess.run(["ip", "-n", rails.node, "-j", "addr", "show", "mgmt0"], capture_output=True,
+                                            text=True, check=True, timeout=30).stdout)
+        node_ip = next(a["local"] for a in link["addr_info"] if a["family"] == "inet")
+        host = node_ip.rsplit(".", 1)[0] + "." + str(int(node_ip.rsplit(".", 1)[1]) - 1)
         agent = start_agent("--capture-on", "LinkFlapping", "--spool", str(tmp_path / "spool"), "--node", "test-node",
                             "--recorder-window", "1m", "--collector", f"http://{host}:{col.port}")
         port = free_port()

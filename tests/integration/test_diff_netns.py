@@ -10,6 +10,7 @@ those three, whether AFTER is the second bundle (``railscope capture``), a recor
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -57,7 +58,9 @@ def _wait_up(env: RailNetns, ifname: str) -> None:
         time.sleep(0.05)
 
 
-EXPECTED_REGRESSIONS = [("RailDown", "net_rail0"), ("RailRenamed", "net_rail1")]
+# net_rail2 at MTU 1500 while the other rails stay at 9000: a regression (it no longer matches them), and
+# the value's change beside it
+EXPECTED_REGRESSIONS = [("MtuMismatched", "net_rail2"), ("RailDown", "net_rail0"), ("RailRenamed", "net_rail1")]
 EXPECTED_CHANGES = [("MtuChanged", "net_rail2")]
 
 
@@ -112,5 +115,6 @@ def test_diff_names_exactly_the_changes_made_between_two_live_captures(three_rai
     res = env.railscope("diff", str(before), str(after), "--rails", str(RAILS))
     assert res.returncode == 1
     text = res.stdout
-    assert text.index("REGRESSIONS (2)") < text.index("CHANGES (1)")
-    assert "RailRenamed  net_rail1  rail 1: net_rail1 is now ens1f1" in text
+    assert text.index("REGRESSIONS (3)") < text.index("CHANGES (1)")
+    # columns are as wide as the longest code (MtuMismatched here)
+    assert re.search(r"RailRenamed +net_rail1  rail 1: net_rail1 is now ens1f1", text), text

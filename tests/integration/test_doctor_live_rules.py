@@ -54,14 +54,19 @@ def test_site_rules_file_names_the_rails(rails: RailNetns, tmp_path: Path) -> No
     (root / SITE.lstrip("/")).write_text(RULES)
     rc, doc = doctor(rails, root)
     assert rc == 2
-    assert rail_findings(doc) == [("RailMissing", "critical", "eth_rail0"), ("RailMissing", "critical", "eth_rail1")]
+    # The malformed line 7 is a finding of its own on the rules file, besides "not available".
+    assert rail_findings(doc) == [("RailMissing", "critical", "eth_rail0"), ("RailMissing", "critical", "eth_rail1"),
+                                  ("RailRuleUnreadable", "warning", SITE)]
     assert [(r["rail"], r["pci"], r["netdev"]) for r in doc["rails"]] == [
         (0, "0000:18:00.0", None), (1, "0000:3a:00.0", None)]
     assert {"source": "udev rules",
             "reason": f'{SITE} line 7: KERNELS=="0000:s2:00.0" is not a PCI function address'} in doc["unavailable"]
 
-    # An operator file naming the same function wins over the site's file.
+    # An operator file naming the same function wins over the site's file (the expected name), and the
+    # two rules naming one function differently are a conflict of their own: only one wins at boot.
     (root / "etc/udev/rules.d/10-nic-net-interface-naming.rules").write_text(
         'SUBSYSTEM=="net", ACTION=="add", KERNELS=="0000:18:00.0", NAME="net_rail0"\n')
     _rc, doc = doctor(rails, root)
-    assert rail_findings(doc) == [("RailMissing", "critical", "eth_rail1"), ("RailMissing", "critical", "net_rail0")]
+    assert rail_findings(doc) == [("RailMissing", "critical", "eth_rail1"), ("RailMissing", "critical", "net_rail0"),
+                                  ("RailNamingConflict", "critical", "pci/0000:18:00.0"),
+                                  ("RailRuleUnreadable", "warning", SITE)]

@@ -437,14 +437,14 @@ def scenario_churn(out: Path) -> dict[str, Any]:
     from agent.analysis.topology import build_topology
     from agent.config import Expectations, ReadConfig
     from agent.host.live import LiveHost
-    from agent.metrics.collector import RailscopeCollector
+    from agent.metrics.exporter import RailscopeExporter
     from agent.metrics.state import MetricsState
     from agent.readers.snapshot import take_snapshot
 
     host = LiveHost()
     current: list[MetricsState] = [MetricsState()]
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RailscopeCollector(lambda: current[0], representor_include=r"."))
+    registry.register(RailscopeExporter(lambda: current[0], representor_include=r"."))
     cfg, exp = ReadConfig(), Expectations()
     # Records go to a file as they are made: nothing of this file's stays alive in the process.
     log_path = out / "churn.jsonl"
@@ -924,6 +924,47 @@ def scenario_health(out: Path) -> dict[str, Any]:
     return asyncio.run(run())
 
 
+def scenario_firmware() -> dict[str, Any]:
+    """The firmware source on the real kernel: netdevsim's ``devlink dev info`` (``fw.mgmt`` running and
+    stored, both ``10.20.30``: nsim_dev_info_get fixes them), read live for the rail PFs only, judged by
+    the doctor pipeline (no FirmwarePendingActivation), served by the metrics collector; then the
+    same snapshot with a stored version the lab cannot flash (netdevsim's ``devlink dev flash`` only
+    emits status notifications and never changes what ``dev info`` says) judged as pending."""
+    from dataclasses import replace
+
+    from agent.analysis import pipeline
+    from agent.config import Expectations, ReadConfig
+    from agent.host.live import LiveHost
+    from agent.metrics.exposition import render
+    from agent.metrics.state import MetricsState
+    from agent.readers.snapshot import take_snapshot
+
+    shown = sh_json("devlink", "-j", "dev", "info", HANDLE)
+    host = LiveHost()
+    try:
+        snap = take_snapshot(host, ReadConfig())
+    finally:
+        host.close()
+    out = pipeline.run(snap, Expectations(), ())
+    metrics = render(MetricsState(snapshot=snap, topology=out.topology, diagnosis=out.diagnosis)).decode()
+    flashed = replace(snap, firmware=tuple(
+        replace(fi, stored=tuple((k, "10.20.31") for k, _v in fi.stored)) if fi.handle == HANDLE else fi
+        for fi in snap.firmware))
+    pending = pipeline.run(flashed, Expectations(), ()).diagnosis
+    flash = subprocess.run(["devlink", "dev", "flash", HANDLE, "file", "dummy"], capture_output=True, text=True,
+                           timeout=60, check=False)
+    return {"dev_info": shown, "firmware": plain(snap.firmware),
+            "rails": [plain(r.as_json()) for r in out.diagnosis.rails],
+            "findings": [plain(f.as_json()) for f in out.diagnosis.findings
+                         if f.code == "FirmwarePendingActivation"],
+            "unavailable": [list(u) for u in snap.unavailable if u[0] == "firmware"],
+            "metrics": {k: v for k, v in _metric_lines(metrics, "railscope_firmware_pending_activation").items()},
+            "pf_firmware_info": [ln for ln in metrics.splitlines() if ln.startswith("railscope_pf_firmware_info")],
+            "pending_findings": [plain(f.as_json()) for f in pending.findings if f.code == "FirmwarePendingActivation"],
+            "flash_rc": flash.returncode,
+            "dev_info_after_flash": sh_json("devlink", "-j", "dev", "info", HANDLE)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="/out")
@@ -942,6 +983,7 @@ def main() -> int:
         ("daemon_memory", lambda: scenario_daemon_memory(out)),
         ("busy", scenario_busy),
         ("health", lambda: scenario_health(out)),
+        ("firmware", scenario_firmware),
     ]
     for name, fn in scenarios:
         if args.only and name != "setup" and name not in args.only:

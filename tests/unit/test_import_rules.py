@@ -3,8 +3,9 @@
 Each module's imports are read from its source (module level and inside functions, since a lazy
 import is still a dependency; ``if TYPE_CHECKING:`` blocks are left out: they never run), resolved to
 project modules and top-level third-party / stdlib names, and followed through the project's
-modules. Every rule of §1 is one entry of ``RULES``: the modules it covers and what their closure
-must not reach. The collector's and proto's rules are checked against whatever exists of them.
+modules. Where §1 says what a part may use, the rule is an allow-list (``ALLOWED``: every project
+module the closure reaches must be one it names); where it says what a part must not reach, a
+deny-list (``RULES``). The collector's and proto's rules are checked against whatever exists of them.
 """
 
 from __future__ import annotations
@@ -148,6 +149,9 @@ ABOVE_READERS = ("agent.analysis", "agent.detectors", "agent.metrics", "agent.se
 IMPURE = ("pyroute2", "subprocess", "socket", "shutil", "tarfile", "threading", "asyncio", "time",
           "random", "importlib", "agent.host", "agent.readers.common", "agent.readers.snapshot",
           "agent.readers.sources", "agent.readers.kernel_table")
+#: and for checks and detectors also the file system, in-memory files and the calendar clock: a
+#: detector reading files through pathlib, or a check asking datetime for the time, is not pure
+IMPURE_FOR_CHECKS = (*IMPURE, "os", "pathlib", "io", "datetime")
 SERVING = ("aiohttp", "prometheus_client")
 BELOW = ("agent.host", "agent.readers", "agent.analysis", "agent.detectors", "agent.config", "agent.model",
          "agent.naming", "agent.findings")
@@ -158,7 +162,8 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
      ("agent.readers", *ABOVE_READERS)),
     ("readers import the host seam and nothing above it", ("agent.readers",), ABOVE_READERS),
     ("checks and detectors are pure: no pyroute2, no subprocess, no file access, no clock of their own",
-     ("agent.analysis", "agent.detectors"), (*IMPURE, *SERVING, "agent.metrics", "agent.service", "agent.capture")),
+     ("agent.analysis", "agent.detectors"),
+     (*IMPURE_FOR_CHECKS, *SERVING, "agent.metrics", "agent.service", "agent.capture")),
     ("the records and codes below everything are pure", ("agent.model", "agent.findings", "agent.naming",
                                                           "agent.config"), (*IMPURE, *SERVING)),
     ("nothing below metrics, the service and capture imports aiohttp or prometheus_client", BELOW, SERVING),
@@ -174,6 +179,37 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("the CLI is a thin layer: importing it reaches no node access and no server", ("agent.cli",),
      ("pyroute2", "aiohttp", "prometheus_client", "agent.host.live", "agent.service")),
 )
+
+
+#: (name, the modules it covers, the project modules their closure may reach). ``=x`` allows the
+#: module ``x`` alone (a package's ``__init__``); ``x`` allows it and everything below it.
+_RECORDS = ("=agent", "agent.model", "agent.config", "agent.naming", "agent.findings", "agent.safejson")
+ALLOWED: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("readers import the host seam and nothing above it", ("agent.readers",),
+     (*_RECORDS, "agent.host", "agent.readers")),
+    ("checks and detectors use the records, the codes and the history's parsed form only",
+     ("agent.analysis", "agent.detectors"),
+     (*_RECORDS, "agent.analysis", "agent.detectors", "=agent.readers", "agent.readers.history")),
+    ("the collector may use proto and the offline parts of the agent: the recorded host, the image, the "
+     "readers, the analysis (and the offline pipeline that runs them), the report", ("collector",),
+     ("collector", "proto", *_RECORDS, "=agent.host", "agent.host.recorded", "agent.host.image", "agent.host.paths",
+      "agent.readers", "agent.analysis", "agent.offline", "agent.expectations", "agent.report")),
+    ("proto imports neither agent nor collector", ("proto",), ("proto",)),
+)
+
+
+def _allowed(module: str, allowed: tuple[str, ...]) -> bool:
+    return any(module == a[1:] if a.startswith("=") else _under(module, (a,)) for a in allowed)
+
+
+ALLOW_CASES = [(name, m, allowed) for name, covers, allowed in ALLOWED for m in sorted(
+    x for x in MODULES if _under(x, covers))]
+
+
+@pytest.mark.parametrize(("rule", "module", "allowed"), ALLOW_CASES, ids=[m for _n, m, _a in ALLOW_CASES])
+def test_allowed_imports(rule: str, module: str, allowed: tuple[str, ...]) -> None:
+    bad = sorted(dep for dep in closure(module) if dep.split(".")[0] in PACKAGES and not _allowed(dep, allowed))
+    assert not bad, f"{rule}: {module} reaches " + "; ".join(" -> ".join(path_to(module, b)) for b in bad)
 
 
 def _covered(prefixes: tuple[str, ...]) -> list[str]:
@@ -215,17 +251,14 @@ def test_every_rule_covers_something_that_exists() -> None:
 
 
 def test_every_runtime_dependency_is_imported_at_runtime() -> None:
-    """pyproject's runtime dependencies are imported by the packages, except the ones a later part
-    of the design uses (msgpack for the wire protocol, boto3 for the collector's S3 store), which
-    pyproject.toml names."""
+    """pyproject's runtime dependencies are imported by the packages, every one of them."""
     import tomllib
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {d.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].split("~")[0].strip()
              .lower().replace("-", "_") for d in deps}
     imported = {dep for m in MODULES for dep in direct(m) if dep not in MODULES}
-    later = {"msgpack", "boto3"}
-    unused = sorted(n for n in names - later if n not in imported)
+    unused = sorted(n for n in names if n not in imported)
     assert not unused, f"runtime dependencies nothing imports: {unused}"
 
 

@@ -16,6 +16,7 @@ from agent.analysis.checks import (
     pfc,
     rails,
     rdma,
+    readiness,
     representors,
     timeline,
     versions,
@@ -38,6 +39,7 @@ SNAPSHOT_CHECKS = {
     "pfc": pfc.check,
     "health": health.check,
     "degradation": degradation.check,
+    "readiness": readiness.check,
 }
 
 
@@ -61,4 +63,4 @@ def run_checks(snap: Snapshot, topo: Topology, exp: Expectations, *, kernel_tabl
     out.extend(versions.check(snap, topo, exp, kernel_table))
     out.extend(timeline.check(snap, topo, exp, events=events, recorder=recorder, capture_time=capture_time))
     out.extend(degradation.recorder_check(topo, exp, recorder))
-    return merge(out)
+    return merge(readiness.replaced(out, snap, exp))

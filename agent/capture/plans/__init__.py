@@ -10,7 +10,7 @@ from types import ModuleType
 __all__ = ["PLUGINS", "load"]
 
 PLUGINS: tuple[str, ...] = ("replay", "networking", "devlink", "rdma", "ethtool", "dcb", "ovs", "sriov",
-                            "udev", "kernel", "drivers", "agent")
+                            "udev", "kernel", "drivers", "processes", "agent")
 
 
 def load(names: tuple[str, ...] = PLUGINS) -> list[ModuleType]:

@@ -173,7 +173,9 @@ def test_the_diff_document_keeps_its_shape(pairs: Path, capsys: pytest.CaptureFi
     doc, _ = run_diff(pairs, "upgrade-broke-a-rail", capsys)
     assert set(doc) == {"schema", "before", "after", "seconds", "regressions", "changes", "counters"}
     for side in (doc["before"], doc["after"]):
-        assert set(side) == {"source", "node", "kernel", "captured_at", "rails", "findings"}
+        # "expectations" only where a bundle's recorded expectations changed the judgement
+        assert {"source", "node", "kernel", "captured_at", "rails", "findings"} <= set(side) <= {
+            "source", "node", "kernel", "captured_at", "rails", "findings", "expectations"}
         assert set(side["findings"]) == {"critical", "warning", "info"}
     for item in doc["regressions"] + doc["changes"]:
         assert {"code", "subject", "key", "before", "after", "message"} <= set(item)
@@ -184,3 +186,15 @@ def test_the_diff_document_keeps_its_shape(pairs: Path, capsys: pytest.CaptureFi
 
     assert {i["code"] for i in doc["regressions"]} <= set(REGRESSION_CODES)
     assert {i["code"] for i in doc["changes"]} <= set(CHANGE_CODES)
+
+
+def test_capture_times_are_utc_text_without_a_clock_module() -> None:
+    """The analysis formats times by arithmetic (it may not import datetime); the text is datetime's."""
+    import random
+    from datetime import UTC, datetime
+
+    from agent.analysis.diff import utc_text
+
+    rng = random.Random(7)
+    for t in [0, 951782400, 951868799.5, 1793197233.999, 4102444800, *(rng.uniform(0, 5e9) for _ in range(2000))]:
+        assert utc_text(t) == datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), t

@@ -81,3 +81,21 @@ def test_too_few_bits_between_captures_are_not_judged(tmp_path: Path, capsys: py
     _set_counter(after, "net_rail1", "rx_corrected_bits_phy", counters["rx_corrected_bits_phy"] + 10**9)
     doc, code = _diff(BASE, after, capsys)
     assert code == 0 and doc["regressions"] == []
+
+
+def test_the_after_bundles_recorded_ber_warning_judges_the_ratio(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    after = _copy(tmp_path, "after")
+    line = 400_000_000_000
+    counters = {ln.split(":")[0].strip(): int(ln.split(":")[1]) for ln in
+                (BASE / "cmd/ethtool_-S_net_rail1.stdout").read_text().splitlines()[1:] if ":" in ln}
+    _set_counter(after, "net_rail1", "rx_bits_phy", counters["rx_bits_phy"] + line * 300)
+    _set_counter(after, "net_rail1", "rx_corrected_bits_phy", counters["rx_corrected_bits_phy"] + line * 300 // 1000)
+    man = json.loads((after / "manifest.json").read_text())
+    man["expectations"] = {"ber_warning": 2e-3}
+    (after / "manifest.json").write_text(json.dumps(man))
+    doc, code = _diff(BASE, after, capsys)
+    assert code == 0 and doc["regressions"] == []
+    # the command line still wins over the bundle
+    doc, code = _diff(BASE, after, capsys, "--ber-warning", "2.4e-4")
+    assert code == 1 and [i["code"] for i in doc["regressions"]] == ["BerHigh"]

@@ -190,9 +190,9 @@ def test_human_ok_names_the_expectations_no_flag_gave(capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert "OK: 2 rail(s), no findings" in out
     assert "not judged (no expectation given): eswitch mode (--expect-eswitch-mode), esw_multiport " \
-           "(--expect-esw-multiport), RDMA netns mode (--expect-rdma-netns)" in out
+           "(--expect-esw-multiport), RDMA netns mode (--expect-rdma-netns), mlx5 driver kind (--expect-driver)" in out
     assert main(["doctor", "--from", img, "--expect-eswitch-mode", "switchdev", "--expect-esw-multiport", "false",
-                 "--expect-rdma-netns", "exclusive"]) == 1
+                 "--expect-rdma-netns", "exclusive", "--expect-driver", "doca"]) == 1
     out = capsys.readouterr().out
     assert "not judged" not in out and "EswitchModeUnexpected" in out
 
@@ -293,7 +293,7 @@ def test_the_document_has_exactly_the_design_keys(capsys: pytest.CaptureFixture[
     assert list(doc) == ["schema", "node", "kernel", "rails", "findings", "unavailable"]  # unavailable: additive
     assert all(list(r) == ["rail", "plane", "netdev", "rdma", "pci", "oper", "speed_mbps", "rdma_state", "driver",
                            "driver_version", "firmware", "psid", "eswitch_mode", "esw_multiport", "numvfs",
-                           "representors"] for r in doc["rails"])
+                           "representors", "gpu", "gpu_link"] for r in doc["rails"])
     assert all(list(f) == ["code", "severity", "subject", "message", "evidence"] for f in doc["findings"])
     assert (doc["rails"][0]["firmware"], doc["rails"][0]["psid"]) == ("28.42.1000", "MT_0000000838")
 

@@ -170,24 +170,39 @@ def test_commands_run_niced_with_lc_all_c_and_no_inherited_environment(tmp_path:
     assert int(lines[1]) >= 10
 
 
-def test_firmware_reads_take_the_shared_firmware_lock_and_never_wait_past_the_deadline(tmp_path: Path) -> None:
+def test_firmware_reads_take_the_shared_firmware_gate_and_never_wait_past_the_deadline(tmp_path: Path) -> None:
     import threading
 
+    from agent.host.firmware import FirmwareGate
+
     fw = script(tmp_path, "fwread", "echo ok\n")
-    plans = [fake_replay({"r0": "0000:0a:00.0"}),
+    plans = [fake_replay({"r0": "0000:0a:00.0", "r1": "0000:0b:00.0"}),
              plugin(Plan("fw", 1, (Command((fw, "{rail}"), firmware="rail"), Command((fw, "free")))))]
-    lock = threading.Lock()
-    lock.acquire()  # a sampler's read stuck in the driver holds it
+    gate = FirmwareGate()
+    holding, done = threading.Event(), threading.Event()
+
+    def sampler() -> None:  # a sampler's read of PF 0000:0a:00.0, stuck in the driver
+        with gate.hold("0000:0a:00.0", 1.0):
+            holding.set()
+            done.wait(30)
+
+    th = threading.Thread(target=sampler)
+    th.start()
+    assert holding.wait(5)
     t0 = time.monotonic()
-    bundle = run(tmp_path, plans, firmware_lock=lock, deadline_s=2.0)
+    try:
+        bundle = run(tmp_path, plans, firmware_gate=gate, deadline_s=2.0)
+    finally:
+        done.set()
+        th.join()
     assert time.monotonic() - t0 < 8
     by_argv = {tuple(i["argv"]): i for i in manifest(bundle)["items"] if i["argv"]}
     assert by_argv[(fw, "r0")]["skipped"] and "held" in by_argv[(fw, "r0")]["reason"]
+    assert by_argv[(fw, "r1")]["rc"] == 0  # another PF: not held up
     assert by_argv[(fw, "free")]["rc"] == 0  # not a firmware read: not held up
-    lock.release()
-    bundle = run(tmp_path, plans, firmware_lock=lock)
+    bundle = run(tmp_path, plans, firmware_gate=gate)
     by_argv = {tuple(i["argv"]): i for i in manifest(bundle)["items"] if i["argv"]}
-    assert by_argv[(fw, "r0")]["rc"] == 0 and not lock.locked()
+    assert by_argv[(fw, "r0")]["rc"] == 0 and gate.acquire("0000:0a:00.0", 0)
 
 
 def test_two_captures_in_one_second_get_two_files(tmp_path: Path, monkeypatch) -> None:

@@ -4,11 +4,11 @@ steps read the node through it as they do through the live host itself."""
 from __future__ import annotations
 
 import io
-import threading
 from pathlib import Path
 
 from agent.capture.plan import File, Plan
 from agent.capture.runner import CaptureParams, capture
+from agent.host.firmware import FirmwareGate
 from agent.host.live import LiveHost
 from agent.service.tracked_host import Progress, TrackedHost
 
@@ -25,7 +25,7 @@ def test_file_steps_through_the_daemons_host_store_their_bytes(tmp_path: Path) -
     (root / "etc/udev/rules.d/sub/70-net.rules").write_bytes(b'SUBSYSTEM=="net"\n')
     plans = [plugin(Plan("t", 1, (File("/proc/cmdline", 4096), File("/etc/modprobe.d/*", 4096),
                                   File("/etc/udev/**/*.rules", 4096))))]
-    host = TrackedHost(LiveHost(str(root)), Progress(), threading.Lock())
+    host = TrackedHost(LiveHost(str(root)), Progress(), FirmwareGate())
     out = io.BytesIO()
     capture(host, out, CaptureParams(node="n", nice=0, recorder_gap_s=0), plans=plans, staging_dir=str(tmp_path))
     got, listed = members(out.getvalue()), items(out.getvalue())

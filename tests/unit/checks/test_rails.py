@@ -42,6 +42,27 @@ def test_rails_flag_without_rules_expects_missing_rails():
     assert found(snap, Expectations(rails=3)) == [("RailMissing", "critical", "net_rail2")]
 
 
+def test_rails_flag_beyond_the_rules_reports_the_missing_rails_and_says_so():
+    snap = nodes.node(rails=4)  # the rules name rails 0-3
+    assert found(snap, Expectations(rails=6)) == [("RailMissing", "critical", "net_rail4"),
+                                                 ("RailMissing", "critical", "net_rail5")]
+    diag = diagnose(snap, Expectations(rails=6), kernel_table=())
+    assert [r.rail for r in diag.rails] == [0, 1, 2, 3, 4, 5]
+    assert diag.notes == ("--rails 6: the udev rules name rail(s) 0-3; rail(s) 4,5 are expected from --rails "
+                          "as well",)
+    assert diag.as_json()["notes"] == list(diag.notes)
+
+
+def test_rails_flag_below_the_rules_leaves_the_rules_winning_and_says_so():
+    snap = nodes.node(rails=4)
+    assert found(snap, Expectations(rails=2)) == []
+    diag = diagnose(snap, Expectations(rails=2), kernel_table=())
+    assert [r.rail for r in diag.rails] == [0, 1, 2, 3]
+    assert diag.notes == ("--rails 2: the udev rules name 4 rails (0-3); the rules win",)
+    assert diagnose(snap, Expectations(rails=4), kernel_table=()).notes == ()
+    assert "notes" not in diagnose(snap, Expectations(), kernel_table=()).as_json()
+
+
 def test_long_names_are_one_template_finding_not_per_rail_mismatches():
     snap = nodes.replace_link(nodes.node(), "net_rail0", ifname="eth2")
     snap = nodes.replace_link(snap, "net_rail1", ifname="eth3")

@@ -198,3 +198,90 @@ def test_the_retry_policy_backs_off_then_reports_and_a_refusal_is_final(tmp_path
     assert down.retryable and "cannot reach http://127.0.0.1:9" in str(down)
     assert calls == 3 and all(0 <= s <= 5.0 for s in slept[:3])  # four attempts, three waits
     assert refused.status == 401 and not refused.retryable and len(slept) == calls  # never retried
+
+
+def test_a_long_listing_is_read_whole_whatever_pieces_it_arrives_in(tmp_path: Path) -> None:
+    """Hundreds of stored bundles make an answer of several TCP reads: every one is in the listing."""
+    from proto.keys import sha256_line
+
+    day = tmp_path / "store" / "lab" / "2026-12-01" / "inc-many"
+    day.mkdir(parents=True)
+    for i in range(800):
+        name = f"{NODE}-20261201T093823Z-b{i:024d}.tar.gz"
+        (day / name).write_bytes(b"x")
+        (day / (name + ".sha256")).write_text(sha256_line(hashlib.sha256(b"x").hexdigest(), name))
+
+    async def go() -> dict:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            async with CollectorClient(url, token=OPERATOR_TOKEN) as op:
+                return await op.list(incident="inc-many")
+
+    listed = asyncio.run(go())
+    assert len(listed["bundles"]) == 800
+
+
+def test_a_key_that_is_not_a_bundle_key_is_refused_before_any_request(tmp_path: Path) -> None:
+    """The key's last part becomes a file name: it is checked as the collector checks it."""
+    async def go() -> list[CollectorError]:
+        out = []
+        # nothing listens there: a request would be "unreachable", not "bad_key"
+        async with CollectorClient("http://127.0.0.1:9", token=OPERATOR_TOKEN) as op:
+            for key in ("lab/2026-12-01/inc/..", "../../etc/passwd", "lab/2026-12-01/inc-1/x.tar.gz",
+                        "lab/2026-12-01/inc-1/n1-20261201T000000Z-b1.tar.gz/../.."):
+                with pytest.raises(CollectorError) as info:
+                    await op.get(key, tmp_path / "out")
+                out.append(info.value)
+            with pytest.raises(CollectorError) as ver:
+                await op.verify("lab/../x")
+            out.append(ver.value)
+        return out
+
+    errors = asyncio.run(go())
+    assert [e.code for e in errors] == ["bad_key"] * 5
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_answer_that_is_not_the_collectors_is_an_error_not_a_crash() -> None:
+    """A stand-in server (not the collector: the real one never answers so) sends JSON nested past
+    the recursion limit, a list, and a body over the cap: each is one CollectorError."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from agent.clients import collector as client_mod
+
+    async def nested(_r: web.Request) -> web.Response:
+        return web.Response(body=b"[" * 100_000, content_type="application/json")
+
+    async def refused_nested(_r: web.Request) -> web.Response:
+        return web.Response(status=400, body=b"[" * 60_000, content_type="application/json")
+
+    async def a_list(_r: web.Request) -> web.Response:
+        return web.json_response([1, 2])
+
+    async def huge(_r: web.Request) -> web.StreamResponse:
+        return web.Response(body=b" " * (client_mod.MAX_POLL_BYTES + 10), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/v1/bundles", nested)
+    app.router.add_post("/v1/bundles/lab/2026-12-01/inc-1/n1-20261201T000000Z-b1.tar.gz/verify", refused_nested)
+    app.router.add_get("/v1/requests/n1/b1", a_list)
+    app.router.add_get("/v1/requests", huge)
+
+    async def go() -> list[CollectorError]:
+        server = TestServer(app)
+        await server.start_server()
+        out = []
+        try:
+            async with CollectorClient(str(server.make_url("/")), token=OPERATOR_TOKEN) as c:
+                for call in (c.list(), c.verify("lab/2026-12-01/inc-1/n1-20261201T000000Z-b1.tar.gz"),
+                             c.show("n1", "b1"), c.poll("n1", 0)):
+                    with pytest.raises(CollectorError) as info:
+                        await call
+                    out.append(info.value)
+        finally:
+            await server.close()
+        return out
+
+    errors = asyncio.run(go())
+    assert [e.code for e in errors] == ["bad_answer"] * 4
+    assert errors[1].status == 400 and not errors[1].retryable

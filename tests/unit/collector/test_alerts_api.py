@@ -268,3 +268,74 @@ def test_the_board_lists_once_per_interval_however_many_agents_wait(tmp_path: Pa
     statuses, listings = run(go())
     # 50 agents held 5 s: about three listings (one per 2 s), not one per agent or per poll.
     assert statuses == [200] * 50 and 1 <= listings <= 4
+
+
+def test_a_reused_event_capture_is_filed_under_the_alerts_incident(tmp_path: Path) -> None:
+    """The agent answers an alert's request with its own event capture of the same cause: the bundle
+    stored under the event's one-node incident is copied under the alert's incident and the request's
+    bundle id, so the incident page lists it; the event's incident keeps its own."""
+    import hashlib
+
+    store = tmp_path / "store"
+
+    async def go() -> dict:
+        out: dict = {}
+        async with running(local_settings(tmp_path)) as (url, _col):
+            _s, doc = await _alerts(url, GROUP)
+            req = next(q for q in doc["queued"] if q["node"] == "gpu-node-017")
+            event = replace(HELLO, bundle="bevent000000000000000001", incident="linkflapping-20261201t093800z",
+                            plan="node-bundle/v1")
+            data = b"the event capture" * 1000
+            status, stored, _h = await post(url, body(event, data))
+            assert status == 200
+            out["event_key"] = stored["key"]
+            done_url = f"{url}/v1/requests/gpu-node-017/{req['id']}/done"
+            out["done"] = await _call("POST", done_url, token=AGENT_TOKEN,
+                                      json_body={"bundle": stored["key"], "reused": True})
+            out["again"] = await _call("POST", done_url, token=AGENT_TOKEN,
+                                       json_body={"bundle": stored["key"], "reused": True})
+            out["incident"] = req["incident"]
+            out["id"] = req["id"]
+            out["data"] = data
+        return out
+
+    out = run(go())
+    assert out["done"][0] == 200, out["done"]
+    key = out["done"][1]["request"]["bundle"]
+    _cluster, _date, incident, name = key.split("/")
+    assert incident == out["incident"] and name.endswith(f"-{out['id']}.tar.gz")
+    assert (store / key).read_bytes() == out["data"]
+    assert (store / (key + ".sha256")).read_text().split()[0] == hashlib.sha256(out["data"]).hexdigest()
+    assert (store / out["event_key"]).read_bytes() == out["data"]  # the event's incident keeps its bundle
+    assert out["again"][1]["request"]["bundle"] == key
+
+
+def test_an_operator_asking_again_after_a_capture_gets_a_new_request(tmp_path: Path) -> None:
+    """While a request is pending, asking again is that request; once its bundle is stored, asking again
+    is a second capture of the node in the incident, under a bundle id of its own."""
+
+    async def go() -> dict:
+        out: dict = {}
+        async with running(local_settings(tmp_path)) as (url, _col):
+            ask = {"node": "gpu-node-017", "incident": "inc-again"}
+            out["first"] = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN, json_body=ask)
+            out["pending"] = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN, json_body=ask)
+            rid = out["first"][1]["request"]["id"]
+            hello = replace(HELLO, bundle=rid, incident="inc-again", plan="node-bundle/v1")
+            _status, stored, _h = await post(url, body(hello, b"first" * 100))
+            await _call("POST", f"{url}/v1/requests/gpu-node-017/{rid}/done", token=AGENT_TOKEN,
+                        json_body={"bundle": stored["key"]})
+            out["second"] = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN, json_body=ask)
+            out["second_pending"] = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN, json_body=ask)
+            rid2 = out["second"][1]["request"]["id"]
+            hello2 = replace(hello, bundle=rid2)
+            out["upload2"] = await post(url, body(hello2, b"second, other bytes" * 100))
+        return out
+
+    out = run(go())
+    assert out["first"][0] == 201 and out["pending"][0] == 200
+    assert out["pending"][1]["request"]["id"] == out["first"][1]["request"]["id"]
+    assert out["second"][0] == 201 and out["second"][1]["created"] is True
+    assert out["second"][1]["request"]["id"] != out["first"][1]["request"]["id"]
+    assert out["second_pending"][1]["request"]["id"] == out["second"][1]["request"]["id"], out["second_pending"]
+    assert out["upload2"][0] == 200 and out["upload2"][1]["status"] == "stored"  # not a 409

@@ -223,3 +223,11 @@ def test_stored_requests_round_trip_and_bad_ones_are_refused() -> None:
     # A non-default parameter is part of the plan, hence of the bundle id.
     netns = request_for("inc-1", "gpu-node-017", now=NOW, ttl_s=1800, params={"pod_netns": True})
     assert netns.id != req.id and netns.id == bundle_id("inc-1", "gpu-node-017", "node-bundle/v1;pod_netns=true")
+
+
+def test_the_alert_plan_is_one_the_agents_ship() -> None:
+    from collector.config import AlertLimits, SettingsError
+
+    assert AlertLimits().plan == "node-bundle"
+    with pytest.raises(SettingsError, match="unknown capture plan 'shell'"):
+        AlertLimits(plan="shell")

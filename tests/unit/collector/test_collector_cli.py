@@ -56,3 +56,39 @@ def test_bundles_needs_a_collector_and_an_action() -> None:
     assert _cli("bundles", "--collector", "http://127.0.0.1:9").returncode == 3
     res = _cli("bundles", "--collector", "http://127.0.0.1:9", "ls")
     assert res.returncode == 1 and "cannot reach" in res.stderr
+
+
+def test_the_collector_logs_one_json_object_per_line_like_the_agent(tmp_path: Path) -> None:
+    """The collector process's log, start to stop, is JSON lines with the agent's keys (ts, level, logger,
+    msg): one log pipeline parses both."""
+    import json
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "collector", "--store", str(tmp_path / "store"),
+                             "--listen", "127.0.0.1", "--port", str(port), "--insecure-dev", "--log-level", "debug"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines, "the collector logged nothing"
+    docs = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert all({"ts", "level", "logger", "msg"} <= set(d) for d in docs), docs
+    assert any(d["logger"].startswith("railscope.collector") for d in docs), docs

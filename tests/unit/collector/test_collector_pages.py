@@ -242,3 +242,98 @@ def test_an_analysis_that_runs_out_of_memory_is_shown_on_the_page(tmp_path: Path
     status, text, rs, rtext = run(go())
     assert status == 200 and text.count("the analysis failed") == 3
     assert rs == 422 and "the analysis failed" in rtext
+
+
+def test_a_bundles_recorded_expectations_judge_its_report_page(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import shutil
+
+    from agent.expectations import expectations_from_env
+    from collector.analysis import analyse_file
+
+    img = tmp_path / "img"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "images" / "rail-missing", img, symlinks=True)
+    man = json.loads((img / "manifest.json").read_text())
+    man["expectations"] = {"rails": 3, "expect_eswitch_mode": "legacy"}
+    (img / "manifest.json").write_text(json.dumps(man))
+    monkeypatch.delenv("RAILSCOPE_RAILS", raising=False)
+    doc = analyse_file(str(img), "x", expectations_from_env())
+    found = {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
+    assert ("RailMissing", "net_rail2") in found and any(c == "EswitchModeUnexpected" for c, _ in found)
+    assert doc["doctor"]["expectations"]["rails"] == {"value": 3, "from": "bundle"}
+    assert "Judged with: expect_eswitch_mode=legacy (bundle), rails=3 (bundle)" in doc["html"]
+    # The collector's own RAILSCOPE_* variables are its command line: they win, and the page says so.
+    monkeypatch.setenv("RAILSCOPE_RAILS", "2")
+    doc = analyse_file(str(img), "x", expectations_from_env())
+    assert ("RailMissing", "net_rail2") not in {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
+    assert "rails=2 (RAILSCOPE_RAILS; the bundle had 3)" in doc["html"]
+
+
+def test_the_incidents_list_says_when_how_bad_which_alerts_and_how_many_nodes(tmp_path: Path) -> None:
+    """An alert's incident lists its time, the alert's severity and name, its nodes and bundles and their
+    size in readable units; an agent's own event capture names its event; a report page links back to
+    its incident and to its download."""
+    from collector_helpers import ALERTING_TOKEN
+    from test_alerts_policy import alert, payload
+
+    async def go() -> None:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            async with aiohttp.ClientSession() as s, s.post(
+                    url + "/v1/alerts", data=payload([alert("gpu-node-017", severity="critical"),
+                                                      alert("gpu-node-018")]),
+                    headers={"Authorization": f"Bearer {ALERTING_TOKEN}"}) as r:
+                queued = (await r.json())["queued"]
+            incident = queued[0]["incident"]
+            for q, token in zip(sorted(queued, key=lambda q: q["node"]), (AGENT_TOKEN, AGENT_TOKEN_18), strict=True):
+                hello = replace(HELLO, node=q["node"], bundle=q["id"], incident=incident, plan="node-bundle/v1")
+                status, _doc, _ = await post(url, body(hello, bundle_of("rail-link-down")), token=token)
+                assert status == 200
+            event = replace(HELLO, bundle="bevent1", incident="linkflapping-20261201t093000z")
+            status, stored, _ = await post(url, body(event, b"x" * 3000))
+            assert status == 200
+
+            status, text, _ = await fetch(url, "/ui/", basic(OPERATOR_TOKEN))
+            assert status == 200
+            rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr><td class=mono><a href="[^"]*">([^<]+)</a>.*?</tr>',
+                                                                  text)}
+            row = rows[incident]
+            assert "2026-12-01 09:38:23Z" in row  # when it was captured, in words
+            assert "CRITICAL</span>" in row and "<td>RailscopeLinkFlapping</td>" in row  # how bad, what asked
+            assert "<td>2</td><td>2</td>" in row  # two nodes, two bundles
+            assert re.search(r"<td>\d+\.\d KiB</td>", row), row  # a size a person reads
+            assert "LinkFlapping (the agent&#x27;s own event)" in rows["linkflapping-20261201t093000z"]
+            assert "2.9 KiB" in rows["linkflapping-20261201t093000z"]
+
+            # a report page, and the page of a bundle that cannot be read, lead back and to the download
+            status, listing, _ = await fetch(url, f"/v1/bundles?incident={incident}",
+                                             {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
+            good = re.search(r'"key": ?"([^"]+)"', listing).group(1)  # type: ignore[union-attr]
+            for key, want in ((good, 200), (stored["key"], 422)):
+                status, page, _ = await fetch(url, f"/ui/bundles/{key}", basic(OPERATOR_TOKEN))
+                cluster, date, inc, _name = key.split("/")
+                assert status == want and page.index("<nav") < page.index("<h1")
+                assert f'href="/ui/incidents/{cluster}/{date}/{inc}">Incident {inc}</a>' in page
+                assert re.search(rf'href="/ui/bundles/{re.escape(key)}/download">Download the bundle \([\d.]+ KiB\)</a>',
+                                 page)
+
+    run(go())
+
+
+def test_a_browser_asked_for_its_token_is_counted_apart_from_refused_agents(tmp_path: Path) -> None:
+    """A 401 to a page is a login prompt (railscope_collector_page_challenges_total), not a refusal: an
+    alert on agents refused (railscope_collector_refusals_total) stays quiet while people open /ui."""
+    async def go() -> str:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            for headers in (None, None, basic("wrong-token")):
+                status, _, _ = await fetch(url, "/ui/", headers)
+                assert status == 401
+            status, _doc, _ = await post(url, body(HELLO, b"x" * 100), token="not-a-token-of-this-collector")
+            assert status == 401
+            _status, text, _ = await fetch(url, "/metrics")
+            return text
+
+    text = run(go())
+    assert 'railscope_collector_page_challenges_total{endpoint="ui_index"} 3.0' in text
+    assert 'railscope_collector_refusals_total{endpoint="ui_index"' not in text
+    assert 'railscope_collector_refusals_total{endpoint="upload",reason="unauthenticated"} 1.0' in text

@@ -63,11 +63,19 @@ FULL_AGENT = {
     "devlinkInterval": "2m",
     "healthInterval": "5m",
     "rdmaInterval": 90,
+    "firmwareInterval": "2m",
+    "gpusInterval": "5m",
+    "railResources": "nvidia.com/*,rdma/*",
+    "expectMtu": 9000,
+    "expectDriver": "doca",
     "configInterval": "5m",
     "countersInterval": 2,
     "pcieInterval": "2m",
     "thermalInterval": 30,
     "opticsInterval": "5m",
+    "processesInterval": "30s",
+    "budgetCpu": "250m",
+    "budgetRss": "128Mi",
     "sourceDeadline": "30s",
     "commandTimeout": "7s",
     "captureOn": "LinkFlapping,PfcStorm",
@@ -604,8 +612,10 @@ def test_round_numbers_stay_integers(chart: Any, monkeypatch: pytest.MonkeyPatch
 
 def test_null_values_leave_the_agents_defaults(chart: Any) -> None:
     # besides the node spool and the data socket, which the chart places (a host path, an emptyDir)
+    # and the budget, which is the pod's own limits
     assert set(env_of(render(chart))) == {"RAILSCOPE_LISTEN", "RAILSCOPE_NODE", "RAILSCOPE_HOST_ROOT",
-                                          "RAILSCOPE_PORT", "RAILSCOPE_SPOOL", "RAILSCOPE_DATA_SOCKET"}
+                                          "RAILSCOPE_PORT", "RAILSCOPE_SPOOL", "RAILSCOPE_DATA_SOCKET",
+                                          "RAILSCOPE_BUDGET_CPU", "RAILSCOPE_BUDGET_RSS"}
     assert container(render(chart))["args"] == ["agent"]
 
 
@@ -778,3 +788,16 @@ def test_the_node_watch_has_its_rbac_and_an_api_token_only_when_enabled(chart: A
     assert not [d for d in off if d["kind"] in ("ClusterRole", "ClusterRoleBinding")
                 and d["metadata"]["name"].endswith("-node-watch")]
     assert not [v for v in pod_spec(off)["volumes"] if v["name"] == "kube-api-access"]
+
+
+def test_the_agents_budget_is_the_pods_own_limits(chart: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    docs = render(chart)
+    env = env_of(docs)
+    limits = container(docs)["resources"]["limits"]
+    assert (env["RAILSCOPE_BUDGET_CPU"]["value"], env["RAILSCOPE_BUDGET_RSS"]["value"]) == (limits["cpu"], limits["memory"])
+    s = agent_settings(docs, monkeypatch, tmp_path)
+    assert (s.budget_cpu, s.budget_rss) == (0.5, 192 << 20)
+    # An explicit budget wins over the limits; no limits, no budget.
+    s = agent_settings(render(chart, {"agent": {"budgetCpu": "250m"}}), monkeypatch, tmp_path)
+    assert s.budget_cpu == 0.25
+    assert "RAILSCOPE_BUDGET_CPU" not in env_of(render(chart, {"resources": {"limits": None}}))

@@ -334,3 +334,18 @@ def test_the_readme_deploy_values_install(chart: Any) -> None:  # noqa: F811
     for doc in docs:
         if not doc["apiVersion"].startswith("monitoring.coreos.com/"):
             kubernetes_validate.validate(doc, K8S_VERSIONS[-1], strict=True)
+
+
+def test_the_finding_runbooks_become_urls_where_docs_are_served(chart: Any) -> None:  # noqa: F811
+    def runbooks(values: dict[str, Any]) -> dict[str, str]:
+        (rule,) = [d for d in render(chart, values) if d["kind"] == "PrometheusRule"]
+        return {r["alert"]: r["annotations"]["runbook"] for g in rule["spec"]["groups"] for r in g["rules"]
+                if "alert" in r}
+
+    plain = runbooks({"prometheusRule": {"enabled": True}})
+    assert plain["RailscopeRailLinkDown"] == "docs/codes.md#raillinkdown"
+    served = runbooks({"prometheusRule": {"enabled": True, "runbookBaseURL": "https://git.example.com/rs/blob/v0.1.0/"}})
+    assert served["RailscopeRailLinkDown"] == "https://git.example.com/rs/blob/v0.1.0/docs/codes.md#raillinkdown"
+    assert served["RailscopeFinding"] == "https://git.example.com/rs/blob/v0.1.0/docs/codes.md#{{ $labels.code | toLower }}"
+    # the agent's own alerts keep their text
+    assert served["RailscopeAgentDown"] == plain["RailscopeAgentDown"] and "docs/" not in plain["RailscopeAgentDown"]

@@ -27,6 +27,18 @@ RULES = ROOT / "deploy" / "prometheus" / "railscope-rules.yaml"
 _NAME = re.compile(r"\brailscope[_:][a-zA-Z0-9_:]*")
 
 
+#: the dashboard's variables as Grafana sends them with "All" selected, and its interval macros
+VARIABLES = {"$cluster": ".*", "$node": ".*", "$rail": ".*", "$prio": "3", "$collector_job": ".*railscope.*collector.*",
+             "$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m"}
+
+
+def substitute(expr: str) -> str:
+    """A query as Prometheus receives it from Grafana with every variable at "All"."""
+    for var in sorted(VARIABLES, key=len, reverse=True):
+        expr = expr.replace(var, VARIABLES[var])
+    return expr
+
+
 def dashboard() -> dict[str, Any]:
     return json.loads(DASHBOARD.read_text(encoding="utf-8"))
 
@@ -59,8 +71,8 @@ def daemon_families() -> set[str]:
     names = set()
     for p in (ROOT / "agent" / "service").glob("*.py"):
         text = p.read_text(encoding="utf-8")
-        for kind, name in re.findall(r'(Counter|Gauge)MetricFamily\(\s*"(railscope_[a-z0-9_]+)"', text):
-            names.add(name + "_total" if kind == "Counter" else name)
+        for kind, name in re.findall(r'(Counter|Gauge|_counter|_gauge)(?:MetricFamily)?\(\s*"(railscope_[a-z0-9_]+)"', text):
+            names.add(name + "_total" if kind in ("Counter", "_counter") else name)
     return names
 
 

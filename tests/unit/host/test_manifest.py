@@ -73,3 +73,13 @@ def test_load_json_bounds() -> None:
     assert load_json(b'{"a": "' + b"[" * 1000 + b'"}', "x") == {"a": "[" * 1000}
     with pytest.raises(JSONError, match="x: not UTF-8"):
         load_json(b'"\xff"', "x")
+
+
+def test_items_are_written_by_path_and_the_ones_that_never_ran_last() -> None:
+    """The order the test images were made with (``tests/images/make_images.py`` writes through this
+    writer, and regenerating them changes no byte)."""
+    never = ManifestItem(path=None, kind="command", argv=("ovs-vsctl", "list"), skipped=True, reason="no socket")
+    items = (item_of("fs/b", b"b"), never, item_of("cmd/a.stdout", b"a", "command", argv=("a",)))
+    doc = json.loads(manifest_to_json(Manifest(node="n", items=items)))
+    assert [i["path"] for i in doc["items"]] == ["cmd/a.stdout", "fs/b", None]
+    assert doc["items"][2]["reason"] == "no socket"

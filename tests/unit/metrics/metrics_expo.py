@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.analysis.topology import build_topology
 from agent.config import Expectations
 from agent.findings import Diagnosis, Finding
-from agent.metrics.state import HungSource, MetricsState, SourceStatus
-from agent.model import EthtoolStats, Snapshot
+from agent.metrics.state import BudgetStatus, HungSource, MetricsState, SourceStatus
+from agent.model import DaemonProcess, EthtoolStats, Snapshot
 
 
 def state_for(snap: Snapshot, **kw) -> MetricsState:
@@ -61,11 +61,18 @@ def full_state() -> MetricsState:
     ethtool = (EthtoolStats("net_rail0", ethtool_fixture(HEALTHY_ETHTOOL)), EthtoolStats("net_rail1", globalp))
     stats = (("rx_bytes", 1), ("tx_bytes", 2), ("rx_packets", 3), ("tx_packets", 4))
     links = tuple(dataclasses.replace(lk, stats64=stats) if lk.ifname == "net_rail0_1" else lk for lk in snap.links)
-    snap = dataclasses.replace(snap, ethtool=ethtool, links=links)
+    snap = dataclasses.replace(snap, ethtool=ethtool, links=links, processes=DAEMON_PROCESSES)
     snap = with_degradation(snap)
     diag = Diagnosis("n", "k", (), (Finding("RailMissing", "critical", "net_rail3", ""),))
     return state_for(snap, diagnosis=diag, sources=(SourceStatus("links", True, 0.1),),
-                     hung=(HungSource("counters", "net_rail0"),), event_codes=("LinkFlapping",))
+                     hung=(HungSource("counters", "net_rail0"),), event_codes=("LinkFlapping",),
+                     daemon_restarts={"ovs-vswitchd": 1},
+                     budget=BudgetStatus(cpu_ratio=0.1, rss_bytes=1 << 26, cpu_limit=0.5, rss_limit=1 << 29,
+                                         paused=("processes",), pauses=1))
+
+
+#: an ovs-vswitchd of the processes source (railscope_daemon_*)
+DAEMON_PROCESSES = (DaemonProcess("ovs-vswitchd", "ovs-vswitchd", 4242, 1, "S", 1_700_000_000.0, 19.0, 1 << 24, 13),)
 
 
 def with_degradation(snap: Snapshot) -> Snapshot:

@@ -16,9 +16,12 @@ from agent.model import (
     DriverInfo,
     Eswitch,
     EthtoolStats,
+    FirmwareInfo,
+    GpuState,
     HealthReporter,
     Link,
     PciFunction,
+    PciPath,
     RailRule,
     RdmaDevice,
     RdmaLink,
@@ -149,8 +152,26 @@ def synthetic_snapshot(rails: int = 8, vfs: int = 127, *, numvfs: int | None = N
                                   firmware="28.43.1014", psid="MT_0000000838", bus_info=bdf))
         rules.append(RailRule(pci=bdf, name=f"net_rail{i}", kind="net", file=NET_RULES, line=i + 1))
         rules.append(RailRule(pci=bdf, name=f"rdma_rail{i}", kind="rdma", file=RDMA_RULES, line=i + 1))
+    # HGX: each rail NIC behind the PCIe switch of one GPU (PIX); firmware 28.43.1014 running and stored.
+    firmware = tuple(FirmwareInfo(handle=f"pci/{pf_bdf(i)}", driver="mlx5_core",
+                                  running=(("fw.version", "28.43.1014"), ("fw", "28.43.1014")),
+                                  stored=(("fw.version", "28.43.1014"), ("fw", "28.43.1014")), psid="MT_0000000838")
+                     for i in range(rails))
+
+    def switch(i: int) -> str:
+        bus = 0x1a + i * 0x10
+        return f"/sys/devices/pci0000:{bus - 3:02x}/0000:{bus - 3:02x}:01.0/0000:{bus - 2:02x}:00.0"
+
+    gpus = GpuState(
+        gpus=tuple(PciPath(f"0000:{0x1a + i * 0x10 + 1:02x}:00.0",
+                           f"{switch(i)}/0000:{0x1a + i * 0x10 - 1:02x}:00.0/0000:{0x1a + i * 0x10 + 1:02x}:00.0",
+                           i // 4, "0x030200") for i in range(rails)),
+        rail_paths=tuple(PciPath(pf_bdf(i), f"{switch(i)}/0000:{0x1a + i * 0x10 - 1:02x}:01.0/{pf_bdf(i)}", i // 4)
+                         for i in range(rails)),
+        peer_memory=(("/sys/module/nvidia_peermem/version", "570.133.20"),), nvidia_loaded=True,
+        nvidia_version="570.133.20", nvidia_taint="PO")
     return Snapshot(
-        taken_at=taken_at, node="gpu-big-01",
+        taken_at=taken_at, node="gpu-big-01", firmware=firmware, gpus=gpus,
         versions=Versions(kernel="6.8.0-60-generic", hostname="gpu-big-01", cmdline="",
                           mlx5_version="25.10-1.7.1", mlx5_srcversion="7A2D9B04C1E55F0A3B4C2D1",
                           netns_mode="N"),

@@ -42,7 +42,9 @@ def _maintenance_families() -> list:
     from agent.service.events import EventLog
     from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
 
-    col = MaintenanceCollector(NodeWatch(ApiConfig("http://127.0.0.1:1"), "n"), EventLog())
+    watch = NodeWatch(ApiConfig("http://127.0.0.1:1"), "n")
+    watch.allocatable = {"nvidia.com/rail0": 1}  # what the watch read of status.allocatable
+    col = MaintenanceCollector(watch, EventLog())
     return [fam for fam in col.collect() if not fam.name.startswith("railscope_agent_")]
 
 

@@ -4,12 +4,13 @@ node-scoped alert is silenced by maintenance, in its expression and in a test.""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 
 import pytest
 import yaml
-from metrics_expo import ROOT, have, names, state_for, with_degradation
+from metrics_expo import DAEMON_PROCESSES, ROOT, have, names, state_for, with_degradation
 from metrics_synth import synthetic_snapshot
 
 from agent.findings import Diagnosis, Finding
@@ -42,9 +43,10 @@ def test_promtool_rule_unit_tests(suite) -> None:
 
 def test_rules_use_only_series_the_agent_exports() -> None:
     snap = with_degradation(synthetic_snapshot(1, 2))
+    snap = dataclasses.replace(snap, processes=DAEMON_PROCESSES)
     st = state_for(snap, diagnosis=Diagnosis("n", "k", (), (Finding("RailMissing", "critical", "net_rail3", ""),)),
                    sources=(SourceStatus("links", True),), hung=(HungSource("ethtool", "net_rail0"),),
-                   event_codes=("LinkFlapping",))
+                   event_codes=("LinkFlapping",), daemon_restarts={"ovs-vswitchd": 0})
     exported = names(render(st, clock=lambda: snap.taken_at))
     used = set(re.findall(r"\brailscope_[a-z0-9_]+", RULES.read_text()))
     assert used, "no railscope series in the rules"
@@ -56,7 +58,9 @@ def _maintenance_names() -> set[str]:
     from agent.service.events import EventLog
     from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
 
-    col = MaintenanceCollector(NodeWatch(ApiConfig("http://127.0.0.1:1"), "n"), EventLog())
+    watch = NodeWatch(ApiConfig("http://127.0.0.1:1"), "n")
+    watch.allocatable = {"nvidia.com/rail0": 1}  # read from status.allocatable
+    col = MaintenanceCollector(watch, EventLog())
     return {s.name for fam in col.collect() for s in fam.samples}
 
 

@@ -37,7 +37,8 @@ def test_ok_vector_reads_and_rewrites_byte_for_byte(vec: dict) -> None:
     assert req.to_json() == vec["request"]
     assert req.dumps() == vec.get("canonical_json", vec["json"]).encode()
     assert req.plan_ref == vec["plan_ref"] and req.object_key() == vec["key"]
-    assert req.id == bundle_id(req.incident, req.node, vec["plan_ref"])
+    # a later take's id is the bundle id of the plan ref with "#take<n>" (id_ref names it)
+    assert req.id == bundle_id(req.incident, req.node, vec.get("id_ref", vec["plan_ref"]))
     # the canonical form reads back to itself
     assert CaptureRequest.loads(req.dumps()).dumps() == req.dumps()
 
@@ -82,3 +83,15 @@ def test_object_key_checks_its_parts() -> None:
     for node, rid in (("../n", "b1"), ("n1", "x/y"), ("N1", "b1")):
         with pytest.raises(ValueError):
             object_key(node, rid)
+
+
+def test_the_spec_names_every_plan_with_its_version_and_parameters() -> None:
+    """A plan added or changed in code without SPEC.md's table is a wire change nobody wrote down."""
+    spec = (Path(__file__).resolve().parents[3] / "proto" / "SPEC.md").read_text()
+    section = spec[spec.index("## Capture requests"):spec.index("## Security considerations")]
+    for spec_plan in PLANS.values():
+        (row,) = [line for line in section.splitlines() if line.startswith(f"| `{spec_plan.name}` |")]
+        assert f"| {spec_plan.version} |" in row
+        for name, (kind, default) in spec_plan.params.items():
+            assert f"`{name}` ({kind.__name__}, `{json.dumps(default)}`)" in row, name
+    assert "`railscope.request/v1`" in section and "GET /v1/requests?node=" in section

@@ -18,8 +18,8 @@ READERS = sorted(m.name for m in pkgutil.iter_modules(agent.readers.__path__) if
 
 
 def test_every_source_has_a_reader() -> None:
-    assert READERS == ["devlink", "ethtool", "health", "links", "optics", "ovs", "pci", "pcie", "rdma", "thermal", "udev",
-                       "versions"]
+    assert READERS == ["devlink", "ethtool", "firmware", "gpus", "health", "links", "optics", "ovs", "pci", "pcie",
+                       "processes", "rdma", "thermal", "udev", "versions"]
 
 
 @pytest.mark.parametrize("name", READERS)

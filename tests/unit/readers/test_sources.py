@@ -100,7 +100,7 @@ def test_a_disabled_source_is_not_read(example_image: Path) -> None:
 
     with open_image(str(example_image)) as inner:
         host = Counting(inner)
-        snap = take_snapshot(host, ReadConfig(), disabled=("devlink", "health", "counters", "optics"))  # type: ignore[arg-type]
+        snap = take_snapshot(host, ReadConfig(), disabled=("devlink", "health", "firmware", "counters", "optics"))  # type: ignore[arg-type]
     assert not any(a[0] in ("devlink", "ethtool") for a in host.argv)
     assert snap.eswitch == () and snap.ethtool == () and snap.rdma_links  # the others are read
     assert ("health", "disabled (--disable-source)") in snap.unavailable

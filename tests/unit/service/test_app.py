@@ -375,7 +375,12 @@ def test_a_firmware_read_hung_in_a_capture_is_exported_and_skipped_by_the_next(e
         assert 'railscope_source_hung{device="net_rail0",source="counters"} 1.0' in text
 
     _serve(agent, body)
-    params = agent.capture._params("test", None, "gpu-node-7", frozenset({("devlink", "pci/0000:0c:00.0")}))
+    from dataclasses import replace
+
+    from agent.capture.job import Job
+
+    shared = replace(agent.capture.shared(), hung_tools=frozenset({("devlink", "pci/0000:0c:00.0")}))
+    params = Job.for_image("test", None, "gpu-node-7", agent.settings).params(shared)
     assert params.skip_firmware == frozenset({"net_rail0", "pci/0000:0c:00.0"})
     assert params.hung_tools == frozenset({("devlink", "pci/0000:0c:00.0")})
     assert params.recorder_jsonl is not None and params.events == []

@@ -20,7 +20,7 @@ def test_event_codes() -> None:
     assert EVENT_CODES == {"LinkFlapping": "warning", "ConfigFlapping": "warning", "RepresentorStale": "warning",
                            "PfcStorm": "critical", "LosslessDrops": "critical", "NicHealthError": "warning",
                            "LinkDegrading": "warning", "OpticsOutOfRange": "warning", "PcieErrors": "warning",
-                           "DriverReload": "info"}
+                           "DriverReload": "info", "MtuMismatch": "warning", "RailResourcesLost": "critical"}
     # DriverReload is an event, never a doctor finding
     assert "DriverReload" not in CODES
 

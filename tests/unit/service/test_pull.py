@@ -277,9 +277,11 @@ def test_a_local_capture_of_the_same_cause_answers_the_alerts_request(tmp_path: 
             return _request_docs(store)
 
     (doc,) = asyncio.run(go())
-    (bundle,) = _bundles(store)
-    assert bundle.parent.name.startswith("linkflapping-")  # the event's incident: no second capture
-    assert doc["state"] == "done" and doc["bundle"].endswith(bundle.name)
+    event, filed = sorted(_bundles(store), key=lambda p: not p.parent.name.startswith("linkflapping-"))
+    assert event.parent.name.startswith("linkflapping-")  # the event's incident keeps its bundle
+    # ... and the alert's incident gets the same bytes under the request's id: no second capture
+    assert filed.parent.name == doc["incident"] and filed.read_bytes() == event.read_bytes()
+    assert doc["state"] == "done" and doc["bundle"].endswith(filed.name) and filed.name.endswith(f"-{doc['id']}.tar.gz")
     assert not list((tmp_path / "spool").glob("*.tar.gz"))  # sent, then removed from the spool
 
 
@@ -348,3 +350,93 @@ def test_every_event_code_has_its_alert_for_a_request_to_reuse() -> None:
         if name.removeprefix("Railscope") in EVENT_CODES:
             assert pull.ALERT_EVENTS[name] == name.removeprefix("Railscope")
     assert {f"Railscope{c}" for c in EVENT_CODES if c != "DriverReload"} <= alerts
+
+
+def test_the_daemon_has_one_collector_client_for_its_uploads_and_its_requests(example_image: Path) -> None:
+    """One session per app: the puller uses the daemon's client, which the daemon closes when it stops."""
+    from aiohttp import web
+
+    agent = _agent(example_image, collector_url="http://127.0.0.1:9")
+    puller = pull.attach(web.Application(), agent)
+    assert puller is not None and agent.collector is not None and puller.client is agent.collector
+
+    async def go() -> bool:
+        session = agent.collector.session  # type: ignore[union-attr]
+        await agent.stop()
+        return session.closed
+
+    assert asyncio.run(go())
+    assert _agent(example_image).collector is None  # no --collector, no client
+
+
+def test_a_refused_poll_and_upload_are_series_of_the_agent(tmp_path: Path, example_image: Path) -> None:
+    """A token bound to another node (403) and a token the collector does not know (401) are counted by
+    call and outcome on /metrics, not only logged; so are the spool's bundles."""
+    from collector_helpers import AGENT_TOKEN_18, HELLO
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from agent.clients.collector import CollectorClient, CollectorError
+    from agent.service.selfmetrics import AgentCollector
+
+    other = tmp_path / "other-node-token"
+    other.write_text(AGENT_TOKEN_18 + "\n")
+    other.chmod(0o600)
+    bundle = tmp_path / "b.tar.gz"
+    bundle.write_bytes(b"x" * 1000)
+
+    async def go() -> Agent:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            agent = _agent(example_image)
+            puller = RequestPuller(agent, url, token_file=str(other), wait_s=1)
+            async with puller.client:
+                with pytest.raises(CollectorError) as exc:
+                    await puller.poll()
+                assert exc.value.status == 403
+            async with CollectorClient(url, token="not-a-token", outcomes=agent.collector_outcomes) as client:
+                with pytest.raises(CollectorError):
+                    await client.upload(HELLO, bundle)
+            return agent
+
+    agent = asyncio.run(go())
+    assert agent.collector_outcomes.counts() == {("poll", "403"): 1, ("upload", "401"): 1}
+    reg = CollectorRegistry()
+    reg.register(AgentCollector(agent))
+    text = generate_latest(reg).decode()
+    assert 'railscope_agent_collector_calls_total{call="poll",outcome="403"} 1.0' in text
+    assert 'railscope_agent_collector_calls_total{call="upload",outcome="401"} 1.0' in text
+
+
+def test_the_spool_outcomes_are_series_of_the_agent(tmp_path: Path, example_image: Path) -> None:
+    """One spooled bundle stored, one refused for good (another node's bundle under this node's token:
+    403), counted by outcome; the refused one is in rejected/, the stored one gone from the spool."""
+    import os
+    import time
+
+    from collector_helpers import HELLO, spool_bundle
+
+    spool = tmp_path / "spool"
+    now = time.time()
+    spool_bundle(spool, replace(HELLO, bundle="bmine0001"), os.urandom(2000), now - 2)
+    spool_bundle(spool, replace(HELLO, bundle="btheirs01", node="gpu-node-018"), os.urandom(2000), now - 1)
+
+    async def go() -> Agent:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            agent = _agent(example_image, spool_dir=str(spool), collector_url=url,
+                           collector_token_file=_token(tmp_path))
+            task = asyncio.create_task(agent._upload_spool())
+            try:
+                for _ in range(400):
+                    if sum(agent.spool_outcomes.values()) >= 2:
+                        break
+                    await asyncio.sleep(0.05)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                await agent.stop()  # closes the daemon's collector client
+            return agent
+
+    agent = asyncio.run(go())
+    assert dict(agent.spool_outcomes) == {"stored": 1, "rejected": 1}
+    assert agent.collector_outcomes.counts() == {("upload", "ok"): 1, ("upload", "403"): 1}
+    assert [p.name for p in spool.glob("*.tar.gz")] == []
+    assert [p.name for p in (spool / "rejected").glob("*.tar.gz")] == ["gpu-node-018-btheirs01.tar.gz"]

@@ -93,3 +93,30 @@ def test_poke_runs_the_source_again_before_its_interval() -> None:
 
     asyncio.run(main())
     assert len(calls) == 2
+
+
+def test_a_paused_source_starts_no_read_until_it_is_resumed() -> None:
+    calls: list[int] = []
+
+    async def main() -> None:
+        st = SourceState("processes", interval_s=0.01)
+        lane = Lane("test-pause")
+        timer = SourceTimer(st, lane, lambda: calls.append(1), lambda _r: None, deadline_s=5)
+        task = asyncio.create_task(timer.drive())
+        await timer.first_done.wait()
+        st.paused = True
+        await asyncio.sleep(0.05)  # a read already started may finish
+        seen = len(calls)
+        await asyncio.sleep(0.2)  # twenty intervals: none starts
+        assert len(calls) == seen
+        st.paused = False
+        timer.poke()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(calls) > seen:
+                break
+        assert len(calls) > seen
+        task.cancel()
+        lane.close()
+
+    asyncio.run(main())

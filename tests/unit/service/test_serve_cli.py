@@ -109,3 +109,33 @@ def test_an_address_not_on_this_node_exits_1_and_a_bad_kernel_table_3(tmp_path: 
     assert main(["agent", "--listen", "127.0.0.1", "--port", "19843", "--kernel-table", str(bad)]) == 3
     err = capsys.readouterr().err
     assert "table.json" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("mode", "why"), [(0o644, "readable by its group and others (mode 0644)"),
+                                           (0o640, "readable by its group (mode 0640)")])
+def test_a_collector_token_file_others_may_read_stops_the_agent_at_start(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: int, why: str) -> None:
+    token = tmp_path / "collector-token"
+    token.write_text("agent-token\n")
+    token.chmod(mode)
+    assert main(["agent", "--listen", "127.0.0.1", "--node", "n1", "--collector", "http://127.0.0.1:9",
+                 "--collector-token-file", str(token)]) == 3
+    err = capsys.readouterr().err
+    assert f"--collector-token-file {token}: {why}" in err and f"chmod 600 {token}" in err
+    assert "Traceback" not in err
+
+
+def test_the_budget_takes_the_pods_limits_as_kubernetes_writes_them(monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    s = _settings(["--listen", "127.0.0.1", "--budget-cpu", "500m", "--budget-rss", "512Mi"])
+    assert (s.budget_cpu, s.budget_rss) == (0.5, 512 << 20)
+    monkeypatch.setenv("RAILSCOPE_BUDGET_CPU", "2")
+    monkeypatch.setenv("RAILSCOPE_BUDGET_RSS", "1073741824")
+    s = _settings(["--listen", "127.0.0.1"])
+    assert (s.budget_cpu, s.budget_rss) == (2.0, 1 << 30)
+    monkeypatch.delenv("RAILSCOPE_BUDGET_CPU")
+    monkeypatch.delenv("RAILSCOPE_BUDGET_RSS")
+    assert (_settings(["--listen", "127.0.0.1"]).budget_cpu, _settings(["--listen", "127.0.0.1"]).budget_rss) == (None, None)
+    with pytest.raises(SystemExit) as exc:
+        main(["agent", "--listen", "127.0.0.1", "--budget-rss", "lots"])
+    assert exc.value.code == 3 and "512Mi" in capsys.readouterr().err

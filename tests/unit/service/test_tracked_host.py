@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.host.firmware import FirmwareGate, function_of
 from agent.host.recorded import open_image
 from agent.service.tracked_host import Progress, TrackedHost
 
@@ -15,7 +16,7 @@ def test_commands_pass_through_and_name_their_device(example_image: Path) -> Non
     seen = []
     progress = Progress()
     with open_image(str(example_image)) as inner:
-        host = TrackedHost(inner, progress, threading.Lock())
+        host = TrackedHost(inner, progress, FirmwareGate())
         original = inner.run
 
         def spy(argv, timeout_s=10.0, max_bytes=8 << 20):
@@ -31,7 +32,7 @@ def test_commands_pass_through_and_name_their_device(example_image: Path) -> Non
 
 def test_a_capture_skips_what_is_stuck_in_the_agent(example_image: Path) -> None:
     with open_image(str(example_image)) as inner:
-        host = TrackedHost(inner, Progress(), threading.Lock(),
+        host = TrackedHost(inner, Progress(), FirmwareGate(),
                            hung=frozenset({("devlink", ""), ("ethtool", "net_rail0")}))
         res = host.run(["devlink", "-j", "dev", "show"])
         assert res.missing and "stuck in the agent" in (res.reason or "")
@@ -42,13 +43,44 @@ def test_a_capture_skips_what_is_stuck_in_the_agent(example_image: Path) -> None
         assert host.run(["rdma", "-j", "link", "show"]).ok
 
 
+def _held_elsewhere(gate: FirmwareGate, key: str) -> tuple[threading.Event, threading.Thread]:
+    """Another thread's firmware read of ``key``, stuck in the driver until the event is set."""
+    holding, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.hold(key, 1.0):
+            holding.set()
+            done.wait(10)
+
+    th = threading.Thread(target=hold)
+    th.start()
+    assert holding.wait(5)
+    return done, th
+
+
 def test_a_firmware_read_held_elsewhere_is_skipped_after_the_wait(example_image: Path) -> None:
-    lock = threading.Lock()
+    gate = FirmwareGate()
     with open_image(str(example_image)) as inner:
-        host = TrackedHost(inner, Progress(), lock, firmware_wait_s=0.05)
-        with lock:  # another thread's ethtool read, stuck in the driver
+        host = TrackedHost(inner, Progress(), gate, firmware_wait_s=0.05)
+        done, th = _held_elsewhere(gate, "0000:0c:00.0")  # net_rail0's PCI function
+        try:
             res = host.run(["ethtool", "-S", "net_rail0"])
             with pytest.raises(OSError):
                 host.ethtool_drvinfo("net_rail0")
+            # One lock per PCI function: the other NIC's rail is read meanwhile.
+            assert host.run(["ethtool", "-S", "net_rail1"]).ok
+            # Not a firmware read by the registry's word (no firmware-touching source runs it).
+            assert host.run(["devlink", "-j", "dev", "eswitch", "show", "pci/0000:0c:00.0"]).ok
+        finally:
+            done.set()
+            th.join()
         assert res.missing and "another firmware read" in (res.reason or "")
         assert host.run(["ethtool", "-S", "net_rail0"]).ok
+
+
+def test_the_firmware_gate_is_keyed_by_pci_function(example_image: Path) -> None:
+    with open_image(str(example_image)) as inner:
+        assert function_of(inner, "net_rail0") == "0000:0c:00.0"
+        assert function_of(inner, "net_rail0_0") == "0000:0c:00.0"  # its representor: the same firmware
+        assert function_of(inner, "pci/0000:8d:00.0") == "0000:8d:00.0" == function_of(inner, "net_rail1")
+        assert function_of(inner, "lo") == "lo"  # on no PCI function: its own key

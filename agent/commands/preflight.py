@@ -1,0 +1,224 @@
+"""``railscope preflight``: the upgrade gate as one command — is this node ready to take NCCL jobs again?
+
+Run on the node (or in the agent pod) after a Network Operator, DOCA driver or firmware upgrade, before
+uncordoning. Each check prints one line (``ok``, ``FAIL`` or ``skip`` with why), then one verdict line;
+exit 0 when every check passed or was skipped, 1 when one failed, 3 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import ssl
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
+
+__all__ = ["CHECKS", "register", "run"]
+
+#: check name -> the doctor codes that fail it (every other warning or critical finding fails "findings")
+CHECKS: dict[str, tuple[str, ...]] = {
+    "rails": ("RailMissing", "RailNameMismatch", "RailTemplateInvalid", "RailLinkDown", "RailNamingConflict"),
+    "rdma": ("RdmaLinkDown", "RdmaNameMismatch"),
+    "gpudirect": ("GpuDirectNotReady",),
+    "firmware": ("FirmwarePendingActivation",),
+    "mtu": ("MtuMismatch",),
+    "driver": ("DriverNotDoca",),
+}
+
+HELP = """\
+The upgrade gate for one node. It checks, from what this node's readers see:
+  rails      every rail the udev rules (or --rails) expect has its netdev, named as the rule says, up
+  rdma       every rail's RDMA port is ACTIVE and named as its rule says
+  gpudirect  on a GPU node, NCCL finds a GPUDirect RDMA path (nvidia_peermem, or DMA-BUF with the open
+             GPU kernel modules on Linux >= 5.12)
+  firmware   no NIC runs other firmware than it has flashed (the upgrade's reset has happened)
+  mtu        every rail has --expect-mtu, or the MTU of the other rails
+  driver     with --expect-driver doca: the DOCA driver, not the inbox one
+  findings   no other warning or critical finding of railscope doctor
+  resources  the Node object advertises every --rail-resources resource it lists above 0 (needs an API
+             server: in-cluster, or --api-server; skipped without one)
+  since      with --since BUNDLE: nothing got worse than in that capture (railscope diff's regressions)
+
+It cannot see east-west traffic: no packet is sent to another node, so a wrong switch port, PFC or
+routing between nodes passes here. Run nccl-tests (all_reduce_perf) or ib_write_bw across nodes for
+that. It reads only; it never changes the node.
+"""
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("--since", metavar="BUNDLE",
+                   help="A capture of this node from before the upgrade (a bundle .tar.gz or a node image "
+                        "directory): fail on any regression since. Default: none.")
+    p.add_argument("--from", dest="source", metavar="PATH",
+                   help="Judge a node image instead of this node (a directory or a bundle .tar.gz). Default: "
+                        "this node, live.")
+    p.add_argument("--host-root", default=env_default("host-root", "/"), metavar="DIR",
+                   help="Read the live node's files under DIR (/host in the DaemonSet). Default: /.")
+    p.add_argument("--json", action="store_true", help="Print the checks and the verdict as JSON.")
+    p.add_argument("--node", default=env_default("node", None),
+                   help="This node's name in Kubernetes, for the resources check. Default: RAILSCOPE_NODE, "
+                        "else the node's hostname.")
+    p.add_argument("--rail-resources", default=env_default("rail-resources", "nvidia.com/*,rdma/*,openshift.io/*"),
+                   metavar="PATTERNS",
+                   help="Extended resources that must be allocatable above 0, comma-separated shell patterns; "
+                        "nvidia.com/gpu is never one. Only the resources the node lists are judged. Default: "
+                        "nvidia.com/*,rdma/*,openshift.io/*.")
+    p.add_argument("--api-server", default=env_default("api-server", None), metavar="URL",
+                   help="The Kubernetes API server for the resources check. Default: the in-cluster service "
+                        "account (skipped when there is none).")
+    p.add_argument("--api-token-file", default=env_default("api-token-file", None), metavar="FILE",
+                   help="Bearer token file for --api-server. Default: none.")
+    add_expectation_flags(p)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | FAIL | skip
+    detail: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"check": self.name, "status": self.status.lower(), "detail": self.detail}
+
+
+def _resources(args: argparse.Namespace, node: str | None) -> Check:
+    if not args.api_server and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        # not in a pod: spare the import of the agent service (aiohttp) a whole process would pay
+        return Check("resources", "skip", "no API server (not in a pod; --api-server)")
+    from agent.detectors.rail_resources import parse_allocatable
+    from agent.service.maintenance import ApiConfig
+
+    if args.api_server:
+        cfg: ApiConfig | None = ApiConfig(args.api_server, args.api_token_file)
+    else:
+        cfg = ApiConfig.in_cluster()
+    if cfg is None:
+        return Check("resources", "skip", "no API server (not in a pod; --api-server)")
+    if not node:
+        return Check("resources", "skip", "no node name (--node)")
+    patterns = tuple(x.strip() for x in str(args.rail_resources).split(",") if x.strip())
+    url = cfg.base_url.rstrip("/") + "/api/v1/nodes/" + urllib.parse.quote(node, safe="")
+    try:
+        req = urllib.request.Request(url, headers=cfg.headers())
+        ctx: ssl.SSLContext | None = cfg.ssl_context()
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+            obj: Any = json.loads(resp.read(4 << 20))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return Check("resources", "FAIL", f"GET node {node}: {exc}")
+    alloc = parse_allocatable(obj if isinstance(obj, dict) else {}, patterns)
+    if not alloc:
+        return Check("resources", "skip", f"node {node} lists no resource matching {','.join(patterns)}")
+    zero = sorted(k for k, v in alloc.items() if v <= 0)
+    if zero:
+        return Check("resources", "FAIL", f"0 allocatable: {', '.join(zero)} (the device plugin advertises no rails)")
+    return Check("resources", "ok", ", ".join(f"{k}={v}" for k, v in sorted(alloc.items())))
+
+
+def _verdicts(diag: Any, exp: Any, snap: Any) -> list[Check]:
+    out = []
+    claimed: set[str] = set()
+    for name, codes in CHECKS.items():
+        claimed.update(codes)
+        bad = [f for f in diag.findings if f.code in codes and (f.severity != "info" or name == "firmware")]
+        if bad:
+            out.append(Check(name, "FAIL", "; ".join(f"{f.code} {f.subject}" for f in bad)))
+            continue
+        if name == "rails":
+            up = sum(1 for r in diag.rails if r.oper == "up")
+            out.append(Check(name, "ok" if diag.rails else "FAIL",
+                             f"{up} of {len(diag.rails)} rail(s) up" if diag.rails else "no rails found"))
+        elif name == "rdma":
+            active = sum(1 for r in diag.rails if r.rdma_state == "ACTIVE")
+            out.append(Check(name, "ok", f"{active} RDMA port(s) ACTIVE"))
+        elif name == "gpudirect":
+            gpus = snap.gpus.gpus if snap.gpus is not None else ()
+            out.append(Check(name, "ok", f"{len(gpus)} GPU(s), GPUDirect RDMA path present") if gpus
+                       else Check(name, "skip", "no NVIDIA GPU on this node"))
+        elif name == "firmware":
+            out.append(Check(name, "ok", f"{len(snap.firmware)} PF(s): running = stored") if snap.firmware
+                       else Check(name, "skip", "devlink dev info not available"))
+        elif name == "mtu":
+            out.append(Check(name, "ok", f"rails at MTU {exp.mtu}" if exp.mtu else "the rails agree"))
+        elif name == "driver":
+            out.append(Check(name, "ok", "DOCA / OFED mlx5 driver") if exp.driver
+                       else Check(name, "skip", "no --expect-driver"))
+    other = [f for f in diag.findings if f.code not in claimed and f.severity in ("critical", "warning")]
+    out.append(Check("findings", "FAIL" if other else "ok",
+                     "; ".join(f"{f.code} {f.subject} ({f.severity})" for f in other) or "no other warning"))
+    return out
+
+
+def _load(source: str | None, exp: Any, table: Any, host_root: str) -> Any:
+    """This node (``source`` None) or a node image, read and diagnosed by the one offline pipeline."""
+    from agent.offline import diagnose_host, diagnose_image
+
+    if source is None:
+        from agent.host.live import LiveHost
+
+        with LiveHost(host_root) as host:
+            return diagnose_host(host, exp, table, source="this node")
+    return diagnose_image(source, exp, table)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.host import HostError
+    from agent.offline import SourceError
+
+    try:
+        exp, table = judged_by(args)
+    except ValueError as exc:
+        return fail("preflight", str(exc))
+    if args.source is not None and not args.source.strip():
+        return fail("preflight", "--from: an empty path is not a node image")
+    try:
+        now = _load(args.source, exp, table, args.host_root)
+    except (SourceError, HostError) as exc:
+        return fail("preflight", str(exc))
+    diag, snap = now.diagnosis, now.snapshot
+    checks = _verdicts(diag, exp, snap)
+    node = args.node or diag.node
+    checks.append(_resources(args, node))
+    if args.since:
+        from agent.analysis.diff import Side, diff
+
+        try:
+            before = _load(args.since, exp, table, args.host_root)
+        except (SourceError, HostError) as exc:
+            return fail("preflight", f"--since: {exc}")
+        d = diff(Side(args.since, before.snapshot, before.topology, before.diagnosis, exp.lossless_prio),
+                 Side(args.source or "live", now.snapshot, now.topology, now.diagnosis, exp.lossless_prio))
+        checks.append(Check("since", "FAIL" if d.regressions else "ok",
+                            "; ".join(f"{i.code} {i.subject}" for i in d.regressions)
+                            or f"no regression since {os.path.basename(args.since.rstrip('/'))}"))
+    else:
+        checks.append(Check("since", "skip", "no --since capture"))
+    failed = [c.name for c in checks if c.status == "FAIL"]
+    rails = len(diag.rails)
+    verdict = (f"PREFLIGHT FAIL: {node or 'this node'}: {len(failed)} check(s) failed: {', '.join(failed)}"
+               if failed else f"PREFLIGHT PASS: {node or 'this node'} is ready ({rails} rail(s), "
+                              f"{sum(c.status == 'ok' for c in checks)} check(s) ok, "
+                              f"{sum(c.status == 'skip' for c in checks)} skipped)")
+    if args.json:
+        json.dump({"schema": "railscope.preflight/v1", "node": node, "ready": not failed,
+                   "checks": [c.as_json() for c in checks], "verdict": verdict}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from agent.findings import NEXT_STEPS
+        from agent.report.terminal import safe
+
+        for c in checks:
+            sys.stdout.write(f"{c.status:5} {c.name:10} {safe(c.detail)}\n")
+            if c.status == "FAIL":
+                for code in dict.fromkeys(w for w in c.detail.replace(";", " ").split() if w in NEXT_STEPS):
+                    sys.stdout.write(f"{'':16} next: {NEXT_STEPS[code]}\n")
+        sys.stdout.write(safe(verdict) + "\n")
+    return 1 if failed else 0

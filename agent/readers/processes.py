@@ -1,0 +1,194 @@
+"""The daemons a rail depends on: their processes' start time, CPU, RSS and threads.
+
+A rail works only while the processes around it do: ``ovs-vswitchd`` and ``ovsdb-server`` (switchdev
+offload; vswitchd spins at 100 % of a core when hardware offload fails and every packet takes the
+slow path), the SR-IOV network config daemon (a daemon restarting in a loop re-creates VFs each
+time), the SR-IOV and RDMA device plugins (the node's rail resources), and the NVIDIA driver
+container's script that loads ``nvidia-peermem``.
+
+Which processes are read: on a live node, psutil names every process (``/proc/<pid>/stat`` under the
+host root) and only the daemons of ``DAEMONS`` are read further; then ``/proc/<pid>/stat`` and
+``/proc/<pid>/status`` of each go through the host's file door, so a recording holds exactly those
+files — never a tenant's process names — and a node image replays them by listing its own
+``/proc`` (``doctor --from`` reads what the live read read). ``/proc/<pid>/environ`` is never read and
+the command line is not read here at all (the capture plug-in records it redacted).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from agent.host import Host
+from agent.model import DaemonProcess
+from agent.readers.common import Notes
+
+__all__ = ["DAEMONS", "USER_HZ", "daemon_of", "parse_stat", "parse_status", "read_processes"]
+
+#: daemon word -> the kernel names (``comm``: 15 characters at most, longer names are cut) of its processes.
+DAEMONS: dict[str, tuple[str, ...]] = {
+    "ovs-vswitchd": ("ovs-vswitchd",),
+    "ovsdb-server": ("ovsdb-server",),
+    # sriov-network-operator's config daemon: "sriov-network-config-daemon", cut by the kernel
+    "sriov-config-daemon": ("sriov-network-c",),
+    # sriov-network-device-plugin's binary, and k8s-rdma-shared-dev-plugin's "k8s-rdma-shared-dp" cut
+    "sriov-device-plugin": ("sriovdp",),
+    "rdma-device-plugin": ("k8s-rdma-shared", "rdma-shared-dp"),
+    # the GPU driver container's script ("nvidia-driver"), which also reloads nvidia-peermem
+    # ("nvidia-driver reload_nvidia_peermem" in the nvidia-peermem-ctr container)
+    "nvidia-driver": ("nvidia-driver",),
+}
+
+_BY_NAME = {name: daemon for daemon, names in DAEMONS.items() for name in names}
+
+#: Clock ticks per second of the times in /proc/<pid>/stat: USER_HZ, which the kernel fixes at 100
+#: for userspace on every architecture a GPU node runs (x86_64, arm64), whatever CONFIG_HZ is.
+USER_HZ = 100
+
+#: A node runs a few of each; a table far longer than this is not a table of daemons.
+MAX_PROCESSES = 256
+
+
+def daemon_of(name: str) -> str | None:
+    """The daemon a process of this kernel name belongs to, or None."""
+    return _BY_NAME.get(name)
+
+
+def parse_stat(text: str) -> dict[str, object] | None:
+    """The fields of ``/proc/<pid>/stat`` the source uses, or None when it is not one. A sample (an
+    ``ovs-vswitchd`` of a lab node):
+
+    >>> d = parse_stat("4242 (ovs-vswitchd) S 1 4242 4242 0 -1 4194560 9461 0 0 0 1520 377 0 0 10 -10 "
+    ...                "13 0 2385 6082256896 12171 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 3 0 0 0 0 0")
+    >>> (d["name"], d["state"], d["ppid"], d["utime"], d["stime"], d["threads"], d["starttime"])
+    ('ovs-vswitchd', 'S', 1, 1520, 377, 13, 2385)
+
+    The name sits in parentheses and may itself hold spaces and parentheses: it ends at the *last* ``)``.
+    """
+    start, end = text.find("("), text.rfind(")")
+    if start < 0 or end < start:
+        return None
+    rest = text[end + 1:].split()
+    # after the name: state(3) ppid(4) ... utime(14) stime(15) ... num_threads(20) ... starttime(22)
+    if len(rest) < 20:
+        return None
+    try:
+        return {"pid": int(text[:start]), "name": text[start + 1:end], "state": rest[0], "ppid": int(rest[1]),
+                "utime": int(rest[11]), "stime": int(rest[12]), "threads": int(rest[17]), "starttime": int(rest[19])}
+    except ValueError:
+        return None
+
+
+def parse_status(text: str) -> dict[str, object]:
+    """``Name``, ``PPid``, ``Threads`` and ``VmRSS`` (bytes) of ``/proc/<pid>/status``.
+
+    >>> parse_status("Name:\\tovsdb-server\\nState:\\tS (sleeping)\\nPPid:\\t1\\nVmRSS:\\t   10240 kB\\nThreads:\\t1\\n")
+    {'name': 'ovsdb-server', 'ppid': 1, 'rss_bytes': 10485760, 'threads': 1}
+    """
+    out: dict[str, object] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        value = value.strip()
+        try:
+            if key == "Name":
+                out["name"] = value
+            elif key == "PPid":
+                out["ppid"] = int(value)
+            elif key == "VmRSS" and value.endswith("kB"):
+                out["rss_bytes"] = int(value[:-2].strip()) * 1024
+            elif key == "Threads":
+                out["threads"] = int(value)
+        except ValueError:
+            continue
+    return out
+
+
+def _boot_time(host: Host) -> float | None:
+    text = host.read_text("/proc/stat", 1 << 20) or ""
+    for line in text.splitlines():
+        if line.startswith("btime "):
+            try:
+                return float(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def _proc_root(host: Host) -> str | None:
+    """Where the live node's /proc is (``<host root>/proc``), through any wrapper of the live host."""
+    h: object = host
+    for _ in range(8):
+        root = getattr(h, "host_root", None)
+        if isinstance(root, str):
+            return os.path.join(root, "proc")
+        h = getattr(h, "inner", None)
+        if h is None:
+            return None
+    return None
+
+
+def _live_pids(proc_root: str, notes: Notes) -> list[int] | None:
+    """The pids of the daemons' processes, named by psutil (never through the host door: the names of
+    every other process on the node stay out of a recording)."""
+    try:
+        import psutil
+    except ImportError:
+        notes.missing("processes", "psutil is not installed")
+        return None
+    if not os.path.isdir(proc_root):
+        notes.missing("processes", f"{proc_root}: not mounted")
+        return None
+    # psutil reads /proc through one module-wide path; the agent has one host root.
+    psutil.PROCFS_PATH = proc_root
+    pids = []
+    try:
+        for proc in psutil.process_iter(["name"]):
+            if daemon_of(proc.info.get("name") or "") is not None:
+                pids.append(proc.pid)
+    except (psutil.Error, OSError) as exc:
+        notes.missing("processes", f"{proc_root}: {exc}")
+        return None
+    return sorted(pids)
+
+
+def _recorded_pids(host: Host) -> list[int]:
+    return sorted(int(n) for n in host.listdir("/proc") or () if n.isdigit())
+
+
+def read_processes(host: Host, notes: Notes) -> tuple[DaemonProcess, ...]:
+    """The processes of ``DAEMONS`` on the node, sorted by daemon then pid."""
+    if host.live:
+        root = _proc_root(host)
+        if root is None:
+            notes.missing("processes", "the live host names no root to find /proc under")
+            return ()
+        pids: Iterable[int] | None = _live_pids(root, notes)
+        if pids is None:
+            return ()
+    else:
+        pids = _recorded_pids(host)
+    boot = _boot_time(host)
+    out = []
+    for pid in list(pids)[:MAX_PROCESSES]:
+        status_text = host.read_text(f"/proc/{pid}/status", 64 << 10)
+        if status_text is None:
+            continue  # gone since it was listed
+        status = parse_status(status_text)
+        daemon = daemon_of(str(status.get("name", "")))
+        if daemon is None:
+            continue
+        stat = parse_stat(host.read_text(f"/proc/{pid}/stat", 4096) or "") or {}
+        start = (boot + int(stat["starttime"]) / USER_HZ  # type: ignore[call-overload]
+                 if boot is not None and "starttime" in stat else None)
+        cpu = ((int(stat["utime"]) + int(stat["stime"])) / USER_HZ  # type: ignore[call-overload]
+               if "utime" in stat else None)
+        out.append(DaemonProcess(
+            daemon=daemon, name=str(status["name"]), pid=pid,
+            ppid=status.get("ppid", stat.get("ppid")),  # type: ignore[arg-type]
+            state=stat.get("state"),  # type: ignore[arg-type]
+            start_time=round(start, 2) if start is not None else None,
+            cpu_seconds=cpu, rss_bytes=status.get("rss_bytes"),  # type: ignore[arg-type]
+            threads=status.get("threads", stat.get("threads")),  # type: ignore[arg-type]
+        ))
+    out.sort(key=lambda p: (p.daemon, p.pid))
+    return tuple(out)

@@ -1,0 +1,53 @@
+"""The running agent watches the daemons a rail depends on: a process named ``ovs-vswitchd`` (a copy
+of sleep(1)) appears in ``railscope_daemon_*``, and a kill and restart of it is counted; its budget
+guard serves its limits beside the agent's own series."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .test_agent_netns import StartAgent, start_agent, value, wait_for  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.netns
+
+
+def test_the_agent_exports_a_daemons_processes_and_counts_its_restarts(start_agent: StartAgent,  # noqa: F811
+                                                                      tmp_path: Path) -> None:
+    exe = tmp_path / "ovs-vswitchd"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", exe)
+    procs = [subprocess.Popen([str(exe), "600"])]
+    try:
+        agent = start_agent("--processes-interval", "1s", "--budget-cpu", "2", "--budget-rss", "1Gi")
+
+        def seen(n: float) -> bool:
+            got = value(agent.metrics(), "railscope_daemon_processes", daemon="ovs-vswitchd")
+            return got is not None and got >= n
+
+        assert wait_for(lambda: seen(1), 20, 0.2), agent.metrics()
+        text = agent.metrics()
+        assert value(text, "railscope_daemon_resident_memory_bytes", daemon="ovs-vswitchd")
+        assert value(text, "railscope_daemon_start_time_seconds", daemon="ovs-vswitchd") > time.time() - 60
+        # the budget guard runs beside the agent's own collector: one family per name
+        assert value(text, "railscope_agent_budget_limit", resource="rss") == 1 << 30
+        types = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+        assert len(types) == len(set(types)), sorted(t for t in types if types.count(t) > 1)
+        before = value(text, "railscope_daemon_restarts_total", daemon="ovs-vswitchd")
+        procs[0].kill()
+        procs[0].wait(10)
+        time.sleep(1.5)  # one sample without it
+        procs.append(subprocess.Popen([str(exe), "600"]))  # back, as a supervisor restarts it
+
+        def restarted() -> bool:
+            got = value(agent.metrics(), "railscope_daemon_restarts_total", daemon="ovs-vswitchd")
+            return got is not None and got >= (before or 0) + 1
+
+        assert wait_for(restarted, 20, 0.2), agent.metrics()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)

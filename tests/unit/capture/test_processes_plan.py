@@ -1,0 +1,63 @@
+"""The processes plug-in on a real daemon-named process: its command line is in the bundle redacted,
+its environment nowhere, and the bundle replays the ``processes`` source as it was read live."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.capture.plans import load
+from agent.capture.runner import CaptureParams, capture_to_file
+from agent.host.live import LiveHost
+from agent.host.recorded import open_image
+from agent.readers.common import Notes
+from agent.readers.processes import read_processes
+
+if not Path("/proc/self/stat").exists():
+    pytest.skip("no /proc", allow_module_level=True)
+
+
+def test_a_daemons_command_line_is_redacted_and_its_environment_never_read(tmp_path: Path) -> None:
+    exe = tmp_path / "ovs-vswitchd"
+    shutil.copy(shutil.which("sh") or "/bin/sh", exe)
+    # sh blocks in `read` on a pipe: a process named ovs-vswitchd with a secret in its arguments and
+    # in its environment.
+    proc = subprocess.Popen([str(exe), "-c", "read x", "ovs-vswitchd", "--token=s3cr3t-arg", "--pidfile"],
+                            stdin=subprocess.PIPE, env={**os.environ, "OVS_TOKEN": "s3cr3t-env"})
+    try:
+        for _ in range(500):
+            if Path(f"/proc/{proc.pid}/comm").read_text().strip() == "ovs-vswitchd":
+                break
+            time.sleep(0.01)
+        live = [p for p in read_processes(LiveHost("/"), Notes()) if p.pid == proc.pid]
+        assert len(live) == 1
+        res = capture_to_file(LiveHost("/"), str(tmp_path / "out") + "/",
+                              CaptureParams(node="n", nice=0, recorder_gap_s=0),
+                              plans=load(("replay", "processes")))
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert res.path is not None
+    with tarfile.open(res.path) as tf:
+        names = tf.getnames()
+        blobs = {m.name: tf.extractfile(m).read() for m in tf.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    assert not [n for n in names if n.endswith("/environ")]
+    assert not [n for n, data in blobs.items() if b"s3cr3t" in data], "a secret of the process reached the bundle"
+    table = next(data for n, data in blobs.items() if n.endswith("processes/daemons.txt")).decode()
+    row = next(line for line in table.splitlines() if f" {proc.pid} " in line)
+    # the plug-in keeps option names only; the runner's secret redaction then marks the token's place
+    assert row.startswith("ovs-vswitchd") and "  ovs-vswitchd -c … … --token=" in row and row.endswith(" --pidfile")
+    assert any(n.endswith(f"fs/proc/{proc.pid}/status") for n in names)
+    host = open_image(res.path)
+    try:
+        replayed = [p for p in read_processes(host, Notes()) if p.pid == proc.pid]
+    finally:
+        host.close()
+    assert [(p.daemon, p.name, p.start_time, p.ppid) for p in replayed] == \
+        [(p.daemon, p.name, p.start_time, p.ppid) for p in live]

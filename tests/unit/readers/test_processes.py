@@ -1,0 +1,179 @@
+"""The ``processes`` source on real processes: a copied binary named ``ovs-vswitchd`` and a Python
+process that names itself ``sriov-network-config-daemon`` (``prctl(PR_SET_NAME)``, as the kernel
+keeps it: cut to 15 characters). Live, recorded into a node image, replayed; restarts counted;
+no process's environment or command line is ever read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.detectors.daemon_restarts import RestartState, step
+from agent.host.live import LiveHost
+from agent.host.recorded import RecordedHost
+from agent.host.recording import RecordingHost
+from agent.metrics.exporter import RailscopeExporter
+from agent.metrics.state import MetricsState
+from agent.model import DaemonProcess, Snapshot
+from agent.readers.common import Notes
+from agent.readers.processes import daemon_of, parse_stat, parse_status, read_processes
+
+if not Path("/proc/self/stat").exists():
+    pytest.skip("no /proc", allow_module_level=True)
+
+NAMED = ("import ctypes, sys, time\n"
+         "ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)\n"  # PR_SET_NAME
+         "print('ready', flush=True)\n"
+         "end = time.monotonic() + float(sys.argv[2])\n"
+         "while time.monotonic() < end: pass\n"  # burn CPU, as a vswitchd on the slow path
+         "time.sleep(600)\n")
+
+
+class Spawner:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def binary(self, name: str) -> subprocess.Popen[bytes]:
+        """A copy of sleep(1) named ``name``: the kernel names the process after the file it ran."""
+        exe = self.tmp / name
+        if not exe.exists():
+            shutil.copy(shutil.which("sleep") or "/bin/sleep", exe)
+        proc = subprocess.Popen([str(exe), "600"])
+        self.procs.append(proc)
+        self._named(proc.pid, name[:15])
+        return proc
+
+    def python(self, name: str, burn_s: float = 0.0) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, "-c", NAMED, name, str(burn_s)], stdout=subprocess.PIPE)
+        self.procs.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        return proc
+
+    @staticmethod
+    def _named(pid: int, comm: str) -> None:
+        for _ in range(500):  # exec has happened once the kernel shows the new name
+            if Path(f"/proc/{pid}/comm").read_text().strip() == comm:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"{pid} never became {comm}")
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait(10)
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Spawner]:
+    sp = Spawner(tmp_path)
+    try:
+        yield sp
+    finally:
+        sp.stop()
+
+
+def _mine(procs: tuple[DaemonProcess, ...], *pids: int) -> list[DaemonProcess]:
+    return [p for p in procs if p.pid in pids]
+
+
+def test_the_daemons_are_read_live_with_start_time_cpu_and_rss(spawn: Spawner) -> None:
+    before = time.time()
+    vsw = spawn.binary("ovs-vswitchd")
+    cfg = spawn.python("sriov-network-config-daemon")
+    notes = Notes()
+    got = read_processes(LiveHost("/"), notes)
+    assert notes.unavailable == []
+    mine = {p.pid: p for p in _mine(got, vsw.pid, cfg.pid)}
+    assert (mine[vsw.pid].daemon, mine[vsw.pid].name) == ("ovs-vswitchd", "ovs-vswitchd")
+    assert (mine[cfg.pid].daemon, mine[cfg.pid].name) == ("sriov-config-daemon", "sriov-network-c")
+    for p in mine.values():
+        assert p.start_time is not None and before - 2 <= p.start_time <= time.time() + 1
+        assert p.rss_bytes and p.rss_bytes > 100_000 and p.cpu_seconds is not None and p.threads == 1
+        assert p.ppid == os.getpid()
+    # nothing but the daemons of the table: this test's own process is not one
+    assert os.getpid() not in {p.pid for p in got}
+    assert all(daemon_of(p.name) == p.daemon for p in got)
+
+
+def test_cpu_is_the_processes_own_user_and_system_time(spawn: Spawner) -> None:
+    import psutil
+
+    busy = spawn.python("ovs-vswitchd", burn_s=5)
+    first = _mine(read_processes(LiveHost("/"), Notes()), busy.pid)[0].cpu_seconds
+    ps = psutil.Process(busy.pid)
+    deadline = time.monotonic() + 60
+    while sum(ps.cpu_times()[:2]) < (first or 0) + 0.3:  # the child burns CPU meanwhile, however slowly
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    then = _mine(read_processes(LiveHost("/"), Notes()), busy.pid)[0].cpu_seconds
+    after = sum(ps.cpu_times()[:2])
+    assert first is not None and then is not None and then - first >= 0.3
+    assert then <= after + 0.02  # the same clock as psutil's own reading, never ahead of it
+
+
+def test_a_recording_holds_the_daemons_files_only_and_replays_to_the_same_records(spawn: Spawner,
+                                                                                 tmp_path: Path) -> None:
+    vsw = spawn.binary("ovs-vswitchd")
+    other = subprocess.Popen(["sleep", "600"])  # a tenant's process: never in the image
+    spawn.procs.append(other)
+    out = tmp_path / "image"
+    rec = RecordingHost(LiveHost("/"), str(out))
+    live = read_processes(rec, Notes())
+    rec.finish(node="n")
+    recorded = sorted(p.name for p in (out / "fs" / "proc").iterdir() if p.name.isdigit())
+    assert str(vsw.pid) in recorded and str(other.pid) not in recorded and str(os.getpid()) not in recorded
+    assert recorded == sorted(str(p.pid) for p in live)
+    files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert not [f for f in files if f.endswith(("/environ", "/cmdline"))]
+    assert RecordedHost(str(out)) and read_processes(RecordedHost(str(out)), Notes()) == live
+
+
+def test_a_restart_is_counted_once_a_forked_worker_never(spawn: Spawner) -> None:
+    first = spawn.binary("ovs-vswitchd")
+    state = step(RestartState(), read_processes(LiveHost("/"), Notes()))
+    base = state.restarts.get("ovs-vswitchd", 0)
+    worker = spawn.binary("ovs-vswitchd")  # one more process of the daemon: not a restart
+    state = step(state, read_processes(LiveHost("/"), Notes()))
+    assert state.restarts["ovs-vswitchd"] == base
+    first.kill()
+    first.wait(10)
+    worker.kill()
+    worker.wait(10)
+    state = step(state, read_processes(LiveHost("/"), Notes()))  # gone: nothing counted yet
+    assert state.restarts["ovs-vswitchd"] == base
+    spawn.binary("ovs-vswitchd")  # back, as a supervisor restarts it
+    state = step(state, read_processes(LiveHost("/"), Notes()))
+    assert state.restarts["ovs-vswitchd"] == base + 1
+
+
+def test_the_daemon_series_sum_the_processes_of_each_daemon() -> None:
+    procs = (DaemonProcess("ovs-vswitchd", "ovs-vswitchd", 10, 1, "R", 1000.0, 50.0, 1 << 20, 13),
+             DaemonProcess("ovs-vswitchd", "ovs-vswitchd", 11, 10, "S", 1005.0, 2.0, 1 << 20, 1),
+             DaemonProcess("ovsdb-server", "ovsdb-server", 9, 1, "S", 900.0, 1.0, 4096, 1))
+    state = MetricsState(snapshot=Snapshot(taken_at=2000.0, processes=procs),
+                         daemon_restarts={"ovs-vswitchd": 2, "sriov-config-daemon": 7})
+    got = {(s.name, s.labels.get("daemon")): s.value for fam in RailscopeExporter(lambda: state).collect()
+           for s in fam.samples}
+    assert got[("railscope_daemon_cpu_seconds_total", "ovs-vswitchd")] == 52.0
+    assert got[("railscope_daemon_resident_memory_bytes", "ovs-vswitchd")] == 2 << 20
+    assert got[("railscope_daemon_start_time_seconds", "ovs-vswitchd")] == 1005.0
+    assert got[("railscope_daemon_processes", "ovs-vswitchd")] == 2
+    assert got[("railscope_daemon_restarts_total", "ovs-vswitchd")] == 2
+    # a daemon that restarted and is not running now: 0 processes, its restarts still counted
+    assert got[("railscope_daemon_processes", "sriov-config-daemon")] == 0
+    assert got[("railscope_daemon_restarts_total", "sriov-config-daemon")] == 7
+    assert ("railscope_daemon_cpu_seconds_total", "sriov-config-daemon") not in got
+
+
+def test_parsers_refuse_what_is_not_proc() -> None:
+    assert parse_stat("") is None and parse_stat("12 (x) S 1") is None
+    assert parse_stat("12 (a) b) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20")["name"] == "a) b"  # type: ignore[index]
+    assert parse_status("Name:\tx\nVmRSS:\tlots kB\nThreads:\t?\n") == {"name": "x"}

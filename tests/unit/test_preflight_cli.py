@@ -1,0 +1,141 @@
+"""``railscope preflight``: one line per check and a verdict, exit 0 / 1 / 3, from node images; the
+resources check against a stand-in API server (one GET of the Node object); --since fails on a
+regression; the help says what it cannot see."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.cli import main
+
+IMAGES = Path(__file__).resolve().parents[1] / "images"
+TOKEN = "preflight-token"
+
+
+def preflight(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(["preflight", *argv])
+    return code, capsys.readouterr().out
+
+
+def lines(out: str) -> dict[str, str]:
+    return {ln.split()[1]: ln.split()[0] for ln in out.splitlines()[:-1]}
+
+
+def test_a_ready_gpu_node_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = preflight(capsys, "--from", str(IMAGES / "gpudirect-hgx-pix-healthy"))
+    assert code == 0, out
+    assert lines(out) == {"rails": "ok", "rdma": "ok", "gpudirect": "ok", "firmware": "skip", "mtu": "ok",
+                          "driver": "skip", "findings": "ok", "resources": "skip", "since": "skip"}
+    assert out.splitlines()[-1].startswith("PREFLIGHT PASS: gpu-node-017 is ready")
+
+
+@pytest.mark.parametrize(("image", "args", "failed"), [
+    ("gpudirect-not-ready-peermem-lost", (), "gpudirect"),
+    ("firmware-pending-activation", (), "firmware"),
+    ("mtu-mismatch", (), "mtu"),
+    ("driver-not-doca", ("--expect-driver", "doca"), "driver"),
+    ("rail-naming-conflict-function", (), "rails"),
+    ("rail-link-down", (), "rails, rdma"),
+    ("pfc-disabled", (), "findings"),
+])
+def test_each_readiness_fault_fails_its_check(capsys: pytest.CaptureFixture[str], image: str, args: tuple[str, ...],
+                                               failed: str) -> None:
+    code, out = preflight(capsys, "--from", str(IMAGES / image), *args)
+    assert code == 1, out
+    assert out.splitlines()[-1].endswith(f"failed: {failed}")
+
+
+def test_since_fails_on_a_regression_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = preflight(capsys, "--from", str(IMAGES / "mtu-mismatch"), "--since",
+                          str(IMAGES / "spectrumx-2rail-healthy"), "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["ready"] is False and doc["schema"] == "railscope.preflight/v1"
+    assert {c["check"]: c["detail"] for c in doc["checks"]}["since"] == "MtuMismatched net_rail1"
+    code, out = preflight(capsys, "--from", str(IMAGES / "spectrumx-2rail-healthy"), "--since",
+                          str(IMAGES / "spectrumx-2rail-healthy"))
+    assert code == 0 and lines(out)["since"] == "ok"
+
+
+def test_bad_usage_exits_3(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["preflight", "--from", str(tmp_path / "nope")]) == 3
+    assert main(["preflight", "--from", str(IMAGES / "spectrumx-2rail-healthy"), "--since", str(tmp_path)]) == 3
+
+
+def test_help_says_what_it_cannot_check(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["preflight", "--help"])
+    out = capsys.readouterr().out
+    assert "east-west" in out and "nccl-tests" in out and "GPUDirect" in out and "--since" in out
+
+
+# -- resources: a stand-in API server that answers GET /api/v1/nodes/<name> --------------------
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    state: dict[str, Any] = {"alloc": {"nvidia.com/rail0": "1", "nvidia.com/rail1": "1", "nvidia.com/gpu": "8"},
+                             "requests": []}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state["requests"].append(self.path)
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                self.send_response(401)
+                self.end_headers()
+                return
+            if self.path != "/api/v1/nodes/gpu-node-017":
+                self.send_response(404)
+                self.end_headers()
+                return
+            body = json.dumps({"kind": "Node", "metadata": {"name": "gpu-node-017"},
+                               "status": {"allocatable": state["alloc"]}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: Any) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}", str(token), state
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_resources_advertised_lost_and_unreachable(capsys: pytest.CaptureFixture[str], api, tmp_path: Path) -> None:
+    url, token, state = api
+    base = ("--from", str(IMAGES / "spectrumx-2rail-healthy"), "--api-server", url, "--api-token-file", token)
+    code, out = preflight(capsys, *base)
+    assert code == 0 and "ok    resources  nvidia.com/rail0=1, nvidia.com/rail1=1" in out
+    state["alloc"]["nvidia.com/rail1"] = "0"
+    code, out = preflight(capsys, *base)
+    assert code == 1 and "FAIL  resources  0 allocatable: nvidia.com/rail1" in out
+    assert state["requests"] == ["/api/v1/nodes/gpu-node-017"] * 2  # one GET of its own Node, never a list
+    (tmp_path / "bad").write_text("wrong")
+    code, out = preflight(capsys, "--from", str(IMAGES / "spectrumx-2rail-healthy"), "--api-server", url,
+                          "--api-token-file", str(tmp_path / "bad"))
+    assert code == 1 and "FAIL  resources  GET node gpu-node-017: HTTP Error 401" in out
+
+
+def test_a_failed_check_says_what_to_do_next(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.findings import NEXT_STEPS
+
+    code, out = preflight(capsys, "--from", str(IMAGES / "gpudirect-not-ready-peermem-lost"))
+    assert code == 1 and f"next: {NEXT_STEPS['GpuDirectNotReady']}" in out
+    main(["doctor", "--from", str(IMAGES / "gpudirect-not-ready-peermem-lost")])
+    doctor_out = " ".join(capsys.readouterr().out.split())  # doctor wraps the step under the finding
+    assert f"next: {NEXT_STEPS['GpuDirectNotReady']}" in doctor_out
