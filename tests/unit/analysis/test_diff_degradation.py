@@ -99,3 +99,18 @@ def test_the_after_bundles_recorded_ber_warning_judges_the_ratio(
     # the command line still wins over the bundle
     doc, code = _diff(BASE, after, capsys, "--ber-warning", "2.4e-4")
     assert code == 1 and [i["code"] for i in doc["regressions"]] == ["BerHigh"]
+
+
+def test_preflight_since_judges_the_ratio_with_ber_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    after = _copy(tmp_path, "after")
+    line = 400_000_000_000
+    counters = {ln.split(":")[0].strip(): int(ln.split(":")[1]) for ln in
+                (BASE / "cmd/ethtool_-S_net_rail1.stdout").read_text().splitlines()[1:] if ":" in ln}
+    _set_counter(after, "net_rail1", "rx_bits_phy", counters["rx_bits_phy"] + line * 300)
+    _set_counter(after, "net_rail1", "rx_corrected_bits_phy", counters["rx_corrected_bits_phy"] + line * 300 // 1000)
+    code = main(["preflight", "--from", str(after), "--since", str(BASE), "--json"])
+    since = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}["since"]
+    assert code == 1 and (since["status"], since["detail"]) == ("fail", "BerHigh net_rail1")
+    code = main(["preflight", "--from", str(after), "--since", str(BASE), "--json", "--ber-warning", "2e-3"])
+    since = {c["check"]: c for c in json.loads(capsys.readouterr().out)["checks"]}["since"]
+    assert code == 0 and since["status"] == "ok"

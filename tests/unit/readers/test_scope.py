@@ -140,3 +140,34 @@ def test_ber_flags_judge_the_recorder(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["doctor", "--from", img, "--json", "--ber-warning", "1e-3"]) == 0
     assert main(["doctor", "--from", img, "--json", "--ber-window", "0.5s"]) == 0  # one sample in the window
     capsys.readouterr()
+
+
+def test_preflight_keeps_firmware_reads_off_excluded_devices(extra_mlx5: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """preflight reads this node through ``LiveHost``; here the node is the image, seen by SeenHost."""
+    import agent.host.live
+    from agent.cli import main
+
+    hosts: list[SeenHost] = []
+
+    class ImageAsLiveHost(SeenHost):  # a stand-in for the live host: the image's files and commands
+        def __init__(self, host_root: str, **_: Any) -> None:
+            super().__init__(RecordedHost(str(extra_mlx5)))
+            hosts.append(self)
+
+        def __enter__(self) -> ImageAsLiveHost:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._inner.close()
+
+    monkeypatch.setattr(agent.host.live, "LiveHost", ImageAsLiveHost)
+    main(["preflight", "--json"])
+    assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
+    main(["preflight", "--json", "--exclude-devices", r"0000:8d:00\.0"])
+    assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) == []
+    monkeypatch.setenv("RAILSCOPE_EXCLUDE_DEVICES", "^net_rail0$")
+    main(["preflight", "--json"])
+    assert touches(hosts[-1].seen, ("net_rail0", "0000:0c:00.0")) == []
+    assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
+    capsys.readouterr()
