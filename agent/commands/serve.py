@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import sys
 from typing import TYPE_CHECKING
 
 from agent.commands.common import (
     _bool_word,
     _duration,
+    _regex,
     add_expectation_flags,
     add_scope_flag,
     duration_or_zero,
@@ -111,14 +111,6 @@ def _codes(text: str) -> frozenset[str]:
         raise argparse.ArgumentTypeError(f"unknown event code(s) {', '.join(unknown)} "
                                          f"(known: {', '.join(sorted(EVENT_CODES))})")
     return codes
-
-
-def _regex(text: str) -> str:
-    try:
-        re.compile(text)
-    except re.error as exc:
-        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from None
-    return text
 
 
 def register(p: argparse.ArgumentParser) -> None:
