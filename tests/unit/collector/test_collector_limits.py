@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,13 @@ def test_a_child_answer_past_the_cap_is_refused_before_it_is_read_whole() -> Non
         with pytest.raises(limits.OutputTooLarge):
             await limits.read_capped(proc.stdout, 4 << 20)
         proc.kill()
-        return await proc.wait()
+        try:
+            return await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            # The exit went unreported to this loop's child watcher (seen once in a long suite run):
+            # the kernel's word on the process is what the test is about.
+            stat = Path(f"/proc/{proc.pid}/stat")
+            return -9 if not stat.exists() or stat.read_text().split(") ")[1][0] in "ZX" else 0
 
     assert asyncio.run(go()) != 0  # it was still writing: killed, not finished
 
