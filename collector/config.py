@@ -69,18 +69,30 @@ class AlertLimits:
     rate_window_s: float = 600.0
     #: a request not picked up by then is dropped
     request_ttl_s: float = 1800.0
+    #: a node whose agent polled within this long counts as having one (agents hold a poll under a
+    #: minute and mark it in the store at most once a minute)
+    agent_recent_s: float = 300.0
+    #: nodes without such an agent (gone, never deployed) get a cap and a TTL of their own, so their
+    #: alerts never hold ``max_in_flight`` from the nodes that can capture
+    absent_max_in_flight: int = 3
+    absent_ttl_s: float = 300.0
     #: the capture plan alert requests name (one of ``proto.requests.PLANS``)
     plan: str = DEFAULT_PLAN
 
     def __post_init__(self) -> None:
-        for name in ("cooldown_s", "rate_window_s", "request_ttl_s"):
+        for name in ("cooldown_s", "rate_window_s", "request_ttl_s", "agent_recent_s", "absent_ttl_s"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must not be negative")
-        for name in ("max_in_flight", "incident_worst", "incident_sample", "rate_per_alertname"):
+        for name in ("max_in_flight", "incident_worst", "incident_sample", "rate_per_alertname",
+                     "absent_max_in_flight"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must not be negative")
         if self.request_ttl_s < 60:
             raise SettingsError("request_ttl_s must be at least 60 s (agents poll for up to 55 s)")
+        if self.absent_ttl_s < 60:
+            raise SettingsError("absent_ttl_s must be at least 60 s (agents poll for up to 55 s)")
+        if self.agent_recent_s < 120:
+            raise SettingsError("agent_recent_s must be at least 120 s (a poll is marked at most once a minute)")
         if self.plan not in PLANS:
             raise SettingsError(f"unknown capture plan {self.plan!r} (known: {', '.join(sorted(PLANS))})")
 

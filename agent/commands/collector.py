@@ -154,6 +154,16 @@ def _alert_flags(p: argparse.ArgumentParser) -> None:
                    help="The window of --capture-rate. Default: 10m.")
     c.add_argument("--request-ttl", type=_duration, default=env_default("request-ttl", "30m"),
                    help="A capture request no agent picked up by then expires. Default: 30m.")
+    c.add_argument("--capture-agent-recent", type=_duration, default=env_default("capture-agent-recent", "5m"),
+                   help="A node whose agent polled within this long counts toward --capture-max-in-flight; "
+                        "the others (agent gone or never deployed) toward --capture-no-agent-max-in-flight. "
+                        "Default: 5m.")
+    c.add_argument("--capture-no-agent-max-in-flight", type=_count,
+                   default=env_default("capture-no-agent-max-in-flight", "3"),
+                   help="Capture requests pending for nodes without a recent agent; the alert answer names "
+                        "them under no_recent_agent. Default: 3.")
+    c.add_argument("--capture-no-agent-ttl", type=_duration, default=env_default("capture-no-agent-ttl", "5m"),
+                   help="A capture request for a node without a recent agent expires after this. Default: 5m.")
 
 
 def _alert_limits(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -164,7 +174,10 @@ def _alert_limits(args: argparse.Namespace):  # type: ignore[no-untyped-def]
                        incident_worst=int(args.capture_incident_worst),
                        incident_sample=int(args.capture_incident_sample),
                        rate_per_alertname=int(args.capture_rate), rate_window_s=float(args.capture_rate_window),
-                       request_ttl_s=float(args.request_ttl))
+                       request_ttl_s=float(args.request_ttl),
+                       agent_recent_s=float(args.capture_agent_recent),
+                       absent_max_in_flight=int(args.capture_no_agent_max_in_flight),
+                       absent_ttl_s=float(args.capture_no_agent_ttl))
 
 
 def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]

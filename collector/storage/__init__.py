@@ -92,6 +92,10 @@ class Store(Protocol):
         """(rel, version tag) of every small object below ``rel_dir``, sorted; the tag changes when an
         object is rewritten. Temporary files are never listed."""
 
+    async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
+        """(rel, last modified, seconds since the epoch) of every small object below ``rel_dir``, from
+        the listing alone (no read per object): the agents' poll markers are judged by it."""
+
     async def delete_small(self, rel: str) -> None:
         """Remove ``rel``; absent is not an error."""
 

@@ -412,6 +412,9 @@ class LocalStore:
             raise StoreError(f"read {rel[:120]}: {exc.strerror or exc}") from None
 
     def _list_small(self, rel_dir: str) -> list[tuple[str, str]]:
+        return [(rel, f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}") for rel, st in self._stat_small(rel_dir)]
+
+    def _stat_small(self, rel_dir: str) -> list[tuple[str, os.stat_result]]:
         out = []
         for dirpath, _dirs, files in os.walk(self.root / check_small_rel(rel_dir)):
             for name in files:
@@ -422,8 +425,14 @@ class LocalStore:
                     st = p.stat()
                 except FileNotFoundError:
                     continue
-                out.append((str(p.relative_to(self.root)), f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"))
-        return sorted(out)
+                out.append((str(p.relative_to(self.root)), st))
+        return sorted(out, key=lambda item: item[0])
+
+    async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
+        try:
+            return [(rel, st.st_mtime) for rel, st in await self._run(self._stat_small, rel_dir)]
+        except OSError as exc:
+            raise StoreError(f"list {rel_dir[:120]}: {exc.strerror or exc}") from None
 
     async def list_small(self, rel_dir: str) -> list[tuple[str, str]]:
         try:

@@ -592,6 +592,11 @@ class S3Store:
         objs = await self._objects(base + check_small_rel(rel_dir).rstrip("/") + "/")
         return sorted((o["Key"][len(base):], f"{o.get('ETag', '')}:{o.get('LastModified', '')}") for o in objs)
 
+    async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
+        base = self._base()
+        objs = await self._objects(base + check_small_rel(rel_dir).rstrip("/") + "/")
+        return sorted((o["Key"][len(base):], o["LastModified"].timestamp()) for o in objs if "LastModified" in o)
+
     async def delete_small(self, rel: str) -> None:
         key = self._base() + check_small_rel(rel)
         try:
