@@ -70,7 +70,9 @@ class Store(Protocol):
     async def begin(self, key: BundleKey) -> Writer: ...
 
     async def list(self, cluster: str | None = None, date: str | None = None, incident: str | None = None,
-                   node: str | None = None) -> list[Stored]: ...
+                   node: str | None = None, *, with_sha256: bool = True) -> list[Stored]:
+        """The stored bundles the filters name, sorted by key. ``with_sha256=False`` (a page that shows
+        no digest) lets a store answer from its listing alone: on S3 no GET per bundle, ``sha256`` None."""
 
     async def read(self, key: BundleKey) -> AsyncIterator[bytes]:
         """The object's bytes in chunks; :class:`FileNotFoundError` when absent."""

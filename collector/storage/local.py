@@ -349,7 +349,8 @@ class LocalStore:
         return out
 
     async def list(self, cluster: str | None = None, date: str | None = None, incident: str | None = None,
-                   node: str | None = None) -> list[Stored]:
+                   node: str | None = None, *, with_sha256: bool = True) -> list[Stored]:
+        # ``with_sha256`` is the S3 store's saving; here a .sha256 is a small local read, kept.
         for kind, val in (("cluster", cluster), ("incident", incident), ("node", node)):
             if val is not None:
                 check_part(kind, val)
