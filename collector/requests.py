@@ -194,10 +194,16 @@ class RequestBoard:
         """node -> when its agent last polled, as far as any replica marked it (one listing, no reads).
         :class:`StoreError` when the store fails."""
         seen: dict[str, float] = {}
+        now = self.clock()
+        stale = []
         for rel, at in await self.store.list_small_times(AGENTS_DIR):
             name = rel[len(AGENTS_DIR) + 1:]
-            if name.endswith(".json") and "/" not in name:
+            if now - at > KEEP_S:
+                stale.append(rel)  # a node gone for a day: its marker would only grow the listing
+            elif name.endswith(".json") and "/" not in name:
                 seen[name[:-5]] = at
+        for rel in stale[:100]:  # a few per alert: the answer must not wait on a long sweep
+            await self.store.delete_small(rel)
         # what this replica wrote counts by its own clock too (the store's clock may lag it)
         for node, (_mono, wall) in self._marked.items():
             seen[node] = max(seen.get(node, wall), wall)

@@ -375,3 +375,28 @@ def test_alerts_for_nodes_without_a_recent_agent_do_not_starve_capture_for_the_o
     assert stored["gpu-node-017"].expires - stored["gpu-node-017"].created == settings.alerts.request_ttl_s
     ghost_ttls = {r.expires - r.created for n, r in stored.items() if n.startswith("ghost-")}
     assert ghost_ttls == {settings.alerts.absent_ttl_s} and settings.alerts.absent_ttl_s < settings.alerts.request_ttl_s
+
+
+def test_a_poll_marks_the_node_once_a_minute_and_markers_of_nodes_gone_a_day_are_swept(tmp_path: Path) -> None:
+    import os
+
+    agents = tmp_path / "store" / "_agents"
+
+    async def go() -> tuple[list[str], list[str], float, float]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            for _ in range(5):
+                await _call("GET", url + "/v1/requests?node=gpu-node-017&wait=0", token=AGENT_TOKEN)
+            await _call("GET", url + "/v1/requests?node=gpu-node-017&wait=0", token=OPERATOR_TOKEN)
+            marked = sorted(p.name for p in agents.iterdir())
+            first = (agents / "gpu-node-017.json").stat().st_mtime_ns
+            await _call("GET", url + "/v1/requests?node=gpu-node-017&wait=0", token=AGENT_TOKEN)
+            again = (agents / "gpu-node-017.json").stat().st_mtime_ns
+            (agents / "gone.json").write_text("{}")
+            os.utime(agents / "gone.json", (time.time() - 2 * 86400,) * 2)
+            await _alerts(url, GROUP)
+            return marked, sorted(p.name for p in agents.iterdir()), first, again
+
+    marked, after, first, again = run(go())
+    assert marked == ["gpu-node-017.json"]  # the operator's poll marks nothing
+    assert first == again  # within the minute: no second write
+    assert after == ["gpu-node-017.json"]
