@@ -60,6 +60,12 @@ class Expectations:
     storm_ratio: float = 0.5
     #: Extra rows for the validated-kernel table (a JSON file), on top of the shipped one.
     kernel_table_file: str | None = None
+    #: LinkDegrading: the pre-FEC corrected-bit ratio above which a rail is degrading (``--ber-warning``).
+    #: 2.4e-4 is the BER that IEEE 802.3 (802.3bs / 802.3cd, 50G-per-lane PAM4 PMDs) specifies at the input
+    #: of the RS(544,514) "KP4" FEC: a link above it is out of its specification.
+    ber_warning: float = 2.4e-4
+    #: ... measured over this window (``--ber-window``): the daemon's two samples, the recorder's span.
+    ber_window_s: float = 300.0
     #: MtuMismatch: the MTU every rail must have (``--expect-mtu``); None: the rails' most common MTU.
     mtu: int | None = None
     #: DriverNotDoca: "doca" when the rail PFs must run the DOCA / OFED mlx5 driver (``--expect-driver``).
@@ -82,6 +88,8 @@ EXPECTATION_FLAGS: dict[str, str] = {
     "flap_window_s": "--flap-window",
     "storm_ratio": "--storm-ratio",
     "kernel_table_file": "--kernel-table",
+    "ber_warning": "--ber-warning",
+    "ber_window_s": "--ber-window",
 }
 
 
@@ -114,6 +122,13 @@ def _number(v: Any, low: float, high: float, whole: bool = False) -> Any:
     return float(v)
 
 
+def _ratio(v: Any) -> float | None:
+    # as --ber-warning takes it: a ratio strictly between 0 and 1
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
+        return None
+    return float(v)
+
+
 #: manifest key -> (Expectations field, parser returning the value or None when it is not valid).
 #: A bundle is untrusted input: each value is checked as its flag would check it.
 _PARSERS: dict[str, tuple[str, Any]] = {
@@ -130,6 +145,8 @@ _PARSERS: dict[str, tuple[str, Any]] = {
     "storm_ratio": ("storm_ratio", lambda v: _number(v, 1e-9, 1)),
     # a file on the node, not in the bundle: recorded for people, never opened by a replay
     "kernel_table": ("kernel_table_file", lambda v: v if isinstance(v, str) and 0 < len(v) <= 4096 else None),
+    "ber_warning": ("ber_warning", _ratio),
+    "ber_window": ("ber_window_s", lambda v: _number(v, 1e-3, 30 * 86400)),
 }
 
 
@@ -149,7 +166,7 @@ def expectations_from_json(doc: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
         name, parse = _PARSERS[key]
         if value is None:
             if name in ("lossless_prio", "net_templates", "rdma_templates", "event_window_s", "flap_count",
-                        "flap_window_s", "storm_ratio"):
+                        "flap_window_s", "storm_ratio", "ber_warning", "ber_window_s"):
                 continue  # these always have a value; null is not a statement
             got[name] = None
             continue
@@ -247,6 +264,10 @@ class ReadConfig:
     representor_ethtool: bool = False
     net_templates: tuple[str, ...] = DEFAULT_NET_TEMPLATES
     rdma_templates: tuple[str, ...] = DEFAULT_RDMA_TEMPLATES
+    #: ``--exclude-devices``: a regular expression of PCI addresses / netdev names that firmware-touching
+    #: reads (ethtool statistics and module EEPROM, devlink per instance) never reach, beyond the rule that
+    #: only rail PFs and the PFs the udev rules name are ever asked (``agent/readers/scope.py``)
+    exclude_devices: str | None = None
 
 
 _INT_FIELDS = ("flap_count", "config_flap_changes", "lossless_prio")

@@ -62,6 +62,16 @@ def _duration(text: str) -> float:
     return val
 
 
+def _ber(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a ratio such as 2.4e-4, got {text!r}") from None
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"expected a ratio in (0, 1), got {x}")
+    return x
+
+
 #: the namespace attribute naming the expectation flags given on the command line
 _GIVEN = "_expectations_given"
 
@@ -148,6 +158,15 @@ def add_expectation_flags(p: argparse.ArgumentParser, *, templates: bool = True)
         add_template_flags(g)
     g.add_argument("--event-window", action=_Store, type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
                    help="Agent events this long before the capture time become findings. Default: 15m.")
+    g.add_argument("--ber-warning", action=_Store, type=_ber,
+                   default=_ber(env_default("ber-warning", "2.4e-4") or "2.4e-4"),
+                   help="LinkDegrading: a pre-FEC corrected-bit ratio (rx_corrected_bits_phy / rx_bits_phy) above "
+                        "this over --ber-window is a warning. Default: 2.4e-4, the BER IEEE 802.3 (802.3bs / "
+                        "802.3cd PAM4 PMDs) specifies at the input of the RS(544,514) KP4 FEC.")
+    g.add_argument("--ber-window", action=_Store, type=_duration,
+                   default=_duration(env_default("ber-window", "5m") or "5m"),
+                   help="LinkDegrading: the window the corrected-bit ratio and symbol errors are measured over "
+                        "(two samples of the agent, the flight recorder's span). Default: 5m.")
     g.add_argument("--kernel-table", action=_Store, default=env_default("kernel-table", None), metavar="FILE",
                    help="A JSON file of extra validated-kernel rows for DriverKernelUnvalidated, added to the "
                         "shipped table. Default: the shipped table only.")
@@ -191,6 +210,8 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
         event_window_s=args.event_window,
         kernel_table_file=args.kernel_table,
+        ber_warning=getattr(args, "ber_warning", 2.4e-4),
+        ber_window_s=getattr(args, "ber_window", 300.0),
         mtu=int(args.expect_mtu) if getattr(args, "expect_mtu", None) is not None else None,
         driver=getattr(args, "expect_driver", None),
     )

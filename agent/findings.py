@@ -37,6 +37,11 @@ CODES: dict[str, str] = {
     "FirmwareSkew": "info",
     "DriverKernelUnvalidated": "warning",
     "NicHealthError": "warning",
+    "LinkDegrading": "warning",
+    "OpticsOutOfRange": "warning",
+    "NicTemperatureHigh": "warning",
+    "PcieLinkDegraded": "warning",
+    "PcieErrors": "warning",
     "FirmwarePendingActivation": "info",
     "GpuDirectNotReady": "warning",
     "MtuMismatch": "warning",
@@ -49,6 +54,7 @@ CODES: dict[str, str] = {
 EVENT_CODES: dict[str, str] = {
     **{code: CODES[code] for code in ("LinkFlapping", "ConfigFlapping", "RepresentorStale", "PfcStorm",
                                       "LosslessDrops", "NicHealthError")},
+    **{code: CODES[code] for code in ("LinkDegrading", "OpticsOutOfRange", "PcieErrors")},
     "DriverReload": "info",
     # frames above a rail's MTU arrive (rx_oversize_pkts_phy rose): the rising form of MtuMismatch
     "MtuMismatch": CODES["MtuMismatch"],
@@ -137,6 +143,24 @@ NEXT_STEPS: dict[str, str] = {
         "`devlink health show <pci>` for the reporter, its state and error count, and `dmesg | grep mlx5` around "
         "the first error; fw_fatal means the firmware stopped and the NIC needs a reset (a bundle holds `devlink "
         "health diagnose`). Owner: the node's hardware team, with NVIDIA support for repeated fw_fatal."),
+    "LinkDegrading": (
+        "`railscope doctor` names the worst lane; `ethtool -S <rail> | grep -E 'corrected_bits|symbol_err|err_lane'` "
+        "twice a minute apart: one lane far above the others is one fibre or optic (clean the connector, then swap "
+        "it), every lane high points at the switch port or the cage. Owner: the data-centre / fabric team."),
+    "OpticsOutOfRange": (
+        "`ethtool -m <rail>` against the module's own thresholds for the lane the evidence names: low RX power is a "
+        "dirty connector or a bad fibre (clean, reseat, swap), high TX bias or temperature an ageing laser (replace "
+        "the optic). Owner: the data-centre / fabric team."),
+    "NicTemperatureHigh": (
+        "/sys/bus/pci/devices/<bdf>/hwmon/hwmon*/temp*_input against temp*_crit, and the chassis fans and airflow "
+        "over the card (the BMC, `ipmitool sdr`); drain the node before the NIC throttles. Owner: the node's "
+        "hardware team."),
+    "PcieLinkDegraded": (
+        "`lspci -vv -s <bdf>`: LnkSta against LnkCap, and the upstream port's; a link trained below both ends needs "
+        "the card reseated or moved (drain first). Owner: the node's hardware team."),
+    "PcieErrors": (
+        "/sys/bus/pci/devices/<bdf>/aer_dev_* and `dmesg | grep -i aer` for the failing device; reseat the card or "
+        "riser and open a hardware ticket when fatal errors repeat. Owner: the node's hardware team."),
     "FirmwarePendingActivation": (
         "`devlink dev info <pci>`: running against stored. Activate the flashed image in a maintenance window "
         "(mlxfwreset, or a cold reboot of the drained node) and check that running equals stored; `railscope "

@@ -368,6 +368,72 @@ class Event:
 
 
 # --------------------------------------------------------------------------------------------
+# degradation: PCIe link, optics, NIC temperature (DESIGN §3)
+
+
+@dataclass(frozen=True, slots=True)
+class PcieLink:
+    """A rail PF's PCIe link and its upstream port's (``/sys/bus/pci/devices/<bdf>/*_link_*``, AER)."""
+
+    bdf: str
+    #: GT/s per lane (``32.0 GT/s PCIe`` -> 32.0); None for ``Unknown`` or a missing file
+    speed_gts: float | None = None
+    max_speed_gts: float | None = None
+    width: int | None = None
+    max_width: int | None = None
+    #: the parent directory of the PF's resolved sysfs path (a root port or a switch's downstream port)
+    upstream: str | None = None
+    upstream_max_speed_gts: float | None = None
+    upstream_max_width: int | None = None
+    #: ``TOTAL_ERR_COR`` / ``TOTAL_ERR_NONFATAL`` / ``TOTAL_ERR_FATAL`` of ``aer_dev_*``; None without AER
+    aer_correctable: int | None = None
+    aer_nonfatal: int | None = None
+    aer_fatal: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OpticsLane:
+    lane: int  # 1-based, as ethtool prints "Channel N"
+    tx_bias_ma: float | None = None
+    tx_power_mw: float | None = None
+    rx_power_mw: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleOptics:
+    """``ethtool -m <rail>``: the transceiver's monitors and its own thresholds (SFF-8636 or CMIS)."""
+
+    netdev: str
+    identifier: str | None = None  # "0x11 (QSFP28)", "0x18 (QSFP-DD ...)", "0x19 (OSFP ...)"
+    vendor: str | None = None
+    part: str | None = None
+    serial: str | None = None
+    temperature_c: float | None = None
+    voltage_v: float | None = None
+    lanes: tuple[OpticsLane, ...] = ()
+    #: (quantity, kind, value): quantity temperature_c | voltage_v | tx_bias_ma | tx_power_mw | rx_power_mw,
+    #: kind high_alarm | low_alarm | high_warning | low_warning. Empty: the module reports none
+    thresholds: tuple[tuple[str, str, float], ...] = ()
+
+    def threshold(self, quantity: str, kind: str) -> float | None:
+        for q, k, v in self.thresholds:
+            if q == quantity and k == kind:
+                return v
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class NicSensor:
+    """One mlx5 hwmon sensor of a rail PF (``hwmon/hwmon*/temp<N>_*``), in degrees Celsius."""
+
+    bdf: str
+    sensor: str  # the label when the kernel gives one ("asic", "Module0"), else temp<N>
+    input_c: float | None = None
+    crit_c: float | None = None
+    highest_c: float | None = None
+
+
+# --------------------------------------------------------------------------------------------
 # the snapshot
 
 
@@ -415,6 +481,9 @@ class Snapshot:
     #: (file, line, why) of each naming rule line that cannot be read (the RailRuleUnreadable finding)
     rule_problems: tuple[tuple[str, int, str], ...] = ()
     ovs: tuple[OvsInterface, ...] | None = None  # None: OVS not present / not readable
+    pcie: tuple[PcieLink, ...] = ()
+    optics: tuple[ModuleOptics, ...] = ()
+    thermal: tuple[NicSensor, ...] = ()
     #: the processes of the daemons a rail depends on (the ``processes`` source)
     processes: tuple[DaemonProcess, ...] = ()
     #: source -> reason ("devlink": "devlink: command not found")

@@ -54,6 +54,18 @@ def _integer(text: str) -> int | None:
     return int(text) if len(text) <= _MAX_NUMBER else None
 
 
+def _constant(_name: str) -> None:
+    return None
+
+
+#: One decoder for every document. ``json.loads`` with hooks builds a decoder per call, and each
+#: new decoder's C scanner fetches its six settings by name with fresh strings that CPython 3.11
+#: keeps in its global type attribute cache (up to 4,096 of them, about 60 bytes each): the memory
+#: of a long-running agent then grows by a few KiB per read for hours. A decoder holds no state
+#: between documents (its scanner's key memo is cleared after each), so one is shared.
+_DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_number, parse_int=_integer)
+
+
 def loads_bounded(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """``json.loads`` with the rules of ``load_json`` for text already decoded (a command's output).
     Raises ``JSONError`` for nesting deeper than ``max_depth``, ``json.JSONDecodeError`` for text that
@@ -61,7 +73,9 @@ def loads_bounded(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     if text.count("[") + text.count("{") > max_depth and _depth(text.encode("utf-8", "surrogatepass")) > max_depth:
         raise JSONError(f"{what}: JSON nested deeper than {max_depth} levels, ignored")
     try:
-        return json.loads(text, parse_constant=lambda _: None, parse_float=_number, parse_int=_integer)
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        return _DECODER.decode(text)
     except RecursionError:
         raise JSONError(f"{what}: JSON nested deeper than {max_depth} levels, ignored") from None
 

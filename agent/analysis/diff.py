@@ -72,6 +72,9 @@ REGRESSION_CODES: dict[str, tuple[str, ...]] = {
     "DevlinkParamChanged": ("EswMultiportUnexpected",),
     "RdmaNetnsChanged": ("RdmaNetnsModeUnexpected",),
     "PfcLost": ("PfcDisabled",),
+    "SpeedLower": (),
+    "PcieLinkLower": ("PcieLinkDegraded",),
+    "BerHigh": ("LinkDegrading",),
     "FindingNew": (),
     "FindingWorse": (),
 }
@@ -79,7 +82,7 @@ REGRESSION_CODES: dict[str, tuple[str, ...]] = {
 CHANGE_CODES: tuple[str, ...] = (
     "KernelChanged", "DriverChanged", "FirmwareChanged", "MtuChanged", "SpeedChanged", "VfsUpChanged",
     "VfsMore", "RepresentorsAdded", "RailAdded", "RailUp", "RdmaPortUp", "RailPciChanged", "SourceLost",
-    "FindingNew", "FindingResolved", "FindingEased",
+    "FindingNew", "FindingResolved", "FindingEased", "PcieLinkChanged",
 )
 
 REGRESSION_CODES.update(diff_readiness.REGRESSIONS)
@@ -116,6 +119,8 @@ class Side:
     #: ``taken_at`` is a real capture time (a live read, or a manifest's ``ended_at``); a hand-made
     #: image without one gets the wall clock of its reading, which makes no rate
     timed: bool = True
+    #: ``--ber-warning``: a corrected-bit ratio between the two captures above it is a regression
+    ber_warning: float = 2.4e-4
 
     @property
     def taken_at(self) -> float:
@@ -379,13 +384,51 @@ def _rails(out: _Out, pairs: list[_RailPair], a: Side, b: Side) -> None:
         if lb.mtu != la.mtu and lb.mtu is not None and la.mtu is not None:
             out.chg("MtuChanged", subj, lb.mtu, la.mtu, f"{la.ifname}: MTU {lb.mtu} -> {la.mtu}", key)
         sb, sa = _speed(lb), _speed(la)
-        if sb != sa and sb is not None and sa is not None:
+        if sb is not None and sa is not None and sa < sb:
+            # a rail that trained slower (400G -> 200G) halves what it carries: the upgrade gate must stop
+            out.reg("SpeedLower", subj, sb, sa, f"{la.ifname}: speed {sb} -> {sa} Mb/s (lower)", key)
+        elif sb != sa and sb is not None and sa is not None:
             out.chg("SpeedChanged", subj, sb, sa, f"{la.ifname}: speed {sb} -> {sa} Mb/s", key)
+        _degradation(out, p, a, b, lb, la, subj, key)
         _rail_versions(out, p, a, b, subj, key, la.ifname)
         if prio_keys_a.get(lb.ifname) and prio_keys_b.get(la.ifname) is False:
             out.reg("PfcLost", subj, True, False, f"{la.ifname}: no PFC counters for the lossless priority "
                     f"{b.lossless_prio} any more (PFC off)", key)
         _rdma_port(out, p, key)
+
+
+def _pcie_of(side: Side, rail: Rail | None) -> Any:
+    if rail is None or not rail.pci:
+        return None
+    return next((x for x in side.snapshot.pcie if x.bdf == rail.pci), None)
+
+
+def _degradation(out: _Out, p: _RailPair, a: Side, b: Side, lb: Link, la: Link, subj: str,
+                 key: tuple[tuple[str, Any], ...]) -> None:
+    """PCIe speed / width of the rail PF, and the corrected-bit ratio between the two captures."""
+    xb, xa = _pcie_of(a, p.before), _pcie_of(b, p.after or p.before)
+    if xb is not None and xa is not None:
+        wb, wa = (xb.speed_gts, xb.width), (xa.speed_gts, xa.width)
+        if None not in wb and None not in wa and wb != wa:
+            handle = f"pci/{xa.bdf}"
+            text = f"{handle} ({la.ifname}): PCIe {wb[0]} GT/s x{wb[1]} -> {wa[0]} GT/s x{wa[1]}"
+            if wa[0] < wb[0] or wa[1] < wb[1]:  # type: ignore[operator]
+                out.reg("PcieLinkLower", handle, f"{wb[0]} GT/s x{wb[1]}", f"{wa[0]} GT/s x{wa[1]}",
+                        text + " (lower: the card cannot feed its rail at line rate)", key)
+            else:
+                out.chg("PcieLinkChanged", handle, f"{wb[0]} GT/s x{wb[1]}", f"{wa[0]} GT/s x{wa[1]}", text, key)
+    sb, sa = a.snapshot.ethtool_of(lb.ifname), b.snapshot.ethtool_of(la.ifname)
+    if sb is None or sa is None:
+        return
+    bits0, bits1 = sb.get("rx_bits_phy"), sa.get("rx_bits_phy")
+    corr0, corr1 = sb.get("rx_corrected_bits_phy"), sa.get("rx_corrected_bits_phy")
+    if None in (bits0, bits1, corr0, corr1) or bits1 < bits0 or corr1 < corr0:  # type: ignore[operator]
+        return  # absent, or reset between the captures (a driver reload): no ratio
+    bits, corr = bits1 - bits0, corr1 - corr0  # type: ignore[operator]
+    if bits >= 10**12 and corr / bits > b.ber_warning:
+        out.reg("BerHigh", subj, None, f"{corr / bits:.2e}",
+                f"{la.ifname}: pre-FEC corrected-bit ratio {corr / bits:.2e} between the captures, above "
+                f"{b.ber_warning:.1e}", key)
 
 
 def _label(key: tuple[int, int | None]) -> str:
@@ -518,7 +561,14 @@ def _node(out: _Out, a: Side, b: Side) -> None:
         out.reg("RdmaNetnsChanged", "node", a.snapshot.rdma_netns, b.snapshot.rdma_netns,
                 f"RDMA netns mode {a.snapshot.rdma_netns} -> {b.snapshot.rdma_netns}")
     ua = {s for s, _ in a.snapshot.unavailable}
+    before_links = {lk.ifname for lk in a.snapshot.links}
+    after_links = {lk.ifname for lk in b.snapshot.links}
     for src, why in b.snapshot.unavailable:
+        # a per-netdev source (``ethtool -m net_rail1``) of a netdev the first capture did not have was
+        # never read before: a rail that came back or was renamed says so itself
+        word = src.rsplit(" ", 1)[-1]
+        if word in after_links and word not in before_links:
+            continue
         if src not in ua:
             ua.add(src)
             out.chg("SourceLost", "node", "read", why, f"{src}: could be read before, not now ({why})",

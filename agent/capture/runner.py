@@ -55,6 +55,7 @@ from agent.host.firmware import FirmwareGate
 from agent.host.paths import NotRegularFile
 from agent.host.recording import SCHEMA, RecordingHost
 from agent.model import Snapshot
+from agent.readers.scope import excluded
 
 __all__ = ["CaptureError", "CaptureParams", "CaptureResult", "bundle_name", "capture", "capture_to_dir", "capture_to_file"]
 
@@ -299,6 +300,11 @@ class _Run:
                     val = b.get(step.firmware, "")
                     fw = (ctx.rail_pf.get(val) if step.firmware == "rail" else
                           ctx.handle_pf.get(val) if step.firmware == "handle" else val) or val
+                    if excluded(ctx.cfg.exclude_devices, val, fw):
+                        self.put_item(mf.item(rel, _kind(step), argv=_argv(_Task(plan.name, step, b, rel, fw)),
+                                              skipped=True, reason="excluded by --exclude-devices",
+                                              plugin=plan.name))
+                        continue
                 tasks.append(_Task(plan.name, step, b, rel, fw))
         return tasks, replayed
 

@@ -12,7 +12,13 @@ import argparse
 import os
 import sys
 
-from agent.commands.common import add_expectation_flags, env_default, non_negative_seconds, positive_seconds
+from agent.commands.common import (
+    add_expectation_flags,
+    add_scope_flag,
+    env_default,
+    non_negative_seconds,
+    positive_seconds,
+)
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
 
@@ -26,6 +32,7 @@ def register_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--incident", default=None, help="Incident id for the manifest. Default: none (null).")
     p.add_argument("--command-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
+    add_scope_flag(p)
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -88,6 +95,7 @@ def read_config(args: argparse.Namespace) -> object:
         command_timeout_s=args.command_timeout,
         net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
+        exclude_devices=getattr(args, "exclude_devices", None),
     )
 
 

@@ -17,7 +17,7 @@ from agent.expectations import (  # noqa: F401 (the subcommands' flag helpers, k
 )
 from agent.model import KernelRow
 
-__all__ = ["EXIT_USAGE", "add_expectation_flags", "env_default", "expectations_from_args", "fail",
+__all__ = ["EXIT_USAGE", "add_expectation_flags", "add_scope_flag", "env_default", "expectations_from_args", "fail",
            "given_expectations", "judged_by", "seconds"]
 
 #: The exit status of bad usage (a flag, a --from path, a --kernel-table that cannot be used).
@@ -71,3 +71,21 @@ def fail(command: str, msg: str, status: int = EXIT_USAGE) -> int:
 
     sys.stderr.write(f"railscope {command}: error: {safe(msg)}\n")
     return status
+
+
+def _regex(text: str) -> str:
+    import re
+
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from None
+    return text
+
+
+def add_scope_flag(p: argparse.ArgumentParser) -> None:
+    """``--exclude-devices``: the devices firmware-touching reads never reach (DESIGN §3)."""
+    p.add_argument("--exclude-devices", type=_regex, default=env_default("exclude-devices", None), metavar="REGEX",
+                   help="Never send a firmware-touching read (ethtool statistics and module EEPROM, devlink per "
+                        "instance) to a device whose PCI address or netdev name this regular expression matches. "
+                        "Only rail PFs and the PFs the udev rules name are ever asked. Default: none excluded.")

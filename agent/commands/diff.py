@@ -77,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
     for source in sources:
         g = got[source]
         judged.append(g.judged)
+        side_exp = g.expectations or exp
         timed = source == LIVE or g.history.capture_time is not None or _started(g.manifest)
-        sides.append(Side(source, g.snapshot, g.topology, g.diagnosis, (g.expectations or exp).lossless_prio, timed))
+        sides.append(Side(source, g.snapshot, g.topology, g.diagnosis, side_exp.lossless_prio, timed,
+                          ber_warning=side_exp.ber_warning))
     result = diff(sides[0], sides[1])
     if args.json:
         doc = result.as_json()

@@ -10,7 +10,14 @@ import argparse
 import json
 import sys
 
-from agent.commands.common import add_expectation_flags, env_default, fail, given_expectations, judged_by
+from agent.commands.common import (
+    add_expectation_flags,
+    add_scope_flag,
+    env_default,
+    fail,
+    given_expectations,
+    judged_by,
+)
 from agent.config import Expectations
 from agent.host import HostError
 from agent.model import Snapshot
@@ -30,6 +37,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-root", default=env_default("host-root", "/"), metavar="DIR",
                    help="Read the live node's files under DIR (/host in the DaemonSet). Default: /.")
     add_expectation_flags(p)
+    add_scope_flag(p)
 
 
 def _fail(msg: str) -> int:
@@ -95,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         # A bundle is judged with the expectations it was captured with unless a flag says otherwise.
-        got = diagnose_host(host, exp, table, source=args.source or "this node", given=given_expectations(args))
+        got = diagnose_host(host, exp, table, source=args.source or "this node", given=given_expectations(args),
+                            exclude_devices=args.exclude_devices)
     except SourceError as exc:
         return _fail(str(exc))
     finally:

@@ -18,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
+from agent.commands.common import add_expectation_flags, add_scope_flag, env_default, fail, judged_by
 
 __all__ = ["CHECKS", "register", "run"]
 
@@ -78,6 +78,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-token-file", default=env_default("api-token-file", None), metavar="FILE",
                    help="Bearer token file for --api-server. Default: none.")
     add_expectation_flags(p)
+    # the node's own read: the firmware reads doctor and the agent keep off a device keep off it here too
+    add_scope_flag(p)
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def _verdicts(diag: Any, exp: Any, snap: Any) -> list[Check]:
     return out
 
 
-def _load(source: str | None, exp: Any, table: Any, host_root: str) -> Any:
+def _load(source: str | None, exp: Any, table: Any, host_root: str, exclude_devices: str | None = None) -> Any:
     """This node (``source`` None) or a node image, read and diagnosed by the one offline pipeline."""
     from agent.offline import diagnose_host, diagnose_image
 
@@ -165,7 +167,7 @@ def _load(source: str | None, exp: Any, table: Any, host_root: str) -> Any:
         from agent.host.live import LiveHost
 
         with LiveHost(host_root) as host:
-            return diagnose_host(host, exp, table, source="this node")
+            return diagnose_host(host, exp, table, source="this node", exclude_devices=exclude_devices)
     return diagnose_image(source, exp, table)
 
 
@@ -180,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     if args.source is not None and not args.source.strip():
         return fail("preflight", "--from: an empty path is not a node image")
     try:
-        now = _load(args.source, exp, table, args.host_root)
+        now = _load(args.source, exp, table, args.host_root, args.exclude_devices)
     except (SourceError, HostError) as exc:
         return fail("preflight", str(exc))
     diag, snap = now.diagnosis, now.snapshot
@@ -194,8 +196,11 @@ def run(args: argparse.Namespace) -> int:
             before = _load(args.since, exp, table, args.host_root)
         except (SourceError, HostError) as exc:
             return fail("preflight", f"--since: {exc}")
-        d = diff(Side(args.since, before.snapshot, before.topology, before.diagnosis, exp.lossless_prio),
-                 Side(args.source or "live", now.snapshot, now.topology, now.diagnosis, exp.lossless_prio))
+        # --ber-warning judges the corrected-bit ratio between the captures (BerHigh), as in diff
+        d = diff(Side(args.since, before.snapshot, before.topology, before.diagnosis, exp.lossless_prio,
+                      ber_warning=exp.ber_warning),
+                 Side(args.source or "live", now.snapshot, now.topology, now.diagnosis, exp.lossless_prio,
+                      ber_warning=exp.ber_warning))
         checks.append(Check("since", "FAIL" if d.regressions else "ok",
                             "; ".join(f"{i.code} {i.subject}" for i in d.regressions)
                             or f"no regression since {os.path.basename(args.since.rstrip('/'))}"))

@@ -10,7 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.commands.common import add_expectation_flags, env_default, expectations_from_args, positive_seconds
+from agent.commands.common import (
+    add_expectation_flags,
+    add_scope_flag,
+    env_default,
+    expectations_from_args,
+    positive_seconds,
+)
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
 
 
@@ -26,6 +32,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--incident", default=None, help="Incident id for the manifest. Default: none (null).")
     p.add_argument("--reason", default="railscope record",
                    help="Why the image was taken, for the manifest. Default: 'railscope record'.")
+    add_scope_flag(p)
     p.add_argument("--agent", default=env_default("agent", None), metavar="URL",
                    help="Fetch the image from a running agent (GET URL/v1/image: recorded now, with its flight "
                         "recorder and events) instead of reading this node. Default: read this node.")
@@ -66,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         command_timeout_s=args.command_timeout,
         net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
+        exclude_devices=args.exclude_devices,
     )
     try:
         host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)

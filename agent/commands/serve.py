@@ -18,6 +18,7 @@ from agent.commands.common import (
     _bool_word,
     _duration,
     add_expectation_flags,
+    add_scope_flag,
     duration_or_zero,
     env_default,
     expectations_from_args,
@@ -246,6 +247,7 @@ def register(p: argparse.ArgumentParser) -> None:
         t.add_argument(f"--{flag}", type=kind, default=env_default(flag, default),
                        help=f"{helptext} Default: {default}.")
     add_expectation_flags(p)
+    add_scope_flag(p)
     # --listen may come from RAILSCOPE_LISTEN (the chart's way), so argparse cannot require it; the
     # usage line still shows it as required. Usage text is %-formatted by argparse: escape it.
     usage = p.format_usage().removeprefix("usage: ").rstrip("\n").replace("%", "%%")
@@ -290,6 +292,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         command_timeout_s=args.command_timeout,
         net_templates=exp.net_templates,
         rdma_templates=exp.rdma_templates,
+        exclude_devices=args.exclude_devices,
     )
     return AgentSettings(
         listen=listen, port=port, host_root=args.host_root,

@@ -30,6 +30,7 @@ from agent import __version__
 from agent.analysis.checks.health import reporters_of
 from agent.analysis.topology import Pf, Rail
 from agent.findings import RailRow
+from agent.metrics import degradation
 from agent.metrics.readiness import readiness
 from agent.metrics.state import MetricsState
 from agent.model import Link, RdmaDevice, RdmaLink, Snapshot
@@ -175,6 +176,7 @@ class RailscopeExporter:
                     self._pf(fams, pf)
                 for pf in topo.rail_pfs:
                     self._health(fams, snap, pf)
+                degradation.render(fams, snap, topo)
                 readiness(fams, snap, topo)
         if state.diagnosis is not None:
             for f in state.diagnosis.findings:

@@ -240,8 +240,10 @@ def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[
     - its PCI function has a udev naming rule, ``net`` or ``rdma`` (whatever name it has now: a failed
       rename is still the rail's netdev, and a function named by an RDMA rule alone is a rail too);
     - its name matches a rail name template;
-    - it is an uplink (``phys_port_name`` ``p<N>``) of a Mellanox function (other vendors' uplinks,
-      such as a management NIC, are not rails).
+    - on a node without rules only: it is an uplink (``phys_port_name`` ``p<N>``) of a Mellanox
+      function (other vendors' uplinks, such as a management NIC, are not rails). Where rules exist,
+      another Mellanox function (an HGX baseboard's restricted PF, a management port) is not read:
+      its statistics are a firmware read (DESIGN §3 "Which functions are touched").
     """
     ruled = {r.pci for r in rules}
     out = []
@@ -254,7 +256,7 @@ def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[
             continue
         if bdf in ruled or parse_name(lk.ifname, templates) is not None:
             out.append(lk.ifname)
-        elif is_uplink_port_name(lk.phys_port_name) and bdf and \
+        elif not ruled and is_uplink_port_name(lk.phys_port_name) and bdf and \
                 (fn is None or fn.vendor in (None, MELLANOX_VENDOR)):
             out.append(lk.ifname)
     return sorted(out)

@@ -6,9 +6,9 @@ slow path), the SR-IOV network config daemon (a daemon restarting in a loop re-c
 time), the SR-IOV and RDMA device plugins (the node's rail resources), and the NVIDIA driver
 container's script that loads ``nvidia-peermem``.
 
-Which processes are read: on a live node, psutil names every process (``/proc/<pid>/stat`` under the
-host root) and only the daemons of ``DAEMONS`` are read further; then ``/proc/<pid>/stat`` and
-``/proc/<pid>/status`` of each go through the host's file door, so a recording holds exactly those
+Which processes are read: on a live node, every process is named by its ``/proc/<pid>/stat`` under
+the host root (read here, not through the host door) and only the daemons of ``DAEMONS`` are read
+further; then ``/proc/<pid>/stat`` and ``/proc/<pid>/status`` of each go through the host's file door, so a recording holds exactly those
 files — never a tenant's process names — and a node image replays them by listing its own
 ``/proc`` (``doctor --from`` reads what the live read read). ``/proc/<pid>/environ`` is never read and
 the command line is not read here at all (the capture plug-in records it redacted).
@@ -127,34 +127,46 @@ def _proc_root(host: Host) -> str | None:
     return None
 
 
-def _live_pids(proc_root: str, notes: Notes) -> list[int] | None:
-    """The pids of the daemons' processes, named by psutil (never through the host door: the names of
-    every other process on the node stay out of a recording)."""
+def _comm(proc_root: str, pid: str) -> str | None:
+    """The kernel name of ``pid`` from its ``stat``, read in binary: a text-mode open costs a string
+    that CPython 3.11 keeps in its type cache, per open, and this runs for every process of the node."""
     try:
-        import psutil
-    except ImportError:
-        notes.missing("processes", "psutil is not installed")
+        fd = os.open(os.path.join(proc_root, pid, "stat"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # gone between the listing and the read, or not ours to read
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
         return None
+    finally:
+        os.close(fd)
+    stat = parse_stat(data.decode("utf-8", "replace"))
+    return str(stat["name"]) if stat is not None else None
+
+
+def _live_pids(proc_root: str, notes: Notes) -> list[int] | None:
+    """The pids of the daemons' processes, named by their kernel name (``comm`` in ``stat``), read
+    here and never through the host door: the names of every other process on the node stay out of a
+    recording.
+
+    Not psutil: ``process_iter`` keeps a module-wide cache of a Process per pid it saw, and
+    ``Process.name()`` reads the command line of every process whose name is 15 characters long
+    (then gives the longer name, which ``DAEMONS``' cut names do not match) in text mode.
+    """
     if not os.path.isdir(proc_root):
         notes.missing("processes", f"{proc_root}: not mounted")
         return None
-    # psutil reads /proc through one module-wide path; the agent has one host root.
-    psutil.PROCFS_PATH = proc_root
-    pids = []
     try:
-        # Not psutil.process_iter: it keeps a module-wide cache of a Process object per pid it saw,
-        # which grows and shrinks with every short-lived process on the node; one Process per pid,
-        # dropped at once, keeps the agent's memory flat (the kernel lab's churn test measures it).
-        for pid in psutil.pids():
-            try:
-                name = psutil.Process(pid).name()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue  # gone between the listing and the read, or not ours to read
-            if daemon_of(name) is not None:
-                pids.append(pid)
-    except (psutil.Error, OSError) as exc:
-        notes.missing("processes", f"{proc_root}: {exc}")
+        entries = os.listdir(proc_root)
+    except OSError as exc:
+        notes.missing("processes", f"{proc_root}: {exc.strerror or exc}")
         return None
+    pids = []
+    for entry in entries:
+        if entry.isdigit() and entry.isascii():
+            name = _comm(proc_root, entry)
+            if name is not None and daemon_of(name) is not None:
+                pids.append(int(entry))
     return sorted(pids)
 
 

@@ -46,9 +46,14 @@ def _s(value: Any) -> str | None:
     return value.strip() or None
 
 
+#: Made once: a decoder per call leaves its scanner's attribute-name strings in CPython's type
+#: cache (``agent.safejson._DECODER`` says more); a decoder keeps nothing between documents.
+_DECODER = json.JSONDecoder()
+
+
 def _json_values(text: str, what: str, truncated: bool) -> list[Any]:
     """Every top-level JSON value of ``text``: one array, one object, or objects one after another."""
-    dec = json.JSONDecoder()
+    dec = _DECODER
     out: list[Any] = []
     pos, end = 0, len(text)
     while True:

@@ -36,10 +36,14 @@ from agent.readers.links import (
     with_parents,
     with_stats,
 )
+from agent.readers.optics import read_optics
 from agent.readers.ovs import read_ovs
 from agent.readers.pci import functions_of_links, read_bus_devices, read_pci
+from agent.readers.pcie import read_pcie
 from agent.readers.processes import read_processes
 from agent.readers.rdma import read_rdma
+from agent.readers.scope import excluded, touchable_bdfs, touchable_netdevs
+from agent.readers.thermal import read_thermal
 from agent.readers.udev import RuleProblem, read_rules
 from agent.readers.versions import read_versions
 
@@ -193,7 +197,12 @@ def read_links_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> 
 
 
 def read_devlink_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
-    dl = read_devlink(host, ctx.functions, ctx.rail_bdfs, cfg.devlink_params, cfg.command_timeout_s, notes,
+    # Only rail PFs and the PFs the rules name, less --exclude-devices: another SR-IOV capable mlx5
+    # function (an HGX baseboard's restricted PF) fails its register reads and floods the kernel log.
+    bdfs = touchable_bdfs(ctx.rail_bdfs, ctx.links, cfg.exclude_devices)
+    keep = set(bdfs)
+    functions = [f for f in ctx.functions if f.bdf in keep or f.is_vf]
+    dl = read_devlink(host, functions, bdfs, cfg.devlink_params, cfg.command_timeout_s, notes,
                       links=ctx.links)
     return _part("devlink", notes, fields={"devlink_devs": dl.devs, "eswitch": dl.eswitch, "params": dl.params,
                                            "ports": dl.ports})
@@ -224,8 +233,17 @@ def read_firmware_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) 
     if ctx.devlink_gone is not None:
         notes.missing("firmware", ctx.devlink_gone)
         return _part("firmware", notes, fields={"firmware": ()})
-    return _part("firmware", notes, fields={"firmware": read_firmware(host, rail_pf_handles(ctx),
-                                                                      cfg.command_timeout_s, notes)})
+    # devlink dev info asks each PF's firmware (MCQI): --exclude-devices keeps it off the excluded ones.
+    handles = rail_pf_handles(ctx)
+    if cfg.exclude_devices:
+        keep = set(touchable_bdfs([h[4:] for h in handles if h.startswith("pci/")], ctx.links, cfg.exclude_devices))
+        allowed = [h for h in handles
+                   if (h[4:] in keep if h.startswith("pci/") else not excluded(cfg.exclude_devices, h))]
+        for h in handles:
+            if h not in allowed:
+                notes.missing(f"devlink dev info {h}", "excluded by --exclude-devices")
+        handles = allowed
+    return _part("firmware", notes, fields={"firmware": read_firmware(host, handles, cfg.command_timeout_s, notes)})
 
 
 def read_gpus_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
@@ -245,8 +263,12 @@ def read_counters(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Pa
     targets = list(ctx.rails)
     if cfg.representor_ethtool:
         targets += sorted(lk.ifname for lk in ctx.links if is_representor(lk))
+    allowed = set(touchable_netdevs(targets, ctx.links, cfg.exclude_devices))
     stats, drivers = [], []
     for name in targets:
+        if name not in allowed:
+            notes.missing(f"ethtool -S {name}", "excluded by --exclude-devices")
+            continue
         st, di = read_ethtool(host, [name], cfg.command_timeout_s, notes)
         stats.extend(st)
         drivers.extend(di)
@@ -267,6 +289,24 @@ def read_counters(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Pa
     return _part("counters", notes, fields={"ethtool": tuple(stats), "drivers": tuple(drivers)}, extra=extra)
 
 
+def read_pcie_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """The rail PFs' PCIe link, their upstream ports' and their AER totals (sysfs: no firmware access)."""
+    return _part("pcie", notes, fields={"pcie": read_pcie(host, ctx.rail_bdfs, notes)})
+
+
+def read_thermal_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """The rail PFs' mlx5 hwmon sensors (sysfs)."""
+    return _part("thermal", notes, fields={"thermal": read_thermal(host, ctx.rail_bdfs, notes)})
+
+
+def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """``ethtool -m`` of each rail netdev (a firmware read: rails only, less --exclude-devices)."""
+    allowed = set(touchable_netdevs(ctx.rails, ctx.links, cfg.exclude_devices))
+    for name in ctx.rails:
+        if name not in allowed:
+            notes.missing(f"ethtool -m {name}", "excluded by --exclude-devices")
+    return _part("optics", notes, fields={"optics": read_optics(
+        host, [n for n in ctx.rails if n in allowed], cfg.command_timeout_s, notes)})
 def read_processes_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     """The daemons a rail depends on: start time, CPU, RSS and threads of each of their processes."""
     return _part("processes", notes, fields={"processes": read_processes(host, notes)})
@@ -292,6 +332,14 @@ SOURCES: tuple[Source, ...] = (
     Source("counters", "the rails' incident counters (ethtool statistics, one netdev at a time; carrier losses; "
                        "RDMA loss counters): the flight recorder's resolution",
            (("ethtool",),), 1.0, 0.0, ("ethtool", "drivers"), read_counters, firmware_touching=True),
+    Source("pcie", "the rail PFs' PCIe link speed / width, their upstream ports' and their AER counters (sysfs)",
+           (), 60.0, 5.0, ("pcie",), read_pcie_part),
+    Source("thermal", "the rail PFs' mlx5 hwmon temperature sensors (sysfs)",
+           (), 60.0, 5.0, ("thermal",), read_thermal_part),
+    Source("optics", "the rails' transceivers (ethtool -m, a firmware read: in the counters' thread, after the "
+                     "statistics)",
+           (("ethtool", "-m"),), 60.0, 60.0, ("optics",), read_optics_part, firmware_touching=True,
+           lane="counters"),
     Source("processes", "the processes of the daemons a rail depends on (OVS, the SR-IOV config daemon, the device "
                         "plugins, the NVIDIA driver container): start time, CPU, RSS",
            (), 15.0, 1.0, ("processes",), read_processes_part, optional=True),

@@ -28,9 +28,11 @@ class Metric:
     name: str
     title: str
     unit: str
-    kind: str  # "rate" (per second) | "share" (µs per second -> 0..1) | "count" (per interval)
+    kind: str  # "rate" (per second) | "share" (µs per second -> 0..1) | "count" (per interval) | "ratio"
     #: (direction, counter templates summed); ``{p}`` is the lossless priority
     lines: tuple[tuple[str, tuple[str, ...]], ...]
+    #: "ratio": the counters the lines' increase is divided by (the corrected-bit ratio: per received bit)
+    per: tuple[str, ...] = ()
 
 
 METRICS: tuple[Metric, ...] = (
@@ -41,6 +43,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("discards", "Lossless discards, prio {p}", "packets/s", "rate",
            (("rx", ("rx_prio{p}_discards", "rx_prio{p}_buf_discard", "rx_prio{p}_cong_discard")),)),
     Metric("carrier", "Carrier losses", "losses", "count", (("", ("carrier_down_count",)),)),
+    # rx_bits_phy counts line-rate bits whether or not traffic flows (mlx5 counters.rst): the ratio is
+    # the pre-FEC BER the LinkDegrading check judges, and the symbol errors what FEC could not correct
+    Metric("ber", "Corrected-bit ratio", "pre-FEC", "ratio", (("rx", ("rx_corrected_bits_phy",)),),
+           per=("rx_bits_phy",)),
+    Metric("symbols", "Symbol errors", "uncorrectable", "count", (("rx", ("rx_pcs_symbol_err_phy",)),)),
 )
 
 
@@ -120,7 +127,7 @@ def _value(s: Sample, names: tuple[str, ...]) -> int | None:
 
 
 def _line(samples: tuple[Sample, ...], direction: str, names: tuple[str, ...], kind: str,
-          t0: float) -> Line | None:
+          t0: float, per: tuple[str, ...] = ()) -> Line | None:
     points: list[tuple[float, float | None]] = []
     resets = 0
     seen = False
@@ -137,6 +144,13 @@ def _line(samples: tuple[Sample, ...], direction: str, names: tuple[str, ...], k
         if d < 0:
             resets += 1
             points.append((b.ts - t0, None))
+            continue
+        if kind == "ratio":
+            pa, pb = _value(a, per), _value(b, per)
+            if pa is None or pb is None or pb <= pa:
+                points.append((b.ts - t0, None))  # no bits counted (or a reset): no ratio
+                continue
+            points.append((b.ts - t0, d / (pb - pa)))
             continue
         val = d / dt if kind == "rate" else d / (dt * 1e6) if kind == "share" else float(d)
         points.append((b.ts - t0, val))
@@ -156,7 +170,7 @@ def _series(recorder: Recorder | None, diag: Diagnosis, prio: int, t0: float) ->
         for m in METRICS:
             lines = []
             for direction, templates in m.lines:
-                ln = _line(samples, direction, tuple(t.format(p=prio) for t in templates), m.kind, t0)
+                ln = _line(samples, direction, tuple(t.format(p=prio) for t in templates), m.kind, t0, m.per)
                 if ln is not None:
                     lines.append(ln)
             if lines:

@@ -195,6 +195,8 @@ def _num(v: float) -> str:
 def _axis_label(v: float, metric: Metric) -> str:
     if metric.kind == "share":
         return f"{v * 100:.0f}%"
+    if metric.kind == "ratio":
+        return f"{v:.0e}"
     if v >= 1000:
         return f"{v / 1000:.3g}k"
     return f"{v:.3g}"
@@ -278,12 +280,19 @@ def _peaks(lines: Sequence[Line], metric: Metric) -> str:
     return " · ".join(bits)
 
 
+#: recorder series shown only when some rail has them
+OPTIONAL = frozenset({"ber", "symbols"})
+
+
 def _recorder(rep: Report) -> str:
     if not rep.series:
         return "<p>No flight recorder in this bundle (no <code>recorder.jsonl</code>).</p>"
     span = rep.window_s or 1.0
+    # the PHY series (corrected-bit ratio, symbol errors) get a column only when the recorder has them:
+    # a recorder of an agent that predates them keeps its page
+    metrics = [m for m in METRICS if m.name not in OPTIONAL or any(s.lines(m.name) for s in rep.series)]
     his: dict[str, float] = {}
-    for m in METRICS:
+    for m in metrics:
         peak = max(((ln.peak or 0.0) for s in rep.series for ln in s.lines(m.name)), default=0.0)
         his[m.name] = max(peak, 1.0) if m.kind == "share" else (peak or 1.0)
     ev_by_netdev: dict[str, list[float]] = {}
@@ -291,7 +300,7 @@ def _recorder(rep: Report) -> str:
         for e in rep.events:
             ev_by_netdev.setdefault(e.subject, []).append(e.ts - rep.capture_time)
     head = "".join(f"<th>{esc(rep.title(m))}<small>{esc(m.unit)} · scale 0-{esc(_axis_label(his[m.name], m))}"
-                   f"</small></th>" for m in METRICS)
+                   f"</small></th>" for m in metrics)
     worst: dict[str, str] = {}
     for f in rep.diagnosis.findings:  # sorted worst first: the first one per subject stands
         worst.setdefault(f.subject, f.severity)
@@ -303,7 +312,7 @@ def _recorder(rep: Report) -> str:
         cells = [f'<td><div class="rail">rail {esc(s.label)}{flag}</div><div class="mono muted">{esc(s.netdev)}</div>'
                  f'<div class="muted">{s.samples} sample{"s" if s.samples != 1 else ""}</div></td>']
         events = ev_by_netdev.get(s.netdev, [])
-        for m in METRICS:
+        for m in metrics:
             lines = s.lines(m.name)
             if not lines:
                 why = "one sample: no rate" if s.samples < 2 else "not recorded"

@@ -33,6 +33,8 @@ def fmt_value(v: float | None, metric: Metric) -> str:
         return f"{v * 100:.1f} %"
     if metric.kind == "count":
         return f"{v:.0f}"
+    if metric.kind == "ratio":
+        return f"{v:.1e}"
     if v >= 10_000:
         return f"{v / 1000:.1f}k/s"
     if v >= 100:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from agent.findings import Diagnosis, RailRow, next_step
+from agent.report.degradation import rail_notes
 from agent.report.terminal import cell, safe
 
 __all__ = ["render", "use_colour"]
@@ -97,6 +98,12 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
             for row, r in zip(rows, diag.rails, strict=True):
                 far = r.gpu_link in ("NODE", "SYS")
                 row.append((f"{cell(r.gpu)} {cell(r.gpu_link)}" if r.gpu else "-", "warning" if far else None))
+        degraded = rail_notes(diag)
+        if degraded:
+            headers.append("DEGRADED")
+            for r, row in zip(diag.rails, rows, strict=True):
+                note = degraded.get(r.netdev or "")
+                row.append((safe(note) if note else "-", "down" if note else None))
         out.extend(_table(headers, rows, paint))
     else:
         out.append("")

@@ -32,10 +32,12 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from agent.analysis import pipeline
+from agent.analysis.checks.degradation import PHY_COUNTERS
 from agent.analysis.topology import Topology
 from agent.clients.collector import CollectorClient, RetryPolicy
 from agent.config import AgentSettings, Thresholds
 from agent.detectors import daemon_restarts, engine
+from agent.detectors import degradation as degradation_events
 from agent.detectors.feed import observations_from_snapshot
 from agent.detectors.observations import CountersObs
 from agent.findings import EVENT_CODES, Diagnosis
@@ -48,7 +50,7 @@ from agent.metrics.state import HungSource, MetricsState, SourceStatus
 from agent.model import Event, Snapshot
 from agent.readers import sources as registry
 from agent.readers.common import Notes
-from agent.readers.history import History
+from agent.readers.history import History, Recorder, Sample
 from agent.readers.kernel_table import load_kernel_table
 from agent.service.capture import CaptureFailed, ImageBusy, ImageCapture
 from agent.service.coalesce import CoalescingQueue
@@ -96,6 +98,7 @@ class Agent:
         self.thresholds = Thresholds(lossless_prio=settings.expectations.lossless_prio,
                                      **dict(settings.thresholds))
         self.events = EventLog(settings.event_history)
+        self._degradation = degradation_events.initial()
         self.recorder: FlightRecorder | None = None
         if settings.recorder_window_s > 0:
             self.recorder = FlightRecorder(incident_counters(settings.expectations.lossless_prio) + registry.TRAFFIC,
@@ -318,7 +321,17 @@ class Agent:
         # The window ends now, not at the newest event: an old event must age out even when no newer
         # one arrives (and an event newer than the last sample still counts).
         return pipeline.run(snap, self.settings.expectations, self._kernel_table,
-                            history=History(events=events), capture_time=self.clock())
+                            history=History(events=events, recorder=self._phy_rates()), capture_time=self.clock())
+
+    def _phy_rates(self) -> Recorder | None:
+        """The flight recorder's first and last PHY sample of each rail within ``--ber-window``: the two
+        samples LinkDegrading, the rising OpticsOutOfRange and PcieErrors are judged between live. Only
+        the PHY counters: the other recorder checks stay with their detectors."""
+        if self.recorder is None:
+            return None
+        edges = self.recorder.edges(self.settings.expectations.ber_window_s, PHY_COUNTERS)
+        return Recorder(tuple((nd, tuple(Sample(ts, tuple(sorted(c.items()))) for ts, c in rows))
+                              for nd, rows in sorted(edges.items())))
 
     def _apply_analysis(self, out: pipeline.Outcome) -> None:
         snap, topo = out.snapshot, out.topology
@@ -326,6 +339,9 @@ class Agent:
         self.diagnosis = out.diagnosis
         self.links.on_topology(topo)
         now = self.clock()
+        self._degradation, rate_events = degradation_events.step(self._degradation, out.diagnosis.findings, now)
+        for ev in rate_events:
+            self._emit(ev)
         counters_live = "counters" in self._parts
         obs = [self.links.newest_downs(o) for o in observations_from_snapshot(snap, topo)
                if not (counters_live and isinstance(o, CountersObs))]

@@ -24,6 +24,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+from agent.analysis.checks.degradation import PHY_COUNTERS
+
 __all__ = ["FlightRecorder", "incident_counters"]
 
 #: Stands for "no such counter on this netdev" in a row: a real u64 counter never reaches it.
@@ -52,6 +54,8 @@ def incident_counters(lossless_prio: int = 3) -> tuple[str, ...]:
         # RDMA loss on the uplink port (hw_counters) and DCQCN
         "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
         "np_cnp_sent", "rp_cnp_handled",
+        # link quality, lanes, module and PCIe signal events (LinkDegrading, OpticsOutOfRange, PcieErrors)
+        *PHY_COUNTERS,
     )
 
 
@@ -148,6 +152,24 @@ class FlightRecorder:
                 continue
             counters = {names[i]: v for i, v in enumerate(row) if v != _ABSENT}
             yield json.dumps({"ts": _ts(ts), "netdev": netdev, "counters": counters}, separators=(",", ":"))
+
+    def edges(self, window_s: float, keys: tuple[str, ...]) -> dict[str, list[tuple[float, dict[str, int]]]]:
+        """Per netdev, its first and last sample within ``window_s`` before its newest, ``keys`` only:
+        the two samples a rate over a window needs (``--ber-window``), without copying the ring."""
+        idx = [(i, name) for i, name in enumerate(self.counters) if name in keys]
+        out: dict[str, list[tuple[float, dict[str, int]]]] = {}
+        with self._lock:
+            for netdev, s in self._series.items():
+                rows = s.rows
+                if len(rows) < 2:
+                    continue
+                end = rows[-1][0]
+                first = next(r for r in rows if r[0] >= end - window_s)
+                if first is rows[-1]:
+                    continue
+                out[netdev] = [(ts, {name: row[i] for i, name in idx if row[i] != _ABSENT})
+                               for ts, row in (first, rows[-1])]
+        return out
 
     def to_jsonl(self, since: float | None = None) -> str:
         return "".join(line + "\n" for line in self.lines(since))

@@ -733,6 +733,192 @@ def set_health(img: Image, changes: dict[tuple[str, str], dict], extra: dict[str
     img.set_jcmd(HEALTH_ARGV, {"health": doc})
 
 
+
+# -- degradation: PHY counters, optics, PCIe, NIC temperature ---------------------------------------
+
+OPTICS = HERE.parent / "fixtures" / "public" / "optics"
+PF0_DIR = "/sys/bus/pci/devices/0000:0c:00.0"
+PF1_DIR = "/sys/bus/pci/devices/0000:8d:00.0"
+#: 400 Gb/s of line-rate bits a second (``rx_bits_phy`` counts them whether or not traffic flows)
+LINE_BITS = 400_000_000_000
+
+
+def _module(name: str) -> str:
+    """A public ``ethtool -m`` sample without its provenance header (the README names it)."""
+    return "".join(ln + "\n" for ln in (OPTICS / name).read_text().splitlines() if not ln.startswith("#"))
+
+
+def set_optics(img: Image, netdev: str, text: str) -> None:
+    img.set_cmd(["ethtool", "-m", netdev], text)
+
+
+def healthy_optics(img: Image) -> None:
+    for nd in ("net_rail0", "net_rail1"):
+        set_optics(img, nd, _module("ethtool-m-qsfp28-finisar-cwdm4.txt"))
+
+
+def pcie_files(img: Image, pf: str, speed: str = "32.0 GT/s PCIe", width: int = 16,
+               max_speed: str = "32.0 GT/s PCIe", max_width: int = 16, up_speed: str = "32.0 GT/s PCIe",
+               up_width: int = 16, aer: dict[str, int] | None = None) -> None:
+    img.write(f"{pf}/current_link_speed", speed + "\n")
+    img.write(f"{pf}/current_link_width", f"{width}\n")
+    img.write(f"{pf}/max_link_speed", max_speed + "\n")
+    img.write(f"{pf}/max_link_width", f"{max_width}\n")
+    up = img.resolve(pf).rsplit("/", 1)[0][len("fs"):]
+    img.write(f"{up}/max_link_speed", up_speed + "\n")
+    img.write(f"{up}/max_link_width", f"{up_width}\n")
+    counts = {"TOTAL_ERR_COR": 0, "TOTAL_ERR_NONFATAL": 0, "TOTAL_ERR_FATAL": 0, **(aer or {})}
+    img.write(f"{pf}/aer_dev_correctable", "RxErr 0\nBadTLP 0\nBadDLLP 0\nRollover 0\nTimeout 0\nNonFatalErr 0\n"
+              f"CorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR {counts['TOTAL_ERR_COR']}\n")
+    img.write(f"{pf}/aer_dev_nonfatal", "Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO 0\nCmpltAbrt 0\n"
+              f"UnxCmplt 0\nRxOF 0\nMalfTLP 0\nECRC 0\nUnsupReq 0\nACSViol 0\nUncorrIntErr 0\nBlockedTLP 0\n"
+              f"AtomicOpBlocked 0\nTLPBlockedErr 0\nPoisonTLPBlocked 0\nTOTAL_ERR_NONFATAL {counts['TOTAL_ERR_NONFATAL']}\n")
+    img.write(f"{pf}/aer_dev_fatal", "Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO 0\nCmpltAbrt 0\n"
+              f"UnxCmplt 0\nRxOF 0\nMalfTLP 0\nECRC 0\nUnsupReq 0\nACSViol 0\nUncorrIntErr 0\nBlockedTLP 0\n"
+              f"AtomicOpBlocked 0\nTLPBlockedErr 0\nPoisonTLPBlocked 0\nTOTAL_ERR_FATAL {counts['TOTAL_ERR_FATAL']}\n")
+
+
+def hwmon(img: Image, pf: str, asic_c: float, crit_c: float = 105.0, module_c: float | None = 45.0) -> None:
+    base = f"{pf}/hwmon/hwmon3"
+    img.write(f"{base}/name", "mlx5\n")
+    img.write(f"{base}/temp1_label", "asic\n")
+    img.write(f"{base}/temp1_input", f"{int(asic_c * 1000)}\n")
+    img.write(f"{base}/temp1_crit", f"{int(crit_c * 1000)}\n")
+    img.write(f"{base}/temp1_highest", f"{int(max(asic_c, 60.0) * 1000)}\n")
+    if module_c is not None:
+        img.write(f"{base}/temp2_label", "Module0\n")
+        img.write(f"{base}/temp2_input", f"{int(module_c * 1000)}\n")
+        img.write(f"{base}/temp2_crit", "75000\n")
+
+
+def degradation_healthy(img: Image) -> None:
+    """Every new source read and healthy: optics in range, PCIe Gen5 x16 both ends, cool ASICs."""
+    healthy_optics(img)
+    for pf in (PF0_DIR, PF1_DIR):
+        pcie_files(img, pf)
+        hwmon(img, pf, 62.0)
+    for nd in ("net_rail0", "net_rail1"):
+        set_counters(img, nd, rx_bits_phy=LINE_BITS * 86_400)
+
+
+def phy_recorder(img: Image, seconds: int, grow: Callable[[str, int], dict[str, int]]) -> None:
+    """A recorder of the PHY counters, one line per rail per second; the last equals ``ethtool -S``."""
+    keys = ("rx_bits_phy", "rx_corrected_bits_phy", "rx_pcs_symbol_err_phy", "rx_err_lane_0_phy",
+            "rx_err_lane_1_phy", "rx_err_lane_2_phy", "rx_err_lane_3_phy", "carrier_down_count")
+    rows = []
+    for i in range(seconds - 1, -1, -1):
+        for nd in ("net_rail0", "net_rail1"):
+            now = counters(img, nd)
+            c = {k: now[k] for k in keys if k in now}
+            c["rx_bits_phy"] = now["rx_bits_phy"] - LINE_BITS * i
+            for k, less in grow(nd, i).items():
+                c[k] = c.get(k, 0) - less
+            rows.append({"ts": ENDED_AT - i, "netdev": nd, "counters": c})
+    set_recorder(img, rows)
+
+
+def ber_recorder(img: Image) -> None:
+    degradation_healthy(img)
+    now = counters(img, "net_rail1")
+    # the last 300 s: a corrected-bit ratio of 5e-4 on net_rail1, 90 % of it on lane 2 (one bad fibre)
+    per_s = LINE_BITS * 5 // 10_000
+    set_counters(img, "net_rail1", rx_corrected_bits_phy=now["rx_corrected_bits_phy"] + per_s * 300,
+                 rx_err_lane_2_phy=now["rx_err_lane_2_phy"] + per_s * 300 * 9 // 10)
+
+    def grow(nd: str, before: int) -> dict[str, int]:
+        if nd != "net_rail1":
+            return {}
+        return {"rx_corrected_bits_phy": per_s * before, "rx_err_lane_2_phy": per_s * before * 9 // 10}
+
+    phy_recorder(img, 300, grow)
+
+
+def symbol_recorder(img: Image) -> None:
+    degradation_healthy(img)
+    set_counters(img, "net_rail0", rx_pcs_symbol_err_phy=42)
+
+    def grow(nd: str, before: int) -> dict[str, int]:
+        return {"rx_pcs_symbol_err_phy": 40 if before > 20 else 0} if nd == "net_rail0" else {}
+
+    phy_recorder(img, 120, grow)
+
+
+def idle_link(img: Image) -> None:
+    """Too few bits to judge: the link came up 2 s before the capture (rx_bits_phy +8e11 < 1e12)."""
+    degradation_healthy(img)
+    set_counters(img, "net_rail0", rx_bits_phy=LINE_BITS * 2, rx_corrected_bits_phy=800_000_000,
+                 rx_err_lane_0_phy=200_000_000, rx_err_lane_1_phy=200_000_000, rx_err_lane_2_phy=200_000_000,
+                 rx_err_lane_3_phy=200_000_000)
+    rows = []
+    for i in (2, 1, 0):
+        c = {"rx_bits_phy": LINE_BITS * (2 - i), "rx_corrected_bits_phy": 400_000_000 * (2 - i),
+             "rx_pcs_symbol_err_phy": 0}
+        rows.append({"ts": ENDED_AT - i, "netdev": "net_rail0", "counters": c})
+    set_recorder(img, rows)
+
+
+def optics_warning(img: Image) -> None:
+    degradation_healthy(img)
+    text = _module("ethtool-m-qsfp28-finisar-cwdm4.txt").replace(
+        "Rcvr signal avg optical power(Channel 3)  : 0.9101 mW / -0.41 dBm",
+        "Rcvr signal avg optical power(Channel 3)  : 0.0501 mW / -13.00 dBm")
+    set_optics(img, "net_rail1", text)
+
+
+def optics_alarm(img: Image) -> None:
+    degradation_healthy(img)
+    set_optics(img, "net_rail0", _module("ethtool-m-qsfp28-finisar-cwdm4-laser-off.txt"))
+
+
+def optics_no_thresholds(img: Image) -> None:
+    degradation_healthy(img)
+    text = _module("ethtool-m-qsfp-dd-cmis-no-thresholds.txt").replace(
+        "Rcvr signal avg optical power (Channel 5) : 1.1751 mW / 0.70 dBm",
+        "Rcvr signal avg optical power (Channel 5) : 0.0001 mW / -40.00 dBm")
+    set_optics(img, "net_rail1", text)
+
+
+def nic_hot(img: Image) -> None:
+    degradation_healthy(img)
+    hwmon(img, PF1_DIR, 107.0)
+
+
+def pcie_x8(img: Image) -> None:
+    degradation_healthy(img)
+    pcie_files(img, PF0_DIR, width=8)
+
+
+def pcie_slower_slot(img: Image) -> None:
+    degradation_healthy(img)
+    pcie_files(img, PF1_DIR, speed="16.0 GT/s PCIe", up_speed="16.0 GT/s PCIe")
+
+
+def pcie_fatal(img: Image) -> None:
+    degradation_healthy(img)
+    pcie_files(img, PF1_DIR, aer={"TOTAL_ERR_NONFATAL": 2, "TOTAL_ERR_FATAL": 1})
+
+
+def pcie_correctable(img: Image) -> None:
+    degradation_healthy(img)
+    pcie_files(img, PF0_DIR, aer={"TOTAL_ERR_COR": 311})
+
+
+def no_hwmon(img: Image) -> None:
+    """Every degradation source but thermal: the kernel (before 6.5) registers no mlx5 hwmon device."""
+    degradation_healthy(img)
+    for name in [n for n in img.files if "/hwmon/" in n]:
+        del img.files[name]
+
+
+def management_mlx5(img: Image) -> None:
+    """The management NIC is an SR-IOV capable mlx5 function devlink lists, named by no rule."""
+    degradation_healthy(img)
+    doc = img.jcmd(["devlink", "-j", "dev", "show"])
+    for bdf in ("0000:a1:00.0", "0000:a1:00.1"):
+        doc["dev"][f"pci/{bdf}"] = {}
+        img.write(f"/sys/bus/pci/devices/{bdf}/vendor", "0x15b3\n")
+    img.set_jcmd(["devlink", "-j", "dev", "show"], doc)
+
 # -- readiness: firmware, GPUs and GPUDirect, MTU, driver kind, naming conflicts --------------
 
 DEV_INFO = ["devlink", "-j", "dev", "info"]
@@ -870,6 +1056,9 @@ HGX_ORIGIN = ("Hand-made in the shape of an HGX H100 node: one ConnectX-7 rail p
 
 
 NET_RULES_PATH = "/etc/udev/rules.d/10-nic-net-interface-naming.rules"
+OPTICS_ORIGIN = ("The `ethtool -m` text is a real module's, from `tests/fixtures/public/optics/` (see its SOURCES.md: "
+                 "github.com/robinchrist/100G-CWDM4-docs for the QSFP28 dumps, Ido Schimmel's ethtool CMIS patch mail "
+                 "for the QSFP-DD lines); the edits are named below.")
 
 
 @dataclass(frozen=True)
@@ -1046,6 +1235,57 @@ IMAGES: tuple[Spec, ...] = (
          "`auxiliary/mlx5_core.eth.2` (a VF's, not a rail PF's), and a port reporter of a rail PF without a "
          "state. Every rail PF reporter is healthy."),
 
+    Spec("degradation-sources-healthy", "2rail", (degradation_healthy,), (),
+         "Every degradation source read and in range: `ethtool -m` of both rails answers with a real QSFP28 dump "
+         "(in range of its own thresholds), both PFs and their upstream ports read PCIe Gen5 x16 with zero AER "
+         "totals, the mlx5 hwmon ASIC sensor reads 62 °C of a 105 °C crit.",
+         origin=OPTICS_ORIGIN),
+    Spec("link-degrading-counters", "2rail",
+         (degradation_healthy, lambda i: set_counters(i, "net_rail0", rx_pcs_symbol_err_phy=17)),
+         (("LinkDegrading", "info", "net_rail0"),),
+         "`rx_pcs_symbol_err_phy` 17 on `net_rail0`, cumulative and no recorder: info with the count."),
+    Spec("link-degrading-ber-recorder", "2rail", (ber_recorder,), (("LinkDegrading", "warning", "net_rail1"),),
+         "A 300 s `recorder.jsonl` of the PHY counters: `net_rail1` corrected 5e-4 of its 1.2e14 received bits "
+         "(above the 2.4e-4 default), 90 % of the errors on lane 2; no uncorrectable symbol error."),
+    Spec("link-degrading-symbol-recorder", "2rail", (symbol_recorder,), (("LinkDegrading", "critical", "net_rail0"),),
+         "A 120 s `recorder.jsonl`: `rx_pcs_symbol_err_phy` of `net_rail0` rose by 40 twenty seconds before the "
+         "capture (errors FEC could not correct)."),
+    Spec("link-idle-too-few-bits", "2rail", (idle_link,), (),
+         "Trap: `net_rail0` came up 2 s before the capture; its recorder lines show a corrected-bit ratio of 1e-3 "
+         "over 8e11 bits, below the 1e12 bits a ratio is judged over: no finding."),
+    Spec("optics-out-of-range-warning", "2rail", (optics_warning,), (("OpticsOutOfRange", "warning", "net_rail1"),),
+         "The module of `net_rail1` reads 0.0501 mW on RX lane 3, below its own low warning threshold (0.0631 mW) "
+         "and above its low alarm (0.0251 mW).", origin=OPTICS_ORIGIN),
+    Spec("optics-out-of-range-alarm", "2rail", (optics_alarm,), (("OpticsOutOfRange", "critical", "net_rail0"),),
+         "The module of `net_rail0` is the real dump of a ConnectX-4 holding a foreign-OUI module's laser off: "
+         "bias 0 mA and TX / RX power 0.0001 mW on every lane, below the module's low alarm thresholds.",
+         origin=OPTICS_ORIGIN),
+    Spec("optics-module-without-thresholds", "2rail", (optics_no_thresholds,), (),
+         "Trap: `net_rail1`'s QSFP-DD (CMIS) module prints no thresholds; one of its RX lanes reads 0.0001 mW. "
+         "Thresholds are the module's own, never ours: not judged.", origin=OPTICS_ORIGIN),
+    Spec("nic-temperature-high", "2rail", (nic_hot,), (("NicTemperatureHigh", "warning", "pci/0000:8d:00.0"),),
+         "The mlx5 hwmon `asic` sensor of `0000:8d:00.0` reads 107 °C, above its own `temp1_crit` 105 °C "
+         "(sensor layout of drivers/net/ethernet/mellanox/mlx5/core/hwmon.c, Linux 6.5+)."),
+    Spec("pcie-link-degraded", "2rail", (pcie_x8,), (("PcieLinkDegraded", "warning", "pci/0000:0c:00.0"),),
+         "`0000:0c:00.0` trained at Gen5 x8 while it and its upstream port `0000:0b:01.0` are x16 capable."),
+    Spec("pcie-slower-slot", "2rail", (pcie_slower_slot,), (),
+         "Trap: `0000:8d:00.0` runs at 16 GT/s, its own max is 32 GT/s, but its upstream port `0000:8c:01.0` can "
+         "give only 16 GT/s: a NIC in a slower slot is evidence, not a finding."),
+    Spec("pcie-errors-aer", "2rail", (pcie_fatal,), (("PcieErrors", "warning", "pci/0000:8d:00.0"),),
+         "`aer_dev_fatal` of `0000:8d:00.0` says TOTAL_ERR_FATAL 1 and `aer_dev_nonfatal` TOTAL_ERR_NONFATAL 2 "
+         "(file layout of drivers/pci/pcie/aer.c)."),
+    Spec("pcie-errors-correctable", "2rail", (pcie_correctable,), (("PcieErrors", "info", "pci/0000:0c:00.0"),),
+         "`aer_dev_correctable` of `0000:0c:00.0` says TOTAL_ERR_COR 311: cumulative, info."),
+    Spec("thermal-kernel-without-hwmon", "2rail", (no_hwmon,), (),
+         "Trap: as degradation-sources-healthy but the kernel registers no mlx5 hwmon device (before Linux 6.5): "
+         "no NicTemperatureHigh, and `unavailable` says why.",
+         unavailable=(("thermal", "no mlx5 hwmon sensors on 0000:0c:00.0, 0000:8d:00.0 (kernel before 6.5, or not "
+                                  "mlx5)"),)),
+    Spec("management-mlx5-outside-rails", "2rail", (management_mlx5,), (),
+         "Trap: the management NIC (`0000:a1:00.0` / `.1`, `ens7f0np0` / `ens7f1np1`) is an SR-IOV capable mlx5 "
+         "function that devlink lists and no rule names (as an HGX baseboard's restricted PF): it is no rail, "
+         "and no firmware-touching read reaches it (no `ethtool -S` / `-m`, no devlink eswitch / param command for "
+         "it is in this image: replay would say `not recorded` if a reader asked)."),
     Spec("firmware-pending-activation", "2rail", (firmware_pending,),
          (("FirmwarePendingActivation", "info", "pci/0000:0c:00.0"),),
          "`devlink -j dev info` of both rail PFs recorded: `pci/0000:0c:00.0` runs 28.42.1000 with 28.43.1014 "

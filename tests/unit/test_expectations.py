@@ -110,3 +110,34 @@ def test_a_tampered_value_is_named_and_the_image_still_judged(tmp_path: Path,
     assert "\x1b[2J" not in out
     assert "manifest.json: expectations: rails:" in out
     assert "EswitchModeUnexpected" in out
+
+
+def test_the_ber_expectations_are_recorded_and_read_back_checked() -> None:
+    exp = Expectations(ber_warning=1e-3, ber_window_s=60.0)
+    doc = expectations_to_json(exp)
+    assert (doc["ber_warning"], doc["ber_window"]) == (1e-3, 60.0)
+    got, problems = expectations_from_json(json.loads(json.dumps(doc)))
+    assert problems == () and Expectations(**got) == exp
+    # as --ber-warning / --ber-window take them: a ratio in (0, 1), a positive window
+    for key, value in (("ber_warning", 1), ("ber_warning", 0), ("ber_warning", True), ("ber_warning", "1e-3"),
+                       ("ber_window", 0), ("ber_window", -5)):
+        got, problems = expectations_from_json({key: value, "rails": 2})
+        assert len(problems) == 1 and key in problems[0] and got == {"rails": 2}
+    assert expectations_from_json({"ber_warning": None, "ber_window": None}) == ({}, ())
+
+
+def test_doctor_from_judges_the_phy_counters_with_the_recorded_ber_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    img = tmp_path / "img"
+    shutil.copytree(IMAGES / "link-degrading-ber-recorder", img, symlinks=True)
+    man = json.loads((img / "manifest.json").read_text())
+    man["expectations"] = {"ber_warning": 1e-3}  # the node was judged with a looser threshold than the default
+    (img / "manifest.json").write_text(json.dumps(man))
+    code = main(["doctor", "--from", str(img), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and not [f for f in doc["findings"] if f["code"] == "LinkDegrading"]
+    assert doc["expectations"]["ber_warning"] == {"value": 1e-3, "from": "bundle"}
+    code = main(["doctor", "--from", str(img), "--ber-warning", "2.4e-4"])
+    out = capsys.readouterr().out
+    assert code == 1 and "LinkDegrading" in out
+    assert "ber_warning=0.00024 (--ber-warning; the bundle had 0.001)" in out

@@ -100,11 +100,15 @@ def test_rules_and_unavailable(snap: Snapshot) -> None:
         ("rdma", "0000:0c:00.0", "rdma_rail0"), ("rdma", "0000:8d:00.0", "rdma_rail1")}
     assert snap.ovs is None
     # The example image predates the health and firmware sources: not recorded, and said so.
+    # ... nor the degradation sources: no hwmon (a kernel before 6.5), no ethtool -m recorded.
     assert list(snap.unavailable) == [
         ("ovs", "no OVS db socket at /var/run/openvswitch/db.sock"),
         ("devlink health", "devlink -j health show: not recorded in this image"),
         ("firmware", "devlink -j dev info pci/0000:0c:00.0: not recorded in this image"),
-        ("firmware", "devlink -j dev info pci/0000:8d:00.0: not recorded in this image")]
+        ("firmware", "devlink -j dev info pci/0000:8d:00.0: not recorded in this image"),
+        ("thermal", "no mlx5 hwmon sensors on 0000:0c:00.0, 0000:8d:00.0 (kernel before 6.5, or not mlx5)"),
+        ("ethtool -m net_rail0", "ethtool -m net_rail0: not recorded in this image"),
+        ("ethtool -m net_rail1", "ethtool -m net_rail1: not recorded in this image")]
     assert snap.busy == ()
 
 
@@ -145,7 +149,8 @@ def test_big_switchdev_node_reads_rails_only(tmp_path: Path) -> None:
     # ethtool on the two rails only, never on the 40 representors; one devlink call per PF and param
     ethtool = sorted(a for a in host.argvs if a[0] == "ethtool")
     assert ethtool == [("ethtool", "-S", "net_rail0"), ("ethtool", "-S", "net_rail1"),
-                       ("ethtool", "-i", "net_rail0"), ("ethtool", "-i", "net_rail1")]
+                       ("ethtool", "-i", "net_rail0"), ("ethtool", "-i", "net_rail1"),
+                       ("ethtool", "-m", "net_rail0"), ("ethtool", "-m", "net_rail1")]
     # dev show, port show, health show (node-wide), and per PF eswitch + two params + dev info (firmware)
     assert len([a for a in host.argvs if a[0] == "devlink"]) == 3 + 2 * 4
     # sysfs of RDMA ports: port 1 (the uplink's) only, of 21 per device
@@ -155,7 +160,7 @@ def test_big_switchdev_node_reads_rails_only(tmp_path: Path) -> None:
     # the gpus source, which knows them for the NICs' VFs)
     pci_dirs = {p.split("/")[5] for p in host.paths if p.startswith("/sys/bus/pci/devices/")}
     assert pci_dirs == {"0000:10:00.0", "0000:11:00.0"}
-    assert [s for s, _ in snap.unavailable] == ["ovs", "devlink health", "firmware", "firmware"]
+    assert [s for s, _ in snap.unavailable][:4] == ["ovs", "devlink health", "firmware", "firmware"]
     counters = {d.name: d.counters for d in snap.rdma_devices}
     assert counters["rdma_rail0"] == ((1, "out_of_buffer", 1),)
 
@@ -175,15 +180,16 @@ def test_every_command_run_is_in_the_example_image(example_image: Path) -> None:
     snap = take_snapshot(host, ReadConfig())
     cmd_dir = example_image / "cmd"
     missing = [a for a in host.argvs if not (cmd_dir / f"{slug(list(a))}.stdout").exists()]
-    # ovs-vsctl: skipped at capture (no OVS db socket); devlink health show and dev info: the shared image
-    # predates them
-    assert [a[0] for a in missing] == ["ovs-vsctl", "devlink", "devlink", "devlink"]
+    # ovs-vsctl: skipped at capture (no OVS db socket); devlink health show, dev info and ethtool -m: the
+    # shared image predates them
+    assert [a[0] for a in missing] == ["ovs-vsctl", "devlink", "devlink", "devlink", "ethtool", "ethtool"]
     assert missing[1:] == [("devlink", "-j", "health", "show"), ("devlink", "-j", "dev", "info", "pci/0000:0c:00.0"),
-                           ("devlink", "-j", "dev", "info", "pci/0000:8d:00.0")]
-    assert snap.unavailable == (("ovs", "no OVS db socket at /var/run/openvswitch/db.sock"),
-                                ("devlink health", "devlink -j health show: not recorded in this image"),
-                                ("firmware", "devlink -j dev info pci/0000:0c:00.0: not recorded in this image"),
-                                ("firmware", "devlink -j dev info pci/0000:8d:00.0: not recorded in this image"))
+                           ("devlink", "-j", "dev", "info", "pci/0000:8d:00.0"), ("ethtool", "-m", "net_rail0"),
+                           ("ethtool", "-m", "net_rail1")]
+    assert snap.unavailable[:4] == (("ovs", "no OVS db socket at /var/run/openvswitch/db.sock"),
+                                    ("devlink health", "devlink -j health show: not recorded in this image"),
+                                    ("firmware", "devlink -j dev info pci/0000:0c:00.0: not recorded in this image"),
+                                    ("firmware", "devlink -j dev info pci/0000:8d:00.0: not recorded in this image"))
 
 
 def test_representor_ethtool_is_opt_in(example_image: Path) -> None:

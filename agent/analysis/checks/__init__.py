@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.analysis.checks import (
+    degradation,
     eswitch,
     health,
     pfc,
@@ -37,6 +38,7 @@ SNAPSHOT_CHECKS = {
     "representors": representors.check,
     "pfc": pfc.check,
     "health": health.check,
+    "degradation": degradation.check,
     "readiness": readiness.check,
 }
 
@@ -60,4 +62,5 @@ def run_checks(snap: Snapshot, topo: Topology, exp: Expectations, *, kernel_tabl
         out.extend(fn(snap, topo, exp))
     out.extend(versions.check(snap, topo, exp, kernel_table))
     out.extend(timeline.check(snap, topo, exp, events=events, recorder=recorder, capture_time=capture_time))
+    out.extend(degradation.recorder_check(topo, exp, recorder))
     return merge(readiness.replaced(out, snap, exp))

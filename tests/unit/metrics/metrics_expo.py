@@ -62,6 +62,7 @@ def full_state() -> MetricsState:
     stats = (("rx_bytes", 1), ("tx_bytes", 2), ("rx_packets", 3), ("tx_packets", 4))
     links = tuple(dataclasses.replace(lk, stats64=stats) if lk.ifname == "net_rail0_1" else lk for lk in snap.links)
     snap = dataclasses.replace(snap, ethtool=ethtool, links=links, processes=DAEMON_PROCESSES)
+    snap = with_degradation(snap)
     diag = Diagnosis("n", "k", (), (Finding("RailMissing", "critical", "net_rail3", ""),))
     return state_for(snap, diagnosis=diag, sources=(SourceStatus("links", True, 0.1),),
                      hung=(HungSource("counters", "net_rail0"),), event_codes=("LinkFlapping",),
@@ -72,3 +73,23 @@ def full_state() -> MetricsState:
 
 #: an ovs-vswitchd of the processes source (railscope_daemon_*)
 DAEMON_PROCESSES = (DaemonProcess("ovs-vswitchd", "ovs-vswitchd", 4242, 1, "S", 1_700_000_000.0, 19.0, 1 << 24, 13),)
+
+
+def with_degradation(snap: Snapshot) -> Snapshot:
+    """``snap`` with the degradation sources read on rail 0: PHY counters, PCIe, a QSFP28 module
+    (a real ``ethtool -m`` sample), an mlx5 hwmon sensor."""
+    from agent.model import NicSensor, PcieLink
+    from agent.readers.optics import parse_ethtool_m
+
+    rail0 = snap.link("net_rail0")
+    assert rail0 is not None and rail0.parent_dev
+    bdf = rail0.parent_dev
+    phy = (("rx_bits_phy", 10**15), ("rx_corrected_bits_phy", 10**8), ("rx_pcs_symbol_err_phy", 0),
+           ("rx_err_lane_0_phy", 25_000_000), ("rx_err_lane_1_phy", 25_000_000))
+    ethtool = tuple(dataclasses.replace(st, counters=st.counters + phy) if st.netdev == "net_rail0" else st
+                    for st in snap.ethtool)
+    text = (IMAGES.parent / "fixtures" / "public" / "optics" / "ethtool-m-qsfp28-finisar-cwdm4.txt").read_text()
+    return dataclasses.replace(
+        snap, ethtool=ethtool, optics=(parse_ethtool_m(text, "net_rail0"),),
+        pcie=(PcieLink(bdf, 32.0, 32.0, 16, 16, "0000:00:01.0", 32.0, 16, 0, 0, 0),),
+        thermal=(NicSensor(bdf, "asic", 62.0, 105.0, 70.0),))

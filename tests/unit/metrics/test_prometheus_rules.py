@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 import yaml
-from metrics_expo import DAEMON_PROCESSES, ROOT, have, names, state_for
+from metrics_expo import DAEMON_PROCESSES, ROOT, have, names, state_for, with_degradation
 from metrics_synth import synthetic_snapshot
 
 from agent.findings import Diagnosis, Finding
@@ -43,7 +43,7 @@ def test_promtool_rule_unit_tests(suite) -> None:
 
 
 def test_rules_use_only_series_the_agent_exports() -> None:
-    snap = synthetic_snapshot(1, 2)
+    snap = with_degradation(synthetic_snapshot(1, 2))
     snap = dataclasses.replace(snap, processes=DAEMON_PROCESSES)
     st = state_for(snap, diagnosis=Diagnosis("n", "k", (), (Finding("RailMissing", "critical", "net_rail3", ""),)),
                    sources=(SourceStatus("links", True),), hung=(HungSource("ethtool", "net_rail0"),),

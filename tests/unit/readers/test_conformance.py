@@ -12,14 +12,14 @@ import pytest
 import agent.readers
 
 #: modules of the package that are not a reader of the node: shared helpers, the snapshot runner, the
-#: history parser, the registry, the agent's own kernel table
-NOT_SOURCES = {"common", "snapshot", "history", "sources", "kernel_table"}
+#: history parser, the registry, the agent's own kernel table, the firmware scope
+NOT_SOURCES = {"common", "snapshot", "history", "sources", "kernel_table", "scope"}
 READERS = sorted(m.name for m in pkgutil.iter_modules(agent.readers.__path__) if m.name not in NOT_SOURCES)
 
 
 def test_every_source_has_a_reader() -> None:
-    assert READERS == ["devlink", "ethtool", "firmware", "gpus", "health", "links", "ovs", "pci", "processes", "rdma",
-                       "udev", "versions"]
+    assert READERS == ["devlink", "ethtool", "firmware", "gpus", "health", "links", "optics", "ovs", "pci", "pcie",
+                       "processes", "rdma", "thermal", "udev", "versions"]
 
 
 @pytest.mark.parametrize("name", READERS)

@@ -208,7 +208,7 @@ def test_representor_port_names(name: str | None, rep: bool) -> None:
     assert is_representor(Link(ifindex=1, ifname="x", phys_port_name=name)) is rep
 
 
-def test_rail_netdevs_are_ruled_named_or_mellanox_uplinks_never_representors_or_vfs() -> None:
+def test_rail_netdevs_are_ruled_named_or_mellanox_uplinks_without_rules_never_representors_or_vfs() -> None:
     fns = {"0000:0c:00.0": PciFunction("0000:0c:00.0", vendor="0x15b3"),
            "0000:0c:00.1": PciFunction("0000:0c:00.1", physfn="0000:0c:00.0"),
            "0000:0d:00.0": PciFunction("0000:0d:00.0", vendor="0x8086"),
@@ -224,7 +224,10 @@ def test_rail_netdevs_are_ruled_named_or_mellanox_uplinks_never_representors_or_
     pci_of = {"renamed_badly": "0000:0c:00.0", "net_rail0_0": "0000:0c:00.0", "vf_on_ruled": "0000:0c:00.1",
               "mgmt0": "0000:0d:00.0", "uplink_unknown_vendor": "0000:0e:00.0", "uplink_no_function": "0000:0f:00.0"}
     rules = [RailRule("0000:0c:00.0", "net_rail0", "net", "/f", 1), RailRule("0000:0c:00.1", "x", "rdma", "/f", 2)]
-    assert rail_netdevs(links, pci_of, fns, rules, ("net_rail%rail_id%",)) == [
+    # where rules exist, an uplink no rule names is not read (its statistics are a firmware read)
+    assert rail_netdevs(links, pci_of, fns, rules, ("net_rail%rail_id%",)) == ["net_rail7", "renamed_badly"]
+    # without rules, the Mellanox uplinks (or of no known vendor) are the rails
+    assert rail_netdevs(links, pci_of, fns, [], ("net_rail%rail_id%",)) == [
         "net_rail7", "renamed_badly", "uplink_no_function", "uplink_unknown_vendor"]
 
 

@@ -103,6 +103,41 @@ def test_the_daemons_are_read_live_with_start_time_cpu_and_rss(spawn: Spawner) -
     assert all(daemon_of(p.name) == p.daemon for p in got)
 
 
+def test_a_daemon_whose_binary_name_is_longer_than_15_characters_is_found(spawn: Spawner) -> None:
+    """The config daemon's binary is ``sriov-network-config-daemon``: the kernel names it
+    ``sriov-network-c``. A reader that completed the name from the command line (psutil's
+    ``Process.name()``) would not match the table's cut name and miss the daemon."""
+    daemon = spawn.binary("sriov-network-config-daemon")
+    got = _mine(read_processes(LiveHost("/"), Notes()), daemon.pid)
+    assert [(p.daemon, p.name) for p in got] == [("sriov-config-daemon", "sriov-network-c")]
+
+
+def test_naming_the_nodes_processes_leaves_no_memory_behind(spawn: Spawner) -> None:
+    """Every process of the node is named on every read: nothing of it may stay alive in the agent.
+    A text-mode open per process (psutil's command line read of a 15-character name) left a string in
+    CPython 3.11's type cache each time."""
+    import gc
+    import tracemalloc
+
+    for n in range(4):
+        spawn.binary(f"long-named-proc{n}")  # 15 characters: the names psutil completed
+    host = LiveHost("/")
+    read_processes(host, Notes())
+    gc.collect()
+    tracemalloc.start()
+    try:
+        first = tracemalloc.take_snapshot()
+        for _ in range(25):
+            read_processes(host, Notes())
+        gc.collect()
+        last = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    mine = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
+    grown = [st for st in last.filter_traces(mine).compare_to(first.filter_traces(mine), "lineno") if st.size_diff > 0]
+    assert sum(st.size_diff for st in grown) <= 1024, [str(st) for st in grown[:5]]
+
+
 def test_cpu_is_the_processes_own_user_and_system_time(spawn: Spawner) -> None:
     import psutil
 

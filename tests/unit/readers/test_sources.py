@@ -70,7 +70,10 @@ def test_every_source_is_declared_once_with_its_fields() -> None:
     assert names.index("config") < names.index("links") < names.index("counters")  # rules before rails
     for s in SOURCES:
         assert s.min_interval_s <= s.interval_s
-    assert [s.name for s in SOURCES if s.firmware_touching] == ["counters"]
+    assert [s.name for s in SOURCES if s.firmware_touching] == ["counters", "optics"]
+    # ethtool -m reaches the firmware too: it runs in the counters' thread, after the statistics
+    assert sources.by_name("optics").lane == "counters"
+    assert source_of(["ethtool", "-m", "net_rail0"]) == "optics"
     assert sources.by_name("devlink").tools == ("devlink",)
 
 
@@ -97,7 +100,7 @@ def test_a_disabled_source_is_not_read(example_image: Path) -> None:
 
     with open_image(str(example_image)) as inner:
         host = Counting(inner)
-        snap = take_snapshot(host, ReadConfig(), disabled=("devlink", "health", "firmware", "counters"))  # type: ignore[arg-type]
+        snap = take_snapshot(host, ReadConfig(), disabled=("devlink", "health", "firmware", "counters", "optics"))  # type: ignore[arg-type]
     assert not any(a[0] in ("devlink", "ethtool") for a in host.argv)
     assert snap.eswitch == () and snap.ethtool == () and snap.rdma_links  # the others are read
     assert ("health", "disabled (--disable-source)") in snap.unavailable

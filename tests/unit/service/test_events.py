@@ -19,6 +19,7 @@ def ev(ts: float, code: str = "LinkFlapping", subject: str = "net_rail0", **evid
 def test_event_codes() -> None:
     assert EVENT_CODES == {"LinkFlapping": "warning", "ConfigFlapping": "warning", "RepresentorStale": "warning",
                            "PfcStorm": "critical", "LosslessDrops": "critical", "NicHealthError": "warning",
+                           "LinkDegrading": "warning", "OpticsOutOfRange": "warning", "PcieErrors": "warning",
                            "DriverReload": "info", "MtuMismatch": "warning", "RailResourcesLost": "critical"}
     # DriverReload is an event, never a doctor finding
     assert "DriverReload" not in CODES

@@ -1,0 +1,269 @@
+"""A rail that degrades before it breaks: LinkDegrading, OpticsOutOfRange, NicTemperatureHigh,
+PcieLinkDegraded, PcieErrors (DESIGN §4).
+
+- ``LinkDegrading``: the pre-FEC corrected-bit ratio ``Δrx_corrected_bits_phy / Δrx_bits_phy`` over
+  the window above ``ber_warning`` (warning), or ``rx_pcs_symbol_err_phy`` rose — errors FEC could not
+  correct, traffic lost (critical). Judged only over at least 10^12 received bits (an idle or just
+  trained link gives too few to mean anything). From one snapshot, a cumulative symbol-error count is
+  info. The lane with the highest ``rx_err_lane_<l>_phy`` rate and its ratio to the median lane go in
+  the evidence: one bad lane is one bad fibre or optic. ``rx_bits_phy`` counts line-rate bits whether
+  or not traffic flows (kernel ``mlx5/counters.rst``).
+- ``OpticsOutOfRange``: a monitor of ``ethtool -m`` beyond the module's *own* threshold (warning /
+  alarm -> warning / critical); a module that prints none is not judged. ``module_bad_shorted`` /
+  ``module_bus_stuck`` (critical) or ``module_high_temp`` (warning) rose; cumulative > 0 is info.
+- ``NicTemperatureHigh``: a rail PF's hwmon sensor at or above its own ``crit``.
+- ``PcieLinkDegraded``: a rail PF trained below min(its max, its upstream port's max), in speed or
+  width. A PF at its upstream port's max below its own max sits in a slower slot: evidence only.
+- ``PcieErrors``: fatal / non-fatal AER totals > 0 (warning); correctable AER or
+  ``rx/tx_pci_signal_integrity`` > 0 are info from one snapshot, warning when they rise.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from agent.analysis.checks._util import finding
+from agent.analysis.topology import Rail, Topology
+from agent.config import Expectations
+from agent.findings import Finding
+from agent.model import ModuleOptics, PcieLink, Snapshot
+from agent.readers.history import Recorder, Sample
+
+__all__ = ["MIN_BITS", "PHY_COUNTERS", "ber_of", "check", "lane_keys", "recorder_check", "worst_lane"]
+
+#: The fewest received bits a corrected-bit ratio is judged over: below, one error is a ratio of 1e-11.
+MIN_BITS = 10**12
+LANES = 8
+
+
+def lane_keys() -> tuple[str, ...]:
+    return tuple(f"rx_err_lane_{n}_phy" for n in range(LANES))
+
+
+#: The PHY and PCIe counters of the ethtool statistics that the degradation codes read (and the flight
+#: recorder keeps at 1 s), by their mlx5 names (kernel ``mlx5/counters.rst``).
+PHY_COUNTERS: tuple[str, ...] = (
+    "rx_bits_phy", "rx_corrected_bits_phy", "rx_pcs_symbol_err_phy", "rx_crc_errors_phy",
+    *lane_keys(),
+    "module_high_temp", "module_bad_shorted", "module_bus_stuck",
+    "rx_pci_signal_integrity", "tx_pci_signal_integrity",
+)
+
+_MODULE_EVENTS = {"module_bad_shorted": "critical", "module_bus_stuck": "critical", "module_high_temp": "warning"}
+_QUANTITY = {"temperature_c": ("module temperature", "°C"), "voltage_v": ("module voltage", "V"),
+             "tx_bias_ma": ("TX bias", "mA"), "tx_power_mw": ("TX power", "mW"), "rx_power_mw": ("RX power", "mW")}
+
+
+def ber_of(bits: int, corrected: int) -> float | None:
+    """The corrected-bit ratio over ``bits`` received bits; None below ``MIN_BITS`` (too few to judge)."""
+    return corrected / bits if bits >= MIN_BITS else None
+
+
+def worst_lane(lane_errors: dict[int, float]) -> dict[str, object] | None:
+    """The lane with most errors and its ratio to the median lane (None when no lane counted any)."""
+    if not lane_errors or max(lane_errors.values()) <= 0:
+        return None
+    lane = max(sorted(lane_errors), key=lambda n: lane_errors[n])
+    med = statistics.median(lane_errors.values())
+    return {"worst_lane": lane, "worst_lane_errors": lane_errors[lane],
+            "worst_lane_to_median": round(lane_errors[lane] / med, 1) if med > 0 else None}
+
+
+def _rails(topo: Topology) -> Iterable[tuple[Rail, str]]:
+    for rail in topo.rails:
+        if rail.netdev is not None:
+            yield rail, rail.netdev.ifname
+
+
+def _pcie_findings(link: PcieLink, handle: str, netdev: str | None) -> list[Finding]:
+    out: list[Finding] = []
+    ends = {"speed_gts": link.speed_gts, "max_speed_gts": link.max_speed_gts, "width": link.width,
+            "max_width": link.max_width, "upstream": link.upstream,
+            "upstream_max_speed_gts": link.upstream_max_speed_gts, "upstream_max_width": link.upstream_max_width}
+    low = []
+    slot = []
+    for cur, own, up, what in ((link.speed_gts, link.max_speed_gts, link.upstream_max_speed_gts, "speed"),
+                               (link.width, link.max_width, link.upstream_max_width, "width")):
+        if cur is None or own is None:
+            continue
+        can = min(own, up) if up is not None else own
+        if cur < can:
+            low.append(what)
+        elif up is not None and cur < own and cur >= up:
+            slot.append(what)
+    if low:
+        out.append(finding("PcieLinkDegraded", handle,
+                           f"{handle} ({netdev or 'no netdev'}): PCIe link trained at {_gen(link.speed_gts)} "
+                           f"x{link.width} below what both ends support ({' and '.join(low)}): reseat the card or "
+                           f"move it to another slot", netdev=netdev, degraded=low, slower_slot=slot or None, **ends))
+    aer = {"fatal": link.aer_fatal, "nonfatal": link.aer_nonfatal, "correctable": link.aer_correctable}
+    if link.aer_fatal or link.aer_nonfatal:
+        out.append(finding("PcieErrors", handle,
+                           f"{handle} ({netdev or 'no netdev'}): {link.aer_fatal or 0} fatal and {link.aer_nonfatal or 0} "
+                           f"non-fatal PCIe AER error(s) since boot", netdev=netdev, aer=aer))
+    elif link.aer_correctable:
+        out.append(finding("PcieErrors", handle,
+                           f"{handle} ({netdev or 'no netdev'}): {link.aer_correctable} correctable PCIe AER error(s) "
+                           "since boot (cumulative; no rate in this snapshot)", severity="info", netdev=netdev,
+                           aer=aer))
+    return out
+
+
+def _gen(gts: float | None) -> str:
+    gens = {2.5: "Gen1", 5.0: "Gen2", 8.0: "Gen3", 16.0: "Gen4", 32.0: "Gen5", 64.0: "Gen6"}
+    return gens.get(gts or 0.0, f"{gts} GT/s" if gts else "unknown speed")
+
+
+def _optics_findings(mod: ModuleOptics, subject: str) -> list[Finding]:
+    if not mod.thresholds:
+        return []  # a module that reports no thresholds is not judged: ours would be guesses
+    beyond: list[dict[str, object]] = []
+    values: list[tuple[str, int | None, float | None]] = [("temperature_c", None, mod.temperature_c),
+                                                          ("voltage_v", None, mod.voltage_v)]
+    for lane in mod.lanes:
+        values += [("tx_bias_ma", lane.lane, lane.tx_bias_ma), ("tx_power_mw", lane.lane, lane.tx_power_mw),
+                   ("rx_power_mw", lane.lane, lane.rx_power_mw)]
+    for quantity, lane, val in values:
+        if val is None:
+            continue
+        for level in ("alarm", "warning"):
+            hi, lo = mod.threshold(quantity, f"high_{level}"), mod.threshold(quantity, f"low_{level}")
+            side = "high" if hi is not None and val > hi else "low" if lo is not None and val < lo else None
+            if side:
+                beyond.append({"quantity": quantity, "lane": lane, "value": val, "level": level, "side": side,
+                               "threshold": hi if side == "high" else lo})
+                break
+    if not beyond:
+        return []
+    sev = "critical" if any(b["level"] == "alarm" for b in beyond) else "warning"
+    first = beyond[0]
+    name, unit = _QUANTITY[str(first["quantity"])]
+    where = f" lane {first['lane']}" if first["lane"] is not None else ""
+    lanes = sorted({int(b["lane"]) for b in beyond if b["lane"] is not None})  # type: ignore[call-overload]
+    return [finding("OpticsOutOfRange", subject,
+                    f"{mod.netdev}: transceiver {mod.vendor or ''} {mod.part or ''}".replace("  ", " ").rstrip()
+                    + f": {name}{where} {first['value']} {unit} {'above' if first['side'] == 'high' else 'below'} "
+                      f"the module's {first['side']} {first['level']} threshold {first['threshold']} {unit}"
+                    + (f" ({len(beyond)} value(s) out of range)" if len(beyond) > 1 else ""),
+                    severity=sev, netdev=mod.netdev, module=mod.identifier, vendor=mod.vendor, part=mod.part,
+                    serial=mod.serial, lanes=lanes or None, beyond=beyond)]
+
+
+def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
+    """The one-snapshot forms of the five codes."""
+    out: list[Finding] = []
+    optics = {m.netdev: m for m in snap.optics}
+    for rail, name in _rails(topo):
+        subject = rail.expected_netdev
+        stats = snap.ethtool_of(name)
+        c = stats.as_dict() if stats is not None else {}
+        sym = c.get("rx_pcs_symbol_err_phy")
+        if sym:
+            lanes = {n: float(c[k]) for n, k in enumerate(lane_keys()) if k in c}
+            out.append(finding("LinkDegrading", subject,
+                               f"{name}: {sym} PCS symbol error(s) FEC could not correct since the driver loaded "
+                               "(cumulative; no rate in this snapshot)", severity="info", netdev=name,
+                               rx_pcs_symbol_err_phy=sym, rx_corrected_bits_phy=c.get("rx_corrected_bits_phy"),
+                               rx_bits_phy=c.get("rx_bits_phy"), **(worst_lane(lanes) or {})))
+        events = {k: c[k] for k in _MODULE_EVENTS if c.get(k)}
+        mod = optics.get(name)
+        found = _optics_findings(mod, subject) if mod is not None else []
+        if not found and events:
+            found = [finding("OpticsOutOfRange", subject,
+                             f"{name}: the NIC counted transceiver events since the driver loaded: "
+                             + ", ".join(f"{k} {v}" for k, v in events.items()) + " (cumulative)",
+                             severity="info", netdev=name, counters=events)]
+        out.extend(found)
+        si = {k: c[k] for k in ("rx_pci_signal_integrity", "tx_pci_signal_integrity") if c.get(k)}
+        if si and rail.pci:
+            handle = rail.pf.handle if rail.pf is not None else f"pci/{rail.pci}"
+            out.append(finding("PcieErrors", handle,
+                               f"{handle} ({name}): PCIe signal integrity events since the driver loaded: "
+                               + ", ".join(f"{k} {v}" for k, v in si.items()) + " (cumulative)",
+                               severity="info", netdev=name, counters=si))
+    rail_pfs = {r.pci: r for r in topo.rails if r.pci}
+    for link in snap.pcie:
+        rail = rail_pfs.get(link.bdf)
+        if rail is None:
+            continue
+        handle = rail.pf.handle if rail.pf is not None else f"pci/{link.bdf}"
+        out.extend(_pcie_findings(link, handle, rail.netdev.ifname if rail.netdev else None))
+    hot: dict[str, list[dict[str, object]]] = {}
+    for s in snap.thermal:
+        if s.bdf in rail_pfs and s.input_c is not None and s.crit_c is not None and s.crit_c > 0 \
+                and s.input_c >= s.crit_c:
+            hot.setdefault(s.bdf, []).append({"sensor": s.sensor, "input_c": s.input_c, "crit_c": s.crit_c,
+                                              "highest_c": s.highest_c})
+    for bdf, sensors in hot.items():
+        rail = rail_pfs[bdf]
+        handle = rail.pf.handle if rail.pf is not None else f"pci/{bdf}"
+        s0 = sensors[0]
+        out.append(finding("NicTemperatureHigh", handle,
+                           f"{handle}: sensor {s0['sensor']} at {s0['input_c']} °C, at or above its critical "
+                           f"{s0['crit_c']} °C: check the fans and the airflow over the card",
+                           netdev=rail.netdev.ifname if rail.netdev else None, sensors=sensors))
+    return out
+
+
+def _delta(first: Sample, last: Sample, key: str) -> int | None:
+    a, b = first.get(key), last.get(key)
+    if a is None or b is None or b < a:
+        return None  # absent, or reset (a driver reload): nothing to say over this window
+    return b - a
+
+
+def rate_findings(subject: str, netdev: str, first: Sample, last: Sample, exp: Expectations,
+                  handle: str | None, source: str) -> list[Finding]:
+    """The rate forms of LinkDegrading / OpticsOutOfRange / PcieErrors between two samples of one rail."""
+    out: list[Finding] = []
+    wall = last.ts - first.ts
+    if wall <= 0:
+        return out
+    lanes = {n: float(d) for n, k in enumerate(lane_keys()) if (d := _delta(first, last, k)) is not None}
+    lane_ev = worst_lane(lanes) or {}
+    sym = _delta(first, last, "rx_pcs_symbol_err_phy")
+    bits = _delta(first, last, "rx_bits_phy")
+    corr = _delta(first, last, "rx_corrected_bits_phy")
+    ber = ber_of(bits, corr) if bits is not None and corr is not None else None
+    ev = {"netdev": netdev, "window_s": round(wall, 1), "rx_bits": bits, "rx_corrected_bits": corr,
+          "corrected_bit_ratio": ber, "ber_warning": exp.ber_warning, "source": source, **lane_ev}
+    if sym:
+        out.append(finding("LinkDegrading", subject,
+                           f"{netdev}: {sym} PCS symbol error(s) FEC could not correct in {wall:.0f} s: frames are "
+                           "being lost", severity="critical", rx_pcs_symbol_err=sym, **ev))
+    elif ber is not None and ber > exp.ber_warning:
+        lane_txt = f"; lane {lane_ev['worst_lane']} has the most errors" if lane_ev else ""
+        out.append(finding("LinkDegrading", subject,
+                           f"{netdev}: pre-FEC corrected-bit ratio {ber:.2e} over {wall:.0f} s above {exp.ber_warning:.1e}"
+                           f"{lane_txt}", severity="warning", **ev))
+    for key, sev in _MODULE_EVENTS.items():
+        d = _delta(first, last, key)
+        if d:
+            out.append(finding("OpticsOutOfRange", subject, f"{netdev}: {key} rose by {d} in {wall:.0f} s",
+                               severity=sev, netdev=netdev, counter=key, increase=d, source=source))
+    si = {k: d for k in ("rx_pci_signal_integrity", "tx_pci_signal_integrity") if (d := _delta(first, last, k))}
+    if si and handle:
+        out.append(finding("PcieErrors", handle, f"{handle} ({netdev}): PCIe signal integrity events rose in "
+                           f"{wall:.0f} s: " + ", ".join(f"{k} +{v}" for k, v in si.items()),
+                           severity="warning", netdev=netdev, increase=si, source=source))
+    return out
+
+
+def recorder_check(topo: Topology, exp: Expectations, recorder: Recorder | None) -> list[Finding]:
+    """Rates from the flight recorder: the first and last line of a rail within ``ber_window_s`` before
+    its newest line."""
+    if recorder is None:
+        return []
+    out: list[Finding] = []
+    for rail, name in _rails(topo):
+        samples = recorder.of(name)
+        if len(samples) < 2:
+            continue
+        end = samples[-1].ts
+        window = [s for s in samples if s.ts >= end - exp.ber_window_s]
+        if len(window) < 2:
+            continue
+        handle = rail.pf.handle if rail.pf is not None else (f"pci/{rail.pci}" if rail.pci else None)
+        out.extend(rate_findings(rail.expected_netdev, name, window[0], window[-1], exp, handle, "recorder"))
+    return out
