@@ -13,6 +13,9 @@ group posted ten times queues once, and the limits can be counted exactly in a t
 - Bounded: a cooldown per node (across incidents), a cluster-wide cap on requests in flight, a cap
   per incident (the worst few by severity plus a deterministic sample of the rest; the others are
   named in the answer, to capture on demand), a rate limit per alert name, and a kill switch.
+- Nodes whose agent has not polled recently (the poll markers of ``RequestBoard.mark_polled``) never
+  hold the cluster's cap: they share a small cap of their own, their requests expire soon, and the
+  answer names them (``no_recent_agent``).
 """
 
 from __future__ import annotations
@@ -182,7 +185,7 @@ def derive_incident(group_key: str, earliest: float, alertname: str = "") -> str
 class Skip:
     node: str
     incident: str
-    #: exists | cooldown | incident_cap | in_flight_cap | rate_limited | disabled
+    #: exists | cooldown | incident_cap | in_flight_cap | no_recent_agent_cap | rate_limited | disabled
     reason: str
     alertname: str = ""
 
@@ -195,6 +198,8 @@ class Decision:
     requeued: tuple[str, ...] = ()
     resolved: int = 0
     no_node: int = 0
+    #: queued nodes whose agent did not poll recently (their own cap and TTL)
+    no_recent_agent: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         reasons: dict[str, int] = {}
@@ -205,7 +210,8 @@ class Decision:
                 "skipped": reasons,
                 "on_demand": [{"incident": s.incident, "node": s.node} for s in self.skipped
                               if s.reason == "incident_cap"][:1000],
-                "resolved": self.resolved, "no_node": self.no_node}
+                "resolved": self.resolved, "no_node": self.no_node,
+                "no_recent_agent": list(self.no_recent_agent)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,9 +253,19 @@ def _sample_order(incident: str, node: str) -> str:
 
 
 def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
-           limits: AlertLimits | None = None) -> Decision:
-    """The requests to queue for ``hook``, given the requests already stored."""
+           limits: AlertLimits | None = None, agents: Mapping[str, float] | None = None) -> Decision:
+    """The requests to queue for ``hook``, given the requests already stored.
+
+    ``agents`` (node -> when its agent last polled; None: every node has one) splits the nodes: those
+    whose agent polled within ``agent_recent_s`` share ``max_in_flight``; the others, which nothing may
+    ever pick up, share ``absent_max_in_flight`` and expire after ``absent_ttl_s``, so a storm of alerts
+    for dead nodes cannot hold the cap from the nodes that can capture.
+    """
     limits = limits or AlertLimits()
+
+    def has_agent(node: str) -> bool:
+        return agents is None or now - agents.get(node, float("-inf")) <= limits.agent_recent_s
+
     targets, resolved, no_node = _targets(hook)
     existing = list(existing)
     by_id = {r.id: r for r in existing}
@@ -259,7 +275,9 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
         skipped = [Skip(t.node, t.incident, "disabled", t.alertname) for t in targets]
         return Decision(skipped=tuple(skipped), resolved=resolved, no_node=no_node)
 
-    in_flight = sum(1 for r in existing if r.in_flight(now))
+    in_flight = sum(1 for r in existing if r.in_flight(now) and has_agent(r.node))
+    absent_in_flight = sum(1 for r in existing if r.in_flight(now) and not has_agent(r.node))
+    no_agent: list[str] = []
     recent_by_node: dict[str, list[CaptureRequest]] = {}
     for r in existing:
         if r.state == "done" or r.in_flight(now):
@@ -300,21 +318,30 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
             if rate.get(t.alertname, 0) >= limits.rate_per_alertname:
                 skipped.append(Skip(t.node, incident, "rate_limited", t.alertname))
                 continue
-            if in_flight >= limits.max_in_flight:
+            present = has_agent(t.node)
+            if present and in_flight >= limits.max_in_flight:
                 skipped.append(Skip(t.node, incident, "in_flight_cap", t.alertname))
                 continue
-            req = request_for(incident, t.node, now=now, ttl_s=limits.request_ttl_s, plan=limits.plan,
+            if not present and absent_in_flight >= limits.absent_max_in_flight:
+                skipped.append(Skip(t.node, incident, "no_recent_agent_cap", t.alertname))
+                continue
+            ttl = limits.request_ttl_s if present else limits.absent_ttl_s
+            req = request_for(incident, t.node, now=now, ttl_s=ttl, plan=limits.plan,
                               params=plan_params, alertname=t.alertname, severity=t.severity)
             old = by_id.get(req.id)
             if old is not None and old.expired(now):
                 requeued.append(old.id)
             queue.append(req)
-            in_flight += 1
+            if present:
+                in_flight += 1
+            else:
+                absent_in_flight += 1
+                no_agent.append(t.node)
             slots -= 1
             rate[t.alertname] = rate.get(t.alertname, 0) + 1
             recent_by_node.setdefault(t.node, []).append(req)
     return Decision(queue=tuple(queue), skipped=tuple(skipped), requeued=tuple(requeued), resolved=resolved,
-                    no_node=no_node)
+                    no_node=no_node, no_recent_agent=tuple(no_agent))
 
 
 # -- HTTP: POST /v1/alerts (alerting role) -----------------------------------------------------
@@ -347,8 +374,9 @@ async def receive(request: web.Request) -> web.Response:
     try:
         # A fresh view: another replica may have queued for this group a moment ago.
         await board.refresh()
+        agents = await board.agents_seen()
         now = time.time()
-        decision = decide(hook, board.all(), now, limits)
+        decision = decide(hook, board.all(), now, limits, agents)
         for req in decision.queue:
             await board.store.put_small(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
             board.note(req)
@@ -356,8 +384,9 @@ async def receive(request: web.Request) -> web.Response:
         # 5xx: Alertmanager sends the group again, and the requests are idempotent.
         raise Refused(503, "store_unavailable", str(exc)[:200], headers={"Retry-After": "10"}) from None
     answer = decision.to_json()
-    log.info("alert group %s: %d queued, skipped %s, %d resolved, %d without node", hook.group_key[:120],
-             len(decision.queue), answer["skipped"], decision.resolved, decision.no_node)
+    log.info("alert group %s: %d queued (%d without a recent agent), skipped %s, %d resolved, %d without node",
+             hook.group_key[:120], len(decision.queue), len(decision.no_recent_agent), answer["skipped"],
+             decision.resolved, decision.no_node)
     return web.json_response(answer)
 
 

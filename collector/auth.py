@@ -46,6 +46,13 @@ class Principal:
     roles: frozenset[str]
     node: str | None = None  # an agent's node; None: any node (operators, --insecure-dev)
     name: str = ""
+    cluster: str | None = None  # the only cluster an agent stores bundles for; None: any
+
+    def require_cluster(self, cluster: str) -> None:
+        """An agent bound to a cluster uploads under that cluster's name only."""
+        if self.cluster is not None and cluster != self.cluster:
+            raise AuthError(403, "forbidden", f"{self.name or 'this token'} stores bundles for cluster "
+                                              f"{self.cluster}, not {cluster}")
 
     def require(self, role: str, node: str | None = None) -> None:
         if role not in self.roles:
@@ -58,8 +65,9 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
 
 
-def load_tokens(path: str, role: str) -> list[tuple[bytes, Principal]]:
-    """A token file: one token per line (``#`` comments); agent files name the node first: ``<node> <token>``."""
+def load_tokens(path: str, role: str, cluster: str | None = None) -> list[tuple[bytes, Principal]]:
+    """A token file: one token per line (``#`` comments); agent files name the node first and may name
+    the token's cluster last: ``<node> <token> [<cluster>]`` (without one, ``cluster``)."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -71,13 +79,15 @@ def load_tokens(path: str, role: str) -> list[tuple[bytes, Principal]]:
             continue
         words = line.split()
         if role == "agent":
-            if len(words) != 2:
-                raise SettingsError(f"{path}:{n}: an agent token line is '<node> <token>'")
+            if len(words) not in (2, 3):
+                raise SettingsError(f"{path}:{n}: an agent token line is '<node> <token> [<cluster>]'")
             try:
                 node = check_part("node", words[0])
+                bound = check_part("cluster", words[2]) if len(words) == 3 else cluster
             except KeyPartError as exc:
                 raise SettingsError(f"{path}:{n}: {exc}") from None
-            token, principal = words[1], Principal(frozenset({"agent"}), node=node, name=f"agent {node}")
+            token, principal = words[1], Principal(frozenset({"agent"}), node=node, name=f"agent {node}",
+                                                   cluster=bound)
         else:
             if len(words) != 1:
                 raise SettingsError(f"{path}:{n}: one token per line")
@@ -99,7 +109,7 @@ class Authenticator:
         for role, path in (("agent", settings.agent_token_file), ("alerting", settings.alerting_token_file),
                            ("operator", settings.operator_token_file)):
             if path:
-                self._static += load_tokens(path, role)
+                self._static += load_tokens(path, role, settings.cluster)
         self._review = bool(settings.tokenreview_url)
         if not self._static and not self._review and not settings.insecure_dev:
             raise SettingsError("no token source (--agent-token-file, --operator-token-file, "
@@ -219,4 +229,4 @@ class Authenticator:
             node = check_part("node", nodes[0])
         except KeyPartError:
             return None
-        return Principal(frozenset({"agent"}), node=node, name=f"agent {node}")
+        return Principal(frozenset({"agent"}), node=node, name=f"agent {node}", cluster=self.settings.cluster)

@@ -9,7 +9,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from proto.keys import KeyPartError, check_prefix
+from proto.keys import KeyPartError, check_part, check_prefix
 from proto.requests import DEFAULT_PLAN, PLANS
 
 __all__ = ["DEFAULT_PORT", "AlertLimits", "CollectorSettings", "SettingsError", "StoreURL", "parse_store"]
@@ -69,18 +69,30 @@ class AlertLimits:
     rate_window_s: float = 600.0
     #: a request not picked up by then is dropped
     request_ttl_s: float = 1800.0
+    #: a node whose agent polled within this long counts as having one (agents hold a poll under a
+    #: minute and mark it in the store at most once a minute)
+    agent_recent_s: float = 300.0
+    #: nodes without such an agent (gone, never deployed) get a cap and a TTL of their own, so their
+    #: alerts never hold ``max_in_flight`` from the nodes that can capture
+    absent_max_in_flight: int = 3
+    absent_ttl_s: float = 300.0
     #: the capture plan alert requests name (one of ``proto.requests.PLANS``)
     plan: str = DEFAULT_PLAN
 
     def __post_init__(self) -> None:
-        for name in ("cooldown_s", "rate_window_s", "request_ttl_s"):
+        for name in ("cooldown_s", "rate_window_s", "request_ttl_s", "agent_recent_s", "absent_ttl_s"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must not be negative")
-        for name in ("max_in_flight", "incident_worst", "incident_sample", "rate_per_alertname"):
+        for name in ("max_in_flight", "incident_worst", "incident_sample", "rate_per_alertname",
+                     "absent_max_in_flight"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must not be negative")
         if self.request_ttl_s < 60:
             raise SettingsError("request_ttl_s must be at least 60 s (agents poll for up to 55 s)")
+        if self.absent_ttl_s < 60:
+            raise SettingsError("absent_ttl_s must be at least 60 s (agents poll for up to 55 s)")
+        if self.agent_recent_s < 120:
+            raise SettingsError("agent_recent_s must be at least 120 s (a poll is marked at most once a minute)")
         if self.plan not in PLANS:
             raise SettingsError(f"unknown capture plan {self.plan!r} (known: {', '.join(sorted(PLANS))})")
 
@@ -91,8 +103,11 @@ class CollectorSettings:
     port: int = DEFAULT_PORT
     store: StoreURL = StoreURL(kind="local", path="./railscope-data")
     s3_endpoint_url: str | None = None
-    #: static tokens: files of one token per line (agent: ``<node> <token>``)
+    #: static tokens: files of one token per line (agent: ``<node> <token> [<cluster>]``)
     agent_token_file: str | None = None
+    #: the cluster this collector stores for: an agent token that names no cluster of its own (and
+    #: every TokenReview'd agent) uploads under this one only; None: any
+    cluster: str | None = None
     alerting_token_file: str | None = None
     operator_token_file: str | None = None
     #: TokenReview: the API server's URL, the collector's own token and CA, the audience agents ask for
@@ -116,6 +131,8 @@ class CollectorSettings:
     max_inflight: int = 8
     #: uploads one node may have in flight on this replica
     max_inflight_per_node: int = 2
+    #: uploads one node may start per hour on this replica (0: no cap); past it 429 with Retry-After
+    max_uploads_per_node_hour: int = 600
     #: an upload still receiving after this long is ended (408), however fast it trickles
     max_upload_s: float = 1800.0
     retry_after_s: int = 5
@@ -155,8 +172,15 @@ class CollectorSettings:
             raise SettingsError("--header-timeout must be positive")
         if self.max_inflight_per_node < 1:
             raise SettingsError("--max-inflight-per-node must be at least 1")
+        if self.max_uploads_per_node_hour < 0:
+            raise SettingsError("--max-uploads-per-node-hour must not be negative")
         if self.max_upload_s <= 0:
             raise SettingsError("--max-upload-duration must be positive")
+        if self.cluster is not None:
+            try:
+                check_part("cluster", self.cluster)
+            except KeyPartError as exc:
+                raise SettingsError(f"--cluster: {exc}") from None
         if self.tokenreview_rate <= 0 or self.tokenreview_burst < 1:
             raise SettingsError("--tokenreview-rate must be positive")
 

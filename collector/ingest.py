@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import aiohttp
@@ -49,7 +50,7 @@ def wire_cap(max_bundle_bytes: int) -> int:
     return max_bundle_bytes + max_bundle_bytes // _FRAMING_SHARE + _FRAMING_FIXED
 
 
-async def _admit(request: web.Request) -> Principal:
+async def _admit(request: web.Request, take: bool = True) -> Principal:
     """Token, role and capacity: checked before ``100 Continue``, so a refusal costs no body."""
     col = request.app[STATE]
     route = route_of(request)
@@ -64,12 +65,34 @@ async def _admit(request: web.Request) -> Principal:
         raise Refused(429, "busy", f"node {principal.node} has {col.settings.max_inflight_per_node} uploads in "
                                    "flight on this replica; retry later",
                       headers={"Retry-After": str(col.settings.retry_after_s)})
+    if principal.node is not None and col.settings.max_uploads_per_node_hour > 0:
+        _count_upload(col, principal.node, take)
     return principal
+
+
+def _count_upload(col: Collector, node: str, take: bool) -> None:
+    """One more upload of ``node`` this hour (``take``; else only the check of ``Expect: 100-continue``,
+    the upload itself counts), or 429 until its oldest leaves the window: one token must not fill the
+    store with hundreds of bundles a second."""
+    now = time.monotonic()
+    cap = col.settings.max_uploads_per_node_hour
+    seen = col.uploads_by_node.setdefault(node, deque())
+    while seen and now - seen[0] >= 3600:
+        seen.popleft()
+    if len(seen) >= cap:
+        wait = max(1, int(3600 - (now - seen[0])) + 1)
+        raise Refused(429, "busy", f"node {node} started {cap} uploads in the last hour on this replica "
+                                   "(--max-uploads-per-node-hour); retry later", headers={"Retry-After": str(wait)})
+    if take:
+        seen.append(now)
+    if len(col.uploads_by_node) > 10_000:  # nodes gone quiet: forget them
+        for quiet in [n for n, q in col.uploads_by_node.items() if not q or now - q[-1] >= 3600]:
+            del col.uploads_by_node[quiet]
 
 
 async def expect_upload(request: web.Request) -> web.StreamResponse | None:
     try:
-        await _admit(request)
+        await _admit(request, take=False)
     except Refused as r:
         r.close = True
         return refusal(request, route_of(request), r)
@@ -214,6 +237,7 @@ class _Ingest:
         except KeyPartError as exc:
             raise Refused(400, "bad_key", str(exc)) from None
         self.principal.require("agent", node=key.node)  # an AuthError is a refusal: it ends the upload
+        self.principal.require_cluster(key.cluster)
         self.key = key
         self.existing = await self.col.store.find(key)
         if self.existing is None:

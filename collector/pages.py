@@ -256,10 +256,11 @@ def _bundle_url(key: BundleKey) -> str:
     return f"/ui/bundles/{key.rel}"
 
 
-async def _list(request: web.Request, **filters: str | None) -> list[Stored]:
+async def _list(request: web.Request, with_sha256: bool = True, **filters: str | None) -> list[Stored]:
     col = request.app[STATE]
     try:
-        return await col.store.list(filters.get("cluster"), filters.get("date"), filters.get("incident"), None)
+        return await col.store.list(filters.get("cluster"), filters.get("date"), filters.get("incident"), None,
+                                    with_sha256=with_sha256)
     except StoreError as exc:
         col.metrics.storage_errors.labels("list").inc()
         raise Refused(503, "store_unavailable", str(exc)) from None
@@ -295,7 +296,9 @@ def _event_code(incident: str) -> str | None:
 
 async def index(request: web.Request) -> web.Response:
     """The incidents, newest first: when, how bad, which alerts, how many nodes, how much to download."""
-    found = await _list(request)
+    # The index shows no digest: on S3 a listing without one GET per bundle (1,000 bundles on SeaweedFS:
+    # 3.2 s -> 0.23 s, bench/bench_listing.py).
+    found = await _list(request, with_sha256=False)
     incidents: dict[tuple[str, str, str], list[Stored]] = {}
     for s in found:
         incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), []).append(s)

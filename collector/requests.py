@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import time
 from typing import Any
@@ -41,7 +42,7 @@ from proto.requests import (
 
 from . import limits as limits_mod
 from .errors import Refused
-from .state import BOARD, LIMITS, STATE
+from .state import BOARD, LIMITS, PRINCIPAL, STATE
 from .storage import Store, StoreError
 
 __all__ = ["DEFAULT_PLAN", "MAX_REQUEST_BYTES", "PLANS", "REQUESTS_DIR", "REQUEST_SCHEMA", "CaptureRequest",
@@ -54,6 +55,12 @@ log = logging.getLogger("railscope.collector.requests")
 
 #: Requests finished or expired this long ago are deleted (the bucket lifecycle rule is the backstop).
 KEEP_S = 86400.0
+
+#: ``<prefix>/_agents/<node>.json``: the node's agent polled at the object's last-modified time. Every
+#: replica sees it, so the alert policy tells a node with an agent from one without (gone, never deployed).
+AGENTS_DIR = "_agents"
+#: a replica rewrites a node's marker at most this often, however often the agent polls
+MARK_EVERY_S = 60.0
 
 
 class RequestBoard:
@@ -77,6 +84,8 @@ class RequestBoard:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._fresh_at = float("-inf")
+        #: node -> (monotonic, wall) time this replica last wrote its poll marker
+        self._marked: dict[str, tuple[float, float]] = {}
         self.listings = 0
         self.errors = 0
         self.bad_objects = 0
@@ -162,6 +171,43 @@ class RequestBoard:
             if req is not None and now - (req.done_at or req.expires) > KEEP_S:
                 await self.store.delete_small(rel)
                 self._cache.pop(rel, None)
+
+    async def mark_polled(self, node: str) -> None:
+        """Note in the store that ``node``'s agent polls: at most one write a minute per node per replica;
+        a failed write is logged, never the poll's failure."""
+        mono = time.monotonic()
+        last = self._marked.get(node)
+        if last is not None and mono - last[0] < MARK_EVERY_S:
+            return
+        if len(self._marked) > 100_000:  # nodes that stopped polling long ago
+            self._marked = {n: t for n, t in self._marked.items() if mono - t[0] < MARK_EVERY_S}
+        wall = self.clock()
+        self._marked[node] = (mono, wall)
+        try:
+            await self.store.put_small(f"{AGENTS_DIR}/{node}.json",
+                                       json.dumps({"node": node, "polled_at": wall}).encode())
+        except (StoreError, OSError) as exc:
+            self._marked.pop(node, None)
+            log.warning("marking the poll of %s failed: %s", node, exc)
+
+    async def agents_seen(self) -> dict[str, float]:
+        """node -> when its agent last polled, as far as any replica marked it (one listing, no reads).
+        :class:`StoreError` when the store fails."""
+        seen: dict[str, float] = {}
+        now = self.clock()
+        stale = []
+        for rel, at in await self.store.list_small_times(AGENTS_DIR):
+            name = rel[len(AGENTS_DIR) + 1:]
+            if now - at > KEEP_S:
+                stale.append(rel)  # a node gone for a day: its marker would only grow the listing
+            elif name.endswith(".json") and "/" not in name:
+                seen[name[:-5]] = at
+        for rel in stale[:100]:  # a few per alert: the answer must not wait on a long sweep
+            await self.store.delete_small(rel)
+        # what this replica wrote counts by its own clock too (the store's clock may lag it)
+        for node, (_mono, wall) in self._marked.items():
+            seen[node] = max(seen.get(node, wall), wall)
+        return seen
 
     def release(self) -> None:
         """Answer every waiting agent now (the replica is shutting down; they poll another)."""
@@ -263,6 +309,9 @@ async def poll(request: web.Request) -> web.Response:
     except (KeyPartError, RequestError) as exc:
         raise _refusal(exc) from None
     board = request.app[BOARD]
+    principal = request.get(PRINCIPAL)
+    if principal is not None and "agent" in principal.roles:
+        await board.mark_polled(node)
     got = await board.wait(node, wait)
     return web.json_response({"requests": [r.to_json() for r in got], "poll_interval_s": board.interval_s})
 

@@ -7,6 +7,7 @@ imports another for its state (the alert handler and the request API once did, b
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,8 @@ class Collector:
     in_flight: int = 0
     #: uploads in flight per node (agent principals): no node holds every slot
     in_flight_by_node: dict[str, int] = field(default_factory=dict)
+    #: node -> when (monotonic) each of its uploads of the last hour was admitted on this replica
+    uploads_by_node: dict[str, deque[float]] = field(default_factory=dict)
 
 
 STATE: web.AppKey[Collector] = web.AppKey("collector", Collector)

@@ -56,8 +56,11 @@ def register(p: argparse.ArgumentParser) -> None:
 
     a = p.add_argument_group("authentication (every endpoint but /metrics, /healthz, /readyz)")
     a.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
-                   help="Static agent tokens, one '<node> <token>' per line: each uploads as its node only. "
-                        "Default: none.")
+                   help="Static agent tokens, one '<node> <token> [<cluster>]' per line: each uploads as its "
+                        "node only, and for its cluster only (without one, --cluster's). Default: none.")
+    a.add_argument("--cluster", default=env_default("cluster", None), metavar="NAME",
+                   help="The cluster this collector stores for: TokenReview'd agents and agent tokens naming no "
+                        "cluster upload under this name only (403 otherwise). Default: none (any).")
     a.add_argument("--operator-token-file", default=env_default("operator-token-file", None), metavar="FILE",
                    help="Static operator tokens (list, fetch, verify), one per line. Default: none.")
     a.add_argument("--alerting-token-file", default=env_default("alerting-token-file", None), metavar="FILE",
@@ -103,6 +106,10 @@ def register(p: argparse.ArgumentParser) -> None:
     lim.add_argument("--max-inflight-per-node", type=_count, default=env_default("max-inflight-per-node", "2"),
                      help="Uploads one node may have in flight on this replica; beyond, 429 with Retry-After. "
                           "Default: 2.")
+    lim.add_argument("--max-uploads-per-node-hour", type=_count,
+                     default=env_default("max-uploads-per-node-hour", "600"),
+                     help="Uploads one node may start per hour on this replica; beyond, 429 with a Retry-After "
+                          "until the oldest leaves the hour (0: no cap). Default: 600.")
     lim.add_argument("--max-upload-duration", type=_duration, default=env_default("max-upload-duration", "30m"),
                      help="An upload still receiving after this long is ended (408), however fast it trickles; "
                           "keep --stale-part-age above it. Default: 30m.")
@@ -154,6 +161,16 @@ def _alert_flags(p: argparse.ArgumentParser) -> None:
                    help="The window of --capture-rate. Default: 10m.")
     c.add_argument("--request-ttl", type=_duration, default=env_default("request-ttl", "30m"),
                    help="A capture request no agent picked up by then expires. Default: 30m.")
+    c.add_argument("--capture-agent-recent", type=_duration, default=env_default("capture-agent-recent", "5m"),
+                   help="A node whose agent polled within this long counts toward --capture-max-in-flight; "
+                        "the others (agent gone or never deployed) toward --capture-no-agent-max-in-flight. "
+                        "Default: 5m.")
+    c.add_argument("--capture-no-agent-max-in-flight", type=_count,
+                   default=env_default("capture-no-agent-max-in-flight", "3"),
+                   help="Capture requests pending for nodes without a recent agent; the alert answer names "
+                        "them under no_recent_agent. Default: 3.")
+    c.add_argument("--capture-no-agent-ttl", type=_duration, default=env_default("capture-no-agent-ttl", "5m"),
+                   help="A capture request for a node without a recent agent expires after this. Default: 5m.")
 
 
 def _alert_limits(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -164,7 +181,10 @@ def _alert_limits(args: argparse.Namespace):  # type: ignore[no-untyped-def]
                        incident_worst=int(args.capture_incident_worst),
                        incident_sample=int(args.capture_incident_sample),
                        rate_per_alertname=int(args.capture_rate), rate_window_s=float(args.capture_rate_window),
-                       request_ttl_s=float(args.request_ttl))
+                       request_ttl_s=float(args.request_ttl),
+                       agent_recent_s=float(args.capture_agent_recent),
+                       absent_max_in_flight=int(args.capture_no_agent_max_in_flight),
+                       absent_ttl_s=float(args.capture_no_agent_ttl))
 
 
 def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -175,14 +195,15 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         kw["agent_service_accounts"] = tuple(args.agent_service_account)
     return CollectorSettings(
         listen=check_listen(args.listen), port=int(args.port), store=parse_store(args.store),
-        s3_endpoint_url=args.s3_endpoint_url, agent_token_file=args.agent_token_file,
+        s3_endpoint_url=args.s3_endpoint_url, agent_token_file=args.agent_token_file, cluster=args.cluster,
         alerting_token_file=args.alerting_token_file, operator_token_file=args.operator_token_file,
         tokenreview_url=args.tokenreview_url, tokenreview_token_file=args.tokenreview_token_file,
         tokenreview_ca_file=args.tokenreview_ca_file, agent_audience=args.agent_audience,
         tokenreview_rate=float(args.tokenreview_rate),
         insecure_dev=bool(args.insecure_dev), max_bundle_bytes=int(args.max_bundle_size),
         max_inflight=int(args.max_inflight), retry_after_s=int(args.retry_after), min_rate_bps=int(args.min_rate),
-        max_inflight_per_node=int(args.max_inflight_per_node), max_upload_s=float(args.max_upload_duration),
+        max_inflight_per_node=int(args.max_inflight_per_node),
+        max_uploads_per_node_hour=int(args.max_uploads_per_node_hour), max_upload_s=float(args.max_upload_duration),
         min_rate_grace_s=float(args.min_rate_grace), stall_timeout_s=float(args.stall_timeout),
         part_bytes=int(args.part_size), part_concurrency=int(args.part_concurrency),
         parts_in_flight=int(args.parts_in_flight), stale_part_s=float(args.stale_part_age),

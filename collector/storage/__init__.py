@@ -70,7 +70,9 @@ class Store(Protocol):
     async def begin(self, key: BundleKey) -> Writer: ...
 
     async def list(self, cluster: str | None = None, date: str | None = None, incident: str | None = None,
-                   node: str | None = None) -> list[Stored]: ...
+                   node: str | None = None, *, with_sha256: bool = True) -> list[Stored]:
+        """The stored bundles the filters name, sorted by key. ``with_sha256=False`` (a page that shows
+        no digest) lets a store answer from its listing alone: on S3 no GET per bundle, ``sha256`` None."""
 
     async def read(self, key: BundleKey) -> AsyncIterator[bytes]:
         """The object's bytes in chunks; :class:`FileNotFoundError` when absent."""
@@ -91,6 +93,10 @@ class Store(Protocol):
     async def list_small(self, rel_dir: str) -> list[tuple[str, str]]:
         """(rel, version tag) of every small object below ``rel_dir``, sorted; the tag changes when an
         object is rewritten. Temporary files are never listed."""
+
+    async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
+        """(rel, last modified, seconds since the epoch) of every small object below ``rel_dir``, from
+        the listing alone (no read per object): the agents' poll markers are judged by it."""
 
     async def delete_small(self, rel: str) -> None:
         """Remove ``rel``; absent is not an error."""

@@ -349,7 +349,8 @@ class LocalStore:
         return out
 
     async def list(self, cluster: str | None = None, date: str | None = None, incident: str | None = None,
-                   node: str | None = None) -> list[Stored]:
+                   node: str | None = None, *, with_sha256: bool = True) -> list[Stored]:
+        # ``with_sha256`` is the S3 store's saving; here a .sha256 is a small local read, kept.
         for kind, val in (("cluster", cluster), ("incident", incident), ("node", node)):
             if val is not None:
                 check_part(kind, val)
@@ -412,6 +413,9 @@ class LocalStore:
             raise StoreError(f"read {rel[:120]}: {exc.strerror or exc}") from None
 
     def _list_small(self, rel_dir: str) -> list[tuple[str, str]]:
+        return [(rel, f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}") for rel, st in self._stat_small(rel_dir)]
+
+    def _stat_small(self, rel_dir: str) -> list[tuple[str, os.stat_result]]:
         out = []
         for dirpath, _dirs, files in os.walk(self.root / check_small_rel(rel_dir)):
             for name in files:
@@ -422,8 +426,14 @@ class LocalStore:
                     st = p.stat()
                 except FileNotFoundError:
                     continue
-                out.append((str(p.relative_to(self.root)), f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"))
-        return sorted(out)
+                out.append((str(p.relative_to(self.root)), st))
+        return sorted(out, key=lambda item: item[0])
+
+    async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
+        try:
+            return [(rel, st.st_mtime) for rel, st in await self._run(self._stat_small, rel_dir)]
+        except OSError as exc:
+            raise StoreError(f"list {rel_dir[:120]}: {exc.strerror or exc}") from None
 
     async def list_small(self, rel_dir: str) -> list[tuple[str, str]]:
         try:

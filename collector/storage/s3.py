@@ -479,7 +479,8 @@ class S3Store:
         words = text.decode("ascii", "replace").split()
         return words[0] if words else None
 
-    async def _collect(self, objs: list[dict[str, Any]], keep) -> list[Stored]:  # type: ignore[no-untyped-def]
+    async def _collect(self, objs: list[dict[str, Any]], keep,  # type: ignore[no-untyped-def]
+                       with_sha256: bool = True) -> list[Stored]:
         base = self._base()
         names = {o["Key"] for o in objs}
         out: list[Stored] = []
@@ -494,7 +495,8 @@ class S3Store:
                 continue
             if not keep(key):
                 continue
-            sha = await self._sha(key) if key.sha_key(self.prefix) in names else None
+            # One GET per bundle: only when the caller shows or checks the digest.
+            sha = await self._sha(key) if with_sha256 and key.sha_key(self.prefix) in names else None
             out.append(Stored(key=key, bytes=int(o["Size"]), sha256=sha))
         return out
 
@@ -519,7 +521,7 @@ class S3Store:
         return Stored(key=key, bytes=int(head["ContentLength"]), sha256=await self._sha(key))
 
     async def list(self, cluster: str | None = None, date: str | None = None, incident: str | None = None,
-                   node: str | None = None) -> list[Stored]:
+                   node: str | None = None, *, with_sha256: bool = True) -> list[Stored]:
         for kind, val in (("cluster", cluster), ("incident", incident), ("node", node)):
             if val is not None:
                 check_part(kind, val)
@@ -538,7 +540,7 @@ class S3Store:
             return ((cluster is None or k.cluster == cluster) and (date is None or k.date == date)
                     and (incident is None or k.incident == incident) and (node is None or k.node == node))
 
-        return sorted(await self._collect(objs, keep), key=lambda s: s.key.rel)
+        return sorted(await self._collect(objs, keep, with_sha256), key=lambda s: s.key.rel)
 
     async def read(self, key: BundleKey) -> AsyncIterator[bytes]:
         try:
@@ -591,6 +593,11 @@ class S3Store:
         base = self._base()
         objs = await self._objects(base + check_small_rel(rel_dir).rstrip("/") + "/")
         return sorted((o["Key"][len(base):], f"{o.get('ETag', '')}:{o.get('LastModified', '')}") for o in objs)
+
+    async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
+        base = self._base()
+        objs = await self._objects(base + check_small_rel(rel_dir).rstrip("/") + "/")
+        return sorted((o["Key"][len(base):], o["LastModified"].timestamp()) for o in objs if "LastModified" in o)
 
     async def delete_small(self, rel: str) -> None:
         key = self._base() + check_small_rel(rel)

@@ -277,3 +277,42 @@ def test_two_uploads_of_one_id_under_two_dates_at_once_store_it_once(weed: Weed,
 
     assert run(go())[0] in (200, 503)
     assert len([k for k in weed.objects() if k.endswith(".tar.gz")]) == 1
+
+
+def put_bundles(weed: Weed, n: int, prefix: str = "railscope") -> list[str]:
+    """``n`` stored bundles (object + ``.sha256``) written straight into the bucket, as the collector
+    lays them out: listing costs do not depend on how they got there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from proto.keys import BundleKey
+
+    client = weed.client()
+    keys = [BundleKey.build("prod-east", f"inc-{i // 10:03d}", f"gpu-node-{i % 10:03d}", f"b{i:024x}",
+                            1796117903 + i) for i in range(n)]
+
+    def put(k: BundleKey) -> None:
+        client.put_object(Bucket=BUCKET, Key=k.key(prefix), Body=b"x" * 100)
+        client.put_object(Bucket=BUCKET, Key=k.sha_key(prefix), Body=f"{'0' * 64}  {k.name}\n".encode())
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, keys))
+    return [k.rel for k in keys]
+
+
+def test_the_incident_list_page_reads_no_object_per_bundle(weed: Weed, s3: CollectorSettings) -> None:
+    """``/ui/`` lists from ListObjectsV2 alone (key, size); a ``.sha256`` is read only where it is shown."""
+    put_bundles(weed, 30)
+
+    async def go() -> tuple[int, bytes, dict[str, int]]:
+        calls: dict[str, int] = {}
+        async with running(s3) as (url, col):
+            def count(model, **_kw) -> None:  # type: ignore[no-untyped-def]
+                calls[model.name] = calls.get(model.name, 0) + 1
+            col.store.client.meta.events.register("before-call.s3.*", count)  # type: ignore[attr-defined]
+            status, page, _h = await get(url, "/ui/")
+            return status, page, calls
+
+    status, page, calls = run(go())
+    assert status == 200 and b"inc-002" in page
+    assert calls.get("GetObject", 0) == 0, calls
+    assert calls.get("ListObjectsV2", 0) >= 1

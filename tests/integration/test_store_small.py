@@ -68,6 +68,22 @@ def test_put_get_list_delete(settings: CollectorSettings) -> None:
     _with(settings, go)
 
 
+def test_listing_with_times_reads_no_object(settings: CollectorSettings) -> None:
+    """The agents' poll markers are judged by the listing's last-modified time alone."""
+    import time
+
+    async def go(store: Store) -> None:
+        assert await store.list_small_times("_agents") == []
+        before = time.time()
+        await store.put_small("_agents/gpu-node-017.json", b"{}")
+        await store.put_small("_agents/gpu-node-018.json", b"{}")
+        listed = await store.list_small_times("_agents")
+        assert [r for r, _at in listed] == ["_agents/gpu-node-017.json", "_agents/gpu-node-018.json"]
+        # S3's LastModified is whole seconds, from the server's clock (here the same host)
+        assert all(before - 2 <= at <= time.time() + 2 for _r, at in listed)
+    _with(settings, go)
+
+
 def test_only_new_never_overwrites(settings: CollectorSettings) -> None:
     async def go(store: Store) -> None:
         rel = "_requests/gpu-node-017/b1.json"

@@ -344,3 +344,59 @@ def test_an_operator_asking_again_after_a_capture_gets_a_new_request(tmp_path: P
     assert out["second"][1]["request"]["id"] != out["first"][1]["request"]["id"]
     assert out["second_pending"][1]["request"]["id"] == out["second"][1]["request"]["id"], out["second_pending"]
     assert out["upload2"][0] == 200 and out["upload2"][1]["status"] == "stored"  # not a 409
+
+
+def test_alerts_for_nodes_without_a_recent_agent_do_not_starve_capture_for_the_others(tmp_path: Path) -> None:
+    """Twenty alerts naming nodes whose agent never polled (gone, never deployed) must not hold the
+    cluster's in-flight cap: the node whose agent polls is still captured, the agentless ones are
+    queued under a small cap of their own with a short TTL, and the answer names them."""
+    ghosts = [alert(f"ghost-{i:03d}", incident=f"inc-ghost-{i:03d}") for i in range(20)]
+    settings = local_settings(tmp_path)
+
+    async def go() -> tuple:
+        async with running(settings) as (url, _col):
+            first = await _alerts(url, payload(ghosts, key="ghosts"))
+            polled = await _call("GET", url + "/v1/requests?node=gpu-node-017&wait=0", token=AGENT_TOKEN)
+            live = await _alerts(url, payload([alert("gpu-node-017", incident="inc-live")], key="live"))
+            again = await _alerts(url, payload(ghosts, key="ghosts"))
+        return first, polled, live, again
+
+    (s1, first), (s2, _), (s3, live), (s4, again) = run(go())
+    assert (s1, s2, s3, s4) == (200, 200, 200, 200)
+    assert [q["node"] for q in live["queued"]] == ["gpu-node-017"], live
+    assert live["no_recent_agent"] == []
+    cap = settings.alerts.absent_max_in_flight
+    assert 0 < cap < 20
+    assert len(first["queued"]) == cap
+    assert sorted(first["no_recent_agent"]) == sorted(q["node"] for q in first["queued"])
+    assert first["skipped"] == {"no_recent_agent_cap": 20 - cap}
+    assert again["queued"] == [] and again["skipped"] == {"exists": cap, "no_recent_agent_cap": 20 - cap}
+    stored = {r.node: r for r in (CaptureRequest.loads(p.read_bytes()) for p in _requests(tmp_path))}
+    assert stored["gpu-node-017"].expires - stored["gpu-node-017"].created == settings.alerts.request_ttl_s
+    ghost_ttls = {r.expires - r.created for n, r in stored.items() if n.startswith("ghost-")}
+    assert ghost_ttls == {settings.alerts.absent_ttl_s} and settings.alerts.absent_ttl_s < settings.alerts.request_ttl_s
+
+
+def test_a_poll_marks_the_node_once_a_minute_and_markers_of_nodes_gone_a_day_are_swept(tmp_path: Path) -> None:
+    import os
+
+    agents = tmp_path / "store" / "_agents"
+
+    async def go() -> tuple[list[str], list[str], float, float]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            for _ in range(5):
+                await _call("GET", url + "/v1/requests?node=gpu-node-017&wait=0", token=AGENT_TOKEN)
+            await _call("GET", url + "/v1/requests?node=gpu-node-017&wait=0", token=OPERATOR_TOKEN)
+            marked = sorted(p.name for p in agents.iterdir())
+            first = (agents / "gpu-node-017.json").stat().st_mtime_ns
+            await _call("GET", url + "/v1/requests?node=gpu-node-017&wait=0", token=AGENT_TOKEN)
+            again = (agents / "gpu-node-017.json").stat().st_mtime_ns
+            (agents / "gone.json").write_text("{}")
+            os.utime(agents / "gone.json", (time.time() - 2 * 86400,) * 2)
+            await _alerts(url, GROUP)
+            return marked, sorted(p.name for p in agents.iterdir()), first, again
+
+    marked, after, first, again = run(go())
+    assert marked == ["gpu-node-017.json"]  # the operator's poll marks nothing
+    assert first == again  # within the minute: no second write
+    assert after == ["gpu-node-017.json"]

@@ -231,3 +231,24 @@ def test_the_alert_plan_is_one_the_agents_ship() -> None:
     assert AlertLimits().plan == "node-bundle"
     with pytest.raises(SettingsError, match="unknown capture plan 'shell'"):
         AlertLimits(plan="shell")
+
+
+def test_nodes_without_a_recent_agent_have_their_own_cap_and_ttl() -> None:
+    limits = AlertLimits(max_in_flight=2, absent_max_in_flight=1, absent_ttl_s=120, agent_recent_s=300)
+    agents = {"live-1": NOW - 300, "live-2": NOW - 10, "stale": NOW - 301}
+    body = payload([alert(n, incident=f"inc-{n}") for n in ("ghost-a", "ghost-b", "stale", "live-1", "live-2")])
+    d = decide(parse_webhook(body), [], NOW, limits, agents)
+    assert sorted(r.node for r in d.queue) == ["ghost-a", "live-1", "live-2"]
+    assert d.no_recent_agent == ("ghost-a",)
+    assert {r.node: r.expires - r.created for r in d.queue} == {"ghost-a": 120, "live-1": 1800, "live-2": 1800}
+    assert sorted(s.node for s in d.skipped if s.reason == "no_recent_agent_cap") == ["ghost-b", "stale"]
+    # The agentless request in flight holds only its own cap: a live node's alert still queues...
+    more = payload([alert("live-3", incident="inc-x"), alert("ghost-c", incident="inc-y")])
+    d2 = decide(parse_webhook(more), list(d.queue[:1]), NOW + 1, limits, {**agents, "live-3": NOW})
+    assert [r.node for r in d2.queue] == ["live-3"]
+    assert [s.reason for s in d2.skipped] == ["no_recent_agent_cap"]
+    # ...and once it expired (short TTL), the resend may queue one again, never more than the cap.
+    d3 = decide(parse_webhook(more), list(d.queue[:1]), NOW + 121, limits, {**agents, "live-3": NOW})
+    assert d3.no_recent_agent == ("ghost-c",)
+    # Without a view of the agents (None) every node counts as having one: the former policy.
+    assert len(decide(parse_webhook(body), [], NOW, AlertLimits()).queue) == 5

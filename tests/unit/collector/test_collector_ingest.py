@@ -528,3 +528,47 @@ def test_capture_requests_are_readable_by_owner_and_group_only(tmp_path: Path) -
     root = tmp_path / "store"
     for p in [root, *root.rglob("*")]:
         assert p.stat().st_mode & 0o777 == (0o750 if p.is_dir() else 0o640), p
+
+
+def test_an_agent_token_stores_bundles_only_in_its_own_cluster(tmp_path: Path) -> None:
+    """One agent token must not store bundles under three clusters' names: a token line may name its
+    cluster, and a token without one is bound to the collector's --cluster."""
+    s = local_settings(tmp_path, cluster="prod-east")
+    (tmp_path / "tokens" / "agent").write_text(f"gpu-node-017 {AGENT_TOKEN} prod-west\ngpu-node-018 {AGENT_TOKEN_18}\n")
+
+    async def go() -> list[tuple[int, str]]:
+        out = []
+        async with running(s) as (url, _col):
+            for token, node, cluster in ((AGENT_TOKEN, "gpu-node-017", "prod-east"),
+                                         (AGENT_TOKEN, "gpu-node-017", "prod-west"),
+                                         (AGENT_TOKEN_18, "gpu-node-018", "staging"),
+                                         (AGENT_TOKEN_18, "gpu-node-018", "prod-east")):
+                hello = replace(HELLO, node=node, cluster=cluster, bundle=f"b{len(out):024x}")
+                status, doc, _h = await post(url, body(hello, b"bundle bytes"), token=token)
+                out.append((status, doc.get("error", doc.get("code", ""))))
+        return out
+
+    got = run(go())
+    assert [st for st, _ in got] == [403, 200, 403, 200], got
+    assert sorted(p.split("/")[0] for p in files(tmp_path / "store") if p.endswith(".tar.gz")) == [
+        "prod-east", "prod-west"]
+
+
+def test_one_node_uploads_at_most_its_hourly_rate(tmp_path: Path) -> None:
+    """One token storing hundreds of bundles a second: past --max-uploads-per-node-hour a node is
+    answered 429 with a Retry-After, nothing read or stored; another node still uploads."""
+    s = local_settings(tmp_path, max_uploads_per_node_hour=3)
+
+    async def go() -> list[tuple[int, str | None]]:
+        out = []
+        async with running(s) as (url, _col):
+            for i, (token, node) in enumerate([(AGENT_TOKEN, "gpu-node-017")] * 4 + [(AGENT_TOKEN_18, "gpu-node-018")]):
+                hello = replace(HELLO, node=node, bundle=f"b{i:024x}")
+                status, _doc, headers = await post(url, body(hello, b"bundle bytes"), token=token)
+                out.append((status, headers.get("Retry-After")))
+        return out
+
+    got = run(go())
+    assert [st for st, _ in got] == [200, 200, 200, 429, 200], got
+    assert 3000 <= int(got[3][1] or 0) <= 3600
+    assert len([p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]) == 4

@@ -63,3 +63,23 @@ def test_one_token_is_reviewed_once_and_reviews_are_rate_bound(tmp_path: Path) -
     assert set(same) == {200} and after_one == 1
     assert reviews == 5  # the burst, then nothing more reaches the API server
     assert many.count(401) == 4 and many.count(503) == 46  # 503: the agent's client tries again later
+
+
+def test_a_reviewed_agent_uploads_for_the_collectors_cluster_only(tmp_path: Path) -> None:
+    from collector_helpers import body
+
+    good = jwt()
+
+    async def go() -> list[int]:
+        runner, api, standin = await _standin({good: {"username": SA, "aud": "railscope-collector",
+                                                        "extra": {NODE_CLAIM: [HELLO.node]}}})
+        try:
+            settings = replace(_review_settings(tmp_path, api), cluster=HELLO.cluster)
+            async with running(settings) as (url, _col):
+                other = await post(url, body(replace(HELLO, cluster="other-cluster"), b"x"), token=good)
+                own = await post(url, body(HELLO, b"x"), token=good)
+        finally:
+            await runner.cleanup()
+        return [other[0], own[0], standin.reviews]
+
+    assert run(go()) == [403, 200, 1]  # one review: the principal is cached with its cluster

@@ -70,7 +70,9 @@ def test_the_collector_accepts_its_pod_environment(chart: Any, monkeypatch: pyte
         "retryAfter": 3, "minRate": "128k", "minRateGrace": "20s", "stallTimeout": "2m", "partSize": "16M",
         "partConcurrency": 6, "partsInFlight": 12, "stalePartAge": "2h", "agentAudience": "rs", "logLevel": "debug",
         "captureOnAlert": False, "captureCooldown": "5m", "captureMaxInFlight": 40, "captureIncidentWorst": 3,
-        "captureIncidentSample": 0, "captureRate": 10, "captureRateWindow": "1h", "requestTtl": "10m"},
+        "captureIncidentSample": 0, "captureRate": 10, "captureRateWindow": "1h", "requestTtl": "10m",
+        "captureAgentRecent": "10m", "captureNoAgentMaxInFlight": 1, "captureNoAgentTtl": "2m",
+        "cluster": "prod-east"},
         "tokenRoles": ["agent", "operator"]}}
     s = settings(render(chart, values), monkeypatch)
     assert (s.listen, s.port, s.store.bucket, s.store.prefix, s.s3_endpoint_url) == (
@@ -84,6 +86,8 @@ def test_the_collector_accepts_its_pod_environment(chart: Any, monkeypatch: pyte
     a = s.alerts
     assert (a.enabled, a.cooldown_s, a.max_in_flight, a.incident_worst, a.incident_sample) == (False, 300, 40, 3, 0)
     assert (a.rate_per_alertname, a.rate_window_s, a.request_ttl_s) == (10, 3600, 600)
+    assert (a.agent_recent_s, a.absent_max_in_flight, a.absent_ttl_s) == (600, 1, 120)
+    assert s.cluster == "prod-east"
 
 
 def test_flag_values_are_exactly_the_collectors_flags(chart: Any) -> None:  # noqa: F811
