@@ -2,7 +2,7 @@
 
 A rail works only while the processes around it do: ``ovs-vswitchd`` and ``ovsdb-server`` (switchdev
 offload; vswitchd spins at 100 % of a core when hardware offload fails and every packet takes the
-slow path), the SR-IOV network config daemon (a daemon restarting in a loop re-creates VFs each
+slow path), the DOCA driver container's entrypoint (it holds the DOCA mlx5 driver loaded), the SR-IOV network config daemon (a daemon restarting in a loop re-creates VFs each
 time), the SR-IOV and RDMA device plugins (the node's rail resources), and the NVIDIA driver
 container's script that loads ``nvidia-peermem``.
 
@@ -23,7 +23,7 @@ from agent.host import Host
 from agent.model import DaemonProcess
 from agent.readers.common import Notes
 
-__all__ = ["DAEMONS", "USER_HZ", "daemon_of", "parse_stat", "parse_status", "read_processes"]
+__all__ = ["DAEMONS", "MARKERS", "USER_HZ", "daemon_of", "parse_stat", "parse_status", "read_processes"]
 
 #: daemon word -> the kernel names (``comm``: 15 characters at most, longer names are cut) of its processes.
 DAEMONS: dict[str, tuple[str, ...]] = {
@@ -37,6 +37,17 @@ DAEMONS: dict[str, tuple[str, ...]] = {
     # the GPU driver container's script ("nvidia-driver"), which also reloads nvidia-peermem
     # ("nvidia-driver reload_nvidia_peermem" in the nvidia-peermem-ctr container)
     "nvidia-driver": ("nvidia-driver",),
+    # the DOCA (MLNX_OFED) driver container's entrypoint, which loads the DOCA mlx5 driver and, with
+    # RESTORE_DRIVER_ON_POD_TERMINATION, puts the inbox one back when its pod ends; its name alone is any
+    # container's, so it counts only with the marker below in its own root
+    "doca-driver": ("entrypoint.sh",),
+}
+
+#: daemon -> files that must exist in the process's own root (``/proc/<pid>/root``) for a process of that
+#: name to be the daemon: the DOCA driver container ships ``ofed_info`` (its entrypoint runs
+#: ``ofed_info -s``; github.com/Mellanox/ofed-docker entrypoint.sh), another image's entrypoint does not.
+MARKERS: dict[str, tuple[str, ...]] = {
+    "doca-driver": ("/usr/bin/ofed_info", "/usr/sbin/ofed_info"),
 }
 
 _BY_NAME = {name: daemon for daemon, names in DAEMONS.items() for name in names}
@@ -165,9 +176,20 @@ def _live_pids(proc_root: str, notes: Notes) -> list[int] | None:
     for entry in entries:
         if entry.isdigit() and entry.isascii():
             name = _comm(proc_root, entry)
-            if name is not None and daemon_of(name) is not None:
+            daemon = daemon_of(name) if name is not None else None
+            # a marked daemon is confirmed here, before anything of it goes through the host door, so a
+            # recording never holds another container's process of the same name
+            if daemon is not None and (daemon not in MARKERS or any(
+                    os.path.isfile(os.path.join(proc_root, entry, "root", m.lstrip("/"))) for m in MARKERS[daemon])):
                 pids.append(int(entry))
     return sorted(pids)
+
+
+def _marked(host: Host, pid: int, daemon: str) -> bool:
+    """Whether a process of a marked daemon's name has the daemon's marker in its root, read through
+    the host door: the recording keeps the marker (``ofed_info``, the driver's version script), so a
+    replay confirms the process as the live read did."""
+    return any(host.read_text(f"/proc/{pid}/root{m}", 64 << 10) is not None for m in MARKERS.get(daemon, ()))
 
 
 def _recorded_pids(host: Host) -> list[int]:
@@ -194,7 +216,7 @@ def read_processes(host: Host, notes: Notes) -> tuple[DaemonProcess, ...]:
             continue  # gone since it was listed
         status = parse_status(status_text)
         daemon = daemon_of(str(status.get("name", "")))
-        if daemon is None:
+        if daemon is None or (daemon in MARKERS and not _marked(host, pid, daemon)):
             continue
         stat = parse_stat(host.read_text(f"/proc/{pid}/stat", 4096) or "") or {}
         start = (boot + int(stat["starttime"]) / USER_HZ  # type: ignore[call-overload]

@@ -212,3 +212,43 @@ def test_parsers_refuse_what_is_not_proc() -> None:
     assert parse_stat("") is None and parse_stat("12 (x) S 1") is None
     assert parse_stat("12 (a) b) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20")["name"] == "a) b"  # type: ignore[index]
     assert parse_status("Name:\tx\nVmRSS:\tlots kB\nThreads:\t?\n") == {"name": "x"}
+
+
+#: A process that is the DOCA driver container's entrypoint: its own root (a chroot standing for the
+#: container's image) holds ofed_info, and the kernel names it entrypoint.sh.
+CONTAINER = ("import ctypes, os, sys, time\n"
+             "libc = ctypes.CDLL(None)\n"
+             "if sys.argv[1]:\n"
+             "    os.chroot(sys.argv[1]); os.chdir('/')\n"
+             "libc.prctl(15, b'entrypoint.sh', 0, 0, 0)\n"  # PR_SET_NAME
+             "print('ready', flush=True)\n"
+             "time.sleep(600)\n")
+
+
+def _entrypoint(spawn: Spawner, root: Path | None) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-c", CONTAINER, str(root or "")], stdout=subprocess.PIPE)
+    spawn.procs.append(proc)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    return proc
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or Path("/usr/bin/ofed_info").exists() or Path("/usr/sbin/ofed_info").exists(),
+                    reason="needs root (chroot) and a machine without ofed_info of its own")
+def test_the_doca_driver_containers_entrypoint_is_a_daemon_any_other_entrypoint_is_not(spawn: Spawner,
+                                                                                         tmp_path: Path) -> None:
+    root = tmp_path / "doca-driver-root"
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / "ofed_info").write_text("#!/bin/bash\necho OFED-internal-25.10-1.7.1:\n")
+    doca = _entrypoint(spawn, root)
+    other = _entrypoint(spawn, None)  # another image's entrypoint.sh: no ofed_info in its root
+    got = _mine(read_processes(LiveHost("/"), Notes()), doca.pid, other.pid)
+    assert [(p.daemon, p.name, p.pid) for p in got] == [("doca-driver", "entrypoint.sh", doca.pid)]
+
+    out = tmp_path / "image"
+    rec = RecordingHost(LiveHost("/"), str(out))
+    live = _mine(read_processes(rec, Notes()), doca.pid, other.pid)
+    rec.finish(node="n")
+    # the marker is in the image (the replay confirms the process by it); the other process is not
+    assert (out / "fs" / "proc" / str(doca.pid) / "root" / "usr" / "bin" / "ofed_info").is_file()
+    assert not (out / "fs" / "proc" / str(other.pid)).exists()
+    assert _mine(read_processes(RecordedHost(str(out)), Notes()), doca.pid, other.pid) == live
