@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent.findings import EVENT_CODES
 from agent.model import Event
 
-__all__ = ["counter_delta", "episode_fires", "make_event"]
+__all__ = ["counter_delta", "counter_deltas", "episode_fires", "make_event"]
 
 
 def counter_delta(prev: int | None, cur: int | None) -> int | None:
@@ -17,6 +17,20 @@ def counter_delta(prev: int | None, cur: int | None) -> int | None:
     if prev is None or cur is None or cur < prev:
         return None
     return cur - prev
+
+
+def counter_deltas(names: Sequence[str], prev: Sequence[int | None] | None,
+                   cur: Sequence[int | None]) -> dict[str, int]:
+    """The counters of ``names`` that rose from ``prev`` to ``cur`` (same order), by how much; nothing
+    without a previous sample. A counter missing on either side, or reset, is left out."""
+    out: dict[str, int] = {}
+    if prev is None:
+        return out
+    for name, old, new in zip(names, prev, cur, strict=True):
+        d = counter_delta(old, new)
+        if d:
+            out[name] = d
+    return out
 
 
 def episode_fires(last_true: float | None, now: float, quiet_s: float) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from agent.config import Thresholds
-from agent.detectors.common import counter_delta, episode_fires, make_event
+from agent.detectors.common import counter_deltas, episode_fires, make_event
 from agent.detectors.observations import CountersObs
 from agent.model import Event
 
@@ -48,12 +48,7 @@ def step(state: LosslessDropsState, obs: CountersObs, now: float) -> tuple[Lossl
     names = discard_counters(th.lossless_prio)
     values = tuple(obs.counters.get(n) for n in names)
     prev = state.ports.get(obs.name)
-    deltas: dict[str, int] = {}
-    if prev is not None:
-        for name, old, new in zip(names, prev.values, values, strict=True):
-            d = counter_delta(old, new)
-            if d:
-                deltas[name] = d
+    deltas = counter_deltas(names, prev.values if prev is not None else None, values)
     events: tuple[Event, ...] = ()
     last_true = prev.last_true if prev else None
     if deltas:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from agent.detectors.common import counter_delta, episode_fires, make_event
+from agent.detectors.common import counter_deltas, episode_fires, make_event
 from agent.detectors.observations import CountersObs
 from agent.model import Event
 
@@ -44,12 +44,7 @@ def initial() -> MtuOversizeState:
 def step(state: MtuOversizeState, obs: CountersObs, now: float) -> tuple[MtuOversizeState, tuple[Event, ...]]:
     values = tuple(obs.counters.get(n) for n in COUNTERS)
     prev = state.ports.get(obs.name)
-    deltas: dict[str, int] = {}
-    if prev is not None:
-        for name, old, new in zip(COUNTERS, prev.values, values, strict=True):
-            d = counter_delta(old, new)
-            if d:
-                deltas[name] = d
+    deltas = counter_deltas(COUNTERS, prev.values if prev is not None else None, values)
     events: tuple[Event, ...] = ()
     last_true = prev.last_true if prev else None
     if deltas:
