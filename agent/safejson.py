@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["MAX_JSON_DEPTH", "JSONError", "load_json", "loads_bounded"]
+__all__ = ["MAX_JSON_DEPTH", "JSONError", "Pairs", "load_json", "loads_bounded"]
 
 
 class JSONError(ValueError):
@@ -66,16 +66,32 @@ def _constant(_name: str) -> None:
 _DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_number, parse_int=_integer)
 
 
-def loads_bounded(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+class Pairs(tuple):  # type: ignore[type-arg]
+    """A JSON object as its ``(key, value)`` pairs in document order, duplicate keys kept.
+
+    Some tools print one key twice in one object (ethtool ``--json -m``: ``module_temperature`` is the
+    reading, then the object of its thresholds; CMIS modules repeat a lane array once per bank), where a
+    ``dict`` keeps only the last. A tuple subclass, so an array (a ``list``) is never mistaken for one.
+    """
+
+    __slots__ = ()
+
+
+#: The same rules, objects as ``Pairs`` (one shared decoder, for the reason above).
+_PAIRS_DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_number, parse_int=_integer,
+                                  object_pairs_hook=Pairs)
+
+
+def loads_bounded(text: str, what: str, max_depth: int = MAX_JSON_DEPTH, pairs: bool = False) -> Any:
     """``json.loads`` with the rules of ``load_json`` for text already decoded (a command's output).
     Raises ``JSONError`` for nesting deeper than ``max_depth``, ``json.JSONDecodeError`` for text that
-    is not JSON."""
+    is not JSON. ``pairs``: objects come as ``Pairs`` (duplicate keys kept) instead of dicts."""
     if text.count("[") + text.count("{") > max_depth and _depth(text.encode("utf-8", "surrogatepass")) > max_depth:
         raise JSONError(f"{what}: JSON nested deeper than {max_depth} levels, ignored")
     try:
         if text.startswith("\ufeff"):  # as json.loads refuses it
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-        return _DECODER.decode(text)
+        return (_PAIRS_DECODER if pairs else _DECODER).decode(text)
     except RecursionError:
         raise JSONError(f"{what}: JSON nested deeper than {max_depth} levels, ignored") from None
 

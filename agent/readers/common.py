@@ -41,16 +41,18 @@ class Notes:
         self.missing(source, res.why())
 
 
-def parse_json(text: str, what: str, truncated: bool = False) -> tuple[Any, str | None]:
+def parse_json(text: str, what: str, truncated: bool = False, pairs: bool = False) -> tuple[Any, str | None]:
     """``(document, None)`` or ``(None, one-line reason)`` — corrupt output never raises.
 
     ``truncated`` says the runner cut the output at its size cap, which explains a broken document.
+    ``pairs``: objects as ``agent.safejson.Pairs`` (keys in order, duplicates kept), for tools that
+    print a key twice in one object.
     """
     if not text.strip():
         return None, f"{what}: empty output"
     try:
         # Bounded nesting, no NaN: a recorded command's output is as untrusted as the rest of an image.
-        return loads_bounded(text, what), None
+        return loads_bounded(text, what, pairs=pairs), None
     except JSONError as exc:
         return None, str(exc)
     except json.JSONDecodeError as exc:
