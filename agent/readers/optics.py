@@ -1,28 +1,59 @@
-"""optics: the rails' transceivers, ``ethtool -m <rail netdev>`` (module EEPROM).
+"""optics: the rails' transceivers, ``ethtool -m <rail netdev>`` (module EEPROM), as text or JSON.
 
 On mlx5 a module read is a firmware access (the MCIA register): it runs on the devlink interval, in
-the counters' thread after the statistics (one firmware read at a time per PF), for rails only. The
-text is parsed; ethtool prints the same line names for SFF-8636 (QSFP28 / QSFP56) and CMIS
-(QSFP-DD / OSFP) modules (ethtool ``qsfp.c``, ``cmis.c`` and the shared ``sff-common.c``), and the
-module's own thresholds as ``… warning threshold`` / ``… alarm threshold`` lines. A module that prints
-no threshold is never judged (DESIGN §4 "Optics thresholds"). ``ethtool --json -m`` is not used: the
-text is what every installed ethtool prints, and what a capture records for people.
+the counters' thread after the statistics (one firmware read at a time per PF), for rails only.
+
+Two forms of the same read, parsed into the same ``ModuleOptics``:
+
+- text, what every ethtool prints: the same line names for SFF-8636 (QSFP28 / QSFP56) and CMIS
+  (QSFP-DD / OSFP) modules (ethtool ``qsfp.c``, ``cmis.c`` and the shared ``sff-common.c``), the
+  module's own thresholds as ``… warning threshold`` / ``… alarm threshold`` lines;
+- ``ethtool --json -m``, from ethtool 6.14 on (the first release whose ``-m`` accepts ``--json``:
+  ethtool commits c0c0036 "cmis: Enable JSON output support in CMIS modules" and 45591e3 "qsfp: Enable
+  JSON output support for SFF8636 modules", NEWS "Version 6.14 - April 7, 2025"). Before it, ethtool
+  refuses the option ("ethtool: bad command line argument(s)").
+
+Which form runs is decided once per host (the daemon keeps one host per source: once per process) from
+``ethtool --version``, a query of the tool that reaches no device and goes through the host like every
+command, so a bundle records it and replays the same choice. When the installed ethtool refuses
+``--json -m`` all the same (a build that says 6.14 but refuses it, or a kernel without the netlink
+module-EEPROM request, where ethtool falls back to an ioctl that cannot print JSON: "parameter '--json'
+can be used only with netlink"), the read of that rail is made again as text at once, and the text form
+is kept for the rest of the process: a refusal is a command-line answer, no module read, so no firmware
+read is made twice. A node image replays whichever form it recorded.
+
+A module that prints no threshold is never judged (DESIGN §4 "Optics thresholds").
 """
 
 from __future__ import annotations
 
 import math
 import re
+import threading
+import weakref
 from collections.abc import Iterable
+from typing import Any
 
-from agent.host import Host
+from agent.host import CmdResult, Host
 from agent.model import ModuleOptics, OpticsLane
-from agent.readers.common import Notes
+from agent.readers.common import Notes, parse_json
+from agent.safejson import Pairs
 
-__all__ = ["ARGV", "parse_ethtool_m", "read_optics"]
+__all__ = ["ARGV", "JSON_ARGV", "JSON_SINCE", "MAX_JSON_BYTES", "VERSION_ARGV", "parse_ethtool_m",
+           "parse_ethtool_m_json", "parse_ethtool_version", "read_optics", "reset_forms", "uses_json"]
 
 #: ``ethtool -m <netdev>``
 ARGV = ("ethtool", "-m")
+#: ``ethtool --json -m <netdev>`` (``--json`` is a global option: before the command)
+JSON_ARGV = ("ethtool", "--json", "-m")
+#: ``ethtool --version``: the tool's own version, no device
+VERSION_ARGV = ("ethtool", "--version")
+#: the first ethtool release whose ``-m`` accepts ``--json`` (ethtool.c v6.14: ``.json = true`` on
+#: "-m|--dump-module-eeprom|--module-info"; v6.11 has none)
+JSON_SINCE = (6, 14)
+#: a module's JSON is a few KiB (SFF-8636 about 4 KiB; CMIS with 4 banks about 12 KiB): an answer
+#: past this is no module's, and is not parsed
+MAX_JSON_BYTES = 256 << 10
 
 _LINE = re.compile(r"\A\s*(?P<key>[^:]+?)\s*:\s*(?P<val>.*?)\s*\Z")
 _CHANNEL = re.compile(r"\A(?P<what>.+?)\s*\((?:Channel|Chan)\s*(?P<n>\d{1,2})\)\Z")
@@ -49,6 +80,13 @@ _THRESHOLD_STEMS = {
     "laser rx power": "rx_power_mw",
 }
 _THRESHOLD = re.compile(r"\A(?P<stem>.+?) (?P<side>high|low) (?P<level>alarm|warning) threshold\Z")
+
+#: What ethtool prints on stderr when it refuses ``--json -m``: before 6.14 (ethtool.c
+#: ``exit_bad_args``; 6.10+ adds "JSON output not available for this subcommand"), and from 6.14 when
+#: the read falls back to the ioctl (``exit_nlonly_param``: the kernel has no netlink module-EEPROM
+#: request, before Linux 5.13)
+_JSON_REFUSED = ("bad command line argument", "JSON output not available", "can be used only with netlink")
+_VERSION = re.compile(r"\bethtool version (\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def _number(val: str) -> float | None:
@@ -123,16 +161,287 @@ def parse_ethtool_m(text: str, netdev: str) -> ModuleOptics:
         thresholds=tuple(dict.fromkeys(thresholds)))
 
 
+# -- the JSON form ------------------------------------------------------------------------------------
+
+#: JSON key -> (quantity, decimals). ethtool's JSON prints each reading with ``%g`` (json_writer.c
+#: ``jsonw_float``: six significant digits) where the text prints ``%.2f`` degrees C, ``%.4f`` V,
+#: ``%.3f`` mA and ``%.4f`` mW (sff-common.h ``PRINT_TEMP`` / ``PRINT_VCC`` / ``PRINT_BIAS`` /
+#: ``PRINT_xX_PWR``) of the same register. Rounded to the text's decimals, both forms give one record,
+#: so a node whose ethtool is upgraded, or a bundle of the other form, reads the same values (the
+#: temperature's extra digits are 1/256 degree steps, below what a threshold judges).
+_QUANTITY = {
+    "module_temperature": ("temperature_c", 2),
+    "module_voltage": ("voltage_v", 4),
+    "laser_bias_current": ("tx_bias_ma", 3),
+    "laser_output_power": ("tx_power_mw", 4),
+    "laser_rx_power": ("rx_power_mw", 4),
+}
+#: per-lane arrays: SFF-8636 one array of 4; CMIS one array of 8 per bank, the key repeated per bank
+_LANE_ARRAYS = {
+    "laser_tx_bias_current": ("tx_bias_ma", 3),
+    "transmit_avg_optical_power": ("tx_power_mw", 4),
+}
+_THRESHOLD_KEYS = {f"{side}_{level}_threshold": f"{side}_{level}"
+                   for side in ("high", "low") for level in ("alarm", "warning")}
+#: ethtool's json_writer.c escapes ``'`` as ``\\'``, which JSON has not: a vendor string with an
+#: apostrophe would make the whole module unreadable. An escaped backslash before it is kept.
+_ESCAPED_QUOTE = re.compile(r"(?<!\\)((?:\\\\)*)\\'")
+_MAX_LANES = 32  # CMIS: 4 banks of 8 (cmis.c CMIS_MAX_CHANNEL_NUM)
+
+
+def _json_number(what: str, key: str, val: Any, digits: int) -> float | None:
+    if val is None:  # NaN / Infinity / an overflowing number (agent.safejson): this value unknown
+        return None
+    if isinstance(val, bool) or not isinstance(val, int | float):
+        raise ValueError(f"{what}: {key}: {str(val)[:40]!r} is not a number")
+    x = float(val)
+    return round(x, digits) if math.isfinite(x) else None
+
+
+def _json_numbers(what: str, key: str, val: Any, digits: int) -> list[float | None]:
+    if not isinstance(val, list):
+        raise ValueError(f"{what}: {key}: not a list of lane values")
+    return [_json_number(what, key, v, digits) for v in val]
+
+
+def _json_text(what: str, key: str, val: Any) -> str:
+    if not isinstance(val, str):
+        raise ValueError(f"{what}: {key}: not a string")
+    return val.strip()[:80]
+
+
+def parse_ethtool_m_json(text: str, netdev: str, truncated: bool = False) -> ModuleOptics:
+    """``ethtool --json -m <if>`` (ethtool 6.14+) -> the record ``parse_ethtool_m`` makes of the text.
+
+    Sample (SFF-8636, the Finisar QSFP28 of ``parse_ethtool_m``'s sample; RECONSTRUCTED by ethtool's
+    printing rules from that module's text, cut; the keys are ethtool's, units in none of them:
+    degrees C, V, mA and mW as ``module_info.json`` of ethtool 6.14 documents)::
+
+        [ {
+                "identifier": 17,
+                "identifier_description": "QSFP28",
+                "vendor_name": "FINISAR CORP.",
+                "vendor_pn": "FTLC1152RGPL6-FB",
+                "module_temperature": 33.7617,
+                "module_voltage": 3.2505,
+                "laser_tx_bias_current": [ 42.068,37.926,38.87,37.968 ],
+                "transmit_avg_optical_power": [ 1.0778,1.0394,0.9198,1.1533 ],
+                "rx_power": {
+                    "values": [ 0.9969,0.91,0.9101,0.9713 ],
+                    "type": "Rcvr signal avg optical power"
+                },
+                "laser_rx_power_low_warning": [ false,false,false,false ],
+                "module_temperature": {
+                    "high_alarm_threshold": 60,
+                    "low_alarm_threshold": 10,
+                    "high_warning_threshold": 55,
+                    "low_warning_threshold": 15
+                },
+                "laser_rx_power": {
+                    "low_warning_threshold": 0.0631
+                }
+            } ]
+
+    ``module_temperature`` and ``module_voltage`` are keys twice in one object: the reading, then the
+    object of its thresholds (sff-common.c ``sff_show_thresholds_json``), so objects are read as
+    pairs, never as a dict that keeps only the last. A CMIS module prints ``laser_tx_bias_current``,
+    ``transmit_avg_optical_power`` and ``rx_power`` once per bank of 8 lanes (cmis.c), in bank
+    order: lanes 9-16 are the second array. SFF-8472 prints one lane as numbers
+    (``laser_bias_current``, ``laser_output_power``, ``rx_power.value``). Flags (booleans, lane
+    status) are not read. Raises ValueError, one line, for anything that is not one module's JSON
+    (an error text, a truncated or oversized answer, a value of the wrong type): nothing of such a
+    module is kept, never part of it.
+    """
+    what = f"ethtool --json -m {netdev}"
+    if len(text) > MAX_JSON_BYTES:
+        raise ValueError(f"{what}: {len(text)} characters, more than any module prints ({MAX_JSON_BYTES}): not read")
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError(f"{what}: empty output")
+    if not stripped.startswith("["):
+        first = stripped.splitlines()[0]
+        raise ValueError(f"{what}: not a module dump ({first[:80]!r})")
+    if "\\'" in text:
+        text = _ESCAPED_QUOTE.sub(r"\1'", text)
+    doc, err = parse_json(text, what, truncated, pairs=True)
+    if err is not None:
+        raise ValueError(err)
+    if not isinstance(doc, list) or len(doc) != 1 or not isinstance(doc[0], Pairs):
+        raise ValueError(f"{what}: not one module object in a list (ethtool prints [ {{...}} ])")
+    ident: int | None = None
+    ident_desc: str | None = None
+    head: dict[str, str] = {}
+    arrays: dict[str, list[float | None]] = {"tx_bias_ma": [], "tx_power_mw": [], "rx_power_mw": []}
+    single: dict[str, float | None] = {}
+    thresholds: list[tuple[str, str, float]] = []
+    temperature = voltage = None
+    for key, val in doc[0]:
+        if key == "identifier":
+            if isinstance(val, bool) or not isinstance(val, int) or not 0 <= val <= 255:
+                raise ValueError(f"{what}: identifier: not a byte")
+            ident = val
+        elif key == "identifier_description":
+            ident_desc = _json_text(what, key, val)
+        elif key in ("vendor_name", "vendor_pn", "vendor_sn"):
+            head.setdefault(key, _json_text(what, key, val))
+        elif key in _LANE_ARRAYS:
+            field, digits = _LANE_ARRAYS[key]
+            arrays[field].extend(_json_numbers(what, key, val, digits))
+        elif key == "rx_power":
+            if not isinstance(val, Pairs):
+                raise ValueError(f"{what}: rx_power: not an object")
+            for k, v in val:
+                if k == "values":
+                    arrays["rx_power_mw"].extend(_json_numbers(what, "rx_power.values", v, 4))
+                elif k == "value":
+                    single["rx_power_mw"] = _json_number(what, "rx_power.value", v, 4)
+        elif key in _QUANTITY:
+            quantity, digits = _QUANTITY[key]
+            if isinstance(val, Pairs):
+                for k, v in val:
+                    kind = _THRESHOLD_KEYS.get(k)
+                    x = _json_number(what, f"{key}.{k}", v, digits) if kind else None
+                    if kind and x is not None:
+                        thresholds.append((quantity, kind, x))
+            elif key == "laser_rx_power":
+                raise ValueError(f"{what}: laser_rx_power: not an object of thresholds")
+            elif quantity == "temperature_c":
+                temperature = _json_number(what, key, val, digits)
+            elif quantity == "voltage_v":
+                voltage = _json_number(what, key, val, digits)
+            else:  # SFF-8472: the one lane's reading
+                single[quantity] = _json_number(what, key, val, digits)
+    for field, values in arrays.items():
+        if len(values) > _MAX_LANES:
+            raise ValueError(f"{what}: {len(values)} lanes of {field}, more than a module has ({_MAX_LANES})")
+    lanes: dict[int, dict[str, float]] = {}
+    for field, values in arrays.items():
+        for i, x in enumerate(values):
+            if x is not None:
+                lanes.setdefault(i + 1, {})[field] = x
+    for field, x in single.items():
+        if x is not None:
+            lanes.setdefault(1, {}).setdefault(field, x)
+    if ident is None and not lanes and temperature is None:
+        raise ValueError(f"{what}: no module in the answer (no identifier, lane or temperature)")
+    identifier = None
+    if ident is not None:
+        identifier = f"0x{ident:02x} ({ident_desc})" if ident_desc else f"0x{ident:02x}"
+    return ModuleOptics(
+        netdev=netdev, identifier=identifier, vendor=head.get("vendor_name"), part=head.get("vendor_pn"),
+        serial=head.get("vendor_sn"), temperature_c=temperature, voltage_v=voltage,
+        lanes=tuple(OpticsLane(lane=n, **lanes[n]) for n in sorted(lanes)),
+        thresholds=tuple(dict.fromkeys(thresholds)))
+
+
+# -- which form ------------------------------------------------------------------------------------
+
+def parse_ethtool_version(text: str) -> tuple[int, int, int] | None:
+    """``ethtool --version`` -> (major, minor, patch); None when it says no version.
+
+    Sample: ``ethtool version 6.1`` (Debian 12), ``ethtool version 6.14.2`` (Debian 13).
+    """
+    m = _VERSION.search(text)
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+_lock = threading.Lock()
+#: host -> (whether its reads use ``--json``, its ``ethtool --version`` line), decided once per host
+#: object: the daemon keeps one per source; a capture or ``doctor`` makes its own, so a bundle records
+#: the ``--version`` it decided by
+_forms: weakref.WeakKeyDictionary[Any, tuple[bool, str]] = weakref.WeakKeyDictionary()
+#: ``ethtool --version`` lines of live ethtools that refused ``--json -m`` in this process
+_refused: set[str] = set()
+
+
+def reset_forms() -> None:
+    """Forget every decision (tests: each starts from a fresh process's state)."""
+    with _lock:
+        _forms.clear()
+        _refused.clear()
+
+
+def _known(host: Host) -> tuple[bool, str] | None:
+    with _lock:
+        try:
+            return _forms.get(host)
+        except TypeError:  # a host that cannot be weakly referenced: decided at every read
+            return None
+
+
+def _remember(host: Host, use_json: bool, line: str) -> None:
+    with _lock:
+        try:
+            _forms[host] = (use_json, line)
+        except TypeError:
+            pass
+
+
+def uses_json(host: Host, timeout_s: float = 10.0) -> bool:
+    """Whether ``read_optics`` reads ``host`` with ``ethtool --json -m``: its ``ethtool --version`` is
+    ``JSON_SINCE`` or later, and no ethtool of that version refused ``--json -m`` in this process."""
+    known = _known(host)
+    if known is not None:
+        return known[0]
+    res = host.run(list(VERSION_ARGV), timeout_s=timeout_s, max_bytes=4096)
+    version = parse_ethtool_version(res.text) if res.ok else None
+    line = res.text.strip().splitlines()[0] if version is not None else ""
+    with _lock:
+        refused = host.live and line in _refused
+    use_json = version is not None and version >= JSON_SINCE and not refused
+    _remember(host, use_json, line)
+    return use_json
+
+
+def refuses_json(res: CmdResult) -> bool:
+    """``res`` is ethtool refusing ``--json -m`` (its command line, not the module: no EEPROM was read)."""
+    if not res.available or res.rc == 0:
+        return False
+    err = res.stderr.decode("utf-8", "replace")
+    return any(s in err for s in _JSON_REFUSED)
+
+
+def _refused_json(host: Host) -> None:
+    """Keep the text form for ``host``, and, live, for every host of this process with the same ethtool."""
+    known = _known(host)
+    line = known[1] if known else ""
+    _remember(host, False, line)
+    if host.live and line:
+        with _lock:
+            _refused.add(line)
+
+
+def _read_one(host: Host, name: str, use_json: bool, timeout_s: float) -> tuple[CmdResult, bool]:
+    """One rail's module: (the answer to parse, whether the next rail uses JSON)."""
+    if not use_json:
+        return host.run([*ARGV, name], timeout_s=timeout_s), False
+    res = host.run([*JSON_ARGV, name], timeout_s=timeout_s, max_bytes=MAX_JSON_BYTES)
+    if refuses_json(res):
+        _refused_json(host)
+        return host.run([*ARGV, name], timeout_s=timeout_s), False
+    if res.missing and not res.timed_out and not host.live:
+        # A node image that holds the text form (recorded by an ethtool that fell back, or before
+        # the JSON form existed): replay what it holds; with neither, the JSON record's reason stands.
+        text = host.run([*ARGV, name], timeout_s=timeout_s)
+        if text.available:
+            return text, True
+    return res, True
+
+
 def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
                 notes: Notes | None = None) -> tuple[ModuleOptics, ...]:
-    """``ethtool -m`` of each rail netdev, one at a time; after one times out live, the rest are skipped
-    (a task stuck in the driver cannot be killed, DESIGN §7)."""
+    """``ethtool -m`` (or ``--json -m``, see the module's doc) of each rail netdev, one at a time;
+    after one times out live, the rest are skipped (a task stuck in the driver cannot be killed,
+    DESIGN §7)."""
     notes = notes if notes is not None else Notes()
     out = []
     names = list(netdevs)
+    use_json = uses_json(host, timeout_s) if names else False
     for i, name in enumerate(names):
         source = f"ethtool -m {name}"
-        res = host.run([*ARGV, name], timeout_s=timeout_s)
+        res, use_json = _read_one(host, name, use_json, timeout_s)
         if not res.ok:
             notes.command(source, res)
             if res.timed_out and host.live:
@@ -141,7 +450,11 @@ def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
                 break
             continue
         try:
-            out.append(parse_ethtool_m(res.text, name))
+            if tuple(res.argv[:len(JSON_ARGV)]) == JSON_ARGV:
+                cut = res.truncated or len(res.stdout) >= MAX_JSON_BYTES
+                out.append(parse_ethtool_m_json(res.text, name, cut))
+            else:
+                out.append(parse_ethtool_m(res.text, name))
         except ValueError as exc:
             notes.missing(source, str(exc))
     return tuple(out)

@@ -156,6 +156,9 @@ class Source:
     #: nothing else depends on it: the budget guard may pause it when the agent passes its CPU or
     #: memory budget (``agent.service.budget``)
     optional: bool = False
+    #: argv prefixes among ``commands`` that reach no device even in a firmware-touching source (a
+    #: tool's own ``--version``): not serialised by the firmware gate
+    no_device: tuple[tuple[str, ...], ...] = ()
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -338,8 +341,8 @@ SOURCES: tuple[Source, ...] = (
            (), 60.0, 5.0, ("thermal",), read_thermal_part),
     Source("optics", "the rails' transceivers (ethtool -m, a firmware read: in the counters' thread, after the "
                      "statistics)",
-           (("ethtool", "-m"),), 60.0, 60.0, ("optics",), read_optics_part, firmware_touching=True,
-           lane="counters"),
+           (("ethtool", "-m"), ("ethtool", "--json", "-m"), ("ethtool", "--version")), 60.0, 60.0, ("optics",),
+           read_optics_part, firmware_touching=True, lane="counters", no_device=(("ethtool", "--version"),)),
     Source("processes", "the processes of the daemons a rail depends on (OVS, the SR-IOV config daemon, the device "
                         "plugins, the NVIDIA driver container): start time, CPU, RSS",
            (), 15.0, 1.0, ("processes",), read_processes_part, optional=True),
@@ -370,9 +373,14 @@ def source_of(argv: Iterable[str]) -> str | None:
 
 def touches_firmware(argv: Iterable[str]) -> bool:
     """Whether ``argv`` reads a NIC's firmware: the source that runs it is ``firmware_touching``
-    (the one declaration the daemon's firmware gate goes by)."""
-    name = source_of(argv)
-    return name is not None and by_name(name).firmware_touching
+    and ``argv`` is not one of its ``no_device`` queries (the one declaration the daemon's firmware
+    gate goes by)."""
+    args = tuple(argv)
+    name = source_of(args)
+    if name is None:
+        return False
+    src = by_name(name)
+    return src.firmware_touching and not any(args[:len(p)] == p for p in src.no_device)
 
 
 def after(ctx: Context, part: Part) -> Context:
