@@ -411,14 +411,21 @@ class _Exact:
 
 @dataclass(frozen=True, slots=True)
 class _Ethtool:
-    """``ethtool OPTION DEVICE``: exactly one query option (ethtool(8)) and the device."""
+    """``ethtool OPTION DEVICE``: exactly one query option (ethtool(8)) and the device; ``--json``
+    before the options that print JSON; ``ethtool --version`` (the optics reader's form choice)."""
 
     queries: frozenset[str]
+    json_queries: frozenset[str] = frozenset()
 
     def check(self, argv: tuple[str, ...]) -> str | None:
-        if len(argv) == 3 and argv[1] in self.queries and not argv[2].startswith("-"):
+        if argv[1:] == ("--version",):
             return None
-        return f"only 'ethtool {{{','.join(sorted(self.queries))}}} DEVICE' is allowed"
+        args = argv[2:] if len(argv) > 1 and argv[1] == "--json" else argv[1:]
+        allowed = self.json_queries if len(args) < len(argv) - 1 else self.queries
+        if len(args) == 2 and args[0] in allowed and not args[1].startswith("-"):
+            return None
+        return (f"only 'ethtool {{{','.join(sorted(self.queries))}}} DEVICE', "
+                f"'ethtool --json {{{','.join(sorted(self.json_queries))}}} DEVICE' or 'ethtool --version' is allowed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,7 +508,7 @@ ALLOWLIST: dict[str, _Iproute | _Exact | _Ethtool | _Ovs] = {
         _lv("app apptrust buffer dcbx ets maxrate pfc rewr help",
             **{o: _lv("show set add del replace flush help", show="args") for o in ("app", "buffer", "ets", "pfc")})),
     # ethtool(8): query options only
-    "ethtool": _Ethtool(frozenset({"-i", "-S", "-k", "-l", "-g", "-a", "--show-fec", "-m"})),
+    "ethtool": _Ethtool(frozenset({"-i", "-S", "-k", "-l", "-g", "-a", "--show-fec", "-m"}), frozenset({"-m"})),
     # ovs-vsctl(8): "show" and "list TABLE [RECORD...]"
     "ovs-vsctl": _Ovs(("--timeout=", "--format=", "--columns=", "--data=", "--no-headings", "--bare"), (),
                       {"show": (0, frozenset()), "list": (64, frozenset())}),
