@@ -48,7 +48,15 @@ BYPASSES = [
     "lldptool -T -i x -V ETS-CFG", "sysctl -p", "sysctl --system", "sysctl -w net.ipv4.ip_forward=1",
     "mlxdump -d 1a:00.0 fsdump", "mstdump 1a:00.0", "mlxlink -d 1a:00.0 -a TG", "mlxfwmanager -u",
     "setpci -s 1a:00.0 COMMAND=0", "dmesg -c", "dmesg -C", "dmesg -n 1",
+    # --json only before a query that prints it, with its device; --version alone
+    "ethtool --json -S x", "ethtool --json -m", "ethtool --json --json -m x", "ethtool --json -m -x",
+    "ethtool --version x", "ethtool --json --version", "ethtool --json -s x speed 100",
 ]
+
+
+def test_the_optics_readers_forms_are_allowed() -> None:
+    for argv in ("ethtool -m net_rail0", "ethtool --json -m net_rail0", "ethtool --version"):
+        assert refusal(tuple(argv.split())) is None, argv
 
 
 @pytest.mark.parametrize("argv", BYPASSES)

@@ -13,7 +13,7 @@ from agent.readers import sources
 from agent.readers.common import Notes
 from agent.readers.links import parse_links
 from agent.readers.snapshot import take_snapshot
-from agent.readers.sources import SOURCES, Context, LinkCache, after, compose, source_of
+from agent.readers.sources import SOURCES, Context, LinkCache, after, compose, source_of, touches_firmware
 
 
 class _Dumps:
@@ -84,6 +84,15 @@ def test_commands_belong_to_the_source_that_runs_them() -> None:
     assert source_of(["rdma", "-j", "link", "show"]) == "rdma"
     assert source_of(["devlink", "-j", "health", "show"]) == "health"  # the longest prefix wins
     assert source_of(["cat"]) is None
+
+
+def test_the_json_form_of_ethtool_m_is_a_firmware_read_and_its_version_query_is_not() -> None:
+    # the firmware gate and the --exclude-devices scope go by touches_firmware: ethtool --json -m is
+    # the same MCIA read as the text; ethtool --version reaches no device
+    for argv in (["ethtool", "-m", "net_rail0"], ["ethtool", "--json", "-m", "net_rail0"]):
+        assert source_of(argv) == "optics" and touches_firmware(argv), argv
+    assert source_of(["ethtool", "--version"]) == "optics"
+    assert not touches_firmware(["ethtool", "--version"])
 
 
 def test_a_disabled_source_is_not_read(example_image: Path) -> None:
