@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,44 @@ def test_doctor_from_the_bundle_equals_doctor_from_the_node(name: str, tmp_path:
     assert any(p.endswith("/current_link_width") for p in got)
     want, have = _doctor(IMAGES / name, capsys), _doctor(bundle, capsys)
     assert have["findings"] == want["findings"] and have["rails"] == want["rails"]
+
+
+OPTICS_JSON = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "optics" / \
+    "ethtool-json-m-qsfp28-finisar-cwdm4-RECONSTRUCTED.json"
+
+
+def _json_form_image(tmp_path: Path, name: str, low_rx: str | None) -> Path:
+    """Image ``name`` as a node whose ethtool is 6.14: the same modules read with ``--json`` (``low_rx``:
+    the rail whose lane 3 receives 0.0501 mW, as the image's text says)."""
+    root = tmp_path / "json-node"
+    shutil.copytree(IMAGES / name, root, symlinks=True)
+    cmd = root / "cmd"
+    module = "".join(ln + "\n" for ln in OPTICS_JSON.read_text().splitlines() if not ln.startswith("#"))
+    for nd in ("net_rail0", "net_rail1"):
+        for ext in (".stdout", ".rc"):
+            (cmd / f"ethtool_-m_{nd}{ext}").unlink()
+        rx = "0.9969,0.91,0.0501,0.9713" if nd == low_rx else "0.9969,0.91,0.9101,0.9713"
+        (cmd / f"ethtool_--json_-m_{nd}.stdout").write_text(module.replace("0.9969,0.91,0.9101,0.9713", rx))
+        (cmd / f"ethtool_--json_-m_{nd}.rc").write_text("0\n")
+    (cmd / "ethtool_--version.stdout").write_text("ethtool version 6.14.2\n")
+    (cmd / "ethtool_--version.rc").write_text("0\n")
+    return root
+
+
+@pytest.mark.parametrize(("name", "low_rx", "codes"), [("degradation-sources-healthy", None, []),
+                                                      ("optics-out-of-range-warning", "net_rail1", ["OpticsOutOfRange"])])
+def test_the_json_form_diagnoses_as_the_text_and_its_bundle_replays_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, low_rx: str | None, codes: list[str]) -> None:
+    node = _json_form_image(tmp_path, name, low_rx)
+    text_form, json_form = _doctor(IMAGES / name, capsys), _doctor(node, capsys)
+    assert json_form == text_form and [f["code"] for f in json_form["findings"]] == codes
+    buf = io.BytesIO()
+    with RecordedHost(str(node)) as host:
+        capture(host, buf, CaptureParams(node="gpu-node-017", nice=0, recorder_gap_s=0))
+    bundle = tmp_path / "b.tar.gz"
+    bundle.write_bytes(buf.getvalue())
+    got = items(buf.getvalue())
+    # the bundle holds the form the readers ran, and the version they chose it by
+    assert "cmd/ethtool_--json_-m_net_rail0.stdout" in got and "cmd/ethtool_--version.stdout" in got
+    have = _doctor(bundle, capsys)
+    assert have["findings"] == json_form["findings"] and have["rails"] == json_form["rails"]
