@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.readers.common import basename, parse_json, read_word, to_int
+from agent.safejson import Pairs
 
 from .imagekit import make_image
 
@@ -42,3 +43,11 @@ def test_json_reasons_name_the_command_and_the_cut_only_when_cut() -> None:
     assert parse_json('{"a": ', "x", truncated=True) == (
         None, "x: not valid JSON (Expecting value at line 1 column 7, output cut at the size cap)")
     assert parse_json(" \n", "x") == (None, "x: empty output")
+
+
+def test_json_as_pairs_keeps_a_key_printed_twice_and_the_same_bounds() -> None:
+    doc, err = parse_json('[ {"t": 33.7617, "a": [1, NaN], "t": {"high": 60}} ]', "x", pairs=True)
+    assert err is None and isinstance(doc, list) and isinstance(doc[0], Pairs)
+    assert list(doc[0]) == [("t", 33.7617), ("a", [1, None]), ("t", Pairs([("high", 60)]))]
+    assert parse_json('{"t": 1, "t": 2}', "x") == ({"t": 2}, None)  # a dict keeps only the last
+    assert parse_json("[" * 100 + "]" * 100, "x", pairs=True) == (None, "x: JSON nested deeper than 64 levels, ignored")

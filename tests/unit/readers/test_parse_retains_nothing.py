@@ -50,8 +50,9 @@ def _json_bytes_left(parse: Callable[[], Any], times: int = 200) -> int:
 @pytest.mark.parametrize("parse", [
     lambda: loads_bounded(DEV_INFO, "devlink -j dev info"),
     lambda: parse_json(DEV_INFO, "devlink -j dev info", False),
+    lambda: parse_json(DEV_INFO, "ethtool --json -m", False, pairs=True),
     lambda: parse_rdma_links(RDMA_LINKS),
-], ids=["loads_bounded", "parse_json", "parse_rdma_links"])
+], ids=["loads_bounded", "parse_json", "parse_json_pairs", "parse_rdma_links"])
 def test_two_hundred_parses_leave_no_json_memory(parse: Callable[[], Any]) -> None:
     assert parse()  # the document parses
     assert _json_bytes_left(parse) <= 256

@@ -114,6 +114,19 @@ def test_exclude_devices_removes_a_rail_from_firmware_reads(extra_mlx5: Path) ->
     assert touches(host.seen, ("net_rail1", "0000:8d:00.0")) == []
 
 
+def test_the_json_form_of_ethtool_m_keeps_the_same_scope(extra_mlx5: Path) -> None:
+    # an ethtool that prints JSON for -m: the readers run ethtool --json -m, to the same rails only
+    (extra_mlx5 / "cmd" / "ethtool_--version.stdout").write_text("ethtool version 6.14.2\n")
+    (extra_mlx5 / "cmd" / "ethtool_--version.rc").write_text("0\n")
+    cfg = ReadConfig(exclude_devices=r"0000:8d:00\.0")
+    for read in (lambda h: take_snapshot(h, cfg), lambda h: capture(h, io.BytesIO(), CaptureParams(
+            node="n", nice=0, recorder_gap_s=0, cfg=cfg))):
+        host = SeenHost(RecordedHost(str(extra_mlx5)))
+        read(host)
+        assert ("ethtool", "--json", "-m", "net_rail0") in host.seen
+        assert touches(host.seen, EXTRA_BDFS + EXTRA_NETDEVS + ("net_rail1", "0000:8d:00.0")) == []
+
+
 def test_exclude_devices_matches_a_netdev_name(extra_mlx5: Path) -> None:
     host = SeenHost(RecordedHost(str(extra_mlx5)))
     take_snapshot(host, ReadConfig(exclude_devices=r"^net_rail0$"))  # type: ignore[arg-type]
