@@ -148,7 +148,8 @@ def test_big_switchdev_node_reads_rails_only(tmp_path: Path) -> None:
     assert len(snap.rdma_links) == 2 * 21
     # ethtool on the two rails only, never on the 40 representors; one devlink call per PF and param
     ethtool = sorted(a for a in host.argvs if a[0] == "ethtool")
-    assert ethtool == [("ethtool", "-S", "net_rail0"), ("ethtool", "-S", "net_rail1"),
+    # ethtool --version: the optics reader's form choice (text or --json -m), once, no device
+    assert ethtool == [("ethtool", "--version"), ("ethtool", "-S", "net_rail0"), ("ethtool", "-S", "net_rail1"),
                        ("ethtool", "-i", "net_rail0"), ("ethtool", "-i", "net_rail1"),
                        ("ethtool", "-m", "net_rail0"), ("ethtool", "-m", "net_rail1")]
     # dev show, port show, health show (node-wide), and per PF eswitch + two params + dev info (firmware)
@@ -180,12 +181,12 @@ def test_every_command_run_is_in_the_example_image(example_image: Path) -> None:
     snap = take_snapshot(host, ReadConfig())
     cmd_dir = example_image / "cmd"
     missing = [a for a in host.argvs if not (cmd_dir / f"{slug(list(a))}.stdout").exists()]
-    # ovs-vsctl: skipped at capture (no OVS db socket); devlink health show, dev info and ethtool -m: the
-    # shared image predates them
-    assert [a[0] for a in missing] == ["ovs-vsctl", "devlink", "devlink", "devlink", "ethtool", "ethtool"]
+    # ovs-vsctl: skipped at capture (no OVS db socket); devlink health show, dev info, ethtool --version
+    # and -m: the shared image predates them
+    assert [a[0] for a in missing] == ["ovs-vsctl", "devlink", "devlink", "devlink", "ethtool", "ethtool", "ethtool"]
     assert missing[1:] == [("devlink", "-j", "health", "show"), ("devlink", "-j", "dev", "info", "pci/0000:0c:00.0"),
-                           ("devlink", "-j", "dev", "info", "pci/0000:8d:00.0"), ("ethtool", "-m", "net_rail0"),
-                           ("ethtool", "-m", "net_rail1")]
+                           ("devlink", "-j", "dev", "info", "pci/0000:8d:00.0"), ("ethtool", "--version"),
+                           ("ethtool", "-m", "net_rail0"), ("ethtool", "-m", "net_rail1")]
     assert snap.unavailable[:4] == (("ovs", "no OVS db socket at /var/run/openvswitch/db.sock"),
                                     ("devlink health", "devlink -j health show: not recorded in this image"),
                                     ("firmware", "devlink -j dev info pci/0000:0c:00.0: not recorded in this image"),
