@@ -40,7 +40,8 @@ from agent.readers.common import Notes, parse_json
 from agent.safejson import Pairs
 
 __all__ = ["ARGV", "JSON_ARGV", "JSON_SINCE", "MAX_JSON_BYTES", "VERSION_ARGV", "parse_ethtool_m",
-           "parse_ethtool_m_json", "parse_ethtool_version", "read_optics", "reset_forms", "uses_json"]
+           "parse_ethtool_m_json", "parse_ethtool_version", "read_optics", "refuses_json", "reset_forms",
+           "uses_json"]
 
 #: ``ethtool -m <netdev>``
 ARGV = ("ethtool", "-m")
