@@ -84,3 +84,19 @@ def test_the_firmware_gate_is_keyed_by_pci_function(example_image: Path) -> None
         assert function_of(inner, "net_rail0_0") == "0000:0c:00.0"  # its representor: the same firmware
         assert function_of(inner, "pci/0000:8d:00.0") == "0000:8d:00.0" == function_of(inner, "net_rail1")
         assert function_of(inner, "lo") == "lo"  # on no PCI function: its own key
+
+
+def test_the_json_module_read_waits_for_its_function_and_the_version_query_for_nothing(example_image: Path) -> None:
+    gate = FirmwareGate()
+    with open_image(str(example_image)) as inner:
+        host = TrackedHost(inner, Progress(), gate, firmware_wait_s=0.05)
+        done, th = _held_elsewhere(gate, "0000:0c:00.0")  # net_rail0's PCI function
+        try:
+            res = host.run(["ethtool", "--json", "-m", "net_rail0"])
+            version = host.run(["ethtool", "--version"])
+        finally:
+            done.set()
+            th.join()
+        assert res.missing and "another firmware read" in (res.reason or "")
+        # not held back: the image has no record of it, which is its answer
+        assert version.missing and "not recorded" in (version.reason or "")
