@@ -10,7 +10,9 @@ Figures, medians of ``--runs``:
   time, argv, timeout), in a network namespace of 8 veth pairs named ``net_rail0..7``: wall time and
   the children's CPU. veth has no module EEPROM, so ethtool answers at once: this is the floor of a
   pass (process spawn, netlink round trip), not the firmware's MCIA read on mlx5, which adds the
-  module's own I2C time per page read (not measurable without a ConnectX).
+  module's own I2C time per page read (not measurable without a ConnectX). The reader asks
+  ``ethtool --version`` once per host (the form: text, or ``--json -m`` from ethtool 6.14), in the
+  first run only; with an ethtool 6.14+ first on ``PATH`` the pass is of the JSON form.
 
 Needs root (a network namespace, deleted on exit). Run: ``python bench/bench_optics.py [--runs 15] [--json]``.
 """
