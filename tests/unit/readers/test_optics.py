@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.host.recorded import RecordedHost
 from agent.readers.common import Notes
@@ -351,3 +355,36 @@ def test_an_image_of_the_text_form_replays_it_under_a_json_ethtool(tmp_path: Pat
     assert [m.netdev for m in got] == ["net_rail0"]
     # neither form recorded for net_rail1: the note is the JSON read's, the form the node used
     assert notes.unavailable == [("ethtool -m net_rail1", "ethtool --json -m net_rail1: not recorded in this image")]
+
+
+_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    max_leaves=20)
+_KEY = st.sampled_from(["identifier", "identifier_description", "vendor_name", "vendor_sn", "module_temperature",
+                        "module_voltage", "laser_tx_bias_current", "transmit_avg_optical_power", "rx_power",
+                        "laser_bias_current", "laser_output_power", "laser_rx_power", "power_set"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_KEY, _VALUE), max_size=8))
+def test_json_of_any_shape_is_a_whole_record_or_a_one_line_error(pairs: list[tuple[str, Any]]) -> None:
+    text = "[ {" + ",".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in pairs) + "} ]"
+    try:
+        m = parse_ethtool_m_json(text, "net_rail0")
+    except ValueError as exc:
+        assert str(exc).startswith("ethtool --json -m net_rail0: ") and "\n" not in str(exc)
+    else:
+        assert all(1 <= ln.lane <= 32 for ln in m.lanes)
+        assert all(isinstance(v, float) and math.isfinite(v) for _, _, v in m.thresholds)
+
+
+_WHOLE = body(SFF8636_JSON).rstrip()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=1, max_value=len(_WHOLE) - 1))
+def test_a_cut_answer_is_never_part_of_a_module(cut: int) -> None:
+    with pytest.raises(ValueError, match="ethtool --json -m net_rail0"):
+        parse_ethtool_m_json(_WHOLE[:cut], "net_rail0")
