@@ -185,10 +185,10 @@ def _mtu(text: str) -> int:
 
 def add_readiness_flags(g: argparse._ArgumentGroup) -> None:
     """The expectations of the readiness codes (MtuMismatch, DriverNotDoca)."""
-    g.add_argument("--expect-mtu", type=_mtu, default=env_default("expect-mtu", None),
+    g.add_argument("--expect-mtu", action=_Store, type=_mtu, default=env_default("expect-mtu", None),
                    help="Report rails whose MTU is not this many bytes (e.g. 9000 or 4200). Default: no value; "
                         "a rail whose MTU differs from the most common MTU of the node's rails is reported.")
-    g.add_argument("--expect-driver", choices=("doca",), default=env_default("expect-driver", None),
+    g.add_argument("--expect-driver", action=_Store, choices=("doca",), default=env_default("expect-driver", None),
                    help="doca: report rail PFs that run the inbox mlx5 driver (the DOCA driver container "
                         "restores the inbox driver when its pod ends). Default: no expectation.")
 
