@@ -35,7 +35,6 @@ def register(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agent.commands.common import given_expectations
-    from agent.config import judge_image
     from agent.metrics.exposition import render
     from agent.metrics.image import state_from_image
     from agent.offline import SourceError, open_source
@@ -47,10 +46,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with open_source(args.source) as host:
             # judged as the agent that recorded it judged the node, unless a flag says otherwise
-            manifest = host.manifest
-            exp = judge_image(exp, given_expectations(args),
-                              manifest.extra.get("expectations") if manifest is not None else None).expectations
-            state = state_from_image(host, exp, table)
+            state = state_from_image(host, exp, table, given=given_expectations(args))
     except SourceError as exc:
         return fail("metrics", str(exc))
     taken = state.sample_time or 0.0

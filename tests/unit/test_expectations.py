@@ -261,3 +261,20 @@ def test_preflight_from_a_bundle_judges_with_its_recorded_readiness_expectations
     assert _manifest_of(plain)["expectations"]["expect_driver"] is None
     code, got = checks("--from", str(plain), "--expect-driver", "doca")
     assert code == 1 and got["driver"].startswith("fail DriverNotDoca"), got
+
+
+def test_metrics_from_a_bundle_takes_its_expectations_and_a_flag_overrides_them(
+        tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    def exposition(*argv: str) -> str:
+        assert main(["metrics", *argv]) == 0
+        return capsysbinary.readouterr().out.decode()
+
+    missing = 'railscope_finding{code="RailMissing",severity="critical",subject="net_rail2"} 1.0'
+    img = _image_with(tmp_path, {"rails": 3})
+    assert missing in exposition("--from", str(img))
+    assert missing not in exposition("--from", str(img), "--rails", "2")  # the flag, not the bundle's 3
+    bundle = _capture_with("mtu-mismatch", tmp_path, "--expect-mtu", "1500")
+    got = exposition("--from", str(bundle))
+    assert 'code="MtuMismatch",severity="warning",subject="net_rail0"' in got
+    got = exposition("--from", str(bundle), "--expect-mtu", "9000")
+    assert 'subject="net_rail1"' in got and 'code="MtuMismatch",severity="warning",subject="net_rail0"' not in got
