@@ -336,3 +336,72 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
                      ("devlink", "-j", "dev", "info", f"pci/{pf}")):
             assert held(argv) is want, (argv, by_argv[argv])
     assert not held(("ethtool", "-k", "r0"))  # offload flags: the driver's own state, no firmware command
+
+
+# -- --exclude-devices on diff and metrics ----------------------------------------------------------
+
+class _ImageHost(SeenHost):
+    """The image as a host a command opens itself (``LiveHost(root)`` or ``open_source(path)``), seen."""
+
+    def __init__(self, image: Path, hosts: list[SeenHost]) -> None:
+        super().__init__(RecordedHost(str(image)))
+        hosts.append(self)
+
+    def __enter__(self) -> _ImageHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._inner.close()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_diff_keeps_firmware_reads_off_excluded_devices_on_both_sides(
+        extra_mlx5: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``diff BEFORE live``: the live side is this node (here the image, through a stand-in for LiveHost),
+    read as doctor and the agent read it; the image side is read with the same scope, like for like."""
+    import agent.host.live
+    import agent.offline
+    from agent.cli import main
+
+    live: list[SeenHost] = []
+    images: list[SeenHost] = []
+    monkeypatch.setattr(agent.host.live, "LiveHost", lambda root, **_: _ImageHost(extra_mlx5, live))
+    monkeypatch.setattr(agent.offline, "open_source", lambda path: _ImageHost(Path(path), images))
+    main(["diff", str(extra_mlx5), "live", "--json"])
+    assert touches(live[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
+    main(["diff", str(extra_mlx5), "live", "--json", "--exclude-devices", r"0000:8d:00\.0"])
+    assert touches(live[-1].seen, ("net_rail1", "0000:8d:00.0")) == []
+    assert touches(images[-1].seen, ("net_rail1", "0000:8d:00.0")) == []
+    assert touches(live[-1].seen, ("net_rail0", "0000:0c:00.0")) != []
+    monkeypatch.setenv("RAILSCOPE_EXCLUDE_DEVICES", "^net_rail0$")
+    main(["diff", "live", str(extra_mlx5), "--json"])
+    assert touches(live[-1].seen, ("net_rail0", "0000:0c:00.0")) == []
+    capsys.readouterr()
+
+
+def test_metrics_keeps_firmware_reads_off_excluded_devices(
+        extra_mlx5: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    import agent.offline
+    from agent.cli import main
+
+    hosts: list[SeenHost] = []
+    monkeypatch.setattr(agent.offline, "open_source", lambda path: _ImageHost(Path(path), hosts))
+    assert main(["metrics", "--from", str(extra_mlx5)]) == 0
+    assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
+    assert b'device="net_rail1"' in capsysbinary.readouterr().out
+    assert main(["metrics", "--from", str(extra_mlx5), "--exclude-devices", r"0000:8d:00\.0"]) == 0
+    assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) == []
+    assert touches(hosts[-1].seen, ("net_rail0", "0000:0c:00.0")) != []
+    capsysbinary.readouterr()
+
+
+def test_every_command_that_reads_a_node_takes_exclude_devices() -> None:
+    """One flag for every command that reads a node (live or an image the readers read again)."""
+    from agent.cli import build_parser
+
+    for name in ("agent", "doctor", "capture", "record", "preflight", "diff", "metrics"):
+        parser = build_parser(only=name)
+        sub = next(a for a in parser._actions if a.dest == "command").choices[name]  # type: ignore[union-attr]
+        assert "--exclude-devices" in sub._option_string_actions, name
