@@ -59,8 +59,9 @@ ETHTOOL_FIRMWARE = ("-S", "--statistics", "-m", "--module-info", "-a", "--show-p
 def firmware_touching(argv: tuple[str, ...]) -> bool:
     """What reaches the NIC's firmware on mlx5, by the command's own words (not the registry's): ethtool
     statistics, module EEPROM, pause and FEC; every dcb show (dcbnl's IEEE get calls the driver's
-    getets / getpfc / getbuffer: QETCR, PFCC, PBMC registers); ``devlink dev info`` (MCQI / MCQS) and
-    every devlink command aimed at one instance."""
+    getets / getpfc / getbuffer: QETCR, PFCC, PBMC registers); ``devlink dev info`` (MCQI / MCQS),
+    ``devlink dev param show`` (the permanent parameters of lib/nv_param.c: MNVDA) and every devlink
+    command aimed at one instance."""
     if argv[0] == "ETHTOOL_GSTATS":
         return True
     if argv[0] == "ethtool":
@@ -68,13 +69,18 @@ def firmware_touching(argv: tuple[str, ...]) -> bool:
     if argv[0] == "dcb":
         return True
     if argv[0] == "devlink":
-        return any("/" in a for a in argv[1:]) or _dev_info(argv)
+        return any("/" in a for a in argv[1:]) or _dev_info(argv) or _dev_param(argv)
     return False
 
 
 def _dev_info(argv: tuple[str, ...]) -> bool:
     words = [a for a in argv[1:] if not a.startswith("-")]
     return words[:2] == ["dev", "info"]
+
+
+def _dev_param(argv: tuple[str, ...]) -> bool:
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    return words[:2] == ["dev", "param"]
 
 
 def node_wide(argv: tuple[str, ...]) -> bool:
@@ -212,7 +218,7 @@ def test_a_capture_reads_pause_fec_dcb_and_dev_info_of_the_rail_pfs_only(extra_m
     for argv in RAIL_FIRMWARE_READS:
         assert argv in host.seen, argv  # read, of the rails
     assert [a for a in host.seen if firmware_touching(a) and node_wide(a) and a[0] != "devlink"] == []
-    assert [a for a in host.seen if a[0] == "devlink" and _dev_info(a) and node_wide(a)] == []
+    assert [a for a in host.seen if a[0] == "devlink" and (_dev_info(a) or _dev_param(a)) and node_wide(a)] == []
     assert touches(host.seen, EXTRA_BDFS + EXTRA_NETDEVS) == []
     # --exclude-devices keeps them off a rail too
     host = SeenHost(RecordedHost(str(extra_mlx5)))
