@@ -278,3 +278,20 @@ def test_metrics_from_a_bundle_takes_its_expectations_and_a_flag_overrides_them(
     assert 'code="MtuMismatch",severity="warning",subject="net_rail0"' in got
     got = exposition("--from", str(bundle), "--expect-mtu", "9000")
     assert 'subject="net_rail1"' in got and 'code="MtuMismatch",severity="warning",subject="net_rail0"' not in got
+
+
+def test_the_collectors_page_judges_a_bundle_with_its_recorded_mtu_under_its_own_variables(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.expectations import expectations_from_env
+    from collector.analysis import analyse_file
+
+    for var in ("RAILSCOPE_EXPECT_MTU", "RAILSCOPE_EXPECT_DRIVER"):
+        monkeypatch.delenv(var, raising=False)
+    bundle = _capture_with("mtu-mismatch", tmp_path, "--expect-mtu", "1500")
+    doc = analyse_file(str(bundle), "x", expectations_from_env())
+    assert ("MtuMismatch", "net_rail0") in {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
+    assert doc["doctor"]["expectations"]["expect_mtu"] == {"value": 1500, "from": "bundle"}
+    monkeypatch.setenv("RAILSCOPE_EXPECT_MTU", "9000")  # the collector's command line wins, and says so
+    doc = analyse_file(str(bundle), "x", expectations_from_env())
+    assert ("MtuMismatch", "net_rail1") in {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
+    assert "expect_mtu=9000 (RAILSCOPE_EXPECT_MTU; the bundle had 1500)" in doc["html"]
