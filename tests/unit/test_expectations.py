@@ -295,3 +295,20 @@ def test_the_collectors_page_judges_a_bundle_with_its_recorded_mtu_under_its_own
     doc = analyse_file(str(bundle), "x", expectations_from_env())
     assert ("MtuMismatch", "net_rail1") in {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
     assert "expect_mtu=9000 (RAILSCOPE_EXPECT_MTU; the bundle had 1500)" in doc["html"]
+
+
+@pytest.mark.parametrize("var, value, flag", [
+    ("RAILSCOPE_EXPECT_DRIVER", "inbox", "--expect-driver"), ("RAILSCOPE_EXPECT_DRIVER", "DOCA", "--expect-driver"),
+    ("RAILSCOPE_EXPECT_MTU", "jumbo", "--expect-mtu"), ("RAILSCOPE_EXPECT_MTU", "70000", "--expect-mtu"),
+    ("RAILSCOPE_EXPECT_ESWITCH_MODE", "switchdevv", "--expect-eswitch-mode"),
+    ("RAILSCOPE_EXPECT_RDMA_NETNS", "private", "--expect-rdma-netns"),
+])
+def test_a_bad_variable_is_refused_as_its_flag_would_be(var: str, value: str, flag: str,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # never a silent "judge nothing", and never recorded into a bundle as if it were an expectation
+    monkeypatch.setenv(var, value)
+    with pytest.raises(SystemExit) as exc:
+        main(["doctor", "--from", str(IMAGES / "driver-not-doca")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 3 and flag in err and value in err
