@@ -68,6 +68,8 @@ def firmware_touching(argv: tuple[str, ...]) -> bool:
         return any(a in ETHTOOL_FIRMWARE for a in argv[1:])
     if argv[0] == "dcb":
         return True
+    if argv[0] == "rdma":  # mlx5_ib's get_hw_stats: QUERY_Q_COUNTER and PPCNT, per port
+        return any(w in ("statistic", "stat") for w in argv[1:])
     if argv[0] == "devlink":
         return any("/" in a for a in argv[1:]) or _dev_info(argv) or _dev_param(argv)
     return False
@@ -89,6 +91,8 @@ def node_wide(argv: tuple[str, ...]) -> bool:
         return not any("/" in a for a in argv[1:])
     if argv[0] == "dcb":
         return "dev" not in argv
+    if argv[0] == "rdma":
+        return "link" not in argv
     return False
 
 
@@ -209,7 +213,8 @@ def test_preflight_keeps_firmware_reads_off_excluded_devices(extra_mlx5: Path, m
 
 RAIL_FIRMWARE_READS = (("ethtool", "-a", "net_rail0"), ("ethtool", "--show-fec", "net_rail0"),
                        ("dcb", "-j", "pfc", "show", "dev", "net_rail0"), ("dcb", "-j", "ets", "show", "dev", "net_rail0"),
-                       ("devlink", "-j", "dev", "info", "pci/0000:0c:00.0"))
+                       ("devlink", "-j", "dev", "info", "pci/0000:0c:00.0"),
+                       ("rdma", "-j", "statistic", "show", "link", "rdma_rail0/1"))
 
 
 def test_a_capture_reads_pause_fec_dcb_and_dev_info_of_the_rail_pfs_only(extra_mlx5: Path) -> None:
@@ -252,7 +257,7 @@ def test_the_live_firmware_reads_are_the_registrys_firmware_touching_ones() -> N
     from agent.readers.sources import touches_firmware
 
     for argv in (*RAIL_FIRMWARE_READS, ("ethtool", "-S", "net_rail0"), ("ethtool", "-m", "net_rail0")):
-        if argv[0] != "dcb":  # no source runs dcb: the capture plan's marking gates it
+        if argv[0] not in ("dcb", "rdma"):  # no source runs these: the capture plan's marking gates them
             assert touches_firmware(argv), argv
 
 
@@ -296,10 +301,10 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
     from types import SimpleNamespace
 
     from agent.capture.plan import Plan
-    from agent.capture.plans import dcb, devlink, ethtool
+    from agent.capture.plans import dcb, devlink, ethtool, rdma
     from agent.host.firmware import FirmwareGate
     from agent.host.live import LiveHost
-    from agent.model import DevlinkDev, EthtoolStats, Link, Snapshot
+    from agent.model import DevlinkDev, EthtoolStats, Link, RdmaLink, Snapshot
     from tests.unit.capture.kit import manifest
 
     pfs = {"r0": "0000:0a:00.0", "r1": "0000:0b:00.0"}
@@ -307,9 +312,10 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
                     links=tuple(Link(ifindex=i + 1, ifname=n, parent_bus="pci", parent_dev=pf)
                                 for i, (n, pf) in enumerate(sorted(pfs.items()))),
                     ethtool=tuple(EthtoolStats(n, ()) for n in sorted(pfs)),
-                    devlink_devs=tuple(DevlinkDev(f"pci/{pf}") for pf in sorted(pfs.values())))
+                    devlink_devs=tuple(DevlinkDev(f"pci/{pf}") for pf in sorted(pfs.values())),
+                    rdma_links=tuple(RdmaLink(f"mlx5_{n[1]}", 1, netdev=n) for n in sorted(pfs)))
     replay = SimpleNamespace(PLAN=Plan("replay", 1, ()), record=lambda ctx, rec: snap)
-    plans = [replay, *(SimpleNamespace(PLAN=m.PLAN) for m in (ethtool, dcb, devlink))]
+    plans = [replay, *(SimpleNamespace(PLAN=m.PLAN) for m in (ethtool, dcb, devlink, rdma))]
     gate = FirmwareGate()
     holding, done = threading.Event(), threading.Event()
 
@@ -339,7 +345,8 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
     for dev, pf, want in (("r0", "0000:0a:00.0", True), ("r1", "0000:0b:00.0", False)):
         for argv in (("ethtool", "-a", dev), ("ethtool", "--show-fec", dev), ("ethtool", "-S", dev),
                      ("dcb", "-j", "pfc", "show", "dev", dev), ("dcb", "-j", "buffer", "show", "dev", dev),
-                     ("devlink", "-j", "dev", "info", f"pci/{pf}")):
+                     ("devlink", "-j", "dev", "info", f"pci/{pf}"),
+                     ("rdma", "-j", "statistic", "show", "link", f"mlx5_{dev[1]}/1")):
             assert held(argv) is want, (argv, by_argv[argv])
     assert not held(("ethtool", "-k", "r0"))  # offload flags: the driver's own state, no firmware command
 
