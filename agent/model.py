@@ -390,6 +390,16 @@ class PcieLink:
     aer_nonfatal: int | None = None
     aer_fatal: int | None = None
 
+    def aer_counters(self) -> dict[str, int]:
+        """The AER totals under their sysfs file names (``AER_COUNTERS``), the known ones only: what a
+        rail's flight-recorder line carries so a rise is judged between two samples (DESIGN §4)."""
+        vals = (self.aer_correctable, self.aer_nonfatal, self.aer_fatal)
+        return {k: v for k, v in zip(AER_COUNTERS, vals, strict=True) if v is not None}
+
+
+#: A rail PF's AER totals as flight-recorder counters, named after the sysfs files they come from.
+AER_COUNTERS: tuple[str, ...] = ("aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal")
+
 
 @dataclass(frozen=True, slots=True)
 class OpticsLane:

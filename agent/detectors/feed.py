@@ -93,8 +93,10 @@ def link_obs(link: LinkLike, subjects: dict[tuple[str, str], str], *, admin_up: 
 def rail_counters(snap: Snapshot, topo: Topology) -> list[tuple[str, str, dict[str, int]]]:
     """(netdev, subject, counters by raw name) of each rail that has a netdev: ethtool statistics,
     ``carrier_down_count`` and the RDMA uplink port's counters / hw_counters. What the flight
-    recorder keeps (under the netdev's name) and the PFC detectors judge."""
+    recorder keeps (under the netdev's name) and the PFC detectors judge — and the rail PF's AER totals
+    (``aer_dev_*``, read by the pcie source every minute), so their rise is judged like the PHY counters'."""
     out: list[tuple[str, str, dict[str, int]]] = []
+    pcie = {link.bdf: link for link in snap.pcie}
     for rail in topo.rails:
         if rail.netdev is None:
             continue
@@ -106,6 +108,9 @@ def rail_counters(snap: Snapshot, topo: Topology) -> list[tuple[str, str, dict[s
             counters.update(stats.counters)
         if rail.netdev.carrier_down_count is not None:
             counters["carrier_down_count"] = rail.netdev.carrier_down_count
+        link = pcie.get(rail.pci) if rail.pci else None
+        if link is not None:
+            counters.update(link.aer_counters())
         out.append((rail.netdev.ifname, rail.expected_netdev, counters))
     return out
 

@@ -32,7 +32,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from agent.analysis import pipeline
-from agent.analysis.checks.degradation import PHY_COUNTERS
+from agent.analysis.checks.degradation import RATE_COUNTERS
 from agent.analysis.topology import Topology
 from agent.clients.collector import CollectorClient, RetryPolicy
 from agent.config import AgentSettings, Thresholds
@@ -329,7 +329,7 @@ class Agent:
         the PHY counters: the other recorder checks stay with their detectors."""
         if self.recorder is None:
             return None
-        edges = self.recorder.edges(self.settings.expectations.ber_window_s, PHY_COUNTERS)
+        edges = self.recorder.edges(self.settings.expectations.ber_window_s, RATE_COUNTERS)
         return Recorder(tuple((nd, tuple(Sample(ts, tuple(sorted(c.items()))) for ts, c in rows))
                               for nd, rows in sorted(edges.items())))
 

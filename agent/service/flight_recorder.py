@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from agent.analysis.checks.degradation import PHY_COUNTERS
+from agent.analysis.checks.degradation import RATE_COUNTERS
 
 __all__ = ["FlightRecorder", "incident_counters"]
 
@@ -54,8 +54,9 @@ def incident_counters(lossless_prio: int = 3) -> tuple[str, ...]:
         # RDMA loss on the uplink port (hw_counters) and DCQCN
         "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
         "np_cnp_sent", "rp_cnp_handled",
-        # link quality, lanes, module and PCIe signal events (LinkDegrading, OpticsOutOfRange, PcieErrors)
-        *PHY_COUNTERS,
+        # link quality, lanes, module and PCIe signal events, the PF's AER totals (LinkDegrading,
+        # OpticsOutOfRange, PcieErrors)
+        *RATE_COUNTERS,
     )
 
 

@@ -17,6 +17,9 @@ echo klab-node > /proc/sys/kernel/hostname
   modprobe -d "$WORK/guestmods" -S "$KVER" netdevsim
   modprobe -d "$WORK/guestmods" -S "$KVER" rdma_rxe
   modprobe -d "$WORK/pkgs/image" -S "$KVER" nlmon
+  # the pcie scenario's NIC (QEMU e1000e behind a PCIe root port) and the kernel's AER error injector
+  modprobe -d "$WORK/pkgs/image" -S "$KVER" e1000e
+  modprobe -d "$WORK/pkgs/image" -S "$KVER" aer_inject
   uname -r; /usr/bin/python3 --version; ip -V; devlink -V; rdma -V
 } > "$OUT/guest-env.txt" 2>&1
 # KLAB_ONLY on the host (run-tier.sh writes it to $WORK/klab-only): run only these scenarios (setup always).

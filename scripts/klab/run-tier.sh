@@ -120,7 +120,9 @@ if has run; then
   printf '%s\n' "${KLAB_ONLY:-}" > "$WORK/klab-only"
   log "booting the guest: scenarios from $PROJECT${KLAB_ONLY:+ (only: $KLAB_ONLY)}"
   t0=$(date +%s)
-  (cd "$WORK" && STEPS=run RUNS=1 KVER="$KVER" SHARE_DIRS="$PROJECT" \
+  # q35 and qemu/qemu-system-x86_64 (first on PATH): one real PCIe NIC behind a root port, for the
+  # pcie scenario (sysfs link speed / width, AER); the other scenarios do not see it as a rail.
+  (cd "$WORK" && PATH="$HERE/qemu:$PATH" MACHINE=q35 STEPS=run RUNS=1 KVER="$KVER" SHARE_DIRS="$PROJECT" \
      GUEST_SCRIPT="$HERE/guest.sh" bash "$LAB") > "$WORK/run.log" 2>&1 || {
     tail -30 "$WORK/run.log" >&2; echo "klab: guest run failed (log: $WORK/run.log)" >&2; exit 1; }
   rm -rf "$RESULTS"; mkdir -p "$(dirname "$RESULTS")"

@@ -967,6 +967,180 @@ def scenario_firmware() -> dict[str, Any]:
             "dev_info_after_flash": sh_json("devlink", "-j", "dev", "info", HANDLE)}
 
 
+# ------------------------------------------------------------------------------------------------
+# pcie: a real PCIe link and real AER handling (QEMU e1000e behind a pcie-root-port; run-tier.sh)
+
+PCIE_RAIL = "net_rail2"
+#: PCI_ERR_COR_RCVR (receiver error) and PCI_ERR_UNC_COMP_TIME (completion timeout, non-fatal by the
+#: default severity) of include/uapi/linux/pci_regs.h
+AER_COR_RCVR = 0x00000001
+AER_UNC_COMP_TIME = 0x00004000
+
+
+def _pcie_cap(bdf: str) -> dict[str, Any] | None:
+    """The link capability and status straight from config space (the PCI Express capability, id
+    0x10: LNKCAP at +0x0c, LNKSTA at +0x12): what the kernel's sysfs files are computed from, read
+    without them, so the reader is compared with the device and not with itself."""
+    try:
+        cfg = Path(f"/sys/bus/pci/devices/{bdf}/config").read_bytes()
+    except OSError:
+        return None
+    ptr, seen = cfg[0x34] & 0xFC, 0
+    while ptr and seen < 48 and ptr + 0x14 <= len(cfg):
+        if cfg[ptr] == 0x10:
+            lnkcap = struct.unpack_from("<I", cfg, ptr + 0x0C)[0]
+            lnksta = struct.unpack_from("<H", cfg, ptr + 0x12)[0]
+            speeds = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+            return {"max_speed_gts": speeds.get(lnkcap & 0xF), "max_width": (lnkcap >> 4) & 0x3F,
+                    "speed_gts": speeds.get(lnksta & 0xF), "width": (lnksta >> 4) & 0x3F}
+        ptr, seen = cfg[ptr + 1] & 0xFC, seen + 1
+    return None
+
+
+def _aer_inject(bdf: str, uncor: int = 0, cor: int = 0) -> None:
+    """One error through the kernel's AER injector (drivers/pci/pcie/aer_inject.c, ``struct
+    aer_error_inj``: bus, dev, fn, uncor_status, cor_status, header_log0..3, domain): the AER driver
+    then handles it as if the root port had reported it, and counts it in the device's aer_dev_*."""
+    dom, bus, rest = bdf.split(":")
+    dev, fn = rest.split(".")
+    blob = struct.pack("<BBBxIIIIIII", int(bus, 16), int(dev, 16), int(fn, 16), uncor, cor, 0, 0, 0, 0,
+                       int(dom, 16))
+    fd = os.open("/dev/aer_inject", os.O_WRONLY)
+    try:
+        os.write(fd, blob)
+    finally:
+        os.close(fd)
+
+
+def _aer_total(bdf: str, kind: str, total: str) -> int | None:
+    for line in (read(f"/sys/bus/pci/devices/{bdf}/aer_dev_{kind}") or "").splitlines():
+        name, _, n = line.partition(" ")
+        if name == total:
+            return int(n)
+    return None
+
+
+def scenario_pcie(out: Path) -> dict[str, Any]:
+    """The pcie source on a real kernel. QEMU's e1000e (a PCIe endpoint with AER) behind a PCIe root
+    port becomes rail ``net_rail2``. Read: its link and its upstream port's from sysfs, beside the
+    config space's own LNKCAP / LNKSTA; one snapshot and the doctor pipeline (no finding: an endpoint
+    at its own maximum under a faster port). The reader on the root port: the lab's one link trained
+    below its maximum. Then the agent daemon (pcie every 5 s) while the kernel's AER driver handles
+    injected errors: a correctable one (info once, warning while it rises: /v1/events), then a
+    non-fatal one (warning from one snapshot), the series in /metrics, a node image from the daemon
+    and ``railscope doctor`` live at the same moment, for the host to compare."""
+    from agent.analysis import pipeline
+    from agent.analysis.checks.degradation import _pcie_findings
+    from agent.config import Expectations, ReadConfig
+    from agent.host.live import LiveHost
+    from agent.readers.pcie import read_pcie
+    from agent.readers.snapshot import take_snapshot
+
+    nics = [n for n in os.listdir("/sys/class/net")
+            if os.path.basename(os.path.realpath(f"/sys/class/net/{n}/device/driver")) == "e1000e"]
+    if len(nics) != 1:
+        raise RuntimeError(f"expected one e1000e netdev (run-tier.sh's QEMU adds it), found {nics}")
+    orig = nics[0]
+    resolved = os.path.realpath(f"/sys/class/net/{orig}/device")
+    bdf = os.path.basename(resolved)
+    port = os.path.basename(os.path.dirname(resolved))
+    result: dict[str, Any] = {"netdev": orig, "bdf": bdf, "resolved": resolved, "root_port": port,
+                              "config": {bdf: _pcie_cap(bdf), port: _pcie_cap(port)},
+                              "sysfs": {b: {f: read(f"/sys/bus/pci/devices/{b}/{f}") for f in (
+                                  "current_link_speed", "current_link_width", "max_link_speed",
+                                  "max_link_width")} for b in (bdf, port)}}
+    sh("ip", "link", "set", "dev", orig, "name", PCIE_RAIL)
+    sh("ip", "link", "set", "dev", PCIE_RAIL, "up")
+    try:
+        host = LiveHost()
+        try:
+            result["read"] = plain(read_pcie(host, [bdf]))
+            root = read_pcie(host, [port])
+            snap = take_snapshot(host, ReadConfig())
+        finally:
+            host.close()
+        result["root_port_read"] = plain(root)
+        result["root_port_judged"] = [plain(f.as_json()) for f in _pcie_findings(root[0], f"pci/{port}", None)]
+        diag = pipeline.run(snap, Expectations(), ()).diagnosis
+        result["snapshot_pcie"] = plain(snap.pcie)
+        result["rails"] = [plain(r.as_json()) for r in diag.rails]
+        result["findings_before"] = [plain(f.as_json()) for f in diag.findings
+                                     if f.code in ("PcieLinkDegraded", "PcieErrors")]
+        result["unavailable_before"] = [list(u) for u in snap.unavailable if u[0] == "pcie"]
+        result.update(_pcie_daemon(out, bdf))
+    finally:
+        sh("ip", "link", "set", "dev", PCIE_RAIL, "down", check=False)
+        sh("ip", "link", "set", "dev", PCIE_RAIL, "name", orig, check=False)
+    return result
+
+
+def _pcie_daemon(out: Path, bdf: str) -> dict[str, Any]:
+    log = (out / "agent-pcie.log").open("w")
+    token_file = out / "daemon-token"
+    token_file.write_text(DAEMON_TOKEN + "\n")
+    argv = [sys.executable, "-m", "agent.cli", "agent", "--listen", "127.0.0.1", "--port", str(DAEMON_PORT),
+            "--node", "klab-node", "--cluster", "klab", "--data-token-file", str(token_file),
+            "--pcie-interval", "5s", "--ber-window", "5m"]
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    res: dict[str, Any] = {"daemon_argv": argv[3:]}
+    series = "railscope_pcie_aer_correctable_errors_total"
+
+    def metric(name: str) -> dict[str, float]:
+        status, body = _http("/metrics")
+        return _metric_lines(body.decode(), name) if status == 200 else {}
+
+    def events(code: str) -> list[dict[str, Any]]:
+        status, body = _http("/v1/events")
+        doc = json.loads(body) if status == 200 else {}
+        return [e for e in doc.get("events", []) if e.get("code") == code]
+
+    try:
+        wait_for(lambda: proc.poll() is not None or _http("/readyz", 5)[0] == 200, timeout=180,
+                 what="the agent to be ready")
+        if proc.poll() is not None:
+            raise RuntimeError(f"the agent exited with {proc.returncode} (see agent-pcie.log)")
+        wait_for(lambda: any(bdf in k for k in metric(series)), timeout=60, what=f"{series} of {bdf}")
+        res["pcie_series_before"] = [ln for ln in _http("/metrics")[1].decode().splitlines()
+                                     if ln.startswith("railscope_pcie_") and bdf in ln]
+        # a correctable receiver error, as the root port would have reported it
+        _aer_inject(bdf, cor=AER_COR_RCVR)
+        wait_for(lambda: _aer_total(bdf, "correctable", "TOTAL_ERR_COR") == 1, timeout=30,
+                 what="the AER driver to count the correctable error")
+        res["aer_correctable_after_inject"] = read(f"/sys/bus/pci/devices/{bdf}/aer_dev_correctable")
+        t = time.monotonic()
+        wait_for(lambda: bool(events("PcieErrors")), timeout=60, what="a PcieErrors event")
+        res["event_seconds"] = round(time.monotonic() - t, 2)
+        res["events_correctable"] = events("PcieErrors")
+        res["metrics_after_correctable"] = {k: v for k, v in metric(series).items()}
+        # a non-fatal uncorrectable error: the AER driver's recovery runs e1000e's error handlers
+        _aer_inject(bdf, uncor=AER_UNC_COMP_TIME)
+        wait_for(lambda: _aer_total(bdf, "nonfatal", "TOTAL_ERR_NONFATAL") == 1, timeout=60,
+                 what="the AER driver to count the non-fatal error")
+        res["aer_nonfatal_after_inject"] = read(f"/sys/bus/pci/devices/{bdf}/aer_dev_nonfatal")
+        wait_for(lambda: any(bdf in k and v == 1 for k, v in metric("railscope_pcie_aer_nonfatal_errors_total").items()),
+                 timeout=60, what="railscope_pcie_aer_nonfatal_errors to follow")
+        res["pcie_series_after"] = [ln for ln in _http("/metrics")[1].decode().splitlines()
+                                    if ln.startswith("railscope_pcie_") and bdf in ln]
+        res["finding_series"] = [ln for ln in _http("/metrics")[1].decode().splitlines()
+                                 if ln.startswith("railscope_finding") and "Pcie" in ln]
+        status, body = _http("/v1/image?reason=klab-pcie", timeout=300)
+        res["image_status"] = status
+        if status == 200:
+            (out / "agent-pcie-image.tar.gz").write_bytes(body)
+        live = sh(sys.executable, "-m", "agent.cli", "doctor", "--json", check=False)
+        (out / "doctor-live-pcie.json").write_text(live.stdout)
+        res["dmesg_aer"] = [ln for ln in sh("dmesg").stdout.splitlines() if "AER" in ln or "aer" in ln][-20:]
+    finally:
+        proc.terminate()
+        try:
+            res["exit_rc"] = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            res["exit_rc"] = proc.wait(10)
+        log.close()
+    return res
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="/out")
@@ -986,6 +1160,7 @@ def main() -> int:
         ("busy", scenario_busy),
         ("health", lambda: scenario_health(out)),
         ("firmware", scenario_firmware),
+        ("pcie", lambda: scenario_pcie(out)),
     ]
     for name, fn in scenarios:
         if args.only and name != "setup" and name not in args.only:

@@ -15,7 +15,8 @@ PcieLinkDegraded, PcieErrors (DESIGN §4).
 - ``PcieLinkDegraded``: a rail PF trained below min(its max, its upstream port's max), in speed or
   width. A PF at its upstream port's max below its own max sits in a slower slot: evidence only.
 - ``PcieErrors``: fatal / non-fatal AER totals > 0 (warning); correctable AER or
-  ``rx/tx_pci_signal_integrity`` > 0 are info from one snapshot, warning when they rise.
+  ``rx/tx_pci_signal_integrity`` > 0 are info from one snapshot, warning when they rise. The AER totals
+  rise between two flight-recorder lines: each rail's line carries its PF's ``aer_dev_*`` totals.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from agent.analysis.checks._util import finding
 from agent.analysis.topology import Rail, Topology
 from agent.config import Expectations
 from agent.findings import Finding
-from agent.model import ModuleOptics, PcieLink, Snapshot
+from agent.model import AER_COUNTERS, ModuleOptics, PcieLink, Snapshot
 from agent.readers.history import Recorder, Sample
 
-__all__ = ["MIN_BITS", "PHY_COUNTERS", "ber_of", "check", "lane_keys", "recorder_check", "worst_lane"]
+__all__ = ["MIN_BITS", "PHY_COUNTERS", "RATE_COUNTERS", "ber_of", "check", "lane_keys", "recorder_check", "worst_lane"]
 
 #: The fewest received bits a corrected-bit ratio is judged over: below, one error is a ratio of 1e-11.
 MIN_BITS = 10**12
@@ -49,6 +50,12 @@ PHY_COUNTERS: tuple[str, ...] = (
     "module_high_temp", "module_bad_shorted", "module_bus_stuck",
     "rx_pci_signal_integrity", "tx_pci_signal_integrity",
 )
+
+#: Everything the rate forms are judged over: the PHY counters and the rail PF's AER totals.
+RATE_COUNTERS: tuple[str, ...] = (*PHY_COUNTERS, *AER_COUNTERS)
+
+#: the counters whose rise is a PcieErrors warning (signal integrity from ethtool, AER from sysfs)
+_PCIE_RISING = ("rx_pci_signal_integrity", "tx_pci_signal_integrity", *AER_COUNTERS)
 
 _MODULE_EVENTS = {"module_bad_shorted": "critical", "module_bus_stuck": "critical", "module_high_temp": "warning"}
 _QUANTITY = {"temperature_c": ("module temperature", "°C"), "voltage_v": ("module voltage", "V"),
@@ -242,9 +249,9 @@ def rate_findings(subject: str, netdev: str, first: Sample, last: Sample, exp: E
         if d:
             out.append(finding("OpticsOutOfRange", subject, f"{netdev}: {key} rose by {d} in {wall:.0f} s",
                                severity=sev, netdev=netdev, counter=key, increase=d, source=source))
-    si = {k: d for k in ("rx_pci_signal_integrity", "tx_pci_signal_integrity") if (d := _delta(first, last, k))}
+    si = {k: d for k in _PCIE_RISING if (d := _delta(first, last, k))}
     if si and handle:
-        out.append(finding("PcieErrors", handle, f"{handle} ({netdev}): PCIe signal integrity events rose in "
+        out.append(finding("PcieErrors", handle, f"{handle} ({netdev}): PCIe errors rose in "
                            f"{wall:.0f} s: " + ", ".join(f"{k} +{v}" for k, v in si.items()),
                            severity="warning", netdev=netdev, increase=si, source=source))
     return out

@@ -126,3 +126,55 @@ def test_recorded_counter_sequences_through_the_sampler() -> None:
     (f,) = out.diagnosis.findings
     assert (f.code, f.severity, f.subject) == ("LinkDegrading", "warning", "net_rail0")
     assert f.evidence["worst_lane"] == 3 and f.evidence["corrected_bit_ratio"] == 1e-3
+
+
+def test_aer_errors_that_rise_between_two_samples_are_a_warning() -> None:
+    """A rail PF's correctable AER total is info from one snapshot (DESIGN §4); the pcie source's reads
+    (every minute) ride on each rail's recorder line, so a rise within --ber-window is a warning."""
+    from dataclasses import replace
+
+    from agent.model import EthtoolStats
+    from agent.readers.sources import Part
+
+    agent = _agent()
+    with RecordedHost(str(IMAGE)) as host:
+        snap = take_snapshot(host)
+    agent.snapshot = snap
+    agent._apply_analysis(agent._analysis_work(snap, ()))
+    rail0 = next(link for link in snap.pcie if link.bdf == "0000:0c:00.0")
+    stats = tuple(EthtoolStats(st.netdev, st.counters) for st in snap.ethtool)
+    for t in range(0, 121):
+        if t % 60 == 0:  # the pcie source's interval: 3, then 5, then 5 correctable errors
+            cor = {0: 3, 60: 5, 120: 5}[t]
+            pcie = tuple(replace(link, aer_correctable=cor) if link.bdf == rail0.bdf else link
+                         for link in snap.pcie)
+            agent._parts["pcie"] = Part("pcie", taken_at=5000.0 + t, fields={"pcie": pcie})
+            agent.snapshot = replace(agent.snapshot, pcie=pcie)  # type: ignore[arg-type]
+        agent._apply_counters(Part("counters", taken_at=5000.0 + t, fields={"ethtool": stats}))
+    out = agent._analysis_work(agent.snapshot, ())  # type: ignore[arg-type]
+    # the rising form (warning) takes the place of the one-snapshot info for the same PF
+    (f,) = out.diagnosis.findings
+    assert (f.code, f.severity, f.subject) == ("PcieErrors", "warning", "pci/0000:0c:00.0")
+    assert f.evidence["increase"] == {"aer_dev_correctable": 2} and f.evidence["netdev"] == "net_rail0"
+    # the recorder keeps the totals under their sysfs names: a bundle's recorder.jsonl carries them
+    assert agent.recorder is not None
+    assert agent.recorder.edges(900.0, ("aer_dev_correctable",))["net_rail0"][-1][1] == {"aer_dev_correctable": 5}
+
+
+def test_aer_totals_that_do_not_move_are_not_a_rate() -> None:
+    from dataclasses import replace
+
+    from agent.model import EthtoolStats
+    from agent.readers.sources import Part
+
+    agent = _agent()
+    with RecordedHost(str(IMAGE)) as host:
+        snap = take_snapshot(host)
+    pcie = tuple(replace(link, aer_correctable=7) for link in snap.pcie)
+    agent.snapshot = replace(snap, pcie=pcie)
+    agent._apply_analysis(agent._analysis_work(agent.snapshot, ()))
+    stats = tuple(EthtoolStats(st.netdev, st.counters) for st in snap.ethtool)
+    for t in range(0, 121):
+        agent._apply_counters(Part("counters", taken_at=5000.0 + t, fields={"ethtool": stats}))
+    out = agent._analysis_work(agent.snapshot, ())  # type: ignore[arg-type]
+    assert {(f.code, f.severity) for f in out.diagnosis.findings} == {("PcieErrors", "info")}
