@@ -270,8 +270,9 @@ class ReadConfig:
     net_templates: tuple[str, ...] = DEFAULT_NET_TEMPLATES
     rdma_templates: tuple[str, ...] = DEFAULT_RDMA_TEMPLATES
     #: ``--exclude-devices``: a regular expression of PCI addresses / netdev names that firmware-touching
-    #: reads (ethtool statistics, module EEPROM, pause and FEC, dcb, devlink per instance) never reach, beyond the rule that
-    #: only rail PFs and the PFs the udev rules name are ever asked (``agent/readers/scope.py``)
+    #: reads (ethtool statistics, module EEPROM, pause and FEC, dcb, RDMA port statistics, devlink per instance)
+    #: never reach, beyond the rule that only rail PFs and the PFs the udev rules name are ever asked
+    #: (``agent/readers/scope.py``)
     exclude_devices: str | None = None
 
 
