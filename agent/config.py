@@ -90,6 +90,8 @@ EXPECTATION_FLAGS: dict[str, str] = {
     "kernel_table_file": "--kernel-table",
     "ber_warning": "--ber-warning",
     "ber_window_s": "--ber-window",
+    "mtu": "--expect-mtu",
+    "driver": "--expect-driver",
 }
 
 
@@ -147,6 +149,9 @@ _PARSERS: dict[str, tuple[str, Any]] = {
     "kernel_table": ("kernel_table_file", lambda v: v if isinstance(v, str) and 0 < len(v) <= 4096 else None),
     "ber_warning": ("ber_warning", _ratio),
     "ber_window": ("ber_window_s", lambda v: _number(v, 1e-3, 30 * 86400)),
+    # as --expect-mtu takes it: ETH_MIN_MTU (68) .. the largest netdev MTU, whole bytes
+    "expect_mtu": ("mtu", lambda v: _number(v, 68, 65535, whole=True)),
+    "expect_driver": ("driver", lambda v: v if v == "doca" else None),
 }
 
 
@@ -265,8 +270,9 @@ class ReadConfig:
     net_templates: tuple[str, ...] = DEFAULT_NET_TEMPLATES
     rdma_templates: tuple[str, ...] = DEFAULT_RDMA_TEMPLATES
     #: ``--exclude-devices``: a regular expression of PCI addresses / netdev names that firmware-touching
-    #: reads (ethtool statistics and module EEPROM, devlink per instance) never reach, beyond the rule that
-    #: only rail PFs and the PFs the udev rules name are ever asked (``agent/readers/scope.py``)
+    #: reads (ethtool statistics, module EEPROM, pause and FEC, dcb, RDMA port statistics, devlink per instance)
+    #: never reach, beyond the rule that only rail PFs and the PFs the udev rules name are ever asked
+    #: (``agent/readers/scope.py``)
     exclude_devices: str | None = None
 
 

@@ -42,6 +42,19 @@ def _prio(text: str) -> int:
     return n
 
 
+def _one_of(*words: str) -> Any:
+    """A ``choices`` flag's type: argparse checks a typed value against ``choices`` but never a default,
+    so without it a ``RAILSCOPE_*`` variable that is not one of the words would silently judge nothing
+    (and be recorded into a bundle's manifest). argparse does run a string default through ``type``."""
+
+    def check(text: str) -> str:
+        if text not in words:
+            raise argparse.ArgumentTypeError(f"expected {' or '.join(words)}, got {text!r}")
+        return text
+
+    return check
+
+
 def _template(text: str) -> str:
     why = validate_template(text)
     if why:
@@ -140,12 +153,14 @@ def add_expectation_flags(p: argparse.ArgumentParser, *, templates: bool = True)
     g.add_argument("--lossless-prio", action=_Store, type=_prio, default=int(env_default("lossless-prio", "3") or 3),
                    help="The RoCE lossless priority whose PFC counters are judged. Default: 3.")
     g.add_argument("--expect-eswitch-mode", action=_Store, choices=("switchdev", "legacy"),
+                   type=_one_of("switchdev", "legacy"),
                    default=env_default("expect-eswitch-mode", None),
                    help="Report PFs with VFs whose eswitch is in another mode. Default: no expectation.")
     g.add_argument("--expect-esw-multiport", action=_Store, type=_bool_word, default=env_default("expect-esw-multiport", None),
                    help="Report NICs whose esw_multiport (LAG) is not this value (true/false). "
                         "Default: no expectation; a torn value across the PFs of one NIC is always reported.")
     g.add_argument("--expect-rdma-netns", action=_Store, choices=("shared", "exclusive"),
+                   type=_one_of("shared", "exclusive"),
                    default=env_default("expect-rdma-netns", None),
                    help="Report an RDMA netns mode other than this. Default: no expectation (a node that asks "
                         "for exclusive mode in modprobe.d or the cmdline but runs shared is always reported).")
@@ -185,10 +200,11 @@ def _mtu(text: str) -> int:
 
 def add_readiness_flags(g: argparse._ArgumentGroup) -> None:
     """The expectations of the readiness codes (MtuMismatch, DriverNotDoca)."""
-    g.add_argument("--expect-mtu", type=_mtu, default=env_default("expect-mtu", None),
+    g.add_argument("--expect-mtu", action=_Store, type=_mtu, default=env_default("expect-mtu", None),
                    help="Report rails whose MTU is not this many bytes (e.g. 9000 or 4200). Default: no value; "
                         "a rail whose MTU differs from the most common MTU of the node's rails is reported.")
-    g.add_argument("--expect-driver", choices=("doca",), default=env_default("expect-driver", None),
+    g.add_argument("--expect-driver", action=_Store, choices=("doca",), type=_one_of("doca"),
+                   default=env_default("expect-driver", None),
                    help="doca: report rail PFs that run the inbox mlx5 driver (the DOCA driver container "
                         "restores the inbox driver when its pod ends). Default: no expectation.")
 

@@ -105,8 +105,8 @@ def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, 
 
 
 def diagnose_image(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
-                   given: dict[str, str] | None = None) -> Diagnosed:
+                   given: dict[str, str] | None = None, exclude_devices: str | None = None) -> Diagnosed:
     """Open the node image ``source`` (a directory or a bundle ``.tar.gz``) and diagnose it, judged with
-    its recorded expectations under ``given`` (see :func:`diagnose_host`)."""
+    its recorded expectations under ``given`` (see :func:`diagnose_host`); ``exclude_devices`` as there."""
     with open_source(source) as host:
-        return diagnose_host(host, exp, kernel_table, source=source, given=given)
+        return diagnose_host(host, exp, kernel_table, source=source, given=given, exclude_devices=exclude_devices)

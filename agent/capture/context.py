@@ -24,6 +24,8 @@ class CaptureContext:
     rail_pf: dict[str, str] = field(default_factory=dict)
     #: devlink handle of each rail PF -> its PCI function
     handle_pf: dict[str, str] = field(default_factory=dict)
+    #: each rail's RDMA port (``mlx5_0/1``) -> the PCI function of its rail ("" when none)
+    rdma_pf: dict[str, str] = field(default_factory=dict)
     #: (handle, reporter) of the rail PFs' health reporters
     reporters: tuple[tuple[str, str], ...] = ()
     #: the running agent's events (``events.json`` document) and flight recorder, when in the daemon
@@ -58,6 +60,10 @@ class CaptureContext:
     def handles(self) -> tuple[str, ...]:
         return tuple(sorted(self.handle_pf))
 
+    @property
+    def rdma_ports(self) -> tuple[str, ...]:
+        return tuple(sorted(self.rdma_pf))
+
 
 def rails_of(snap: Snapshot) -> dict[str, str]:
     """Rail netdev -> its PCI function: the netdevs the readers read ethtool on (rails and uplinks)."""
@@ -78,5 +84,8 @@ def fill_from_snapshot(ctx: CaptureContext, snap: Snapshot) -> None:
     pfs = {pf for pf in ctx.rail_pf.values() if pf}
     known = {d.handle for d in snap.devlink_devs}
     ctx.handle_pf = {f"pci/{pf}": pf for pf in pfs if f"pci/{pf}" in known}
+    # The rails' own RDMA ports: in switchdev a PF's RDMA device has one port per representor as well.
+    ctx.rdma_pf = {f"{rl.dev}/{rl.port}": ctx.rail_pf[rl.netdev] for rl in snap.rdma_links
+                   if rl.netdev in ctx.rail_pf}
     # The rail PFs' own health reporters, as the readers parsed them (a port's are listed apart).
     ctx.reporters = tuple(sorted({(r.handle, r.name) for r in snap.health if r.handle in ctx.handle_pf}))

@@ -7,6 +7,7 @@ that the runner expands from what the readers found on the node:
 - ``{rail}``: each rail netdev and uplink (one step per rail);
 - ``{pf}``: each PCI function of a rail (``0000:1a:00.0``);
 - ``{handle}``: each devlink handle of a rail PF (``pci/0000:1a:00.0``);
+- ``{rdma}``: each rail's RDMA port (``mlx5_0/1``);
 - ``{reporter}`` with ``{handle}``: each health reporter of that handle;
 - ``{netns}``: each named network namespace (pod sandboxes), only with ``--pod-netns``.
 
@@ -63,9 +64,9 @@ class Command:
     """Run ``argv`` (never a shell) with a timeout; stdout keeps its last ``max_bytes``.
 
     ``firmware`` marks a read that reaches the NIC's firmware (``ethtool -S``/``-m``, ``devlink
-    health diagnose``): it names the placeholder whose PF it touches (``"rail"``, ``"handle"`` or
-    ``"pf"``). Such reads run one at a time per PF, and once one hangs the rest of that PF's are
-    skipped.
+    health diagnose``): it names the placeholder whose PF it touches (``"rail"``, ``"handle"``,
+    ``"rdma"`` or ``"pf"``). Such reads run one at a time per PF, and once one hangs the rest of that
+    PF's are skipped.
     """
 
     argv: tuple[str, ...]
@@ -296,7 +297,7 @@ def check_plan(plan: Plan) -> None:
                 raise PlanRefused(plan.name, step.argv, why)
 
 
-_PLACEHOLDER = re.compile(r"\{(rail|pf|handle|reporter|netns)\}")
+_PLACEHOLDER = re.compile(r"\{(rail|pf|handle|rdma|reporter|netns)\}")
 
 
 def placeholders(step: Step) -> tuple[str, ...]:

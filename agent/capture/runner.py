@@ -272,7 +272,8 @@ class _Run:
             return [{"handle": h, "reporter": r} for h, r in ctx.reporters]
         out: list[dict[str, str]] = [{}]
         for name in names:
-            values = {"rail": ctx.rails, "pf": ctx.pfs, "handle": ctx.handles, "netns": ctx.netns}[name]
+            values = {"rail": ctx.rails, "pf": ctx.pfs, "handle": ctx.handles, "rdma": ctx.rdma_ports,
+                      "netns": ctx.netns}[name]
             out = [{**b, name: v} for b in out for v in values]
         return out
 
@@ -299,7 +300,8 @@ class _Run:
                 if isinstance(step, Command) and step.firmware:
                     val = b.get(step.firmware, "")
                     fw = (ctx.rail_pf.get(val) if step.firmware == "rail" else
-                          ctx.handle_pf.get(val) if step.firmware == "handle" else val) or val
+                          ctx.handle_pf.get(val) if step.firmware == "handle" else
+                          ctx.rdma_pf.get(val) if step.firmware == "rdma" else val) or val
                     if excluded(ctx.cfg.exclude_devices, val, fw):
                         self.put_item(mf.item(rel, _kind(step), argv=_argv(_Task(plan.name, step, b, rel, fw)),
                                               skipped=True, reason="excluded by --exclude-devices",
@@ -552,7 +554,7 @@ class _Run:
         writer.add_bytes("manifest.json", data)
 
 
-_PLACE = re.compile(r"\{(rail|pf|handle|reporter|netns)\}")
+_PLACE = re.compile(r"\{(rail|pf|handle|rdma|reporter|netns)\}")
 
 
 def _fill(text: str, binding: dict[str, str]) -> str:

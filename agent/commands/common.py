@@ -86,6 +86,7 @@ def _regex(text: str) -> str:
 def add_scope_flag(p: argparse.ArgumentParser) -> None:
     """``--exclude-devices``: the devices firmware-touching reads never reach (DESIGN §3)."""
     p.add_argument("--exclude-devices", type=_regex, default=env_default("exclude-devices", None), metavar="REGEX",
-                   help="Never send a firmware-touching read (ethtool statistics and module EEPROM, devlink per "
-                        "instance) to a device whose PCI address or netdev name this regular expression matches. "
+                   help="Never send a firmware-touching read (ethtool statistics, module EEPROM, pause and FEC, dcb, "
+                        "RDMA port statistics, devlink per instance) to a device whose PCI address or netdev name "
+                        "this regular expression matches. "
                         "Only rail PFs and the PFs the udev rules name are ever asked. Default: none excluded.")

@@ -13,7 +13,14 @@ import json
 import sys
 from typing import Any
 
-from agent.commands.common import add_expectation_flags, env_default, fail, given_expectations, judged_by
+from agent.commands.common import (
+    add_expectation_flags,
+    add_scope_flag,
+    env_default,
+    fail,
+    given_expectations,
+    judged_by,
+)
 
 __all__ = ["LIVE", "register", "run"]
 
@@ -33,6 +40,9 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-root", default=env_default("host-root", "/"), metavar="DIR",
                    help="For a 'live' side: read the node's files under DIR. Default: /.")
     add_expectation_flags(p)
+    # a live side is a read of this node like doctor's; an image side is read with the same scope, so the
+    # two sides compare like for like
+    add_scope_flag(p)
 
 
 def _fail(msg: str) -> int:
@@ -68,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
                 base = other.judged.expectations if other is not None and other.judged is not None else exp
                 with LiveHost(args.host_root) as host:
-                    got[source] = diagnose_host(host, base, table, source=source)
+                    got[source] = diagnose_host(host, base, table, source=source, exclude_devices=args.exclude_devices)
             else:
-                got[source] = diagnose_image(source, exp, table, given=given)
+                got[source] = diagnose_image(source, exp, table, given=given, exclude_devices=args.exclude_devices)
         except (SourceError, HostError) as exc:
             return _fail(str(exc))
     sides, judged = [], []

@@ -11,7 +11,7 @@ import argparse
 import re
 import sys
 
-from agent.commands.common import add_expectation_flags, env_default, fail, judged_by
+from agent.commands.common import add_expectation_flags, add_scope_flag, env_default, fail, judged_by
 
 __all__ = ["register", "run"]
 
@@ -31,11 +31,12 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Also export per-representor series for representor netdevs whose name matches this "
                         "regular expression. Default: none (representors only as per-PF counts).")
     add_expectation_flags(p)
+    # the readers read the image as the agent reads the node: the agent's --exclude-devices gives its exposition
+    add_scope_flag(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from agent.commands.common import given_expectations
-    from agent.config import judge_image
     from agent.metrics.exposition import render
     from agent.metrics.image import state_from_image
     from agent.offline import SourceError, open_source
@@ -47,10 +48,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with open_source(args.source) as host:
             # judged as the agent that recorded it judged the node, unless a flag says otherwise
-            manifest = host.manifest
-            exp = judge_image(exp, given_expectations(args),
-                              manifest.extra.get("expectations") if manifest is not None else None).expectations
-            state = state_from_image(host, exp, table)
+            state = state_from_image(host, exp, table, given=given_expectations(args),
+                                     exclude_devices=args.exclude_devices)
     except SourceError as exc:
         return fail("metrics", str(exc))
     taken = state.sample_time or 0.0

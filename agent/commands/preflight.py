@@ -18,7 +18,14 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from agent.commands.common import add_expectation_flags, add_scope_flag, env_default, fail, judged_by
+from agent.commands.common import (
+    add_expectation_flags,
+    add_scope_flag,
+    env_default,
+    fail,
+    given_expectations,
+    judged_by,
+)
 
 __all__ = ["CHECKS", "register", "run"]
 
@@ -159,8 +166,10 @@ def _verdicts(diag: Any, exp: Any, snap: Any) -> list[Check]:
     return out
 
 
-def _load(source: str | None, exp: Any, table: Any, host_root: str, exclude_devices: str | None = None) -> Any:
-    """This node (``source`` None) or a node image, read and diagnosed by the one offline pipeline."""
+def _load(source: str | None, exp: Any, table: Any, host_root: str, exclude_devices: str | None = None,
+          given: dict[str, str] | None = None) -> Any:
+    """This node (``source`` None) or a node image, read and diagnosed by the one offline pipeline; an
+    image is judged with the expectations it records except those the command line states (``given``)."""
     from agent.offline import diagnose_host, diagnose_image
 
     if source is None:
@@ -168,7 +177,7 @@ def _load(source: str | None, exp: Any, table: Any, host_root: str, exclude_devi
 
         with LiveHost(host_root) as host:
             return diagnose_host(host, exp, table, source="this node", exclude_devices=exclude_devices)
-    return diagnose_image(source, exp, table)
+    return diagnose_image(source, exp, table, given=given)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -182,18 +191,19 @@ def run(args: argparse.Namespace) -> int:
     if args.source is not None and not args.source.strip():
         return fail("preflight", "--from: an empty path is not a node image")
     try:
-        now = _load(args.source, exp, table, args.host_root, args.exclude_devices)
+        now = _load(args.source, exp, table, args.host_root, args.exclude_devices, given_expectations(args))
     except (SourceError, HostError) as exc:
         return fail("preflight", str(exc))
     diag, snap = now.diagnosis, now.snapshot
-    checks = _verdicts(diag, exp, snap)
+    # the checks say what the diagnosis was judged with: a bundle's recorded --expect-* under the flags
+    checks = _verdicts(diag, now.expectations or exp, snap)
     node = args.node or diag.node
     checks.append(_resources(args, node))
     if args.since:
         from agent.analysis.diff import Side, diff
 
         try:
-            before = _load(args.since, exp, table, args.host_root)
+            before = _load(args.since, exp, table, args.host_root, given=given_expectations(args))
         except (SourceError, HostError) as exc:
             return fail("preflight", f"--since: {exc}")
         # --ber-warning judges the corrected-bit ratio between the captures (BerHigh), as in diff

@@ -1,7 +1,8 @@
 """The firmware gate (DESIGN §3, §7): firmware-touching reads of one PCI function, one at a time.
 
-On mlx5, ``ETHTOOL_GSTATS``, ``ethtool -m`` (MCIA) and ``devlink health diagnose`` are synchronous
-firmware commands: two of them in parallel on one function queue in the driver, and one stuck there
+On mlx5, ``ETHTOOL_GSTATS``, ``ethtool -m`` (MCIA), ``ethtool -a`` (PFCC), ``ethtool --show-fec`` (PPLM),
+``dcb ... show`` (QETCR, PFCC, PBMC), ``devlink dev info`` (MCQI / MCQS) and ``devlink health diagnose`` are
+synchronous firmware commands: two of them in parallel on one function queue in the driver, and one stuck there
 cannot be killed. The running agent holds one ``FirmwareGate``; its 1 s sampler and every capture it
 makes (the replay readers and the plans' firmware steps alike) take the lock of the same function from
 it. Which reads touch firmware is declared where they are: ``Source.firmware_touching`` in the

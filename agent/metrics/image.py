@@ -54,11 +54,14 @@ def _sources(host: RecordedHost) -> tuple[tuple[SourceStatus, ...], tuple[HungSo
     return status, tuple(sorted(set(hung), key=lambda h: (h.source, h.device)))
 
 
-def state_from_image(host: RecordedHost, exp: Expectations, kernel_table: tuple[KernelRow, ...]) -> MetricsState:
-    """Read the image like the agent reads a node, and package it as the agent's latest sample.
+def state_from_image(host: RecordedHost, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
+                     given: dict[str, str] | None = None, exclude_devices: str | None = None) -> MetricsState:
+    """Read the image like the agent reads a node, and package it as the agent's latest sample: judged
+    with the expectations the image records, except those the command line states (``given``, held in
+    ``exp``); firmware reads never reach what ``exclude_devices`` matches, as on the node.
 
     Raises ``SourceError`` when the image cannot be read (``agent.offline``)."""
-    got = diagnose_host(host, exp, kernel_table, source=host.name)
+    got = diagnose_host(host, exp, kernel_table, source=host.name, given=given, exclude_devices=exclude_devices)
     snap = got.snapshot
     sources, hung = _sources(host)
     return MetricsState(

@@ -1,7 +1,7 @@
 """Which functions firmware-touching reads may reach (DESIGN §3 "Which functions are touched").
 
-ethtool statistics, ``ethtool -m``, ``devlink dev info`` / health / params / eswitch reach the NIC's
-firmware. They go to rail PFs and the PFs the udev rules name, never to another mlx5 function of
+ethtool statistics, ``ethtool -m`` / ``-a`` / ``--show-fec``, ``dcb ... show``, ``rdma statistic``,
+``devlink dev info`` / health / params / eswitch reach the NIC's firmware. They go to rail PFs and the PFs the udev rules name, never to another mlx5 function of
 the node: HGX baseboards expose restricted PFs whose register reads fail and flood the kernel log at
 every scrape (prometheus/node_exporter#3434, Mellanox/nic-configuration-operator#400).
 ``--exclude-devices REGEX`` removes more: a device whose PCI address or netdev name it matches

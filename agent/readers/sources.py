@@ -326,8 +326,11 @@ SOURCES: tuple[Source, ...] = (
            (("devlink",),), 60.0, 60.0, ("devlink_devs", "eswitch", "params", "ports"), read_devlink_part),
     Source("health", "the devlink health reporters (devlink -j health show)",
            (("devlink", "-j", "health"),), 60.0, 60.0, ("health",), read_health_part, lane="devlink"),
+    # mlx5 answers dev info from the firmware (devlink.c mlx5_devlink_info_get -> fw.c
+    # mlx5_fw_version_query: MCQI / MCQS register reads): serialised per PF with the statistics
     Source("firmware", "the rail PFs' running and stored firmware (devlink -j dev info <PF>)",
-           (("devlink", "-j", "dev", "info"),), 60.0, 60.0, ("firmware",), read_firmware_part, lane="devlink"),
+           (("devlink", "-j", "dev", "info"),), 60.0, 60.0, ("firmware",), read_firmware_part, firmware_touching=True,
+           lane="devlink"),
     Source("gpus", "NVIDIA GPUs, the GPUDirect RDMA paths NCCL probes and the GPU <-> rail PCIe topology (sysfs)",
            (), 60.0, 0.0, ("gpus",), read_gpus_part),
     Source("rdma", "rdma links, the netns mode and the rails' RDMA port counters",

@@ -102,3 +102,34 @@ def test_an_agent_with_rails_records_them_in_the_images_it_serves(start_agent: S
     res = agent.rails.railscope("report", str(bundle))
     assert "no rails found" not in res.stdout.lower(), res.stdout
     assert "net_rail0" in res.stdout and "net_rail1" in res.stdout
+
+
+def _judged(doc: dict) -> set[tuple[str, str]]:
+    return {(f["code"], f["subject"]) for f in doc["findings"] if f["code"] in ("MtuMismatch", "DriverNotDoca")}
+
+
+def test_a_capture_with_the_readiness_expectations_is_judged_with_them(rails: RailNetns, tmp_path: Path) -> None:
+    """``--expect-mtu`` / ``--expect-driver`` (flags or variables) are recorded like ``--rails``: the veth
+    rails are at MTU 9000 and run no mlx5 driver, so a node judged against 4200 and DOCA has both, live
+    and replayed from its bundle."""
+    flags = ("--rails", "2", "--expect-mtu", "4200", "--expect-driver", "doca")
+    res = rails.railscope("doctor", *flags, "--json")
+    live = _judged(json.loads(res.stdout))
+    assert {("MtuMismatch", "net_rail0"), ("MtuMismatch", "net_rail1")} <= live, res.stdout
+
+    by_flag, by_env = tmp_path / "flag.tar.gz", tmp_path / "env.tar.gz"
+    _capture(rails, by_flag, *flags)
+    _capture(rails, by_env, env={"RAILSCOPE_RAILS": "2", "RAILSCOPE_EXPECT_MTU": "4200",
+                                 "RAILSCOPE_EXPECT_DRIVER": "doca"})
+    for bundle in (by_flag, by_env):
+        recorded = _manifest(bundle)["expectations"]
+        assert (recorded["expect_mtu"], recorded["expect_driver"]) == (4200, "doca")
+        res = rails.railscope("doctor", "--from", str(bundle), "--json")
+        assert _judged(json.loads(res.stdout)) == live, res.stdout
+        res = rails.railscope("report", str(bundle))
+        assert "expect_mtu=4200 (bundle)" in res.stdout, res.stdout
+
+    # the flag overrides the bundle and says so: at 9000 the rails are where they must be
+    res = rails.railscope("doctor", "--from", str(by_flag), "--expect-mtu", "9000")
+    assert "MtuMismatch" not in res.stdout
+    assert "expect_mtu=9000 (--expect-mtu; the bundle had 4200)" in res.stdout, res.stdout

@@ -141,3 +141,174 @@ def test_doctor_from_judges_the_phy_counters_with_the_recorded_ber_warning(
     out = capsys.readouterr().out
     assert code == 1 and "LinkDegrading" in out
     assert "ber_warning=0.00024 (--ber-warning; the bundle had 0.001)" in out
+
+
+def test_every_expectation_has_a_flag_so_a_bundle_records_it() -> None:
+    # A field without a flag is dropped from every manifest, and a replay judges without it: the map
+    # must grow with the dataclass.
+    from dataclasses import fields
+
+    from agent.config import EXPECTATION_FLAGS
+
+    assert [f.name for f in fields(Expectations) if f.name not in EXPECTATION_FLAGS] == []
+    assert set(EXPECTATION_FLAGS) <= {f.name for f in fields(Expectations)}
+
+
+def test_the_readiness_expectations_are_recorded_and_read_back_checked() -> None:
+    exp = Expectations(mtu=9000, driver="doca")
+    doc = expectations_to_json(exp)
+    assert (doc["expect_mtu"], doc["expect_driver"]) == (9000, "doca")
+    got, problems = expectations_from_json(json.loads(json.dumps(doc)))
+    assert problems == () and Expectations(**got) == exp
+    # as --expect-mtu / --expect-driver take them: 68-65535 bytes, a whole number; the word "doca"
+    for key, value in (("expect_mtu", 67), ("expect_mtu", 65536), ("expect_mtu", 9000.5), ("expect_mtu", "9000"),
+                       ("expect_mtu", True), ("expect_driver", "inbox"), ("expect_driver", "\x1b[2Jdoca"),
+                       ("expect_driver", 1)):
+        got, problems = expectations_from_json({key: value, "rails": 2})
+        assert len(problems) == 1 and key in problems[0] and got == {"rails": 2}
+    # null is a recorded "no expectation": it yields to nothing but a flag
+    assert expectations_from_json({"expect_mtu": None, "expect_driver": None}) == (
+        {"mtu": None, "driver": None}, ())
+
+
+def _capture_with(image: str, tmp_path: Path, *flags: str) -> Path:
+    """A bundle of the node image ``image`` captured by the real runner with the expectations the capture
+    command's own parser gives ``flags`` (and the ``RAILSCOPE_*`` variables in force)."""
+    import io
+
+    from agent.capture.runner import CaptureParams, capture
+    from agent.cli import build_parser
+    from agent.expectations import expectations_from_args
+    from agent.host.recorded import RecordedHost
+
+    args = build_parser(only="capture").parse_args(["capture", "-o", str(tmp_path / "unused.tar.gz"), *flags])
+    buf = io.BytesIO()
+    with RecordedHost(str(IMAGES / image)) as host:
+        capture(host, buf, CaptureParams(node="gpu-node-017", nice=0, recorder_gap_s=0,
+                                         expectations=expectations_to_json(expectations_from_args(args))))
+    bundle = tmp_path / f"{image}.tar.gz"
+    bundle.write_bytes(buf.getvalue())
+    return bundle
+
+
+def _codes(argv: list[str], capsys: pytest.CaptureFixture[str]) -> set[tuple[str, str]]:
+    main(argv)
+    return {(f["code"], f["subject"]) for f in json.loads(capsys.readouterr().out)["findings"]}
+
+
+def test_a_capture_with_expect_mtu_replays_with_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # net_rail0 9000, net_rail1 1500: without a flag the tie goes to 9000 (net_rail1 is judged); the node
+    # was judged against 1500, so net_rail0 is the rail off its MTU, live and replayed.
+    live = _codes(["doctor", "--from", str(IMAGES / "mtu-mismatch"), "--json", "--expect-mtu", "1500"], capsys)
+    assert ("MtuMismatch", "net_rail0") in live and ("MtuMismatch", "net_rail1") not in live
+    bundle = _capture_with("mtu-mismatch", tmp_path, "--expect-mtu", "1500")
+    assert _codes(["doctor", "--from", str(bundle), "--json"], capsys) == live
+    main(["doctor", "--from", str(bundle)])
+    assert "judged with: expect_mtu=1500 (bundle)" in capsys.readouterr().out
+    main(["doctor", "--from", str(bundle), "--expect-mtu", "9000"])
+    out = capsys.readouterr().out
+    assert "net_rail1" in out and "expect_mtu=9000 (--expect-mtu; the bundle had 1500)" in out
+
+
+def test_a_capture_with_expect_driver_replays_with_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    live = _codes(["doctor", "--from", str(IMAGES / "driver-not-doca"), "--json", "--expect-driver", "doca"], capsys)
+    assert ("DriverNotDoca", "node") in live
+    assert ("DriverNotDoca", "node") not in _codes(["doctor", "--from", str(IMAGES / "driver-not-doca"), "--json"],
+                                                   capsys)
+    bundle = _capture_with("driver-not-doca", tmp_path, "--expect-driver", "doca")
+    assert _codes(["doctor", "--from", str(bundle), "--json"], capsys) == live
+    main(["doctor", "--from", str(bundle)])
+    assert "judged with: expect_driver=doca (bundle)" in capsys.readouterr().out
+
+    # the variable forms are the capture's command line too, and the replay's
+    monkeypatch.setenv("RAILSCOPE_EXPECT_DRIVER", "doca")
+    monkeypatch.setenv("RAILSCOPE_EXPECT_MTU", "9000")
+    (tmp_path / "env").mkdir()
+    by_env = _capture_with("driver-not-doca", tmp_path / "env")
+    monkeypatch.delenv("RAILSCOPE_EXPECT_DRIVER")
+    monkeypatch.delenv("RAILSCOPE_EXPECT_MTU")
+    man = _manifest_of(by_env)
+    assert (man["expectations"]["expect_driver"], man["expectations"]["expect_mtu"]) == ("doca", 9000)
+    assert ("DriverNotDoca", "node") in _codes(["doctor", "--from", str(by_env), "--json"], capsys)
+    monkeypatch.setenv("RAILSCOPE_EXPECT_MTU", "4200")  # a variable overrides the bundle as a flag does
+    main(["doctor", "--from", str(by_env)])
+    assert "expect_mtu=4200 (RAILSCOPE_EXPECT_MTU; the bundle had 9000)" in capsys.readouterr().out
+
+
+def _manifest_of(bundle: Path) -> dict:
+    import tarfile
+
+    with tarfile.open(bundle) as tf:
+        member = next(m for m in tf.getmembers() if m.name.endswith("/manifest.json"))
+        fh = tf.extractfile(member)
+        assert fh is not None
+        return json.loads(fh.read())
+
+
+def test_preflight_from_a_bundle_judges_with_its_recorded_readiness_expectations_under_the_flags(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def checks(*argv: str) -> tuple[int, dict[str, str]]:
+        code = main(["preflight", "--json", *argv])
+        return code, {c["check"]: f"{c['status']} {c['detail']}" for c in json.loads(capsys.readouterr().out)["checks"]}
+
+    (tmp_path / "ofed").mkdir()
+    ofed = _capture_with("driver-mlnx-ofed-healthy", tmp_path / "ofed", "--expect-driver", "doca")
+    code, got = checks("--from", str(ofed))
+    assert code == 0 and got["driver"] == "ok DOCA / OFED mlx5 driver", got  # judged, not "no --expect-driver"
+    # a flag overrides what the bundle recorded (here: no expectation) as it does for doctor --from
+    plain = _capture_with("driver-not-doca", tmp_path)
+    assert _manifest_of(plain)["expectations"]["expect_driver"] is None
+    code, got = checks("--from", str(plain), "--expect-driver", "doca")
+    assert code == 1 and got["driver"].startswith("fail DriverNotDoca"), got
+
+
+def test_metrics_from_a_bundle_takes_its_expectations_and_a_flag_overrides_them(
+        tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    def exposition(*argv: str) -> str:
+        assert main(["metrics", *argv]) == 0
+        return capsysbinary.readouterr().out.decode()
+
+    missing = 'railscope_finding{code="RailMissing",severity="critical",subject="net_rail2"} 1.0'
+    img = _image_with(tmp_path, {"rails": 3})
+    assert missing in exposition("--from", str(img))
+    assert missing not in exposition("--from", str(img), "--rails", "2")  # the flag, not the bundle's 3
+    bundle = _capture_with("mtu-mismatch", tmp_path, "--expect-mtu", "1500")
+    got = exposition("--from", str(bundle))
+    assert 'code="MtuMismatch",severity="warning",subject="net_rail0"' in got
+    got = exposition("--from", str(bundle), "--expect-mtu", "9000")
+    assert 'subject="net_rail1"' in got and 'code="MtuMismatch",severity="warning",subject="net_rail0"' not in got
+
+
+def test_the_collectors_page_judges_a_bundle_with_its_recorded_mtu_under_its_own_variables(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.expectations import expectations_from_env
+    from collector.analysis import analyse_file
+
+    for var in ("RAILSCOPE_EXPECT_MTU", "RAILSCOPE_EXPECT_DRIVER"):
+        monkeypatch.delenv(var, raising=False)
+    bundle = _capture_with("mtu-mismatch", tmp_path, "--expect-mtu", "1500")
+    doc = analyse_file(str(bundle), "x", expectations_from_env())
+    assert ("MtuMismatch", "net_rail0") in {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
+    assert doc["doctor"]["expectations"]["expect_mtu"] == {"value": 1500, "from": "bundle"}
+    monkeypatch.setenv("RAILSCOPE_EXPECT_MTU", "9000")  # the collector's command line wins, and says so
+    doc = analyse_file(str(bundle), "x", expectations_from_env())
+    assert ("MtuMismatch", "net_rail1") in {(f["code"], f["subject"]) for f in doc["doctor"]["findings"]}
+    assert "expect_mtu=9000 (RAILSCOPE_EXPECT_MTU; the bundle had 1500)" in doc["html"]
+
+
+@pytest.mark.parametrize("var, value, flag", [
+    ("RAILSCOPE_EXPECT_DRIVER", "inbox", "--expect-driver"), ("RAILSCOPE_EXPECT_DRIVER", "DOCA", "--expect-driver"),
+    ("RAILSCOPE_EXPECT_MTU", "jumbo", "--expect-mtu"), ("RAILSCOPE_EXPECT_MTU", "70000", "--expect-mtu"),
+    ("RAILSCOPE_EXPECT_ESWITCH_MODE", "switchdevv", "--expect-eswitch-mode"),
+    ("RAILSCOPE_EXPECT_RDMA_NETNS", "private", "--expect-rdma-netns"),
+])
+def test_a_bad_variable_is_refused_as_its_flag_would_be(var: str, value: str, flag: str,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # never a silent "judge nothing", and never recorded into a bundle as if it were an expectation
+    monkeypatch.setenv(var, value)
+    with pytest.raises(SystemExit) as exc:
+        main(["doctor", "--from", str(IMAGES / "driver-not-doca")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 3 and flag in err and value in err

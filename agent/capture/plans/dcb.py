@@ -1,7 +1,13 @@
-"""dcb: per rail, PFC, APP (DSCP / priority map), buffers and ETS as the driver holds them."""
+"""dcb: per rail, PFC, APP (DSCP / priority map), buffers and ETS as the driver holds them.
+
+Each is a firmware read on mlx5: ``dcb <object> show`` asks DCB_CMD_IEEE_GET, which dcbnl answers by
+calling every IEEE getter of the driver (net/dcb/dcbnl.c dcbnl_ieee_fill), and mlx5's read registers
+(drivers/net/ethernet/mellanox/mlx5/core/en_dcbnl.c: getets QTCT / QETCR, getpfc PFCC, getbuffer PBMC /
+PPTB). So one at a time per PF, rail PFs only, always per rail (``dev``): never a dump of the node.
+"""
 
 from agent.capture.plan import Command, Plan
 
-PLAN = Plan("dcb", 1, tuple(
-    Command(("dcb", "-j", what, "show", "dev", "{rail}")) for what in ("pfc", "app", "buffer", "ets")
+PLAN = Plan("dcb", 2, tuple(
+    Command(("dcb", "-j", what, "show", "dev", "{rail}"), firmware="rail") for what in ("pfc", "app", "buffer", "ets")
 ), "per rail: pfc, app, buffer, ets")

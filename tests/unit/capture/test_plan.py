@@ -110,4 +110,4 @@ def test_every_shipped_plan_passes_the_deny_list_and_is_declared_as_data() -> No
             assert isinstance(step, Command | File | Generated)
             if isinstance(step, Command):
                 assert step.timeout_s > 0 and step.max_bytes > 0
-                assert step.firmware in (None, "rail", "handle", "pf")
+                assert step.firmware in (None, "rail", "handle", "rdma", "pf")

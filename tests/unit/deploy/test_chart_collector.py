@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 import pytest
-from test_chart import K8S_VERSIONS, NAMESPACE, chart, kebab, kinds, render  # noqa: F401 - chart is a fixture
+from test_chart import CHART, K8S_VERSIONS, NAMESPACE, chart, kebab, kinds, render  # noqa: F401 - chart is a fixture
 
 import kubernetes_validate  # isort: skip
 import helm_python as helm  # isort: skip
@@ -395,3 +395,35 @@ def test_agents_reach_a_tls_collector_over_https_and_verify_it(chart: Any) -> No
     assert secret == [{"name": "railscope-collector-tls", "items": [{"key": "ca.crt", "path": "collector-ca.crt"}]}]
     plain = env_of(render(chart, {"collector": {**ON["collector"], "tls": {"plainHttp": True}}}))
     assert plain["RAILSCOPE_COLLECTOR"]["value"].startswith("http://") and "RAILSCOPE_COLLECTOR_CA_FILE" not in plain
+
+
+def test_the_collector_judges_with_every_expectation_the_agents_are_given(chart: Any,  # noqa: F811
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every judging flag that a RAILSCOPE_<FLAG> variable states and that the agent's values set reaches the
+    collector's environment too: a new expectation (--expect-mtu, --expect-driver, --ber-warning) cannot be
+    left out of its pages' judgement."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from agent.config import EXPECTATION_FLAGS
+    from agent.expectations import add_expectation_flags, expectations_from_env
+
+    probe = argparse.ArgumentParser(add_help=False)
+    add_expectation_flags(probe)
+    by_variable = {o for a in probe._actions for o in a.option_strings} - {"--net-template", "--rdma-template"}
+    agent_values = yaml.safe_load((Path(CHART) / "values.yaml").read_text())["agent"]
+    found = re.search(r'define "railscope.expectationKeys" -}}\s*(.*?)\s*{{-',
+                      (Path(CHART) / "templates" / "_helpers.tpl").read_text(), re.S)
+    assert found is not None
+    keys = set(found.group(1).split(" "))  # as the template splits it: one line, single spaces
+    camel = {flag: re.sub(r"-(\w)", lambda m: m.group(1).upper(), flag.lstrip("-")) for flag in EXPECTATION_FLAGS.values()}
+    missing = [flag for flag, key in camel.items()
+               if flag in by_variable and key in agent_values and key != "kernelTable" and key not in keys]
+    assert missing == []
+
+    values = {**ON, "agent": {"expectMtu": 4200, "expectDriver": "doca", "berWarning": 1e-3, "berWindow": "10m"}}
+    settings(render(chart, values), monkeypatch)
+    exp = expectations_from_env()
+    assert (exp.mtu, exp.driver, exp.ber_warning, exp.ber_window_s) == (4200, "doca", 1e-3, 600.0)

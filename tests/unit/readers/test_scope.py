@@ -40,29 +40,65 @@ class SeenHost:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def run(self, argv: Any, timeout_s: float = 10.0, max_bytes: int = 8 << 20) -> Any:
+    def run(self, argv: Any, timeout_s: float = 10.0, max_bytes: int = 8 << 20, **kw: Any) -> Any:
+        # ``keep`` and whatever else the runner passes: a host that refused it would see no plan step
         self.seen.append(tuple(str(a) for a in argv))
-        return self._inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes)
+        return self._inner.run(argv, timeout_s=timeout_s, max_bytes=max_bytes, **kw)
 
     def ethtool_stats(self, ifname: str) -> Any:
         self.seen.append(("ETHTOOL_GSTATS", ifname))
         return self._inner.ethtool_stats(ifname)
 
 
+#: ethtool options whose answer mlx5 fetches from the firmware: statistics (PPCNT), module EEPROM
+#: (MCIA), pause parameters (PFCC, en_ethtool.c mlx5e_get_pauseparam) and FEC (PPLM, en/port.c
+#: mlx5e_get_fec_mode)
+ETHTOOL_FIRMWARE = ("-S", "--statistics", "-m", "--module-info", "-a", "--show-pause", "--show-fec")
+
+
 def firmware_touching(argv: tuple[str, ...]) -> bool:
-    """ethtool statistics / module EEPROM, and every devlink command aimed at one instance."""
+    """What reaches the NIC's firmware on mlx5, by the command's own words (not the registry's): ethtool
+    statistics, module EEPROM, pause and FEC; every dcb show (dcbnl's IEEE get calls the driver's
+    getets / getpfc / getbuffer: QETCR, PFCC, PBMC registers); ``devlink dev info`` (MCQI / MCQS),
+    ``devlink dev param show`` (the permanent parameters of lib/nv_param.c: MNVDA) and every devlink
+    command aimed at one instance."""
     if argv[0] == "ETHTOOL_GSTATS":
         return True
     if argv[0] == "ethtool":
-        return any(a in ("-S", "-m", "--statistics", "--module-info") for a in argv[1:])
+        return any(a in ETHTOOL_FIRMWARE for a in argv[1:])
+    if argv[0] == "dcb":
+        return True
+    if argv[0] == "rdma":  # mlx5_ib's get_hw_stats: QUERY_Q_COUNTER and PPCNT, per port
+        return any(w in ("statistic", "stat") for w in argv[1:])
     if argv[0] == "devlink":
-        return any("/" in a for a in argv[1:])
+        return any("/" in a for a in argv[1:]) or _dev_info(argv) or _dev_param(argv)
+    return False
+
+
+def _dev_info(argv: tuple[str, ...]) -> bool:
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    return words[:2] == ["dev", "info"]
+
+
+def _dev_param(argv: tuple[str, ...]) -> bool:
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    return words[:2] == ["dev", "param"]
+
+
+def node_wide(argv: tuple[str, ...]) -> bool:
+    """A firmware-touching command that names no device: a dump reaches every function of the node."""
+    if argv[0] == "devlink":
+        return not any("/" in a for a in argv[1:])
+    if argv[0] == "dcb":
+        return "dev" not in argv
+    if argv[0] == "rdma":
+        return "link" not in argv
     return False
 
 
 def touches(seen: list[tuple[str, ...]], names: tuple[str, ...]) -> list[tuple[str, ...]]:
     pat = re.compile("|".join(re.escape(n) for n in names))
-    return [a for a in seen if firmware_touching(a) and any(pat.search(w) for w in a[1:])]
+    return [a for a in seen if firmware_touching(a) and (node_wide(a) or any(pat.search(w) for w in a[1:]))]
 
 
 @pytest.fixture()
@@ -184,3 +220,214 @@ def test_preflight_keeps_firmware_reads_off_excluded_devices(extra_mlx5: Path, m
     assert touches(hosts[-1].seen, ("net_rail0", "0000:0c:00.0")) == []
     assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
     capsys.readouterr()
+
+
+# -- pause, FEC, dcb and devlink dev info: firmware reads like the statistics ----------------------
+
+RAIL_FIRMWARE_READS = (("ethtool", "-a", "net_rail0"), ("ethtool", "--show-fec", "net_rail0"),
+                       ("dcb", "-j", "pfc", "show", "dev", "net_rail0"), ("dcb", "-j", "ets", "show", "dev", "net_rail0"),
+                       ("devlink", "-j", "dev", "info", "pci/0000:0c:00.0"),
+                       ("rdma", "-j", "statistic", "show", "link", "rdma_rail0/1"))
+
+
+def test_a_capture_reads_pause_fec_dcb_and_dev_info_of_the_rail_pfs_only(extra_mlx5: Path) -> None:
+    host = SeenHost(RecordedHost(str(extra_mlx5)))
+    capture(host, io.BytesIO(), CaptureParams(node="n", nice=0, recorder_gap_s=0))  # type: ignore[arg-type]
+    for argv in RAIL_FIRMWARE_READS:
+        assert argv in host.seen, argv  # read, of the rails
+    assert [a for a in host.seen if firmware_touching(a) and node_wide(a) and a[0] != "devlink"] == []
+    assert [a for a in host.seen if a[0] == "devlink" and (_dev_info(a) or _dev_param(a)) and node_wide(a)] == []
+    assert touches(host.seen, EXTRA_BDFS + EXTRA_NETDEVS) == []
+    # --exclude-devices keeps them off a rail too
+    host = SeenHost(RecordedHost(str(extra_mlx5)))
+    cfg = ReadConfig(exclude_devices=r"0000:0c:00\.0")
+    capture(host, io.BytesIO(), CaptureParams(node="n", nice=0, recorder_gap_s=0, cfg=cfg))  # type: ignore[arg-type]
+    assert touches(host.seen, ("net_rail0", "0000:0c:00.0")) == []
+    assert ("ethtool", "-a", "net_rail1") in host.seen and ("dcb", "-j", "pfc", "show", "dev", "net_rail1") in host.seen
+
+
+def test_every_firmware_touching_plan_step_names_the_pf_it_reaches() -> None:
+    """A capture step that reaches the firmware is marked ``firmware=`` with its PF's placeholder, so the
+    runner holds that PF's gate for it (one at a time per PF) and --exclude-devices removes it."""
+    import importlib
+
+    from agent.capture.plan import Command
+    from agent.capture.plans import PLUGINS
+
+    unmarked, unbound = [], []
+    for name in PLUGINS:
+        for step in importlib.import_module(f"agent.capture.plans.{name}").PLAN.steps:
+            if not isinstance(step, Command) or not firmware_touching(step.argv):
+                continue
+            if step.firmware is None:
+                unmarked.append(" ".join(step.argv))
+            elif "{" + step.firmware + "}" not in step.argv:
+                unbound.append(" ".join(step.argv))
+    assert unmarked == [] and unbound == []
+
+
+def test_the_live_firmware_reads_are_the_registrys_firmware_touching_ones() -> None:
+    from agent.readers.sources import touches_firmware
+
+    for argv in (*RAIL_FIRMWARE_READS, ("ethtool", "-S", "net_rail0"), ("ethtool", "-m", "net_rail0")):
+        if argv[0] not in ("dcb", "rdma"):  # no source runs these: the capture plan's marking gates them
+            assert touches_firmware(argv), argv
+
+
+def test_the_gate_serialises_dev_info_with_the_statistics_of_one_pf(extra_mlx5: Path) -> None:
+    """The daemon's worker host: ``devlink dev info`` of a PF waits for (and past the wait, skips) another
+    thread's firmware read of that PF, as ``ethtool -S`` does; another PF's is read meanwhile."""
+    import threading
+
+    from agent.host.firmware import FirmwareGate
+    from agent.service.tracked_host import Progress, TrackedHost
+
+    gate = FirmwareGate()
+    holding, done = threading.Event(), threading.Event()
+
+    def sampler() -> None:  # the counters thread, stuck in net_rail0's ETHTOOL_GSTATS
+        with gate.hold("0000:0c:00.0", 1.0):
+            holding.set()
+            done.wait(10)
+
+    th = threading.Thread(target=sampler)
+    th.start()
+    assert holding.wait(5)
+    try:
+        with RecordedHost(str(extra_mlx5)) as inner:
+            host = TrackedHost(inner, Progress(), gate, firmware_wait_s=0.05)
+            held = host.run(["devlink", "-j", "dev", "info", "pci/0000:0c:00.0"])
+            pause = host.run(["ethtool", "-a", "net_rail0"])
+            other = host.run(["devlink", "-j", "dev", "info", "pci/0000:8d:00.0"])
+    finally:
+        done.set()
+        th.join()
+    assert held.missing and "another firmware read" in (held.reason or "")
+    assert pause.missing and "another firmware read" in (pause.reason or "")
+    assert not other.missing or "another firmware read" not in (other.reason or "")
+
+
+def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: Path) -> None:
+    """The runner takes the PF's lock of the daemon's gate for each of these steps: while a sampler holds
+    one PF, its steps wait (and past the deadline are skipped, saying so), the other PF's run."""
+    import threading
+    from types import SimpleNamespace
+
+    from agent.capture.plan import Plan
+    from agent.capture.plans import dcb, devlink, ethtool, rdma
+    from agent.host.firmware import FirmwareGate
+    from agent.host.live import LiveHost
+    from agent.model import DevlinkDev, EthtoolStats, Link, RdmaLink, Snapshot
+    from tests.unit.capture.kit import manifest
+
+    pfs = {"r0": "0000:0a:00.0", "r1": "0000:0b:00.0"}
+    snap = Snapshot(taken_at=0.0, node="n",
+                    links=tuple(Link(ifindex=i + 1, ifname=n, parent_bus="pci", parent_dev=pf)
+                                for i, (n, pf) in enumerate(sorted(pfs.items()))),
+                    ethtool=tuple(EthtoolStats(n, ()) for n in sorted(pfs)),
+                    devlink_devs=tuple(DevlinkDev(f"pci/{pf}") for pf in sorted(pfs.values())),
+                    rdma_links=tuple(RdmaLink(f"mlx5_{n[1]}", 1, netdev=n) for n in sorted(pfs)))
+    replay = SimpleNamespace(PLAN=Plan("replay", 1, ()), record=lambda ctx, rec: snap)
+    plans = [replay, *(SimpleNamespace(PLAN=m.PLAN) for m in (ethtool, dcb, devlink, rdma))]
+    gate = FirmwareGate()
+    holding, done = threading.Event(), threading.Event()
+
+    def sampler() -> None:
+        with gate.hold("0000:0a:00.0", 1.0):
+            holding.set()
+            done.wait(30)
+
+    th = threading.Thread(target=sampler)
+    th.start()
+    assert holding.wait(5)
+    root = tmp_path / "root"
+    root.mkdir()
+    out = io.BytesIO()
+    try:
+        capture(LiveHost(str(root)), out, CaptureParams(node="n", nice=0, recorder_gap_s=0, deadline_s=3.0,
+                                                        firmware_gate=gate),
+                plans=plans, staging_dir=str(tmp_path))
+    finally:
+        done.set()
+        th.join()
+    by_argv = {tuple(i["argv"]): i for i in manifest(out.getvalue())["items"] if i.get("argv")}
+
+    def held(argv: tuple[str, ...]) -> bool:
+        return bool(by_argv[argv].get("skipped")) and "held the NIC" in (by_argv[argv].get("reason") or "")
+
+    for dev, pf, want in (("r0", "0000:0a:00.0", True), ("r1", "0000:0b:00.0", False)):
+        for argv in (("ethtool", "-a", dev), ("ethtool", "--show-fec", dev), ("ethtool", "-S", dev),
+                     ("dcb", "-j", "pfc", "show", "dev", dev), ("dcb", "-j", "buffer", "show", "dev", dev),
+                     ("devlink", "-j", "dev", "info", f"pci/{pf}"),
+                     ("rdma", "-j", "statistic", "show", "link", f"mlx5_{dev[1]}/1")):
+            assert held(argv) is want, (argv, by_argv[argv])
+    assert not held(("ethtool", "-k", "r0"))  # offload flags: the driver's own state, no firmware command
+
+
+# -- --exclude-devices on diff and metrics ----------------------------------------------------------
+
+class _ImageHost(SeenHost):
+    """The image as a host a command opens itself (``LiveHost(root)`` or ``open_source(path)``), seen."""
+
+    def __init__(self, image: Path, hosts: list[SeenHost]) -> None:
+        super().__init__(RecordedHost(str(image)))
+        hosts.append(self)
+
+    def __enter__(self) -> _ImageHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._inner.close()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def test_diff_keeps_firmware_reads_off_excluded_devices_on_both_sides(
+        extra_mlx5: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``diff BEFORE live``: the live side is this node (here the image, through a stand-in for LiveHost),
+    read as doctor and the agent read it; the image side is read with the same scope, like for like."""
+    import agent.host.live
+    import agent.offline
+    from agent.cli import main
+
+    live: list[SeenHost] = []
+    images: list[SeenHost] = []
+    monkeypatch.setattr(agent.host.live, "LiveHost", lambda root, **_: _ImageHost(extra_mlx5, live))
+    monkeypatch.setattr(agent.offline, "open_source", lambda path: _ImageHost(Path(path), images))
+    main(["diff", str(extra_mlx5), "live", "--json"])
+    assert touches(live[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
+    main(["diff", str(extra_mlx5), "live", "--json", "--exclude-devices", r"0000:8d:00\.0"])
+    assert touches(live[-1].seen, ("net_rail1", "0000:8d:00.0")) == []
+    assert touches(images[-1].seen, ("net_rail1", "0000:8d:00.0")) == []
+    assert touches(live[-1].seen, ("net_rail0", "0000:0c:00.0")) != []
+    monkeypatch.setenv("RAILSCOPE_EXCLUDE_DEVICES", "^net_rail0$")
+    main(["diff", "live", str(extra_mlx5), "--json"])
+    assert touches(live[-1].seen, ("net_rail0", "0000:0c:00.0")) == []
+    capsys.readouterr()
+
+
+def test_metrics_keeps_firmware_reads_off_excluded_devices(
+        extra_mlx5: Path, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    import agent.offline
+    from agent.cli import main
+
+    hosts: list[SeenHost] = []
+    monkeypatch.setattr(agent.offline, "open_source", lambda path: _ImageHost(Path(path), hosts))
+    assert main(["metrics", "--from", str(extra_mlx5)]) == 0
+    assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
+    assert b'device="net_rail1"' in capsysbinary.readouterr().out
+    assert main(["metrics", "--from", str(extra_mlx5), "--exclude-devices", r"0000:8d:00\.0"]) == 0
+    assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) == []
+    assert touches(hosts[-1].seen, ("net_rail0", "0000:0c:00.0")) != []
+    capsysbinary.readouterr()
+
+
+def test_every_command_that_reads_a_node_takes_exclude_devices() -> None:
+    """One flag for every command that reads a node (live or an image the readers read again)."""
+    from agent.cli import build_parser
+
+    for name in ("agent", "doctor", "capture", "record", "preflight", "diff", "metrics"):
+        parser = build_parser(only=name)
+        sub = next(a for a in parser._actions if a.dest == "command").choices[name]  # type: ignore[union-attr]
+        assert "--exclude-devices" in sub._option_string_actions, name

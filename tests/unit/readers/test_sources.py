@@ -70,7 +70,7 @@ def test_every_source_is_declared_once_with_its_fields() -> None:
     assert names.index("config") < names.index("links") < names.index("counters")  # rules before rails
     for s in SOURCES:
         assert s.min_interval_s <= s.interval_s
-    assert [s.name for s in SOURCES if s.firmware_touching] == ["counters", "optics"]
+    assert [s.name for s in SOURCES if s.firmware_touching] == ["firmware", "counters", "optics"]
     # ethtool -m reaches the firmware too: it runs in the counters' thread, after the statistics
     assert sources.by_name("optics").lane == "counters"
     assert source_of(["ethtool", "-m", "net_rail0"]) == "optics"
