@@ -31,7 +31,8 @@ import math
 import re
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agent.host import CmdResult, Host
@@ -432,23 +433,63 @@ def _read_one(host: Host, name: str, use_json: bool, timeout_s: float) -> tuple[
 
 
 def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
-                notes: Notes | None = None) -> tuple[ModuleOptics, ...]:
-    """``ethtool -m`` (or ``--json -m``, see the module's doc) of each rail netdev, one at a time;
-    after one times out live, the rest are skipped (a task stuck in the driver cannot be killed,
-    DESIGN §7)."""
+                notes: Notes | None = None, pf_of: Mapping[str, str] | None = None,
+                parallel: int = 4) -> tuple[ModuleOptics, ...]:
+    """``ethtool -m`` (or ``--json -m``, see the module's doc) of each rail netdev.
+
+    One firmware read at a time per PCI function (``pf_of``: netdev -> its function; a netdev not in
+    it is its own), up to ``parallel`` functions side by side: on mlx5 a module read is several MCIA
+    register reads, tens of ms each, and eight rails one after another made ``doctor`` wait for all
+    of them. The first rail is read alone, so the form (JSON or text) is settled before the others
+    start. After one read times out live, no other starts (a task stuck in the driver cannot be
+    killed, DESIGN §7): the rest are skipped with a note. Results and notes keep ``netdevs``' order.
+    """
     notes = notes if notes is not None else Notes()
+    names = list(dict.fromkeys(netdevs))
+    if not names:
+        return ()
+    use_json = uses_json(host, timeout_s)
+    hung = threading.Event()
+    answers: dict[str, CmdResult] = {}
+
+    def one(name: str, form: bool) -> bool:
+        res, form = _read_one(host, name, form, timeout_s)
+        answers[name] = res
+        if res.timed_out and host.live:
+            hung.set()
+        return form
+
+    use_json = one(names[0], use_json)
+    groups: dict[str, list[str]] = {}
+    for name in names[1:]:
+        groups.setdefault((pf_of or {}).get(name) or name, []).append(name)
+
+    def run_group(group: list[str]) -> None:
+        form = use_json
+        for name in group:
+            if hung.is_set():
+                return
+            form = one(name, form)
+
+    if groups and not hung.is_set():
+        if parallel > 1 and len(groups) > 1:
+            with ThreadPoolExecutor(max_workers=min(parallel, len(groups)),
+                                    thread_name_prefix="railscope-optics") as pool:
+                for fut in [pool.submit(run_group, g) for g in groups.values()]:
+                    fut.result()
+        else:
+            for g in groups.values():
+                run_group(g)
     out = []
-    names = list(netdevs)
-    use_json = uses_json(host, timeout_s) if names else False
-    for i, name in enumerate(names):
+    stuck = next((n for n in names if n in answers and answers[n].timed_out), None)
+    for name in names:
         source = f"ethtool -m {name}"
-        res, use_json = _read_one(host, name, use_json, timeout_s)
+        res = answers.get(name)
+        if res is None:
+            notes.missing(source, f"skipped: ethtool -m {stuck} timed out (firmware may be hung)")
+            continue
         if not res.ok:
             notes.command(source, res)
-            if res.timed_out and host.live:
-                for rest in names[i + 1:]:
-                    notes.missing(f"ethtool -m {rest}", f"skipped: ethtool -m {name} timed out (firmware may be hung)")
-                break
             continue
         try:
             if tuple(res.argv[:len(JSON_ARGV)]) == JSON_ARGV:

@@ -42,7 +42,7 @@ from agent.readers.pci import functions_of_links, read_bus_devices, read_pci
 from agent.readers.pcie import read_pcie
 from agent.readers.processes import read_processes
 from agent.readers.rdma import read_rdma
-from agent.readers.scope import excluded, touchable_bdfs, touchable_netdevs
+from agent.readers.scope import excluded, pci_of_links, touchable_bdfs, touchable_netdevs
 from agent.readers.thermal import read_thermal
 from agent.readers.udev import RuleProblem, read_rules
 from agent.readers.versions import read_versions
@@ -309,7 +309,8 @@ def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) ->
         if name not in allowed:
             notes.missing(f"ethtool -m {name}", "excluded by --exclude-devices")
     return _part("optics", notes, fields={"optics": read_optics(
-        host, [n for n in ctx.rails if n in allowed], cfg.command_timeout_s, notes)})
+        host, [n for n in ctx.rails if n in allowed], cfg.command_timeout_s, notes,
+        pf_of=pci_of_links(ctx.links))})
 def read_processes_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     """The daemons a rail depends on: start time, CPU, RSS and threads of each of their processes."""
     return _part("processes", notes, fields={"processes": read_processes(host, notes)})

@@ -388,3 +388,82 @@ _WHOLE = body(SFF8636_JSON).rstrip()
 def test_a_cut_answer_is_never_part_of_a_module(cut: int) -> None:
     with pytest.raises(ValueError, match="ethtool --json -m net_rail0"):
         parse_ethtool_m_json(_WHOLE[:cut], "net_rail0")
+
+
+# -- one firmware read at a time per PCI function, functions side by side ------------------------------
+
+class ScriptedModules:
+    """A scripted host (a stand-in: no module exists on this machine): ``ethtool --version`` says 6.1,
+    ``ethtool -m R`` answers the public QSFP28 text after ``hold(R)`` returns; it keeps how many module
+    reads of one PCI function were in flight at once. ``live`` so the timeout rule applies."""
+
+    live = True
+
+    def __init__(self, pf_of: dict[str, str], timed_out: frozenset[str] = frozenset()) -> None:
+        import threading
+
+        self.pf_of, self.timed_out = pf_of, timed_out
+        self.lock = threading.Lock()
+        self.inflight: dict[str, int] = {}
+        self.most_per_pf = 0
+        self.started: list[str] = []
+        self.text = public(SFF8636_TEXT).encode()
+
+    def hold(self, rail: str) -> None:
+        """Called while the read of ``rail`` is in flight."""
+
+    def run(self, argv: Any, timeout_s: float = 10.0, max_bytes: int = 8 << 20) -> Any:
+        from agent.host import CmdResult
+
+        argv = tuple(argv)
+        if argv == VERSION_ARGV:
+            return CmdResult(argv, 0, b"ethtool version 6.1\n")
+        rail, pf = argv[-1], self.pf_of.get(argv[-1], argv[-1])
+        with self.lock:
+            self.started.append(rail)
+            self.inflight[pf] = self.inflight.get(pf, 0) + 1
+            self.most_per_pf = max(self.most_per_pf, self.inflight[pf])
+        try:
+            self.hold(rail)
+            if rail in self.timed_out:
+                return CmdResult(argv, None, timed_out=True, reason="timed out after 10 s")
+            return CmdResult(argv, 0, self.text)
+        finally:
+            with self.lock:
+                self.inflight[pf] -= 1
+
+
+PFS = {"r0": "0000:0c:00.0", "r1": "0000:0c:00.0", "r2": "0000:0c:00.1", "r3": "0000:0c:00.1",
+       "r4": "0000:8d:00.0", "r5": "0000:8d:00.1"}
+
+
+def test_module_reads_of_two_functions_run_side_by_side_and_never_two_on_one_function() -> None:
+    import threading
+
+    host = ScriptedModules(PFS)
+    # r2 and r4 sit on different functions: each waits for the other to be in flight too. Read one
+    # after the other, the barrier breaks (BrokenBarrierError) instead of passing.
+    both = threading.Barrier(2, timeout=10)
+    host.hold = lambda rail: both.wait() if rail in ("r2", "r4") else None  # type: ignore[method-assign]
+    notes = Notes()
+    got = read_optics(host, list(PFS), notes=notes, pf_of=PFS)  # type: ignore[arg-type]
+    assert [m.netdev for m in got] == list(PFS) and notes.unavailable == []  # the caller's order
+    assert host.most_per_pf == 1  # r0/r1 and r2/r3 share a function: one at a time
+    assert host.started[0] == "r0"  # read alone first: the form is settled before the others start
+
+
+def test_without_functions_or_parallel_1_the_reads_are_one_after_another() -> None:
+    host = ScriptedModules({})
+    got = read_optics(host, ["r0", "r1", "r2"], parallel=1)  # type: ignore[arg-type]
+    assert host.started == ["r0", "r1", "r2"] and len(got) == 3
+
+
+def test_after_a_live_timeout_no_other_module_read_starts() -> None:
+    host = ScriptedModules(PFS, timed_out=frozenset({"r0"}))
+    notes = Notes()
+    got = read_optics(host, list(PFS), notes=notes, pf_of=PFS)  # type: ignore[arg-type]
+    assert got == () and host.started == ["r0"]
+    why = dict(notes.unavailable)
+    assert set(why) == {f"ethtool -m {r}" for r in PFS}
+    assert all(why[f"ethtool -m {r}"] == "skipped: ethtool -m r0 timed out (firmware may be hung)"
+               for r in list(PFS)[1:])
