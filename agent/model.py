@@ -10,6 +10,7 @@ A value that could not be read is ``None`` (not available on that node), never a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -391,14 +392,34 @@ class PcieLink:
     aer_fatal: int | None = None
 
     def aer_counters(self) -> dict[str, int]:
-        """The AER totals under their sysfs file names (``AER_COUNTERS``), the known ones only: what a
-        rail's flight-recorder line carries so a rise is judged between two samples (DESIGN §4)."""
+        """The AER totals under their sysfs file names (``AER_COUNTERS``), the known ones only, and
+        the function they were read from (``AER_FUNCTION``): what a rail's flight-recorder line
+        carries so a rise is judged between two samples (DESIGN §4) — of one function only: a rail
+        name that moved to another PF within the window compares nothing."""
         vals = (self.aer_correctable, self.aer_nonfatal, self.aer_fatal)
-        return {k: v for k, v in zip(AER_COUNTERS, vals, strict=True) if v is not None}
+        out = {k: v for k, v in zip(AER_COUNTERS, vals, strict=True) if v is not None}
+        fn = pci_function_number(self.bdf)
+        if out and fn is not None:
+            out[AER_FUNCTION] = fn
+        return out
 
 
 #: A rail PF's AER totals as flight-recorder counters, named after the sysfs files they come from.
 AER_COUNTERS: tuple[str, ...] = ("aer_dev_correctable", "aer_dev_nonfatal", "aer_dev_fatal")
+#: Beside them on a recorder line: the PCI function they are of, as one number (``pci_function_number``).
+AER_FUNCTION = "aer_pci_function"
+
+_BDF_PARTS = re.compile(r"\A([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([01][0-9a-fA-F])\.([0-7])\Z")
+
+
+def pci_function_number(bdf: str) -> int | None:
+    """``0000:0c:00.1`` -> domain << 16 | bus << 8 | device << 3 | function (a u64 a recorder row can
+    hold); None for a name that is not a PCI address."""
+    m = _BDF_PARTS.match(bdf)
+    if not m:
+        return None
+    dom, bus, dev, fn = (int(g, 16) for g in m.groups())
+    return dom << 16 | bus << 8 | dev << 3 | fn
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from agent.analysis.checks._util import finding
 from agent.analysis.topology import Rail, Topology
 from agent.config import Expectations
 from agent.findings import Finding
-from agent.model import AER_COUNTERS, ModuleOptics, PcieLink, Snapshot
+from agent.model import AER_COUNTERS, AER_FUNCTION, ModuleOptics, PcieLink, Snapshot
 from agent.readers.history import Recorder, Sample
 
 __all__ = ["MIN_BITS", "PHY_COUNTERS", "RATE_COUNTERS", "ber_of", "check", "lane_keys", "recorder_check", "worst_lane"]
@@ -52,7 +52,7 @@ PHY_COUNTERS: tuple[str, ...] = (
 )
 
 #: Everything the rate forms are judged over: the PHY counters and the rail PF's AER totals.
-RATE_COUNTERS: tuple[str, ...] = (*PHY_COUNTERS, *AER_COUNTERS)
+RATE_COUNTERS: tuple[str, ...] = (*PHY_COUNTERS, *AER_COUNTERS, AER_FUNCTION)
 
 #: the counters whose rise is a PcieErrors warning (signal integrity from ethtool, AER from sysfs)
 _PCIE_RISING = ("rx_pci_signal_integrity", "tx_pci_signal_integrity", *AER_COUNTERS)
@@ -249,7 +249,8 @@ def rate_findings(subject: str, netdev: str, first: Sample, last: Sample, exp: E
         if d:
             out.append(finding("OpticsOutOfRange", subject, f"{netdev}: {key} rose by {d} in {wall:.0f} s",
                                severity=sev, netdev=netdev, counter=key, increase=d, source=source))
-    si = {k: d for k in _PCIE_RISING if (d := _delta(first, last, k))}
+    same_pf = first.get(AER_FUNCTION) is not None and first.get(AER_FUNCTION) == last.get(AER_FUNCTION)
+    si = {k: d for k in _PCIE_RISING if (k not in AER_COUNTERS or same_pf) and (d := _delta(first, last, k))}
     if si and handle:
         out.append(finding("PcieErrors", handle, f"{handle} ({netdev}): PCIe errors rose in "
                            f"{wall:.0f} s: " + ", ".join(f"{k} +{v}" for k, v in si.items()),

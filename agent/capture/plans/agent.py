@@ -14,6 +14,7 @@ from agent.model import Snapshot
 from agent.readers.common import Notes
 from agent.readers.ethtool import read_ethtool
 from agent.readers.links import read_links
+from agent.readers.pcie import read_pcie
 
 
 def _from_image(ctx: CaptureContext, name: str) -> bytes | None:
@@ -35,13 +36,16 @@ def _resample(ctx: CaptureContext, snap: Snapshot) -> Snapshot:
     fresh = {lk.ifname: lk for lk in read_links(ctx.host, notes)}
     links = tuple(dataclasses.replace(lk, carrier_down_count=fresh[lk.ifname].carrier_down_count)
                   if lk.ifname in fresh else lk for lk in snap.links)
-    return dataclasses.replace(snap, ethtool=stats, links=links, taken_at=time.time())
+    # the rail PFs' AER totals again (sysfs, no firmware): a rise between the two lines is PcieErrors
+    pcie = read_pcie(ctx.host, [p.bdf for p in snap.pcie], notes) if snap.pcie else snap.pcie
+    return dataclasses.replace(snap, ethtool=stats, links=links, pcie=pcie, taken_at=time.time())
 
 
 def _counters(snap: Snapshot, rails: tuple[str, ...]) -> list[tuple[str, dict[str, int]]]:
-    """What the flight recorder keeps per rail: ethtool statistics and carrier losses (as the
-    daemon's sampler gives them; RDMA port counters are the daemon's alone)."""
+    """What the flight recorder keeps per rail: ethtool statistics, carrier losses and the rail PF's
+    AER totals (as the daemon's sampler gives them; RDMA port counters are the daemon's alone)."""
     out = []
+    pcie = {p.bdf: p for p in snap.pcie}
     for netdev in rails:
         counters: dict[str, int] = {}
         stats = snap.ethtool_of(netdev)
@@ -50,6 +54,9 @@ def _counters(snap: Snapshot, rails: tuple[str, ...]) -> list[tuple[str, dict[st
         link = snap.link(netdev)
         if link is not None and link.carrier_down_count is not None:
             counters["carrier_down_count"] = link.carrier_down_count
+        pf = pcie.get(link.parent_dev) if link is not None and link.parent_bus == "pci" and link.parent_dev else None
+        if pf is not None:
+            counters.update(pf.aer_counters())
         out.append((netdev, counters))
     return out
 

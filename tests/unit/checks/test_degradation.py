@@ -84,3 +84,21 @@ def test_every_degradation_code_has_a_next_step() -> None:
     assert mine <= set(NEXT_STEPS) <= set(CODES)
     for code in mine:
         assert 40 < len(NEXT_STEPS[code]) < 400 and "`" in NEXT_STEPS[code]  # a command to run, short
+
+
+def test_aer_rises_between_two_lines_of_one_function_only() -> None:
+    from agent.model import AER_FUNCTION, pci_function_number
+
+    exp = Expectations()
+    a_fn, b_fn = pci_function_number("0000:0c:00.0"), pci_function_number("0000:8d:00.0")
+    first = Sample(0.0, (("aer_dev_correctable", 0), (AER_FUNCTION, a_fn)))
+    rose = Sample(60.0, (("aer_dev_correctable", 2), (AER_FUNCTION, a_fn)))
+    moved = Sample(60.0, (("aer_dev_correctable", 7), (AER_FUNCTION, b_fn)))  # the name now on another PF
+    nothing = Sample(0.0, ())  # a line from before the pcie source's first read
+    (f,) = rate_findings("net_rail0", "net_rail0", first, rose, exp, "pci/0000:0c:00.0", "recorder")
+    assert (f.code, f.severity, f.evidence["increase"]) == ("PcieErrors", "warning", {"aer_dev_correctable": 2})
+    assert rate_findings("net_rail0", "net_rail0", first, moved, exp, "pci/0000:8d:00.0", "recorder") == []
+    assert rate_findings("net_rail0", "net_rail0", nothing, rose, exp, "pci/0000:0c:00.0", "recorder") == []
+    # a total that fell (the function was removed and rescanned) says nothing over this window
+    fell = Sample(120.0, (("aer_dev_correctable", 1), (AER_FUNCTION, a_fn)))
+    assert rate_findings("net_rail0", "net_rail0", rose, fell, exp, "pci/0000:0c:00.0", "recorder") == []
