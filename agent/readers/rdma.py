@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import pairwise
 from typing import Any
 
@@ -224,7 +224,8 @@ def _counters(host: Host, base: str) -> list[tuple[str, int]]:
 
 
 def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs: Iterable[str],
-                      notes: Notes | None = None) -> tuple[RdmaDevice, ...]:
+                      notes: Notes | None = None,
+                      skip_counters: Callable[[str, str | None], bool] | None = None) -> tuple[RdmaDevice, ...]:
     """Every RDMA device with its PCI function; identity, port state and counters for rail devices only.
 
     A rail device is one with a wanted port or on a rail's PCI function; one on a rail's function
@@ -250,6 +251,9 @@ def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs:
             continue
         ports: list[RdmaPort] = []
         counters: list[tuple[int, str, int]] = []
+        no_counters = skip_counters is not None and skip_counters(name, pci)
+        if no_counters:
+            notes.missing(f"rdma counters {name}", "excluded by --exclude-devices")
         for p in wanted:
             pbase = f"{base}/ports/{p}"
             if not host.exists(pbase):
@@ -257,7 +261,8 @@ def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs:
             ports.append(RdmaPort(p, parse_sysfs_state(read_word(host, f"{pbase}/state")),
                                   parse_sysfs_state(read_word(host, f"{pbase}/phys_state")),
                                   parse_link_layer(read_word(host, f"{pbase}/link_layer"))))
-            counters.extend((p, k, v) for k, v in _counters(host, pbase))
+            if not no_counters:
+                counters.extend((p, k, v) for k, v in _counters(host, pbase))
         out.append(RdmaDevice(
             name=name, pci=pci,
             fw_ver=read_word(host, f"{base}/fw_ver"),
@@ -270,7 +275,8 @@ def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs:
 
 
 def read_rdma(host: Host, rail_netdevs: Iterable[str], rail_bdfs: Iterable[str], timeout_s: float = 10.0,
-              notes: Notes | None = None) -> tuple[tuple[RdmaLink, ...], str | None, tuple[RdmaDevice, ...]]:
+              notes: Notes | None = None, skip_counters: Callable[[str, str | None], bool] | None = None,
+              ) -> tuple[tuple[RdmaLink, ...], str | None, tuple[RdmaDevice, ...]]:
     """``(rdma links, netns mode, RDMA devices)``.
 
     The netns mode comes from ``rdma system show``, else from ib_core's ``netns_mode`` parameter.
@@ -299,5 +305,5 @@ def read_rdma(host: Host, rail_netdevs: Iterable[str], rail_bdfs: Iterable[str],
             notes.command("rdma system", res)
     if netns is None:
         netns = netns_from_sysfs(read_word(host, "/sys/module/ib_core/parameters/netns_mode"))
-    devices = read_rdma_devices(host, rail_ports(links, rail_netdevs), rail_bdfs, notes)
+    devices = read_rdma_devices(host, rail_ports(links, rail_netdevs), rail_bdfs, notes, skip_counters)
     return links, netns, devices

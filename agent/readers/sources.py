@@ -256,7 +256,17 @@ def read_gpus_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> P
 
 
 def read_rdma_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
-    links, netns, devices = read_rdma(host, ctx.rails, ctx.rail_bdfs, cfg.command_timeout_s, notes)
+    # A port's counters are firmware reads on mlx5: none of a device on an excluded function, or named
+    # by --exclude-devices itself (its identity and port state are sysfs and still read).
+    on_pf: dict[str, list[str]] = {}
+    for netdev, bdf in pci_of_links(ctx.links).items():
+        on_pf.setdefault(bdf, []).append(netdev)
+
+    def skip_counters(dev: str, pci: str | None) -> bool:
+        return excluded(cfg.exclude_devices, dev, *((pci, *on_pf.get(pci, ())) if pci else ()))
+
+    links, netns, devices = read_rdma(host, ctx.rails, ctx.rail_bdfs, cfg.command_timeout_s, notes,
+                                      skip_counters=skip_counters if cfg.exclude_devices else None)
     return _part("rdma", notes, fields={"rdma_links": links, "rdma_netns": netns, "rdma_devices": devices})
 
 
@@ -277,7 +287,8 @@ def read_counters(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Pa
         drivers.extend(di)
     extra: dict[str, dict[str, int]] = {}
     if ctx.recorder:
-        for name in ctx.rails:
+        # the RDMA loss counters are firmware reads on mlx5 too: rails --exclude-devices leaves alone only
+        for name in (n for n in ctx.rails if n in allowed):
             counters: dict[str, int] = {}
             port = ctx.rdma_ports.get(name)
             if port is not None:

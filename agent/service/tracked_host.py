@@ -10,6 +10,8 @@ parallel (DESIGN §3, "one at a time per PF"). Which commands touch firmware is 
 
 from __future__ import annotations
 
+import posixpath
+import re
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO, TypeVar
@@ -38,6 +40,9 @@ class Progress:
         with self._lock:
             return self._device
 
+
+#: a port's counter files of an RDMA device (``/sys/class/infiniband/<dev>/ports/<n>/{hw_,}counters/<name>``)
+_IB_COUNTER = re.compile(r"\A/sys/class/infiniband/([^/]+)/ports/\d+/(?:hw_)?counters/")
 
 _BUSY = "another firmware read is still running (stuck in the driver?): skipped"
 
@@ -96,9 +101,18 @@ class TrackedHost:
         finally:
             self.progress.set("")
 
-    # -- files: the inner host's, untracked (only commands and ethtool reads are tracked) ----------
+    # -- files: the inner host's, untracked (only commands, ethtool and RDMA counter reads are) -----
     def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
-        return self.inner.read_text(path, max_bytes)
+        m = _IB_COUNTER.match(path)
+        if m is None:
+            return self.inner.read_text(path, max_bytes)
+        # mlx5_ib answers a port's counters / hw_counters files with firmware commands (QUERY_Q_COUNTER,
+        # QUERY_VPORT_COUNTER, PPCNT: drivers/infiniband/hw/mlx5/counters.c): one at a time per PCI
+        # function with the statistics, like ETHTOOL_GSTATS. Past the wait the file reads as missing.
+        real = self.inner.realpath(f"/sys/class/infiniband/{m.group(1)}/device")
+        key = posixpath.basename(real) if real and real.startswith("/sys/devices/pci") else m.group(1)
+        with self.gate.hold(key, self.firmware_wait_s) as got:
+            return self.inner.read_text(path, max_bytes) if got else None
 
     def read_bytes(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
         return self.inner.read_bytes(path, max_bytes)

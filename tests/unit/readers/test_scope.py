@@ -49,6 +49,16 @@ class SeenHost:
         self.seen.append(("ETHTOOL_GSTATS", ifname))
         return self._inner.ethtool_stats(ifname)
 
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> Any:
+        if IB_COUNTER.match(path):
+            self.seen.append(("READ", path))
+        return self._inner.read_text(path, max_bytes)
+
+
+#: an RDMA port's counter file: mlx5_ib answers it with a firmware command (QUERY_Q_COUNTER,
+#: QUERY_VPORT_COUNTER, PPCNT: drivers/infiniband/hw/mlx5/counters.c)
+IB_COUNTER = re.compile(r"\A/sys/class/infiniband/[^/]+/ports/\d+/(?:hw_)?counters/")
+
 
 #: ethtool options whose answer mlx5 fetches from the firmware: statistics (PPCNT), module EEPROM
 #: (MCIA), pause parameters (PFCC, en_ethtool.c mlx5e_get_pauseparam) and FEC (PPLM, en/port.c
@@ -62,7 +72,7 @@ def firmware_touching(argv: tuple[str, ...]) -> bool:
     getets / getpfc / getbuffer: QETCR, PFCC, PBMC registers); ``devlink dev info`` (MCQI / MCQS),
     ``devlink dev param show`` (the permanent parameters of lib/nv_param.c: MNVDA) and every devlink
     command aimed at one instance."""
-    if argv[0] == "ETHTOOL_GSTATS":
+    if argv[0] in ("ETHTOOL_GSTATS", "READ"):  # READ: only RDMA counter files are kept
         return True
     if argv[0] == "ethtool":
         return any(a in ETHTOOL_FIRMWARE for a in argv[1:])
@@ -141,8 +151,10 @@ def test_exclude_devices_removes_a_rail_from_firmware_reads(extra_mlx5: Path) ->
     host = SeenHost(RecordedHost(str(extra_mlx5)))
     cfg = ReadConfig(exclude_devices=r"0000:8d:00\.0")
     snap = take_snapshot(host, cfg)  # type: ignore[arg-type]
-    assert touches(host.seen, ("net_rail1", "0000:8d:00.0")) == []
+    assert touches(host.seen, ("net_rail1", "0000:8d:00.0", "rdma_rail1")) == []
     assert touches(host.seen, ("net_rail0", "0000:0c:00.0")) != []
+    assert any(a[0] == "READ" and "/rdma_rail0/" in a[1] for a in host.seen)  # the other rail's are read
+    assert ("rdma counters rdma_rail1", "excluded by --exclude-devices") in snap.unavailable
     # the rail is still a rail: its link is read, only the firmware is left alone
     assert snap.link("net_rail1") is not None
     host = SeenHost(RecordedHost(str(extra_mlx5)))
@@ -431,3 +443,61 @@ def test_every_command_that_reads_a_node_takes_exclude_devices() -> None:
         parser = build_parser(only=name)
         sub = next(a for a in parser._actions if a.dest == "command").choices[name]  # type: ignore[union-attr]
         assert "--exclude-devices" in sub._option_string_actions, name
+
+
+def test_the_daemons_recorder_counters_keep_off_excluded_rails(extra_mlx5: Path) -> None:
+    """The counters source with the flight recorder on (the daemon, every second): the RDMA loss
+    counters of an excluded rail's uplink port are not read either."""
+    import dataclasses
+
+    from agent.readers import sources
+    from agent.readers.common import Notes
+
+    cfg = ReadConfig(exclude_devices=r"0000:8d:00\.0")
+    host = SeenHost(RecordedHost(str(extra_mlx5)))
+    ctx = sources.Context()
+    for src in sources.SOURCES:
+        if src.name == "counters":
+            break
+        ctx = sources.after(ctx, src.read(host, cfg, ctx, Notes()))  # type: ignore[arg-type]
+    ctx = dataclasses.replace(ctx, recorder=True, rdma_ports={"net_rail0": ("rdma_rail0", 1),
+                                                              "net_rail1": ("rdma_rail1", 1)})
+    host.seen.clear()
+    part = sources.read_counters(host, cfg, ctx, Notes())  # type: ignore[arg-type]
+    assert touches(host.seen, ("net_rail1", "0000:8d:00.0", "rdma_rail1")) == []
+    assert any(a[0] == "READ" and "/rdma_rail0/" in a[1] for a in host.seen)
+    assert "net_rail1" not in part.extra or not any(k in part.extra["net_rail1"] for k in ("out_of_sequence",))
+
+
+def test_the_daemon_reads_rdma_counter_files_through_the_firmware_gate(tmp_path: Path) -> None:
+    """A port's counter file waits while another firmware read of the same PCI function runs."""
+    import threading
+
+    from agent.host.firmware import FirmwareGate
+    from agent.service.tracked_host import Progress, TrackedHost
+
+    gate = FirmwareGate()
+    tracked = TrackedHost(RecordedHost(str(IMAGES / "spectrumx-2rail-healthy")), Progress(), gate,
+                          firmware_wait_s=0.2)
+    counter = "/sys/class/infiniband/rdma_rail0/ports/1/hw_counters/out_of_sequence"
+    plain = "/sys/class/infiniband/rdma_rail0/fw_ver"
+    assert tracked.read_text(counter) is not None
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gate.hold("0000:0c:00.0", 5.0):
+            held.set()
+            done.wait(5.0)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        held.wait(5.0)
+        assert tracked.read_text(counter) is None  # busy past the wait: reads as missing, not stale
+        assert tracked.read_text(plain) is not None  # identity files are not firmware reads
+        assert tracked.read_text("/sys/class/infiniband/rdma_rail1/ports/1/hw_counters/out_of_sequence") \
+            is not None  # another function's gate is free
+    finally:
+        done.set()
+        t.join()
+    assert tracked.read_text(counter) is not None
