@@ -76,6 +76,10 @@ def _inside(parent: str, target: str) -> str:
 class RecordingHost:
     """A ``Host`` that forwards every call to ``inner`` and writes what it answered under ``out_dir``."""
 
+    #: A capture reads each rail's module once, as the text a person reads (DESIGN §7): the optics
+    #: reader asks this before it would read ``ethtool --json -m`` (the text parses to the same record).
+    module_text = True
+
     def __init__(self, inner: Host, out_dir: str,
                  guard: Callable[[tuple[str, ...]], str | None] | None = None) -> None:
         self.inner = inner

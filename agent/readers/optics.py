@@ -383,7 +383,10 @@ def _remember(host: Host, use_json: bool, line: str) -> None:
 
 def uses_json(host: Host, timeout_s: float = 10.0) -> bool:
     """Whether ``read_optics`` reads ``host`` with ``ethtool --json -m``: its ``ethtool --version`` is
-    ``JSON_SINCE`` or later, and no ethtool of that version refused ``--json -m`` in this process."""
+    ``JSON_SINCE`` or later, and no ethtool of that version refused ``--json -m`` in this process. A
+    capture's host (``module_text``) reads the text: one module read per rail, the one people read."""
+    if getattr(host, "module_text", False):
+        return False
     known = _known(host)
     if known is not None:
         return known[0]

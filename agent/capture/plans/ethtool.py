@@ -1,9 +1,8 @@
 """ethtool: per rail, driver info, statistics, offloads, channels, rings, pause, FEC and the module
 EEPROM. ``-S``, ``-a``, ``--show-fec`` and ``-m`` reach the firmware on mlx5: one at a time per PF,
-rail PFs only. ``-i`` / ``-S`` are the readers' own, recorded by replay; so is ``-m`` where the optics
-reader reads the text. Where it reads ``--json -m`` (ethtool 6.14+), replay records that and this plan
-still reads the text a person reads: one more module read per rail and capture, through the same
-firmware gate."""
+rail PFs only. ``-i`` / ``-S`` / ``-m`` are the readers' own, recorded by replay: in a capture the optics
+reader reads the text form even where the installed ethtool prints ``--json -m`` (6.14+), so each
+module is read once per capture (DESIGN §7) and the bundle holds what a person reads."""
 
 from agent.capture.plan import Command, Plan
 

@@ -47,15 +47,16 @@ OPTICS_JSON = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "opt
     "ethtool-json-m-qsfp28-finisar-cwdm4-RECONSTRUCTED.json"
 
 
-def _json_form_image(tmp_path: Path, name: str, low_rx: str | None) -> Path:
+def _json_form_image(tmp_path: Path, name: str, low_rx: str | None, keep_text: bool = False) -> Path:
     """Image ``name`` as a node whose ethtool is 6.14: the same modules read with ``--json`` (``low_rx``:
-    the rail whose lane 3 receives 0.0501 mW, as the image's text says)."""
-    root = tmp_path / "json-node"
+    the rail whose lane 3 receives 0.0501 mW, as the image's text says); ``keep_text``: the node also
+    answers the text form, as a real one does."""
+    root = tmp_path / ("json-text-node" if keep_text else "json-node")
     shutil.copytree(IMAGES / name, root, symlinks=True)
     cmd = root / "cmd"
     module = "".join(ln + "\n" for ln in OPTICS_JSON.read_text().splitlines() if not ln.startswith("#"))
     for nd in ("net_rail0", "net_rail1"):
-        for ext in (".stdout", ".rc"):
+        for ext in (".stdout", ".rc") if not keep_text else ():
             (cmd / f"ethtool_-m_{nd}{ext}").unlink()
         rx = "0.9969,0.91,0.0501,0.9713" if nd == low_rx else "0.9969,0.91,0.9101,0.9713"
         (cmd / f"ethtool_--json_-m_{nd}.stdout").write_text(module.replace("0.9969,0.91,0.9101,0.9713", rx))
@@ -73,12 +74,13 @@ def test_the_json_form_diagnoses_as_the_text_and_its_bundle_replays_it(
     text_form, json_form = _doctor(IMAGES / name, capsys), _doctor(node, capsys)
     assert json_form == text_form and [f["code"] for f in json_form["findings"]] == codes
     buf = io.BytesIO()
-    with RecordedHost(str(node)) as host:
+    with RecordedHost(str(_json_form_image(tmp_path, name, low_rx, keep_text=True))) as host:
         capture(host, buf, CaptureParams(node="gpu-node-017", nice=0, recorder_gap_s=0))
     bundle = tmp_path / "b.tar.gz"
     bundle.write_bytes(buf.getvalue())
     got = items(buf.getvalue())
-    # the bundle holds the form the readers ran, and the version they chose it by
-    assert "cmd/ethtool_--json_-m_net_rail0.stdout" in got and "cmd/ethtool_--version.stdout" in got
+    # a capture reads each module once, as the text a person reads (DESIGN §7), whatever ethtool can print
+    assert "cmd/ethtool_-m_net_rail0.stdout" in got
+    assert not any("--json" in p for p in got) and "cmd/ethtool_--version.stdout" not in got
     have = _doctor(bundle, capsys)
     assert have["findings"] == json_form["findings"] and have["rails"] == json_form["rails"]
