@@ -81,9 +81,18 @@ def rails_of(snap: Snapshot) -> dict[str, str]:
 def fill_from_snapshot(ctx: CaptureContext, snap: Snapshot) -> None:
     ctx.snapshot = snap
     ctx.rail_pf = rails_of(snap)
-    pfs = {pf for pf in ctx.rail_pf.values() if pf}
     known = {d.handle for d in snap.devlink_devs}
-    ctx.handle_pf = {f"pci/{pf}": pf for pf in pfs if f"pci/{pf}" in known}
+    # A rail PF's devlink handle is ``<parent bus>/<parent device>`` of its netdev when devlink lists
+    # it, as the readers take it (``pci/<bdf>`` on mlx5; another bus, netdevsim's, in the kernel lab).
+    # A handle on no PCI function is its own firmware-gate key, as ``function_of`` makes it.
+    ctx.handle_pf = {}
+    for name, pf in ctx.rail_pf.items():
+        link = snap.link(name)
+        if link is None or not link.parent_bus or not link.parent_dev:
+            continue
+        handle = f"{link.parent_bus}/{link.parent_dev}"
+        if handle in known:
+            ctx.handle_pf[handle] = pf or handle
     # The rails' own RDMA ports: in switchdev a PF's RDMA device has one port per representor as well.
     ctx.rdma_pf = {f"{rl.dev}/{rl.port}": ctx.rail_pf[rl.netdev] for rl in snap.rdma_links
                    if rl.netdev in ctx.rail_pf}

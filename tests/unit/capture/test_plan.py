@@ -111,3 +111,25 @@ def test_every_shipped_plan_passes_the_deny_list_and_is_declared_as_data() -> No
             if isinstance(step, Command):
                 assert step.timeout_s > 0 and step.max_bytes > 0
                 assert step.firmware in (None, "rail", "handle", "rdma", "pf")
+
+
+def test_a_rail_pf_handle_on_another_bus_is_a_handle_for_the_plans() -> None:
+    """The per-handle steps (``devlink dev info / param show / resource show {handle}``, health diagnose)
+    reach the rail PFs' devlink instances as the readers name them: ``<parent bus>/<parent device>``
+    of the rail netdev when devlink lists it — netdevsim's in the kernel lab, not only ``pci/<bdf>``
+    (the lab's capture had recorded "nothing to read: no handle on this node")."""
+    from pathlib import Path
+
+    from agent.capture.context import CaptureContext, fill_from_snapshot
+    from agent.host.recorded import RecordedHost
+    from agent.readers.snapshot import take_snapshot
+
+    images = Path(__file__).resolve().parents[2] / "images"
+    want = {"klab-netdevsim-switchdev": {"netdevsim/netdevsim10": "netdevsim/netdevsim10",
+                                         "netdevsim/netdevsim11": "netdevsim/netdevsim11"},
+            "spectrumx-2rail-healthy": {"pci/0000:0c:00.0": "0000:0c:00.0", "pci/0000:8d:00.0": "0000:8d:00.0"}}
+    for name, handles in want.items():
+        with RecordedHost(str(images / name)) as host:
+            ctx = CaptureContext(host=host)
+            fill_from_snapshot(ctx, take_snapshot(host))
+        assert ctx.handle_pf == handles, name
