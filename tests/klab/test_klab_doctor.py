@@ -90,7 +90,9 @@ def test_a_capture_in_the_guest_replays_on_the_host(doctors, klab):
     # the capture's own plug-ins read the lab's real devlink and VFs
     ran = {tuple(i["argv"]) for i in manifest["items"] if i.get("argv") and i.get("rc") == 0}
     # per rail PF handle (a node-wide dump would reach functions no rule names), netdevsim's here
-    assert ("devlink", "-j", "dev", "param", "show", "netdevsim/netdevsim10") in ran
     assert ("devlink", "-j", "dev", "info", "netdevsim/netdevsim10") in ran
+    assert ("devlink", "-j", "resource", "show", "netdevsim/netdevsim10") in ran
+    assert ("devlink", "-j", "dev", "param", "show") not in {tuple(i["argv"]) for i in manifest["items"]
+                                                             if i.get("argv")}
     assert any(n.startswith("capture-guest/fs/sys/") and "virtfn" in n for n in names) or \
         any(i["path"].endswith("sriov_numvfs") for i in manifest["items"])

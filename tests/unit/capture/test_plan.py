@@ -114,7 +114,7 @@ def test_every_shipped_plan_passes_the_deny_list_and_is_declared_as_data() -> No
 
 
 def test_a_rail_pf_handle_on_another_bus_is_a_handle_for_the_plans() -> None:
-    """The per-handle steps (``devlink dev info / param show / resource show {handle}``, health diagnose)
+    """The per-handle steps (``devlink dev info / resource show {handle}``, health diagnose)
     reach the rail PFs' devlink instances as the readers name them: ``<parent bus>/<parent device>``
     of the rail netdev when devlink lists it — netdevsim's in the kernel lab, not only ``pci/<bdf>``
     (the lab's capture had recorded "nothing to read: no handle on this node")."""
