@@ -596,6 +596,16 @@ def _http(path: str, timeout: float = 30.0) -> tuple[int, bytes]:
         return 0, b""
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> int:
+    """SIGTERM the agent daemon, SIGKILL it past 30 s; its exit status."""
+    proc.terminate()
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(10)
+
+
 def _rss_of(pid: int) -> int | None:
     for line in (read(f"/proc/{pid}/status") or "").splitlines():
         if line.startswith("VmRSS:"):
@@ -669,12 +679,7 @@ def scenario_daemon(out: Path) -> dict[str, Any]:
         status, body = _http("/v1/events")
         result["events"] = json.loads(body) if status == 200 else None
     finally:
-        proc.terminate()
-        try:
-            result["exit_rc"] = proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            result["exit_rc"] = proc.wait(10)
+        result["exit_rc"] = _stop(proc)
         log.close()
     return result
 
@@ -1131,12 +1136,7 @@ def _pcie_daemon(out: Path, bdf: str) -> dict[str, Any]:
         (out / "doctor-live-pcie.json").write_text(live.stdout)
         res["dmesg_aer"] = [ln for ln in sh("dmesg").stdout.splitlines() if "AER" in ln or "aer" in ln][-20:]
     finally:
-        proc.terminate()
-        try:
-            res["exit_rc"] = proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            res["exit_rc"] = proc.wait(10)
+        res["exit_rc"] = _stop(proc)
         log.close()
     return res
 
