@@ -8,6 +8,7 @@ import io
 import itertools
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,8 +174,8 @@ def test_commands_run_niced_with_lc_all_c_and_no_inherited_environment(tmp_path:
     assert int(lines[1]) >= 10
 
 
-def test_firmware_reads_take_the_shared_firmware_gate_and_never_wait_past_the_deadline(tmp_path: Path) -> None:
-    import threading
+def test_firmware_reads_take_the_shared_firmware_gate_and_never_wait_past_the_deadline(tmp_path: Path,
+                                                                                      held_elsewhere: Any) -> None:
 
     from agent.host.firmware import FirmwareGate
 
@@ -182,22 +183,9 @@ def test_firmware_reads_take_the_shared_firmware_gate_and_never_wait_past_the_de
     plans = [fake_replay({"r0": "0000:0a:00.0", "r1": "0000:0b:00.0"}),
              plugin(Plan("fw", 1, (Command((fw, "{rail}"), firmware="rail"), Command((fw, "free")))))]
     gate = FirmwareGate()
-    holding, done = threading.Event(), threading.Event()
-
-    def sampler() -> None:  # a sampler's read of PF 0000:0a:00.0, stuck in the driver
-        with gate.hold("0000:0a:00.0", 1.0):
-            holding.set()
-            done.wait(30)
-
-    th = threading.Thread(target=sampler)
-    th.start()
-    assert holding.wait(5)
     t0 = time.monotonic()
-    try:
+    with held_elsewhere(gate, "0000:0a:00.0"):  # a sampler's read of PF 0000:0a:00.0, stuck in the driver
         bundle = run(tmp_path, plans, firmware_gate=gate, deadline_s=2.0)
-    finally:
-        done.set()
-        th.join()
     assert time.monotonic() - t0 < 8
     by_argv = {tuple(i["argv"]): i for i in manifest(bundle)["items"] if i["argv"]}
     assert by_argv[(fw, "r0")]["skipped"] and "held" in by_argv[(fw, "r0")]["reason"]

@@ -290,43 +290,28 @@ def test_the_live_firmware_reads_are_the_registrys_firmware_touching_ones() -> N
             assert touches_firmware(argv), argv
 
 
-def test_the_gate_serialises_dev_info_with_the_statistics_of_one_pf(extra_mlx5: Path) -> None:
+def test_the_gate_serialises_dev_info_with_the_statistics_of_one_pf(extra_mlx5: Path, held_elsewhere: Any) -> None:
     """The daemon's worker host: ``devlink dev info`` of a PF waits for (and past the wait, skips) another
     thread's firmware read of that PF, as ``ethtool -S`` does; another PF's is read meanwhile."""
-    import threading
 
     from agent.host.firmware import FirmwareGate
     from agent.service.tracked_host import Progress, TrackedHost
 
     gate = FirmwareGate()
-    holding, done = threading.Event(), threading.Event()
-
-    def sampler() -> None:  # the counters thread, stuck in net_rail0's ETHTOOL_GSTATS
-        with gate.hold("0000:0c:00.0", 1.0):
-            holding.set()
-            done.wait(10)
-
-    th = threading.Thread(target=sampler)
-    th.start()
-    assert holding.wait(5)
-    try:
-        with RecordedHost(str(extra_mlx5)) as inner:
-            host = TrackedHost(inner, Progress(), gate, firmware_wait_s=0.05)
-            held = host.run(["devlink", "-j", "dev", "info", "pci/0000:0c:00.0"])
-            pause = host.run(["ethtool", "-a", "net_rail0"])
-            other = host.run(["devlink", "-j", "dev", "info", "pci/0000:8d:00.0"])
-    finally:
-        done.set()
-        th.join()
+    # the counters thread, stuck in net_rail0's ETHTOOL_GSTATS
+    with held_elsewhere(gate, "0000:0c:00.0"), RecordedHost(str(extra_mlx5)) as inner:
+        host = TrackedHost(inner, Progress(), gate, firmware_wait_s=0.05)
+        held = host.run(["devlink", "-j", "dev", "info", "pci/0000:0c:00.0"])
+        pause = host.run(["ethtool", "-a", "net_rail0"])
+        other = host.run(["devlink", "-j", "dev", "info", "pci/0000:8d:00.0"])
     assert held.missing and "another firmware read" in (held.reason or "")
     assert pause.missing and "another firmware read" in (pause.reason or "")
     assert not other.missing or "another firmware read" not in (other.reason or "")
 
 
-def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: Path) -> None:
+def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: Path, held_elsewhere: Any) -> None:
     """The runner takes the PF's lock of the daemon's gate for each of these steps: while a sampler holds
     one PF, its steps wait (and past the deadline are skipped, saying so), the other PF's run."""
-    import threading
     from types import SimpleNamespace
 
     from agent.capture.plan import Plan
@@ -346,26 +331,13 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
     replay = SimpleNamespace(PLAN=Plan("replay", 1, ()), record=lambda ctx, rec: snap)
     plans = [replay, *(SimpleNamespace(PLAN=m.PLAN) for m in (ethtool, dcb, devlink, rdma))]
     gate = FirmwareGate()
-    holding, done = threading.Event(), threading.Event()
-
-    def sampler() -> None:
-        with gate.hold("0000:0a:00.0", 1.0):
-            holding.set()
-            done.wait(30)
-
-    th = threading.Thread(target=sampler)
-    th.start()
-    assert holding.wait(5)
     root = tmp_path / "root"
     root.mkdir()
     out = io.BytesIO()
-    try:
+    with held_elsewhere(gate, "0000:0a:00.0"):  # a sampler's read of r0's PF, stuck in the driver
         capture(LiveHost(str(root)), out, CaptureParams(node="n", nice=0, recorder_gap_s=0, deadline_s=3.0,
                                                         firmware_gate=gate),
                 plans=plans, staging_dir=str(tmp_path))
-    finally:
-        done.set()
-        th.join()
     by_argv = {tuple(i["argv"]): i for i in manifest(out.getvalue())["items"] if i.get("argv")}
 
     def held(argv: tuple[str, ...]) -> bool:
@@ -473,10 +445,8 @@ def test_the_daemons_recorder_counters_keep_off_excluded_rails(extra_mlx5: Path)
     assert "net_rail1" not in part.extra or not any(k in part.extra["net_rail1"] for k in ("out_of_sequence",))
 
 
-def test_the_daemon_reads_rdma_counter_files_through_the_firmware_gate(tmp_path: Path) -> None:
+def test_the_daemon_reads_rdma_counter_files_through_the_firmware_gate(held_elsewhere: Any) -> None:
     """A port's counter file waits while another firmware read of the same PCI function runs."""
-    import threading
-
     from agent.host.firmware import FirmwareGate
     from agent.service.tracked_host import Progress, TrackedHost
 
@@ -486,22 +456,9 @@ def test_the_daemon_reads_rdma_counter_files_through_the_firmware_gate(tmp_path:
     counter = "/sys/class/infiniband/rdma_rail0/ports/1/hw_counters/out_of_sequence"
     plain = "/sys/class/infiniband/rdma_rail0/fw_ver"
     assert tracked.read_text(counter) is not None
-    held, done = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with gate.hold("0000:0c:00.0", 5.0):
-            held.set()
-            done.wait(5.0)
-
-    t = threading.Thread(target=hold)
-    t.start()
-    try:
-        held.wait(5.0)
+    with held_elsewhere(gate, "0000:0c:00.0"):
         assert tracked.read_text(counter) is None  # busy past the wait: reads as missing, not stale
         assert tracked.read_text(plain) is not None  # identity files are not firmware reads
         assert tracked.read_text("/sys/class/infiniband/rdma_rail1/ports/1/hw_counters/out_of_sequence") \
             is not None  # another function's gate is free
-    finally:
-        done.set()
-        t.join()
     assert tracked.read_text(counter) is not None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,27 +43,11 @@ def test_a_capture_skips_what_is_stuck_in_the_agent(example_image: Path) -> None
         assert host.run(["rdma", "-j", "link", "show"]).ok
 
 
-def _held_elsewhere(gate: FirmwareGate, key: str) -> tuple[threading.Event, threading.Thread]:
-    """Another thread's firmware read of ``key``, stuck in the driver until the event is set."""
-    holding, done = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with gate.hold(key, 1.0):
-            holding.set()
-            done.wait(10)
-
-    th = threading.Thread(target=hold)
-    th.start()
-    assert holding.wait(5)
-    return done, th
-
-
-def test_a_firmware_read_held_elsewhere_is_skipped_after_the_wait(example_image: Path) -> None:
+def test_a_firmware_read_held_elsewhere_is_skipped_after_the_wait(example_image: Path, held_elsewhere: Any) -> None:
     gate = FirmwareGate()
     with open_image(str(example_image)) as inner:
         host = TrackedHost(inner, Progress(), gate, firmware_wait_s=0.05)
-        done, th = _held_elsewhere(gate, "0000:0c:00.0")  # net_rail0's PCI function
-        try:
+        with held_elsewhere(gate, "0000:0c:00.0"):  # net_rail0's PCI function
             res = host.run(["ethtool", "-S", "net_rail0"])
             with pytest.raises(OSError):
                 host.ethtool_drvinfo("net_rail0")
@@ -71,9 +55,6 @@ def test_a_firmware_read_held_elsewhere_is_skipped_after_the_wait(example_image:
             assert host.run(["ethtool", "-S", "net_rail1"]).ok
             # Not a firmware read by the registry's word (no firmware-touching source runs it).
             assert host.run(["devlink", "-j", "dev", "eswitch", "show", "pci/0000:0c:00.0"]).ok
-        finally:
-            done.set()
-            th.join()
         assert res.missing and "another firmware read" in (res.reason or "")
         assert host.run(["ethtool", "-S", "net_rail0"]).ok
 
@@ -86,17 +67,14 @@ def test_the_firmware_gate_is_keyed_by_pci_function(example_image: Path) -> None
         assert function_of(inner, "lo") == "lo"  # on no PCI function: its own key
 
 
-def test_the_json_module_read_waits_for_its_function_and_the_version_query_for_nothing(example_image: Path) -> None:
+def test_the_json_module_read_waits_for_its_function_and_the_version_query_for_nothing(
+        example_image: Path, held_elsewhere: Any) -> None:
     gate = FirmwareGate()
     with open_image(str(example_image)) as inner:
         host = TrackedHost(inner, Progress(), gate, firmware_wait_s=0.05)
-        done, th = _held_elsewhere(gate, "0000:0c:00.0")  # net_rail0's PCI function
-        try:
+        with held_elsewhere(gate, "0000:0c:00.0"):  # net_rail0's PCI function
             res = host.run(["ethtool", "--json", "-m", "net_rail0"])
             version = host.run(["ethtool", "--version"])
-        finally:
-            done.set()
-            th.join()
         assert res.missing and "another firmware read" in (res.reason or "")
         # not held back: the image has no record of it, which is its answer
         assert version.missing and "not recorded" in (version.reason or "")
