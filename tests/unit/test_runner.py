@@ -76,3 +76,40 @@ def test_never_a_shell() -> None:
     r = run_argv(["echo", "$HOME; rm -rf /nonexistent"])
     assert r.ok and r.stdout == b"$HOME; rm -rf /nonexistent\n"
     assert os.path.exists("/")
+
+
+# A tool that closes its output before it exits: the runner waits for the exit itself (its pidfd),
+# within the same timeout, and keeps no descriptor behind.
+_CLOSES_EARLY = ("import os, sys, time; os.close(1); os.close(2); time.sleep(float(sys.argv[1])); "
+                 "sys.exit(int(sys.argv[2]))")
+
+
+def test_exit_after_output_closed_is_waited_for() -> None:
+    r = run_argv([sys.executable, "-c", _CLOSES_EARLY, "0.3", "5"], timeout_s=10)
+    assert not r.timed_out and r.rc == 5
+    assert r.duration_s >= 0.3
+
+
+def test_running_on_after_output_closed_times_out() -> None:
+    t = time.monotonic()
+    r = run_argv([sys.executable, "-c", _CLOSES_EARLY, "30", "0"], timeout_s=0.5)
+    assert r.timed_out and r.rc is None
+    assert time.monotonic() - t < 5
+
+
+def test_no_descriptor_left_behind() -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        assert run_argv(["true"]).rc == 0
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_without_pidfd_the_exit_is_still_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")  # a kernel before 5.3
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    r = run_argv([sys.executable, "-c", _CLOSES_EARLY, "0.2", "4"], timeout_s=10)
+    assert not r.timed_out and r.rc == 4
+    r = run_argv([sys.executable, "-c", _CLOSES_EARLY, "30", "0"], timeout_s=0.5)
+    assert r.timed_out
