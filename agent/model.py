@@ -11,11 +11,12 @@ A value that could not be read is ``None`` (not available on that node), never a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any, TypeVar
 
 _V = TypeVar("_V")
+_C = TypeVar("_C")
 
 
 def value_of(pairs: Iterable[tuple[str, _V]] | None, name: str) -> _V | None:
@@ -69,6 +70,43 @@ class Link:
 
     def stat(self, name: str) -> int | None:
         return value_of(self.stats64, name)
+
+
+def _fast_init(cls: type[_C]) -> Callable[..., _C]:
+    """A constructor of the frozen slots dataclass ``cls``, about 2.5x faster than its ``__init__``.
+
+    A frozen dataclass sets each field through ``object.__setattr__`` (its own ``__setattr__``
+    refuses): 4.5 us for a ``Link`` built by keywords, and ``doctor`` builds one per netdev of a
+    2,050-netdev node. A twin class with the same fields, not frozen, sets them with plain slot
+    stores, and its ``__post_init__`` turns the object into a ``cls`` by ``__class__`` assignment,
+    which CPython allows between classes of the same slot layout: 1.8 us. The result is a ``cls`` in
+    every respect, frozen included. Where the interpreter refuses the assignment, or a field has a
+    default factory, this is ``cls`` itself.
+    """
+    specs: list[Any] = []
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.default_factory is not MISSING:
+            return cls
+        specs.append((f.name, f.type) if f.default is MISSING else (f.name, f.type, field(default=f.default)))
+
+    def __post_init__(self: Any) -> None:
+        self.__class__ = cls
+
+    twin = make_dataclass(f"_{cls.__name__}Init", specs, slots=True, eq=False, repr=False, match_args=False,
+                          namespace={"__post_init__": __post_init__})
+    try:
+        # a dataclass checks no types: zeros fill the fields that have no default
+        required = [0 for f in fields(cls) if f.default is MISSING]  # type: ignore[arg-type]
+        probe = twin(*required)
+        if type(probe) is not cls or probe != cls(*required):
+            return cls
+    except TypeError:
+        return cls
+    return twin  # type: ignore[return-value]
+
+
+#: ``Link(...)``, faster (see ``_fast_init``): the link dump's reader builds thousands.
+new_link: Callable[..., Link] = _fast_init(Link)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agent.host import Host
-from agent.model import Link, PciFunction, RailRule, VfInfo
+from agent.model import Link, PciFunction, RailRule, VfInfo, new_link
 from agent.naming import parse_name, parse_port_name
 from agent.readers.common import Notes, to_int
 
@@ -123,7 +123,7 @@ def parse_link(d: dict[str, Any]) -> Link | None:
         master = None
     stats = get("stats64")
     vfs = get("vfinfo")
-    return Link(
+    return new_link(
         ifindex=ifindex,
         ifname=ifname,
         operstate=_str(get("operstate")),
