@@ -21,7 +21,6 @@ PcieLinkDegraded, PcieErrors (DESIGN §4).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 
 from agent.analysis.checks._util import finding
@@ -67,12 +66,19 @@ def ber_of(bits: int, corrected: int) -> float | None:
     return corrected / bits if bits >= MIN_BITS else None
 
 
+def _median(values: Iterable[float]) -> float:
+    # not statistics.median: importing statistics (decimal, fractions) costs every doctor run ~5 ms
+    xs = sorted(values)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
 def worst_lane(lane_errors: dict[int, float]) -> dict[str, object] | None:
     """The lane with most errors and its ratio to the median lane (None when no lane counted any)."""
     if not lane_errors or max(lane_errors.values()) <= 0:
         return None
     lane = max(sorted(lane_errors), key=lambda n: lane_errors[n])
-    med = statistics.median(lane_errors.values())
+    med = _median(lane_errors.values())
     return {"worst_lane": lane, "worst_lane_errors": lane_errors[lane],
             "worst_lane_to_median": round(lane_errors[lane] / med, 1) if med > 0 else None}
 

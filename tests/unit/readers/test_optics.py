@@ -458,6 +458,40 @@ def test_without_functions_or_parallel_1_the_reads_are_one_after_another() -> No
     assert host.started == ["r0", "r1", "r2"] and len(got) == 3
 
 
+def test_a_read_that_raises_in_a_worker_is_raised_to_the_caller_after_the_others_ran() -> None:
+    host = ScriptedModules(PFS)
+
+    def hold(rail: str) -> None:
+        if rail == "r4":
+            raise RuntimeError("reader bug on r4")
+
+    host.hold = hold  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="reader bug on r4"):
+        read_optics(host, list(PFS), pf_of=PFS)  # type: ignore[arg-type]
+    assert sorted(host.started) == sorted(PFS)  # the other functions' reads were not abandoned
+
+
+def test_at_most_parallel_functions_are_read_at_once() -> None:
+    import threading
+
+    host = ScriptedModules({r: r for r in PFS})  # every rail its own function
+    lock, now, most = threading.Lock(), [0], [0]
+
+    def hold(rail: str) -> None:
+        import time
+
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)
+        with lock:
+            now[0] -= 1
+
+    host.hold = hold  # type: ignore[method-assign]
+    got = read_optics(host, list(PFS), pf_of={r: r for r in PFS}, parallel=2)  # type: ignore[arg-type]
+    assert [m.netdev for m in got] == list(PFS) and most[0] == 2
+
+
 def test_after_a_live_timeout_no_other_module_read_starts() -> None:
     host = ScriptedModules(PFS, timed_out=frozenset({"r0"}))
     notes = Notes()
