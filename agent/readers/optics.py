@@ -471,7 +471,7 @@ def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
     One firmware read at a time per PCI function (``pf_of``: netdev -> its function; a netdev not in
     it is its own), up to ``parallel`` functions side by side: on mlx5 a module read is several MCIA
     register reads, tens of ms each, and eight rails one after another made ``doctor`` wait for all
-    of them. The first rail is read alone, so the form (JSON or text) is settled before the others
+    of them. Where JSON is tried, the first rail is read alone, so the form is settled before the others
     start. After one read times out live, no other starts (a task stuck in the driver cannot be
     killed, DESIGN §7): the rest are skipped with a note. Results and notes keep ``netdevs``' order.
     """
@@ -490,9 +490,13 @@ def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
             hung.set()
         return form
 
-    use_json = one(names[0], use_json)
+    rest = names
+    if use_json:
+        # an ethtool that says it has --json may still refuse it: settle the form on one rail
+        use_json = one(names[0], use_json)
+        rest = names[1:]
     groups: dict[str, list[str]] = {}
-    for name in names[1:]:
+    for name in rest:
         groups.setdefault((pf_of or {}).get(name) or name, []).append(name)
 
     def run_group(group: list[str]) -> None:

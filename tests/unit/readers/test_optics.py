@@ -393,16 +393,19 @@ def test_a_cut_answer_is_never_part_of_a_module(cut: int) -> None:
 # -- one firmware read at a time per PCI function, functions side by side ------------------------------
 
 class ScriptedModules:
-    """A scripted host (a stand-in: no module exists on this machine): ``ethtool --version`` says 6.1,
-    ``ethtool -m R`` answers the public QSFP28 text after ``hold(R)`` returns; it keeps how many module
-    reads of one PCI function were in flight at once. ``live`` so the timeout rule applies."""
+    """A scripted host (a stand-in: no module exists on this machine): ``ethtool --version`` says
+    ``version`` (6.1: text; 6.14: JSON), ``ethtool [--json] -m R`` answers the public QSFP28 module after
+    ``hold(R)`` returns; it keeps how many module reads of one PCI function were in flight at once.
+    ``live`` so the timeout rule applies."""
 
     live = True
 
-    def __init__(self, pf_of: dict[str, str], timed_out: frozenset[str] = frozenset()) -> None:
+    def __init__(self, pf_of: dict[str, str], timed_out: frozenset[str] = frozenset(),
+                 version: str = "6.1") -> None:
         import threading
 
-        self.pf_of, self.timed_out = pf_of, timed_out
+        self.pf_of, self.timed_out, self.version = pf_of, timed_out, version
+        self.json = body(SFF8636_JSON).encode()
         self.lock = threading.Lock()
         self.inflight: dict[str, int] = {}
         self.most_per_pf = 0
@@ -417,7 +420,7 @@ class ScriptedModules:
 
         argv = tuple(argv)
         if argv == VERSION_ARGV:
-            return CmdResult(argv, 0, b"ethtool version 6.1\n")
+            return CmdResult(argv, 0, f"ethtool version {self.version}\n".encode())
         rail, pf = argv[-1], self.pf_of.get(argv[-1], argv[-1])
         with self.lock:
             self.started.append(rail)
@@ -427,7 +430,7 @@ class ScriptedModules:
             self.hold(rail)
             if rail in self.timed_out:
                 return CmdResult(argv, None, timed_out=True, reason="timed out after 10 s")
-            return CmdResult(argv, 0, self.text)
+            return CmdResult(argv, 0, self.json if argv[:len(JSON_ARGV)] == JSON_ARGV else self.text)
         finally:
             with self.lock:
                 self.inflight[pf] -= 1
@@ -437,10 +440,11 @@ PFS = {"r0": "0000:0c:00.0", "r1": "0000:0c:00.0", "r2": "0000:0c:00.1", "r3": "
        "r4": "0000:8d:00.0", "r5": "0000:8d:00.1"}
 
 
-def test_module_reads_of_two_functions_run_side_by_side_and_never_two_on_one_function() -> None:
+@pytest.mark.parametrize("version", ["6.1", "6.14"])
+def test_module_reads_of_two_functions_run_side_by_side_and_never_two_on_one_function(version: str) -> None:
     import threading
 
-    host = ScriptedModules(PFS)
+    host = ScriptedModules(PFS, version=version)
     # r2 and r4 sit on different functions: each waits for the other to be in flight too. Read one
     # after the other, the barrier breaks (BrokenBarrierError) instead of passing.
     both = threading.Barrier(2, timeout=10)
@@ -449,7 +453,37 @@ def test_module_reads_of_two_functions_run_side_by_side_and_never_two_on_one_fun
     got = read_optics(host, list(PFS), notes=notes, pf_of=PFS)  # type: ignore[arg-type]
     assert [m.netdev for m in got] == list(PFS) and notes.unavailable == []  # the caller's order
     assert host.most_per_pf == 1  # r0/r1 and r2/r3 share a function: one at a time
-    assert host.started[0] == "r0"  # read alone first: the form is settled before the others start
+
+
+def test_where_json_is_tried_the_first_rail_is_read_alone() -> None:
+    import threading
+
+    host = ScriptedModules(PFS, version="6.14")
+    first_done, others_during_first = threading.Event(), []
+
+    def hold(rail: str) -> None:
+        if rail == "r0":
+            import time
+
+            time.sleep(0.2)  # the others would start meanwhile, were they not held back
+            first_done.set()
+        elif not first_done.is_set():
+            others_during_first.append(rail)
+
+    host.hold = hold  # type: ignore[method-assign]
+    got = read_optics(host, list(PFS), pf_of=PFS)  # type: ignore[arg-type]
+    assert len(got) == len(PFS) and host.started[0] == "r0" and others_during_first == []
+
+
+def test_in_text_form_the_first_rail_waits_for_no_one() -> None:
+    import threading
+
+    # ethtool 6.1 has no --json: nothing to settle, so r0 and r2 (another function) are in flight together
+    host = ScriptedModules(PFS, version="6.1")
+    both = threading.Barrier(2, timeout=10)
+    host.hold = lambda rail: both.wait() if rail in ("r0", "r2") else None  # type: ignore[method-assign]
+    got = read_optics(host, list(PFS), pf_of=PFS)  # type: ignore[arg-type]
+    assert [m.netdev for m in got] == list(PFS)
 
 
 def test_without_functions_or_parallel_1_the_reads_are_one_after_another() -> None:
@@ -493,7 +527,7 @@ def test_at_most_parallel_functions_are_read_at_once() -> None:
 
 
 def test_after_a_live_timeout_no_other_module_read_starts() -> None:
-    host = ScriptedModules(PFS, timed_out=frozenset({"r0"}))
+    host = ScriptedModules(PFS, timed_out=frozenset({"r0"}), version="6.14")
     notes = Notes()
     got = read_optics(host, list(PFS), notes=notes, pf_of=PFS)  # type: ignore[arg-type]
     assert got == () and host.started == ["r0"]
@@ -501,3 +535,12 @@ def test_after_a_live_timeout_no_other_module_read_starts() -> None:
     assert set(why) == {f"ethtool -m {r}" for r in PFS}
     assert all(why[f"ethtool -m {r}"] == "skipped: ethtool -m r0 timed out (firmware may be hung)"
                for r in list(PFS)[1:])
+
+
+def test_in_text_form_a_live_timeout_stops_the_reads_not_yet_started() -> None:
+    host = ScriptedModules(PFS, timed_out=frozenset({"r0"}), version="6.1")
+    notes = Notes()
+    read_optics(host, list(PFS), notes=notes, pf_of=PFS)  # type: ignore[arg-type]
+    # r1 waits for r0 (one function): it never starts once r0 has timed out
+    assert "r1" not in host.started
+    assert dict(notes.unavailable)["ethtool -m r1"] == "skipped: ethtool -m r0 timed out (firmware may be hung)"
