@@ -12,8 +12,13 @@ one run:
   target <= 5x the anchor;
 - for comparison: the raw link dump alone, and pyroute2's own ``IPRoute().get_links()``.
 
+With ``--against DIR`` (another checkout of railscope, such as ``git worktree add --detach DIR <commit>``)
+it measures (a) and (b) of both trees in the same namespace, ``--rounds`` times each, one tree after the
+other, and prints every round's figure: the spread between the reference's rounds is the noise (two runs
+of the same code), and a difference between the trees' medians inside it is no difference.
+
 Needs root (network namespaces). The namespace is deleted on exit, failure or Ctrl-C. Run:
-``sudo python bench/bench_doctor.py [--runs 15] [--pairs 1025] [--rails 8] [--json]``.
+``sudo python bench/bench_doctor.py [--runs 15] [--pairs 1025] [--rails 8] [--json] [--against DIR [--rounds 3]]``.
 """
 
 from __future__ import annotations
@@ -118,13 +123,66 @@ def process_runs(argv: list[str], runs: int, ok: tuple[int, ...] = (0,),
     return statistics.median(times), peak, out
 
 
+def tree_rounds(trees: list[tuple[str, str]], in_ns: list[str], rails: int, runs: int, rounds: int,
+                env: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """(a) and (b) of each tree (label, directory), ``rounds`` times, the trees taking turns."""
+    py = sys.executable
+    out: dict[str, dict[str, list[float]]] = {label: {"a": [], "b": []} for label, _ in trees}
+    for _ in range(rounds):
+        for label, tree in trees:
+            res = subprocess.run([*in_ns, py, "-c", INNER, str(runs), str(rails)], check=True, cwd=tree,
+                                 capture_output=True, text=True, timeout=1800)
+            out[label]["a"].append(statistics.median(json.loads(res.stdout)["full"]))
+            argv = [*in_ns, py, "-m", "agent.cli", "doctor", "--json", "--rails", str(rails)]
+            old = os.getcwd()
+            os.chdir(tree)  # -m agent.cli imports the tree it runs in
+            try:
+                process_runs(argv, 1, ok=(0, 1, 2), env=env)  # its bytecode cache
+                wall, _, _ = process_runs(argv, runs, ok=(0, 1, 2), env=env)
+            finally:
+                os.chdir(old)
+            out[label]["b"].append(wall)
+    return out
+
+
+def print_against(res: dict[str, dict[str, list[float]]], ref: str, this: str, runs: int) -> bool:
+    """The rounds of both trees; True when this tree is worse than the reference beyond the noise."""
+    worse = False
+    print(f"against the reference, rounds taking turns (each the median of {runs} runs):")
+    for key, what in (("a", "(a) snapshot + diagnosis, in process"), ("b", "(b) railscope doctor --json, process")):
+        r, t = res[ref][key], res[this][key]
+        # the noise between two runs of the same code: the reference's rounds
+        noise = max(r) - min(r)
+        diff = statistics.median(t) - statistics.median(r)
+        beyond = diff > noise
+        worse = worse or beyond
+        print(f"  {what}")
+        print(f"    {ref:<10} " + " ".join(f"{x * 1000:7.1f}" for x in r) + " ms")
+        print(f"    {this:<10} " + " ".join(f"{x * 1000:7.1f}" for x in t) + " ms")
+        # the trees take turns within a round: a round's ratio is free of the drift between rounds
+        paired = [b / a for a, b in zip(r, t, strict=True)]
+        print("    this / reference, round by round: " + " ".join(f"{x:.2f}" for x in paired)
+              + f"; median {statistics.median(paired):.2f}x")
+        print(f"    difference of the medians {diff * 1000:+.1f} ms ({statistics.median(t) / statistics.median(r):.2f}x); "
+              f"noise (spread of the reference's rounds) {noise * 1000:.1f} ms: "
+              f"{'WORSE beyond the noise' if beyond else 'within the noise'}")
+    return worse
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--runs", type=int, default=15, help="Runs per measurement (median). Default: 15.")
     ap.add_argument("--pairs", type=int, default=1025, help="veth pairs (x2 netdevs). Default: 1025.")
     ap.add_argument("--rails", type=int, default=8, help="Pairs named net_rail<i>. Default: 8.")
     ap.add_argument("--json", action="store_true", help="Also print the figures as one JSON line.")
+    ap.add_argument("--against", metavar="DIR",
+                    help="Another railscope checkout to compare with, round by round (see above).")
+    ap.add_argument("--rounds", type=int, default=3, help="Rounds per tree with --against. Default: 3.")
     args = ap.parse_args()
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if args.against and not os.path.isfile(os.path.join(args.against, "agent", "cli.py")):
+        print(f"bench_doctor: --against {args.against}: not a railscope checkout (no agent/cli.py)", file=sys.stderr)
+        return 3
     if os.geteuid() != 0:
         print("bench_doctor: needs root (it creates a network namespace)", file=sys.stderr)
         return 3
@@ -169,6 +227,10 @@ def main() -> int:
         doc = json.loads(out)
         bare_wall, bare_rss, _ = process_runs(bare_argv, args.runs, env=env)
         py_wall, _, _ = process_runs(pass_argv, args.runs, env=env)
+        against = None
+        if args.against:
+            against = tree_rounds([("reference", os.path.abspath(args.against)), ("this tree", here)], in_ns,
+                                  args.rails, args.runs, max(2, args.rounds), env)
         anchor = statistics.median(anchor_runs + walls(anchor_argv, (args.runs + 1) // 2))
         doctor_net = doctor_wall - bare_wall
     except KeyboardInterrupt:
@@ -212,6 +274,12 @@ def main() -> int:
           f"{ratio(statistics.median(inner['pyroute2']))}")
     print(f"doctor saw {len(doc.get('rails', []))} rails, {len(doc.get('findings', []))} findings; "
           f"bench RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MiB")
+    worse = False
+    if against is not None:
+        rev = subprocess.run(["git", "-C", args.against, "log", "-1", "--format=%h %s"], capture_output=True,
+                             text=True, check=False).stdout.strip()
+        print(f"reference: {args.against}" + (f" ({rev[:70]})" if rev else ""))
+        worse = print_against(against, "reference", "this tree", args.runs)
     if args.json:
         print(json.dumps({
             "links": links, "runs": args.runs, "anchor_s": anchor, "snapshot_diagnosis_s": full,
@@ -220,6 +288,7 @@ def main() -> int:
             "doctor_minus_import_s": doctor_net, "python_pass_s": py_wall,
             "dump_s": statistics.median(inner["dump"]), "pyroute2_get_links_s": statistics.median(inner["pyroute2"]),
             "ratio_a": full / anchor, "ratio_b": doctor_net / anchor,
+            **({"against": against, "worse_than_reference": worse} if against is not None else {}),
         }))
     return 0 if full / anchor <= TARGET_RATIO and doctor_net / anchor <= TARGET_RATIO else 2
 
