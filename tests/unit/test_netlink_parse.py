@@ -176,6 +176,19 @@ def test_layout_cache_gives_what_a_full_walk_gives() -> None:
     assert sum(len(v) for v in cache.values()) == 3  # veth, decoy and PF layouts; the rest reused
 
 
+def test_every_number_lands_in_its_own_field_and_a_repeated_one_keeps_the_last() -> None:
+    # the numbers of a link are read in one unpack: each must land in its field whatever the
+    # attributes' order, with a short (1-byte) attribute among them and a repeated one
+    msg = newlink(11, rta(nl.IFLA_CARRIER_DOWN_COUNT, u32(7)), rta(nl.IFLA_IFNAME, cstr("net_rail5")),
+                  rta(nl.IFLA_CARRIER, b"\x01"), rta(nl.IFLA_MTU, u32(1500)), rta(nl.IFLA_MASTER, u32(3)),
+                  rta(nl.IFLA_CARRIER_CHANGES, u32(9)), rta(nl.IFLA_CARRIER_UP_COUNT, u32(2)),
+                  rta(nl.IFLA_MTU, u32(9000)))
+    got = parse_link(msg[16:], 0, len(msg) - 16)
+    assert got is not None
+    assert (got["ifindex"], got["ifname"], got["carrier"], got["mtu"], got["master"]) == (11, "net_rail5", 1, 9000, 3)
+    assert (got["carrier_changes"], got["carrier_up_count"], got["carrier_down_count"]) == (9, 2, 7)
+
+
 def test_truncated_link_is_not_cached() -> None:
     good = ifinfo(5) + rta(nl.IFLA_IFNAME, cstr("net_rail1")) + rta(nl.IFLA_MTU, u32(4200))
     cut = good + struct.pack("=HH", 64, nl.IFLA_OPERSTATE) + b"\x06\0\0\0"
