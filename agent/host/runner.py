@@ -75,23 +75,28 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], pidfd: int | None, left: float) -> bool:
-    """Reap ``proc`` within ``left`` seconds; False when it is still running then.
+def _wait_exit(proc: subprocess.Popen[bytes], pidfd: int | None, deadline: float) -> bool:
+    """Reap ``proc`` by ``deadline`` (``time.monotonic()``); False when it is still running then.
 
     A tool closes its output as it exits, a moment before it can be reaped. ``Popen.wait(timeout)``
     polls for that moment with sleeps that start at 0.5 ms and double: about 1 ms of wall per
     command, which the eight ``ethtool -m`` of one optics pass paid in series. Waiting on the
-    process's pidfd wakes at the exit itself.
+    process's pidfd wakes at the exit itself; the reap after it still keeps to the deadline (a
+    process that a debugger traces turns the pidfd readable before its parent may reap it).
     """
     if pidfd is not None:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        if not poller.poll(max(0.0, left) * 1000.0):
-            return False
-        proc.wait()  # it has exited: waitpid returns at once
-        return True
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            # poll takes milliseconds as a C int: wait in slices, so any timeout (even inf) holds
+            if poller.poll(min(left, 1.0) * 1000.0):
+                break
     try:
-        proc.wait(timeout=max(0.0, left))
+        # exited: the first non-blocking waitpid of Popen.wait reaps it, no sleep
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         return False
     return True
@@ -167,7 +172,7 @@ def run_argv(
                     continue
                 key.data.add(data)
         if not timed_out:
-            timed_out = not _wait_exit(proc, pidfd, deadline - time.monotonic())
+            timed_out = not _wait_exit(proc, pidfd, deadline)
     finally:
         sel.close()
         if pidfd is not None:

@@ -113,3 +113,69 @@ def test_without_pidfd_the_exit_is_still_waited_for(monkeypatch: pytest.MonkeyPa
     assert not r.timed_out and r.rc == 4
     r = run_argv([sys.executable, "-c", _CLOSES_EARLY, "30", "0"], timeout_s=0.5)
     assert r.timed_out
+
+
+def test_the_exit_wakes_the_wait_without_a_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Popen.wait(timeout) polls with sleeps from 0.5 ms up; the pidfd wait reaps an exited tool at once
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    for _ in range(20):
+        assert run_argv([sys.executable, "-c", "pass"]).rc == 0
+    assert slept == []
+
+
+@pytest.mark.parametrize("timeout_s", [3_000_000.0, float("inf")])
+def test_a_timeout_beyond_what_poll_takes_still_works(timeout_s: float) -> None:
+    r = run_argv([sys.executable, "-c", "import sys; sys.exit(6)"], timeout_s=timeout_s)
+    assert r.rc == 6 and not r.timed_out
+
+
+def test_a_traced_tool_is_given_up_at_the_deadline_not_when_its_tracer_lets_go(tmp_path: Path) -> None:
+    """A tool a debugger traces (an operator's strace -p on a hung ethtool) has exited, its pidfd is
+    readable, but its parent may not reap it until the tracer detaches: the deadline still holds."""
+    import ctypes
+    import glob
+    import subprocess
+    import threading
+
+    marker = "0.517"
+    got: dict[str, object] = {}
+
+    def go() -> None:
+        t = time.monotonic()
+        got["r"] = run_argv(["sleep", marker], timeout_s=2.0)
+        got["s"] = time.monotonic() - t
+
+    th = threading.Thread(target=go)
+    th.start()
+    pid, deadline = None, time.monotonic() + 5
+    while pid is None and time.monotonic() < deadline:
+        for f in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+            for c in Path(f).read_text().split():
+                try:
+                    if Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")[1:2] == [marker.encode()]:
+                        pid = int(c)
+                except (OSError, IndexError):
+                    pass
+    assert pid is not None
+    ready = tmp_path / "seized"
+    tracer = subprocess.Popen([sys.executable, "-c", (
+        "import ctypes, pathlib, sys, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"ok = libc.ptrace(0x4206, {pid}, None, None) == 0\n"  # PTRACE_SEIZE
+        f"pathlib.Path({str(ready)!r}).write_text('1' if ok else '0')\n"
+        "time.sleep(8 if ok else 0)\n")])
+    try:
+        while not ready.exists() or not ready.read_text():
+            time.sleep(0.01)
+        if ready.read_text() != "1":
+            th.join()
+            pytest.skip(f"ptrace refused here ({ctypes.get_errno()})")
+        th.join(10)
+        r = got["r"]
+        assert r.timed_out and r.rc is None  # type: ignore[attr-defined]
+        assert got["s"] < 4.0  # type: ignore[operator]
+    finally:
+        tracer.kill()
+        tracer.wait()
+        th.join(10)
