@@ -469,9 +469,10 @@ def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
     """``ethtool -m`` (or ``--json -m``, see the module's doc) of each rail netdev.
 
     One firmware read at a time per PCI function (``pf_of``: netdev -> its function; a netdev not in
-    it is its own), up to ``parallel`` functions side by side: on mlx5 a module read is several MCIA
-    register reads, tens of ms each, and eight rails one after another made ``doctor`` wait for all
-    of them. Where JSON is tried, the first rail is read alone, so the form is settled before the others
+    it is its own), up to ``parallel`` functions side by side. What overlaps is each read's own work
+    (the ethtool process, its netlink requests, the parse): the kernel runs every module read under
+    the RTNL lock (``ethnl_default_doit``, ``dev_ethtool``), so on mlx5 the MCIA register reads
+    themselves go one at a time node-wide. The first rail is read alone, so the form is settled before the others
     start. After one read times out live, no other starts (a task stuck in the driver cannot be
     killed, DESIGN §7): the rest are skipped with a note. Results and notes keep ``netdevs``' order.
     """
@@ -490,13 +491,12 @@ def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
             hung.set()
         return form
 
-    rest = names
-    if use_json:
-        # an ethtool that says it has --json may still refuse it: settle the form on one rail
-        use_json = one(names[0], use_json)
-        rest = names[1:]
+    # The first rail alone: it settles the form (an ethtool that lists --json may still refuse it),
+    # and on a node whose firmware hangs it is the one read stuck in the driver, not one per function
+    # (a stuck module read holds the RTNL lock, so the others would hang behind it, unkillable).
+    use_json = one(names[0], use_json)
     groups: dict[str, list[str]] = {}
-    for name in rest:
+    for name in names[1:]:
         groups.setdefault((pf_of or {}).get(name) or name, []).append(name)
 
     def run_group(group: list[str]) -> None:
