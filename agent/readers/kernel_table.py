@@ -9,8 +9,8 @@ and its ``--host-root``. ``parse_kernel_table`` is pure; ``diagnose`` is handed 
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
-from importlib import resources
 
 from agent.model import KernelRow
 
@@ -50,7 +50,12 @@ def parse_kernel_table(text: str, where: str) -> tuple[KernelRow, ...]:
 @lru_cache(maxsize=1)
 def shipped_kernel_table() -> tuple[KernelRow, ...]:
     """The rows shipped with the package (read once: they never change while the process runs)."""
-    text = resources.files("agent").joinpath(_SHIPPED).read_text(encoding="utf-8")
+    # Beside the package's modules (pyproject package-data; the image installs a wheel, never a zip):
+    # a plain path, because importlib.resources costs every doctor process about 5 ms of imports
+    # (zipfile, tempfile, pathlib) for one small file.
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), *_SHIPPED.split("/"))
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
     return parse_kernel_table(text, f"agent/{_SHIPPED}")
 
 

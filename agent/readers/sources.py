@@ -314,14 +314,27 @@ def read_thermal_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -
 
 
 def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
-    """``ethtool -m`` of each rail netdev (a firmware read: rails only, less --exclude-devices)."""
+    """``ethtool -m`` of each rail netdev (a firmware read: rails only, less --exclude-devices).
+
+    A rail that is a software netdev (the link dump gives it a kind: veth, bond, vlan, macvlan, ...)
+    has no transceiver: none of those drivers implements ``get_module_info`` or
+    ``get_module_eeprom_by_page``, so ``ethtool -m`` could only answer "Operation not supported". It
+    is not asked; a note says why, as the refusal did.
+    """
     allowed = set(touchable_netdevs(ctx.rails, ctx.links, cfg.exclude_devices))
+    kinds = {lk.ifname: lk.kind for lk in ctx.links if lk.kind}
+    targets = []
     for name in ctx.rails:
         if name not in allowed:
             notes.missing(f"ethtool -m {name}", "excluded by --exclude-devices")
+        elif name in kinds:
+            notes.missing(f"ethtool -m {name}", f"no module: a {kinds[name]} is a software netdev, not read")
+        else:
+            targets.append(name)
     return _part("optics", notes, fields={"optics": read_optics(
-        host, [n for n in ctx.rails if n in allowed], cfg.command_timeout_s, notes,
-        pf_of=pci_of_links(ctx.links))})
+        host, targets, cfg.command_timeout_s, notes, pf_of=pci_of_links(ctx.links))})
+
+
 def read_processes_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     """The daemons a rail depends on: start time, CPU, RSS and threads of each of their processes."""
     return _part("processes", notes, fields={"processes": read_processes(host, notes)})

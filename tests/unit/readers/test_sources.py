@@ -142,3 +142,38 @@ def test_no_devlink_family_spares_the_health_command() -> None:
     snap = take_snapshot(host, ReadConfig(), now=0.0)  # type: ignore[arg-type]
     assert ("devlink", "-j", "health", "show") not in host.argv
     assert dict(snap.unavailable)["devlink health"] == "devlink -j dev show: exit 1: Failed to connect to devlink Netlink"
+
+
+def test_optics_asks_no_module_of_a_software_rail() -> None:
+    """A veth / bond / VLAN rail has no transceiver (no such driver implements get_module_info):
+    ``ethtool -m`` is run for the physical rail only, and the software one gets a note saying why."""
+    from agent.host import CmdResult
+    from agent.model import Link
+
+    class Seen:
+        live = False
+        image = None
+
+        def __init__(self) -> None:
+            self.argv: list[tuple[str, ...]] = []
+
+        def run(self, argv, timeout_s=10.0, max_bytes=8 << 20, keep="head"):
+            self.argv.append(tuple(argv))
+            if list(argv) == ["ethtool", "--version"]:
+                return CmdResult(tuple(argv), 0, b"ethtool version 6.1\n")
+            return CmdResult(tuple(argv), 1, b"", b"netlink error: Operation not supported\n")
+
+    ctx = Context(links=(Link(1, "net_rail0", kind="veth"), Link(2, "net_rail1"), Link(3, "net_rail2", kind="bond")),
+                  rails=("net_rail0", "net_rail1", "net_rail2"))
+    host, notes = Seen(), Notes()
+    part = sources.read_optics_part(host, ReadConfig(), ctx, notes)  # type: ignore[arg-type]
+    asked = [a for a in host.argv if "-m" in a]
+    assert asked == [("ethtool", "-m", "net_rail1")]
+    why = dict(part.unavailable)
+    assert why["ethtool -m net_rail0"] == "no module: a veth is a software netdev, not read"
+    assert why["ethtool -m net_rail2"] == "no module: a bond is a software netdev, not read"
+    assert "Operation not supported" in why["ethtool -m net_rail1"]  # the physical one was asked
+
+    host = Seen()
+    sources.read_optics_part(host, ReadConfig(), Context(links=ctx.links[:1], rails=("net_rail0",)), Notes())  # type: ignore[arg-type]
+    assert host.argv == []  # nothing to read: not even the version query
