@@ -331,8 +331,8 @@ def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) ->
             notes.missing(f"ethtool -m {name}", f"no module: a {kinds[name]} is a software netdev, not read")
         else:
             targets.append(name)
-    return _part("optics", notes, fields={"optics": read_optics(
-        host, targets, cfg.command_timeout_s, notes, pf_of=pci_of_links(ctx.links))})
+    optics = read_optics(host, targets, cfg.command_timeout_s, notes, pf_of=pci_of_links(ctx.links)) if targets else ()
+    return _part("optics", notes, fields={"optics": optics})
 
 
 def read_processes_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
