@@ -318,7 +318,8 @@ def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) ->
 
     A rail that is a software netdev (the link dump gives it a kind: veth, bond, vlan, macvlan, ...)
     has no transceiver: none of those drivers implements ``get_module_info`` or
-    ``get_module_eeprom_by_page``, so ``ethtool -m`` could only answer "Operation not supported". It
+    ``get_module_eeprom_by_page`` (nor does mlx5's IPoIB, kind ``ipoib``: ``mlx5i_ethtool_ops`` in
+    mlx5/core/ipoib/ethtool.c), so ``ethtool -m`` could only answer "Operation not supported". It
     is not asked; a note says why, as the refusal did.
     """
     allowed = set(touchable_netdevs(ctx.rails, ctx.links, cfg.exclude_devices))
