@@ -316,20 +316,22 @@ def read_thermal_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -
 def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     """``ethtool -m`` of each rail netdev (a firmware read: rails only, less --exclude-devices).
 
-    A rail that is a software netdev (the link dump gives it a kind: veth, bond, vlan, macvlan, ...)
-    has no transceiver: none of those drivers implements ``get_module_info`` or
-    ``get_module_eeprom_by_page`` (nor does mlx5's IPoIB, kind ``ipoib``: ``mlx5i_ethtool_ops`` in
-    mlx5/core/ipoib/ethtool.c), so ``ethtool -m`` could only answer "Operation not supported". It
-    is not asked; a note says why, as the refusal did.
+    A rail that is a software netdev has no transceiver of its own: the link dump gives it a kind
+    (veth, bond, vlan, macvlan, ...) and no parent device, and none of those drivers implements
+    ``get_module_info`` or ``get_module_eeprom_by_page``, so ``ethtool -m`` could only answer
+    "Operation not supported". It is not asked; a note says why, as the refusal did. A netdev with a
+    kind *and* a device under it (IPoIB's ``ib0`` on its PCI function, a DSA port) is a port of
+    hardware and is asked.
     """
     allowed = set(touchable_netdevs(ctx.rails, ctx.links, cfg.exclude_devices))
-    kinds = {lk.ifname: lk.kind for lk in ctx.links if lk.kind}
+    software = {lk.ifname: lk.kind for lk in ctx.links if lk.kind and not lk.parent_dev}
     targets = []
     for name in ctx.rails:
         if name not in allowed:
             notes.missing(f"ethtool -m {name}", "excluded by --exclude-devices")
-        elif name in kinds:
-            notes.missing(f"ethtool -m {name}", f"no module: a {kinds[name]} is a software netdev, not read")
+        elif name in software:
+            notes.missing(f"ethtool -m {name}",
+                          f"not read: a {software[name]} with no device under it is a software netdev, no module of its own")
         else:
             targets.append(name)
     optics = read_optics(host, targets, cfg.command_timeout_s, notes, pf_of=pci_of_links(ctx.links)) if targets else ()

@@ -79,3 +79,37 @@ def test_a_real_ethtool_that_refuses_json_m_falls_back_to_text_for_the_process(r
     assert got["first"] == [[f"ethtool -m net_rail{i}",
                              f"ethtool -m net_rail{i}: exit 1: netlink error: Operation not supported"] for i in (0, 1)]
     assert got["second"] == [["ethtool -m net_rail0", "ethtool -m net_rail0: exit 1: netlink error: Operation not supported"]]
+
+
+SOURCE = """
+import json
+from agent.config import ReadConfig
+from agent.host.live import LiveHost
+from agent.readers.snapshot import take_snapshot
+
+seen = []
+
+
+class Seen(LiveHost):
+    def run(self, argv, timeout_s=None, max_bytes=8 << 20, keep="head"):
+        seen.append(list(argv))
+        return super().run(argv, timeout_s, max_bytes, keep)
+
+
+with Seen() as host:
+    snap = take_snapshot(host, ReadConfig())
+print(json.dumps({"seen": seen, "kinds": {lk.ifname: lk.kind for lk in snap.links if lk.ifname.startswith("net_rail")},
+                  "optics": len(snap.optics),
+                  "notes": [list(u) for u in snap.unavailable if u[0].startswith("ethtool -m")]}))
+"""
+
+
+def test_the_optics_source_asks_no_module_of_a_veth_rail(rails: RailNetns) -> None:
+    """Through the whole live read: the kernel's link dump gives the veth rails their kind, so the
+    optics source runs no ethtool at all and says why for each rail."""
+    got = rails.python(SOURCE)
+    assert got["kinds"] == {"net_rail0": "veth", "net_rail1": "veth"}
+    assert not [a for a in got["seen"] if a[0] == "ethtool"], got["seen"]
+    assert got["optics"] == 0
+    assert got["notes"] == [[f"ethtool -m net_rail{i}", "not read: a veth with no device under it is a software "
+                             "netdev, no module of its own"] for i in (0, 1)]

@@ -96,3 +96,10 @@ def test_a_capture_in_the_guest_replays_on_the_host(doctors, klab):
                                                              if i.get("argv")}
     assert any(n.startswith("capture-guest/fs/sys/") and "virtfn" in n for n in names) or \
         any(i["path"].endswith("sriov_numvfs") for i in manifest["items"])
+    # netdevsim's ports have no kind: the optics source asks their modules (netdevsim has none, so
+    # ethtool answers "not supported"), and the capture holds each rail's read once, the replay's own
+    # (the ethtool plug-in's -m step finds it recorded and does not read the module again)
+    for rail in ("net_rail0", "net_rail1"):
+        reads = [i for i in manifest["items"] if i.get("argv") and i["argv"][0] == "ethtool"
+                 and i["argv"][-2:] == ["-m", rail]]
+        assert [i.get("plugin") for i in reads] == ["replay"], reads

@@ -145,8 +145,9 @@ def test_no_devlink_family_spares_the_health_command() -> None:
 
 
 def test_optics_asks_no_module_of_a_software_rail() -> None:
-    """A veth / bond / VLAN rail has no transceiver (no such driver implements get_module_info):
-    ``ethtool -m`` is run for the physical rail only, and the software one gets a note saying why."""
+    """A veth / bond rail has no transceiver (no such driver implements get_module_info): ``ethtool
+    -m`` is run for the physical rails only, and the software one gets a note saying why. A netdev
+    with a kind but a device under it (IPoIB's ib0 on its PCI function) is hardware and is asked."""
     from agent.host import CmdResult
     from agent.model import Link
 
@@ -163,17 +164,16 @@ def test_optics_asks_no_module_of_a_software_rail() -> None:
                 return CmdResult(tuple(argv), 0, b"ethtool version 6.1\n")
             return CmdResult(tuple(argv), 1, b"", b"netlink error: Operation not supported\n")
 
-    ctx = Context(links=(Link(1, "net_rail0", kind="veth"), Link(2, "net_rail1"), Link(3, "net_rail2", kind="bond")),
-                  rails=("net_rail0", "net_rail1", "net_rail2"))
+    ctx = Context(links=(Link(1, "net_rail0", kind="veth"), Link(2, "net_rail1"), Link(3, "net_rail2", kind="bond"),
+                         Link(4, "ib0", kind="ipoib", parent_bus="pci", parent_dev="0000:0c:00.0")),
+                  rails=("net_rail0", "net_rail1", "net_rail2", "ib0"))
     host, notes = Seen(), Notes()
     part = sources.read_optics_part(host, ReadConfig(), ctx, notes)  # type: ignore[arg-type]
-    asked = [a for a in host.argv if "-m" in a]
-    assert asked == [("ethtool", "-m", "net_rail1")]
+    asked = [a[-1] for a in host.argv if "-m" in a]
+    assert asked == ["net_rail1", "ib0"]
     why = dict(part.unavailable)
-    assert why["ethtool -m net_rail0"] == "no module: a veth is a software netdev, not read"
-    assert why["ethtool -m net_rail2"] == "no module: a bond is a software netdev, not read"
-    assert "Operation not supported" in why["ethtool -m net_rail1"]  # the physical one was asked
-
-    host = Seen()
-    sources.read_optics_part(host, ReadConfig(), Context(links=ctx.links[:1], rails=("net_rail0",)), Notes())  # type: ignore[arg-type]
-    assert host.argv == []  # nothing to read: not even the version query
+    soft = "with no device under it is a software netdev, no module of its own"
+    assert why["ethtool -m net_rail0"] == f"not read: a veth {soft}"
+    assert why["ethtool -m net_rail2"] == f"not read: a bond {soft}"
+    assert "Operation not supported" in why["ethtool -m net_rail1"]  # the physical ones were asked
+    assert "Operation not supported" in why["ethtool -m ib0"]
