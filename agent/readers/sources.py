@@ -324,7 +324,9 @@ def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) ->
     hardware and is asked.
     """
     allowed = set(touchable_netdevs(ctx.rails, ctx.links, cfg.exclude_devices))
-    software = {lk.ifname: lk.kind for lk in ctx.links if lk.kind and not lk.parent_dev}
+    # a kernel's kind is a short rtnl_link_ops name (veth, macvlan); a bundle's may be anything: the
+    # note quotes at most 32 characters of it
+    software = {lk.ifname: lk.kind[:32] for lk in ctx.links if lk.kind and not lk.parent_dev}
     targets = []
     for name in ctx.rails:
         if name not in allowed:

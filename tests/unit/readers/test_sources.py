@@ -177,3 +177,12 @@ def test_optics_asks_no_module_of_a_software_rail() -> None:
     assert why["ethtool -m net_rail2"] == f"not read: a bond {soft}"
     assert "Operation not supported" in why["ethtool -m net_rail1"]  # the physical ones were asked
     assert "Operation not supported" in why["ethtool -m ib0"]
+
+
+def test_a_bundles_long_kind_is_quoted_short_in_the_optics_note() -> None:
+    from agent.model import Link
+
+    ctx = Context(links=(Link(1, "net_rail0", kind="veth" + "A" * 5000),), rails=("net_rail0",))
+    part = sources.read_optics_part(None, ReadConfig(), ctx, Notes())  # type: ignore[arg-type]
+    why = dict(part.unavailable)["ethtool -m net_rail0"]
+    assert why == f"not read: a veth{'A' * 28} with no device under it is a software netdev, no module of its own"
