@@ -23,7 +23,11 @@ from agent.detectors.observations import (
 )
 from agent.model import Link, Snapshot
 
-__all__ = ["link_keys_by_ifindex", "link_obs", "link_subjects", "observations_from_snapshot", "rail_counters"]
+__all__ = ["RESTARTS_FIELD", "link_keys_by_ifindex", "link_obs", "link_subjects", "observations_from_snapshot", "rail_counters"]
+
+#: The snapshot field whose every fresh read feeds a detector at once, not at the next analysis: the
+#: daemons' processes, which the restart detector (``agent.detectors.daemon_restarts``) follows.
+RESTARTS_FIELD = "processes"
 
 
 class LinkLike(Protocol):

@@ -20,14 +20,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agent.config import ReadConfig
 from agent.host import CmdResult, Host
 from agent.model import DevlinkDev, DevlinkParam, DevlinkPort, Eswitch, Link, PciFunction
 from agent.readers.common import BDF_RE, Notes, parse_json, to_int
 from agent.readers.pci import bus_devices_of_links
+from agent.readers.scope import touchable_bdfs
+from agent.readers.source import Context, Part, Source, part
 
 __all__ = [
     "BOOL_PARAMS",
     "DEFAULT_PARAMS",
+    "SOURCE",
     "DevlinkState",
     "parse_bool_value",
     "parse_dev_show",
@@ -356,3 +360,25 @@ def read_devlink(host: Host, functions: Iterable[PciFunction], rail_bdfs: Iterab
     elif res.available and res.rc != 0:
         notes.command("devlink ports", res)
     return st
+
+
+def read_devlink_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    # Only rail PFs and the PFs the rules name, less --exclude-devices: another SR-IOV capable mlx5
+    # function (an HGX baseboard's restricted PF) fails its register reads and floods the kernel log.
+    bdfs = touchable_bdfs(ctx.rail_bdfs, ctx.links, cfg.exclude_devices)
+    keep = set(bdfs)
+    functions = [f for f in ctx.functions if f.bdf in keep or f.is_vf]
+    dl = read_devlink(host, functions, bdfs, cfg.devlink_params, cfg.command_timeout_s, notes,
+                      links=ctx.links)
+    # ``devlink dev show`` failed (the reader's one "devlink" note, no instance read), not busy: every
+    # other devlink command of this sample would fail the same way
+    gone = next((why for src, why in notes.unavailable if src == "devlink"), None)
+    gone = gone if not dl.devs and "devlink" not in notes.busy else None
+    return part("devlink", notes, fields={"devlink_devs": dl.devs, "eswitch": dl.eswitch, "params": dl.params,
+                                          "ports": dl.ports}, gives={"devlink_gone": gone})
+
+
+SOURCE = Source("devlink", "devlink (eswitch mode, params, ports)",
+                (("devlink",),), 60.0, 60.0, ("devlink_devs", "eswitch", "params", "ports"), read_devlink_part,
+                order=30, needs=("rail_bdfs", "links", "functions"), provides=("devlink_gone",),
+                roles=frozenset({"devlink-events", "ports"}))

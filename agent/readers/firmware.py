@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import FirmwareInfo
-from agent.readers.common import Notes, parse_json
+from agent.naming import NOT_PF_BUSES
+from agent.readers.common import BDF_RE, Notes, parse_json
+from agent.readers.scope import excluded, touchable_bdfs
+from agent.readers.source import Context, Part, Source, part
 
-__all__ = ["argv", "parse_dev_info", "read_firmware"]
+__all__ = ["SOURCE", "argv", "parse_dev_info", "read_firmware"]
 
 
 def argv(handle: str) -> tuple[str, ...]:
@@ -81,3 +85,42 @@ def read_firmware(host: Host, handles: Iterable[str], timeout_s: float = 10.0,
         except ValueError as exc:
             notes.missing("firmware", f"{' '.join(cmd)}: {exc}")
     return tuple(out)
+
+
+def rail_pf_handles(ctx: Context) -> list[str]:
+    """The devlink handles of the rail PFs: ``pci/<bdf>``, or ``<bus>/<dev>`` for a rail whose parent
+    is on another bus (netdevsim: ``netdevsim/netdevsim10``, which ``rail_bdfs`` does not hold); VFs never."""
+    vfs = {f.bdf for f in ctx.functions if f.is_vf}
+    out = [f"pci/{bdf}" for bdf in ctx.rail_bdfs if BDF_RE.match(bdf) and bdf not in vfs]
+    rails = set(ctx.rails)
+    for lk in ctx.links:
+        if lk.ifname in rails and lk.parent_dev and lk.parent_bus and lk.parent_bus != "pci" \
+                and lk.parent_bus not in NOT_PF_BUSES:
+            out.append(f"{lk.parent_bus}/{lk.parent_dev}")
+    return list(dict.fromkeys(out))
+
+
+def read_firmware_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """``devlink dev info`` of the rail PFs only (a firmware read on mlx5: never other functions)."""
+    if ctx.devlink_gone is not None:
+        notes.missing("firmware", ctx.devlink_gone)
+        return part("firmware", notes, fields={"firmware": ()})
+    # devlink dev info asks each PF's firmware (MCQI): --exclude-devices keeps it off the excluded ones.
+    handles = rail_pf_handles(ctx)
+    if cfg.exclude_devices:
+        keep = set(touchable_bdfs([h[4:] for h in handles if h.startswith("pci/")], ctx.links, cfg.exclude_devices))
+        allowed = [h for h in handles
+                   if (h[4:] in keep if h.startswith("pci/") else not excluded(cfg.exclude_devices, h))]
+        for h in handles:
+            if h not in allowed:
+                notes.missing(f"devlink dev info {h}", "excluded by --exclude-devices")
+        handles = allowed
+    return part("firmware", notes, fields={"firmware": read_firmware(host, handles, cfg.command_timeout_s, notes)})
+
+
+# mlx5 answers dev info from the firmware (devlink.c mlx5_devlink_info_get -> fw.c
+# mlx5_fw_version_query: MCQI / MCQS register reads): serialised per PF with the statistics
+SOURCE = Source("firmware", "the rail PFs' running and stored firmware (devlink -j dev info <PF>)",
+                (("devlink", "-j", "dev", "info"),), 60.0, 60.0, ("firmware",), read_firmware_part, order=50,
+                needs=("devlink_gone", "rail_bdfs", "rails", "links", "functions"), firmware_touching=True,
+                lane="devlink")

@@ -16,11 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import GpuState, PciPath
 from agent.readers.common import BDF_RE, Notes, read_word, to_int
+from agent.readers.source import Context, Part, Source, part
 
-__all__ = ["GPU_CLASSES", "NVIDIA", "PEER_MEMORY_PATHS", "is_gpu", "parse_pci_path", "read_gpus"]
+__all__ = ["GPU_CLASSES", "NVIDIA", "PEER_MEMORY_PATHS", "SOURCE", "is_gpu", "parse_pci_path", "read_gpus"]
 
 _DEVICES = "/sys/bus/pci/devices"
 NVIDIA = "0x10de"
@@ -101,3 +103,13 @@ def read_gpus(host: Host, rail_bdfs: Iterable[str] = (), notes: Notes | None = N
     return GpuState(gpus=tuple(gpus), rail_paths=rails, peer_memory=tuple(peers), nvidia_loaded=loaded,
                     nvidia_version=read_word(host, "/sys/module/nvidia/version", 256) if loaded else None,
                     nvidia_taint=read_word(host, "/sys/module/nvidia/taint", 64) if loaded else None)
+
+
+def read_gpus_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """GPUs, GPUDirect paths and the rail PFs' PCIe places: sysfs only."""
+    nic_vfs = {vf for f in ctx.functions for vf in f.virtfns} | {f.bdf for f in ctx.functions if f.is_vf}
+    return part("gpus", notes, fields={"gpus": read_gpus(host, ctx.rail_bdfs, notes, skip=nic_vfs)})
+
+
+SOURCE = Source("gpus", "NVIDIA GPUs, the GPUDirect RDMA paths NCCL probes and the GPU <-> rail PCIe topology (sysfs)",
+                (), 60.0, 0.0, ("gpus",), read_gpus_part, order=60, needs=("rail_bdfs", "functions"))

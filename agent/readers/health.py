@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import HealthReporter
 from agent.readers.common import Notes, parse_json, to_int
+from agent.readers.source import Context, Part, Source, part
 
-__all__ = ["ARGV", "parse_health", "read_health"]
+__all__ = ["ARGV", "SOURCE", "parse_health", "read_health"]
 
 ARGV = ("devlink", "-j", "health", "show")
 
@@ -69,3 +71,15 @@ def read_health(host: Host, timeout_s: float = 10.0, notes: Notes | None = None)
     except ValueError as exc:
         notes.missing("devlink health", f"{' '.join(ARGV)}: {exc}")
         return ()
+
+
+def read_health_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    if ctx.devlink_gone is not None:
+        notes.missing("devlink health", ctx.devlink_gone)
+        return part("health", notes, fields={"health": ()})
+    return part("health", notes, fields={"health": read_health(host, cfg.command_timeout_s, notes)})
+
+
+SOURCE = Source("health", "the devlink health reporters (devlink -j health show)",
+                (ARGV[:3],), 60.0, 60.0, ("health",), read_health_part, order=40, needs=("devlink_gone",),
+                lane="devlink")

@@ -34,14 +34,29 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from agent.config import ReadConfig
 from agent.host import CmdResult, Host
 from agent.model import ModuleOptics, OpticsLane
 from agent.readers.common import Notes, parse_json
+from agent.readers.scope import pci_of_links, touchable_netdevs
+from agent.readers.source import Context, Part, Source, part
 from agent.safejson import Pairs
 
-__all__ = ["ARGV", "JSON_ARGV", "JSON_SINCE", "MAX_JSON_BYTES", "VERSION_ARGV", "parse_ethtool_m",
-           "parse_ethtool_m_json", "parse_ethtool_version", "read_optics", "refuses_json", "reset_forms",
-           "uses_json"]
+__all__ = [
+    "ARGV",
+    "JSON_ARGV",
+    "JSON_SINCE",
+    "MAX_JSON_BYTES",
+    "SOURCE",
+    "VERSION_ARGV",
+    "parse_ethtool_m",
+    "parse_ethtool_m_json",
+    "parse_ethtool_version",
+    "read_optics",
+    "refuses_json",
+    "reset_forms",
+    "uses_json",
+]
 
 #: ``ethtool -m <netdev>``
 ARGV = ("ethtool", "-m")
@@ -532,3 +547,36 @@ def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
         except ValueError as exc:
             notes.missing(source, str(exc))
     return tuple(out)
+
+
+def read_optics_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """``ethtool -m`` of each rail netdev (a firmware read: rails only, less --exclude-devices).
+
+    A rail that is a software netdev has no transceiver of its own: the link dump gives it a kind
+    (veth, bond, vlan, macvlan, ...) and no parent device, and none of those drivers implements
+    ``get_module_info`` or ``get_module_eeprom_by_page``, so ``ethtool -m`` could only answer
+    "Operation not supported". It is not asked; a note says why, as the refusal did. A netdev with a
+    kind *and* a device under it (IPoIB's ``ib0`` on its PCI function, a DSA port) is a port of
+    hardware and is asked.
+    """
+    allowed = set(touchable_netdevs(ctx.rails, ctx.links, cfg.exclude_devices))
+    # a kernel's kind is a short rtnl_link_ops name (veth, macvlan); a bundle's may be anything: the
+    # note quotes at most 32 characters of it
+    software = {lk.ifname: lk.kind[:32] for lk in ctx.links if lk.kind and not lk.parent_dev}
+    targets = []
+    for name in ctx.rails:
+        if name not in allowed:
+            notes.missing(f"ethtool -m {name}", "excluded by --exclude-devices")
+        elif name in software:
+            notes.missing(f"ethtool -m {name}",
+                          f"not read: a {software[name]} with no device under it is a software netdev, no module of its own")
+        else:
+            targets.append(name)
+    optics = read_optics(host, targets, cfg.command_timeout_s, notes, pf_of=pci_of_links(ctx.links)) if targets else ()
+    return part("optics", notes, fields={"optics": optics})
+
+
+SOURCE = Source("optics", "the rails' transceivers (ethtool -m, a firmware read: in the counters' thread, after the "
+                          "statistics)",
+                (ARGV, JSON_ARGV, VERSION_ARGV), 60.0, 60.0, ("optics",), read_optics_part, order=110,
+                needs=("rails", "links"), firmware_touching=True, lane="counters", no_device=(VERSION_ARGV,))

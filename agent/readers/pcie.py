@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import PcieLink
 from agent.readers.common import BDF_RE, Notes, read_word, to_int
+from agent.readers.source import Context, Part, Source, part
 
-__all__ = ["parse_aer", "parse_link_speed", "parse_link_width", "read_pcie"]
+__all__ = ["SOURCE", "parse_aer", "parse_link_speed", "parse_link_width", "read_pcie"]
 
 _SPEED = re.compile(r"\A\s*(\d+(?:\.\d+)?)\s*GT/s")
 _U64 = 1 << 64
@@ -115,3 +117,12 @@ def read_pcie(host: Host, bdfs: Iterable[str], notes: Notes | None = None) -> tu
                             aer_nonfatal=aer["nonfatal"].get("TOTAL_ERR_NONFATAL"),
                             aer_fatal=aer["fatal"].get("TOTAL_ERR_FATAL")))
     return tuple(out)
+
+
+def read_pcie_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """The rail PFs' PCIe link, their upstream ports' and their AER totals (sysfs: no firmware access)."""
+    return part("pcie", notes, fields={"pcie": read_pcie(host, ctx.rail_bdfs, notes)})
+
+
+SOURCE = Source("pcie", "the rail PFs' PCIe link speed / width, their upstream ports' and their AER counters (sysfs)",
+                (), 60.0, 5.0, ("pcie",), read_pcie_part, order=90, needs=("rail_bdfs",))

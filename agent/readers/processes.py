@@ -19,11 +19,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import DaemonProcess
 from agent.readers.common import Notes
+from agent.readers.source import Context, Part, Source, part
 
-__all__ = ["DAEMONS", "MARKERS", "USER_HZ", "daemon_of", "parse_stat", "parse_status", "read_processes"]
+__all__ = ["DAEMONS", "MARKERS", "SOURCE", "USER_HZ", "daemon_of", "parse_stat", "parse_status", "read_processes"]
 
 #: daemon word -> the kernel names (``comm``: 15 characters at most, longer names are cut) of its processes.
 DAEMONS: dict[str, tuple[str, ...]] = {
@@ -235,3 +237,13 @@ def read_processes(host: Host, notes: Notes) -> tuple[DaemonProcess, ...]:
         ))
     out.sort(key=lambda p: (p.daemon, p.pid))
     return tuple(out)
+
+
+def read_processes_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """The daemons a rail depends on: start time, CPU, RSS and threads of each of their processes."""
+    return part("processes", notes, fields={"processes": read_processes(host, notes)})
+
+
+SOURCE = Source("processes", "the processes of the daemons a rail depends on (OVS, the SR-IOV config daemon, the device "
+                             "plugins, the NVIDIA driver container): start time, CPU, RSS",
+                (), 15.0, 1.0, ("processes",), read_processes_part, order=120, optional=True)

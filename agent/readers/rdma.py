@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterable
 from itertools import pairwise
 from typing import Any
 
+from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import RdmaDevice, RdmaLink, RdmaPort
 from agent.readers.common import BDF_RE, Notes, basename, parse_json, read_word, to_int
+from agent.readers.scope import excluded, pci_of_links
+from agent.readers.source import Context, Part, Source, part
 
-__all__ = [
+__all__ = ["SOURCE",
     "netns_from_sysfs",
     "parse_link_layer",
     "parse_rdma_links",
@@ -307,3 +310,23 @@ def read_rdma(host: Host, rail_netdevs: Iterable[str], rail_bdfs: Iterable[str],
         netns = netns_from_sysfs(read_word(host, "/sys/module/ib_core/parameters/netns_mode"))
     devices = read_rdma_devices(host, rail_ports(links, rail_netdevs), rail_bdfs, notes, skip_counters)
     return links, netns, devices
+
+
+def read_rdma_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    # A port's counters are firmware reads on mlx5: none of a device on an excluded function, or named
+    # by --exclude-devices itself (its identity and port state are sysfs and still read).
+    on_pf: dict[str, list[str]] = {}
+    for netdev, bdf in pci_of_links(ctx.links).items():
+        on_pf.setdefault(bdf, []).append(netdev)
+
+    def skip_counters(dev: str, pci: str | None) -> bool:
+        return excluded(cfg.exclude_devices, dev, *((pci, *on_pf.get(pci, ())) if pci else ()))
+
+    links, netns, devices = read_rdma(host, ctx.rails, ctx.rail_bdfs, cfg.command_timeout_s, notes,
+                                      skip_counters=skip_counters if cfg.exclude_devices else None)
+    return part("rdma", notes, fields={"rdma_links": links, "rdma_netns": netns, "rdma_devices": devices})
+
+
+SOURCE = Source("rdma", "rdma links, the netns mode and the rails' RDMA port counters",
+                (("rdma",),), 60.0, 60.0, ("rdma_links", "rdma_netns", "rdma_devices"), read_rdma_part, order=70,
+                needs=("rails", "rail_bdfs", "links"), roles=frozenset({"ports"}))

@@ -1,6 +1,6 @@
 """One read of the node: every source of the registry (``readers/sources.py``) once, in its order.
 
-Order: config (udev rules, OVS), links (versions, the link dump, PCI functions and the SR-IOV of
+Order: the registry's (each reader module declares its own SOURCE): config (udev rules, OVS), links (versions, the link dump, PCI functions and the SR-IOV of
 link parents on another bus such as netdevsim, which netdevs are rails, their statistics), then
 devlink, RDMA and the rails' counters (ethtool, one at a time). Every source that gives nothing adds
 ``(source, reason)`` to ``Snapshot.unavailable``; nothing raises for a node that lacks a tool.
@@ -55,7 +55,8 @@ def take_snapshot(host: Host, cfg: ReadConfig | None = None, *, now: float | Non
         parts[src.name] = part
         ctx = sources.after(ctx, part)
     snap = sources.compose(Snapshot(taken_at=float(now)), parts)
-    node = snap.node if "links" in parts else None
+    # the node's name is the links source's (its versions read): None when that source did not run
+    node = snap.node if any(s.netlink and s.name in parts for s in sources.SOURCES) else None
     skipped = tuple((s.name, "disabled (--disable-source)") for s in sources.SOURCES if s.name in off)
     return dataclasses.replace(snap, taken_at=float(now), node=_node_name(host, node),
                                unavailable=snap.unavailable + skipped)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from agent.config import ReadConfig
 from agent.host import Host
 from agent.model import NicSensor
 from agent.readers.common import BDF_RE, Notes, read_word, to_int
+from agent.readers.source import Context, Part, Source, part
 
-__all__ = ["parse_millidegrees", "parse_sensor_files", "read_thermal"]
+__all__ = ["SOURCE", "parse_millidegrees", "parse_sensor_files", "read_thermal"]
 
 _TEMP = re.compile(r"\Atemp(\d{1,3})_(input|crit|highest|label)\Z")
 #: at most this many sensors per PF (a node image may list anything)
@@ -76,3 +78,12 @@ def read_thermal(host: Host, bdfs: Iterable[str], notes: Notes | None = None) ->
     if missing:
         notes.missing("thermal", f"no mlx5 hwmon sensors on {', '.join(missing)} (kernel before 6.5, or not mlx5)")
     return tuple(out)
+
+
+def read_thermal_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
+    """The rail PFs' mlx5 hwmon sensors (sysfs)."""
+    return part("thermal", notes, fields={"thermal": read_thermal(host, ctx.rail_bdfs, notes)})
+
+
+SOURCE = Source("thermal", "the rail PFs' mlx5 hwmon temperature sensors (sysfs)",
+                (), 60.0, 5.0, ("thermal",), read_thermal_part, order=100, needs=("rail_bdfs",))

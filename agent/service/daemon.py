@@ -38,7 +38,7 @@ from agent.clients.collector import CollectorClient, RetryPolicy
 from agent.config import AgentSettings, Thresholds
 from agent.detectors import daemon_restarts, engine
 from agent.detectors import degradation as degradation_events
-from agent.detectors.feed import observations_from_snapshot
+from agent.detectors.feed import RESTARTS_FIELD, observations_from_snapshot
 from agent.detectors.observations import CountersObs
 from agent.findings import EVENT_CODES, Diagnosis
 from agent.host import Host
@@ -50,8 +50,10 @@ from agent.metrics.state import HungSource, MetricsState, SourceStatus
 from agent.model import Event, Snapshot
 from agent.readers import sources as registry
 from agent.readers.common import Notes
+from agent.readers.counters import TRAFFIC
 from agent.readers.history import History, Recorder, Sample
 from agent.readers.kernel_table import load_kernel_table
+from agent.readers.links import LinkCache
 from agent.service.capture import CaptureFailed, ImageBusy, ImageCapture
 from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle
@@ -73,8 +75,6 @@ _RESAMPLE_GAP_S = 2.0
 _PORTS_RESAMPLE_GAP_S = 30.0
 #: link notes handled per turn of the event loop, so that a storm never starves the scrape
 _DRAIN_BATCH = 512
-#: sources read again when a NIC port (representor, uplink) came or went: devlink ports, rdma links
-_PORT_SOURCES = ("devlink", "rdma")
 
 
 class Agent:
@@ -95,15 +95,21 @@ class Agent:
         self._host_factory = host_factory
         self.sources = tuple(s for s in registry.SOURCES if s.name not in settings.disabled)
         intervals = {s.name: settings.interval_s(s.name, s.interval_s) for s in self.sources}
+        # the roles of DESIGN §1's registry (agent.readers.source.ROLES), by name: the daemon names no source
+        role = {r: tuple(s.name for s in registry.with_role(r)) for r in registry.ROLES}
+        self._boot_sources = role["boot"]
+        self._recorder_sources = frozenset(role["recorder"])
+        self._dump = next((s.name for s in registry.SOURCES if s.netlink), None)
         self.thresholds = Thresholds(lossless_prio=settings.expectations.lossless_prio,
                                      **dict(settings.thresholds))
         self.events = EventLog(settings.event_history)
         self._degradation = degradation_events.initial()
         self.recorder: FlightRecorder | None = None
         if settings.recorder_window_s > 0:
-            self.recorder = FlightRecorder(incident_counters(settings.expectations.lossless_prio) + registry.TRAFFIC,
+            self.recorder = FlightRecorder(incident_counters(settings.expectations.lossless_prio) + TRAFFIC,
                                            window_s=settings.recorder_window_s,
-                                           interval_s=intervals.get("counters", 1.0))
+                                           interval_s=min((intervals[n] for n in role["recorder"] if n in intervals),
+                                                          default=1.0))
         self.queue: CoalescingQueue[LinkNote] = CoalescingQueue(settings.event_queue)
         self.watcher: LinkWatcher | None = None
         self.devlink_watcher: DevlinkWatcher | None = None
@@ -127,11 +133,11 @@ class Agent:
         self._disabled_notes = tuple((name, "disabled (--disable-source)") for name in sorted(settings.disabled))
 
         debounce = {"monotonic": monotonic, "call_later": call_later}
-        self.links_debounce = Debouncer(_RESAMPLE_GAP_S, partial(self._poke, ("links",)), **debounce)
-        self.devlink_debounce = Debouncer(_RESAMPLE_GAP_S, partial(self._poke, ("devlink",)), **debounce)
-        self.ports_debounce = Debouncer(_PORTS_RESAMPLE_GAP_S, partial(self._poke, _PORT_SOURCES), **debounce)
+        self.links_debounce = Debouncer(_RESAMPLE_GAP_S, partial(self._poke, role["link-events"]), **debounce)
+        self.devlink_debounce = Debouncer(_RESAMPLE_GAP_S, partial(self._poke, role["devlink-events"]), **debounce)
+        self.ports_debounce = Debouncer(_PORTS_RESAMPLE_GAP_S, partial(self._poke, role["ports"]), **debounce)
 
-        self._link_cache = registry.LinkCache()
+        self._link_cache = LinkCache()
         #: one firmware read at a time per PCI function: the samplers and every capture take it
         self.firmware = FirmwareGate()
         self._progress = {src.name: Progress() for src in self.sources}
@@ -218,7 +224,7 @@ class Agent:
         for src in self.sources:
             timer = self.scheduler.timers[src.name]
             self._tasks.append(asyncio.create_task(timer.drive(), name=f"railscope-{src.name}"))
-            if src.name in ("config", "links"):
+            if src.name in self._boot_sources:
                 try:
                     async with asyncio.timeout(deadline + 1.0):
                         await timer.first_done.wait()
@@ -270,15 +276,15 @@ class Agent:
     # -- results (event loop) ----------------------------------------------------------------
     def _on_part(self, part: registry.Part) -> None:
         self._parts[part.source] = part
-        if part.source == "processes":
-            self.restarts = daemon_restarts.step(self.restarts, part.fields.get("processes", ()))
-        if part.source == "counters":
+        if RESTARTS_FIELD in part.fields:
+            self.restarts = daemon_restarts.step(self.restarts, part.fields[RESTARTS_FIELD])
+        if part.source in self._recorder_sources:
             self._apply_counters(part)
             return
-        if part.source == "links":
+        if part.source == self._dump:
             self.links.on_dump(part.fields.get("links", ()))
         self.snapshot = self._compose()
-        if "links" in self._parts:
+        if self._dump in self._parts:
             self._schedule_analysis()
 
     def _compose(self) -> Snapshot:
@@ -342,7 +348,7 @@ class Agent:
         self._degradation, rate_events = degradation_events.step(self._degradation, out.diagnosis.findings, now)
         for ev in rate_events:
             self._emit(ev)
-        counters_live = "counters" in self._parts
+        counters_live = any(n in self._parts for n in self._recorder_sources)
         obs = [self.links.newest_downs(o) for o in observations_from_snapshot(snap, topo)
                if not (counters_live and isinstance(o, CountersObs))]
         obs.extend(self.links.pciless_obs(snap))
@@ -362,7 +368,7 @@ class Agent:
             return
         now = part.taken_at
         obs = []
-        for netdev, subject, counters in self.links.counter_samples(snap, topo, part.extra):
+        for netdev, subject, counters in self.links.counter_samples(snap, topo, part.gives.get("recorder_counters", {})):
             if self.recorder is not None:
                 self.recorder.add(now, netdev, counters)
             obs.append(CountersObs(netdev, counters, subject=subject))
@@ -386,7 +392,7 @@ class Agent:
         events_log.log(level, ev.message or ev.code, extra={
             "event": ev.code, "severity": ev.severity, "subject": ev.subject, "event_ts": ev.ts,
             "evidence": dict(ev.evidence)})
-        if "links" in self._parts:
+        if self._dump in self._parts:
             self._schedule_analysis()  # the event becomes a railscope_finding now, not at the next sample
 
     # -- link events -------------------------------------------------------------------------
@@ -456,7 +462,7 @@ class Agent:
                 sources.append(SourceStatus(src, bool(st.last_success), st.last_duration_s or 0.0))
             hung.extend(HungSource(src, dev) for dev in sorted(st.hung))
         hung.extend(HungSource(src, dev) for src, dev in sorted(self.capture.hung))
-        links = self._parts.get("links")
+        links = self._parts.get(self._dump) if self._dump else None
         return MetricsState(snapshot=self.snapshot, topology=self.topology, diagnosis=self.diagnosis,
                             sources=tuple(sources), hung=tuple(dict.fromkeys(hung)), event_counts=self.events.counts(),
                             event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None,
@@ -470,12 +476,12 @@ class Agent:
         return await asyncio.shield(self._render_fut)
 
     def sample_age(self) -> float | None:
-        links = self._parts.get("links")
+        links = self._parts.get(self._dump) if self._dump else None
         return None if links is None else round(max(0.0, self.clock() - links.taken_at), 3)
 
     def waiting_for(self) -> list[str]:
         states = self.scheduler.states
-        return [src for src in ("config", "links") if src in states and not states[src].runs] or ["analysis"]
+        return [src for src in self._boot_sources if src in states and not states[src].runs] or ["analysis"]
 
     def recorder_jsonl(self) -> str:
         return self.recorder.to_jsonl() if self.recorder is not None else ""

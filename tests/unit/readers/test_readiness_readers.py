@@ -104,7 +104,8 @@ def test_the_nearest_gpu_and_its_ties():
 
 def test_the_firmware_handles_are_the_rail_pfs_on_any_bus():
     from agent.model import Link, PciFunction
-    from agent.readers.sources import Context, rail_pf_handles
+    from agent.readers.firmware import rail_pf_handles
+    from agent.readers.sources import Context
 
     links = (Link(2, "net_rail0", parent_bus="netdevsim", parent_dev="netdevsim10"),
              Link(3, "eth9", parent_bus="netdevsim", parent_dev="netdevsim12"),  # not a rail

@@ -439,10 +439,10 @@ def test_the_daemons_recorder_counters_keep_off_excluded_rails(extra_mlx5: Path)
     ctx = dataclasses.replace(ctx, recorder=True, rdma_ports={"net_rail0": ("rdma_rail0", 1),
                                                               "net_rail1": ("rdma_rail1", 1)})
     host.seen.clear()
-    part = sources.read_counters(host, cfg, ctx, Notes())  # type: ignore[arg-type]
+    part = sources.by_name("counters").read(host, cfg, ctx, Notes())  # type: ignore[arg-type]
     assert touches(host.seen, ("net_rail1", "0000:8d:00.0", "rdma_rail1")) == []
     assert any(a[0] == "READ" and "/rdma_rail0/" in a[1] for a in host.seen)
-    assert "net_rail1" not in part.extra or not any(k in part.extra["net_rail1"] for k in ("out_of_sequence",))
+    assert "net_rail1" not in part.gives.get("recorder_counters", {}) or not any(k in part.gives.get("recorder_counters", {})["net_rail1"] for k in ("out_of_sequence",))
 
 
 def test_the_daemon_reads_rdma_counter_files_through_the_firmware_gate(held_elsewhere: Any) -> None:

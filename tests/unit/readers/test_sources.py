@@ -11,9 +11,9 @@ from agent.config import ReadConfig
 from agent.host.recorded import open_image
 from agent.readers import sources
 from agent.readers.common import Notes
-from agent.readers.links import parse_links
+from agent.readers.links import LinkCache, parse_links
 from agent.readers.snapshot import take_snapshot
-from agent.readers.sources import SOURCES, Context, LinkCache, after, compose, source_of, touches_firmware
+from agent.readers.sources import SOURCES, Context, after, compose, source_of, touches_firmware
 
 
 class _Dumps:
@@ -54,12 +54,12 @@ def test_composed_parts_equal_one_snapshot(example_image: Path) -> None:
             parts[src.name] = src.read(host, cfg, ctx, Notes())
             ctx = after(ctx, parts[src.name])
     composed = compose(None, parts)
-    assert parts["links"].rails == ("net_rail0", "net_rail1")
+    assert parts["links"].gives["rails"] == ("net_rail0", "net_rail1")
     for name in ("versions", "links", "pci", "devlink_devs", "eswitch", "params", "ports", "rdma_links",
                  "rdma_netns", "rdma_devices", "ethtool", "drivers", "rules", "ovs", "busy", "unavailable"):
         assert getattr(composed, name) == getattr(whole, name), name
     # The recorder's extras: the rails' stats64 traffic beside their ethtool counters.
-    assert set(parts["counters"].extra) == {"net_rail0", "net_rail1"}
+    assert set(parts["counters"].gives["recorder_counters"]) == {"net_rail0", "net_rail1"}
 
 
 def test_every_source_is_declared_once_with_its_fields() -> None:
@@ -168,7 +168,7 @@ def test_optics_asks_no_module_of_a_software_rail() -> None:
                          Link(4, "ib0", kind="ipoib", parent_bus="pci", parent_dev="0000:0c:00.0")),
                   rails=("net_rail0", "net_rail1", "net_rail2", "ib0"))
     host, notes = Seen(), Notes()
-    part = sources.read_optics_part(host, ReadConfig(), ctx, notes)  # type: ignore[arg-type]
+    part = sources.by_name("optics").read(host, ReadConfig(), ctx, notes)  # type: ignore[arg-type]
     asked = [a[-1] for a in host.argv if "-m" in a]
     assert asked == ["net_rail1", "ib0"]
     why = dict(part.unavailable)
@@ -183,6 +183,6 @@ def test_a_bundles_long_kind_is_quoted_short_in_the_optics_note() -> None:
     from agent.model import Link
 
     ctx = Context(links=(Link(1, "net_rail0", kind="veth" + "A" * 5000),), rails=("net_rail0",))
-    part = sources.read_optics_part(None, ReadConfig(), ctx, Notes())  # type: ignore[arg-type]
+    part = sources.by_name("optics").read(None, ReadConfig(), ctx, Notes())  # type: ignore[arg-type]
     why = dict(part.unavailable)["ethtool -m net_rail0"]
     assert why == f"not read: a veth{'A' * 28} with no device under it is a software netdev, no module of its own"
