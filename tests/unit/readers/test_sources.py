@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 from agent.config import ReadConfig
 from agent.host.recorded import open_image
@@ -186,3 +189,59 @@ def test_a_bundles_long_kind_is_quoted_short_in_the_optics_note() -> None:
     part = sources.by_name("optics").read(None, ReadConfig(), ctx, Notes())  # type: ignore[arg-type]
     why = dict(part.unavailable)["ethtool -m net_rail0"]
     assert why == f"not read: a veth{'A' * 28} with no device under it is a software netdev, no module of its own"
+
+
+# -- the registry's checks of the declarations (agent.readers.sources._ordered) ------------------------
+
+def _src(name: str, **kw: object) -> object:
+    from agent.readers.source import Source
+
+    return Source(name, "doc", (), 60.0, 0.0, (), lambda *a: None, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("found", "why"), [
+    ([("b", _src("a"))], "named after its module"),
+    ([("a", _src("a", needs=("rails",)))], "needs rails, which no source before it provides"),
+    ([("a", _src("a", order=1, needs=("rails",))), ("b", _src("b", order=2, provides=("rails",)))],
+     "no source before it provides"),
+    ([("a", _src("a", roles=frozenset({"bootstrap"})))], "unknown role(s) bootstrap"),
+    ([("a", _src("a", lane="b")), ("b", _src("b", order=2000))], "runs in the thread of 'b'"),
+    ([("a", _src("a", provides=("nothing",)))], "the Context has no field for"),
+    ([("a", _src("a", netlink=True)), ("b", _src("b", netlink=True))], "claim the link dump"),
+])
+def test_a_declaration_that_cannot_hold_is_refused_at_import(found: list, why: str) -> None:
+    from agent.readers.sources import _ordered
+
+    with pytest.raises(RuntimeError, match=re.escape(why)):
+        _ordered(found)
+
+
+def test_order_follows_the_declared_places_and_the_caller_provides_its_fields() -> None:
+    from agent.readers.sources import _ordered
+
+    out = _ordered([("z", _src("z", order=1, provides=("rails",))), ("a", _src("a", order=5, needs=("rails", "recorder")))])
+    assert [s.name for s in out] == ["z", "a"]
+
+
+def test_a_new_reader_module_is_found_without_touching_the_registry(tmp_path: Path) -> None:
+    """A package with one module that declares SOURCE: discover() finds it by its file alone."""
+    import sys
+
+    pkg = tmp_path / "fakereaders"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text("X = 1\n")
+    (pkg / "extra.py").write_text(
+        "from agent.readers.source import Source, part\n"
+        "def read_extra(host, cfg, ctx, notes):\n    return part('extra', notes)\n"
+        "SOURCE = Source('extra', 'an extra read', (), 60.0, 0.0, (), read_extra, needs=('recorder',))\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from agent.readers.sources import discover
+
+        found = discover(str(pkg), "fakereaders")
+    finally:
+        sys.path.remove(str(tmp_path))
+        for m in [m for m in sys.modules if m.startswith("fakereaders")]:
+            del sys.modules[m]
+    assert [s.name for s in found] == ["extra"]
