@@ -16,9 +16,10 @@ import re
 from typing import Any, Protocol
 
 from agent.analysis.topology import Topology
+from agent.metrics.families import Scrape, Subject
 from agent.model import Snapshot
 
-__all__ = ["render"]
+__all__ = ["SUBJECT", "render"]
 
 RAIL = ("rail", "plane", "device")
 PF = ("pci", "device")
@@ -123,3 +124,12 @@ def render(fams: Families, snap: Snapshot, topo: Topology) -> None:
         if s.crit_c is not None:
             fams.gauge("railscope_nic_temperature_critical_celsius",
                        "The sensor's own critical temperature (temp<N>_crit).", (*PF, "sensor"), base3, s.crit_c)
+
+
+def _render(fams: Families, scrape: Scrape) -> None:
+    snap, topo = scrape.state.snapshot, scrape.state.topology
+    if snap is not None and topo is not None:
+        render(fams, snap, topo)  # type: ignore[arg-type]
+
+
+SUBJECT = Subject(70, _render)

@@ -13,9 +13,10 @@ from typing import Any, Protocol
 from agent.analysis.checks.readiness import dma_buf, gpudirect_paths
 from agent.analysis.gpu_topology import LINK_WORDS, gpu_for
 from agent.analysis.topology import Topology
+from agent.metrics.families import Scrape, Subject
 from agent.model import Snapshot
 
-__all__ = ["readiness"]
+__all__ = ["SUBJECT", "readiness"]
 
 
 class _Fams(Protocol):
@@ -72,3 +73,12 @@ def readiness(fams: _Fams, snap: Snapshot, topo: Topology) -> None:
                        "How far the rail's nearest GPU is: 0 PIX, 1 PXB, 2 PHB, 3 NODE, 4 SYS (one slow rank: a "
                        "rail far from its GPU).", ("rail", "plane", "device"),
                        (_s(rail.rail), _s(rail.plane), netdev), LINK_WORDS.index(word))
+
+
+def _render(fams: _Fams, scrape: Scrape) -> None:
+    snap, topo = scrape.state.snapshot, scrape.state.topology
+    if snap is not None and topo is not None:
+        readiness(fams, snap, topo)  # type: ignore[arg-type]
+
+
+SUBJECT = Subject(80, _render)

@@ -298,3 +298,46 @@ def test_a_rail_listed_twice_does_not_duplicate_series() -> None:
     keys = [(n, tuple(sorted(lab.items()))) for n, lab, _ in got]
     assert len(keys) == len(set(keys))
     assert got == series(render(st, clock=lambda: 0.0))
+
+
+def test_every_metrics_subject_module_is_found_and_rendered_in_its_order() -> None:
+    """The exporter names no subject: every module of agent/metrics that declares SUBJECT is in the
+    loop, in order, and the plumbing modules are not."""
+    import importlib
+    import pkgutil
+
+    import agent.metrics
+    from agent.metrics.exporter import SUBJECTS
+    from agent.metrics.families import Subject, discover
+
+    declared = []
+    for m in pkgutil.iter_modules(agent.metrics.__path__):
+        mod = importlib.import_module(f"agent.metrics.{m.name}")
+        if isinstance(getattr(mod, "SUBJECT", None), Subject):
+            declared.append(mod.SUBJECT)
+    assert set(SUBJECTS) == set(declared) and len(SUBJECTS) == len(declared)
+    assert [s.order for s in SUBJECTS] == sorted(s.order for s in SUBJECTS)
+    assert discover() == SUBJECTS
+
+
+def test_two_subjects_of_one_order_are_refused(tmp_path) -> None:
+    import sys
+
+    import pytest
+
+    pkg = tmp_path / "fakemetrics"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name in ("a", "b"):
+        (pkg / f"{name}.py").write_text("from agent.metrics.families import Subject\n"
+                                         "SUBJECT = Subject(5, lambda fams, scrape: None)\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from agent.metrics.families import discover
+
+        with pytest.raises(RuntimeError, match="share one order"):
+            discover(str(pkg), "fakemetrics")
+    finally:
+        sys.path.remove(str(tmp_path))
+        for m in [m for m in sys.modules if m.startswith("fakemetrics")]:
+            del sys.modules[m]
