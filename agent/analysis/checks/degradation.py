@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.analysis.checks._util import finding
+from agent.analysis.checks._util import Check, finding
 from agent.analysis.topology import Rail, Topology
 from agent.config import Expectations
 from agent.findings import Finding
@@ -281,3 +281,11 @@ def recorder_check(topo: Topology, exp: Expectations, recorder: Recorder | None)
         handle = rail.pf.handle if rail.pf is not None else (f"pci/{rail.pci}" if rail.pci else None)
         out.extend(rate_findings(rail.expected_netdev, name, window[0], window[-1], exp, handle, "recorder"))
     return out
+
+
+CHECKS = (
+    Check(70, ("LinkDegrading", "OpticsOutOfRange", "NicTemperatureHigh", "PcieLinkDegraded", "PcieErrors"),
+          lambda i: check(i.snap, i.topo, i.exp)),
+    # after the events (timeline): an event and the recorder's rate of one cause, equally severe, keep the event
+    Check(110, ("LinkDegrading", "OpticsOutOfRange", "PcieErrors"), lambda i: recorder_check(i.topo, i.exp, i.recorder)),
+)

@@ -8,7 +8,7 @@ state, reported whatever the expectation, on the PF that differs from the NIC's 
 
 from __future__ import annotations
 
-from agent.analysis.checks._util import finding
+from agent.analysis.checks._util import Check, finding
 from agent.analysis.topology import Topology
 from agent.config import Expectations
 from agent.findings import Finding
@@ -59,3 +59,6 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
 
 def _word(v: bool | None) -> str:
     return "unknown" if v is None else str(v).lower()
+
+
+CHECKS = (Check(30, ("EswitchModeUnexpected", "EswMultiportUnexpected"), lambda i: check(i.snap, i.topo, i.exp)),)

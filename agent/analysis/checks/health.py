@@ -10,7 +10,7 @@ healthy info. A reporter without a state is not judged (DESIGN §4).
 
 from __future__ import annotations
 
-from agent.analysis.checks._util import finding, name_list
+from agent.analysis.checks._util import Check, finding, name_list
 from agent.analysis.topology import Pf, Topology
 from agent.config import Expectations
 from agent.findings import Finding, severity_rank
@@ -53,3 +53,6 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
                            reporters=[{"handle": r.handle, "reporter": r.name, "state": r.state,
                                        "error": r.error, "recover": r.recover} for r, _s in judged]))
     return out
+
+
+CHECKS = (Check(60, ("NicHealthError",), lambda i: check(i.snap, i.topo, i.exp)),)

@@ -9,7 +9,7 @@ snapshot's counters are cumulative since the driver loaded: they can say a storm
 
 from __future__ import annotations
 
-from agent.analysis.checks._util import finding
+from agent.analysis.checks._util import Check, finding
 from agent.analysis.topology import Topology
 from agent.config import Expectations
 from agent.findings import Finding
@@ -60,3 +60,6 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
                                severity="info", netdev=rail.netdev.ifname, counters=drops,
                                rx_discards_phy=c.get("rx_discards_phy")))
     return out
+
+
+CHECKS = (Check(50, ("PfcDisabled", "GlobalPauseEnabled", "PfcStorm", "LosslessDrops"), lambda i: check(i.snap, i.topo, i.exp)),)

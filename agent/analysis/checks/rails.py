@@ -8,7 +8,7 @@ never apply such a name and the netdev keeps its kernel name.
 
 from __future__ import annotations
 
-from agent.analysis.checks._util import finding, name_list, rail_label
+from agent.analysis.checks._util import Check, finding, name_list, rail_label
 from agent.analysis.topology import Topology
 from agent.config import Expectations
 from agent.findings import Finding
@@ -62,3 +62,7 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
                 netdev=actual, operstate=rail.netdev.operstate, carrier=rail.netdev.carrier,
                 carrier_down_count=rail.netdev.carrier_down_count))
     return out
+
+
+CHECKS = (Check(10, ("RailMissing", "RailNameMismatch", "RailTemplateInvalid", "RailRuleUnreadable", "RailLinkDown"),
+                lambda i: check(i.snap, i.topo, i.exp)),)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from agent.analysis.checks._util import finding, name_list, rail_label
+from agent.analysis.checks._util import Check, finding, name_list, rail_label
 from agent.analysis.topology import Rail, Topology
 from agent.config import Expectations
 from agent.findings import Finding
@@ -122,3 +122,6 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
         out.append(finding("RdmaNetnsModeUnexpected", "node",
                            f"RDMA netns mode is {running}: " + "; ".join(reasons), **evidence))
     return out
+
+
+CHECKS = (Check(20, ("RdmaLinkDown", "RdmaNameMismatch", "RdmaNetnsModeUnexpected"), lambda i: check(i.snap, i.topo, i.exp)),)

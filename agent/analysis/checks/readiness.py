@@ -30,7 +30,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from agent.analysis.checks._util import finding, name_list, rail_label
+from agent.analysis.checks._util import Check, Refine, finding, name_list, rail_label
 from agent.analysis.topology import Pf, Topology
 from agent.config import Expectations
 from agent.findings import Finding
@@ -249,3 +249,10 @@ def replaced(findings: list[Finding], snap: Snapshot, exp: Expectations) -> list
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
     return [*_firmware(snap, topo), *_gpudirect(snap, topo), *_mtu(snap, topo, exp), *_driver(snap, topo, exp),
             *_naming(snap, exp)]
+
+
+CHECKS = (
+    Check(80, ("FirmwarePendingActivation", "GpuDirectNotReady", "MtuMismatch", "DriverNotDoca", "RailNamingConflict"),
+          lambda i: check(i.snap, i.topo, i.exp)),
+    Refine(10, lambda found, i: replaced(found, i.snap, i.exp)),
+)

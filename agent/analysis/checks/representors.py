@@ -6,7 +6,7 @@ not be read judges nothing. OVS ports that belong to no PF are reported on ``nod
 
 from __future__ import annotations
 
-from agent.analysis.checks._util import finding, name_list
+from agent.analysis.checks._util import Check, finding, name_list
 from agent.analysis.topology import Topology
 from agent.config import Expectations
 from agent.findings import Finding
@@ -39,3 +39,6 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
                            f"{len(names)} OVS port(s) whose netdev is gone: " + name_list(names),
                            ovs_orphans=names, ovs_reasons=reasons.get(owner)))
     return out
+
+
+CHECKS = (Check(40, ("RepresentorStale",), lambda i: check(i.snap, i.topo, i.exp)),)

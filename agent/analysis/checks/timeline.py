@@ -14,11 +14,11 @@ Events within ``event_window_s`` before the capture time become findings as they
 
 from __future__ import annotations
 
-from agent.analysis.checks._util import finding
+from agent.analysis.checks._util import Check, finding
 from agent.analysis.checks.pfc import STORM_ERROR, lossless_discard_keys
 from agent.analysis.topology import Topology
 from agent.config import Expectations
-from agent.findings import Finding
+from agent.findings import EVENT_CODES, Finding
 from agent.model import Event, Snapshot
 from agent.readers.history import Recorder, Sample
 
@@ -129,3 +129,8 @@ def _flaps(samples: tuple[Sample, ...], window_s: float) -> tuple[int, float | N
             j += 1
         best = max(best, total)
     return best, steps[-1][0] if steps else None
+
+
+#: an event becomes a finding as it is: any event code; the recorder's rates give the flapping and PFC codes
+CHECKS = (Check(100, tuple(EVENT_CODES), lambda i: check(i.snap, i.topo, i.exp, events=i.events, recorder=i.recorder,
+                                                          capture_time=i.capture_time)),)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.analysis.checks._util import finding
+from agent.analysis.checks._util import Check, finding
 from agent.analysis.topology import Rail, Topology
 from agent.config import Expectations
 from agent.findings import Finding
@@ -232,3 +232,6 @@ def driver_kernel(snap: Snapshot, topo: Topology, table: tuple[KernelRow, ...]) 
                         f"{best.flavour} ({best.source})", driver=version, kernel=kernel.release,
                         max_abi=best.max_abi, source=best.source)]
     return []
+
+
+CHECKS = (Check(90, ("FirmwareSkew", "DriverKernelUnvalidated"), lambda i: check(i.snap, i.topo, i.exp, i.kernel_table)),)
