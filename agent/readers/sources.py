@@ -350,7 +350,7 @@ SOURCES: tuple[Source, ...] = (
     Source("config", "the udev naming rules and OVS interfaces",
            (("ovs-vsctl",),), 60.0, 0.0, ("rules", "ovs", "rule_problems"), read_config),
     Source("links", "the links (bulk dump without statistics), the rails' statistics, PCI / SR-IOV and versions; "
-                    "link events also trigger a read",
+                    "a known link's events update its state at once, an unknown link's trigger a read",
            (), 15.0, 0.0, ("versions", "links", "pci", "node"), read_links_part, netlink=True),
     Source("devlink", "devlink (eswitch mode, params, ports)",
            (("devlink",),), 60.0, 60.0, ("devlink_devs", "eswitch", "params", "ports"), read_devlink_part),

@@ -124,6 +124,8 @@ class Agent:
         self.topology: Topology | None = None
         self.diagnosis: Diagnosis | None = None
         self.links = LinkState()
+        #: when the last links read started (unix s; set in its thread before its part reaches the loop)
+        self._links_started: float | None = None
         self._disabled_notes = tuple((name, "disabled (--disable-source)") for name in sorted(settings.disabled))
 
         debounce = {"monotonic": monotonic, "call_later": call_later}
@@ -265,6 +267,9 @@ class Agent:
         return ctx
 
     def _read(self, src: registry.Source) -> registry.Part:
+        if src.name == "links":
+            # when the dump was asked for: link messages read after it may be newer than its answer
+            self._links_started = self.clock()
         return src.read(self._host(src.name), self.settings.read, self._context(), Notes())
 
     # -- results (event loop) ----------------------------------------------------------------
@@ -276,7 +281,9 @@ class Agent:
             self._apply_counters(part)
             return
         if part.source == "links":
-            self.links.on_dump(part.fields.get("links", ()))
+            links = self.links.on_dump(part.fields.get("links", ()), part.rails, self._links_started)
+            if links is not part.fields.get("links"):
+                part = self._parts["links"] = replace(part, fields={**part.fields, "links": links})
         self.snapshot = self._compose()
         if "links" in self._parts:
             self._schedule_analysis()
@@ -435,7 +442,15 @@ class Agent:
                 await asyncio.sleep(0)
 
     def _on_notes(self, notes: list[LinkNote]) -> None:
-        out = self.links.on_notes(notes)
+        part = self._parts.get("links")
+        out = self.links.on_notes(notes, part.fields.get("links", ()) if part is not None else ())
+        if out.links is not None and part is not None:
+            # the known links' records follow their messages; a rail's state is judged again at once
+            # (its railscope_rail_up, carrier counters and RailLinkDown), a dump is not waited for
+            self._parts["links"] = replace(part, fields={**part.fields, "links": out.links})
+            if out.rail_changed:
+                self.snapshot = self._compose()
+                self._schedule_analysis()
         for ts, ob in out.observations:
             self._feed([ob], ts)
         if out.unknown:

@@ -464,3 +464,43 @@ def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_ag
         lines = tf.extractfile(f"{top}/recorder.jsonl").read().decode().splitlines()  # type: ignore[union-attr]
     assert any(e["code"] == "LinkFlapping" for e in events)
     assert len({json.loads(x)["ts"] for x in lines}) > 2  # the agent's 1 s samples, not two of its own
+
+
+def _kernel_downs(rails: RailNetns, rail: int) -> int:
+    """The kernel's own count of the rail's carrier losses (``ip netns exec`` mounts the namespace's /sys)."""
+    return int(rails.exec(["cat", f"/sys/class/net/net_rail{rail}/carrier_down_count"], check=True).stdout)
+
+
+def _rail_state(agent: RunningAgent) -> tuple[float | None, float | None, float | None]:
+    """(railscope_rail_up, the RailLinkDown finding, carrier_down_changes_total) of net_rail0, as served."""
+    text = agent.metrics()
+    return (value(text, "railscope_rail_up", device="net_rail0"),
+            value(text, "railscope_finding", code="RailLinkDown", subject="net_rail0"),
+            value(text, "railscope_rail_carrier_down_changes_total", device="net_rail0"))
+
+
+def test_a_rails_carrier_change_is_served_within_one_second(start_agent: StartAgent) -> None:
+    """The links dump runs every 15 s; a rail's link message alone must update its state, its metrics
+    and its findings."""
+    agent = start_agent()
+    rails = agent.rails
+    up, finding, _downs = _rail_state(agent)
+    assert (up, finding) == (1.0, None)
+    rails.set_peer(0, "down")
+    t0 = time.monotonic()
+    got = wait_for(lambda: (s := _rail_state(agent))[0] == 0.0 and s[1] == 1.0 and s, timeout=1.0)
+    took = time.monotonic() - t0
+    assert got and took <= 1.0, f"after {took:.2f} s net_rail0 is served as {_rail_state(agent)}"
+    rails.set_peer(0, "up")
+    t0 = time.monotonic()
+    got = wait_for(lambda: (s := _rail_state(agent))[0] == 1.0 and s[1] is None and s, timeout=1.0)
+    took = time.monotonic() - t0
+    assert got and took <= 1.0, f"after {took:.2f} s net_rail0 is served as {_rail_state(agent)}"
+    for _ in range(3):  # four carrier losses in all
+        flap(rails, 0)
+    kernel = _kernel_downs(rails, 0)
+    assert kernel >= 4
+    got = wait_for(lambda: (s := _rail_state(agent))[2] == kernel and s[0] == 1.0 and s, timeout=1.0)
+    assert got, f"carrier_down_changes_total {_rail_state(agent)[2]}, the kernel's carrier_down_count {kernel}"
+    assert agent.proc.poll() is None
+    assert not [x for x in agent.logs() if x.get("level") == "error" or "exc" in x], agent.log_path.read_text()
