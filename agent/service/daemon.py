@@ -141,7 +141,7 @@ class Agent:
                                    deadline_s=settings.source_deadline_s,
                                    current_device=lambda name: self._progress[name].get)
         self.capture = ImageCapture(settings, host_factory, self.firmware, self.events, self.recorder, clock,
-                                    hung_tools=self._hung_tools)
+                                    hung_tools=self._hung_tools, rail_change=lambda: self.links.last_rail_change)
         #: the collector's one client in the daemon: the spool upload and the request puller share
         #: its session (its token file is read before every request)
         self.collector: CollectorClient | None = None
