@@ -428,8 +428,11 @@ def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_ag
     agent = start_agent("--capture-on", "LinkFlapping", "--capture-cooldown", "10m", "--spool", str(spool),
                         "--data-socket", str(sock), "--recorder-window", "1m")
     rails = agent.rails
-    for _ in range(3):
+    for _ in range(2):
         flap(rails, 0)
+    rails.set_peer(0, "down")  # the third loss raises LinkFlapping; the cable is back 0.6 s later
+    time.sleep(0.6)
+    rails.set_peer(0, "up")
     assert wait_for(lambda: [e for e in agent.events() if e["code"] == "LinkFlapping"], timeout=5)
     bundles = wait_for(lambda: _spooled(spool), timeout=90, step=0.2)
     assert len(bundles) == 1, agent.log_path.read_text()[-3000:]
@@ -453,6 +456,12 @@ def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_ag
     assert [e["code"] for e in spooled_events] == ["LinkFlapping"]
     assert [f["subject"] for f in doc["findings"] if f["code"] == "LinkFlapping"] == ["net_rail0"], \
         (doc["findings"], doc.get("unavailable"), spooled_events)
+    # LinkFlapping fired at the third loss, the cable back a moment later: the capture waited for the
+    # rail to settle, so the bundle shows it up, and its manifest says when it came back
+    assert not [f for f in doc["findings"] if f["code"] == "RailLinkDown"], doc["findings"]
+    with tarfile.open(bundles[0]) as tf:
+        manifest = json.loads(tf.extractfile(next(n for n in names if n.endswith("/manifest.json"))).read())  # type: ignore[union-attr]
+    assert manifest["notes"][0].startswith("settle: waited ") and "net_rail0 came back up at" in manifest["notes"][0]
     # kubectl exec ... railscope capture: through the data socket, no token
     res = agent.rails.railscope("capture", "-o", f"{tmp_path}/manual/", "--agent", f"unix:{sock}", timeout=180)
     assert res.returncode == 0, res.stderr
