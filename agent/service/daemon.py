@@ -1,7 +1,8 @@
 """The running agent: the registry's sources sampled in the background, detectors, events, the
 flight recorder — wired together. Each job has its own module: ``scheduler`` (the sources' timers and
-threads), ``link_state`` (what link messages mean to the detectors), ``debounce`` (re-read gaps),
-``events`` (the event log), ``flight_recorder``, ``capture`` (node images), ``app`` (HTTP).
+threads), ``link_state`` (what link messages mean to the detectors and to the links' records),
+``debounce`` (re-read gaps), ``events`` (the event log), ``flight_recorder``, ``capture`` (node images),
+``app`` (HTTP).
 
 Threads and where state lives:
 
