@@ -101,6 +101,8 @@ class Job:
     #: the judging expectations in force where it runs (``agent.config.expectations_to_json``): a
     #: replay of the bundle judges as the agent did
     expectations: dict[str, Any] | None = None
+    #: the manifest's first notes (an event capture's wait for the links to settle)
+    notes: tuple[str, ...] = ()
 
     # -- triggers ---------------------------------------------------------------------------------
     @classmethod
@@ -172,7 +174,7 @@ class Job:
             redact_key=self.redact_key, deadline_s=self.deadline_s, parallel=self.parallel,
             recorder_gap_s=self.recorder_gap_s, cfg=self.cfg, events=events, recorder_jsonl=recorder,
             skip_firmware=skip, hung_tools=hung, firmware_gate=sh.gate, pod_netns=self.pod_netns,
-            bundle_id=self.bundle_id, name=self.name, expectations=self.expectations)
+            bundle_id=self.bundle_id, name=self.name, expectations=self.expectations, notes=self.notes)
 
     def hello(self, *, bundle: str | None = None, node: str | None = None, cluster: str | None = None,
               created: float | None = None, reason: str | None = None) -> Hello:

@@ -1,13 +1,15 @@
 """Manifest items of a bundle (DESIGN §2), built as ``agent.host.image.ManifestItem`` (the one
-definition the image reader and writer share), plus the ``plugin`` that declared each step."""
+definition the image reader and writer share), plus the ``plugin`` that declared each step; and the
+manifest's note of an event capture that waited for the rails' links to settle."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from agent.host.image import ManifestItem
 
-__all__ = ["item"]
+__all__ = ["item", "settle_note"]
 
 
 def item(path: str, kind: str, *, argv: list[str] | tuple[str, ...] | None = None, rc: int | None = None,
@@ -22,3 +24,22 @@ def item(path: str, kind: str, *, argv: list[str] | tuple[str, ...] | None = Non
     if plugin is not None:
         doc["plugin"] = plugin
     return doc
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
+
+
+def settle_note(waited_s: float, change: tuple[float, str, bool] | None, settled: bool) -> str | None:
+    """The manifest note of an event capture that waited for the rails' links to settle
+    (``agent.capture.trigger``): how long, and the last change of a rail it saw (time, netdev, oper up).
+    None when it did not wait."""
+    if change is None or (waited_s <= 0 and settled):
+        return None
+    ts, netdev, up = change
+    state = "came back up" if up else "went down"
+    if settled:
+        return (f"settle: waited {waited_s:.1f}s for the rails' links to settle before the capture; "
+                f"{netdev} {state} at {_when(ts)}")
+    return (f"settle: the rails' links did not settle within {waited_s:.1f}s; captured as they were: "
+            f"{netdev} {state} at {_when(ts)} and was {'up' if up else 'down'} at capture start")

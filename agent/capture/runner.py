@@ -98,6 +98,9 @@ class CaptureParams:
     #: the judging expectations in force where the capture runs (``agent.config.expectations_to_json``),
     #: written to the manifest so a replay judges as the node did (DESIGN §2); None: none stated
     expectations: dict[str, Any] | None = None
+    #: what the trigger says of the capture, first in the manifest's ``notes`` (an event capture's wait
+    #: for the links to settle)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -178,7 +181,7 @@ class _Run:
         self.lock = threading.RLock()
         self.sealed = False
         self.items: dict[str, dict[str, Any]] = {}
-        self.notes: list[str] = []
+        self.notes: list[str] = list(params.notes)
         self.hung: list[tuple[str, str]] = []
         self.fw_hung: dict[str, str] = {}  # fw key -> what hung
         self.progress = progress

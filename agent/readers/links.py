@@ -345,7 +345,7 @@ def read_links_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> 
 
 
 SOURCE = Source("links", "the links (bulk dump without statistics), the rails' statistics, PCI / SR-IOV and versions; "
-                         "link events also trigger a read",
+                         "a known link's events update its state at once, an unknown link's trigger a read",
                 (), 15.0, 0.0, ("versions", "links", "pci", "node"), read_links_part, order=20,
                 needs=("rules", "link_cache"), provides=("links", "functions", "rails", "rail_bdfs"),
                 roles=frozenset({"boot", "link-events"}), netlink=True)

@@ -7,7 +7,9 @@ skipping the reads stuck in them, counted in ``railscope_captures``.
 - ``/v1/image`` captures now and streams the bundle (``record``);
 - a detector event of a configured code (``--capture-on``) captures into the node spool
   (``--spool``), at most once per code and node per ``--capture-cooldown``, so that a storm of
-  events is one bundle (``on_event``);
+  events is one bundle (``on_event``); it waits until the rails' links have settled, so that a flap's
+  bundle shows the rail as the flap left it (``agent.capture.trigger.settle_wait``; the wait is a note
+  of the manifest);
 - a collector's request captures into a work directory the puller uploads (agent/service/pull.py);
 - reads that hung in the agent's own samplers, and firmware reads that hung in an earlier capture,
   are not tried again (a second stuck task helps no one); the latter are exported as
@@ -24,13 +26,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent.capture.job import Job, Shared
+from agent.capture.manifest import settle_note
 from agent.capture.runner import CaptureError, CaptureResult, capture_to_file
 from agent.capture.spool import Spool
-from agent.capture.trigger import CaptureTrigger
+from agent.capture.trigger import SETTLE_S, CaptureTrigger, settle_wait
 from agent.config import AgentSettings
 from agent.host import Host
 from agent.host.firmware import FirmwareGate
@@ -62,7 +66,11 @@ class CaptureFailed(Exception):
 class ImageCapture:
     def __init__(self, settings: AgentSettings, host_factory: Callable[[], Host], gate: FirmwareGate,
                  events: EventLog, recorder: FlightRecorder | None, clock: Callable[[], float],
-                 hung_tools: Callable[[], frozenset[tuple[str, str]]] = frozenset) -> None:
+                 hung_tools: Callable[[], frozenset[tuple[str, str]]] = frozenset,
+                 rail_change: Callable[[], tuple[float, str, bool] | None] = lambda: None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        """``rail_change``: (unix s, netdev, oper up) of the newest change of a rail's link, read from
+        the event captures' thread; ``sleep`` paces their wait for the links to settle."""
         self.settings = settings
         self._host_factory = host_factory
         self.gate = gate
@@ -71,6 +79,8 @@ class ImageCapture:
         self.clock = clock
         #: (tool, device) of the reads stuck in the daemon's samplers, now
         self._hung_tools = hung_tools
+        self._rail_change = rail_change
+        self._sleep = sleep
         self._busy = threading.Lock()  # one capture at a time, whatever its trigger
         self.trigger = CaptureTrigger(settings.capture_on, settings.capture_cooldown_s)
         self.spool: Spool | None = Spool(settings.spool_dir, settings.spool_max_bytes) if settings.spool_dir else None
@@ -165,6 +175,9 @@ class ImageCapture:
             except queue.Empty:
                 return
             job = Job.for_event(ev.code, ev.message or ev.subject, node, self.settings, self.clock())
+            note = self.settle()
+            if note is not None:
+                job = replace(job, notes=(note,))
             try:
                 res = self.run(job, None)
                 log.info("event capture spooled", extra={"event": ev.code, "bundle": res.name})
@@ -172,6 +185,20 @@ class ImageCapture:
                 log.error("event capture failed", extra={"event": ev.code, "reason": str(exc)})
             except Exception:  # a capture bug must never take the event worker down
                 log.exception("event capture failed", extra={"event": ev.code})
+
+    def settle(self) -> str | None:
+        """Wait (in the event captures' thread) until no rail's link changed for ``SETTLE_S``, at most
+        ``SETTLE_MAX_S``; the manifest's note of the wait, None when there was none."""
+        since = self.clock()
+        while True:
+            change = self._rail_change()
+            wait = settle_wait(change[0] if change is not None else None, self.clock(), since)
+            if wait <= 0:
+                break
+            self._sleep(min(wait, 0.25))  # a change meanwhile moves the end of the wait
+        now = self.clock()
+        settled = change is None or now - change[0] >= SETTLE_S
+        return settle_note(now - since, change, settled)
 
     def idle(self, timeout_s: float = 60.0) -> bool:
         """Wait until no event capture is queued or running (tests, shutdown)."""

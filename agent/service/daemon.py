@@ -1,7 +1,8 @@
 """The running agent: the registry's sources sampled in the background, detectors, events, the
 flight recorder — wired together. Each job has its own module: ``scheduler`` (the sources' timers and
-threads), ``link_state`` (what link messages mean to the detectors), ``debounce`` (re-read gaps),
-``events`` (the event log), ``flight_recorder``, ``capture`` (node images), ``app`` (HTTP).
+threads), ``link_state`` (what link messages mean to the detectors and to the links' records),
+``debounce`` (re-read gaps), ``events`` (the event log), ``flight_recorder``, ``capture`` (node images),
+``app`` (HTTP).
 
 Threads and where state lives:
 
@@ -130,6 +131,8 @@ class Agent:
         self.topology: Topology | None = None
         self.diagnosis: Diagnosis | None = None
         self.links = LinkState()
+        #: when the last links read started (unix s; set in its thread before its part reaches the loop)
+        self._links_started: float | None = None
         self._disabled_notes = tuple((name, "disabled (--disable-source)") for name in sorted(settings.disabled))
 
         debounce = {"monotonic": monotonic, "call_later": call_later}
@@ -145,7 +148,7 @@ class Agent:
                                    deadline_s=settings.source_deadline_s,
                                    current_device=lambda name: self._progress[name].get)
         self.capture = ImageCapture(settings, host_factory, self.firmware, self.events, self.recorder, clock,
-                                    hung_tools=self._hung_tools)
+                                    hung_tools=self._hung_tools, rail_change=lambda: self.links.last_rail_change)
         #: the collector's one client in the daemon: the spool upload and the request puller share
         #: its session (its token file is read before every request)
         self.collector: CollectorClient | None = None
@@ -271,6 +274,9 @@ class Agent:
         return ctx
 
     def _read(self, src: registry.Source) -> registry.Part:
+        if src.name == self._dump:
+            # when the dump was asked for: link messages read after it may be newer than its answer
+            self._links_started = self.clock()
         return src.read(self._host(src.name), self.settings.read, self._context(), Notes())
 
     # -- results (event loop) ----------------------------------------------------------------
@@ -282,7 +288,9 @@ class Agent:
             self._apply_counters(part)
             return
         if part.source == self._dump:
-            self.links.on_dump(part.fields.get("links", ()))
+            links = self.links.on_dump(part.fields.get("links", ()), part.gives.get("rails", ()), self._links_started)
+            if links is not part.fields.get("links"):
+                part = self._parts[part.source] = replace(part, fields={**part.fields, "links": links})
         self.snapshot = self._compose()
         if self._dump in self._parts:
             self._schedule_analysis()
@@ -441,7 +449,15 @@ class Agent:
                 await asyncio.sleep(0)
 
     def _on_notes(self, notes: list[LinkNote]) -> None:
-        out = self.links.on_notes(notes)
+        part = self._parts.get(self._dump) if self._dump else None
+        out = self.links.on_notes(notes, part.fields.get("links", ()) if part is not None else ())
+        if out.links is not None and part is not None:
+            # the known links' records follow their messages; a rail's state is judged again at once
+            # (its railscope_rail_up, carrier counters and RailLinkDown), a dump is not waited for
+            self._parts[part.source] = replace(part, fields={**part.fields, "links": out.links})
+            if out.rail_changed:
+                self.snapshot = self._compose()
+                self._schedule_analysis()
         for ts, ob in out.observations:
             self._feed([ob], ts)
         if out.unknown:

@@ -428,8 +428,11 @@ def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_ag
     agent = start_agent("--capture-on", "LinkFlapping", "--capture-cooldown", "10m", "--spool", str(spool),
                         "--data-socket", str(sock), "--recorder-window", "1m")
     rails = agent.rails
-    for _ in range(3):
+    for _ in range(2):
         flap(rails, 0)
+    rails.set_peer(0, "down")  # the third loss raises LinkFlapping; the cable is back 0.6 s later
+    time.sleep(0.6)
+    rails.set_peer(0, "up")
     assert wait_for(lambda: [e for e in agent.events() if e["code"] == "LinkFlapping"], timeout=5)
     bundles = wait_for(lambda: _spooled(spool), timeout=90, step=0.2)
     assert len(bundles) == 1, agent.log_path.read_text()[-3000:]
@@ -453,6 +456,12 @@ def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_ag
     assert [e["code"] for e in spooled_events] == ["LinkFlapping"]
     assert [f["subject"] for f in doc["findings"] if f["code"] == "LinkFlapping"] == ["net_rail0"], \
         (doc["findings"], doc.get("unavailable"), spooled_events)
+    # LinkFlapping fired at the third loss, the cable back a moment later: the capture waited for the
+    # rail to settle, so the bundle shows it up, and its manifest says when it came back
+    assert not [f for f in doc["findings"] if f["code"] == "RailLinkDown"], doc["findings"]
+    with tarfile.open(bundles[0]) as tf:
+        manifest = json.loads(tf.extractfile(next(n for n in names if n.endswith("/manifest.json"))).read())  # type: ignore[union-attr]
+    assert manifest["notes"][0].startswith("settle: waited ") and "net_rail0 came back up at" in manifest["notes"][0]
     # kubectl exec ... railscope capture: through the data socket, no token
     res = agent.rails.railscope("capture", "-o", f"{tmp_path}/manual/", "--agent", f"unix:{sock}", timeout=180)
     assert res.returncode == 0, res.stderr
@@ -464,3 +473,43 @@ def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_ag
         lines = tf.extractfile(f"{top}/recorder.jsonl").read().decode().splitlines()  # type: ignore[union-attr]
     assert any(e["code"] == "LinkFlapping" for e in events)
     assert len({json.loads(x)["ts"] for x in lines}) > 2  # the agent's 1 s samples, not two of its own
+
+
+def _kernel_downs(rails: RailNetns, rail: int) -> int:
+    """The kernel's own count of the rail's carrier losses (``ip netns exec`` mounts the namespace's /sys)."""
+    return int(rails.exec(["cat", f"/sys/class/net/net_rail{rail}/carrier_down_count"], check=True).stdout)
+
+
+def _rail_state(agent: RunningAgent) -> tuple[float | None, float | None, float | None]:
+    """(railscope_rail_up, the RailLinkDown finding, carrier_down_changes_total) of net_rail0, as served."""
+    text = agent.metrics()
+    return (value(text, "railscope_rail_up", device="net_rail0"),
+            value(text, "railscope_finding", code="RailLinkDown", subject="net_rail0"),
+            value(text, "railscope_rail_carrier_down_changes_total", device="net_rail0"))
+
+
+def test_a_rails_carrier_change_is_served_within_one_second(start_agent: StartAgent) -> None:
+    """The links dump runs every 15 s; a rail's link message alone must update its state, its metrics
+    and its findings."""
+    agent = start_agent()
+    rails = agent.rails
+    up, finding, _downs = _rail_state(agent)
+    assert (up, finding) == (1.0, None)
+    rails.set_peer(0, "down")
+    t0 = time.monotonic()
+    got = wait_for(lambda: (s := _rail_state(agent))[0] == 0.0 and s[1] == 1.0 and s, timeout=1.0)
+    took = time.monotonic() - t0
+    assert got and took <= 1.0, f"after {took:.2f} s net_rail0 is served as {_rail_state(agent)}"
+    rails.set_peer(0, "up")
+    t0 = time.monotonic()
+    got = wait_for(lambda: (s := _rail_state(agent))[0] == 1.0 and s[1] is None and s, timeout=1.0)
+    took = time.monotonic() - t0
+    assert got and took <= 1.0, f"after {took:.2f} s net_rail0 is served as {_rail_state(agent)}"
+    for _ in range(3):  # four carrier losses in all
+        flap(rails, 0)
+    kernel = _kernel_downs(rails, 0)
+    assert kernel >= 4
+    got = wait_for(lambda: (s := _rail_state(agent))[2] == kernel and s[0] == 1.0 and s, timeout=1.0)
+    assert got, f"carrier_down_changes_total {_rail_state(agent)[2]}, the kernel's carrier_down_count {kernel}"
+    assert agent.proc.poll() is None
+    assert not [x for x in agent.logs() if x.get("level") == "error" or "exc" in x], agent.log_path.read_text()

@@ -60,3 +60,18 @@ def test_a_truncated_message_is_skipped_not_fatal() -> None:
     buf = bytearray(whole[:-6])
     w._feed(buf, len(buf))
     assert q.drain() == []
+
+
+def test_a_note_carries_every_carrier_counter_of_its_message() -> None:
+    """The daemon updates a known link's record from its message alone: all three counters."""
+    IFLA_CARRIER_CHANGES, IFLA_CARRIER_UP_COUNT = 35, 47  # include/uapi/linux/if_link.h
+    q: CoalescingQueue[LinkNote] = CoalescingQueue(4)
+    w = LinkWatcher(q, lambda: None, clock=lambda: 5.0)
+    msg = link_msg(RTM_NEWLINK, 4, "net_rail0", up=True, carrier=0, downs=5, operstate=3)
+    extra = rta(IFLA_CARRIER_CHANGES, struct.pack("=I", 9)) + rta(IFLA_CARRIER_UP_COUNT, struct.pack("=I", 4))
+    length = struct.unpack_from("=I", msg)[0] + len(extra)
+    buf = bytearray(struct.pack("=I", length) + msg[4:] + extra)
+    w._feed(buf, len(buf))
+    (note,) = q.drain()
+    assert (note.carrier, note.operstate, note.carrier_changes, note.carrier_up_count, note.carrier_down_count) == \
+        (0, "LOWERLAYERDOWN", 9, 4, 5)

@@ -61,6 +61,10 @@ class LinkNote:
     operstate: str | None = None
     carrier: int | None = None
     carrier_down_count: int | None = None
+    #: the other carrier counters of the message, so that the daemon's record of a known link follows
+    #: it with no read of its own (``IFLA_CARRIER_CHANGES`` / ``IFLA_CARRIER_UP_COUNT``)
+    carrier_changes: int | None = None
+    carrier_up_count: int | None = None
     phys_port_name: str | None = None
     phys_switch_id: str | None = None
     parent_dev: str | None = None
@@ -142,7 +146,8 @@ class LinkWatcher(ListenerThread):
                 ts=now, ifindex=link["ifindex"], ifname=link["ifname"], deleted=mtype == RTM_DELLINK,
                 admin_up=bool(flags & IFF_UP),
                 operstate=link["operstate"], carrier=link["carrier"],
-                carrier_down_count=link["carrier_down_count"], phys_port_name=link["phys_port_name"],
+                carrier_down_count=link["carrier_down_count"], carrier_changes=link["carrier_changes"],
+                carrier_up_count=link["carrier_up_count"], phys_port_name=link["phys_port_name"],
                 phys_switch_id=link["phys_switch_id"], parent_dev=link["parent_dev"],
             )
             wake = self.queue.put(note.ifindex, note) or wake
