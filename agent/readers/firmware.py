@@ -70,7 +70,10 @@ def read_firmware(host: Host, handles: Iterable[str], timeout_s: float = 10.0,
         if res.timed_out:
             notes.timed_out(handle)
         if not res.ok:
-            notes.command("firmware", res)
+            # the reason names the PF: one skipped behind its firmware gate, or refused, is told apart
+            # from the rail PFs that answered
+            why = res.why()
+            notes.missing("firmware", why if handle in why else f"devlink dev info {handle}: {why}")
             continue
         doc, err = parse_json(res.text, " ".join(cmd), res.truncated)
         if err:

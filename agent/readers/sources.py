@@ -357,7 +357,9 @@ SOURCES: tuple[Source, ...] = (
     Source("health", "the devlink health reporters (devlink -j health show)",
            (("devlink", "-j", "health"),), 60.0, 60.0, ("health",), read_health_part, lane="devlink"),
     # mlx5 answers dev info from the firmware (devlink.c mlx5_devlink_info_get -> fw.c
-    # mlx5_fw_version_query: MCQI / MCQS register reads): serialised per PF with the statistics
+    # mlx5_fw_version_query: MCQI / MCQS register reads): firmware_touching, so the daemon's worker host
+    # takes the PF's firmware gate for each ``dev info <PF>`` and skips it past the wait, like the statistics
+    # (https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/fw.c)
     Source("firmware", "the rail PFs' running and stored firmware (devlink -j dev info <PF>)",
            (("devlink", "-j", "dev", "info"),), 60.0, 60.0, ("firmware",), read_firmware_part, firmware_touching=True,
            lane="devlink"),
