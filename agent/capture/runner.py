@@ -55,7 +55,7 @@ from agent.host.firmware import FirmwareGate
 from agent.host.paths import NotRegularFile
 from agent.host.recording import SCHEMA, RecordingHost
 from agent.model import Snapshot
-from agent.readers.scope import excluded
+from agent.readers.scope import excluded, netdevs_on_functions
 
 __all__ = ["CaptureError", "CaptureParams", "CaptureResult", "bundle_name", "capture", "capture_to_dir", "capture_to_file"]
 
@@ -283,6 +283,11 @@ class _Run:
     def expand(self, ctx: CaptureContext, plan: Plan) -> tuple[list[_Task], int]:
         tasks: list[_Task] = []
         replayed = 0
+        # A step aimed at a PF (its devlink handle, an RDMA port on it) is left out when
+        # --exclude-devices names any netdev on that PF, as the readers leave its devlink and RDMA
+        # counters alone (``touchable_bdfs``); a rail's own step goes by its name and its PF.
+        on_pf = (netdevs_on_functions(ctx.snapshot.links) if ctx.cfg.exclude_devices and ctx.snapshot is not None
+                 else {})
         for step in plan.steps:
             names = placeholders(step)
             binds = self._bindings(ctx, names)
@@ -305,7 +310,8 @@ class _Run:
                     fw = (ctx.rail_pf.get(val) if step.firmware == "rail" else
                           ctx.handle_pf.get(val) if step.firmware == "handle" else
                           ctx.rdma_pf.get(val) if step.firmware == "rdma" else val) or val
-                    if excluded(ctx.cfg.exclude_devices, val, fw):
+                    also = on_pf.get(fw, ()) if step.firmware != "rail" else ()
+                    if excluded(ctx.cfg.exclude_devices, val, fw, *also):
                         self.put_item(mf.item(rel, _kind(step), argv=_argv(_Task(plan.name, step, b, rel, fw)),
                                               skipped=True, reason="excluded by --exclude-devices",
                                               plugin=plan.name))

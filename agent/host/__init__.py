@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CmdResult",
+    "FirmwareBusy",
     "Host",
     "HostError",
     "ImageDoor",
@@ -41,6 +42,12 @@ def slug(argv: list[str] | tuple[str, ...]) -> str:
 
 class HostError(Exception):
     """A host cannot be opened at all (not a directory, not a node image, unreadable archive)."""
+
+
+class FirmwareBusy(OSError):
+    """A firmware read skipped: another read of the same PCI function held the firmware gate past the
+    wait (``agent.host.firmware``). A reader asks that function nothing more by another door in the same
+    read: it would wait as long again behind the same holder."""
 
 
 @dataclass(frozen=True, slots=True)

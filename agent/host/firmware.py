@@ -10,6 +10,11 @@ registry for the sources' reads, ``Command.firmware`` in a capture plan for its 
 
 A lock is keyed by the function's PCI address; a device that is on no PCI function (a veth, a netdev
 of another bus) is its own key.
+
+A read that found its function's lock held past the wait is skipped with ``FirmwareBusy`` (an ioctl) or
+a missing result whose reason is ``BUSY`` (a command). A reader takes that as the answer for the
+function: it does not ask the same function again by another door in the same read (the ``ethtool -S``
+text after ``ETHTOOL_GSTATS``), which would wait as long once more behind the same stuck holder.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from agent.host import Host
+from agent.host import FirmwareBusy, Host
 
-__all__ = ["FirmwareGate", "function_of"]
+__all__ = ["BUSY", "FirmwareBusy", "FirmwareGate", "function_of"]
+
+#: why a firmware read was skipped: its function's lock stayed held past the wait
+BUSY = "another firmware read is still running (stuck in the driver?): skipped"
 
 
 def function_of(host: Host, device: str) -> str:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from agent.host import Host
+from agent.host import FirmwareBusy, Host
 from agent.model import DriverInfo, EthtoolStats
 from agent.readers.common import Notes, to_int
 
@@ -137,6 +137,11 @@ def _command(host: Host, flag: str, netdev: str, timeout_s: float, notes: Notes,
 def _stats(host: Host, netdev: str, timeout_s: float, notes: Notes) -> EthtoolStats | None:
     try:
         pairs = host.ethtool_stats(netdev)
+    except FirmwareBusy as exc:
+        # The function's firmware gate stayed held (a read stuck in the driver): ``ethtool -S`` would
+        # wait behind the same holder as long again, and then ``-i`` twice more. One wait per netdev.
+        notes.missing(f"ethtool -S {netdev}", f"ETHTOOL_GSTATS {netdev}: {exc}")
+        raise
     except Exception as exc:  # the ioctl path raises OSError / pyroute2 errors
         notes.missing(f"ethtool -S {netdev}", f"ETHTOOL_GSTATS {netdev}: {exc}")
         pairs = None
@@ -153,6 +158,9 @@ def _stats(host: Host, netdev: str, timeout_s: float, notes: Notes) -> EthtoolSt
 def _info(host: Host, netdev: str, timeout_s: float, notes: Notes) -> DriverInfo | None:
     try:
         info = host.ethtool_drvinfo(netdev)
+    except FirmwareBusy as exc:  # see _stats: not asked again by the command
+        notes.missing(f"ethtool -i {netdev}", f"ETHTOOL_GDRVINFO {netdev}: {exc}")
+        return None
     except Exception as exc:  # see _stats
         notes.missing(f"ethtool -i {netdev}", f"ETHTOOL_GDRVINFO {netdev}: {exc}")
         info = None
@@ -166,7 +174,9 @@ def read_ethtool(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
     """Statistics and driver info of the given netdevs, one netdev at a time (never in parallel).
 
     Live, after one ethtool command times out the rest are skipped (DESIGN §7: a task stuck in the
-    driver cannot be killed, and every further firmware read would add another).
+    driver cannot be killed, and every further firmware read would add another). A netdev whose PCI
+    function's firmware gate stayed held (``FirmwareBusy``) costs one wait: neither its ``ethtool -S``
+    text nor its driver info is asked after that.
     """
     notes = notes if notes is not None else Notes()
     stats, infos = [], []
@@ -179,6 +189,9 @@ def read_ethtool(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
             di = _info(host, name, timeout_s, notes)
             if di is not None:
                 infos.append(di)
+        except FirmwareBusy as exc:
+            # its function is held: the driver info waits behind the same holder, skipped with the statistics
+            notes.missing(f"ethtool -i {name}", f"ETHTOOL_GDRVINFO {name}: {exc}")
         except _Hung as hung:
             for rest in names[i + 1:]:
                 notes.missing(f"ethtool -S {rest}", f"skipped: ethtool on {hung} timed out (firmware may be hung)")

@@ -74,7 +74,10 @@ def read_firmware(host: Host, handles: Iterable[str], timeout_s: float = 10.0,
         if res.timed_out:
             notes.timed_out(handle)
         if not res.ok:
-            notes.command("firmware", res)
+            # the reason names the PF: one skipped behind its firmware gate, or refused, is told apart
+            # from the rail PFs that answered
+            why = res.why()
+            notes.missing("firmware", why if handle in why else f"devlink dev info {handle}: {why}")
             continue
         doc, err = parse_json(res.text, " ".join(cmd), res.truncated)
         if err:
@@ -119,7 +122,9 @@ def read_firmware_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) 
 
 
 # mlx5 answers dev info from the firmware (devlink.c mlx5_devlink_info_get -> fw.c
-# mlx5_fw_version_query: MCQI / MCQS register reads): serialised per PF with the statistics
+# mlx5_fw_version_query: MCQI / MCQS register reads): firmware_touching, so the daemon's worker host
+# takes the PF's firmware gate for each ``dev info <PF>`` and skips it past the wait, like the statistics
+# (https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/fw.c)
 SOURCE = Source("firmware", "the rail PFs' running and stored firmware (devlink -j dev info <PF>)",
                 (("devlink", "-j", "dev", "info"),), 60.0, 60.0, ("firmware",), read_firmware_part, order=50,
                 needs=("devlink_gone", "rail_bdfs", "rails", "links", "functions"), firmware_touching=True,

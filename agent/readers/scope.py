@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from agent.model import Link
 
-__all__ = ["compile_exclude", "excluded", "pci_of_links", "touchable_bdfs", "touchable_netdevs"]
+__all__ = ["compile_exclude", "excluded", "netdevs_on_functions", "pci_of_links", "touchable_bdfs", "touchable_netdevs"]
 
 
 @lru_cache(maxsize=16)
@@ -41,6 +41,14 @@ def pci_of_links(links: Iterable[Link]) -> dict[str, str]:
     return {lk.ifname: lk.parent_dev for lk in links if lk.parent_bus == "pci" and lk.parent_dev}
 
 
+def netdevs_on_functions(links: Iterable[Link]) -> dict[str, list[str]]:
+    """PCI function -> the netdevs on it: a function is excluded with any of them (its firmware is theirs)."""
+    out: dict[str, list[str]] = {}
+    for netdev, bdf in pci_of_links(links).items():
+        out.setdefault(bdf, []).append(netdev)
+    return out
+
+
 def touchable_netdevs(netdevs: Iterable[str], links: Iterable[Link], pattern: str | None) -> list[str]:
     """The rail netdevs a firmware read may reach: neither their name nor their PCI function excluded."""
     if compile_exclude(pattern) is None:
@@ -54,7 +62,5 @@ def touchable_bdfs(bdfs: Iterable[str], links: Iterable[Link], pattern: str | No
     rx = compile_exclude(pattern)
     if rx is None:
         return list(bdfs)
-    names: dict[str, list[str]] = {}
-    for netdev, bdf in pci_of_links(links).items():
-        names.setdefault(bdf, []).append(netdev)
+    names = netdevs_on_functions(links)
     return [b for b in bdfs if not excluded(pattern, b, *names.get(b, ()))]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO, TypeVar
 
 from agent.host import CmdResult, Host
-from agent.host.firmware import FirmwareGate, function_of
+from agent.host.firmware import BUSY, FirmwareBusy, FirmwareGate, function_of
 from agent.readers.sources import touches_firmware
 
 __all__ = ["Progress", "TrackedHost"]
@@ -44,7 +44,7 @@ class Progress:
 #: a port's counter files of an RDMA device (``/sys/class/infiniband/<dev>/ports/<n>/{hw_,}counters/<name>``)
 _IB_COUNTER = re.compile(r"\A/sys/class/infiniband/([^/]+)/ports/\d+/(?:hw_)?counters/")
 
-_BUSY = "another firmware read is still running (stuck in the driver?): skipped"
+_BUSY = BUSY
 
 
 def _device_of(argv: tuple[str, ...] | list[str]) -> str:
@@ -153,7 +153,7 @@ class TrackedHost:
         try:
             with self.gate.hold(function_of(self.inner, ifname), self.firmware_wait_s) as got:
                 if not got:
-                    raise OSError(_BUSY)
+                    raise FirmwareBusy(_BUSY)
                 return read(ifname)
         finally:
             self.progress.set("")

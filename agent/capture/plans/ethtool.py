@@ -7,9 +7,13 @@ module is read once per capture (DESIGN §7) and the bundle holds what a person 
 from agent.capture.plan import Command, Plan
 
 # The firmware reads on mlx5 (drivers/net/ethernet/mellanox/mlx5/core): -S the PPCNT counter groups,
-# -a en_ethtool.c mlx5e_get_pauseparam -> port.c mlx5_query_port_pause (PFCC register), --show-fec
-# mlx5e_get_fecparam -> en/port.c mlx5e_get_fec_mode (PPLM register), -m MCIA. -k / -l / -g answer from
-# the driver's own state.
+# -a en_ethtool.c mlx5e_get_pauseparam -> port.c mlx5_query_port_pause -> mlx5_query_pfcc_reg (PFCC
+# register), --show-fec mlx5e_get_fecparam -> en/port.c mlx5e_get_fec_mode (ACCESS_REG of PPLM), -m MCIA.
+# Each is a synchronous command to the NIC's firmware, hence ``firmware="rail"``: the runner holds the
+# rail PF's gate for it and --exclude-devices removes it. -k / -l / -g answer from the driver's own state.
+#   https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/en_ethtool.c
+#   https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/port.c
+#   https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/en/port.c
 PLAN = Plan("ethtool", 2, (
     Command(("ethtool", "-i", "{rail}")),
     Command(("ethtool", "-S", "{rail}"), firmware="rail"),

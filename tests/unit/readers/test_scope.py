@@ -462,3 +462,131 @@ def test_the_daemon_reads_rdma_counter_files_through_the_firmware_gate(held_else
         assert tracked.read_text("/sys/class/infiniband/rdma_rail1/ports/1/hw_counters/out_of_sequence") \
             is not None  # another function's gate is free
     assert tracked.read_text(counter) is not None
+
+
+# -- the firmware source and the counters behind a held gate (the daemon's worker hosts) ------------
+
+class _CountingGate:
+    """The daemon's gate, counting the waits that ran out per PCI function."""
+
+    def __init__(self) -> None:
+        from agent.host.firmware import FirmwareGate
+
+        self._gate = FirmwareGate()
+        self.gave_up: dict[str, int] = {}
+
+    def acquire(self, key: str, timeout: float) -> bool:
+        got = self._gate.acquire(key, timeout)
+        if not got:
+            self.gave_up[key] = self.gave_up.get(key, 0) + 1
+        return got
+
+    def release(self, key: str) -> None:
+        self._gate.release(key)
+
+    def hold(self, key: str, timeout: float) -> Any:
+        from contextlib import contextmanager
+
+        @contextmanager
+        def held() -> Iterator[bool]:
+            got = self.acquire(key, timeout)
+            try:
+                yield got
+            finally:
+                if got:
+                    self.release(key)
+        return held()
+
+
+def _with_dev_info(image: Path) -> Path:
+    """The image with each rail PF's ``devlink -j dev info`` answer (the healthy image records none)."""
+    for bdf in ("0000:0c:00.0", "0000:8d:00.0"):
+        stem = f"devlink_-j_dev_info_pci-{bdf.replace(':', '-')}"
+        doc = {"info": {f"pci/{bdf}": {"driver": "mlx5_core", "versions": {
+            "running": {"fw.version": "28.42.1000"}, "stored": {"fw.version": "28.42.1000"}}}}}
+        (image / "cmd" / f"{stem}.stdout").write_text(json.dumps(doc))
+        (image / "cmd" / f"{stem}.rc").write_text("0\n")
+    return image
+
+
+def _context_before(image: Path, name: str) -> Any:
+    """What the sources before ``name`` found on ``image`` (read without a gate)."""
+    from agent.readers import sources
+    from agent.readers.common import Notes
+
+    ctx = sources.Context()
+    with RecordedHost(str(image)) as host:
+        for src in sources.SOURCES:
+            if src.name == name:
+                return ctx
+            ctx = sources.after(ctx, src.read(host, ReadConfig(), ctx, Notes()))
+    raise AssertionError(name)
+
+
+def test_the_firmware_source_is_skipped_behind_a_held_pf_as_the_counters_are(extra_mlx5: Path,
+                                                                              held_elsewhere: Any) -> None:
+    """A read of PF 0000:0c:00.0 stuck in another thread: the firmware source's ``devlink dev info`` of it
+    waits on that PF's gate and is skipped past the wait, saying which PF, as the counters' statistics of
+    net_rail0 are; the other PF is read by both. Each source waits once for the held PF, not once per
+    door (the ioctl, then ``ethtool -S`` text, then the driver info both ways: four waits)."""
+    from agent.host.firmware import BUSY
+    from agent.readers import sources
+    from agent.readers.common import Notes
+    from agent.service.tracked_host import Progress, TrackedHost
+
+    ctx = _context_before(_with_dev_info(extra_mlx5), "firmware")
+    gate = _CountingGate()
+    with RecordedHost(str(extra_mlx5)) as inner:
+        host = TrackedHost(inner, Progress(), gate, firmware_wait_s=0.1)  # type: ignore[arg-type]
+        with held_elsewhere(gate, "0000:0c:00.0"):
+            fw = sources.by_name("firmware").read(host, ReadConfig(), ctx, Notes())  # type: ignore[arg-type]
+            firmware_waits = dict(gate.gave_up)
+            counters = sources.by_name("counters").read(host, ReadConfig(), ctx, Notes())  # type: ignore[arg-type]
+    assert {f.handle for f in fw.fields["firmware"]} == {"pci/0000:8d:00.0"}
+    assert [why for src, why in fw.unavailable if src == "firmware"] == [
+        f"devlink dev info pci/0000:0c:00.0: {BUSY}"]
+    assert firmware_waits == {"0000:0c:00.0": 1}
+    assert {st.netdev for st in counters.fields["ethtool"]} == {"net_rail1"}
+    assert {d.netdev for d in counters.fields["drivers"]} == {"net_rail1"}
+    assert ("ethtool -S net_rail0", f"ETHTOOL_GSTATS net_rail0: {BUSY}") in counters.unavailable
+    assert gate.gave_up == {"0000:0c:00.0": 2}  # one wait by each source
+
+
+def test_the_firmware_source_waits_for_a_short_read_of_the_same_pf(extra_mlx5: Path) -> None:
+    """Another thread's firmware read of PF 0000:0c:00.0 that ends within the wait: ``devlink dev info``
+    of that PF runs after it, never beside it, and both PFs are read."""
+    import threading
+    import time
+
+    from agent.host.firmware import FirmwareGate
+    from agent.readers import sources
+    from agent.readers.common import Notes
+    from agent.service.tracked_host import Progress, TrackedHost
+
+    ctx = _context_before(_with_dev_info(extra_mlx5), "firmware")
+    gate = FirmwareGate()
+    holding, ended = threading.Event(), []
+
+    def short_read() -> None:
+        with gate.hold("0000:0c:00.0", 1.0):
+            holding.set()
+            time.sleep(0.3)
+            ended.append(time.monotonic())
+
+    started: list[float] = []
+
+    class Inner(RecordedHost):
+        def run(self, argv: Any, *a: Any, **kw: Any) -> Any:
+            if "pci/0000:0c:00.0" in argv:
+                started.append(time.monotonic())
+            return super().run(argv, *a, **kw)
+
+    th = threading.Thread(target=short_read)
+    th.start()
+    assert holding.wait(5)
+    with Inner(str(extra_mlx5)) as inner:
+        fw = sources.by_name("firmware").read(TrackedHost(inner, Progress(), gate, firmware_wait_s=10.0),  # type: ignore[arg-type]
+                                        ReadConfig(), ctx, Notes())
+    th.join()
+    assert {f.handle for f in fw.fields["firmware"]} == {"pci/0000:0c:00.0", "pci/0000:8d:00.0"}
+    assert started and ended and started[0] >= ended[0]
