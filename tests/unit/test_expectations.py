@@ -113,34 +113,45 @@ def test_a_tampered_value_is_named_and_the_image_still_judged(tmp_path: Path,
 
 
 def test_the_ber_expectations_are_recorded_and_read_back_checked() -> None:
-    exp = Expectations(ber_warning=1e-3, ber_window_s=60.0)
+    exp = Expectations(ber_warning=1e-3, ber_critical=2e-3, ber_window_s=60.0)
     doc = expectations_to_json(exp)
-    assert (doc["ber_warning"], doc["ber_window"]) == (1e-3, 60.0)
+    assert (doc["ber_warning"], doc["ber_critical"], doc["ber_window"]) == (1e-3, 2e-3, 60.0)
     got, problems = expectations_from_json(json.loads(json.dumps(doc)))
     assert problems == () and Expectations(**got) == exp
-    # as --ber-warning / --ber-window take them: a ratio in (0, 1), a positive window
+    # as --ber-warning / --ber-critical / --ber-window take them: a ratio in (0, 1), a positive window
     for key, value in (("ber_warning", 1), ("ber_warning", 0), ("ber_warning", True), ("ber_warning", "1e-3"),
+                       ("ber_critical", 1), ("ber_critical", -1e-4), ("ber_critical", "2.4e-4"),
                        ("ber_window", 0), ("ber_window", -5)):
         got, problems = expectations_from_json({key: value, "rails": 2})
         assert len(problems) == 1 and key in problems[0] and got == {"rails": 2}
-    assert expectations_from_json({"ber_warning": None, "ber_window": None}) == ({}, ())
+    assert expectations_from_json({"ber_warning": None, "ber_critical": None, "ber_window": None}) == ({}, ())
 
 
-def test_doctor_from_judges_the_phy_counters_with_the_recorded_ber_warning(
+def test_a_bundle_records_both_ber_tiers() -> None:
+    # the defaults of DESIGN §4: a warning well below the RS(544,514) FEC's limit, critical at it
+    doc = expectations_to_json(Expectations())
+    assert (doc["ber_warning"], doc["ber_critical"]) == (1e-5, 2.4e-4)
+
+
+def test_doctor_from_judges_the_phy_counters_with_the_recorded_ber_tiers(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     img = tmp_path / "img"
-    shutil.copytree(IMAGES / "link-degrading-ber-recorder", img, symlinks=True)
+    shutil.copytree(IMAGES / "link-degrading-ber-recorder", img, symlinks=True)  # 5e-4 over 300 s
     man = json.loads((img / "manifest.json").read_text())
-    man["expectations"] = {"ber_warning": 1e-3}  # the node was judged with a looser threshold than the default
+    # the node was judged with looser tiers than the defaults: 5e-4 is not even a warning there
+    man["expectations"] = {"ber_warning": 1e-3, "ber_critical": 2e-3}
     (img / "manifest.json").write_text(json.dumps(man))
     code = main(["doctor", "--from", str(img), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and not [f for f in doc["findings"] if f["code"] == "LinkDegrading"]
     assert doc["expectations"]["ber_warning"] == {"value": 1e-3, "from": "bundle"}
-    code = main(["doctor", "--from", str(img), "--ber-warning", "2.4e-4"])
+    assert doc["expectations"]["ber_critical"] == {"value": 2e-3, "from": "bundle"}
+    code = main(["doctor", "--from", str(img), "--ber-warning", "2e-4"])
     out = capsys.readouterr().out
-    assert code == 1 and "LinkDegrading" in out
-    assert "ber_warning=0.00024 (--ber-warning; the bundle had 0.001)" in out
+    assert code == 1 and "LinkDegrading" in out  # a warning: the bundle's critical edge 2e-3 still holds
+    assert "ber_warning=0.0002 (--ber-warning; the bundle had 0.001)" in out
+    assert main(["doctor", "--from", str(img), "--ber-critical", "2.4e-4"]) == 2
+    assert "ber_critical=0.00024 (--ber-critical; the bundle had 0.002)" in capsys.readouterr().out
 
 
 def test_every_expectation_has_a_flag_so_a_bundle_records_it() -> None:
