@@ -60,10 +60,16 @@ class Expectations:
     storm_ratio: float = 0.5
     #: Extra rows for the validated-kernel table (a JSON file), on top of the shipped one.
     kernel_table_file: str | None = None
-    #: LinkDegrading: the pre-FEC corrected-bit ratio above which a rail is degrading (``--ber-warning``).
-    #: 2.4e-4 is the BER that IEEE 802.3 (802.3bs / 802.3cd, 50G-per-lane PAM4 PMDs) specifies at the input
-    #: of the RS(544,514) "KP4" FEC: a link above it is out of its specification.
-    ber_warning: float = 2.4e-4
+    #: LinkDegrading, warning: the pre-FEC corrected-bit ratio above which a rail is degrading while FEC still
+    #: hides it (``--ber-warning``). 1e-5 is 24x below the FEC's limit: the least strict link-degrade threshold
+    #: Junos accepts on a 400GbE (PAM4, RS(544,514)) port ("link-degrade-monitor thresholds", Junos CLI
+    #: Reference: "The permissible range of BER is between 1E-5 to 1E-10"); a warning at the limit itself
+    #: fires when the link is about to lose frames.
+    ber_warning: float = 1e-5
+    #: LinkDegrading, critical: the ratio at / above which FEC is at its limit (``--ber-critical``). 2.4e-4 is
+    #: the BER IEEE 802.3 (802.3bs / 802.3cd, 50G-per-lane PAM4 PMDs) specifies at the input of the
+    #: RS(544,514) "KP4" FEC: a link above it is out of its specification and loses frames.
+    ber_critical: float = 2.4e-4
     #: ... measured over this window (``--ber-window``): the daemon's two samples, the recorder's span.
     ber_window_s: float = 300.0
     #: MtuMismatch: the MTU every rail must have (``--expect-mtu``); None: the rails' most common MTU.
@@ -89,6 +95,7 @@ EXPECTATION_FLAGS: dict[str, str] = {
     "storm_ratio": "--storm-ratio",
     "kernel_table_file": "--kernel-table",
     "ber_warning": "--ber-warning",
+    "ber_critical": "--ber-critical",
     "ber_window_s": "--ber-window",
     "mtu": "--expect-mtu",
     "driver": "--expect-driver",
@@ -125,7 +132,7 @@ def _number(v: Any, low: float, high: float, whole: bool = False) -> Any:
 
 
 def _ratio(v: Any) -> float | None:
-    # as --ber-warning takes it: a ratio strictly between 0 and 1
+    # as --ber-warning / --ber-critical take it: a ratio strictly between 0 and 1
     if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
         return None
     return float(v)
@@ -148,6 +155,7 @@ _PARSERS: dict[str, tuple[str, Any]] = {
     # a file on the node, not in the bundle: recorded for people, never opened by a replay
     "kernel_table": ("kernel_table_file", lambda v: v if isinstance(v, str) and 0 < len(v) <= 4096 else None),
     "ber_warning": ("ber_warning", _ratio),
+    "ber_critical": ("ber_critical", _ratio),
     "ber_window": ("ber_window_s", lambda v: _number(v, 1e-3, 30 * 86400)),
     # as --expect-mtu takes it: ETH_MIN_MTU (68) .. the largest netdev MTU, whole bytes
     "expect_mtu": ("mtu", lambda v: _number(v, 68, 65535, whole=True)),
@@ -171,7 +179,7 @@ def expectations_from_json(doc: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
         name, parse = _PARSERS[key]
         if value is None:
             if name in ("lossless_prio", "net_templates", "rdma_templates", "event_window_s", "flap_count",
-                        "flap_window_s", "storm_ratio", "ber_warning", "ber_window_s"):
+                        "flap_window_s", "storm_ratio", "ber_warning", "ber_critical", "ber_window_s"):
                 continue  # these always have a value; null is not a statement
             got[name] = None
             continue

@@ -173,11 +173,20 @@ def add_expectation_flags(p: argparse.ArgumentParser, *, templates: bool = True)
         add_template_flags(g)
     g.add_argument("--event-window", action=_Store, type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
                    help="Agent events this long before the capture time become findings. Default: 15m.")
+    # The two tiers of LinkDegrading (DESIGN §4): a warning well below the FEC's limit, so a rail is seen
+    # degrading before it costs GPU time, and critical at the limit itself.
     g.add_argument("--ber-warning", action=_Store, type=_ber,
-                   default=_ber(env_default("ber-warning", "2.4e-4") or "2.4e-4"),
+                   default=_ber(env_default("ber-warning", "1e-5") or "1e-5"),
                    help="LinkDegrading: a pre-FEC corrected-bit ratio (rx_corrected_bits_phy / rx_bits_phy) above "
-                        "this over --ber-window is a warning. Default: 2.4e-4, the BER IEEE 802.3 (802.3bs / "
-                        "802.3cd PAM4 PMDs) specifies at the input of the RS(544,514) KP4 FEC.")
+                        "this over --ber-window is a warning: the link degrades while FEC still corrects it. "
+                        "Default: 1e-5, 24x below the FEC limit (--ber-critical): the least strict link-degrade "
+                        "BER threshold Junos accepts on 400GbE PAM4 ports (Junos CLI Reference, "
+                        "link-degrade-monitor thresholds: 1E-5 to 1E-10).")
+    g.add_argument("--ber-critical", action=_Store, type=_ber,
+                   default=_ber(env_default("ber-critical", "2.4e-4") or "2.4e-4"),
+                   help="LinkDegrading: a corrected-bit ratio at or above this over --ber-window is critical: "
+                        "FEC is at its limit and frames are about to be lost. Default: 2.4e-4, the BER IEEE 802.3 "
+                        "(802.3bs / 802.3cd PAM4 PMDs) specifies at the input of the RS(544,514) KP4 FEC.")
     g.add_argument("--ber-window", action=_Store, type=_duration,
                    default=_duration(env_default("ber-window", "5m") or "5m"),
                    help="LinkDegrading: the window the corrected-bit ratio and symbol errors are measured over "
@@ -226,7 +235,8 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
         event_window_s=args.event_window,
         kernel_table_file=args.kernel_table,
-        ber_warning=getattr(args, "ber_warning", 2.4e-4),
+        ber_warning=getattr(args, "ber_warning", 1e-5),
+        ber_critical=getattr(args, "ber_critical", 2.4e-4),
         ber_window_s=getattr(args, "ber_window", 300.0),
         mtu=int(args.expect_mtu) if getattr(args, "expect_mtu", None) is not None else None,
         driver=getattr(args, "expect_driver", None),

@@ -144,7 +144,8 @@ NEXT_STEPS: dict[str, str] = {
         "the first error; fw_fatal means the firmware stopped and the NIC needs a reset (a bundle holds `devlink "
         "health diagnose`). Owner: the node's hardware team, with NVIDIA support for repeated fw_fatal."),
     "LinkDegrading": (
-        "`railscope doctor` names the worst lane; `ethtool -S <rail> | grep -E 'corrected_bits|symbol_err|err_lane'` "
+        "`railscope doctor` names the worst lane and its share of the corrected bits; "
+        "`ethtool -S <rail> | grep -E 'corrected_bits|symbol_err|err_lane'` "
         "twice a minute apart: one lane far above the others is one fibre or optic (clean the connector, then swap "
         "it), every lane high points at the switch port or the cage. Owner: the data-centre / fabric team."),
     "OpticsOutOfRange": (
@@ -218,7 +219,8 @@ CODE_RULES: dict[str, str] = {
                                 "(info when the kernel line is not in the table)"),
     "NicHealthError": ("a devlink health reporter of a rail's PF (or one of its ports) is in state error: critical "
                        "for fw_fatal, warning otherwise; errors on a reporter now healthy are info"),
-    "LinkDegrading": ("a rail's pre-FEC corrected-bit ratio over the window is above --ber-warning (warning), or "
+    "LinkDegrading": ("a rail's pre-FEC corrected-bit ratio over the window is above --ber-warning, well below the "
+                      "FEC's limit (warning), or at / above --ber-critical, the RS(544,514) FEC's 2.4e-4, or "
                       "rx_pcs_symbol_err_phy rose (critical)"),
     "OpticsOutOfRange": ("a rail's transceiver reads a value beyond the module's own warning (warning) or alarm "
                          "(critical) thresholds in ethtool -m, or a module error counter rose"),

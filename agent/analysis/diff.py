@@ -120,7 +120,7 @@ class Side:
     #: image without one gets the wall clock of its reading, which makes no rate
     timed: bool = True
     #: ``--ber-warning``: a corrected-bit ratio between the two captures above it is a regression
-    ber_warning: float = 2.4e-4
+    ber_warning: float = 1e-5
 
     @property
     def taken_at(self) -> float:

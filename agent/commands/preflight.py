@@ -190,27 +190,37 @@ def run(args: argparse.Namespace) -> int:
         return fail("preflight", str(exc))
     if args.source is not None and not args.source.strip():
         return fail("preflight", "--from: an empty path is not a node image")
+    given = given_expectations(args)
+    before = None
+    if args.since:
+        try:
+            before = _load(args.since, exp, table, args.host_root, given=given)
+        except (SourceError, HostError) as exc:
+            return fail("preflight", f"--since: {exc}")
+    # This node, live, is judged as the capture it is compared with, unless the command line says otherwise
+    # (as ``railscope diff BUNDLE live``): the capture's --expect-mtu must not become "the rails agree" here.
+    live_exp = before.judged.expectations if before is not None and before.judged is not None else exp
     try:
-        now = _load(args.source, exp, table, args.host_root, args.exclude_devices, given_expectations(args))
+        now = _load(args.source, live_exp if args.source is None else exp, table, args.host_root,
+                    args.exclude_devices, given)
     except (SourceError, HostError) as exc:
         return fail("preflight", str(exc))
     diag, snap = now.diagnosis, now.snapshot
     # the checks say what the diagnosis was judged with: a bundle's recorded --expect-* under the flags
-    checks = _verdicts(diag, now.expectations or exp, snap)
+    now_exp = now.expectations or exp
+    checks = _verdicts(diag, now_exp, snap)
     node = args.node or diag.node
     checks.append(_resources(args, node))
-    if args.since:
+    if before is not None:
         from agent.analysis.diff import Side, diff
 
-        try:
-            before = _load(args.since, exp, table, args.host_root, given=given_expectations(args))
-        except (SourceError, HostError) as exc:
-            return fail("preflight", f"--since: {exc}")
-        # --ber-warning judges the corrected-bit ratio between the captures (BerHigh), as in diff
-        d = diff(Side(args.since, before.snapshot, before.topology, before.diagnosis, exp.lossless_prio,
-                      ber_warning=exp.ber_warning),
-                 Side(args.source or "live", now.snapshot, now.topology, now.diagnosis, exp.lossless_prio,
-                      ber_warning=exp.ber_warning))
+        before_exp = before.expectations or exp
+        # --ber-warning judges the corrected-bit ratio between the captures (BerHigh), each side with the
+        # expectations it was judged with, as in diff
+        d = diff(Side(args.since, before.snapshot, before.topology, before.diagnosis, before_exp.lossless_prio,
+                      ber_warning=before_exp.ber_warning),
+                 Side(args.source or "live", now.snapshot, now.topology, now.diagnosis, now_exp.lossless_prio,
+                      ber_warning=now_exp.ber_warning))
         checks.append(Check("since", "FAIL" if d.regressions else "ok",
                             "; ".join(f"{i.code} {i.subject}" for i in d.regressions)
                             or f"no regression since {os.path.basename(args.since.rstrip('/'))}"))

@@ -833,6 +833,27 @@ def ber_recorder(img: Image) -> None:
     phy_recorder(img, 300, grow)
 
 
+def ber_warning_recorder(img: Image) -> None:
+    """A ratio between --ber-warning (1e-5) and the FEC's limit (2.4e-4): 2e-5 on net_rail1 over 300 s, split
+    between lanes 0 and 1 as on the 2-lane ConnectX-6 Dx of Dell KB 000286734 (lane 1 190266147 of 191025837
+    corrected bits, lane 0 759699: 99.6 %; tests/fixtures/public/phy/), lanes 2-3 reading 0."""
+    degradation_healthy(img)
+    now = counters(img, "net_rail1")
+    per_s = LINE_BITS * 2 // 100_000
+    lane1 = 190_266_147 / 191_025_837
+
+    def grow(nd: str, before: int) -> dict[str, int]:
+        if nd != "net_rail1":
+            return {}
+        corr = per_s * before
+        return {"rx_corrected_bits_phy": corr, "rx_err_lane_1_phy": round(corr * lane1),
+                "rx_err_lane_0_phy": corr - round(corr * lane1), "rx_err_lane_2_phy": 0, "rx_err_lane_3_phy": 0}
+
+    end = grow("net_rail1", 300)
+    set_counters(img, "net_rail1", **{k: now.get(k, 0) + v for k, v in end.items()})
+    phy_recorder(img, 300, grow)
+
+
 def symbol_recorder(img: Image) -> None:
     degradation_healthy(img)
     set_counters(img, "net_rail0", rx_pcs_symbol_err_phy=42)
@@ -1244,9 +1265,16 @@ IMAGES: tuple[Spec, ...] = (
          (degradation_healthy, lambda i: set_counters(i, "net_rail0", rx_pcs_symbol_err_phy=17)),
          (("LinkDegrading", "info", "net_rail0"),),
          "`rx_pcs_symbol_err_phy` 17 on `net_rail0`, cumulative and no recorder: info with the count."),
-    Spec("link-degrading-ber-recorder", "2rail", (ber_recorder,), (("LinkDegrading", "warning", "net_rail1"),),
+    Spec("link-degrading-ber-recorder", "2rail", (ber_recorder,), (("LinkDegrading", "critical", "net_rail1"),),
          "A 300 s `recorder.jsonl` of the PHY counters: `net_rail1` corrected 5e-4 of its 1.2e14 received bits "
-         "(above the 2.4e-4 default), 90 % of the errors on lane 2; no uncorrectable symbol error."),
+         "(at / above --ber-critical, the RS(544,514) FEC's 2.4e-4 limit: critical), 90 % of the errors on lane 2; "
+         "no uncorrectable symbol error."),
+    Spec("link-degrading-ber-warning-recorder", "2rail", (ber_warning_recorder,),
+         (("LinkDegrading", "warning", "net_rail1"),),
+         "A 300 s `recorder.jsonl` of the PHY counters: `net_rail1` corrected 2e-5 of its received bits, above "
+         "--ber-warning (1e-5) and below the FEC's 2.4e-4 limit: a warning while FEC still hides it. Lane 1 "
+         "carries 99.6 % of the corrected bits and lanes 2-3 read 0, the lane split of the 2-lane ConnectX-6 Dx "
+         "in Dell KB 000286734 (`tests/fixtures/public/phy/`)."),
     Spec("link-degrading-symbol-recorder", "2rail", (symbol_recorder,), (("LinkDegrading", "critical", "net_rail0"),),
          "A 120 s `recorder.jsonl`: `rx_pcs_symbol_err_phy` of `net_rail0` rose by 40 twenty seconds before the "
          "capture (errors FEC could not correct)."),

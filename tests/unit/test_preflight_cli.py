@@ -139,3 +139,87 @@ def test_a_failed_check_says_what_to_do_next(capsys: pytest.CaptureFixture[str])
     main(["doctor", "--from", str(IMAGES / "gpudirect-not-ready-peermem-lost")])
     doctor_out = " ".join(capsys.readouterr().out.split())  # doctor wraps the step under the finding
     assert f"next: {NEXT_STEPS['GpuDirectNotReady']}" in doctor_out
+
+
+class _ThisNode:
+    """A stand-in for ``LiveHost``: the node image ``image`` read as this node, live (no manifest to judge
+    it by: ``image`` is None, as on a real node)."""
+
+    image = None
+
+    def __init__(self, image: Path) -> None:
+        from agent.host.recorded import RecordedHost
+
+        self._inner = RecordedHost(str(image))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __enter__(self) -> _ThisNode:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._inner.close()
+
+
+def _bundle_of(image: str, tmp_path: Path, *flags: str) -> Path:
+    """A bundle of ``image`` captured by the real runner with the expectations ``capture``'s parser gives ``flags``."""
+    import io
+
+    from agent.capture.runner import CaptureParams, capture
+    from agent.cli import build_parser
+    from agent.config import expectations_to_json
+    from agent.expectations import expectations_from_args
+    from agent.host.recorded import RecordedHost
+
+    args = build_parser(only="capture").parse_args(["capture", "-o", str(tmp_path / "unused.tar.gz"), *flags])
+    buf = io.BytesIO()
+    with RecordedHost(str(IMAGES / image)) as host:
+        capture(host, buf, CaptureParams(node="gpu-node-017", nice=0, recorder_gap_s=0,
+                                         expectations=expectations_to_json(expectations_from_args(args))))
+    out = tmp_path / f"{image}.tar.gz"
+    out.write_bytes(buf.getvalue())
+    return out
+
+
+def _both_rails_at_1500(tmp_path: Path) -> Path:
+    """mtu-mismatch with net_rail0 put back to 1500 too: the rails agree with each other, not with 9000."""
+    import shutil
+
+    img = tmp_path / "both-1500"
+    shutil.copytree(IMAGES / "mtu-mismatch", img, symlinks=True)
+    links = img / "netlink" / "links.json"
+    doc = json.loads(links.read_text())
+    for ln in doc["links"]:
+        if ln.get("ifname") in ("net_rail0", "net_rail0_0"):
+            ln["mtu"] = 1500
+    links.write_text(json.dumps(doc))
+    for mtu in img.glob("fs/sys/devices/**/net/net_rail0*/mtu"):
+        mtu.write_text("1500\n")
+    return img
+
+
+def test_since_judges_this_node_with_the_bundles_recorded_expectations(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``preflight --since BUNDLE`` judges the live side as ``diff BUNDLE live`` does: with the expectations
+    the capture recorded (here --expect-mtu 9000), under the flags given. An upgrade that left both rails at
+    1500 is an MTU regression diff reports; the mtu check must fail, not read "the rails agree"."""
+    import agent.host.live
+
+    before = _bundle_of("spectrumx-2rail-healthy", tmp_path, "--expect-mtu", "9000")
+    live = _both_rails_at_1500(tmp_path)
+    monkeypatch.setattr(agent.host.live, "LiveHost", lambda root, **_: _ThisNode(live))
+    assert main(["diff", str(before), "live", "--json"]) == 1
+    regressions = {(i["code"], i["subject"], i["message"].split(":")[0])
+                   for i in json.loads(capsys.readouterr().out)["regressions"]}
+    assert regressions == {("FindingNew", "net_rail0", "MtuMismatch"), ("FindingNew", "net_rail1", "MtuMismatch")}
+
+    code, out = preflight(capsys, "--since", str(before), "--json")
+    checks = {c["check"]: (c["status"], c["detail"]) for c in json.loads(out)["checks"]}
+    assert code == 1 and checks["mtu"][0] == "fail", checks
+    assert "MtuMismatch net_rail0" in checks["mtu"][1] and "MtuMismatch net_rail1" in checks["mtu"][1]
+    assert checks["since"][0] == "fail"
+    # the command line still wins over the bundle, as for diff: 1500 expected, both rails agree with it
+    code, out = preflight(capsys, "--since", str(before), "--json", "--expect-mtu", "1500")
+    checks = {c["check"]: (c["status"], c["detail"]) for c in json.loads(out)["checks"]}
+    assert checks["mtu"] == ("ok", "rails at MTU 1500"), checks

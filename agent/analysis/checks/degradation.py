@@ -2,12 +2,14 @@
 PcieLinkDegraded, PcieErrors (DESIGN §4).
 
 - ``LinkDegrading``: the pre-FEC corrected-bit ratio ``Δrx_corrected_bits_phy / Δrx_bits_phy`` over
-  the window above ``ber_warning`` (warning), or ``rx_pcs_symbol_err_phy`` rose — errors FEC could not
+  the window in two tiers: above ``ber_warning`` (warning: a margin well below the FEC's limit, the rail
+  degrades while FEC still hides it), at / above ``ber_critical`` (the RS(544,514) FEC's design limit
+  2.4e-4: frames are about to be lost), or ``rx_pcs_symbol_err_phy`` rose — errors FEC could not
   correct, traffic lost (critical). Judged only over at least 10^12 received bits (an idle or just
   trained link gives too few to mean anything). From one snapshot, a cumulative symbol-error count is
-  info. The lane with the highest ``rx_err_lane_<l>_phy`` rate and its ratio to the median lane go in
-  the evidence: one bad lane is one bad fibre or optic. ``rx_bits_phy`` counts line-rate bits whether
-  or not traffic flows (kernel ``mlx5/counters.rst``).
+  info. The evidence names the worst lane in use with its share of the rail's corrected bits and its
+  ratio to the best lane in use: one bad lane is one bad fibre or optic. ``rx_bits_phy`` counts
+  line-rate bits whether or not traffic flows (kernel ``mlx5/counters.rst``).
 - ``OpticsOutOfRange``: a monitor of ``ethtool -m`` beyond the module's *own* threshold (warning /
   alarm -> warning / critical); a module that prints none is not judged. ``module_bad_shorted`` /
   ``module_bus_stuck`` (critical) or ``module_high_temp`` (warning) rose; cumulative > 0 is info.
@@ -66,21 +68,41 @@ def ber_of(bits: int, corrected: int) -> float | None:
     return corrected / bits if bits >= MIN_BITS else None
 
 
-def _median(values: Iterable[float]) -> float:
-    # not statistics.median: importing statistics (decimal, fractions) costs every doctor run ~5 ms
-    xs = sorted(values)
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+def worst_lane(lane_errors: dict[int, float], corrected: float | None = None) -> dict[str, object] | None:
+    """The worst lane in use, its share of the rail's corrected bits and its ratio to the best lane in use
+    (None when no lane counted any).
 
-
-def worst_lane(lane_errors: dict[int, float]) -> dict[str, object] | None:
-    """The lane with most errors and its ratio to the median lane (None when no lane counted any)."""
-    if not lane_errors or max(lane_errors.values()) <= 0:
+    A lane reading zero is not compared: mlx5 prints ``rx_err_lane_0..3_phy`` whatever the link's width,
+    so a 2-lane 100G PAM4 link reads 0 on lanes 2 and 3 (Dell KB 000286734), and a perfect lane in use
+    reads 0 too (``tests/fixtures/public/phy/``): neither gives a ratio, and a zero pulls a median down.
+    A median of two lanes says nothing either: on that KB's ``lan0`` one lane carries 99.6 % of the
+    corrected bits and is 250x the other, where "worst / median" read 2.0x. The lane counters sum to
+    ``rx_corrected_bits_phy`` (the dumps there), so the share is of ``corrected`` where it is given and
+    of the lanes' sum otherwise, never above 1. ``lanes_counting`` says which lanes were compared."""
+    counting = {n: v for n, v in lane_errors.items() if v > 0}
+    if not counting:
         return None
-    lane = max(sorted(lane_errors), key=lambda n: lane_errors[n])
-    med = _median(lane_errors.values())
-    return {"worst_lane": lane, "worst_lane_errors": lane_errors[lane],
-            "worst_lane_to_median": round(lane_errors[lane] / med, 1) if med > 0 else None}
+    lane = max(sorted(counting), key=lambda n: counting[n])
+    worst = counting[lane]
+    total = corrected if corrected is not None and corrected > 0 else sum(counting.values())
+    others = {n: v for n, v in counting.items() if n != lane}
+    best = min(sorted(others), key=lambda n: others[n]) if others else None
+    return {"worst_lane": lane, "worst_lane_errors": worst,
+            "worst_lane_share": round(min(1.0, worst / total), 3),
+            "best_lane": best,
+            "worst_lane_to_best": round(worst / others[best], 1) if best is not None else None,
+            "lanes_counting": sorted(counting)}
+
+
+def _lane_words(ev: dict[str, object]) -> str:
+    """``lane 1 carries 99.6 % of the corrected bits, 250.4x lane 0`` for a message; '' without lanes."""
+    if "worst_lane" not in ev:
+        return ""
+    share = ev["worst_lane_share"]
+    text = f"lane {ev['worst_lane']} carries {float(share) * 100:.1f} % of the corrected bits"  # type: ignore[arg-type]
+    if ev.get("best_lane") is not None:
+        return text + f", {ev['worst_lane_to_best']}x lane {ev['best_lane']}"
+    return text + " (the only lane counting errors)"
 
 
 def _rails(topo: Topology) -> Iterable[tuple[Rail, str]]:
@@ -178,7 +200,8 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
                                f"{name}: {sym} PCS symbol error(s) FEC could not correct since the driver loaded "
                                "(cumulative; no rate in this snapshot)", severity="info", netdev=name,
                                rx_pcs_symbol_err_phy=sym, rx_corrected_bits_phy=c.get("rx_corrected_bits_phy"),
-                               rx_bits_phy=c.get("rx_bits_phy"), **(worst_lane(lanes) or {})))
+                               rx_bits_phy=c.get("rx_bits_phy"),
+                               **(worst_lane(lanes, c.get("rx_corrected_bits_phy")) or {})))
         events = {k: c[k] for k in _MODULE_EVENTS if c.get(k)}
         mod = optics.get(name)
         found = _optics_findings(mod, subject) if mod is not None else []
@@ -234,22 +257,29 @@ def rate_findings(subject: str, netdev: str, first: Sample, last: Sample, exp: E
     if wall <= 0:
         return out
     lanes = {n: float(d) for n, k in enumerate(lane_keys()) if (d := _delta(first, last, k)) is not None}
-    lane_ev = worst_lane(lanes) or {}
     sym = _delta(first, last, "rx_pcs_symbol_err_phy")
     bits = _delta(first, last, "rx_bits_phy")
     corr = _delta(first, last, "rx_corrected_bits_phy")
+    lane_ev = worst_lane(lanes, corr) or {}
     ber = ber_of(bits, corr) if bits is not None and corr is not None else None
     ev = {"netdev": netdev, "window_s": round(wall, 1), "rx_bits": bits, "rx_corrected_bits": corr,
-          "corrected_bit_ratio": ber, "ber_warning": exp.ber_warning, "source": source, **lane_ev}
+          "corrected_bit_ratio": ber, "ber_warning": exp.ber_warning, "ber_critical": exp.ber_critical,
+          "source": source, **lane_ev}
+    lane_txt = f"; {_lane_words(lane_ev)}" if lane_ev else ""
     if sym:
         out.append(finding("LinkDegrading", subject,
                            f"{netdev}: {sym} PCS symbol error(s) FEC could not correct in {wall:.0f} s: frames are "
-                           "being lost", severity="critical", rx_pcs_symbol_err=sym, **ev))
-    elif ber is not None and ber > exp.ber_warning:
-        lane_txt = f"; lane {lane_ev['worst_lane']} has the most errors" if lane_ev else ""
+                           f"being lost{lane_txt}", severity="critical", rx_pcs_symbol_err=sym, **ev))
+    elif ber is not None and ber >= exp.ber_critical:
+        # at the RS(544,514) FEC's design input BER the FEC is at its limit: uncorrectable codewords follow
         out.append(finding("LinkDegrading", subject,
-                           f"{netdev}: pre-FEC corrected-bit ratio {ber:.2e} over {wall:.0f} s above {exp.ber_warning:.1e}"
-                           f"{lane_txt}", severity="warning", **ev))
+                           f"{netdev}: pre-FEC corrected-bit ratio {ber:.2e} over {wall:.0f} s at or above "
+                           f"{exp.ber_critical:.1e}, the limit FEC corrects: frames are about to be lost{lane_txt}",
+                           severity="critical", **ev))
+    elif ber is not None and ber > exp.ber_warning:
+        out.append(finding("LinkDegrading", subject,
+                           f"{netdev}: pre-FEC corrected-bit ratio {ber:.2e} over {wall:.0f} s above {exp.ber_warning:.1e} "
+                           f"(FEC still corrects up to {exp.ber_critical:.1e}){lane_txt}", severity="warning", **ev))
     for key, sev in _MODULE_EVENTS.items():
         d = _delta(first, last, key)
         if d:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agent.analysis.checks.degradation import (
     MIN_BITS,
     _optics_findings,
@@ -23,11 +25,63 @@ def test_ber_is_judged_over_1e12_bits_only() -> None:
     assert ber_of(MIN_BITS, 10**8) == 1e-4
 
 
-def test_worst_lane_and_its_ratio_to_the_median() -> None:
-    assert worst_lane({0: 10.0, 1: 1000.0, 2: 10.0, 3: 20.0}) == {
-        "worst_lane": 1, "worst_lane_errors": 1000.0, "worst_lane_to_median": 66.7}
+PHY = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "phy"
+MLX5 = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "mlx5"
+
+
+def _blocks(path: Path) -> list[dict[str, int]]:
+    """The ``name: value`` counters of each command's output in a public dump, in order."""
+    out: list[dict[str, int]] = []
+    for line in path.read_text().splitlines():
+        if "ethtool -S" in line or not out:
+            out.append({})
+        key, sep, value = line.strip().partition(": ")
+        if sep and value.strip().isdigit():
+            out[-1][key] = int(value)
+    return [b for b in out if b]
+
+
+def _lanes(c: dict[str, int]) -> dict[int, float]:
+    return {n: float(c[f"rx_err_lane_{n}_phy"]) for n in range(8) if f"rx_err_lane_{n}_phy" in c}
+
+
+def test_worst_lane_of_a_2_lane_pam4_link_is_its_share_and_its_ratio_to_the_other_lane() -> None:
+    # Dell KB 000286734, lan0: a ConnectX-6 Dx 100G link on two 50G PAM4 lanes, one carrying 99.6 % of the
+    # corrected bits. "Worst / median" of two lanes read 2.0x, as if the lanes were alike.
+    lan0 = _blocks(PHY / "ethtool-S-mlx5-cx6dx-100g-2lane-dell-kb000286734.txt")[1]
+    got = worst_lane(_lanes(lan0), lan0["rx_corrected_bits_phy"])
+    assert got is not None
+    assert (got["worst_lane"], got["worst_lane_share"], got["best_lane"], got["worst_lane_to_best"]) == (
+        1, 0.996, 0, 250.4)
+    assert "worst_lane_to_median" not in got
+
+
+def test_lanes_reading_zero_do_not_distort_the_worst_lane() -> None:
+    # the KB's other port: lanes 2-3 of the 2-lane link read 0; a median of 0, 0, 74M, 79M made lane 1
+    # "2.1x the median" though both lanes in use are alike
+    both = _blocks(PHY / "ethtool-S-mlx5-cx6dx-100g-2lane-dell-kb000286734.txt")[0]
+    got = worst_lane(_lanes(both), both["rx_corrected_bits_phy"])
+    assert got is not None and (got["worst_lane"], got["best_lane"], got["worst_lane_to_best"]) == (1, 0, 1.1)
+    assert got["worst_lane_share"] == 0.516 and got["lanes_counting"] == [0, 1]
+    # an OFED ConnectX at 4 lanes, two reading 0 (public Chinese notes): lane 3 is 630x lane 0, not "1260x the
+    # median" a zero lane halved
+    cn = next(b for b in _blocks(MLX5 / "ethtool-S-mlx5-uplink-ofed-nopfc.txt") if "rx_err_lane_0_phy" in b)
+    got = worst_lane(_lanes(cn), cn["rx_corrected_bits_phy"])
+    assert got is not None and (got["worst_lane"], got["worst_lane_share"], got["worst_lane_to_best"]) == (3, 0.998, 630.3)
+    # a ConnectX-7 200G DAC (lanes 6, 2, 190, 0): lane 2 against lane 1, the best lane counting errors
+    gx10 = _blocks(PHY / "ethtool-S-mlx5-cx7-200g-4lane-gx10-blog.txt")[0]
+    got = worst_lane(_lanes(gx10), gx10["rx_corrected_bits_phy"])
+    assert got is not None and (got["worst_lane"], got["worst_lane_share"], got["best_lane"], got["worst_lane_to_best"]) \
+        == (2, 0.96, 1, 95.0)
+    # every lane alike (an unsupported optic): no lane stands out, the module or the port does
+    wirt = _blocks(PHY / "ethtool-S-mlx5-cx6dx-100g-lr4-grep-err-wirt.txt")[0]
+    got = worst_lane(_lanes(wirt))
+    assert got is not None and (got["worst_lane_share"], got["worst_lane_to_best"]) == (0.25, 1.0)
+    # one lane counting: all of it, and no ratio to invent; none counting: nothing
+    assert worst_lane({0: 0.0, 1: 5.0, 2: 0.0, 3: 0.0}) == {
+        "worst_lane": 1, "worst_lane_errors": 5.0, "worst_lane_share": 1.0, "best_lane": None,
+        "worst_lane_to_best": None, "lanes_counting": [1]}
     assert worst_lane({0: 0.0, 1: 0.0}) is None
-    assert worst_lane({0: 0.0, 1: 5.0})["worst_lane_to_median"] == 2.0  # type: ignore[index]
 
 
 def test_optics_warning_alarm_and_no_thresholds() -> None:
@@ -70,11 +124,49 @@ def test_rates_between_two_samples() -> None:
     b = Sample(300.0, (("rx_bits_phy", 12 * 10**13), ("rx_corrected_bits_phy", 6 * 10**10), ("module_bad_shorted", 1),
                        ("tx_pci_signal_integrity", 7)))
     got = {(f.code, f.severity, f.subject) for f in rate_findings("net_rail0", "net_rail0", a, b, exp, "pci/x", "t")}
-    assert got == {("LinkDegrading", "warning", "net_rail0"), ("OpticsOutOfRange", "critical", "net_rail0"),
+    # 5e-4: above the RS(544,514) FEC's 2.4e-4 limit, critical
+    assert got == {("LinkDegrading", "critical", "net_rail0"), ("OpticsOutOfRange", "critical", "net_rail0"),
                    ("PcieErrors", "warning", "pci/x")}
     # a reset (driver reload) between the samples says nothing
     reset = Sample(300.0, (("rx_bits_phy", 10), ("rx_corrected_bits_phy", 1)))
     assert rate_findings("n", "n", a, reset, exp, None, "t") == []
+
+
+def _window(ratio: float, bits: int = 10**14, **last: int) -> tuple[Sample, Sample]:
+    a = Sample(0.0, (("rx_bits_phy", 0), ("rx_corrected_bits_phy", 0), ("rx_pcs_symbol_err_phy", 0)))
+    b = Sample(300.0, tuple(sorted({"rx_bits_phy": bits, "rx_corrected_bits_phy": int(bits * ratio),
+                                    "rx_pcs_symbol_err_phy": 0, **last}.items())))
+    return a, b
+
+
+def _tier(ratio: float, exp: Expectations | None = None, **last: int) -> str | None:
+    got = [f for f in rate_findings("net_rail0", "net_rail0", *_window(ratio, **last), exp or Expectations(), None, "t")
+           if f.code == "LinkDegrading"]
+    return got[0].severity if got else None
+
+
+def test_two_tiers_warning_well_below_the_fec_limit_critical_at_it() -> None:
+    exp = Expectations()
+    assert (exp.ber_warning, exp.ber_critical) == (1e-5, 2.4e-4)  # the warning 24x below the RS(544,514) limit
+    assert _tier(5e-6) is None
+    assert _tier(2e-5) == "warning" and _tier(2.3e-4) == "warning"  # degrading, FEC still hides it
+    assert _tier(2.4e-4) == "critical" and _tier(1e-3) == "critical"  # at / above what the FEC corrects
+    assert _tier(1e-6, rx_pcs_symbol_err_phy=3) == "critical"  # errors FEC could not correct rose
+    # the flags move both edges; a warning edge at or above the critical one leaves only critical
+    assert _tier(2e-5, Expectations(ber_warning=1e-4)) is None
+    assert _tier(2e-5, Expectations(ber_critical=1e-5)) == "critical"
+
+
+def test_the_tiered_finding_names_the_worst_lane_with_its_share() -> None:
+    # the real lane split of the KB's 2-lane lan0, over 1e13 bits: 1.9e-5, between the two tiers
+    lan0 = _blocks(PHY / "ethtool-S-mlx5-cx6dx-100g-2lane-dell-kb000286734.txt")[1]
+    zero = {k: 0 for k in lan0}
+    a = Sample(0.0, tuple(sorted({**zero, "rx_bits_phy": 0}.items())))
+    b = Sample(600.0, tuple(sorted({**lan0, "rx_bits_phy": 10**13}.items())))
+    (f,) = rate_findings("net_rail1", "lan0", a, b, Expectations(), None, "recorder")
+    assert (f.severity, f.evidence["worst_lane"], f.evidence["worst_lane_share"]) == ("warning", 1, 0.996)
+    assert (f.evidence["ber_warning"], f.evidence["ber_critical"]) == (1e-5, 2.4e-4)
+    assert "lane 1 carries 99.6 % of the corrected bits, 250.4x lane 0" in f.message
 
 
 def test_every_degradation_code_has_a_next_step() -> None:

@@ -116,6 +116,7 @@ FULL_AGENT = {
     "rdmaTemplate": ["rdma_rail%rail_id%"],
     "eventWindow": "30m",
     "berWarning": 1e-4,
+    "berCritical": 1e-3,
     "berWindow": "10m",
     "kernelTable": [{"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020",
                      "source": "site validation 2026-11"}],

@@ -423,7 +423,9 @@ def test_the_collector_judges_with_every_expectation_the_agents_are_given(chart:
                if flag in by_variable and key in agent_values and key != "kernelTable" and key not in keys]
     assert missing == []
 
-    values = {**ON, "agent": {"expectMtu": 4200, "expectDriver": "doca", "berWarning": 1e-3, "berWindow": "10m"}}
+    values = {**ON, "agent": {"expectMtu": 4200, "expectDriver": "doca", "berWarning": 1e-3, "berCritical": 2e-3,
+                              "berWindow": "10m"}}
     settings(render(chart, values), monkeypatch)
     exp = expectations_from_env()
-    assert (exp.mtu, exp.driver, exp.ber_warning, exp.ber_window_s) == (4200, "doca", 1e-3, 600.0)
+    assert (exp.mtu, exp.driver, exp.ber_warning, exp.ber_critical, exp.ber_window_s) == (
+        4200, "doca", 1e-3, 2e-3, 600.0)

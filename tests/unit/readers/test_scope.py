@@ -201,8 +201,9 @@ def test_ber_flags_judge_the_recorder(capsys: pytest.CaptureFixture[str]) -> Non
     from agent.cli import main
 
     img = str(IMAGES / "link-degrading-ber-recorder")
-    assert main(["doctor", "--from", img, "--json"]) == 1
-    assert main(["doctor", "--from", img, "--json", "--ber-warning", "1e-3"]) == 0
+    assert main(["doctor", "--from", img, "--json"]) == 2  # 5e-4: at / above the FEC's 2.4e-4 limit
+    assert main(["doctor", "--from", img, "--json", "--ber-critical", "1e-3"]) == 1
+    assert main(["doctor", "--from", img, "--json", "--ber-warning", "1e-3", "--ber-critical", "2e-3"]) == 0
     assert main(["doctor", "--from", img, "--json", "--ber-window", "0.5s"]) == 0  # one sample in the window
     capsys.readouterr()
 

@@ -61,7 +61,8 @@ def assert_self_contained(tags: _Tags) -> None:
 
 
 #: images whose flight recorder holds the PHY counters only (the corrected-bit ratio and symbol errors)
-PHY_CHARTS = {"link-degrading-ber-recorder": 4, "link-degrading-symbol-recorder": 4, "link-idle-too-few-bits": 2}
+PHY_CHARTS = {"link-degrading-ber-recorder": 4, "link-degrading-ber-warning-recorder": 4, "link-degrading-symbol-recorder": 4,
+              "link-idle-too-few-bits": 2}
 
 
 @pytest.mark.parametrize("name", ALL)

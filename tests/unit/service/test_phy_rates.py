@@ -42,18 +42,36 @@ def _codes(agent: Agent) -> list[tuple[str, str, str]]:
 
 def test_a_rising_corrected_bit_ratio_is_a_warning_with_its_worst_lane() -> None:
     agent = _agent()
-    _feed(agent, 5e-4, 120)
+    _feed(agent, 5e-5, 120)  # above --ber-warning (1e-5), below the FEC's 2.4e-4 limit
     assert _codes(agent) == [("LinkDegrading", "warning", "net_rail1")]
     with RecordedHost(str(IMAGE)) as host:
         snap = take_snapshot(host)
     f = agent._analysis_work(snap, ()).diagnosis.findings[0]
-    assert f.evidence["worst_lane"] == 1 and f.evidence["worst_lane_to_median"] > 1000
+    # lane 1 carries the corrected bits, the other lanes 10 a second each
+    assert f.evidence["worst_lane"] == 1 and f.evidence["worst_lane_to_best"] > 1000
+    assert f.evidence["worst_lane_share"] > 0.99
     assert f.evidence["window_s"] == 120.0
+
+
+def test_the_two_tiers_live_warning_below_the_fec_limit_critical_at_it() -> None:
+    """DESIGN §4: a warning well below the RS(544,514) FEC's limit, critical at / above it (2.4e-4)."""
+    for ratio, want in ((5e-6, []), (2e-5, [("LinkDegrading", "warning", "net_rail1")]),
+                        (2.4e-4, [("LinkDegrading", "critical", "net_rail1")]),
+                        (5e-4, [("LinkDegrading", "critical", "net_rail1")])):
+        agent = _agent()
+        _feed(agent, ratio, 120)
+        assert _codes(agent) == want, ratio
+    # the agent's --ber-warning / --ber-critical are the edges
+    agent = Agent(AgentSettings(watch_links=False, recorder_window_s=900,
+                                expectations=Expectations(ber_warning=1e-4, ber_critical=1e-3)),
+                  host_factory=lambda: None)  # type: ignore[arg-type,return-value]
+    _feed(agent, 5e-4, 120)
+    assert _codes(agent) == [("LinkDegrading", "warning", "net_rail1")]
 
 
 def test_below_the_threshold_or_too_few_bits_is_quiet() -> None:
     agent = _agent()
-    _feed(agent, 1e-5, 120)
+    _feed(agent, 5e-6, 120)
     assert _codes(agent) == []
     agent = _agent()
     _feed(agent, 5e-4, 1)  # 4e11 bits: too few to judge
@@ -68,7 +86,7 @@ def test_symbol_errors_within_the_window_are_critical() -> None:
 
 def test_the_window_is_ber_window() -> None:
     agent = _agent(window_s=10.0)
-    _feed(agent, 5e-4, 120)
+    _feed(agent, 5e-5, 120)
     with RecordedHost(str(IMAGE)) as host:
         snap = take_snapshot(host)
     f = agent._analysis_work(snap, ()).diagnosis.findings[0]
@@ -86,7 +104,7 @@ def test_edges_are_the_first_and_last_sample_in_the_window_of_the_asked_keys() -
 
 def test_a_rate_finding_is_one_event_per_episode() -> None:
     agent = _agent()
-    _feed(agent, 5e-4, 120)
+    _feed(agent, 5e-5, 120)
     with RecordedHost(str(IMAGE)) as host:
         snap = take_snapshot(host)
     agent._apply_analysis(agent._analysis_work(snap, ()))
@@ -118,14 +136,14 @@ def test_recorded_counter_sequences_through_the_sampler() -> None:
             c = dict(c)
             c["rx_bits_phy"] = c.get("rx_bits_phy", 0) + LINE * t
             if nd == "net_rail0":
-                c["rx_corrected_bits_phy"] += LINE * t // 1000  # 1e-3: four times the default warning
-                c["rx_err_lane_3_phy"] += LINE * t // 1000
+                c["rx_corrected_bits_phy"] += LINE * t // 50_000  # 2e-5, between 1e-5 and 2.4e-4: the warning tier
+                c["rx_err_lane_3_phy"] += LINE * t // 50_000
             stats.append(EthtoolStats(nd, tuple(sorted(c.items()))))
         agent._apply_counters(Part("counters", taken_at=5000.0 + t, fields={"ethtool": tuple(stats)}))
     out = agent._analysis_work(replace(agent.snapshot, taken_at=5120.0), ())  # type: ignore[arg-type]
     (f,) = out.diagnosis.findings
     assert (f.code, f.severity, f.subject) == ("LinkDegrading", "warning", "net_rail0")
-    assert f.evidence["worst_lane"] == 3 and f.evidence["corrected_bit_ratio"] == 1e-3
+    assert f.evidence["worst_lane"] == 3 and f.evidence["corrected_bit_ratio"] == 2e-5
 
 
 def test_aer_errors_that_rise_between_two_samples_are_a_warning() -> None:
