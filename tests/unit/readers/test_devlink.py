@@ -405,7 +405,7 @@ def test_each_devlink_failure_is_noted_under_its_source_and_the_rest_is_read() -
     })
     notes = Notes()
     st = read_devlink(host, [PciFunction("0000:0c:00.0", sriov_totalvfs=8), PciFunction("0000:8d:00.0", sriov_totalvfs=8)],  # type: ignore[arg-type]
-                      [], notes=notes)
+                      [], ("esw_multiport", "flow_steering_mode"), notes=notes)
     assert st.eswitch == () and st.ports == ()
     assert st.params == (DevlinkParam(PF0, "esw_multiport", (("runtime", False),)),)
     assert _param_argv(PF1, "flow_steering_mode") not in [a for a, _ in host.asked]  # busy: not asked
