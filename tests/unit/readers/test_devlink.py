@@ -478,3 +478,18 @@ def test_an_eswitch_answer_from_a_failed_command_is_not_trusted() -> None:
     assert st.eswitch == ()
     assert notes.unavailable == [(f"devlink {PF0}", f"devlink -j dev eswitch show {PF0}: exit 2: "
                                                     "kernel answers: Device or resource busy")]
+
+
+def test_enable_roce_is_read_by_default_and_as_a_boolean() -> None:
+    # mlx5 devlink.rst "Read RoCE enablement state" (tests/fixtures/public/mlx5/devlink-param-show-enable-roce.txt):
+    # name enable_roce type generic, cmode driverinit value true; the JSON of the mlx5 param list
+    from pathlib import Path
+
+    from agent.readers.devlink import DEFAULT_PARAMS
+
+    assert "enable_roce" in DEFAULT_PARAMS
+    fix = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "mlx5"
+    text = (fix / "devlink-param-show-enable-roce.txt").read_text()
+    assert "name enable_roce type generic" in text and "cmode driverinit value true" in text
+    got = {p.name: p for p in parse_params(json.loads((fix / "devlink-dev-param-show-mlx5.RECONSTRUCTED.json").read_text()))}
+    assert got["enable_roce"].value() is True and got["enable_roce"].values == (("driverinit", True),)
