@@ -76,6 +76,9 @@ class Expectations:
     mtu: int | None = None
     #: DriverNotDoca: "doca" when the rail PFs must run the DOCA / OFED mlx5 driver (``--expect-driver``).
     driver: str | None = None
+    #: RailRdmaMissing: True when every rail must have an RDMA device (``--expect-rdma``), even where no
+    #: udev rule names one and its PF is not mlx5 with RoCE enabled; None: no expectation.
+    rdma: bool | None = None
 
 
 #: Expectations field -> the flag that states it. A bundle's manifest records the expectations in force
@@ -99,6 +102,7 @@ EXPECTATION_FLAGS: dict[str, str] = {
     "ber_window_s": "--ber-window",
     "mtu": "--expect-mtu",
     "driver": "--expect-driver",
+    "rdma": "--expect-rdma",
 }
 
 
@@ -160,6 +164,7 @@ _PARSERS: dict[str, tuple[str, Any]] = {
     # as --expect-mtu takes it: ETH_MIN_MTU (68) .. the largest netdev MTU, whole bytes
     "expect_mtu": ("mtu", lambda v: _number(v, 68, 65535, whole=True)),
     "expect_driver": ("driver", lambda v: v if v == "doca" else None),
+    "expect_rdma": ("rdma", lambda v: True if v is True else None),
 }
 
 
@@ -271,7 +276,8 @@ class ReadConfig:
     """What the readers read and how long they may take."""
 
     #: devlink params read per PF handle, one command per param (a dump can mix devices up).
-    devlink_params: tuple[str, ...] = ("esw_multiport", "flow_steering_mode")
+    #: ``enable_roce`` says whether a rail PF must have an RDMA device (RailRdmaMissing)
+    devlink_params: tuple[str, ...] = ("esw_multiport", "flow_steering_mode", "enable_roce")
     command_timeout_s: float = 10.0
     #: Read ethtool -S on representors too (a firmware read each on mlx5: off by default).
     representor_ethtool: bool = False

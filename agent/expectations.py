@@ -107,6 +107,29 @@ class _Store(argparse._StoreAction):
         _mark(namespace, self.dest)
 
 
+class _StoreTrue(argparse._StoreConstAction):
+    """``store_true`` that remembers the flag was given (as ``_Store``)."""
+
+    def __init__(self, option_strings: list[str], dest: str, default: Any = None, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, const=True, default=default, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        _mark(namespace, self.dest)
+
+
+def _expect_true(text: str | None) -> bool | None:
+    """A flag that states an expectation by being there (``--expect-rdma``), from its variable: a true
+    word is the flag, a false word or nothing is no expectation (never "expect none")."""
+    if text is None or not text.strip():
+        return None
+    try:
+        return True if _bool_word(text) else None
+    except argparse.ArgumentTypeError:
+        raise SystemExit(f"RAILSCOPE_EXPECT_RDMA: expected true or false, got {text!r}") from None
+
+
 class _Append(argparse._AppendAction):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
@@ -208,7 +231,7 @@ def _mtu(text: str) -> int:
 
 
 def add_readiness_flags(g: argparse._ArgumentGroup) -> None:
-    """The expectations of the readiness codes (MtuMismatch, DriverNotDoca)."""
+    """The expectations of the readiness codes (MtuMismatch, DriverNotDoca, RailRdmaMissing)."""
     g.add_argument("--expect-mtu", action=_Store, type=_mtu, default=env_default("expect-mtu", None),
                    help="Report rails whose MTU is not this many bytes (e.g. 9000 or 4200). Default: no value; "
                         "a rail whose MTU differs from the most common MTU of the node's rails is reported.")
@@ -216,6 +239,10 @@ def add_readiness_flags(g: argparse._ArgumentGroup) -> None:
                    default=env_default("expect-driver", None),
                    help="doca: report rail PFs that run the inbox mlx5 driver (the DOCA driver container "
                         "restores the inbox driver when its pod ends). Default: no expectation.")
+    g.add_argument("--expect-rdma", action=_StoreTrue, default=_expect_true(env_default("expect-rdma", None)),
+                   help="Report every rail without an RDMA device (RailRdmaMissing). Default: only rails whose udev "
+                        "rules name an RDMA device, or whose PF is mlx5 with RoCE enabled (devlink param "
+                        "enable_roce), are expected to have one.")
 
 
 def expectations_from_args(args: argparse.Namespace) -> Expectations:
@@ -240,6 +267,7 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
         ber_window_s=getattr(args, "ber_window", 300.0),
         mtu=int(args.expect_mtu) if getattr(args, "expect_mtu", None) is not None else None,
         driver=getattr(args, "expect_driver", None),
+        rdma=True if getattr(args, "expect_rdma", None) else None,
     )
 
 

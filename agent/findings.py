@@ -48,6 +48,8 @@ CODES: dict[str, str] = {
     "DriverNotDoca": "warning",
     "RailNamingConflict": "critical",
     "RailResourcesLost": "critical",
+    "RailRdmaMissing": "critical",
+    "FirmwareStoredUnreadable": "warning",
 }
 
 #: code -> default severity of every event a detector emits.
@@ -158,7 +160,9 @@ NEXT_STEPS: dict[str, str] = {
         "hardware team."),
     "PcieLinkDegraded": (
         "`lspci -vv -s <bdf>`: LnkSta against LnkCap, and the upstream port's; a link trained below both ends needs "
-        "the card reseated or moved (drain first). Owner: the node's hardware team."),
+        "the card reseated or moved (drain first). A link that is gone (speed Unknown, width 63: config space reads "
+        "all ones) carries nothing: drain the node, check `dmesg` for AER / DPC / surprise link down, then "
+        "reseat or replace the card. Owner: the node's hardware team."),
     "PcieErrors": (
         "/sys/bus/pci/devices/<bdf>/aer_dev_* and `dmesg | grep -i aer` for the failing device; reseat the card or "
         "riser and open a hardware ticket when fatal errors repeat. Owner: the node's hardware team."),
@@ -181,6 +185,16 @@ NEXT_STEPS: dict[str, str] = {
         "`grep -n KERNELS /etc/udev/rules.d/*.rules`: keep one rule per PCI function and one function per name "
         "(nic-configuration-operator's files are the rails' own), remove the other rule, reboot; the evidence lists "
         "the file and line of each rule. Owner: whoever writes the naming rules."),
+    "RailRdmaMissing": (
+        "`lsmod | grep -E 'mlx5_ib|ib_core'` and `rdma link show`: a driver upgrade that left mlx5_ib (or ib_core) "
+        "unloaded leaves the netdev up and no RDMA device, and NCCL falls back to sockets. `dmesg | grep -i mlx5_ib` "
+        "for a load failure; reload the driver stack (the DOCA driver pod, or `modprobe mlx5_ib`) on a drained "
+        "node. Owner: the Network Operator (ofedDriver) / the node image team."),
+    "FirmwareStoredUnreadable": (
+        "The NIC could not report its stored firmware (255.255.65535) — a failed or interrupted flash: check `devlink "
+        "dev info <pci>` and the flash log (`dmesg | grep -E 'mlxfw|mlx5_fw'`, the firmware updater's output) "
+        "before any reset, and reflash a known image with mlxfwmanager / flint before the next reboot. Owner: the "
+        "firmware rollout (NIC lifecycle team)."),
     "RailResourcesLost": (
         "Stop the rollout. `kubectl describe node <node>` for allocatable and capacity, then the RDMA / SR-IOV device "
         "plugin pod on the node and its log (a restart that found no devices, a changed selector, rails renamed "
@@ -225,7 +239,9 @@ CODE_RULES: dict[str, str] = {
     "OpticsOutOfRange": ("a rail's transceiver reads a value beyond the module's own warning (warning) or alarm "
                          "(critical) thresholds in ethtool -m, or a module error counter rose"),
     "NicTemperatureHigh": "a rail PF's ASIC sensor is at or above its own critical temperature",
-    "PcieLinkDegraded": "a rail PF's PCIe link trained below the speed or width both ends support",
+    "PcieLinkDegraded": ("a rail PF's PCIe link trained below the speed or width both ends support (warning), or is "
+                         "gone: current_link_speed Unknown with current_link_width 63, the link status register "
+                         "reads all ones (critical)"),
     "PcieErrors": ("a rail PF counted fatal or non-fatal AER errors; correctable errors are info, warning when "
                    "they rise"),
     "FirmwarePendingActivation": "a NIC's stored firmware differs from the running one: flashed, waiting for a reset",
@@ -238,6 +254,10 @@ CODE_RULES: dict[str, str] = {
                            "only one can win at boot"),
     "RailResourcesLost": ("an extended resource of the node (--rail-resources) dropped to 0 allocatable after it "
                           "was above 0: the device plugin lost the rails"),
+    "RailRdmaMissing": ("a rail has no RDMA device although its udev rules name one, or its PF is mlx5 with RoCE "
+                        "enabled (devlink param enable_roce), or --expect-rdma is given"),
+    "FirmwareStoredUnreadable": ("a NIC reports its stored firmware as 255.255.65535 (mlx5: the pending image could "
+                                 "not be read, a failed or interrupted flash); never a FirmwarePendingActivation"),
 }
 
 #: code -> what a finding's subject names (DESIGN §4), so that one finding maps to one alert.
@@ -273,6 +293,8 @@ CODE_SUBJECTS: dict[str, str] = {
     "DriverNotDoca": "`node`",
     "RailNamingConflict": "the PF's devlink handle when one function has two names, else the name given twice",
     "RailResourcesLost": "the extended resource's name (`nvidia.com/rail0`)",
+    "RailRdmaMissing": "the expected rail netdev name (`net_rail1`)",
+    "FirmwareStoredUnreadable": "the PF's devlink handle (`pci/0000:1a:00.1`)",
 }
 
 

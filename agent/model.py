@@ -326,6 +326,14 @@ class OvsInterface:
 # firmware, GPUs and GPUDirect (the readiness sources)
 
 
+#: The version mlx5 reports when a firmware query fails: upstream 10dc35f6a443 ("net/mlx5: Avoid "No data
+#: available" when FW version queries fail", net tree April 2026, backported to 6.19.y) sets the version word to
+#: U32_MAX, printed ``%d.%d.%04d`` as major 0xff, minor 0xff, subminor 0xffff. As a stored version it
+#: means the pending image could not be read (a failed or interrupted flash, "can't read pending fw
+#: version while fw state is N"); no such firmware exists.
+UNREADABLE_VERSION = "255.255.65535"
+
+
 @dataclass(frozen=True, slots=True)
 class FirmwareInfo:
     """``devlink -j dev info <PF handle>``: the versions the NIC runs and the ones flashed for the next
@@ -340,9 +348,18 @@ class FirmwareInfo:
 
     @property
     def pending(self) -> tuple[tuple[str, str, str], ...]:
-        """(name, running, stored) of every version that is in both sets and differs: flashed, not active."""
+        """(name, running, stored) of every version that is in both sets and differs: flashed, not active.
+        A version the NIC could not read (``UNREADABLE_VERSION``) on either side is never pending."""
         run = dict(self.running)
-        return tuple((k, run[k], v) for k, v in self.stored if k in run and run[k] != v)
+        return tuple((k, run[k], v) for k, v in self.stored
+                     if k in run and run[k] != v and UNREADABLE_VERSION not in (run[k], v))
+
+    @property
+    def unreadable(self) -> tuple[tuple[str, str | None, str], ...]:
+        """(name, running, stored) of every stored version the NIC reports as ``UNREADABLE_VERSION``
+        (running None when the running set has no such name)."""
+        run = dict(self.running)
+        return tuple((k, run.get(k), v) for k, v in self.stored if v == UNREADABLE_VERSION)
 
     @property
     def version(self) -> str | None:
@@ -410,6 +427,13 @@ class Event:
 # degradation: PCIe link, optics, NIC temperature (DESIGN §3)
 
 
+#: ``current_link_width`` of a Link Status register that reads 0xffff: ``(lnksta & PCI_EXP_LNKSTA_NLW) >> 4``
+#: (drivers/pci/pci-sysfs.c ``current_link_width_show``). No link has 63 lanes: "Looks like all 1's was
+#: returned ... as that equals the mask's 0x3f value" (Keith Busch on a "x63" link, linux-pci, 2020-10-07,
+#: tests/fixtures/public/pcie/).
+ALL_ONES_WIDTH = 63
+
+
 @dataclass(frozen=True, slots=True)
 class PcieLink:
     """A rail PF's PCIe link and its upstream port's (``/sys/bus/pci/devices/<bdf>/*_link_*``, AER)."""
@@ -428,6 +452,10 @@ class PcieLink:
     aer_correctable: int | None = None
     aer_nonfatal: int | None = None
     aer_fatal: int | None = None
+    #: the link is gone: ``current_link_speed`` ``Unknown`` with ``current_link_width`` 63, what the
+    #: kernel prints when the Link Status register reads all ones (the width field's mask is 0x3f):
+    #: the function answers config space with all ones and carries no traffic
+    gone: bool = False
 
     def aer_counters(self) -> dict[str, int]:
         """The AER totals under their sysfs file names (``AER_COUNTERS``), the known ones only, and

@@ -32,9 +32,9 @@ __all__ = ["CHECKS", "register", "run"]
 #: check name -> the doctor codes that fail it (every other warning or critical finding fails "findings")
 CHECKS: dict[str, tuple[str, ...]] = {
     "rails": ("RailMissing", "RailNameMismatch", "RailTemplateInvalid", "RailLinkDown", "RailNamingConflict"),
-    "rdma": ("RdmaLinkDown", "RdmaNameMismatch"),
+    "rdma": ("RdmaLinkDown", "RdmaNameMismatch", "RailRdmaMissing"),
     "gpudirect": ("GpuDirectNotReady",),
-    "firmware": ("FirmwarePendingActivation",),
+    "firmware": ("FirmwarePendingActivation", "FirmwareStoredUnreadable"),
     "mtu": ("MtuMismatch",),
     "driver": ("DriverNotDoca",),
 }
@@ -42,10 +42,13 @@ CHECKS: dict[str, tuple[str, ...]] = {
 HELP = """\
 The upgrade gate for one node. It checks, from what this node's readers see:
   rails      every rail the udev rules (or --rails) expect has its netdev, named as the rule says, up
-  rdma       every rail's RDMA port is ACTIVE and named as its rule says
+  rdma       every rail's RDMA port is ACTIVE and named as its rule says, and every rail that must have
+             an RDMA device has one (its udev rule names one, its PF is mlx5 with RoCE enabled, or
+             --expect-rdma): a driver upgrade that left mlx5_ib unloaded fails here
   gpudirect  on a GPU node, NCCL finds a GPUDirect RDMA path (nvidia_peermem, or DMA-BUF with the open
              GPU kernel modules on Linux >= 5.12)
-  firmware   no NIC runs other firmware than it has flashed (the upgrade's reset has happened)
+  firmware   no NIC runs other firmware than it has flashed (the upgrade's reset has happened), and
+             every NIC can report its stored firmware (255.255.65535: a failed flash)
   mtu        every rail has --expect-mtu, or the MTU of the other rails
   driver     with --expect-driver doca: the DOCA driver, not the inbox one
   findings   no other warning or critical finding of railscope doctor

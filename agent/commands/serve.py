@@ -158,7 +158,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10s.")
     s.add_argument("--devlink-param", action="append", default=None, metavar="NAME",
                    help="A devlink param to read on every PF and watch for ConfigFlapping. Repeatable. "
-                        "Default: esw_multiport and flow_steering_mode.")
+                        "Default: esw_multiport, flow_steering_mode and enable_roce.")
     s.add_argument("--representor-include", type=_regex, default=env_default("representor-include", None),
                    metavar="REGEX",
                    help="Representor netdevs matching this regular expression get their own series. "

@@ -43,7 +43,10 @@ __all__ = [
     "read_devlink",
 ]
 
-DEFAULT_PARAMS = ("esw_multiport", "flow_steering_mode")
+#: ``enable_roce`` (generic, driverinit; mlx5 registers it in mlx5_core, so it reads with mlx5_ib unloaded):
+#: whether the PF's rails must have an RDMA device (RailRdmaMissing); kernel mlx5 devlink.rst
+#: "Read RoCE enablement state": ``name enable_roce type generic values: cmode driverinit value true``.
+DEFAULT_PARAMS = ("esw_multiport", "flow_steering_mode", "enable_roce")
 
 _NOT_SUPPORTED = "operation not supported"
 
@@ -103,8 +106,8 @@ def parse_eswitch(doc: Any, handle: str) -> Eswitch:
 
 
 #: The watched params whose type is bool and whose value the checks judge as one: read as booleans
-#: in every form (mlx5's esw_multiport, DEVLINK_PARAM_TYPE_BOOL).
-BOOL_PARAMS = frozenset({"esw_multiport"})
+#: in every form (mlx5's esw_multiport and the generic enable_roce, DEVLINK_PARAM_TYPE_BOOL).
+BOOL_PARAMS = frozenset({"esw_multiport", "enable_roce"})
 _TRUE = frozenset({"true", "1", "yes", "on", "enable", "enabled"})
 _FALSE = frozenset({"false", "0", "no", "off", "disable", "disabled"})
 

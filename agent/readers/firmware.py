@@ -43,6 +43,11 @@ def parse_dev_info(doc: Any) -> tuple[FirmwareInfo, ...]:
                       "running":{"fw.version":"28.42.1000","fw":"28.42.1000"},
                       "stored":{"fw.version":"28.43.1014","fw":"28.43.1014"}}}}}
 
+    mlx5 since upstream 10dc35f6a443 answers a query that failed with all-ones version words instead of
+    an error: after a failed flash ``"stored":{"fw.version":"255.255.65535","fw":"255.255.65535"}``
+    beside a real running version (the commit's own example, tests/fixtures/public/mlx5/). It is kept
+    as printed: ``FirmwareInfo.unreadable`` names it, and it is never ``pending``.
+
     netdevsim (Linux 6.1) prints ``{"info":{"netdevsim/netdevsim10":{"driver":"netdevsim","versions":
     {"running":{"fw.mgmt":"10.20.30"},"stored":{"fw.mgmt":"10.20.30"}}}}}``. Values that are not
     strings or numbers are dropped; a handle without versions keeps empty sets (not judged).

@@ -3,7 +3,9 @@
 No firmware access: the kernel keeps these in config space and its own counters. The upstream port is
 the parent directory of the PF's resolved sysfs path (a root port or a PCIe switch's downstream port);
 a PF that trained at what that port can give sits in a slower slot, which is a fact for the evidence,
-not a fault (DESIGN §4 "PCIe"). ``Unknown`` or a missing file is "not available", never 0.
+not a fault (DESIGN §4 "PCIe"). ``Unknown`` or a missing file is "not available", never 0 — except
+``current_link_speed`` ``Unknown`` with ``current_link_width`` ``63``: the Link Status register read
+all ones (speed field 0xf, width field 0x3f), the function fell off its link (``PcieLink.gone``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from collections.abc import Iterable
 
 from agent.config import ReadConfig
 from agent.host import Host
-from agent.model import PcieLink
+from agent.model import ALL_ONES_WIDTH, PcieLink
 from agent.readers.common import BDF_RE, Notes, read_word, to_int
 from agent.readers.source import Context, Part, Source, part
 
-__all__ = ["SOURCE", "parse_aer", "parse_link_speed", "parse_link_width", "read_pcie"]
+__all__ = ["SOURCE", "link_gone", "parse_aer", "parse_link_speed", "parse_link_width", "read_pcie"]
 
 _SPEED = re.compile(r"\A\s*(\d+(?:\.\d+)?)\s*GT/s")
 _U64 = 1 << 64
@@ -49,6 +51,14 @@ def parse_link_width(text: str | None) -> int | None:
     """``current_link_width`` / ``max_link_width`` -> lanes (sample: ``16``); 0 or garbage -> None."""
     n = to_int(text)
     return n if n is not None and 0 < n <= 32 else None
+
+
+def link_gone(speed_text: str | None, width_text: str | None) -> bool:
+    """The function fell off its link: ``current_link_speed`` ``Unknown`` (``Unknown speed`` on old
+    kernels; speed field 0xf is no PCIe rate) together with ``current_link_width`` 63. Either alone is
+    not enough: ``Unknown`` with a real width is a rate this kernel does not name yet."""
+    speed = (speed_text or "").strip().lower()
+    return speed.startswith("unknown") and to_int(width_text) == ALL_ONES_WIDTH
 
 
 def parse_aer(text: str | None) -> dict[str, int]:
@@ -96,9 +106,12 @@ def read_pcie(host: Host, bdfs: Iterable[str], notes: Notes | None = None) -> tu
             continue
         base = f"/sys/bus/pci/devices/{bdf}"
         resolved = host.realpath(base)
-        speed = parse_link_speed(read_word(host, f"{base}/current_link_speed", 64))
+        speed_text = read_word(host, f"{base}/current_link_speed", 64)
+        width_text = read_word(host, f"{base}/current_link_width", 64)
+        speed = parse_link_speed(speed_text)
         max_speed = parse_link_speed(read_word(host, f"{base}/max_link_speed", 64))
-        width = parse_link_width(read_word(host, f"{base}/current_link_width", 64))
+        width = parse_link_width(width_text)
+        gone = link_gone(speed_text, width_text)
         max_width = parse_link_width(read_word(host, f"{base}/max_link_width", 64))
         up = _parent_bdf(resolved)
         up_speed = up_width = None
@@ -108,14 +121,14 @@ def read_pcie(host: Host, bdfs: Iterable[str], notes: Notes | None = None) -> tu
             up_width = parse_link_width(read_word(host, f"{up_dir}/max_link_width", 64))
         aer = {kind: parse_aer(host.read_text(f"{base}/aer_dev_{kind}", 1 << 14))
                for kind in ("correctable", "nonfatal", "fatal")}
-        if speed is None and width is None:
+        if speed is None and width is None and not gone:
             notes.missing("pcie", f"{bdf}: no current_link_speed / current_link_width (not a PCIe function, or "
                                   "Unknown)")
         out.append(PcieLink(bdf=bdf, speed_gts=speed, max_speed_gts=max_speed, width=width, max_width=max_width,
                             upstream=up, upstream_max_speed_gts=up_speed, upstream_max_width=up_width,
                             aer_correctable=aer["correctable"].get("TOTAL_ERR_COR"),
                             aer_nonfatal=aer["nonfatal"].get("TOTAL_ERR_NONFATAL"),
-                            aer_fatal=aer["fatal"].get("TOTAL_ERR_FATAL")))
+                            aer_fatal=aer["fatal"].get("TOTAL_ERR_FATAL"), gone=gone))
     return tuple(out)
 
 

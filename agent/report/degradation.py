@@ -19,7 +19,9 @@ def rail_notes(diag: Diagnosis) -> dict[str, str]:
         netdev = ev.get("netdev")
         if not isinstance(netdev, str):
             continue
-        if f.code == "PcieLinkDegraded":
+        if f.code == "PcieLinkDegraded" and ev.get("link_gone"):
+            notes.setdefault(netdev, []).append("PCIe link gone")
+        elif f.code == "PcieLinkDegraded":
             speed, width = ev.get("speed_gts"), ev.get("width")
             gen = _GEN.get(speed, f"{speed} GT/s") if isinstance(speed, (int, float)) else "?"
             could = ev.get("max_width")

@@ -963,6 +963,52 @@ def firmware_pending(img: Image) -> None:
     set_dev_info(img, {}, {"pci/0000:0c:00.0": "28.43.1014"})
 
 
+def firmware_stored_unreadable(img: Image) -> None:
+    """mlx5 since upstream 10dc35f6a443: the pending image of ``0000:0c:00.0`` could not be read (a failed
+    flash), so ``devlink dev info`` reports the stored version as all-ones words, 255.255.65535."""
+    set_dev_info(img, {}, {"pci/0000:0c:00.0": "255.255.65535"})
+
+
+def pcie_link_gone(img: Image) -> None:
+    """``0000:8d:00.0`` fell off its link: its Link Status register reads all ones, which the kernel
+    prints as ``current_link_speed`` Unknown and ``current_link_width`` 63 (speed field 0xf, width 0x3f)."""
+    degradation_healthy(img)
+    pcie_files(img, PF1_DIR, speed="Unknown", width=63)
+
+
+def rdma_gone(img: Image) -> None:
+    """mlx5_ib not loaded after a driver upgrade: no RDMA device (``/sys/class/infiniband`` and each PF's
+    ``infiniband/`` gone), ``rdma link show`` lists nothing; ib_core stays (``rdma system show`` answers)."""
+    for rel in [r for r in img.links if "/infiniband" in r]:
+        del img.links[rel]
+    for rel in [r for r in img.files if "/infiniband/" in r or r.endswith("/infiniband")]:
+        del img.files[rel]
+    img.set_jcmd(["rdma", "-j", "link", "show"], [])
+
+
+def enable_roce(img: Image, value: bool) -> None:
+    """``devlink -j dev param show <PF> name enable_roce`` of both rail PFs (generic, driverinit; kernel
+    mlx5 devlink.rst "Read RoCE enablement state")."""
+    for handle in ("pci/0000:0c:00.0", "pci/0000:8d:00.0"):
+        img.set_jcmd(["devlink", "-j", "dev", "param", "show", handle, "name", "enable_roce"],
+                     {"param": {handle: [{"name": "enable_roce", "type": "generic",
+                                          "values": [{"cmode": "driverinit", "value": value}]}]}})
+
+
+def rdma_gone_roce(img: Image) -> None:
+    """No RDMA naming rule (the site names only its netdevs); the rail PFs are mlx5 with RoCE enabled."""
+    rdma_gone(img)
+    del img.files[RDMA_RULES]
+    enable_roce(img, True)
+
+
+def rdma_absent_roce_off(img: Image) -> None:
+    """No RDMA naming rule, no RDMA device, RoCE disabled on the rail PFs: nothing expects RDMA."""
+    rdma_gone(img)
+    del img.files[RDMA_RULES]
+    enable_roce(img, False)
+
+
 def _gpu(img: Image, parent: str, bdf: str, numa: int) -> None:
     """An H100 SXM5 function (10de:2330, 3D controller) at ``parent/bdf`` in the PCIe tree."""
     base = f"fs/sys/devices/{parent}/{bdf}"
@@ -1321,6 +1367,34 @@ IMAGES: tuple[Spec, ...] = (
          "versions differ across the node's NICs (evidence).",
          origin="The JSON shape is mlx5's `devlink dev info` (versions fixed `fw.psid`, running / stored "
                 "`fw.version` and `fw`) as iproute2 prints it with `-j`."),
+    Spec("firmware-stored-unreadable", "2rail", (firmware_stored_unreadable,),
+         (("FirmwareStoredUnreadable", "warning", "pci/0000:0c:00.0"),),
+         "`devlink -j dev info` of `pci/0000:0c:00.0` reports stored `fw.version` / `fw` 255.255.65535 while "
+         "28.42.1000 runs (the pending image could not be read after a failed flash); `pci/0000:8d:00.0` runs "
+         "and stores 28.42.1000. Not a FirmwarePendingActivation: that firmware does not exist.",
+         origin="The stored version is what upstream mlx5 commit 10dc35f6a443 prints when the pending image "
+                "cannot be read (its commit message, tests/fixtures/public/mlx5/, shows `fw.version 255.255.65535` "
+                "under `stored:`); the JSON shape is iproute2's `devlink -j dev info`."),
+    Spec("pcie-link-gone", "2rail", (pcie_link_gone,), (("PcieLinkDegraded", "critical", "pci/0000:8d:00.0"),),
+         "`0000:8d:00.0` fell off its link: `current_link_speed` Unknown, `current_link_width` 63 (the Link Status "
+         "register reads all ones); its max and its upstream port's stay Gen5 x16. Every other degradation source "
+         "is read and healthy.",
+         origin="x63 as all ones of the width field: Keith Busch on linux-pci, 2020-10-07 "
+                "(tests/fixtures/public/pcie/)."),
+    Spec("rdma-gone-rules-name-rdma", "2rail", (rdma_gone,),
+         (("RailRdmaMissing", "critical", "net_rail0"), ("RailRdmaMissing", "critical", "net_rail1")),
+         "The healthy image after a driver upgrade that left mlx5_ib unloaded: `/sys/class/infiniband` and the "
+         "PFs' `infiniband/` directories are gone and `rdma -j link show` prints `[]`; the netdevs are up. The "
+         "RDMA naming rules still name `rdma_rail0` / `rdma_rail1`."),
+    Spec("rdma-gone-mlx5-roce-enabled", "2rail", (rdma_gone_roce,),
+         (("RailRdmaMissing", "critical", "net_rail0"), ("RailRdmaMissing", "critical", "net_rail1")),
+         "As rdma-gone-rules-name-rdma, and the RDMA naming rules are gone too (a site that names only its "
+         "netdevs); both rail PFs are mlx5 with `enable_roce` true (devlink param, driverinit).",
+         origin="The `enable_roce` answer is the kernel's mlx5 devlink.rst example (\"Read RoCE enablement "
+                "state\") as iproute2 prints it with `-j`."),
+    Spec("rdma-absent-roce-disabled", "2rail", (rdma_absent_roce_off,), (),
+         "Trap: no RDMA naming rule, no RDMA device and `enable_roce` false on both rail PFs (an Ethernet-only "
+         "node): nothing expects RDMA, so no RailRdmaMissing without `--expect-rdma`."),
     Spec("gpudirect-hgx-pix-healthy", "2rail", (hgx_pix,), (),
          "Two H100 GPUs added; each rail PF moved below a PCIe switch it shares with one GPU (rail 0 with "
          "`0000:0b:00.0` on NUMA 0, rail 1 with `0000:8b:00.0` on NUMA 1): `gpu_link` PIX for both; "

@@ -255,6 +255,33 @@ def test_a_capture_with_expect_driver_replays_with_it(tmp_path: Path, capsys: py
     assert "expect_mtu=4200 (RAILSCOPE_EXPECT_MTU; the bundle had 9000)" in capsys.readouterr().out
 
 
+def test_a_capture_with_expect_rdma_records_it_and_replays_with_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # an Ethernet-only node (no RDMA rule, RoCE disabled): RailRdmaMissing only when --expect-rdma says so
+    image = str(IMAGES / "rdma-absent-roce-disabled")
+    assert _codes(["doctor", "--from", image, "--json"], capsys) == set()
+    live = _codes(["doctor", "--from", image, "--json", "--expect-rdma"], capsys)
+    assert live == {("RailRdmaMissing", "net_rail0"), ("RailRdmaMissing", "net_rail1")}
+    bundle = _capture_with("rdma-absent-roce-disabled", tmp_path, "--expect-rdma")
+    assert _manifest_of(bundle)["expectations"]["expect_rdma"] is True
+    assert _codes(["doctor", "--from", str(bundle), "--json"], capsys) == live
+    main(["doctor", "--from", str(bundle)])
+    assert "judged with: expect_rdma=True (bundle)" in capsys.readouterr().out
+    # without the flag the manifest records no expectation (null), and the replay judges nothing
+    (tmp_path / "plain").mkdir()
+    plain = _capture_with("rdma-absent-roce-disabled", tmp_path / "plain")
+    assert _manifest_of(plain)["expectations"]["expect_rdma"] is None
+    assert _codes(["doctor", "--from", str(plain), "--json"], capsys) == set()
+    # the variable is the flag
+    monkeypatch.setenv("RAILSCOPE_EXPECT_RDMA", "true")
+    (tmp_path / "env").mkdir()
+    assert _manifest_of(_capture_with("rdma-absent-roce-disabled", tmp_path / "env"))["expectations"]["expect_rdma"]
+    # a manifest value that is not true is refused, as the flag takes only its presence
+    got, problems = expectations_from_json({"expect_rdma": "yes"})
+    assert got == {} and "expect_rdma" in problems[0]
+    assert expectations_from_json({"expect_rdma": None}) == ({"rdma": None}, ())
+
+
 def _manifest_of(bundle: Path) -> dict:
     import tarfile
 

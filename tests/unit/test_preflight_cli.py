@@ -52,6 +52,31 @@ def test_each_readiness_fault_fails_its_check(capsys: pytest.CaptureFixture[str]
     assert out.splitlines()[-1].endswith(f"failed: {failed}")
 
 
+def test_a_roce_node_whose_rdma_devices_are_gone_fails_the_rdma_check(capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 28 item 9: the healthy image without /sys/class/infiniband and the RDMA links said
+    # "ok rdma 0 RDMA port(s) ACTIVE", "PREFLIGHT PASS", exit 0
+    for image in ("rdma-gone-rules-name-rdma", "rdma-gone-mlx5-roce-enabled"):
+        code, out = preflight(capsys, "--from", str(IMAGES / image))
+        assert code == 1, out
+        assert lines(out)["rdma"] == "FAIL" and lines(out)["findings"] == "ok"
+        assert "FAIL  rdma       RailRdmaMissing net_rail0; RailRdmaMissing net_rail1" in out
+        assert out.splitlines()[-1].startswith("PREFLIGHT FAIL") and out.splitlines()[-1].endswith("failed: rdma")
+
+
+def test_an_ethernet_only_node_passes_unless_rdma_is_expected(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = preflight(capsys, "--from", str(IMAGES / "rdma-absent-roce-disabled"))
+    assert code == 0 and lines(out)["rdma"] == "ok", out
+    code, out = preflight(capsys, "--from", str(IMAGES / "rdma-absent-roce-disabled"), "--expect-rdma", "--json")
+    doc = json.loads(out)
+    assert code == 1 and {c["check"]: c["status"] for c in doc["checks"]}["rdma"] == "fail"
+
+
+def test_a_stored_firmware_the_nic_cannot_read_fails_the_firmware_check(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = preflight(capsys, "--from", str(IMAGES / "firmware-stored-unreadable"))
+    assert code == 1 and lines(out)["firmware"] == "FAIL" and lines(out)["findings"] == "ok", out
+    assert "FirmwareStoredUnreadable pci/0000:0c:00.0" in out and "FirmwarePendingActivation" not in out
+
+
 def test_since_fails_on_a_regression_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = preflight(capsys, "--from", str(IMAGES / "mtu-mismatch"), "--since",
                           str(IMAGES / "spectrumx-2rail-healthy"), "--json")

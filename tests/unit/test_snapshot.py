@@ -100,9 +100,14 @@ def test_rules_and_unavailable(snap: Snapshot) -> None:
         ("rdma", "0000:0c:00.0", "rdma_rail0"), ("rdma", "0000:8d:00.0", "rdma_rail1")}
     assert snap.ovs is None
     # The example image predates the health and firmware sources: not recorded, and said so.
-    # ... nor the degradation sources: no hwmon (a kernel before 6.5), no ethtool -m recorded.
+    # ... nor the degradation sources: no hwmon (a kernel before 6.5), no ethtool -m recorded; nor the
+    # enable_roce param (RailRdmaMissing's RoCE clause is not judged on it).
     assert list(snap.unavailable) == [
         ("ovs", "no OVS db socket at /var/run/openvswitch/db.sock"),
+        ("devlink pci/0000:0c:00.0", "devlink -j dev param show pci/0000:0c:00.0 name enable_roce: not recorded in "
+                                     "this image"),
+        ("devlink pci/0000:8d:00.0", "devlink -j dev param show pci/0000:8d:00.0 name enable_roce: not recorded in "
+                                     "this image"),
         ("devlink health", "devlink -j health show: not recorded in this image"),
         ("firmware", "devlink -j dev info pci/0000:0c:00.0: not recorded in this image"),
         ("firmware", "devlink -j dev info pci/0000:8d:00.0: not recorded in this image"),
@@ -152,8 +157,8 @@ def test_big_switchdev_node_reads_rails_only(tmp_path: Path) -> None:
     assert ethtool == [("ethtool", "--version"), ("ethtool", "-S", "net_rail0"), ("ethtool", "-S", "net_rail1"),
                        ("ethtool", "-i", "net_rail0"), ("ethtool", "-i", "net_rail1"),
                        ("ethtool", "-m", "net_rail0"), ("ethtool", "-m", "net_rail1")]
-    # dev show, port show, health show (node-wide), and per PF eswitch + two params + dev info (firmware)
-    assert len([a for a in host.argvs if a[0] == "devlink"]) == 3 + 2 * 4
+    # dev show, port show, health show (node-wide), and per PF eswitch + three params + dev info (firmware)
+    assert len([a for a in host.argvs if a[0] == "devlink"]) == 3 + 2 * 5
     # sysfs of RDMA ports: port 1 (the uplink's) only, of 21 per device
     port_paths = {p.split("/ports/")[1].split("/")[0] for p in host.paths if "/ports/" in p}
     assert port_paths == {"1"}
@@ -161,7 +166,9 @@ def test_big_switchdev_node_reads_rails_only(tmp_path: Path) -> None:
     # the gpus source, which knows them for the NICs' VFs)
     pci_dirs = {p.split("/")[5] for p in host.paths if p.startswith("/sys/bus/pci/devices/")}
     assert pci_dirs == {"0000:10:00.0", "0000:11:00.0"}
-    assert [s for s, _ in snap.unavailable][:4] == ["ovs", "devlink health", "firmware", "firmware"]
+    # the big image predates the enable_roce param read (one note per PF) and the health / firmware sources
+    assert [s for s, _ in snap.unavailable][:6] == ["ovs", "devlink pci/0000:10:00.0", "devlink pci/0000:11:00.0",
+                                                    "devlink health", "firmware", "firmware"]
     counters = {d.name: d.counters for d in snap.rdma_devices}
     assert counters["rdma_rail0"] == ((1, "out_of_buffer", 1),)
 
@@ -181,13 +188,19 @@ def test_every_command_run_is_in_the_example_image(example_image: Path) -> None:
     snap = take_snapshot(host, ReadConfig())
     cmd_dir = example_image / "cmd"
     missing = [a for a in host.argvs if not (cmd_dir / f"{slug(list(a))}.stdout").exists()]
-    # ovs-vsctl: skipped at capture (no OVS db socket); devlink health show, dev info, ethtool --version
-    # and -m: the shared image predates them
-    assert [a[0] for a in missing] == ["ovs-vsctl", "devlink", "devlink", "devlink", "ethtool", "ethtool", "ethtool"]
-    assert missing[1:] == [("devlink", "-j", "health", "show"), ("devlink", "-j", "dev", "info", "pci/0000:0c:00.0"),
+    # ovs-vsctl: skipped at capture (no OVS db socket); the enable_roce param, devlink health show, dev
+    # info, ethtool --version and -m: the shared image predates them
+    assert [a[0] for a in missing] == ["ovs-vsctl", *["devlink"] * 5, "ethtool", "ethtool", "ethtool"]
+    assert missing[1:] == [("devlink", "-j", "dev", "param", "show", "pci/0000:0c:00.0", "name", "enable_roce"),
+                           ("devlink", "-j", "dev", "param", "show", "pci/0000:8d:00.0", "name", "enable_roce"),
+                           ("devlink", "-j", "health", "show"), ("devlink", "-j", "dev", "info", "pci/0000:0c:00.0"),
                            ("devlink", "-j", "dev", "info", "pci/0000:8d:00.0"), ("ethtool", "--version"),
                            ("ethtool", "-m", "net_rail0"), ("ethtool", "-m", "net_rail1")]
-    assert snap.unavailable[:4] == (("ovs", "no OVS db socket at /var/run/openvswitch/db.sock"),
+    assert snap.unavailable[:6] == (("ovs", "no OVS db socket at /var/run/openvswitch/db.sock"),
+                                    ("devlink pci/0000:0c:00.0", "devlink -j dev param show pci/0000:0c:00.0 name "
+                                                                 "enable_roce: not recorded in this image"),
+                                    ("devlink pci/0000:8d:00.0", "devlink -j dev param show pci/0000:8d:00.0 name "
+                                                                 "enable_roce: not recorded in this image"),
                                     ("devlink health", "devlink -j health show: not recorded in this image"),
                                     ("firmware", "devlink -j dev info pci/0000:0c:00.0: not recorded in this image"),
                                     ("firmware", "devlink -j dev info pci/0000:8d:00.0: not recorded in this image"))

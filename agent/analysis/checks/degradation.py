@@ -16,6 +16,8 @@ PcieLinkDegraded, PcieErrors (DESIGN §4).
 - ``NicTemperatureHigh``: a rail PF's hwmon sensor at or above its own ``crit``.
 - ``PcieLinkDegraded``: a rail PF trained below min(its max, its upstream port's max), in speed or
   width. A PF at its upstream port's max below its own max sits in a slower slot: evidence only.
+  Critical when the link is gone (``current_link_speed`` ``Unknown`` with ``current_link_width`` 63:
+  the Link Status register reads all ones), which no comparison would catch: both read as unknown.
 - ``PcieErrors``: fatal / non-fatal AER totals > 0 (warning); correctable AER or
   ``rx/tx_pci_signal_integrity`` > 0 are info from one snapshot, warning when they rise. The AER totals
   rise between two flight-recorder lines: each rail's line carries its PF's ``aer_dev_*`` totals.
@@ -29,7 +31,7 @@ from agent.analysis.checks._util import Check, finding
 from agent.analysis.topology import Rail, Topology
 from agent.config import Expectations
 from agent.findings import Finding
-from agent.model import AER_COUNTERS, AER_FUNCTION, ModuleOptics, PcieLink, Snapshot
+from agent.model import AER_COUNTERS, AER_FUNCTION, ALL_ONES_WIDTH, ModuleOptics, PcieLink, Snapshot
 from agent.readers.history import Recorder, Sample
 
 __all__ = ["MIN_BITS", "PHY_COUNTERS", "RATE_COUNTERS", "ber_of", "check", "lane_keys", "recorder_check", "worst_lane"]
@@ -116,6 +118,15 @@ def _pcie_findings(link: PcieLink, handle: str, netdev: str | None) -> list[Find
     ends = {"speed_gts": link.speed_gts, "max_speed_gts": link.max_speed_gts, "width": link.width,
             "max_width": link.max_width, "upstream": link.upstream,
             "upstream_max_speed_gts": link.upstream_max_speed_gts, "upstream_max_width": link.upstream_max_width}
+    if link.gone:
+        # Before any speed / width comparison: the register read all ones, so every other field read
+        # from config space is as meaningless as this one (AER included).
+        return [finding("PcieLinkDegraded", handle,
+                        f"{handle} ({netdev or 'no netdev'}): the PCIe link is gone — current_link_speed Unknown, "
+                        f"current_link_width {ALL_ONES_WIDTH} (the Link Status register reads all ones): the "
+                        "function fell off its link and carries no traffic", severity="critical", netdev=netdev,
+                        link_gone=True, current_link_speed="Unknown", current_link_width=ALL_ONES_WIDTH,
+                        upstream=link.upstream)]
     low = []
     slot = []
     for cur, own, up, what in ((link.speed_gts, link.max_speed_gts, link.upstream_max_speed_gts, "speed"),

@@ -1,8 +1,16 @@
-"""RdmaNameMismatch, RdmaLinkDown and RdmaNetnsModeUnexpected.
+"""RdmaNameMismatch, RdmaLinkDown, RailRdmaMissing and RdmaNetnsModeUnexpected.
 
 Only a rail's own RDMA port is judged (DESIGN §4 "A rail's RDMA port"): in switchdev the PF's RDMA
 device has one port per representor, and those follow their pods. A rail with no netdev is
-``RailMissing`` only; a rail with no RDMA device raises nothing here.
+``RailMissing`` only.
+
+A rail with a netdev and no RDMA device at all (no port in ``rdma link``, no device of its function in
+``/sys/class/infiniband``) is ``RailRdmaMissing`` when something says it should have one: a udev rule
+names its RDMA device, or its PF is mlx5 with RoCE enabled (the generic devlink param ``enable_roce``,
+which mlx5_core registers and so answers with mlx5_ib unloaded), or ``--expect-rdma``. A driver upgrade
+that leaves ``mlx5_ib`` / ``ib_core`` unloaded leaves the netdev up and the rail looking healthy while
+NCCL falls back to sockets. Otherwise a rail without RDMA is not judged (a TCP-only or software rail).
+Another RDMA device on the function under the wrong name is ``RdmaNameMismatch``, not this.
 
 The subject of both RDMA rail codes is the RDMA name the rule expects (``rdma_rail1``): NCCL
 (``NCCL_IB_HCA``) and the RDMA device plugin select devices by that name, so a failed
@@ -87,12 +95,49 @@ def _name_mismatch(rail: Rail) -> Finding | None:
         others=list(rail.other_rdma) or None)
 
 
+def _driver(snap: Snapshot, rail: Rail) -> str | None:
+    """The rail PF's driver: its sysfs driver link, else ``ethtool -i`` of the rail netdev."""
+    if rail.pf is not None and rail.pf.driver:
+        return rail.pf.driver
+    info = snap.driver_of(rail.netdev.ifname) if rail.netdev is not None else None
+    return info.driver if info is not None else None
+
+
+def _why_rdma(snap: Snapshot, rail: Rail, exp: Expectations) -> str | None:
+    """What says the rail must have an RDMA device, in words; None when nothing does."""
+    if rail.rdma_rule is not None:
+        return f"{rail.rdma_rule.file} line {rail.rdma_rule.line} names its RDMA device {rail.rdma_rule.name}"
+    pf = rail.pf
+    if pf is not None and pf.param("enable_roce") is True and (_driver(snap, rail) or "") == "mlx5_core":
+        return f"its PF {pf.handle} is mlx5 with RoCE enabled (devlink param enable_roce true)"
+    if exp.rdma:
+        return "--expect-rdma"
+    return None
+
+
+def _rdma_missing(snap: Snapshot, rail: Rail, exp: Expectations) -> Finding | None:
+    if rail.netdev is None or rail.rdma is not None or rail.rdma_device is not None or rail.other_rdma:
+        return None
+    why = _why_rdma(snap, rail, exp)
+    if why is None:
+        return None
+    return finding(
+        "RailRdmaMissing", rail.expected_netdev,
+        f"rail {rail_label(rail.rail, rail.plane)}: {rail.netdev.ifname} has no RDMA device although {why}: "
+        "mlx5_ib / ib_core not loaded? NCCL falls back to sockets",
+        netdev=rail.netdev.ifname, pci=rail.pci, expected_rdma=rail.expected_rdma, because=why,
+        driver=_driver(snap, rail))
+
+
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
     out: list[Finding] = []
     for rail in topo.rails:
         mismatch = _name_mismatch(rail)
         if mismatch is not None:
             out.append(mismatch)
+        missing = _rdma_missing(snap, rail, exp)
+        if missing is not None:
+            out.append(missing)
         rl = rail.rdma
         if rail.netdev is None or rl is None:
             continue
@@ -124,4 +169,4 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
     return out
 
 
-CHECKS = (Check(20, ("RdmaLinkDown", "RdmaNameMismatch", "RdmaNetnsModeUnexpected"), lambda i: check(i.snap, i.topo, i.exp)),)
+CHECKS = (Check(20, ("RdmaLinkDown", "RdmaNameMismatch", "RdmaNetnsModeUnexpected", "RailRdmaMissing"), lambda i: check(i.snap, i.topo, i.exp)),)

@@ -1,8 +1,13 @@
-"""Is this node ready for NCCL after an upgrade? FirmwarePendingActivation, GpuDirectNotReady,
-MtuMismatch, DriverNotDoca and RailNamingConflict (DESIGN §4). ``RailResourcesLost`` is an event only
+"""Is this node ready for NCCL after an upgrade? FirmwarePendingActivation, FirmwareStoredUnreadable,
+GpuDirectNotReady, MtuMismatch, DriverNotDoca and RailNamingConflict (DESIGN §4). ``RailResourcesLost`` is an event only
 (``agent/detectors/rail_resources.py``): the allocatable comes from the API server, not the node.
 
 The traps each rule steps around:
+
+- **A stored firmware of 255.255.65535** is no firmware: since upstream 10dc35f6a443 mlx5 reports a
+  failed query as all-ones version words (``UNREADABLE_VERSION``) instead of failing ``devlink dev
+  info``. It is ``FirmwareStoredUnreadable``, never a ``FirmwarePendingActivation`` (nothing waits for
+  a reset: the flash failed), and it is left out of the stored versions the evidence compares.
 
 - **GPUDirect** is what NCCL itself probes. ``ncclIbGdrSupport`` (NVIDIA/nccl
   ``src/transport/net_ib.cc``, ``ibGdrSupportInitOnce``, NCCL 2.23 on; ``src/transport/net_ib/`` in
@@ -34,7 +39,7 @@ from agent.analysis.checks._util import Check, Refine, finding, name_list, rail_
 from agent.analysis.topology import Pf, Topology
 from agent.config import Expectations
 from agent.findings import Finding
-from agent.model import FirmwareInfo, GpuState, RailRule, Snapshot
+from agent.model import UNREADABLE_VERSION, FirmwareInfo, GpuState, RailRule, Snapshot
 from agent.naming import rail_rules
 
 __all__ = ["check", "dma_buf", "gpudirect_paths", "is_inbox", "naming_conflicts", "replaced"]
@@ -44,7 +49,7 @@ DMA_BUF_KERNEL = (5, 12)
 _KERNEL = re.compile(r"\A(\d+)\.(\d+)")
 
 
-# -- FirmwarePendingActivation -----------------------------------------------------------------
+# -- FirmwarePendingActivation, FirmwareStoredUnreadable -----------------------------------------------------------------
 
 
 def _firmware(snap: Snapshot, topo: Topology) -> list[Finding]:
@@ -61,11 +66,14 @@ def _firmware(snap: Snapshot, topo: Topology) -> list[Finding]:
         lowest = pfs[0]
         for pf in pfs:
             fi = by_handle.get(pf.handle)
-            if fi is not None and fi.stored_version:
+            if fi is not None and fi.stored_version and fi.stored_version != UNREADABLE_VERSION:
                 stored_by_nic.setdefault(lowest.handle, fi.stored_version)
         waiting = [pf for pf in pfs if (fi := by_handle.get(pf.handle)) is not None and fi.pending]
         if waiting:
             pending.append((lowest, waiting))
+        unreadable = [pf for pf in pfs if (fi := by_handle.get(pf.handle)) is not None and fi.unreadable]
+        if unreadable:
+            out.append(_stored_unreadable(unreadable, by_handle))
     differing = len(set(stored_by_nic.values())) > 1
     for lowest, waiting in pending:
         versions = [{"handle": pf.handle, "running": r, "stored": st, "version": name}
@@ -77,6 +85,22 @@ def _firmware(snap: Snapshot, topo: Topology) -> list[Finding]:
             f"{first['running']} runs until the next reset", pending=versions,
             stored_by_nic=dict(sorted(stored_by_nic.items())) if differing else None))
     return out
+
+
+def _stored_unreadable(pfs: list[Pf], by_handle: dict[str, FirmwareInfo]) -> Finding:
+    """One finding per NIC, on the lowest PF that reports the stored version as 255.255.65535: the flash
+    is shared by the NIC's PFs, so each reports the same failure."""
+    first = pfs[0]
+    versions = [{"handle": pf.handle, "version": name, "running": r, "stored": st}
+                for pf in pfs for name, r, st in by_handle[pf.handle].unreadable]
+    running = by_handle[first.handle].version
+    runs = f"; {running} runs" if running and running != UNREADABLE_VERSION else ""
+    return finding(
+        "FirmwareStoredUnreadable", first.handle,
+        f"{first.handle} ({first.netdev or 'no netdev'}): the NIC could not report its stored firmware "
+        f"(devlink dev info says {UNREADABLE_VERSION}{runs}) — a failed or interrupted flash; check `devlink dev "
+        "info` and the flash log before any reset", unreadable=versions,
+        pfs=[pf.handle for pf in pfs] if len(pfs) > 1 else None)
 
 
 # -- GpuDirectNotReady -------------------------------------------------------------------------
@@ -252,7 +276,8 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
 
 
 CHECKS = (
-    Check(80, ("FirmwarePendingActivation", "GpuDirectNotReady", "MtuMismatch", "DriverNotDoca", "RailNamingConflict"),
+    Check(80, ("FirmwarePendingActivation", "FirmwareStoredUnreadable", "GpuDirectNotReady", "MtuMismatch", "DriverNotDoca",
+               "RailNamingConflict"),
           lambda i: check(i.snap, i.topo, i.exp)),
     Refine(10, lambda found, i: replaced(found, i.snap, i.exp)),
 )

@@ -5,8 +5,8 @@ params, ports, health show, dev info of the rail PFs) are recorded by replay.
 ``dev info`` is a firmware read on mlx5 (devlink.c mlx5_devlink_info_get -> fw.c mlx5_fw_version_query:
 MCQI / MCQS registers): it is asked of each rail PF's handle, never as a dump, which would reach every
 mlx5 function of the node (an HGX baseboard's restricted PF answers with a kernel warning each time).
-Parameters are read by the readers, per rail PF and name (``esw_multiport``, ``flow_steering_mode``
-and every ``--devlink-param``): iproute2 6.1 (Debian 12's, this image's) cannot show one device's
+Parameters are read by the readers, per rail PF and name (``esw_multiport``, ``flow_steering_mode``,
+``enable_roce`` and every ``--devlink-param``): iproute2 6.1 (Debian 12's, this image's) cannot show one device's
 parameters without a name ("Parameter name expected", seen in the kernel lab), and the dump of all reaches
 every function — on kernels with lib/nv_param.c a firmware read (MNVDA register) of each."""
 

@@ -109,6 +109,17 @@ def test_pcie_below_both_ends_and_a_slower_slot() -> None:
     assert _pcie_findings(unknown, "pci/0000:8d:00.0", None) == []
 
 
+def test_a_pcie_link_that_is_gone_is_critical_with_its_evidence() -> None:
+    # issue 28 item 5: current_link_speed Unknown with current_link_width 63 (the Link Status register
+    # reads all ones) landed under "not available" alone
+    gone = PcieLink("0000:8d:00.0", None, 32.0, None, 16, "0000:8c:01.0", 32.0, 16, 0, 0, 0, gone=True)
+    (f,) = _pcie_findings(gone, "pci/0000:8d:00.0", "net_rail1")
+    assert (f.code, f.severity, f.subject) == ("PcieLinkDegraded", "critical", "pci/0000:8d:00.0")
+    assert (f.evidence["link_gone"], f.evidence["current_link_speed"], f.evidence["current_link_width"]) == \
+        (True, "Unknown", 63)
+    assert "the PCIe link is gone" in f.message and "carries no traffic" in f.message
+
+
 def test_pcie_aer_severities() -> None:
     fatal = PcieLink("b", aer_fatal=1, aer_nonfatal=0, aer_correctable=9)
     assert [(f.code, f.severity) for f in _pcie_findings(fatal, "pci/b", None)] == [("PcieErrors", "warning")]

@@ -1,4 +1,4 @@
-"""RdmaLinkDown alone and RdmaNetnsModeUnexpected."""
+"""RdmaLinkDown alone, RailRdmaMissing and RdmaNetnsModeUnexpected."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from agent.analysis.checks.rdma import rdma_subject, running_netns_mode
 from agent.analysis.diagnose import diagnose
 from agent.analysis.topology import build_topology
 from agent.config import Expectations
-from agent.model import RdmaDevice, RdmaLink, RdmaPort, Versions
+from agent.model import DevlinkParam, RdmaDevice, RdmaLink, RdmaPort, Versions
 
 
 def rdma_state(snap, dev, state, phys):
@@ -29,9 +29,67 @@ def test_unreadable_rdma_state_raises_nothing():
     assert found(rdma_state(nodes.node(), "rdma_rail1", None, None)) == []
 
 
-def test_no_rdma_device_raises_nothing():
-    snap = replace(nodes.node(), rdma_links=(), rdma_devices=())
+def _no_rdma(snap):
+    """mlx5_ib (or ib_core) not loaded: no RDMA device in sysfs, nothing in ``rdma link show``."""
+    return replace(snap, rdma_links=(), rdma_devices=())
+
+
+def _no_rdma_rules(snap):
+    return replace(snap, rules=tuple(r for r in snap.rules if r.kind != "rdma"))
+
+
+def _enable_roce(snap, value):
+    pfs = {p.handle for p in snap.params}
+    return replace(snap, params=(*snap.params, *(DevlinkParam(h, "enable_roce", (("driverinit", value),))
+                                                 for h in sorted(pfs))))
+
+
+def test_rails_whose_rules_name_an_rdma_device_and_have_none_are_rail_rdma_missing():
+    # issue 28 item 9: the healthy node without its RDMA devices used to give no finding at all
+    assert found(_no_rdma(nodes.node())) == [("RailRdmaMissing", "critical", "net_rail0"),
+                                             ("RailRdmaMissing", "critical", "net_rail1")]
+    f = next(f for f in diagnose(_no_rdma(nodes.node()), Expectations(), kernel_table=()).findings)
+    assert f.evidence["netdev"] == "net_rail0" and f.evidence["expected_rdma"] == "rdma_rail0"
+    assert "names its RDMA device rdma_rail0" in f.message and "NCCL falls back to sockets" in f.message
+
+
+def test_an_mlx5_pf_with_roce_enabled_and_no_rdma_device_is_rail_rdma_missing():
+    snap = _enable_roce(_no_rdma_rules(_no_rdma(nodes.node())), True)
+    assert found(snap) == [("RailRdmaMissing", "critical", "net_rail0"), ("RailRdmaMissing", "critical", "net_rail1")]
+    f = diagnose(snap, Expectations(), kernel_table=()).findings[0]
+    assert "mlx5 with RoCE enabled" in f.message and f.evidence["driver"] == "mlx5_core"
+
+
+def test_without_rdma_rules_and_without_roce_a_rail_without_rdma_is_not_judged():
+    assert found(_no_rdma_rules(_no_rdma(nodes.node()))) == []
+    assert found(_enable_roce(_no_rdma_rules(_no_rdma(nodes.node())), False)) == []
+    # RoCE enabled on a PF whose driver is not mlx5 says nothing of mlx5_ib
+    snap = _enable_roce(_no_rdma_rules(_no_rdma(nodes.node())), True)
+    snap = replace(snap, drivers=tuple(replace(d, driver="ice") for d in snap.drivers),
+                   pci=tuple(replace(p, driver="ice") for p in snap.pci))
     assert found(snap) == []
+
+
+def test_expect_rdma_judges_a_rail_nothing_else_expects_rdma_of():
+    snap = _no_rdma_rules(_no_rdma(nodes.node()))
+    assert found(snap, Expectations(rdma=True)) == [("RailRdmaMissing", "critical", "net_rail0"),
+                                                    ("RailRdmaMissing", "critical", "net_rail1")]
+    assert found(nodes.node(), Expectations(rdma=True)) == []  # every rail has its RDMA device
+
+
+def test_a_rail_with_an_rdma_device_under_another_name_is_a_name_mismatch_not_missing():
+    snap = nodes.node()
+    snap = replace(snap, rdma_links=tuple(replace(rl, dev="mlx5_1") if rl.dev == "rdma_rail1" else rl
+                                          for rl in snap.rdma_links),
+                   rdma_devices=tuple(replace(d, name="mlx5_1") if d.name == "rdma_rail1" else d
+                                      for d in snap.rdma_devices))
+    assert found(snap) == [("RdmaNameMismatch", "critical", "rdma_rail1")]
+
+
+def test_a_rail_without_netdev_is_rail_missing_only():
+    snap = _no_rdma(nodes.drop_link(nodes.node(), "net_rail1"))
+    assert ("RailMissing", "critical", "net_rail1") in found(snap)
+    assert ("RailRdmaMissing", "critical", "net_rail1") not in found(snap)
 
 
 @pytest.mark.parametrize(("running", "expect", "cmdline", "modprobe", "want"), [

@@ -1,4 +1,4 @@
-"""FirmwarePendingActivation, GpuDirectNotReady, MtuMismatch, DriverNotDoca, RailNamingConflict: each
+"""FirmwarePendingActivation, FirmwareStoredUnreadable, GpuDirectNotReady, MtuMismatch, DriverNotDoca, RailNamingConflict: each
 healthy and faulty, and the traps of DESIGN §4 (open kernel modules through DMA-BUF, a node without
 GPUs, the management NIC's MTU, an OFED driver, the mismatch a conflict replaces)."""
 
@@ -47,6 +47,38 @@ def test_two_pfs_of_one_nic_give_one_finding_on_the_lowest():
     snap = nodes.replace_link(snap, "net_rail1", phys_switch_id=sid)  # both PFs: one NIC
     snap = replace(snap, firmware=(fw(PF0, "1", "2"), fw(PF1, "1", "2")))
     assert found(snap) == [("FirmwarePendingActivation", "info", PF0)]
+
+
+def test_a_stored_version_of_all_ones_is_stored_unreadable_never_pending_activation():
+    # issue 28 item 4: mlx5 since upstream 10dc35f6a443 reports a pending image it cannot read as
+    # 255.255.65535; railscope said "firmware 255.255.65535 is flashed but 28.43.1014 runs"
+    snap = replace(nodes.node(), firmware=(fw(PF0, "28.43.1014", "255.255.65535"), fw(PF1, "28.43.1014", "28.43.1014")))
+    assert found(snap) == [("FirmwareStoredUnreadable", "warning", PF0)]
+    (f,) = _diag(snap).findings
+    assert "could not report its stored firmware" in f.message and "28.43.1014 runs" in f.message
+    assert "check `devlink dev info` and the flash log before any reset" in f.message
+    assert f.evidence["unreadable"][0] == {"handle": PF0, "version": "fw.version", "running": "28.43.1014",
+                                           "stored": "255.255.65535"}
+    # the sentinel is not a stored version the evidence of another NIC's pending activation compares
+    snap = replace(snap, firmware=(fw(PF0, "28.43.1014", "255.255.65535"), fw(PF1, "28.42.1000", "28.43.1014")))
+    assert found(snap) == [("FirmwareStoredUnreadable", "warning", PF0), ("FirmwarePendingActivation", "info", PF1)]
+    pending = next(f for f in _diag(snap).findings if f.code == "FirmwarePendingActivation")
+    assert "stored_by_nic" not in pending.evidence
+
+
+def test_both_pfs_of_one_nic_unreadable_give_one_finding_on_the_lowest():
+    snap = nodes.node()
+    sid = next(lk.phys_switch_id for lk in snap.links if lk.ifname == "net_rail0")
+    snap = nodes.replace_link(snap, "net_rail1", phys_switch_id=sid)
+    snap = replace(snap, firmware=(fw(PF0, "28.43.1014", "255.255.65535"), fw(PF1, "28.43.1014", "255.255.65535")))
+    assert found(snap) == [("FirmwareStoredUnreadable", "warning", PF0)]
+    assert _diag(snap).findings[0].evidence["pfs"] == [PF0, PF1]
+
+
+def test_a_running_version_of_all_ones_is_not_a_pending_activation():
+    fi = fw(PF0, "255.255.65535", "28.43.1014")
+    assert fi.pending == () and fi.unreadable == ()
+    assert found(replace(nodes.node(), firmware=(fi,))) == []
 
 
 def test_netdevsim_style_version_names_and_unreadable_firmware():

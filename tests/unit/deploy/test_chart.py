@@ -68,6 +68,7 @@ FULL_AGENT = {
     "railResources": "nvidia.com/*,rdma/*",
     "expectMtu": 9000,
     "expectDriver": "doca",
+    "expectRdma": True,
     "configInterval": "5m",
     "countersInterval": 2,
     "pcieInterval": "2m",

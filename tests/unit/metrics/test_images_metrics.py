@@ -101,3 +101,21 @@ def test_events_of_the_image_count_in_events_total(capsysbinary: pytest.CaptureF
     assert value(text, "railscope_events_total", code="LinkFlapping") == codes.count("LinkFlapping") > 0
     # Codes the detectors can raise are exported at 0 before their first event (rate() sees the first one).
     assert value(text, "railscope_events_total", code="DriverReload") == 0
+
+
+def test_a_stored_firmware_the_nic_cannot_read_is_no_pending_activation(
+        capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    text = _metrics(capsysbinary, IMAGES / "firmware-stored-unreadable")
+    # 255.255.65535 is what the NIC said (kept in the info series), never a flashed image waiting for a reset
+    assert value(text, "railscope_firmware_pending_activation", pci="0000:0c:00.0") == 0
+    assert [lab["stored"] for n, lab, _v in series(text)
+            if n == "railscope_pf_firmware_info" and lab.get("pci") == "0000:0c:00.0"] == ["255.255.65535"]
+    assert value(text, "railscope_finding", code="FirmwareStoredUnreadable", subject="pci/0000:0c:00.0") == 1
+
+
+def test_a_gone_pcie_link_and_missing_rdma_devices_are_findings(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    text = _metrics(capsysbinary, IMAGES / "pcie-link-gone")
+    assert value(text, "railscope_finding", code="PcieLinkDegraded", severity="critical",
+                 subject="pci/0000:8d:00.0") == 1
+    text = _metrics(capsysbinary, IMAGES / "rdma-gone-rules-name-rdma")
+    assert value(text, "railscope_finding", code="RailRdmaMissing", severity="critical", subject="net_rail0") == 1

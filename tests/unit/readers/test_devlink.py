@@ -405,7 +405,7 @@ def test_each_devlink_failure_is_noted_under_its_source_and_the_rest_is_read() -
     })
     notes = Notes()
     st = read_devlink(host, [PciFunction("0000:0c:00.0", sriov_totalvfs=8), PciFunction("0000:8d:00.0", sriov_totalvfs=8)],  # type: ignore[arg-type]
-                      [], notes=notes)
+                      [], ("esw_multiport", "flow_steering_mode"), notes=notes)
     assert st.eswitch == () and st.ports == ()
     assert st.params == (DevlinkParam(PF0, "esw_multiport", (("runtime", False),)),)
     assert _param_argv(PF1, "flow_steering_mode") not in [a for a, _ in host.asked]  # busy: not asked
@@ -478,3 +478,18 @@ def test_an_eswitch_answer_from_a_failed_command_is_not_trusted() -> None:
     assert st.eswitch == ()
     assert notes.unavailable == [(f"devlink {PF0}", f"devlink -j dev eswitch show {PF0}: exit 2: "
                                                     "kernel answers: Device or resource busy")]
+
+
+def test_enable_roce_is_read_by_default_and_as_a_boolean() -> None:
+    # mlx5 devlink.rst "Read RoCE enablement state" (tests/fixtures/public/mlx5/devlink-param-show-enable-roce.txt):
+    # name enable_roce type generic, cmode driverinit value true; the JSON of the mlx5 param list
+    from pathlib import Path
+
+    from agent.readers.devlink import DEFAULT_PARAMS
+
+    assert "enable_roce" in DEFAULT_PARAMS
+    fix = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "mlx5"
+    text = (fix / "devlink-param-show-enable-roce.txt").read_text()
+    assert "name enable_roce type generic" in text and "cmode driverinit value true" in text
+    got = {p.name: p for p in parse_params(json.loads((fix / "devlink-dev-param-show-mlx5.RECONSTRUCTED.json").read_text()))}
+    assert got["enable_roce"].value() is True and got["enable_roce"].values == (("driverinit", True),)

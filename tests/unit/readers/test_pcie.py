@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.readers.common import Notes
-from agent.readers.pcie import parse_aer, parse_link_speed, parse_link_width, read_pcie
+from agent.readers.pcie import link_gone, parse_aer, parse_link_speed, parse_link_width, read_pcie
 
 from .imagekit import make_image
 
@@ -58,3 +58,27 @@ def test_a_pf_under_the_root_complex_has_no_upstream_port_and_unknown_is_not_ava
     (link,) = read_pcie(host, ["0000:00:02.0", "netdevsim10"], notes)
     assert link.upstream is None and link.speed_gts is None and link.aer_fatal is None
     assert [s for s, _ in notes.unavailable] == ["pcie"]
+
+
+@pytest.mark.parametrize(("speed", "width", "want"), [
+    ("Unknown\n", "63\n", True), ("Unknown speed\n", "63", True),  # pci_speed_string, and kernels before 5.x
+    ("Unknown", "16", False),  # a rate this kernel does not name: not judged
+    ("32.0 GT/s PCIe", "63", False), (None, "63", False), ("Unknown", None, False)])
+def test_link_gone_needs_unknown_speed_and_width_63(speed: str | None, width: str | None, want: bool) -> None:
+    assert link_gone(speed, width) is want
+
+
+def test_a_link_that_reads_all_ones_is_gone_and_not_merely_unavailable(tmp_path: Path) -> None:
+    # tests/fixtures/public/pcie/sysfs-link-gone.RECONSTRUCTED.txt: what pci-sysfs.c prints for LNKSTA 0xffff
+    fix = (Path(__file__).resolve().parents[2] / "fixtures" / "public" / "pcie" /
+           "sysfs-link-gone.RECONSTRUCTED.txt").read_text()
+    files = dict(line.split(": ", 1) for line in fix.splitlines() if line.startswith("current_link_"))
+    host = make_image(tmp_path / "img", files={
+        f"{PF}/current_link_speed": files["current_link_speed"] + "\n",
+        f"{PF}/current_link_width": files["current_link_width"] + "\n",
+        f"{PF}/max_link_speed": "32.0 GT/s PCIe\n", f"{PF}/max_link_width": "16\n",
+    }, symlinks={"/sys/bus/pci/devices/0000:0c:00.0": "../../../devices/pci0000:0b/0000:0b:01.0/0000:0c:00.0"})
+    notes = Notes()
+    (link,) = read_pcie(host, ["0000:0c:00.0"], notes)
+    assert link.gone and link.speed_gts is None and link.width is None
+    assert notes.unavailable == []  # known, and judged: PcieLinkDegraded critical

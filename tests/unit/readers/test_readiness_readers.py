@@ -9,7 +9,7 @@ import pytest
 
 from agent.analysis.gpu_topology import gpu_for, link_word
 from agent.host.recorded import open_image
-from agent.model import GpuState, PciPath
+from agent.model import UNREADABLE_VERSION, GpuState, PciPath
 from agent.readers.firmware import parse_dev_info
 from agent.readers.gpus import is_gpu, parse_pci_path, read_gpus
 from agent.readers.snapshot import take_snapshot
@@ -34,6 +34,46 @@ def test_dev_info_of_mlx5_and_netdevsim():
     assert [(f.handle, f.running) for f in got] == [("pci/x", ()), ("pci/y", ())]
     with pytest.raises(ValueError):
         parse_dev_info({"dev": {}})
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "public" / "mlx5"
+
+
+def _text_dev_info(text: str) -> dict:
+    """``devlink dev info`` text (as posted) -> the ``-j`` document iproute2 prints for it."""
+    info: dict = {}
+    handle = section = None
+    for line in text.splitlines():
+        if not line.strip() or line.startswith(("#", "$")):
+            continue
+        if not line.startswith(" ") and line.endswith(":"):
+            handle, section = line[:-1], None
+            info[handle] = {"versions": {}}
+            continue
+        words = line.split()
+        if len(words) == 1 and words[0].endswith(":") and words[0][:-1] in ("fixed", "running", "stored"):
+            section = words[0][:-1]
+            info[handle]["versions"][section] = {}
+        elif len(words) == 2 and section is not None:
+            info[handle]["versions"][section][words[0]] = words[1]
+        elif len(words) == 2 and handle is not None:
+            info[handle][words[0]] = words[1]
+    return {"info": info}
+
+
+def test_dev_info_of_a_stored_image_mlx5_cannot_read():
+    # upstream 10dc35f6a443's own example (after a failed flash): stored 255.255.65535, never pending
+    (fi,) = parse_dev_info(_text_dev_info(
+        (FIXTURES / "devlink-dev-info-stored-unreadable-10dc35f6a443.txt").read_text()))
+    assert (fi.handle, fi.driver, fi.psid, fi.version) == ("pci/0000:00:06.0", "mlx5_core", "MT_0000000436",
+                                                           "22.41.0188")
+    assert fi.stored_version == UNREADABLE_VERSION and fi.pending == ()
+    assert fi.unreadable == (("fw.version", "22.41.0188", UNREADABLE_VERSION), ("fw", "22.41.0188", UNREADABLE_VERSION))
+    # a ConnectX-7 that runs what it stores (Jiri Pirko's example, two PFs and their nested instances)
+    got = parse_dev_info(_text_dev_info((FIXTURES / "devlink-dev-info-cx7-running-stored.txt").read_text()))
+    assert [(f.handle, f.version, f.stored_version, f.pending, f.unreadable) for f in got if f.handle.startswith("pci/")] \
+        == [("pci/0000:08:00.0", "28.41.1000", "28.41.1000", (), ()), ("pci/0000:08:00.1", "28.41.1000", "28.41.1000",
+                                                                     (), ())]
 
 
 def test_gpu_classes():

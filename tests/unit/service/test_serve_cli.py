@@ -51,7 +51,7 @@ def test_defaults() -> None:
     assert s.representor_include is None
     # The watched devlink params default to the reader's own list (a class attribute of a slotted
     # dataclass is a member descriptor, not the default: reading it broke every devlink sample).
-    assert s.read.devlink_params == ("esw_multiport", "flow_steering_mode")
+    assert s.read.devlink_params == ("esw_multiport", "flow_steering_mode", "enable_roce")
     assert _settings(["--listen", "10.0.0.7", "--devlink-param", "x"]).read.devlink_params == ("x",)
 
 
