@@ -890,6 +890,25 @@ def optics_lanes_not_in_use(img: Image) -> None:
     set_optics(img, "net_rail1", _module("ethtool-m-qsfp-plus-avago-sr4-mlx4-one-lane.txt"))
 
 
+DR4_8 = "ethtool-m-qsfp-dd-400g-xdr4-arista-4-of-8-lanes-unwrapped.txt"
+
+
+def optics_dr4_cool(img: Image) -> None:
+    """The 400G DR4 below its warning temperature: 4 lanes in use of the 8 ethtool prints."""
+    degradation_healthy(img)
+    text = _module(DR4_8)
+    for old, new in (("70.49 degrees C / 158.89 degrees F", "55.49 degrees C / 131.88 degrees F"),
+                     ("Module temperature high warning           : On", "Module temperature high warning           : Off")):
+        assert old in text
+        text = text.replace(old, new)
+    set_optics(img, "net_rail1", text)
+
+
+def optics_dr4_warm(img: Image) -> None:
+    degradation_healthy(img)
+    set_optics(img, "net_rail1", _module(DR4_8))
+
+
 def optics_aoc_far_end_dark(img: Image) -> None:
     degradation_healthy(img)
     link_down(img, "net_rail1", "rdma_rail1")
@@ -1292,6 +1311,15 @@ IMAGES: tuple[Spec, ...] = (
          "with every flag Off, below the module's low alarm thresholds; its TX power thresholds are all 0 (none "
          "programmed). Only lanes in use are judged, and the module's flags, all Off, decide: no finding.",
          origin=OPTICS_ORIGIN),
+    Spec("optics-400g-dr4-4-of-8-lanes-healthy", "2rail", (optics_dr4_cool,), (),
+         "Trap: `net_rail1` holds a 400G DR4 QSFP-DD (CMIS, a real dump) that uses 4 of the 8 lanes ethtool prints: "
+         "lanes 5-8 read 0 mA and 0 mW with every flag Off, below its low alarms. Its temperature is set to 55.49 °C "
+         "and its temperature warning flag Off (the dump's are 70.49 °C, On). Only lanes in use are judged: no "
+         "finding.", origin=OPTICS_ORIGIN),
+    Spec("optics-400g-dr4-4-of-8-lanes-warm", "2rail", (optics_dr4_warm,), (("OpticsOutOfRange", "warning", "net_rail1"),),
+         "The same 400G DR4 as the dump has it: 70.49 °C with its own module temperature high warning flag On "
+         "(threshold 70 °C): a warning led by that flag, lanes 1-4 judged, 5-8 not in use (not critical for "
+         "twelve zero readings of unused lanes).", origin=OPTICS_ORIGIN),
     Spec("optics-aoc-far-end-dark", "2rail", (optics_aoc_far_end_dark,),
          (("OpticsOutOfRange", "critical", "net_rail1"), ("RailLinkDown", "critical", "net_rail1"),
           ("RdmaLinkDown", "critical", "rdma_rail1")),

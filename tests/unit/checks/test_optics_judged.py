@@ -92,3 +92,13 @@ def test_lanes_without_printed_flags_are_judged_by_value() -> None:
 def test_a_dark_cmis_module_of_the_v2_json_shape_is_not_judged_on_its_unused_lanes() -> None:
     # Before: critical ("TX bias lane 1 0.0 mA below the module's low alarm threshold 3.0 mA"), RX unread.
     assert judge(module("ethtool-json-m-v2-series-qsfp-dd-sr8-ftcd8613-units-unwrapped.json")) == []
+
+
+def test_a_400g_dr4_using_4_of_8_lanes_is_judged_on_its_4_and_its_flag_leads() -> None:
+    # Daniel Zahka's Arista QDD-400G-XDR4: lanes 5-8 at 0 mA / 0 mW, 70.49 °C with its temperature high warning
+    # flag On. Before: critical, "module temperature 70.49 °C above ... (13 value(s) out of range)".
+    (f,) = _optics_findings(module("ethtool-m-qsfp-dd-400g-xdr4-arista-4-of-8-lanes-unwrapped.txt"), "net_rail1", True)
+    assert f.severity == "warning"
+    assert "module temperature high warning flag: it runs hot (check the airflow over the module)" in f.message
+    assert f.evidence["lanes_judged"] == [1, 2, 3, 4] and f.evidence["lanes_not_in_use"] == [5, 6, 7, 8]
+    assert f.evidence["beyond"] == [] and f.evidence["module_state"] == "ModuleReady"
