@@ -102,3 +102,12 @@ def test_a_400g_dr4_using_4_of_8_lanes_is_judged_on_its_4_and_its_flag_leads() -
     assert "module temperature high warning flag: it runs hot (check the airflow over the module)" in f.message
     assert f.evidence["lanes_judged"] == [1, 2, 3, 4] and f.evidence["lanes_not_in_use"] == [5, 6, 7, 8]
     assert f.evidence["beyond"] == [] and f.evidence["module_state"] == "ModuleReady"
+
+
+def test_the_v1_series_json_of_the_aoc_gives_the_same_far_end_finding() -> None:
+    # module flags under their text names, the RX array under "rcvr_signal_avg_optical_power".
+    # Before: critical, "TX bias lane 1 0.0 mA below the module's low alarm threshold 5.492 mA".
+    mod = module("ethtool-json-m-v1-series-qsfp56-aoc-mfs1s00-units-unwrapped.json")
+    assert [ln.rx_power_mw for ln in mod.lanes] == [0.0388, 0.041, 0.0417, 0.0392] and len(mod.flags) == 8
+    (got,) = judge(mod, link_up=False)
+    assert got[0] == "critical" and "RX power low alarm flag on lanes 1-4: no light from the far end" in got[1]
