@@ -114,6 +114,8 @@ _STATE = re.compile(r"\((?P<name>[^()]{1,40})\)\s*\Z")
 #: request, before Linux 5.13)
 _JSON_REFUSED = ("bad command line argument", "JSON output not available", "can be used only with netlink")
 _MAX_LANES = 32  # CMIS: 4 banks of 8 (cmis.c CMIS_MAX_CHANNEL_NUM)
+#: notes of one module's unread parts kept at most (an answer of a thousand odd keys is one bad answer)
+_MAX_NOTES = 8
 _VERSION = re.compile(r"\bethtool version (\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -261,7 +263,8 @@ def _module(netdev: str, identifier: str | None, vendor: str | None, part: str |
         netdev=netdev, identifier=identifier, vendor=vendor, part=part, serial=serial, temperature_c=temperature,
         voltage_v=voltage, lanes=tuple(records), thresholds=kept,
         flags_reported=bool(lane_flags or mod_flags), lane_flags_exact=not cmis,
-        flags=tuple(dict.fromkeys(mod_flags)), module_state=state, unavailable=tuple(unavailable))
+        flags=tuple(dict.fromkeys(mod_flags)), module_state=state,
+        unavailable=tuple(dict.fromkeys(unavailable))[:_MAX_NOTES])
 
 
 # -- the JSON form ------------------------------------------------------------------------------------

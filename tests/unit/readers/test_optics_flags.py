@@ -4,12 +4,26 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from agent.readers.optics import _lane_status, parse_ethtool_m, parse_ethtool_m_json
+from agent.readers.common import Notes
+from agent.readers.optics import (
+    JSON_ARGV,
+    _lane_status,
+    parse_ethtool_m,
+    parse_ethtool_m_json,
+    read_optics,
+    reset_forms,
+)
 
-from .imagekit import public
+from .imagekit import make_image, public
+
+
+@pytest.fixture(autouse=True)
+def _fresh_forms() -> None:
+    reset_forms()
 
 AVAGO_ONE_LANE = "optics/ethtool-m-qsfp-plus-avago-sr4-mlx4-one-lane.txt"
 AVAGO_NO_PAGE3 = "optics/ethtool-m-qsfp-plus-avago-sr4-mlx4-no-page03h.txt"
@@ -117,3 +131,23 @@ def test_the_v2_series_shape_of_the_same_module_reads_the_same() -> None:
     assert [ln.rx_power_mw for ln in v2.lanes] == [0.0001] * 8  # before: no RX reading at all
     assert v2.thresholds == v5.thresholds and v2.unavailable == ()
     assert [(ln.rx_los, ln.tx_los) for ln in v2.lanes] == [(True, False)] * 8
+
+
+def test_the_notes_of_one_module_are_bounded() -> None:
+    doc = json.loads(posted(SFP_RENAMED))
+    for i in range(500):
+        doc[0][f"odd_{i}_threshold"] = i
+    mod = parse_ethtool_m_json(json.dumps(doc), "net_rail0")
+    assert len(mod.unavailable) == 8 and len(mod.thresholds) == 20
+
+
+def test_read_optics_names_thresholds_it_cannot_read_under_not_available(tmp_path: Path) -> None:
+    doc = json.loads(posted(SFP_RENAMED))
+    doc[0]["laser_rx_power_threshold"] = {"upper": 0.5012}
+    host = make_image(tmp_path / "img", cmds={("ethtool", "--version"): ("ethtool version 6.14\n", 0),
+                                              (*JSON_ARGV, "net_rail0"): (json.dumps(doc, indent=4), 0)})
+    notes = Notes()
+    (mod,) = read_optics(host, ["net_rail0"], notes=notes)
+    assert mod.threshold("tx_bias_ma", "high_alarm") == 80.0 and mod.threshold("rx_power_mw", "low_alarm") is None
+    assert notes.unavailable == [("ethtool -m net_rail0",
+                                  "thresholds laser_rx_power_threshold: in a shape railscope does not read")]
