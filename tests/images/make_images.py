@@ -1310,7 +1310,8 @@ IMAGES: tuple[Spec, ...] = (
          "Trap: `net_rail1`'s QSFP+ SR4 (a real mlx4 dump) uses lane 1 only: lanes 2-4 read 0 mA, 0 mW TX and RX "
          "with every flag Off, below the module's low alarm thresholds; its TX power thresholds are all 0 (none "
          "programmed). Only lanes in use are judged, and the module's flags, all Off, decide: no finding.",
-         origin=OPTICS_ORIGIN),
+         unavailable=(("ethtool -m net_rail1", "the module's tx_power_mw thresholds are all 0 (none programmed): "
+                       "that quantity is not judged"),), origin=OPTICS_ORIGIN),
     Spec("optics-400g-dr4-4-of-8-lanes-healthy", "2rail", (optics_dr4_cool,), (),
          "Trap: `net_rail1` holds a 400G DR4 QSFP-DD (CMIS, a real dump) that uses 4 of the 8 lanes ethtool prints: "
          "lanes 5-8 read 0 mA and 0 mW with every flag Off, below its low alarms. Its temperature is set to 55.49 °C "
