@@ -151,9 +151,10 @@ NEXT_STEPS: dict[str, str] = {
         "twice a minute apart: one lane far above the others is one fibre or optic (clean the connector, then swap "
         "it), every lane high points at the switch port or the cage. Owner: the data-centre / fabric team."),
     "OpticsOutOfRange": (
-        "`ethtool -m <rail>` against the module's own thresholds for the lane the evidence names: low RX power is a "
-        "dirty connector or a bad fibre (clean, reseat, swap), high TX bias or temperature an ageing laser (replace "
-        "the optic). Owner: the data-centre / fabric team."),
+        "`ethtool -m <rail>`: the flag the message leads with, on the lanes the evidence names: an RX power low flag "
+        "alone is no light from the far end (check the fibre and the far end before this optic), low RX power with "
+        "light arriving a dirty connector or a bad fibre (clean, reseat, swap), high TX bias or temperature an "
+        "ageing laser (replace the optic). Owner: the data-centre / fabric team."),
     "NicTemperatureHigh": (
         "/sys/bus/pci/devices/<bdf>/hwmon/hwmon*/temp*_input against temp*_crit, and the chassis fans and airflow "
         "over the card (the BMC, `ipmitool sdr`); drain the node before the NIC throttles. Owner: the node's "
@@ -236,8 +237,9 @@ CODE_RULES: dict[str, str] = {
     "LinkDegrading": ("a rail's pre-FEC corrected-bit ratio over the window is above --ber-warning, well below the "
                       "FEC's limit (warning), or at / above --ber-critical, the RS(544,514) FEC's 2.4e-4, or "
                       "rx_pcs_symbol_err_phy rose (critical)"),
-    "OpticsOutOfRange": ("a rail's transceiver reads a value beyond the module's own warning (warning) or alarm "
-                         "(critical) thresholds in ethtool -m, or a module error counter rose"),
+    "OpticsOutOfRange": ("a rail's transceiver raised its own warning (warning) or alarm (critical) flag in "
+                         "ethtool -m, or, where it prints no flag, reads a value beyond its own thresholds, on a "
+                         "lane in use; or a module error counter rose"),
     "NicTemperatureHigh": "a rail PF's ASIC sensor is at or above its own critical temperature",
     "PcieLinkDegraded": ("a rail PF's PCIe link trained below the speed or width both ends support (warning), or is "
                          "gone: current_link_speed Unknown with current_link_width 63, the link status register "

@@ -494,6 +494,13 @@ class OpticsLane:
     tx_bias_ma: float | None = None
     tx_power_mw: float | None = None
     rx_power_mw: float | None = None
+    #: the lane's warning / alarm flags as ethtool printed them, (quantity, kind, raised):
+    #: ("rx_power_mw", "low_alarm", True). A quantity with no entry: the module printed none for it
+    flags: tuple[tuple[str, str, bool], ...] = ()
+    #: "Rx loss of signal" / "Tx loss of signal" / "Tx fault" of this lane; None where ethtool prints none
+    rx_los: bool | None = None
+    tx_los: bool | None = None
+    tx_fault: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,6 +518,18 @@ class ModuleOptics:
     #: (quantity, kind, value): quantity temperature_c | voltage_v | tx_bias_ma | tx_power_mw | rx_power_mw,
     #: kind high_alarm | low_alarm | high_warning | low_warning. Empty: the module reports none
     thresholds: tuple[tuple[str, str, float], ...] = ()
+    #: the module prints its warning / alarm flags (then they, not values against thresholds, decide)
+    flags_reported: bool = False
+    #: the per-lane flags name the right lane: False for CMIS, whose per-lane flags ethtool (to 6.15 at
+    #: least) prints from ``byte & channel-index`` instead of the lane's bit (cmis.c
+    #: ``cmis_show_dom_chan_lvl_flag``): a raised one is still raised, a clear one proves nothing
+    lane_flags_exact: bool = True
+    #: module-level flags as printed, (quantity, kind, raised): ("temperature_c", "high_warning", False)
+    flags: tuple[tuple[str, str, bool], ...] = ()
+    #: CMIS Module State ("ModuleReady", "ModuleLowPwr", "ModuleFault", ...)
+    module_state: str | None = None
+    #: what the output holds but railscope could not read (a threshold object of an unknown shape)
+    unavailable: tuple[str, ...] = ()
 
     def threshold(self, quantity: str, kind: str) -> float | None:
         for q, k, v in self.thresholds:

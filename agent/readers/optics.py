@@ -22,7 +22,10 @@ can be used only with netlink"), the read of that rail is made again as text at 
 is kept for the rest of the process: a refusal is a command-line answer, no module read, so no firmware
 read is made twice. A node image replays whichever form it recorded.
 
-A module that prints no threshold is never judged (DESIGN §4 "Optics thresholds").
+A module that prints no threshold is never judged by value (DESIGN §4 "Optics thresholds"); thresholds
+in a shape not understood are named in the notes ("not available"), not taken for none. The module's
+warning / alarm flags, its per-lane loss-of-signal / Tx fault status and its CMIS Module State are read
+too (DESIGN §4 "The module's flags lead").
 """
 
 from __future__ import annotations
@@ -97,11 +100,37 @@ _THRESHOLD_STEMS = {
 }
 _THRESHOLD = re.compile(r"\A(?P<stem>.+?) (?P<side>high|low) (?P<level>alarm|warning) threshold\Z")
 
+#: warning / alarm flag stem -> quantity: SFF-8636 and CMIS print "Laser bias current high alarm   (Chan 1)"
+#: (6.11+ "Laser bias current high alarm (Chan 1)"), "Laser tx power ...", "Laser rx power ...",
+#: "Module temperature high alarm"; SFF-8472 one lane without a channel, its TX "Laser output power ..."
+#: (ethtool module-common.c ``module_aw_chan_flags`` / ``module_aw_mod_flags``, sfpdiag.c ``sff8472_aw_flags``)
+_FLAG_STEMS = {
+    "laser bias current": "tx_bias_ma",
+    "laser tx power": "tx_power_mw",
+    "laser output power": "tx_power_mw",
+    "laser rx power": "rx_power_mw",
+    "module temperature": "temperature_c",
+    "module voltage": "voltage_v",
+}
+_FLAG = re.compile(r"\A(?P<stem>laser bias current|laser tx power|laser output power|laser rx power|module temperature"
+                   r"|module voltage) (?P<side>high|low) (?P<level>alarm|warning)\Z")
+_MODULE_QUANTITIES = ("temperature_c", "voltage_v")
+#: per-lane status lines (ethtool 6.5+, "cmis: report LOL / LOS / Tx Fault", "sff-8636: report LOL / LOS /
+#: Tx Fault"): "None" when no lane has it, else "[ Yes, No, ... ]" one entry a lane
+_STATUS = {"rx loss of signal": "rx_los", "tx loss of signal": "tx_los", "tx fault": "tx_fault"}
+#: SFF-8024 identifiers of CMIS modules (QSFP-DD, OSFP, DSFP, QSFP+ with CMIS, SFP-DD, SFP+ with CMIS, ...)
+_CMIS_IDS = frozenset({0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x24, 0x25})
+_IDENT = re.compile(r"\A0x([0-9a-fA-F]{2})\b")
+_STATE = re.compile(r"\((?P<name>[^()]{1,40})\)\s*\Z")
+
 #: What ethtool prints on stderr when it refuses ``--json -m``: before 6.14 (ethtool.c
 #: ``exit_bad_args``; 6.10+ adds "JSON output not available for this subcommand"), and from 6.14 when
 #: the read falls back to the ioctl (``exit_nlonly_param``: the kernel has no netlink module-EEPROM
 #: request, before Linux 5.13)
 _JSON_REFUSED = ("bad command line argument", "JSON output not available", "can be used only with netlink")
+_MAX_LANES = 32  # CMIS: 4 banks of 8 (cmis.c CMIS_MAX_CHANNEL_NUM)
+#: notes of one module's unread parts kept at most (an answer of a thousand odd keys is one bad answer)
+_MAX_NOTES = 8
 _VERSION = re.compile(r"\bethtool version (\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -113,8 +142,24 @@ def _number(val: str) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _lane_status(val: str) -> list[bool] | None:
+    """``None`` -> [] (no lane has it); ``[ Yes, No, ... ]`` -> one bool a lane; anything else None."""
+    v = val.strip()
+    if v.lower() == "none":
+        return []
+    if not (v.startswith("[") and v.endswith("]")):
+        return None
+    out: list[bool] = []
+    for piece in v[1:-1].split(",")[:_MAX_LANES]:
+        word = piece.strip().lower()
+        if word not in ("yes", "no"):
+            return None
+        out.append(word == "yes")
+    return out
+
+
 def parse_ethtool_m(text: str, netdev: str) -> ModuleOptics:
-    """``ethtool -m <if>`` text -> monitors per lane and the module's thresholds.
+    """``ethtool -m <if>`` text -> monitors, flags and lane status per lane and the module's thresholds.
 
     Sample (SFF-8636, a Finisar FTLC1152RGPL6-FB QSFP28 in a ConnectX-4 port, ethtool 5.x; published in
     github.com/robinchrist/100G-CWDM4-docs, README, cut)::
@@ -124,27 +169,36 @@ def parse_ethtool_m(text: str, netdev: str) -> ModuleOptics:
         Vendor PN                                 : FTLC1152RGPL6-FB
         Module temperature                        : 33.76 degrees C / 92.77 degrees F
         Module voltage                            : 3.2505 V
+        Alarm/warning flags implemented           : Yes
         Laser tx bias current (Channel 1)         : 42.068 mA
         Transmit avg optical power (Channel 1)    : 1.0778 mW / 0.33 dBm
         Rcvr signal avg optical power(Channel 1)  : 0.9969 mW / -0.01 dBm
+        Laser bias current low alarm    (Chan 1)  : Off
+        Laser rx power low warning  (Channel 1)   : Off
         Laser bias current high alarm threshold   : 55.000 mA
         Module temperature high alarm threshold   : 60.00 degrees C / 140.00 degrees F
         Laser rx power low warning threshold      : 0.0631 mW / -12.00 dBm
 
     CMIS (QSFP-DD / OSFP) prints ``Rcvr signal avg optical power (Channel 1) : 1.1351 mW / 0.55 dBm``
-    with a space before the parenthesis and up to 8 lanes per bank (ethtool cmis.c). Raises ValueError
-    when the text is no module dump (an error message, an empty answer).
+    with a space before the parenthesis and 8 lanes per bank whatever the module uses (ethtool cmis.c),
+    ``Module State : 0x03 (ModuleReady)``, and from ethtool 6.5 ``Rx loss of signal : [ Yes, ... ]``
+    (or ``None``). Raises ValueError when the text is no module dump (an error message, an empty answer).
     """
     head: dict[str, str] = {}
     lanes: dict[int, dict[str, float]] = {}
+    lane_flags: dict[int, list[tuple[str, str, bool]]] = {}
+    mod_flags: list[tuple[str, str, bool]] = []
+    status: dict[str, list[bool]] = {}
     thresholds: list[tuple[str, str, float]] = []
     temperature = voltage = None
+    implemented: bool | None = None
+    state: str | None = None
     for line in text.splitlines():
         m = _LINE.match(line)
         if not m:
             continue
         key, val = m.group("key"), m.group("val")
-        low = key.lower()
+        low = " ".join(key.lower().split())
         t = _THRESHOLD.match(low)
         if t:
             quantity = _THRESHOLD_STEMS.get(t.group("stem"))
@@ -153,14 +207,32 @@ def parse_ethtool_m(text: str, netdev: str) -> ModuleOptics:
                 thresholds.append((quantity, f"{t.group('side')}_{t.group('level')}", x))
             continue
         c = _CHANNEL.match(key)
-        what, lane = (c.group("what").lower().strip(), int(c.group("n"))) if c else (low, 1)
+        what, lane = (" ".join(c.group("what").lower().split()), int(c.group("n"))) if c else (low, 1)
+        f = _FLAG.match(what)
+        if f and val.lower() in ("on", "off"):
+            quantity = _FLAG_STEMS[f.group("stem")]
+            flag = (quantity, f"{f.group('side')}_{f.group('level')}", val.lower() == "on")
+            if quantity in _MODULE_QUANTITIES and c is None:
+                mod_flags.append(flag)
+            elif quantity not in _MODULE_QUANTITIES and 1 <= lane <= _MAX_LANES:
+                lane_flags.setdefault(lane, []).append(flag)
+            continue
         field = _LANE_KEYS.get(what)
         if field is not None and (c is not None or not what.startswith(("laser tx power", "laser rx power"))):
             x = _number(val)
-            if x is not None and 1 <= lane <= 32:
+            if x is not None and 1 <= lane <= _MAX_LANES:
                 lanes.setdefault(lane, {})[field] = x
             continue
-        if low == "module temperature":
+        if low in _STATUS and c is None:
+            got = _lane_status(val)
+            if got is not None:
+                status[_STATUS[low]] = got
+        elif low == "alarm/warning flags implemented":
+            implemented = {"yes": True, "no": False}.get(val.lower())
+        elif low == "module state" and state is None:
+            sm = _STATE.search(val)
+            state = sm.group("name") if sm else None
+        elif low == "module temperature":
             temperature = _number(val)
         elif low == "module voltage":
             voltage = _number(val)
@@ -170,11 +242,44 @@ def parse_ethtool_m(text: str, netdev: str) -> ModuleOptics:
         first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
         raise ValueError(f"ethtool -m {netdev}: not a module dump ({first[:80]!r})" if first
                          else f"ethtool -m {netdev}: empty output")
+    ident = head.get("identifier")
+    im = _IDENT.match(ident or "")
+    cmis = state is not None or (im is not None and int(im.group(1), 16) in _CMIS_IDS)
+    return _module(netdev, ident, head.get("vendor name"), head.get("vendor pn"), head.get("vendor sn"),
+                   temperature, voltage, lanes, lane_flags, mod_flags, status, thresholds, implemented, cmis,
+                   state, [])
+
+
+def _module(netdev: str, identifier: str | None, vendor: str | None, part: str | None, serial: str | None,
+            temperature: float | None, voltage: float | None, lanes: dict[int, dict[str, float]],
+            lane_flags: dict[int, list[tuple[str, str, bool]]], mod_flags: list[tuple[str, str, bool]],
+            status: dict[str, list[bool]], thresholds: list[tuple[str, str, float]], implemented: bool | None,
+            cmis: bool, state: str | None, unavailable: list[str]) -> ModuleOptics:
+    """One record of what either form printed."""
+    if implemented is False:
+        # SFF-8636 / SFF-8472 "Alarm/warning flags implemented: No": the flag bits mean nothing
+        lane_flags, mod_flags = {}, []
+    # A quantity whose thresholds are all 0 has none programmed (an SR4 QSFP+ prints "Laser output power
+    # high alarm threshold : 0.0000 mW" for all four): against them every reading would be out of range.
+    by_quantity: dict[str, list[float]] = {}
+    for q, _, v in thresholds:
+        by_quantity.setdefault(q, []).append(v)
+    zero = {q for q, vs in by_quantity.items() if len(vs) >= 2 and all(v == 0 for v in vs)}
+    for q in sorted(zero):
+        unavailable.append(f"the module's {q} thresholds are all 0 (none programmed): that quantity is not judged")
+    kept = tuple(dict.fromkeys(t for t in thresholds if t[0] not in zero))
+    numbers = set(lanes) | set(lane_flags)
+    records = []
+    for n in sorted(numbers):
+        st = {name: (values[n - 1] if n <= len(values) else False) for name, values in status.items()}
+        records.append(OpticsLane(lane=n, **lanes.get(n, {}), flags=tuple(dict.fromkeys(lane_flags.get(n, ()))),
+                                  rx_los=st.get("rx_los"), tx_los=st.get("tx_los"), tx_fault=st.get("tx_fault")))
     return ModuleOptics(
-        netdev=netdev, identifier=head.get("identifier"), vendor=head.get("vendor name"),
-        part=head.get("vendor pn"), serial=head.get("vendor sn"), temperature_c=temperature, voltage_v=voltage,
-        lanes=tuple(OpticsLane(lane=n, **lanes[n]) for n in sorted(lanes)),
-        thresholds=tuple(dict.fromkeys(thresholds)))
+        netdev=netdev, identifier=identifier, vendor=vendor, part=part, serial=serial, temperature_c=temperature,
+        voltage_v=voltage, lanes=tuple(records), thresholds=kept,
+        flags_reported=bool(lane_flags or mod_flags), lane_flags_exact=not cmis,
+        flags=tuple(dict.fromkeys(mod_flags)), module_state=state,
+        unavailable=tuple(dict.fromkeys(unavailable))[:_MAX_NOTES])
 
 
 # -- the JSON form ------------------------------------------------------------------------------------
@@ -196,13 +301,23 @@ _QUANTITY = {
 _LANE_ARRAYS = {
     "laser_tx_bias_current": ("tx_bias_ma", 3),
     "transmit_avg_optical_power": ("tx_power_mw", 4),
+    # the first posted form of the JSON series (v1, with "_units" keys) named the RX array so
+    "rcvr_signal_avg_optical_power": ("rx_power_mw", 4),
 }
-_THRESHOLD_KEYS = {f"{side}_{level}_threshold": f"{side}_{level}"
-                   for side in ("high", "low") for level in ("alarm", "warning")}
+#: threshold keys inside a threshold object: ethtool 6.14's ``high_alarm_threshold`` and the form of the
+#: rename in review upstream ("sff-common: Fix naming of JSON keys for thresholds", netdev 2025-10:
+#: ``laser_bias_current_threshold: {"high_alarm": 80, ...}``)
+_THRESHOLD_KEYS = {f"{side}_{level}{suffix}": f"{side}_{level}"
+                   for side in ("high", "low") for level in ("alarm", "warning") for suffix in ("_threshold", "")}
+#: the renamed threshold objects: ``<quantity>_threshold`` (as posted) or ``<quantity>_thresholds`` (as its
+#: commit message spells it)
+_THRESHOLD_OBJECTS = {f"{key}{suffix}": key for key in _QUANTITY for suffix in ("_threshold", "_thresholds")}
+_FLAG_JSON = re.compile(r"\A(?P<stem>laser_bias_current|laser_tx_power|laser_output_power|laser_rx_power"
+                        r"|module_temperature|module_voltage)_(?P<kind>(?:high|low)_(?:alarm|warning))\Z")
+_STATUS_JSON = {"rx_loss_of_signal": "rx_los", "tx_loss_of_signal": "tx_los", "tx_fault": "tx_fault"}
 #: ethtool's json_writer.c escapes ``'`` as ``\\'``, which JSON has not: a vendor string with an
 #: apostrophe would make the whole module unreadable. An escaped backslash before it is kept.
 _ESCAPED_QUOTE = re.compile(r"(?<!\\)((?:\\\\)*)\\'")
-_MAX_LANES = 32  # CMIS: 4 banks of 8 (cmis.c CMIS_MAX_CHANNEL_NUM)
 
 
 def _json_number(what: str, key: str, val: Any, digits: int) -> float | None:
@@ -263,10 +378,13 @@ def parse_ethtool_m_json(text: str, netdev: str, truncated: bool = False) -> Mod
     pairs, never as a dict that keeps only the last. A CMIS module prints ``laser_tx_bias_current``,
     ``transmit_avg_optical_power`` and ``rx_power`` once per bank of 8 lanes (cmis.c), in bank
     order: lanes 9-16 are the second array. SFF-8472 prints one lane as numbers
-    (``laser_bias_current``, ``laser_output_power``, ``rx_power.value``). Flags (booleans, lane
-    status) are not read. Raises ValueError, one line, for anything that is not one module's JSON
-    (an error text, a truncated or oversized answer, a value of the wrong type): nothing of such a
-    module is kept, never part of it.
+    (``laser_bias_current``, ``laser_output_power``, ``rx_power.value``). Flags are booleans (module
+    level) or one array a bank (``laser_rx_power_low_alarm: [ true,... ]``); lane status is ``false`` or
+    ``[ "Yes","No",... ]`` (6.14), booleans from 6.15. The thresholds are read in both forms: the objects
+    above and ``<quantity>_threshold: {"high_alarm": ...}`` of the rename in review upstream; a threshold
+    object of another shape is named in ``unavailable``. Raises ValueError, one line, for anything that
+    is not one module's JSON (an error text, a truncated or oversized answer, a reading of the wrong
+    type): nothing of such a module is kept, never part of it.
     """
     what = f"ethtool --json -m {netdev}"
     if len(text) > MAX_JSON_BYTES:
@@ -291,7 +409,53 @@ def parse_ethtool_m_json(text: str, netdev: str, truncated: bool = False) -> Mod
     single: dict[str, float | None] = {}
     thresholds: list[tuple[str, str, float]] = []
     temperature = voltage = None
+    flag_arrays: dict[tuple[str, str], list[bool]] = {}
+    mod_flags: list[tuple[str, str, bool]] = []
+    lane1_flags: list[tuple[str, str, bool]] = []
+    status: dict[str, list[bool]] = {}
+    implemented: bool | None = None
+    state: str | None = None
+    unavailable: list[str] = []
     for key, val in doc[0]:
+        fl = _FLAG_JSON.match(key.lower().replace(" ", "_")) if isinstance(key, str) else None
+        if fl:
+            quantity = _QUANTITY[fl.group("stem")][0] if fl.group("stem") in _QUANTITY else \
+                _FLAG_STEMS[fl.group("stem").replace("_", " ")]
+            kind = fl.group("kind")
+            if isinstance(val, bool):  # module level, or SFF-8472's one lane
+                (mod_flags if quantity in _MODULE_QUANTITIES else lane1_flags).append((quantity, kind, val))
+            elif isinstance(val, list) and all(isinstance(v, bool) for v in val) \
+                    and quantity not in _MODULE_QUANTITIES:
+                got = flag_arrays.setdefault((quantity, kind), [])  # CMIS: one array a bank, in bank order
+                got.extend(val[:_MAX_LANES - len(got)])
+            else:
+                unavailable.append(f"flag {key[:40]}: not a boolean or a list of them")
+            continue
+        if key in _STATUS_JSON:
+            # 6.14: false, or [ "Yes","No",... ]; 6.15 prints booleans for every lane
+            if val is False or val == "None":
+                status[_STATUS_JSON[key]] = []
+            elif isinstance(val, list) and all(isinstance(v, bool) or v in ("Yes", "No") for v in val):
+                status[_STATUS_JSON[key]] = [v is True or v == "Yes" for v in val[:_MAX_LANES]]
+            continue
+        if key == "alarm/warning_flags_implemented":
+            implemented = val if isinstance(val, bool) else None
+            continue
+        if key == "module_state_description" and isinstance(val, str):
+            state = val.strip()[:40]
+            continue
+        if key in _THRESHOLD_OBJECTS:
+            quantity, digits = _QUANTITY[_THRESHOLD_OBJECTS[key]]
+            before = len(thresholds)
+            if isinstance(val, Pairs):
+                for k, v in val:
+                    kind = _THRESHOLD_KEYS.get(k)
+                    x = _json_number(what, f"{key}.{k}", v, digits) if kind else None
+                    if kind and x is not None:
+                        thresholds.append((quantity, kind, x))
+            if len(thresholds) == before:
+                unavailable.append(f"thresholds {key[:40]}: in a shape railscope does not read")
+            continue
         if key == "identifier":
             if isinstance(val, bool) or not isinstance(val, int) or not 0 <= val <= 255:
                 raise ValueError(f"{what}: identifier: not a byte")
@@ -314,11 +478,14 @@ def parse_ethtool_m_json(text: str, netdev: str, truncated: bool = False) -> Mod
         elif key in _QUANTITY:
             quantity, digits = _QUANTITY[key]
             if isinstance(val, Pairs):
+                before = len(thresholds)
                 for k, v in val:
                     kind = _THRESHOLD_KEYS.get(k)
                     x = _json_number(what, f"{key}.{k}", v, digits) if kind else None
                     if kind and x is not None:
                         thresholds.append((quantity, kind, x))
+                if len(thresholds) == before:
+                    unavailable.append(f"thresholds {key}: in a shape railscope does not read")
             elif key == "laser_rx_power":
                 raise ValueError(f"{what}: laser_rx_power: not an object of thresholds")
             elif quantity == "temperature_c":
@@ -327,6 +494,8 @@ def parse_ethtool_m_json(text: str, netdev: str, truncated: bool = False) -> Mod
                 voltage = _json_number(what, key, val, digits)
             else:  # SFF-8472: the one lane's reading
                 single[quantity] = _json_number(what, key, val, digits)
+        elif isinstance(key, str) and "threshold" in key.lower():
+            unavailable.append(f"thresholds {key[:40]}: in a shape railscope does not read")
     for field, values in arrays.items():
         if len(values) > _MAX_LANES:
             raise ValueError(f"{what}: {len(values)} lanes of {field}, more than a module has ({_MAX_LANES})")
@@ -343,11 +512,16 @@ def parse_ethtool_m_json(text: str, netdev: str, truncated: bool = False) -> Mod
     identifier = None
     if ident is not None:
         identifier = f"0x{ident:02x} ({ident_desc})" if ident_desc else f"0x{ident:02x}"
-    return ModuleOptics(
-        netdev=netdev, identifier=identifier, vendor=head.get("vendor_name"), part=head.get("vendor_pn"),
-        serial=head.get("vendor_sn"), temperature_c=temperature, voltage_v=voltage,
-        lanes=tuple(OpticsLane(lane=n, **lanes[n]) for n in sorted(lanes)),
-        thresholds=tuple(dict.fromkeys(thresholds)))
+    lane_flags: dict[int, list[tuple[str, str, bool]]] = {}
+    for (quantity, kind), values in flag_arrays.items():
+        for i, raised in enumerate(values):
+            lane_flags.setdefault(i + 1, []).append((quantity, kind, raised))
+    if lane1_flags:
+        lane_flags.setdefault(1, []).extend(lane1_flags)
+    cmis = state is not None or (ident is not None and ident in _CMIS_IDS)
+    return _module(netdev, identifier, head.get("vendor_name"), head.get("vendor_pn"), head.get("vendor_sn"),
+                   temperature, voltage, lanes, lane_flags, mod_flags, status, thresholds, implemented, cmis,
+                   state, unavailable)
 
 
 # -- which form ------------------------------------------------------------------------------------
@@ -541,11 +715,15 @@ def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
         try:
             if tuple(res.argv[:len(JSON_ARGV)]) == JSON_ARGV:
                 cut = res.truncated or len(res.stdout) >= MAX_JSON_BYTES
-                out.append(parse_ethtool_m_json(res.text, name, cut))
+                mod = parse_ethtool_m_json(res.text, name, cut)
             else:
-                out.append(parse_ethtool_m(res.text, name))
+                mod = parse_ethtool_m(res.text, name)
         except ValueError as exc:
             notes.missing(source, str(exc))
+            continue
+        out.append(mod)
+        for why in mod.unavailable:  # read, but not all of it: say what, never "no thresholds" in silence
+            notes.missing(source, why)
     return tuple(out)
 
 

@@ -899,6 +899,49 @@ def optics_no_thresholds(img: Image) -> None:
     set_optics(img, "net_rail1", text)
 
 
+def set_optics_json(img: Image, netdev: str, name: str) -> None:
+    """``ethtool --json -m`` of ``netdev`` from a public sample (an ethtool 6.14 node: the other rails'
+    JSON is absent, so they replay their text)."""
+    img.set_cmd(["ethtool", "--version"], "ethtool version 6.14\n")
+    img.set_cmd(["ethtool", "--json", "-m", netdev], (OPTICS / name).read_text())
+
+
+def optics_lanes_not_in_use(img: Image) -> None:
+    degradation_healthy(img)
+    set_optics(img, "net_rail1", _module("ethtool-m-qsfp-plus-avago-sr4-mlx4-one-lane.txt"))
+
+
+DR4_8 = "ethtool-m-qsfp-dd-400g-xdr4-arista-4-of-8-lanes-unwrapped.txt"
+
+
+def optics_dr4_cool(img: Image) -> None:
+    """The 400G DR4 below its warning temperature: 4 lanes in use of the 8 ethtool prints."""
+    degradation_healthy(img)
+    text = _module(DR4_8)
+    for old, new in (("70.49 degrees C / 158.89 degrees F", "55.49 degrees C / 131.88 degrees F"),
+                     ("Module temperature high warning           : On", "Module temperature high warning           : Off")):
+        assert old in text
+        text = text.replace(old, new)
+    set_optics(img, "net_rail1", text)
+
+
+def optics_dr4_warm(img: Image) -> None:
+    degradation_healthy(img)
+    set_optics(img, "net_rail1", _module(DR4_8))
+
+
+def optics_aoc_far_end_dark(img: Image) -> None:
+    degradation_healthy(img)
+    link_down(img, "net_rail1", "rdma_rail1")
+    set_optics_json(img, "net_rail1", "ethtool-6.14-json-m-qsfp56-aoc-mfs1s00-rx-los-unwrapped.json")
+
+
+def optics_dark_port(img: Image) -> None:
+    degradation_healthy(img)
+    link_down(img, "net_rail1", "rdma_rail1")
+    set_optics_json(img, "net_rail1", "ethtool-6.14-json-m-qsfp-dd-sr8-ftcd8613-rx-los-unwrapped.json")
+
+
 def nic_hot(img: Image) -> None:
     degradation_healthy(img)
     hwmon(img, PF1_DIR, 107.0)
@@ -1337,6 +1380,33 @@ IMAGES: tuple[Spec, ...] = (
     Spec("optics-module-without-thresholds", "2rail", (optics_no_thresholds,), (),
          "Trap: `net_rail1`'s QSFP-DD (CMIS) module prints no thresholds; one of its RX lanes reads 0.0001 mW. "
          "Thresholds are the module's own, never ours: not judged.", origin=OPTICS_ORIGIN),
+    Spec("optics-lanes-not-in-use-healthy", "2rail", (optics_lanes_not_in_use,), (),
+         "Trap: `net_rail1`'s QSFP+ SR4 (a real mlx4 dump) uses lane 1 only: lanes 2-4 read 0 mA, 0 mW TX and RX "
+         "with every flag Off, below the module's low alarm thresholds; its TX power thresholds are all 0 (none "
+         "programmed). Only lanes in use are judged, and the module's flags, all Off, decide: no finding.",
+         unavailable=(("ethtool -m net_rail1", "the module's tx_power_mw thresholds are all 0 (none programmed): "
+                       "that quantity is not judged"),), origin=OPTICS_ORIGIN),
+    Spec("optics-400g-dr4-4-of-8-lanes-healthy", "2rail", (optics_dr4_cool,), (),
+         "Trap: `net_rail1` holds a 400G DR4 QSFP-DD (CMIS, a real dump) that uses 4 of the 8 lanes ethtool prints: "
+         "lanes 5-8 read 0 mA and 0 mW with every flag Off, below its low alarms. Its temperature is set to 55.49 °C "
+         "and its temperature warning flag Off (the dump's are 70.49 °C, On). Only lanes in use are judged: no "
+         "finding.", origin=OPTICS_ORIGIN),
+    Spec("optics-400g-dr4-4-of-8-lanes-warm", "2rail", (optics_dr4_warm,), (("OpticsOutOfRange", "warning", "net_rail1"),),
+         "The same 400G DR4 as the dump has it: 70.49 °C with its own module temperature high warning flag On "
+         "(threshold 70 °C): a warning led by that flag, lanes 1-4 judged, 5-8 not in use (not critical for "
+         "twelve zero readings of unused lanes).", origin=OPTICS_ORIGIN),
+    Spec("optics-aoc-far-end-dark", "2rail", (optics_aoc_far_end_dark,),
+         (("OpticsOutOfRange", "critical", "net_rail1"), ("RailLinkDown", "critical", "net_rail1"),
+          ("RdmaLinkDown", "critical", "rdma_rail1")),
+         "`net_rail1` is down; its QSFP56 AOC (`ethtool --json -m`, a real dump of ethtool 6.14 with the far end "
+         "down) raises only its RX power low alarm and warning flags on lanes 1-4, RX loss of signal on all: the "
+         "finding leads with that flag (no light from the far end), not with its TX bias of 0 mA.",
+         origin=OPTICS_ORIGIN),
+    Spec("optics-dark-port-link-down", "2rail", (optics_dark_port,),
+         (("RailLinkDown", "critical", "net_rail1"), ("RdmaLinkDown", "critical", "rdma_rail1")),
+         "Trap: `net_rail1` is down and its QSFP-DD SR8 (`ethtool --json -m`, a real dump of ethtool 6.14) is dark: "
+         "bias 0 mA, TX and RX 0.0001 mW on all 8 lanes, RX loss of signal, no flag raised. RailLinkDown says it; "
+         "no OpticsOutOfRange for values below the low alarms.", origin=OPTICS_ORIGIN),
     Spec("nic-temperature-high", "2rail", (nic_hot,), (("NicTemperatureHigh", "warning", "pci/0000:8d:00.0"),),
          "The mlx5 hwmon `asic` sensor of `0000:8d:00.0` reads 107 °C, above its own `temp1_crit` 105 °C "
          "(sensor layout of drivers/net/ethernet/mellanox/mlx5/core/hwmon.c, Linux 6.5+)."),

@@ -10,8 +10,11 @@ PcieLinkDegraded, PcieErrors (DESIGN §4).
   info. The evidence names the worst lane in use with its share of the rail's corrected bits and its
   ratio to the best lane in use: one bad lane is one bad fibre or optic. ``rx_bits_phy`` counts
   line-rate bits whether or not traffic flows (kernel ``mlx5/counters.rst``).
-- ``OpticsOutOfRange``: a monitor of ``ethtool -m`` beyond the module's *own* threshold (warning /
-  alarm -> warning / critical); a module that prints none is not judged. ``module_bad_shorted`` /
+- ``OpticsOutOfRange``: the module's own warning / alarm flags where it prints them (a raised warning
+  flag -> warning, alarm -> critical; the message leads with the flag), else a monitor of ``ethtool -m``
+  beyond the module's *own* threshold; a module that prints neither is not judged. Only lanes in use are
+  judged (a lane reading zero bias, TX and RX with no flag raised is not), and a down rail whose lasers
+  are dark with no flag raised is RailLinkDown's, not a second finding. ``module_bad_shorted`` /
   ``module_bus_stuck`` (critical) or ``module_high_temp`` (warning) rose; cumulative > 0 is info.
 - ``NicTemperatureHigh``: a rail PF's hwmon sensor at or above its own ``crit``.
 - ``PcieLinkDegraded``: a rail PF trained below min(its max, its upstream port's max), in speed or
@@ -31,7 +34,15 @@ from agent.analysis.checks._util import Check, finding
 from agent.analysis.topology import Rail, Topology
 from agent.config import Expectations
 from agent.findings import Finding
-from agent.model import AER_COUNTERS, AER_FUNCTION, ALL_ONES_WIDTH, ModuleOptics, PcieLink, Snapshot
+from agent.model import (
+    AER_COUNTERS,
+    AER_FUNCTION,
+    ALL_ONES_WIDTH,
+    ModuleOptics,
+    OpticsLane,
+    PcieLink,
+    Snapshot,
+)
 from agent.readers.history import Recorder, Sample
 
 __all__ = ["MIN_BITS", "PHY_COUNTERS", "RATE_COUNTERS", "ber_of", "check", "lane_keys", "recorder_check", "worst_lane"]
@@ -161,39 +172,134 @@ def _gen(gts: float | None) -> str:
     return gens.get(gts or 0.0, f"{gts} GT/s" if gts else "unknown speed")
 
 
-def _optics_findings(mod: ModuleOptics, subject: str) -> list[Finding]:
-    if not mod.thresholds:
-        return []  # a module that reports no thresholds is not judged: ours would be guesses
+#: a lane reading at most this on each of bias (mA), TX and RX power (mW) reads nothing: 0.0001 mW is the
+#: register's least step (-40 dBm), what ethtool prints for a dark lane
+_DARK = 0.0001
+#: which raised flag leads the message: alarms before warnings, then the module's own state, its laser,
+#: and last what it receives (an RX flag alone is the far end's or the fibre's, not this optic's)
+_FLAG_ORDER = ("temperature_c", "voltage_v", "tx_bias_ma", "tx_power_mw", "rx_power_mw")
+#: what a raised flag tells a technician, by (quantity, side)
+_FLAG_MEANS = {
+    ("rx_power_mw", "low"): "no light from the far end (check the fibre and the far end)",
+    ("rx_power_mw", "high"): "too much light from the far end (a short link without an attenuator?)",
+    ("tx_bias_ma", "low"): "its own laser is off or failing (check this module)",
+    ("tx_bias_ma", "high"): "its own laser is wearing out (replace this module)",
+    ("tx_power_mw", "low"): "its own laser sends too little light (check this module)",
+    ("tx_power_mw", "high"): "its own laser sends too much light (replace this module)",
+    ("temperature_c", "high"): "it runs hot (check the airflow over the module)",
+    ("temperature_c", "low"): "it runs below its own range",
+    ("voltage_v", "high"): "its supply voltage is above its range (check the cage and the NIC)",
+    ("voltage_v", "low"): "its supply voltage is below its range (check the cage and the NIC)",
+}
+
+
+def _idle(lane: OpticsLane, flags_printed: bool) -> bool:
+    """A lane the module does not use: zero bias, zero TX and zero RX power, no flag of it raised (ethtool
+    prints 8 lanes per CMIS bank whatever the module uses). ethtool prints no CMIS data-path state, so the
+    readings are all there is to tell; a lane missing one of the three is judged, and so is one without
+    flags where the other lanes have them (its flags are unknown, not clear)."""
+    values = (lane.tx_bias_ma, lane.tx_power_mw, lane.rx_power_mw)
+    return (all(v is not None and v <= _DARK for v in values) and not any(on for _, _, on in lane.flags)
+            and (bool(lane.flags) or not flags_printed))
+
+
+def _span(lanes: list[int]) -> str:
+    """[1, 2, 3, 4, 7] -> "1-4, 7"."""
+    runs: list[list[int]] = []
+    for n in sorted(set(lanes)):
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _beyond(mod: ModuleOptics, quantity: str, lane: int | None, val: float | None) -> dict[str, object] | None:
+    if val is None:
+        return None
+    for level in ("alarm", "warning"):
+        hi, lo = mod.threshold(quantity, f"high_{level}"), mod.threshold(quantity, f"low_{level}")
+        side = "high" if hi is not None and val > hi else "low" if lo is not None and val < lo else None
+        if side:
+            return {"quantity": quantity, "lane": lane, "value": val, "level": level, "side": side,
+                    "threshold": hi if side == "high" else lo}
+    return None
+
+
+def _optics_findings(mod: ModuleOptics, subject: str, link_up: bool | None = None) -> list[Finding]:
+    """DESIGN §4 "Optics thresholds", "Only lanes in use are judged", "The module's flags lead".
+
+    Where the module prints its warning / alarm flags for a quantity, they decide (a raised warning
+    flag is warning, a raised alarm flag critical); its values against its own thresholds decide only
+    where it prints none (or, CMIS, where ethtool's per-lane flags cannot be trusted to be clear).
+    ``link_up`` False: the rail is down; with no flag raised and its lasers dark that is the link's
+    finding (RailLinkDown), not a second one here."""
+    raised: list[dict[str, object]] = []
     beyond: list[dict[str, object]] = []
-    values: list[tuple[str, int | None, float | None]] = [("temperature_c", None, mod.temperature_c),
-                                                          ("voltage_v", None, mod.voltage_v)]
+    module_flagged = {q for q, _, _ in mod.flags}
+    for q, kind, on in mod.flags:
+        if on:
+            raised.append({"quantity": q, "lane": None, "kind": kind})
+    for quantity, val in (("temperature_c", mod.temperature_c), ("voltage_v", mod.voltage_v)):
+        if quantity not in module_flagged and (b := _beyond(mod, quantity, None, val)):
+            beyond.append(b)
+    judged: list[int] = []
+    idle: list[int] = []
+    dark = True
+    flags_printed = any(ln.flags for ln in mod.lanes)
     for lane in mod.lanes:
-        values += [("tx_bias_ma", lane.lane, lane.tx_bias_ma), ("tx_power_mw", lane.lane, lane.tx_power_mw),
-                   ("rx_power_mw", lane.lane, lane.rx_power_mw)]
-    for quantity, lane, val in values:
-        if val is None:
+        if _idle(lane, flags_printed):
+            idle.append(lane.lane)
             continue
-        for level in ("alarm", "warning"):
-            hi, lo = mod.threshold(quantity, f"high_{level}"), mod.threshold(quantity, f"low_{level}")
-            side = "high" if hi is not None and val > hi else "low" if lo is not None and val < lo else None
-            if side:
-                beyond.append({"quantity": quantity, "lane": lane, "value": val, "level": level, "side": side,
-                               "threshold": hi if side == "high" else lo})
-                break
-    if not beyond:
+        judged.append(lane.lane)
+        if not (lane.rx_los or lane.tx_los or lane.tx_fault or (lane.tx_bias_ma is not None and lane.tx_bias_ma <= 0)):
+            dark = False
+        flagged = {q for q, _, _ in lane.flags} if mod.lane_flags_exact else set()
+        for q, kind, on in lane.flags:
+            if on:
+                raised.append({"quantity": q, "lane": lane.lane, "kind": kind})
+        for quantity, val in (("tx_bias_ma", lane.tx_bias_ma), ("tx_power_mw", lane.tx_power_mw),
+                              ("rx_power_mw", lane.rx_power_mw)):
+            if quantity not in flagged and (b := _beyond(mod, quantity, lane.lane, val)):
+                beyond.append(b)
+    if not mod.thresholds:
+        beyond = []  # a module that reports no thresholds is not judged by value: ours would be guesses
+    if not raised and not beyond:
         return []
-    sev = "critical" if any(b["level"] == "alarm" for b in beyond) else "warning"
-    first = beyond[0]
-    name, unit = _QUANTITY[str(first["quantity"])]
-    where = f" lane {first['lane']}" if first["lane"] is not None else ""
-    lanes = sorted({int(b["lane"]) for b in beyond if b["lane"] is not None})  # type: ignore[call-overload]
-    return [finding("OpticsOutOfRange", subject,
-                    f"{mod.netdev}: transceiver {mod.vendor or ''} {mod.part or ''}".replace("  ", " ").rstrip()
-                    + f": {name}{where} {first['value']} {unit} {'above' if first['side'] == 'high' else 'below'} "
-                      f"the module's {first['side']} {first['level']} threshold {first['threshold']} {unit}"
-                    + (f" ({len(beyond)} value(s) out of range)" if len(beyond) > 1 else ""),
-                    severity=sev, netdev=mod.netdev, module=mod.identifier, vendor=mod.vendor, part=mod.part,
-                    serial=mod.serial, lanes=lanes or None, beyond=beyond)]
+    if link_up is False and not raised and dark:
+        return []  # a dark port: its link is down with the lasers off; RailLinkDown already says it
+    levels = [str(r["kind"]).split("_")[1] for r in raised] + [str(b["level"]) for b in beyond]
+    sev = "critical" if "alarm" in levels else "warning"
+    who = f"{mod.netdev}: transceiver {mod.vendor or ''} {mod.part or ''}".replace("  ", " ").rstrip()
+    if raised:
+        lead = sorted(raised, key=lambda r: (not str(r["kind"]).endswith("alarm"),
+                                             _FLAG_ORDER.index(str(r["quantity"]))))[0]
+        same = sorted(int(r["lane"]) for r in raised  # type: ignore[call-overload]
+                      if r["quantity"] == lead["quantity"] and r["kind"] == lead["kind"] and r["lane"] is not None)
+        name, _ = _QUANTITY[str(lead["quantity"])]
+        side, level = str(lead["kind"]).split("_")
+        where = f" on lane{'s' if len(same) > 1 else ''} {_span(same)}" if same else ""
+        others = len(raised) - max(len(same), 1)
+        text = (f"{who}: the module raised its {name} {side} {level} flag{where}: "
+                f"{_FLAG_MEANS[(str(lead['quantity']), side)]}"
+                + (f" ({others} other flag(s) raised)" if others > 0 else "")
+                + (f" ({len(beyond)} value(s) beyond its thresholds where it prints no flag)" if beyond else ""))
+    else:
+        first = beyond[0]
+        name, unit = _QUANTITY[str(first["quantity"])]
+        where = f" lane {first['lane']}" if first["lane"] is not None else ""
+        text = (f"{who}: {name}{where} {first['value']} {unit} {'above' if first['side'] == 'high' else 'below'} "
+                f"the module's {first['side']} {first['level']} threshold {first['threshold']} {unit}"
+                + (f" ({len(beyond)} value(s) out of range)" if len(beyond) > 1 else ""))
+    if idle:
+        text += (f" (lane{'s' if len(judged) > 1 else ''} {_span(judged)} judged; {_span(idle)} not in use)"
+                 if judged else "")
+    lanes = sorted({int(x["lane"]) for x in (*raised, *beyond) if x["lane"] is not None})  # type: ignore[call-overload]
+    return [finding("OpticsOutOfRange", subject, text, severity=sev, netdev=mod.netdev, module=mod.identifier,
+                    vendor=mod.vendor, part=mod.part, serial=mod.serial, lanes=lanes or None,
+                    lanes_judged=judged, lanes_not_in_use=idle or None, flags_raised=raised or None,
+                    lane_flags_exact=mod.lane_flags_exact if mod.flags_reported else None,
+                    module_state=mod.module_state, beyond=beyond)]
 
 
 def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
@@ -215,7 +321,8 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
                                **(worst_lane(lanes, c.get("rx_corrected_bits_phy")) or {})))
         events = {k: c[k] for k in _MODULE_EVENTS if c.get(k)}
         mod = optics.get(name)
-        found = _optics_findings(mod, subject) if mod is not None else []
+        link_up = rail.netdev.is_oper_up if rail.netdev is not None else None
+        found = _optics_findings(mod, subject, link_up) if mod is not None else []
         if not found and events:
             found = [finding("OpticsOutOfRange", subject,
                              f"{name}: the NIC counted transceiver events since the driver loaded: "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.host.recorded import RecordedHost
+from agent.model import ModuleOptics
 from agent.readers.common import Notes
 from agent.readers.optics import (
     ARGV,
@@ -110,9 +112,16 @@ def _fresh_forms() -> Iterator[None]:
     reset_forms()
 
 
+def monitors(m: ModuleOptics) -> ModuleOptics:
+    """``m`` without its flags: the text fixtures cut most flag lines, which the reconstructions print."""
+    return dataclasses.replace(m, flags=(), flags_reported=False,
+                               lanes=tuple(dataclasses.replace(ln, flags=()) for ln in m.lanes))
+
+
 @pytest.mark.parametrize(("text", "json_"), [(SFF8636_TEXT, SFF8636_JSON), (CMIS_TEXT, CMIS_JSON)])
 def test_text_and_json_of_one_module_give_the_same_record(text: str, json_: str) -> None:
-    assert parse_ethtool_m_json(body(json_), "net_rail0") == parse_ethtool_m(public(text), "net_rail0")
+    assert monitors(parse_ethtool_m_json(body(json_), "net_rail0")) == monitors(parse_ethtool_m(public(text),
+                                                                                                "net_rail0"))
 
 
 def test_json_sff8636_reading_and_thresholds_of_the_same_key_are_both_kept() -> None:
@@ -302,7 +311,7 @@ def test_the_form_follows_ethtool_version(tmp_path: Path, version: str | None, j
     got = read_optics(host, ["net_rail0", "net_rail1"], notes=notes)  # type: ignore[arg-type]
     form = JSON_ARGV if json_form else ARGV
     assert host.seen == [VERSION_ARGV, (*form, "net_rail0"), (*form, "net_rail1")]
-    assert len(got) == 2 and got[0] == parse_ethtool_m(public(SFF8636_TEXT), "net_rail0")
+    assert len(got) == 2 and monitors(got[0]) == monitors(parse_ethtool_m(public(SFF8636_TEXT), "net_rail0"))
     assert notes.unavailable == []  # an image without --version (made before it was read) replays as before
     read_optics(host, ["net_rail0"], notes=notes)  # type: ignore[arg-type]
     assert host.seen[3:] == [(*form, "net_rail0")]  # decided once per host: no second --version
