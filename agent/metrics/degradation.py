@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
+from agent.analysis.checks.degradation import lanes_in_use
 from agent.analysis.topology import Topology
 from agent.metrics.families import Scrape, Subject
 from agent.model import Snapshot
@@ -69,8 +70,10 @@ def render(fams: Families, snap: Snapshot, topo: Topology) -> None:
         if mod.temperature_c is not None:
             fams.gauge("railscope_optics_temperature_celsius", "The rail transceiver's temperature (ethtool -m).",
                        RAIL, base, mod.temperature_c)
+        used = set(lanes_in_use(mod))
         for lane in mod.lanes:
-            if lane.rx_power_mw is not None:
+            # only the lanes the module uses: an SR4 in an 8-lane OSFP cage prints lanes 5-8 at 0 mW
+            if lane.rx_power_mw is not None and lane.lane in used:
                 fams.gauge("railscope_optics_rx_power_watts", "Received optical power per lane (ethtool -m).",
                            (*RAIL, "lane"), (*base, str(lane.lane)), lane.rx_power_mw / 1000.0)
         for quantity, kind, value in mod.thresholds:

@@ -45,7 +45,7 @@ from agent.model import (
 )
 from agent.readers.history import Recorder, Sample
 
-__all__ = ["MIN_BITS", "PHY_COUNTERS", "RATE_COUNTERS", "ber_of", "check", "lane_keys", "recorder_check", "worst_lane"]
+__all__ = ["MIN_BITS", "PHY_COUNTERS", "RATE_COUNTERS", "ber_of", "check", "lane_keys", "lanes_in_use", "recorder_check", "worst_lane"]
 
 #: The fewest received bits a corrected-bit ratio is judged over: below, one error is a ratio of 1e-11.
 MIN_BITS = 10**12
@@ -201,6 +201,14 @@ def _idle(lane: OpticsLane, flags_printed: bool) -> bool:
     values = (lane.tx_bias_ma, lane.tx_power_mw, lane.rx_power_mw)
     return (all(v is not None and v <= _DARK for v in values) and not any(on for _, _, on in lane.flags)
             and (bool(lane.flags) or not flags_printed))
+
+
+def lanes_in_use(mod: ModuleOptics) -> tuple[int, ...]:
+    """The lanes of ``mod`` the module uses (DESIGN §4 "Only lanes in use are judged"): what the check
+    judges, and the lanes whose readings the metrics export (a 4-lane optic in an 8-lane cage exports
+    4 RX power series, not 4 more reading 0 W)."""
+    flags_printed = any(ln.flags for ln in mod.lanes)
+    return tuple(ln.lane for ln in mod.lanes if not _idle(ln, flags_printed))
 
 
 def _span(lanes: list[int]) -> str:

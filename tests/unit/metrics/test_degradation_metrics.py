@@ -66,3 +66,18 @@ def test_a_pf_trained_at_x8_exports_both_widths(capsysbinary: pytest.CaptureFixt
     assert value(text, "railscope_pcie_link_width_lanes", pci="0000:0c:00.0") == 8
     assert value(text, "railscope_pcie_link_max_width_lanes", pci="0000:0c:00.0") == 16
     assert value(text, "railscope_finding", code="PcieLinkDegraded", subject="pci/0000:0c:00.0") == 1
+
+
+def test_a_4_lane_optic_in_an_8_lane_cage_exports_its_4_lanes_only(capsys) -> None:
+    """A 400G DR4 in an OSFP prints lanes 5-8 at 0 mW: those are not in use and get no RX power series
+    (a panel of them would show four dark lanes on a healthy link)."""
+    import re
+    from pathlib import Path
+
+    from agent.cli import main
+
+    image = Path(__file__).resolve().parents[2] / "images" / "optics-400g-dr4-4-of-8-lanes-healthy"
+    main(["metrics", "--from", str(image)])
+    out = capsys.readouterr().out
+    lanes = re.findall(r'railscope_optics_rx_power_watts\{device="net_rail1",lane="(\d)"', out)
+    assert lanes == ["1", "2", "3", "4"]
