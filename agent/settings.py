@@ -19,9 +19,19 @@ arguments, keyed by settings field, for the program's ``settings_from_args`` to 
 and the DaemonSet's and Deployment's arguments and environment against the tables.
 
 Adding a flag is one ``Setting`` in its program's table, plus the field it names in the settings
-dataclass (``agent.config.AgentSettings``, ``collector.config.CollectorSettings``,
-``agent.config.Expectations``); with ``chart="value"`` (the default) also the key in ``values.yaml``,
-with its comment, and the property in ``values.schema.json``: the chart test names whatever is missing.
+dataclass (``agent.config.AgentSettings``, ``collector.config.CollectorSettings``); with ``chart="value"``
+(the default) also the key in ``values.yaml``, with its comment, and the property in
+``values.schema.json``: the chart test names whatever is missing. E.g. an agent flag ``--cabling FILE``::
+
+    Setting("--cabling", "The cabling map ... Default: none.", metavar="FILE", group=_SAMPLING,
+            field="cabling_file"),
+
+in ``agent.commands.serve.own_table``, ``cabling_file: str | None = None`` in ``AgentSettings`` and
+``agent.cabling: null`` in the chart. A judging flag (doctor, preflight, the agent ... judge by it) goes
+in ``agent.expectations.TABLE`` instead, named by its ``Expectations`` field: the field, its flag in
+``EXPECTATION_FLAGS`` and its manifest validator (``_VALID``) are in ``agent.config``, and the
+collector's pods get it too (``railscope.expectationKeys`` in the chart's ``_helpers.tpl``). A source's
+``--<name>-interval`` needs nothing: it is made from the source's ``SOURCE``.
 
 The parsers below are the only ones the flags use: one each for durations, counts, sizes, ratios,
 regular expressions and true / false words. A size is bytes or a number with a binary unit, ``k``,
