@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -66,7 +65,6 @@ def _threshold(flag: str, field: str, parse: Any, default: str, text: str) -> Se
                    field=f"thresholds.{field}")
 
 
-@functools.cache
 def own_table() -> tuple[Setting, ...]:
     """The agent's own flags, in ``--help`` order (the judging flags and --exclude-devices follow:
     ``table``). A source's ``--<name>-interval`` comes from the registry."""
