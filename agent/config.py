@@ -106,6 +106,9 @@ EXPECTATION_FLAGS: dict[str, str] = {
 }
 
 
+_DEFAULT = Expectations()
+
+
 def _key(field_name: str) -> str:
     return EXPECTATION_FLAGS[field_name].lstrip("-").replace("-", "_")
 
@@ -142,30 +145,32 @@ def _ratio(v: Any) -> float | None:
     return float(v)
 
 
-#: manifest key -> (Expectations field, parser returning the value or None when it is not valid).
-#: A bundle is untrusted input: each value is checked as its flag would check it.
-_PARSERS: dict[str, tuple[str, Any]] = {
-    "lossless_prio": ("lossless_prio", lambda v: _number(v, 0, 7, whole=True)),
-    "expect_eswitch_mode": ("eswitch_mode", lambda v: v if v in ("switchdev", "legacy") else None),
-    "expect_esw_multiport": ("esw_multiport", lambda v: v if isinstance(v, bool) else None),
-    "expect_rdma_netns": ("rdma_netns", lambda v: v if v in ("shared", "exclusive") else None),
-    "rails": ("rails", lambda v: _number(v, 0, 1024, whole=True)),
-    "net_template": ("net_templates", _template_list),
-    "rdma_template": ("rdma_templates", _template_list),
-    "event_window": ("event_window_s", lambda v: _number(v, 1e-3, 30 * 86400)),
-    "flap_count": ("flap_count", lambda v: _number(v, 1, 1e6, whole=True)),
-    "flap_window": ("flap_window_s", lambda v: _number(v, 1e-3, 30 * 86400)),
-    "storm_ratio": ("storm_ratio", lambda v: _number(v, 1e-9, 1)),
+#: Expectations field -> its validator: the value, or None when it is not valid. A bundle is untrusted
+#: input: each value is checked as its flag would check it. The manifest key is the flag's words.
+_VALID: dict[str, Any] = {
+    "lossless_prio": lambda v: _number(v, 0, 7, whole=True),
+    "eswitch_mode": lambda v: v if v in ("switchdev", "legacy") else None,
+    "esw_multiport": lambda v: v if isinstance(v, bool) else None,
+    "rdma_netns": lambda v: v if v in ("shared", "exclusive") else None,
+    "rails": lambda v: _number(v, 0, 1024, whole=True),
+    "net_templates": _template_list,
+    "rdma_templates": _template_list,
+    "event_window_s": lambda v: _number(v, 1e-3, 30 * 86400),
+    "flap_count": lambda v: _number(v, 1, 1e6, whole=True),
+    "flap_window_s": lambda v: _number(v, 1e-3, 30 * 86400),
+    "storm_ratio": lambda v: _number(v, 1e-9, 1),
     # a file on the node, not in the bundle: recorded for people, never opened by a replay
-    "kernel_table": ("kernel_table_file", lambda v: v if isinstance(v, str) and 0 < len(v) <= 4096 else None),
-    "ber_warning": ("ber_warning", _ratio),
-    "ber_critical": ("ber_critical", _ratio),
-    "ber_window": ("ber_window_s", lambda v: _number(v, 1e-3, 30 * 86400)),
+    "kernel_table_file": lambda v: v if isinstance(v, str) and 0 < len(v) <= 4096 else None,
+    "ber_warning": _ratio,
+    "ber_critical": _ratio,
+    "ber_window_s": lambda v: _number(v, 1e-3, 30 * 86400),
     # as --expect-mtu takes it: ETH_MIN_MTU (68) .. the largest netdev MTU, whole bytes
-    "expect_mtu": ("mtu", lambda v: _number(v, 68, 65535, whole=True)),
-    "expect_driver": ("driver", lambda v: v if v == "doca" else None),
-    "expect_rdma": ("rdma", lambda v: True if v is True else None),
+    "mtu": lambda v: _number(v, 68, 65535, whole=True),
+    "driver": lambda v: v if v == "doca" else None,
+    "rdma": lambda v: True if v is True else None,
 }
+#: manifest key -> (Expectations field, validator)
+_PARSERS: dict[str, tuple[str, Any]] = {_key(name): (name, _VALID[name]) for name in EXPECTATION_FLAGS}
 
 
 def expectations_from_json(doc: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -183,8 +188,7 @@ def expectations_from_json(doc: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
             continue
         name, parse = _PARSERS[key]
         if value is None:
-            if name in ("lossless_prio", "net_templates", "rdma_templates", "event_window_s", "flap_count",
-                        "flap_window_s", "storm_ratio", "ber_warning", "ber_critical", "ber_window_s"):
+            if getattr(_DEFAULT, name) is not None:
                 continue  # these always have a value; null is not a statement
             got[name] = None
             continue

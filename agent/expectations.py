@@ -1,6 +1,11 @@
 """What a node is judged against: the expectation flags of doctor, report, diff, metrics and the agent,
 and their ``RAILSCOPE_<FLAG>`` variables, parsed into ``agent.config.Expectations``.
 
+``TABLE`` declares them (``agent.settings``): one ``Setting`` per ``Expectations`` field, its flag the
+one ``agent.config.EXPECTATION_FLAGS`` records in a bundle's manifest. ``--flap-count``, ``--flap-window``
+and ``--storm-ratio`` judge too but are flags of the agent alone (its detector thresholds,
+``agent.commands.serve``).
+
 The collector judges stored bundles with the same variables (``expectations_from_env``); it reaches this
 module, never the CLI's commands.
 """
@@ -13,23 +18,10 @@ from typing import Any
 
 from agent.config import EXPECTATION_FLAGS, Expectations
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
+from agent.settings import Setting, add_flags, bool_word, duration, env_default, value_of
 
-__all__ = ["add_expectation_flags", "add_template_flags", "env_default", "expectations_from_args",
-           "expectations_from_env", "given_expectations", "stated_by_env"]
-
-
-def env_default(name: str, default: str | None) -> str | None:
-    """Every flag can also come from ``RAILSCOPE_<NAME>`` (flag words upper-cased, ``-`` -> ``_``)."""
-    return os.environ.get("RAILSCOPE_" + name.upper().replace("-", "_"), default)
-
-
-def _bool_word(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "yes", "on", "1", "enabled"):
-        return True
-    if low in ("false", "no", "off", "0", "disabled"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+__all__ = ["TABLE", "add_expectation_flags", "env_default", "expectations_from_args", "expectations_from_env",
+           "given_expectations", "stated_by_env"]
 
 
 def _prio(text: str) -> int:
@@ -62,19 +54,6 @@ def _template(text: str) -> str:
     return text
 
 
-def _duration(text: str) -> float:
-    """Seconds, or with a unit: 90s, 15m, 1h."""
-    t = text.strip().lower()
-    mult = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
-    try:
-        val = float(t[:-1]) * mult if mult else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a duration such as 900, 15m or 1h, got {text!r}") from None
-    if val <= 0:
-        raise argparse.ArgumentTypeError("a duration must be positive")
-    return val
-
-
 def _ber(text: str) -> float:
     try:
         x = float(text)
@@ -83,6 +62,16 @@ def _ber(text: str) -> float:
     if not 0 < x < 1:
         raise argparse.ArgumentTypeError(f"expected a ratio in (0, 1), got {x}")
     return x
+
+
+def _mtu(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an MTU in bytes, got {text!r}") from None
+    if not 68 <= n <= 65535:  # ETH_MIN_MTU .. the largest netdev MTU
+        raise argparse.ArgumentTypeError(f"expected an MTU of 68-65535 bytes, got {n}")
+    return n
 
 
 #: the namespace attribute naming the expectation flags given on the command line
@@ -119,17 +108,6 @@ class _StoreTrue(argparse._StoreConstAction):
         _mark(namespace, self.dest)
 
 
-def _expect_true(text: str | None) -> bool | None:
-    """A flag that states an expectation by being there (``--expect-rdma``), from its variable: a true
-    word is the flag, a false word or nothing is no expectation (never "expect none")."""
-    if text is None or not text.strip():
-        return None
-    try:
-        return True if _bool_word(text) else None
-    except argparse.ArgumentTypeError:
-        raise SystemExit(f"RAILSCOPE_EXPECT_RDMA: expected true or false, got {text!r}") from None
-
-
 class _Append(argparse._AppendAction):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
@@ -137,143 +115,110 @@ class _Append(argparse._AppendAction):
         _mark(namespace, self.dest)
 
 
+_GROUP = "expectations (nothing is judged unless asked)"
+
+
+def _e(field: str, help: str, **kw: Any) -> Setting:
+    """The setting of the ``Expectations`` field ``field``, under the flag the manifest records it by."""
+    return Setting(EXPECTATION_FLAGS[field], help, field=field, group=_GROUP, **kw)
+
+
+#: The judging flags, in ``--help`` order.
+TABLE: tuple[Setting, ...] = (
+    _e("lossless_prio", "The RoCE lossless priority whose PFC counters are judged. Default: 3.",
+       type=_prio, default="3"),
+    _e("eswitch_mode", "Report PFs with VFs whose eswitch is in another mode. Default: no expectation.",
+       type=_one_of("switchdev", "legacy"), choices=("switchdev", "legacy")),
+    _e("esw_multiport", "Report NICs whose esw_multiport (LAG) is not this value (true/false). "
+       "Default: no expectation; a torn value across the PFs of one NIC is always reported.", type=bool_word),
+    _e("rdma_netns", "Report an RDMA netns mode other than this. Default: no expectation (a node that asks "
+       "for exclusive mode in modprobe.d or the cmdline but runs shared is always reported).",
+       type=_one_of("shared", "exclusive"), choices=("shared", "exclusive")),
+    _e("rails", "Expect rails 0..N-1, named by the first net template with only %%rail_id%%. Where udev "
+       "naming rules exist they win for the rails they name, and the rails of 0..N-1 they do not "
+       "name are expected too (a note says which won). Default: the rails the udev rules name, "
+       "else none.", type=int),
+    # the chart passes a list value as the repeated flag: the template flags read no variable
+    _e("net_templates", "Netdev name template in the operator's syntax, e.g. net_rail%%rail_id%%. Repeatable. "
+       f"Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')} tried in order.",
+       type=_template, kind="list", env=False, convert=lambda v: tuple(v) if v else DEFAULT_NET_TEMPLATES),
+    _e("rdma_templates", "RDMA device name template. Repeatable. Default: "
+       f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.",
+       type=_template, kind="list", env=False, convert=lambda v: tuple(v) if v else DEFAULT_RDMA_TEMPLATES),
+    _e("event_window_s", "Agent events this long before the capture time become findings. Default: 15m.",
+       type=duration, default="15m"),
+    # The two tiers of LinkDegrading (DESIGN §4): a warning well below the FEC's limit, so a rail is seen
+    # degrading before it costs GPU time, and critical at the limit itself.
+    _e("ber_warning", "LinkDegrading: a pre-FEC corrected-bit ratio (rx_corrected_bits_phy / rx_bits_phy) above "
+       "this over --ber-window is a warning: the link degrades while FEC still corrects it. "
+       "Default: 1e-5, 24x below the FEC limit (--ber-critical): the least strict link-degrade "
+       "BER threshold Junos accepts on 400GbE PAM4 ports (Junos CLI Reference, "
+       "link-degrade-monitor thresholds: 1E-5 to 1E-10).", type=_ber, default="1e-5"),
+    _e("ber_critical", "LinkDegrading: a corrected-bit ratio at or above this over --ber-window is critical: "
+       "FEC is at its limit and frames are about to be lost. Default: 2.4e-4, the BER IEEE 802.3 "
+       "(802.3bs / 802.3cd PAM4 PMDs) specifies at the input of the RS(544,514) KP4 FEC.",
+       type=_ber, default="2.4e-4"),
+    _e("ber_window_s", "LinkDegrading: the window the corrected-bit ratio and symbol errors are measured over "
+       "(two samples of the agent, the flight recorder's span). Default: 5m.", type=duration, default="5m"),
+    # the chart writes agent.kernelTable's rows into a ConfigMap and gives the file
+    _e("kernel_table_file", "A JSON file of extra validated-kernel rows for DriverKernelUnvalidated, added to the "
+       "shipped table. Default: the shipped table only.", metavar="FILE", chart="file"),
+    # the readiness codes (MtuMismatch, DriverNotDoca, RailRdmaMissing)
+    _e("mtu", "Report rails whose MTU is not this many bytes (e.g. 9000 or 4200). Default: no value; "
+       "a rail whose MTU differs from the most common MTU of the node's rails is reported.", type=_mtu),
+    _e("driver", "doca: report rail PFs that run the inbox mlx5 driver (the DOCA driver container "
+       "restores the inbox driver when its pod ends). Default: no expectation.",
+       type=_one_of("doca"), choices=("doca",)),
+    # a flag that states an expectation by being there: a false word in its variable is no expectation
+    # (never "expect none")
+    _e("rdma", "Report every rail without an RDMA device (RailRdmaMissing). Default: only rails whose udev "
+       "rules name an RDMA device, or whose PF is mlx5 with RoCE enabled (devlink param "
+       "enable_roce), are expected to have one.", kind="switch", convert=lambda v: True if v else None),
+)
+
+#: the flags that remember being given (``given_expectations``)
+_TRACKED = {"value": _Store, "switch": _StoreTrue, "list": _Append}
+
+
 def given_expectations(args: argparse.Namespace) -> dict[str, str]:
     """Expectations field -> where the command line stated it: the flag (``--rails``) or its variable
     (``RAILSCOPE_RAILS``). A field absent here is the flag's default."""
     typed = getattr(args, _GIVEN, set())
+    silent = {s.dest for s in TABLE if not s.env}
     out = {}
     for name, flag in EXPECTATION_FLAGS.items():
         dest = flag.lstrip("-").replace("-", "_")
         var = "RAILSCOPE_" + dest.upper()
         if dest in typed:
             out[name] = flag
-        elif os.environ.get(var) and hasattr(args, dest) and dest not in ("net_template", "rdma_template"):
-            out[name] = var  # the template flags read no variable
+        elif os.environ.get(var) and hasattr(args, dest) and dest not in silent:
+            out[name] = var
     return out
+
+
+def _env_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(add_help=False)
+    add_expectation_flags(p)
+    return p.parse_args([])
 
 
 def stated_by_env() -> dict[str, str]:
     """The expectations the ``RAILSCOPE_<FLAG>`` variables state (the collector's command line): they
     override a bundle's recorded values, the others yield to them (DESIGN §2)."""
-    p = argparse.ArgumentParser(add_help=False)
-    add_expectation_flags(p)
-    return given_expectations(p.parse_args([]))
-
-
-def add_template_flags(g: Any) -> None:
-    """``--net-template`` / ``--rdma-template``: which names are rails (the readers' and the checks')."""
-    g.add_argument("--net-template", type=_template, action=_Append, default=None,
-                   help="Netdev name template in the operator's syntax, e.g. net_rail%%rail_id%%. Repeatable. "
-                        f"Default: {', '.join(DEFAULT_NET_TEMPLATES).replace('%', '%%')} tried in order.")
-    g.add_argument("--rdma-template", type=_template, action=_Append, default=None,
-                   help="RDMA device name template. Repeatable. Default: "
-                        f"{', '.join(DEFAULT_RDMA_TEMPLATES).replace('%', '%%')}.")
+    return given_expectations(_env_args())
 
 
 def add_expectation_flags(p: argparse.ArgumentParser, *, templates: bool = True) -> None:
     """The judging flags; ``templates=False`` where the command declares ``--net-template`` itself."""
-    g = p.add_argument_group("expectations (nothing is judged unless asked)")
-    g.add_argument("--lossless-prio", action=_Store, type=_prio, default=int(env_default("lossless-prio", "3") or 3),
-                   help="The RoCE lossless priority whose PFC counters are judged. Default: 3.")
-    g.add_argument("--expect-eswitch-mode", action=_Store, choices=("switchdev", "legacy"),
-                   type=_one_of("switchdev", "legacy"),
-                   default=env_default("expect-eswitch-mode", None),
-                   help="Report PFs with VFs whose eswitch is in another mode. Default: no expectation.")
-    g.add_argument("--expect-esw-multiport", action=_Store, type=_bool_word, default=env_default("expect-esw-multiport", None),
-                   help="Report NICs whose esw_multiport (LAG) is not this value (true/false). "
-                        "Default: no expectation; a torn value across the PFs of one NIC is always reported.")
-    g.add_argument("--expect-rdma-netns", action=_Store, choices=("shared", "exclusive"),
-                   type=_one_of("shared", "exclusive"),
-                   default=env_default("expect-rdma-netns", None),
-                   help="Report an RDMA netns mode other than this. Default: no expectation (a node that asks "
-                        "for exclusive mode in modprobe.d or the cmdline but runs shared is always reported).")
-    g.add_argument("--rails", action=_Store, type=int, default=env_default("rails", None),
-                   help="Expect rails 0..N-1, named by the first net template with only %%rail_id%%. Where udev "
-                        "naming rules exist they win for the rails they name, and the rails of 0..N-1 they do not "
-                        "name are expected too (a note says which won). Default: the rails the udev rules name, "
-                        "else none.")
-    if templates:
-        add_template_flags(g)
-    g.add_argument("--event-window", action=_Store, type=_duration, default=_duration(env_default("event-window", "15m") or "15m"),
-                   help="Agent events this long before the capture time become findings. Default: 15m.")
-    # The two tiers of LinkDegrading (DESIGN §4): a warning well below the FEC's limit, so a rail is seen
-    # degrading before it costs GPU time, and critical at the limit itself.
-    g.add_argument("--ber-warning", action=_Store, type=_ber,
-                   default=_ber(env_default("ber-warning", "1e-5") or "1e-5"),
-                   help="LinkDegrading: a pre-FEC corrected-bit ratio (rx_corrected_bits_phy / rx_bits_phy) above "
-                        "this over --ber-window is a warning: the link degrades while FEC still corrects it. "
-                        "Default: 1e-5, 24x below the FEC limit (--ber-critical): the least strict link-degrade "
-                        "BER threshold Junos accepts on 400GbE PAM4 ports (Junos CLI Reference, "
-                        "link-degrade-monitor thresholds: 1E-5 to 1E-10).")
-    g.add_argument("--ber-critical", action=_Store, type=_ber,
-                   default=_ber(env_default("ber-critical", "2.4e-4") or "2.4e-4"),
-                   help="LinkDegrading: a corrected-bit ratio at or above this over --ber-window is critical: "
-                        "FEC is at its limit and frames are about to be lost. Default: 2.4e-4, the BER IEEE 802.3 "
-                        "(802.3bs / 802.3cd PAM4 PMDs) specifies at the input of the RS(544,514) KP4 FEC.")
-    g.add_argument("--ber-window", action=_Store, type=_duration,
-                   default=_duration(env_default("ber-window", "5m") or "5m"),
-                   help="LinkDegrading: the window the corrected-bit ratio and symbol errors are measured over "
-                        "(two samples of the agent, the flight recorder's span). Default: 5m.")
-    g.add_argument("--kernel-table", action=_Store, default=env_default("kernel-table", None), metavar="FILE",
-                   help="A JSON file of extra validated-kernel rows for DriverKernelUnvalidated, added to the "
-                        "shipped table. Default: the shipped table only.")
-    add_readiness_flags(g)
-
-
-def _mtu(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an MTU in bytes, got {text!r}") from None
-    if not 68 <= n <= 65535:  # ETH_MIN_MTU .. the largest netdev MTU
-        raise argparse.ArgumentTypeError(f"expected an MTU of 68-65535 bytes, got {n}")
-    return n
-
-
-def add_readiness_flags(g: argparse._ArgumentGroup) -> None:
-    """The expectations of the readiness codes (MtuMismatch, DriverNotDoca, RailRdmaMissing)."""
-    g.add_argument("--expect-mtu", action=_Store, type=_mtu, default=env_default("expect-mtu", None),
-                   help="Report rails whose MTU is not this many bytes (e.g. 9000 or 4200). Default: no value; "
-                        "a rail whose MTU differs from the most common MTU of the node's rails is reported.")
-    g.add_argument("--expect-driver", action=_Store, choices=("doca",), type=_one_of("doca"),
-                   default=env_default("expect-driver", None),
-                   help="doca: report rail PFs that run the inbox mlx5 driver (the DOCA driver container "
-                        "restores the inbox driver when its pod ends). Default: no expectation.")
-    g.add_argument("--expect-rdma", action=_StoreTrue, default=_expect_true(env_default("expect-rdma", None)),
-                   help="Report every rail without an RDMA device (RailRdmaMissing). Default: only rails whose udev "
-                        "rules name an RDMA device, or whose PF is mlx5 with RoCE enabled (devlink param "
-                        "enable_roce), are expected to have one.")
+    add_flags(p, (s for s in TABLE if templates or s.kind != "list"), actions=_TRACKED)
 
 
 def expectations_from_args(args: argparse.Namespace) -> Expectations:
-    rails = args.rails
-    if isinstance(rails, str):
-        rails = int(rails)
-    esw = args.expect_esw_multiport
-    if isinstance(esw, str):
-        esw = _bool_word(esw)
-    return Expectations(
-        lossless_prio=args.lossless_prio,
-        eswitch_mode=args.expect_eswitch_mode,
-        esw_multiport=esw,
-        rdma_netns=args.expect_rdma_netns,
-        rails=rails,
-        net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
-        rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
-        event_window_s=args.event_window,
-        kernel_table_file=args.kernel_table,
-        ber_warning=getattr(args, "ber_warning", 1e-5),
-        ber_critical=getattr(args, "ber_critical", 2.4e-4),
-        ber_window_s=getattr(args, "ber_window", 300.0),
-        mtu=int(args.expect_mtu) if getattr(args, "expect_mtu", None) is not None else None,
-        driver=getattr(args, "expect_driver", None),
-        rdma=True if getattr(args, "expect_rdma", None) else None,
-    )
+    """The ``Expectations`` of the parsed judging flags (a flag the parser lacks keeps its default)."""
+    return Expectations(**{s.field: value_of(s, args) for s in TABLE if s.field and hasattr(args, s.dest)})
 
 
 def expectations_from_env() -> Expectations:
     """The expectations of the ``RAILSCOPE_<FLAG>`` variables alone (``RAILSCOPE_RAILS=8``,
     ``RAILSCOPE_EXPECT_ESWITCH_MODE=switchdev``), as the flags' defaults read them; else nothing expected."""
-    p = argparse.ArgumentParser(add_help=False)
-    add_expectation_flags(p)
-    return expectations_from_args(p.parse_args([]))
+    return expectations_from_args(_env_args())

@@ -16,10 +16,9 @@ from agent.commands.common import (
     add_expectation_flags,
     add_scope_flag,
     env_default,
-    non_negative_seconds,
-    positive_seconds,
 )
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
+from agent.settings import duration, duration_or_zero
 
 
 def register_common(p: argparse.ArgumentParser) -> None:
@@ -30,7 +29,7 @@ def register_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", default=env_default("cluster", None),
                    help="Cluster name for the manifest. Default: none (null).")
     p.add_argument("--incident", default=None, help="Incident id for the manifest. Default: none (null).")
-    p.add_argument("--command-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
+    p.add_argument("--command-timeout", type=duration, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
     add_scope_flag(p)
 
@@ -51,11 +50,11 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redact-key-file", default=env_default("redact-key-file", None), metavar="FILE",
                    help="HMAC key for --redact (at least 16 bytes; the chart mounts a cluster Secret), so the same "
                         "address gets the same pseudonym on every node. Default: a random key for this bundle only.")
-    p.add_argument("--deadline", type=positive_seconds, default=300.0, metavar="SECONDS",
+    p.add_argument("--deadline", type=duration, default=300.0, metavar="SECONDS",
                    help="Overall deadline: what has finished by then is packed (a partial bundle). Default: 300.")
     p.add_argument("--parallel", type=int, default=4, metavar="N",
                    help="Steps run at once (firmware reads stay one at a time per PF). Default: 4.")
-    p.add_argument("--recorder-gap", type=non_negative_seconds, default=10.0, metavar="SECONDS",
+    p.add_argument("--recorder-gap", type=duration_or_zero, default=10.0, metavar="SECONDS",
                    help="Without a running agent, recorder.jsonl holds two samples of the rail counters this far "
                         "apart, so rates exist offline; 0 takes one sample. Default: 10.")
     p.add_argument("--agent", default=env_default("agent", None), metavar="unix:PATH|URL",
@@ -84,7 +83,7 @@ def register(p: argparse.ArgumentParser) -> None:
     r.add_argument("--wait", action="store_true",
                    help="Queue the request (as --token-file does) and wait until its bundle is stored, "
                         "then print its key. Default: off.")
-    r.add_argument("--wait-timeout", type=positive_seconds, default=600.0, metavar="SECONDS",
+    r.add_argument("--wait-timeout", type=duration, default=600.0, metavar="SECONDS",
                    help="With --wait: give up after this long (exit 1). Default: 600.")
 
 

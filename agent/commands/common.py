@@ -6,51 +6,24 @@ import argparse
 import sys
 
 from agent.config import Expectations
-from agent.expectations import (  # noqa: F401 (the subcommands' flag helpers, kept importable from here)
-    _bool_word,
-    _duration,
-    _template,
-    add_expectation_flags,
-    env_default,
-    expectations_from_args,
-    given_expectations,
-)
+from agent.expectations import add_expectation_flags, expectations_from_args, given_expectations
 from agent.model import KernelRow
+from agent.settings import Setting, add_flags, env_default, regex
 
-__all__ = ["EXIT_USAGE", "add_expectation_flags", "add_scope_flag", "env_default", "expectations_from_args", "fail",
-           "given_expectations", "judged_by", "seconds"]
+__all__ = [
+    "EXIT_USAGE",
+    "SCOPE",
+    "add_expectation_flags",
+    "add_scope_flag",
+    "env_default",
+    "expectations_from_args",
+    "fail",
+    "given_expectations",
+    "judged_by",
+]
 
 #: The exit status of bad usage (a flag, a --from path, a --kernel-table that cannot be used).
 EXIT_USAGE = 3
-
-
-def seconds(text: str) -> float:
-    """A number of seconds (a flag's argparse type starts here and adds its bound)."""
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-
-
-def positive_seconds(text: str) -> float:
-    """A flag's number of seconds above zero (a timeout, a deadline)."""
-    val = seconds(text)
-    if val <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return val
-
-
-def non_negative_seconds(text: str) -> float:
-    """A flag's number of seconds, zero allowed (zero turns the wait off)."""
-    val = seconds(text)
-    if val < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return val
-
-
-def duration_or_zero(text: str) -> float:
-    """A duration (90s, 15m, 1h), or ``0`` / ``0s`` / ``off`` for none."""
-    return 0.0 if text.strip() in ("0", "0s", "off") else _duration(text)
 
 
 def judged_by(args: argparse.Namespace) -> tuple[Expectations, tuple[KernelRow, ...]]:
@@ -73,20 +46,16 @@ def fail(command: str, msg: str, status: int = EXIT_USAGE) -> int:
     return status
 
 
-def _regex(text: str) -> str:
-    import re
-
-    try:
-        re.compile(text)
-    except re.error as exc:
-        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from None
-    return text
+#: ``--exclude-devices``: the devices firmware-touching reads never reach (DESIGN §3); the agent's too.
+SCOPE = Setting(
+    "--exclude-devices",
+    "Never send a firmware-touching read (ethtool statistics, module EEPROM, pause and FEC, dcb, "
+    "RDMA port statistics, devlink per instance) to a device whose PCI address or netdev name "
+    "this regular expression matches. "
+    "Only rail PFs and the PFs the udev rules name are ever asked. Default: none excluded.",
+    type=regex, metavar="REGEX", field="read.exclude_devices")
 
 
 def add_scope_flag(p: argparse.ArgumentParser) -> None:
-    """``--exclude-devices``: the devices firmware-touching reads never reach (DESIGN §3)."""
-    p.add_argument("--exclude-devices", type=_regex, default=env_default("exclude-devices", None), metavar="REGEX",
-                   help="Never send a firmware-touching read (ethtool statistics, module EEPROM, pause and FEC, dcb, "
-                        "RDMA port statistics, devlink per instance) to a device whose PCI address or netdev name "
-                        "this regular expression matches. "
-                        "Only rail PFs and the PFs the udev rules name are ever asked. Default: none excluded.")
+    """``--exclude-devices`` (``SCOPE``)."""
+    add_flags(p, (SCOPE,))

@@ -14,7 +14,7 @@ import json
 import sys
 import time
 
-from .common import _duration, env_default
+from agent.settings import duration, env_default
 
 #: where the chart puts the agent's data socket (agent.dataSocket; the agent itself has none by default)
 DEFAULT_SOCKET = "/run/railscope/agent.sock"
@@ -30,7 +30,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--code", action="append", default=None, metavar="CODE",
                    help="Only events of this code (LinkFlapping, PfcStorm, DriverReload, ...). Repeatable. "
                         "Default: every code.")
-    p.add_argument("--since", type=_duration, default=None, metavar="DURATION",
+    p.add_argument("--since", type=duration, default=None, metavar="DURATION",
                    help="Only events of the last DURATION (90s, 15m, 2h). Default: the whole log the agent keeps "
                         "(its --event-history).")
     p.add_argument("--json", action="store_true", help="Print {\"events\": [...]} as the agent serves it, filtered.")

@@ -8,25 +8,18 @@ on every run.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from agent.commands.common import add_expectation_flags, add_scope_flag, env_default, fail, judged_by
+from agent.settings import regex
 
 __all__ = ["register", "run"]
-
-
-def _regex(text: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text)
-    except re.error as exc:
-        raise argparse.ArgumentTypeError(f"not a valid regular expression: {exc}") from None
 
 
 def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="source", required=True, metavar="PATH",
                    help="A node image: a directory, or a bundle .tar.gz with or without its top directory.")
-    p.add_argument("--representor-include", type=_regex, default=env_default("representor-include", None),
+    p.add_argument("--representor-include", type=regex, default=env_default("representor-include", None),
                    metavar="REGEX",
                    help="Also export per-representor series for representor netdevs whose name matches this "
                         "regular expression. Default: none (representors only as per-PF counts).")

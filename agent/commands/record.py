@@ -15,9 +15,9 @@ from agent.commands.common import (
     add_scope_flag,
     env_default,
     expectations_from_args,
-    positive_seconds,
 )
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
+from agent.settings import duration
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "recorder and events) instead of reading this node. Default: read this node.")
     p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
                    help="Bearer token for --agent (the agent's --data-token-file). A token file must be readable by its owner only (mode 0600 or 0400). Default: none.")
-    p.add_argument("--command-timeout", type=positive_seconds, default=10.0, metavar="SECONDS",
+    p.add_argument("--command-timeout", type=duration, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
     # Recorded in the manifest as the expectations in force, so the image replays as judged here.
     add_expectation_flags(p)

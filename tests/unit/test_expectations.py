@@ -368,8 +368,8 @@ def _a_value(action: Any) -> list[str]:
     if action.choices:
         return [opt, next(str(c) for c in action.choices if c != action.default)]
     kind = getattr(action.type, "__name__", "") if action.type is not None else "str"
-    by_kind = {"_bool_word": "false" if action.default is not False else "true", "_prio": "5", "int": "3",
-               "_duration": "7m", "_ber": "3e-3", "_mtu": "4200", "_template": "gpu%rail_id%",
+    by_kind = {"bool_word": "false" if action.default is not False else "true", "_prio": "5", "int": "3",
+               "duration": "7m", "_ber": "3e-3", "_mtu": "4200", "_template": "gpu%rail_id%",
                "str": "/etc/railscope/extra-kernels.json"}
     if kind not in by_kind:
         pytest.fail(f"{opt}: no test value for its type {kind!r}; add one to _a_value")

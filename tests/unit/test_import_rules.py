@@ -200,7 +200,7 @@ ALLOWED: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("the collector may use proto and the offline parts of the agent: the recorded host, the image, the "
      "readers, the analysis (and the offline pipeline that runs them), the report", ("collector",),
      ("collector", "proto", *_RECORDS, "=agent.host", "agent.host.recorded", "agent.host.image", "agent.host.paths",
-      "agent.readers", "agent.analysis", "agent.offline", "agent.expectations", "agent.report")),
+      "agent.readers", "agent.analysis", "agent.offline", "agent.expectations", "agent.settings", "agent.report")),
     ("proto imports neither agent nor collector", ("proto",), ("proto",)),
 )
 

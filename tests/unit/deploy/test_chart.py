@@ -37,6 +37,7 @@ import jsonschema
 
 from agent.cli import build_parser
 from agent.commands.serve import settings_from_args
+from agent.commands.serve import table as agent_table
 from agent.config import DEFAULT_PORT, RESERVED_PORTS
 from agent.readers.kernel_table import load_kernel_table
 from agent.readers.ovs import DB_SOCKETS
@@ -51,8 +52,9 @@ NAMESPACE = "railscope"
 #: The oldest Kubernetes release still supported upstream when the chart was written, and the newest
 #: kubernetes-validate knows.
 K8S_VERSIONS = ("1.32.0", kubernetes_validate.utils.latest_version())
-#: Flags the chart fixes instead of exposing as values (see the head of values.yaml).
-FIXED_FLAGS = {"--listen", "--listen-any", "--host-root", "--node"}
+#: Flags the chart fixes instead of exposing as values (see the head of values.yaml), as the agent's
+#: settings table declares them.
+FIXED_FLAGS = {s.flag for s in agent_table() if s.chart in ("fixed", "none")}
 
 #: Every agent value set, so that each one is rendered, validated and parsed by the agent.
 FULL_AGENT = {

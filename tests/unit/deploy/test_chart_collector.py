@@ -14,14 +14,12 @@ import kubernetes_validate  # isort: skip
 import helm_python as helm  # isort: skip
 
 from agent.cli import build_parser
-from agent.commands.collector import settings_from_args
+from agent.commands.collector import TABLE, settings_from_args
 
 ON = {"collector": {"enabled": True, "store": "s3://railscope-bundles/prod", "tokenSecret": "railscope-tokens",
                    "tls": {"secret": "railscope-collector-tls"}}}
-#: Flags the chart fixes instead of exposing under collector.flags.
-FIXED = {"--listen", "--store", "--agent-token-file", "--operator-token-file", "--alerting-token-file",
-         "--tokenreview-url", "--tokenreview-token-file", "--tokenreview-ca-file", "--agent-service-account",
-         "--insecure-dev", "--tls-cert-file", "--tls-key-file", "--plain-http"}
+#: Flags the chart fixes instead of exposing under collector.flags, as the collector's settings table declares them.
+FIXED = {s.flag for s in TABLE if s.chart in ("fixed", "none")}
 
 
 def collector_parser() -> argparse.ArgumentParser:

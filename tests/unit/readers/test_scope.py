@@ -189,7 +189,7 @@ def test_bad_flags_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     from agent.cli import main
 
     img = str(IMAGES / "degradation-sources-healthy")
-    for argv, why in ((["--exclude-devices", "("], "not a regular expression"),
+    for argv, why in ((["--exclude-devices", "("], "not a valid regular expression"),
                       (["--ber-warning", "2"], "expected a ratio in (0, 1)"),
                       (["--ber-window", "-5"], "duration")):
         with pytest.raises(SystemExit) as exc:
