@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from .collector_env import BUCKET, Collector, Weed, free_port
+from tests.support.collector_env import BUCKET, Collector, Weed, free_port
+
 from .conftest import RailNetns
 from .test_agent_netns import PORT, flap, get, wait_for
 

@@ -30,7 +30,8 @@ from typing import Any
 
 import pytest
 
-from .collector_env import AWS_ENV, BUCKET, Weed, free_port
+from tests.support.collector_env import AWS_ENV, BUCKET, Weed, free_port
+
 from .conftest import RailNetns
 from .test_agent_netns import PORT, flap, get, wait_for
 
@@ -40,7 +41,7 @@ try:
 except (ImportError, OSError) as exc:
     pytest.skip(f"needs helm-python-sdk and PyYAML: {exc}", allow_module_level=True)
 
-from test_collector_auth import (  # collector_env puts it on sys.path
+from tests.unit.collector.test_collector_auth import (
     COLLECTOR_SA_TOKEN,
     TokenReviewStandIn,
     sa,

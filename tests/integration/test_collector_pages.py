@@ -5,7 +5,6 @@ the incident page and a report page with the operator token, and gets 401 withou
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,14 +15,11 @@ import pytest
 from agent.capture.upload import upload
 from proto.frames import Hello
 from proto.keys import bundle_id
+from tests.support import chromium
+from tests.support.collector_env import BUCKET, Collector, Weed, running_weed
+from tests.unit.report.test_report_html import _ink
 
-from .collector_env import BUCKET, ROOT, Collector, Weed, running_weed
 from .conftest import RailNetns, _ip, _netns_available
-
-sys.path.insert(0, str(ROOT / "tests" / "unit" / "report"))
-
-import chromium
-from test_report_html import _ink
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 

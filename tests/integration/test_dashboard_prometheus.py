@@ -15,20 +15,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
-from .collector_env import Collector, free_port
+from tests.support.collector_env import Collector, free_port
+
 from .conftest import RailNetns
 from .test_agent_netns import PORT, StartAgent, flap, get, start_agent, wait_for  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "unit" / "deploy"))
-from test_dashboard import dashboard, metric_names, substitute, targets  # noqa: E402
+from tests.unit.deploy.test_dashboard import dashboard, metric_names, substitute, targets  # noqa: E402
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 

@@ -1,7 +1,7 @@
 """Conformance of the diagnosis to DESIGN §2-§4, one test per rule the code once broke.
 
 Each test states the DESIGN sentence it holds the code to. Hand-built snapshots come from
-``tests/unit/checks/nodes.py``; rules that live in the readers run on a copy of a generated node image.
+``tests/support/nodes.py``; rules that live in the readers run on a copy of a generated node image.
 """
 
 from __future__ import annotations
@@ -9,15 +9,9 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "checks"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "images"))
-
-import make_images as mi
-import nodes
 import pytest
 
 from agent.analysis.diagnose import diagnose
@@ -27,9 +21,11 @@ from agent.host.recorded import open_image
 from agent.model import DevlinkPort, Event, Link, OvsInterface, PciFunction, RailRule, Versions
 from agent.readers.snapshot import take_snapshot
 from agent.report.text import render
+from tests.support import nodes, script
 
 EXP = Expectations()
 IMAGES = Path(__file__).resolve().parents[2] / "images"
+mi = script("tests/images/make_images.py")
 
 
 def found(snap, exp=EXP, **kw):

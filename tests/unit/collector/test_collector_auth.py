@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from collector_helpers import HELLO, body, local_settings, post, run, running
 
 from collector.auth import NODE_CLAIM, Authenticator, load_tokens
 from collector.config import CollectorSettings, SettingsError, StoreURL
+from tests.support.collector_helpers import HELLO, body, local_settings, post, run, running
 
 DATA = os.urandom(10_000)
 SA = "system:serviceaccount:railscope:railscope-agent"

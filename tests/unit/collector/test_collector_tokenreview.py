@@ -13,10 +13,9 @@ import secrets
 from dataclasses import replace
 from pathlib import Path
 
-from collector_helpers import HELLO, get, post, run, running
-from test_collector_auth import SA, _review_settings, _standin
-
 from collector.auth import NODE_CLAIM
+from tests.support.collector_helpers import HELLO, get, post, run, running
+from tests.unit.collector.test_collector_auth import SA, _review_settings, _standin
 
 
 def jwt(aud: str = "railscope-collector", sub: str = SA) -> str:
@@ -66,7 +65,7 @@ def test_one_token_is_reviewed_once_and_reviews_are_rate_bound(tmp_path: Path) -
 
 
 def test_a_reviewed_agent_uploads_for_the_collectors_cluster_only(tmp_path: Path) -> None:
-    from collector_helpers import body
+    from tests.support.collector_helpers import body
 
     good = jwt()
 

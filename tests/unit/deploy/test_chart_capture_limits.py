@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from test_chart import CHART, chart, container, render  # noqa: F401 - chart is a fixture
-
 from agent.capture.plan import Command, File
 from agent.capture.plans import load
+from tests.unit.deploy.test_chart import CHART, chart, container, render  # noqa: F401 - chart is a fixture
 
 
 def _host_mounts(docs: list[dict[str, Any]]) -> list[str]:

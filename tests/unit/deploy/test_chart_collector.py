@@ -8,7 +8,9 @@ import os
 from typing import Any
 
 import pytest
-from test_chart import CHART, K8S_VERSIONS, NAMESPACE, chart, kebab, kinds, render  # noqa: F401 - chart is a fixture
+
+from tests.support import script
+from tests.unit.deploy.test_chart import CHART, K8S_VERSIONS, NAMESPACE, chart, kebab, kinds, render  # noqa: F401 - chart is a fixture
 
 import kubernetes_validate  # isort: skip
 import helm_python as helm  # isort: skip
@@ -113,7 +115,7 @@ def test_least_privilege(chart: Any) -> None:  # noqa: F811
 
 
 def test_helm_lint_passes_strict_with_the_collector() -> None:
-    from test_chart import CHART
+    from tests.unit.deploy.test_chart import CHART
 
     report = helm.lint(CHART, {"collector": dict(ON["collector"])}, strict=True, namespace=NAMESPACE)
     assert not report["errors"] and not [m for m in report["messages"] if m["severity"] >= 2], report
@@ -154,7 +156,7 @@ def test_tls_from_a_secret_or_plain_http_only_when_asked(chart: Any, monkeypatch
 def test_the_halves_connect(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """The agents get the collector's URL and a token for it; the collector takes the agents' own
     ServiceAccount (as the chart names it) and judges with the agents' expectations."""
-    from test_chart import env_of
+    from tests.unit.deploy.test_chart import env_of
 
     values = {"collector": {**ON["collector"], "tokenReview": True,
                             "agentServiceAccounts": ["system:serviceaccount:gpu:other-agent"]},
@@ -249,7 +251,8 @@ _AMC = {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"]
 
 def test_every_collector_object_validates(chart: Any) -> None:  # noqa: F811
     import jsonschema
-    from test_chart import check_crd_object
+
+    from tests.unit.deploy.test_chart import check_crd_object
 
     docs = render(chart, EXTRAS)
     assert {"PodDisruptionBudget", "ServiceMonitor", "Ingress", "NetworkPolicy", "AlertmanagerConfig"} <= set(kinds(docs))
@@ -299,7 +302,7 @@ def test_the_collector_objects_select_the_collector(chart: Any) -> None:  # noqa
 
 
 def test_extra_env_volumes_and_scheduling_reach_the_pods(chart: Any) -> None:  # noqa: F811
-    from test_chart import pod_spec
+    from tests.unit.deploy.test_chart import pod_spec
 
     docs = render(chart, EXTRAS)
     cpod = deployment(docs)["spec"]["template"]["spec"]
@@ -329,7 +332,8 @@ def test_every_value_is_in_the_schema(chart: Any) -> None:  # noqa: F811
     import json
 
     import yaml
-    from test_chart import CHART
+
+    from tests.unit.deploy.test_chart import CHART
 
     schema = json.loads((CHART / "values.schema.json").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
@@ -349,13 +353,12 @@ def test_every_value_is_in_the_schema(chart: Any) -> None:  # noqa: F811
 
 def test_the_readme_deploy_values_install(chart: Any) -> None:  # noqa: F811
     """The values file of the README's "Deploy" section renders into valid objects, collector included."""
-    import sys
 
     import yaml
-    from test_chart import ROOT
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import readme_commands
+    from tests.unit.deploy.test_chart import ROOT
+
+    readme_commands = script("scripts/readme_commands.py")
 
     block = readme_commands.blocks((ROOT / "README.md").read_text(encoding="utf-8"))["deploy-values"]
     values = yaml.safe_load("\n".join(block).replace("<registry>", "registry.example.com"))
@@ -383,7 +386,7 @@ def test_the_finding_runbooks_become_urls_where_docs_are_served(chart: Any) -> N
 
 
 def test_agents_reach_a_tls_collector_over_https_and_verify_it(chart: Any) -> None:  # noqa: F811
-    from test_chart import env_of
+    from tests.unit.deploy.test_chart import env_of
 
     docs = render(chart, ON)
     env = env_of(docs)

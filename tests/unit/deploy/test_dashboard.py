@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from test_chart import CHART, chart, render  # noqa: F401 - chart is a fixture
 
 from collector.metrics import CollectorMetrics
+from tests.unit.deploy.test_chart import CHART, chart, render  # noqa: F401 - chart is a fixture
 
 ROOT = Path(__file__).resolve().parents[3]
 DASHBOARD = ROOT / "deploy" / "grafana" / "railscope-rails.json"

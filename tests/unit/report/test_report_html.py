@@ -4,7 +4,6 @@ with JavaScript off; the screenshot shows the rail table and the charts."""
 from __future__ import annotations
 
 import json
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,11 +15,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 IMAGES = ROOT / "tests" / "images"
 ALL = sorted(p.name for p in IMAGES.iterdir() if (p / "expected.json").is_file())
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(IMAGES))
 
-import chromium  # noqa: E402
-from test_report_text import HOSTILE, hostile_image  # noqa: E402
+from tests.support import chromium  # noqa: E402
+from tests.unit.report.test_report_text import HOSTILE, hostile_image  # noqa: E402
 
 
 class _Tags(HTMLParser):
@@ -154,8 +151,7 @@ def test_report_html_of_a_hostile_bundle_is_bounded(tmp_path: Path) -> None:
     import subprocess
     import sys as _sys
 
-    _sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integration"))
-    from hostile import hostile_bundle
+    from tests.support.hostile_bundles import hostile_bundle
 
     bundle = tmp_path / "hostile.tar.gz"
     bundle.write_bytes(hostile_bundle(events=70_000, message=300, netdevs=5_000))

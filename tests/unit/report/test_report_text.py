@@ -13,13 +13,12 @@ import pytest
 from agent.cli import main
 from agent.readers.history import History, parse_events, parse_recorder
 from agent.report.content import build_report, summarise_manifest
+from tests.support import script
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGES = ROOT / "tests" / "images"
 ALL = sorted(p.name for p in IMAGES.iterdir() if (p / "expected.json").is_file())
-sys.path.insert(0, str(IMAGES))
-
-import make_images  # noqa: E402
+make_images = script("tests/images/make_images.py")
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J<script>alert(1)</script><img src=http://example.invalid/x.png>"
 

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
-from test_maintenance import NODE, KubeApiStandIn, _node, _until, _with_stand_in
 
 from agent.config import AgentSettings
 from agent.host.recorded import open_image
@@ -23,6 +22,7 @@ from agent.service import maintenance
 from agent.service.app import make_app
 from agent.service.daemon import Agent
 from agent.service.maintenance import ApiConfig
+from tests.unit.service.test_maintenance import NODE, KubeApiStandIn, _node, _until, _with_stand_in
 
 ROOT = Path(__file__).resolve().parents[3]
 
