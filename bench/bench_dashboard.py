@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
         if not Path(tool).exists():
             print(f"{tool} is missing (Debian package prometheus)", file=sys.stderr)
             return 1
-    from tests.unit.deploy.test_dashboard import dashboard, substitute, targets
+    from tests.support.dashboard import dashboard, substitute, targets
 
     work = Path(tempfile.mkdtemp(prefix="rs-bench-dash-"))
     prom = None

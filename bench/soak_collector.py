@@ -50,11 +50,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.hostile import hostile_bundle  # noqa: E402
-
 from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy  # noqa: E402
 from proto.frames import Hello  # noqa: E402
 from tests.support.collector_env import AWS_ENV, BUCKET, Weed, free_port  # noqa: E402
+from tests.support.hostile_bundles import hostile_bundle  # noqa: E402
 
 CLUSTER = "soak"
 OPERATOR = "soak-operator-token-0123456789abcdef"

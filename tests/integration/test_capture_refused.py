@@ -18,8 +18,7 @@ import pytest
 
 from agent.capture.upload import UploadError, upload_while_producing
 from tests.support.collector_env import Collector
-
-from .conftest import RailNetns
+from tests.support.netns import RailNetns
 
 from tests.support.collector_helpers import AGENT_TOKEN, HELLO, local_settings, running, write_tokens  # isort: skip
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.collector_env import Collector
-
-from .conftest import RailNetns
+from tests.support.netns import RailNetns
 
 from tests.support.collector_helpers import AGENT_TOKEN, write_tokens  # isort: skip
 

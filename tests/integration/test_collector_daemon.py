@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.collector_env import ROOT, Collector, free_port
-
-from .conftest import RailNetns
+from tests.support.netns import RailNetns
 
 from tests.support.collector_helpers import AGENT_TOKEN, HELLO, files, spool_bundle, write_tokens  # isort: skip
 

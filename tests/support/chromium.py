@@ -227,3 +227,15 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
         else:
             rows.append(bytes(line))
     return width, height, rows
+
+
+def ink(rows: list[bytes], box: tuple[int, int, int, int], transmit: bool = False) -> int:
+    """Pixels in the box that are not page background (or, with ``transmit``, in the transmit
+    colour's orange, line or the tint under it: red well above blue)."""
+    x, y, w, h = box
+    n = 0
+    for row in rows[y:y + h]:
+        for i in range(x, min(x + w, len(row) // 3)):
+            r, g, b = row[3 * i], row[3 * i + 1], row[3 * i + 2]
+            n += (r - b > 15) if transmit else ((r + g + b) < 600)
+    return n

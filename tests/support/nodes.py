@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from agent.analysis.diagnose import diagnose
+from agent.config import Expectations
 from agent.model import (
     DevlinkDev,
     DevlinkParam,
@@ -141,3 +143,9 @@ def set_mode(snap: Snapshot, handle: str, mode: str | None) -> Snapshot:
 
 def with_ovs(snap: Snapshot, *itfs: OvsInterface) -> Snapshot:
     return replace(snap, ovs=tuple(itfs))
+
+
+def found(snap: Snapshot, exp: Expectations | None = None) -> list[tuple[str, str, str]]:
+    """``(code, severity, subject)`` of every finding the checks give ``snap``, in their order."""
+    exp = exp or Expectations()
+    return [(f.code, f.severity, f.subject) for f in diagnose(snap, exp, kernel_table=()).findings]

@@ -19,6 +19,7 @@ from aiohttp import web
 from collector.app import make_app
 from collector.requests import CaptureRequest
 from collector.state import BOARD
+from tests.support.alerts import alert, payload
 from tests.support.collector_helpers import (
     AGENT_TOKEN,
     AGENT_TOKEN_18,
@@ -31,7 +32,6 @@ from tests.support.collector_helpers import (
     run,
     running,
 )
-from tests.unit.collector.test_alerts_policy import alert, payload
 
 
 def _requests(tmp_path: Path) -> list[Path]:

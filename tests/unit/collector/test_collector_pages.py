@@ -274,8 +274,8 @@ def test_the_incidents_list_says_when_how_bad_which_alerts_and_how_many_nodes(tm
     """An alert's incident lists its time, the alert's severity and name, its nodes and bundles and their
     size in readable units; an agent's own event capture names its event; a report page links back to
     its incident and to its download."""
+    from tests.support.alerts import alert, payload
     from tests.support.collector_helpers import ALERTING_TOKEN
-    from tests.unit.collector.test_alerts_policy import alert, payload
 
     async def go() -> None:
         async with running(local_settings(tmp_path)) as (url, _col):

@@ -23,8 +23,8 @@ from agent.service import pull
 from agent.service.daemon import Agent
 from agent.service.pull import PullRequest, RequestPuller, RequestRefused, parse_request
 from proto.keys import bundle_id
+from tests.support.alerts import alert, payload
 from tests.support.collector_helpers import AGENT_TOKEN, ALERTING_TOKEN, local_settings, running
-from tests.unit.collector.test_alerts_policy import alert, payload
 
 NODE = "gpu-node-017"
 

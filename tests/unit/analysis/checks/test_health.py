@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from agent.model import HealthReporter
 from tests.support import nodes
-from tests.unit.analysis.checks.test_rails import found
+from tests.support.nodes import found
 
 PF0, PF1 = (f"pci/{b}" for b in nodes.PCIS[:2])
 

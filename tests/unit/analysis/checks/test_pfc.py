@@ -7,7 +7,7 @@ from dataclasses import replace
 from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
 from tests.support import nodes
-from tests.unit.analysis.checks.test_rails import found
+from tests.support.nodes import found
 
 
 def test_no_prio3_pause_counters_is_pfc_disabled():

@@ -8,11 +8,7 @@ from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
 from agent.model import RailRule
 from tests.support import nodes
-
-
-def found(snap, exp=None):
-    exp = exp or Expectations()
-    return [(f.code, f.severity, f.subject) for f in diagnose(snap, exp, kernel_table=()).findings]
+from tests.support.nodes import found
 
 
 def test_healthy_node_has_no_findings():

@@ -12,7 +12,7 @@ from agent.analysis.topology import build_topology
 from agent.config import Expectations
 from agent.model import DevlinkParam, RdmaDevice, RdmaLink, RdmaPort, Versions
 from tests.support import nodes
-from tests.unit.analysis.checks.test_rails import found
+from tests.support.nodes import found
 
 
 def rdma_state(snap, dev, state, phys):

@@ -12,7 +12,7 @@ from agent.analysis.checks.readiness import common_mtu, dma_buf, is_inbox
 from agent.config import Expectations
 from agent.model import FirmwareInfo, GpuState, Link, PciPath, RailRule
 from tests.support import nodes
-from tests.unit.analysis.checks.test_rails import found
+from tests.support.nodes import found
 
 PF0, PF1 = (f"pci/{b}" for b in nodes.PCIS[:2])
 

@@ -6,7 +6,7 @@ from agent.analysis.diagnose import diagnose
 from agent.config import Expectations
 from agent.model import OvsInterface
 from tests.support import nodes
-from tests.unit.analysis.checks.test_rails import found
+from tests.support.nodes import found
 
 PF0, PF1 = (f"pci/{b}" for b in nodes.PCIS[:2])
 
