@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from collector.metrics import CollectorMetrics
+from tests.support.chart import CHART, render
 from tests.support.dashboard import DASHBOARD, dashboard, metric_names, targets
-from tests.unit.deploy.test_chart import CHART, chart, render  # noqa: F401 - chart is a fixture
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART_COPY = CHART / "files" / "railscope-rails.json"
@@ -94,7 +94,7 @@ def test_the_dashboard_covers_the_views() -> None:
         assert used <= names, (expr, used - names)
 
 
-def test_the_chart_ships_the_same_dashboard_for_the_sidecar(chart: Any) -> None:  # noqa: F811
+def test_the_chart_ships_the_same_dashboard_for_the_sidecar(chart: Any) -> None:
     assert CHART_COPY.read_text() == DASHBOARD.read_text(), \
         "cp deploy/grafana/railscope-rails.json deploy/helm/railscope/files/"
     assert "ConfigMap" not in {d["kind"] for d in render(chart) if d["metadata"]["name"].endswith("-dashboard")}
