@@ -36,8 +36,7 @@ results=$(realpath -m "${RESULTS:-${OUT:-/tmp/railscope-mutate-$scope.txt}}")
 cd "$work"
 only='"agent/analysis/*", "agent/detectors/*"'
 [ "$scope" = checks ] && only='"agent/analysis/checks/*", "agent/detectors/*"'
-tests='"tests/unit/analysis/checks", "tests/unit/detectors", "tests/unit/analysis/test_topology.py", "tests/unit/test_images.py"'
-[ -d tests/unit/analysis ] && tests="$tests, \"tests/unit/analysis\""
+tests='"tests/unit/analysis", "tests/unit/detectors", "tests/unit/test_images.py"'
 if [ "$scope" = all ]; then
   only="$only, \"agent/readers/*\""
   tests="$tests, \"tests/unit/readers\", \"tests/unit/host/netlink/test_netlink_parse.py\", \"tests/unit/readers/test_snapshot.py\""
@@ -70,7 +69,7 @@ cat >>pyproject.toml <<CFG
 source_paths = ["agent"]
 only_mutate = [$only]
 pytest_add_cli_args_test_selection = [$tests]
-pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
+pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider", "-m", ""]
 CFG
 # The example image lives beside the project (tests/conftest.py): mutmut runs the tests in mutants/,
 # whose neighbour is $work/shared.

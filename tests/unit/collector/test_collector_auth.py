@@ -23,8 +23,6 @@ from tests.support.tokenreview import (
 )
 
 DATA = os.urandom(10_000)
-
-
 SA_NAMES = {
     "sa-017": {"username": SA, "aud": "railscope-collector", "extra": {NODE_CLAIM: ["gpu-node-017"]}},
     "sa-018": {"username": SA, "aud": "railscope-collector", "extra": {NODE_CLAIM: ["gpu-node-018"]}},
