@@ -1,8 +1,4 @@
-"""Replay recorded observation sequences through a detector's pure ``step``.
-
-A plain module, not a conftest: a second ``conftest`` on ``sys.path`` would shadow the one the
-other test packages import names from.
-"""
+"""Replay recorded observation sequences through a detector's pure ``step``."""
 
 from __future__ import annotations
 
