@@ -13,7 +13,7 @@ then prints, side by side in one run:
   ``--collector.netclass.netlink`` and nothing else), from its ``/proc`` CPU times. Target: <= 0.5x;
   <= 1.5x with per-representor series on. veth netdevs cannot be representors (no
   ``phys_port_name``), so the representor line adds what per-representor series cost to render on
-  a synthetic 8 rails x 127 VFs node (``tests/unit/metrics/metrics_synth.py``) to the live sample.
+  a synthetic 8 rails x 127 VFs node (``tests/support/metrics_synth.py``) to the live sample.
   The optics source asks no module of a veth (a software netdev has no transceiver), so one
   ``ethtool -m`` pass over the rails is timed directly and stands in for it, as on a real node;
 - ``/metrics`` latency p50 / p99 over 200 scrapes of a running agent (default flags) and of
@@ -252,15 +252,14 @@ def agent_sample_cpu(rails: int, runs: int) -> dict[str, Any]:
 
 def representor_render_extra(runs: int) -> dict[str, float]:
     """Extra render CPU of per-representor series on a synthetic 8 rails x 127 VFs node."""
-    sys.path.insert(0, str(ROOT / "tests" / "unit" / "metrics"))
-    from metrics_synth import synthetic_snapshot
-
+    sys.path.insert(0, str(ROOT))
     from agent.analysis.diagnose import diagnose
     from agent.analysis.topology import build_topology
     from agent.config import Expectations
     from agent.metrics.exposition import render
     from agent.metrics.state import MetricsState
     from agent.readers.kernel_table import load_kernel_table
+    from tests.support.metrics_synth import synthetic_snapshot
 
     snap = synthetic_snapshot(8, 127)
     exp = Expectations()

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent.capture.upload import RetryPolicy, upload  # noqa: E402
 from proto.frames import Hello  # noqa: E402
-from tests.integration.collector_env import AWS_ENV, BUCKET, Collector, Weed  # noqa: E402
+from tests.support.collector_env import AWS_ENV, BUCKET, Collector, Weed  # noqa: E402
 
 MiB = 1 << 20
 AGENT_TOKEN = "bench-agent-token-0000000000000000"
@@ -178,7 +178,7 @@ def main() -> int:
         flags: tuple[str, ...] = COLLECTOR_FLAGS
         ca_file = None
         if args.tls:
-            from tests.integration.tls_certs import issue, make_ca
+            from tests.support.tls_certs import issue, make_ca
 
             ca = make_ca(work / "pki")
             issue(ca, work / "pki" / "tls.crt", work / "pki" / "tls.key")

@@ -31,7 +31,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "unit" / "deploy"))
+sys.path.insert(0, str(ROOT))
 
 RAILS = 8
 STEP_S = 30
@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
         if not Path(tool).exists():
             print(f"{tool} is missing (Debian package prometheus)", file=sys.stderr)
             return 1
-    from test_dashboard import dashboard, substitute, targets
+    from tests.support.dashboard import dashboard, substitute, targets
 
     work = Path(tempfile.mkdtemp(prefix="rs-bench-dash-"))
     prom = None

@@ -9,7 +9,7 @@ in one run:
   the median time of one ``doctor --from X --json`` inside a warm process (imports done, so the
   figure is the reading and the diagnosis), for the anchor and for this tree, and their ratio
   (target: <= 1.0, the reader must not be slower than extract-then-read);
-- the same for a 2,050-netdev bundle (8 rails x 255 representors, ``tests/unit/readers/bigimage.py``,
+- the same for a 2,050-netdev bundle (8 rails x 255 representors, ``tests/support/bigimage.py``,
   plus ``lo`` and a management NIC), and the peak RSS (VmHWM) of the whole process for each.
 
 Run: ``python bench/bench_image.py [--runs 9] [--anchor 3a4e4b6] [--json]``.
@@ -83,8 +83,8 @@ def anchor_tree(commit: str, into: Path) -> Path:
 
 
 def big_image(root: Path) -> Path:
-    sys.path.insert(0, str(ROOT / "tests" / "unit" / "readers"))
-    import bigimage
+    sys.path.insert(0, str(ROOT))
+    from tests.support import bigimage
 
     img = bigimage.build(root, rails=8, vfs=255)
     links = json.loads((img / "netlink" / "links.json").read_text())

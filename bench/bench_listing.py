@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from proto.keys import BundleKey  # noqa: E402
-from tests.integration.collector_env import AWS_ENV, BUCKET, Weed, free_port  # noqa: E402
+from tests.support.collector_env import AWS_ENV, BUCKET, Weed, free_port  # noqa: E402
 
 TOKEN = "bench-operator-token-0123456789"
 

@@ -3,7 +3,7 @@ bundle with a full flight recorder, each against ``railscope doctor --from`` of 
 
 Builds, in a temporary directory, two bundles (``.tar.gz``) of a synthetic 2,050-netdev switchdev
 node (8 rails x 255 VF representors, their devlink ports and RDMA ports, plus a management NIC;
-``tests/unit/readers/bigimage.py``), captured 600 s apart: the second with rail 3 down, rail 5 at
+``tests/support/bigimage.py``), captured 600 s apart: the second with rail 3 down, rail 5 at
 MTU 4200 and firmware bumped on every rail. The first bundle carries a full 15-minute flight
 recorder (900 one-second samples x 8 rails x 24 counters) and a few events. Then prints, median of
 ``--runs`` whole processes (wall, and peak RSS from ``wait4``), for the bundles as ``.tar.gz`` and
@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "unit" / "readers"))
+sys.path.insert(0, str(ROOT))
 
-import bigimage  # noqa: E402
+from tests.support import bigimage  # noqa: E402
 
 TARGET_DIFF = 2.5
 RAILS, VFS = 8, 255

@@ -52,8 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy  # noqa: E402
 from proto.frames import Hello  # noqa: E402
-from tests.integration.collector_env import AWS_ENV, BUCKET, Weed, free_port  # noqa: E402
-from tests.integration.hostile import hostile_bundle  # noqa: E402
+from tests.support.collector_env import AWS_ENV, BUCKET, Weed, free_port  # noqa: E402
+from tests.support.hostile_bundles import hostile_bundle  # noqa: E402
 
 CLUSTER = "soak"
 OPERATOR = "soak-operator-token-0123456789abcdef"

@@ -36,17 +36,16 @@ results=$(realpath -m "${RESULTS:-${OUT:-/tmp/railscope-mutate-$scope.txt}}")
 cd "$work"
 only='"agent/analysis/*", "agent/detectors/*"'
 [ "$scope" = checks ] && only='"agent/analysis/checks/*", "agent/detectors/*"'
-tests='"tests/unit/checks", "tests/unit/detectors", "tests/unit/test_topology.py", "tests/unit/test_images.py"'
-[ -d tests/unit/analysis ] && tests="$tests, \"tests/unit/analysis\""
+tests='"tests/unit/analysis", "tests/unit/detectors", "tests/unit/test_images.py"'
 if [ "$scope" = all ]; then
   only="$only, \"agent/readers/*\""
-  tests="$tests, \"tests/unit/readers\", \"tests/unit/test_netlink_parse.py\", \"tests/unit/test_snapshot.py\""
+  tests="$tests, \"tests/unit/readers\", \"tests/unit/host/netlink/test_netlink_parse.py\", \"tests/unit/readers/test_snapshot.py\""
 fi
 # The readers' parse functions: snapshot.py and sources.py only wire readers to a host, they parse nothing.
 # Not tests/unit/host/test_image_mutations.py: its random images kill a mutant by chance or not at all,
 # and its 300 examples would cost every surviving mutant of a reader some seconds.
-readers_tests='"tests/unit/readers", "tests/unit/test_netlink_parse.py", "tests/unit/test_snapshot.py",
-  "tests/unit/test_images.py", "tests/unit/test_recorder.py", "tests/unit/checks/test_history.py",
+readers_tests='"tests/unit/readers", "tests/unit/host/netlink/test_netlink_parse.py", "tests/unit/readers/test_snapshot.py",
+  "tests/unit/test_images.py", "tests/unit/service/test_recorder.py", "tests/unit/analysis/checks/test_history.py",
   "tests/unit/service/test_events.py", "tests/unit/capture/test_ovs_rundir.py"'
 if [ "$scope" = readers ]; then
   names_=${*:-links pci devlink health rdma ethtool versions udev ovs common history}
@@ -70,7 +69,7 @@ cat >>pyproject.toml <<CFG
 source_paths = ["agent"]
 only_mutate = [$only]
 pytest_add_cli_args_test_selection = [$tests]
-pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider"]
+pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider", "-m", ""]
 CFG
 # The example image lives beside the project (tests/conftest.py): mutmut runs the tests in mutants/,
 # whose neighbour is $work/shared.

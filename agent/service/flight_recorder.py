@@ -7,7 +7,7 @@ one per rail per second, oldest first. A counter the rail does not have is left 
 
 Memory is bounded by construction: every row is an ``array('Q')`` over one fixed list of counter
 names, at most ``window_s / interval_s`` rows per netdev and at most ``max_netdevs`` netdevs.
-8 rails x 900 s x 24 counters hold about 2.6 MB (``tests/unit/test_recorder.py`` measures it).
+8 rails x 900 s x 24 counters hold about 2.6 MB (``tests/unit/service/test_recorder.py`` measures it).
 """
 
 from __future__ import annotations

@@ -20,171 +20,28 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import RailNetns
+from tests.support.agent_netns import (
+    PORT,
+    TOKEN,
+    RunningAgent,
+    StartAgent,
+    flap,
+    get,
+    spooled,
+    value,
+    wait_for,
+)
+from tests.support.netns import RailNetns
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
-
-PORT = 9841  # the agent's default port, inside the node namespace
-T = TypeVar("T")
 
 
 def _ip(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *argv], capture_output=True, text=True, check=check, timeout=60)
-
-
-#: the data endpoints (/v1/...) answer over TCP only with the token of --data-token-file
-TOKEN = "netns-data-token-0123456789"
-
-
-def get(url: str, timeout: float = 10.0, token: str | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-
-
-def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
-    out = []
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            if s.name == name:
-                out.append((dict(s.labels), s.value))
-    return out
-
-
-def value(text: str, name: str, **labels: str) -> float | None:
-    for lab, val in samples(text, name):
-        if all(lab.get(k) == v for k, v in labels.items()):
-            return val
-    return None
-
-
-@dataclass
-class RunningAgent:
-    rails: RailNetns
-    addr: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-    extra_cleanup: list[str] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.addr}:{PORT}"
-
-    def get(self, path: str, timeout: float = 10.0, token: str | None = TOKEN) -> tuple[int, bytes]:
-        return get(self.url + path, timeout, token)
-
-    def metrics(self) -> str:
-        status, body = self.get("/metrics")
-        assert status == 200
-        return body.decode()
-
-    def events(self) -> list[dict]:
-        status, body = self.get("/v1/events")
-        assert status == 200
-        return json.loads(body)["events"]
-
-    def logs(self) -> list[dict]:
-        out = []
-        for line in self.log_path.read_text().splitlines():
-            line = line.strip()
-            if line.startswith("{"):
-                out.append(json.loads(line))
-        return out
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"the agent exited {self.proc.returncode}:\n{self.log_path.read_text()}")
-            try:
-                status, _ = self.get("/readyz", timeout=2)
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"the agent never became ready:\n{self.log_path.read_text()}")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
-
-
-StartAgent = Callable[..., RunningAgent]
-
-
-@pytest.fixture
-def start_agent(rails: RailNetns, tmp_path: Path) -> Iterator[StartAgent]:
-    """Start ``railscope agent --rails 2 ARGS`` in the node namespace; stop it afterwards."""
-    started: list[RunningAgent] = []
-    tag = uuid.uuid4().hex[:8]
-    host_if = f"rsm-{tag}"
-    net = random.randint(0, 63) * 4
-    addr_host, addr_node = f"10.98.{net // 256 + 1}.{net % 256 + 1}", f"10.98.{net // 256 + 1}.{net % 256 + 2}"
-    _ip("link", "add", host_if, "type", "veth", "peer", "name", "mgmt0", "netns", rails.node)
-    _ip("addr", "add", f"{addr_host}/30", "dev", host_if)
-    _ip("link", "set", host_if, "up")
-    _ip("-n", rails.node, "addr", "add", f"{addr_node}/30", "dev", "mgmt0")
-    _ip("-n", rails.node, "link", "set", "mgmt0", "up")
-
-    token_file = tmp_path / "data-token"
-    token_file.write_text(TOKEN + "\n")
-
-    def start(*args: str, env: dict[str, str] | None = None) -> RunningAgent:
-        log_path = tmp_path / f"agent-{len(started)}.log"
-        argv = ["ip", "netns", "exec", rails.node, sys.executable, "-m", "agent.cli", "agent",
-                "--listen", addr_node, "--rails", "2", "--data-token-file", str(token_file), *args]
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                    env={**os.environ, **(env or {})})
-        agent = RunningAgent(rails, addr_node, proc, log_path)
-        started.append(agent)
-        agent.wait_ready()
-        return agent
-
-    try:
-        yield start
-    finally:
-        for agent in started:
-            agent.stop()
-        _ip("link", "del", host_if, check=False)
-
-
-def flap(rails: RailNetns, rail: int) -> float:
-    """Pull the rail's cable and put it back; returns when the carrier was lost (unix s)."""
-    rails.set_peer(rail, "down")
-    lost = time.time()
-    rails.set_peer(rail, "up")
-    return lost
-
-
-def wait_for(pred: Callable[[], T], timeout: float, step: float = 0.05) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            return got
-        time.sleep(step)
 
 
 def test_four_flaps_raise_link_flapping_within_two_seconds_of_the_third(start_agent: StartAgent) -> None:
@@ -417,10 +274,6 @@ def test_a_plain_tcp_request_to_a_data_endpoint_is_refused(start_agent: StartAge
     assert refused and refused[0]["path"] == "/v1/events"
 
 
-def _spooled(spool: Path) -> list[Path]:
-    return sorted(p for p in spool.glob("*.tar.gz") if Path(str(p) + ".sha256").exists())
-
-
 def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_agent: StartAgent,
                                                                          tmp_path: Path) -> None:
     spool = tmp_path / "spool"
@@ -434,7 +287,7 @@ def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_ag
     time.sleep(0.6)
     rails.set_peer(0, "up")
     assert wait_for(lambda: [e for e in agent.events() if e["code"] == "LinkFlapping"], timeout=5)
-    bundles = wait_for(lambda: _spooled(spool), timeout=90, step=0.2)
+    bundles = wait_for(lambda: spooled(spool), timeout=90, step=0.2)
     assert len(bundles) == 1, agent.log_path.read_text()[-3000:]
     assert oct(spool.stat().st_mode & 0o777) == "0o700"
     for _ in range(10):
@@ -442,7 +295,7 @@ def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_ag
     time.sleep(3)
     text = agent.metrics()
     assert value(text, "railscope_captures_total", trigger="event", outcome="ok") == 1.0
-    assert len(_spooled(spool)) == 1  # ten more flaps inside the cooldown: no second bundle
+    assert len(spooled(spool)) == 1  # ten more flaps inside the cooldown: no second bundle
     sidecar = json.loads(bundles[0].with_name(bundles[0].name[: -len(".tar.gz")] + ".json").read_text())
     assert sidecar["reason"].startswith("event LinkFlapping") and sidecar["node"]
     # the bundle carries the live flight recorder and the event, and replays to the flapping finding

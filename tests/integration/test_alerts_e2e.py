@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from .collector_env import BUCKET, Collector, Weed, free_port
-from .conftest import RailNetns
-from .test_agent_netns import PORT, flap, get, wait_for
+from tests.support.agent_netns import PORT, flap, get, wait_for
+from tests.support.collector_env import BUCKET, Collector, Weed, free_port
+from tests.support.netns import RailNetns
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 

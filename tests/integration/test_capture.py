@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.capture.plans import PLUGINS, load
-
-from .conftest import RailNetns
+from tests.support.netns import RailNetns
 
 pytestmark = pytest.mark.netns
 

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from .test_agent_netns import StartAgent, _spooled, flap, start_agent, wait_for
+from tests.support.agent_netns import StartAgent, flap, spooled, wait_for
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
-__all__ = ["start_agent"]  # the fixture, used by name
 
 
 def _manifest(bundle: Path) -> tuple[dict, dict[str, int]]:
@@ -34,7 +33,7 @@ def test_an_event_capture_stores_every_file_step_with_its_bytes(start_agent: Sta
     agent = start_agent("--capture-on", "LinkFlapping", "--spool", str(spool))
     for _ in range(3):
         flap(agent.rails, 0)
-    bundles = wait_for(lambda: _spooled(spool), timeout=90, step=0.2)
+    bundles = wait_for(lambda: spooled(spool), timeout=90, step=0.2)
     assert len(bundles) == 1, agent.log_path.read_text()[-3000:]
     failed_logs = [x for x in agent.logs() if x.get("msg") == "capture step failed"]
     assert failed_logs == [], failed_logs[:3]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import _ip, _netns_available
+from tests.support.netns import ip, netns_available
 
 pytestmark = pytest.mark.netns
 
@@ -25,31 +25,31 @@ NODES = {"a": ("10.98.0.1", "02:98:00:00:00:0a"), "b": ("10.98.0.2", "02:98:00:0
 
 @pytest.fixture
 def two_nodes() -> Iterator[dict[str, str]]:
-    why = _netns_available()
+    why = netns_available()
     if why:
         pytest.skip(why)
     tag = uuid.uuid4().hex[:6]
     sw = f"rs-rsw-{tag}"
     ns = {k: f"rs-r{k}-{tag}" for k in NODES}
     try:
-        _ip("netns", "add", sw)
-        _ip("-n", sw, "link", "add", "br0", "address", PEER_MAC, "type", "bridge")
-        _ip("-n", sw, "addr", "add", f"{PEER_IP}/24", "dev", "br0")
-        _ip("-n", sw, "link", "set", "br0", "up")
+        ip("netns", "add", sw)
+        ip("-n", sw, "link", "add", "br0", "address", PEER_MAC, "type", "bridge")
+        ip("-n", sw, "addr", "add", f"{PEER_IP}/24", "dev", "br0")
+        ip("-n", sw, "link", "set", "br0", "up")
         for k, (addr, mac) in NODES.items():
-            _ip("netns", "add", ns[k])
+            ip("netns", "add", ns[k])
             subprocess.run(["ip", "netns", "exec", ns[k], "sysctl", "-q", "-w",
                             "net.ipv6.conf.default.disable_ipv6=1"], capture_output=True, check=False)
-            _ip("-n", ns[k], "link", "add", "net_rail0", "address", mac, "type", "veth", "peer", "name",
+            ip("-n", ns[k], "link", "add", "net_rail0", "address", mac, "type", "veth", "peer", "name",
                 f"port{k}", "netns", sw)
-            _ip("-n", ns[k], "addr", "add", f"{addr}/24", "dev", "net_rail0")
-            _ip("-n", ns[k], "link", "set", "net_rail0", "up")
-            _ip("-n", sw, "link", "set", f"port{k}", "master", "br0", "up")
-            _ip("-n", ns[k], "neigh", "replace", PEER_IP, "lladdr", PEER_MAC, "dev", "net_rail0", "nud", "permanent")
+            ip("-n", ns[k], "addr", "add", f"{addr}/24", "dev", "net_rail0")
+            ip("-n", ns[k], "link", "set", "net_rail0", "up")
+            ip("-n", sw, "link", "set", f"port{k}", "master", "br0", "up")
+            ip("-n", ns[k], "neigh", "replace", PEER_IP, "lladdr", PEER_MAC, "dev", "net_rail0", "nud", "permanent")
         yield ns
     finally:
         for name in (*ns.values(), sw):
-            _ip("netns", "del", name, check=False)
+            ip("netns", "del", name, check=False)
 
 
 def _capture(ns: str, out: Path, node: str, key: Path) -> bytes:

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from agent.capture.upload import UploadError, upload_while_producing
+from tests.support.collector_env import Collector
+from tests.support.netns import RailNetns
 
-from .collector_env import Collector
-from .conftest import RailNetns
-
-from collector_helpers import AGENT_TOKEN, HELLO, local_settings, running, write_tokens  # isort: skip
+from tests.support.collector_helpers import AGENT_TOKEN, HELLO, local_settings, running, write_tokens  # isort: skip
 
 #: what a capture of the netns node takes at the most here (no NIC, nothing slow to read)
 DEADLINE_S = 30

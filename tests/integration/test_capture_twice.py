@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from .collector_env import Collector
-from .conftest import RailNetns
+from tests.support.collector_env import Collector
+from tests.support.netns import RailNetns
 
-from collector_helpers import AGENT_TOKEN, write_tokens  # isort: skip
+from tests.support.collector_helpers import AGENT_TOKEN, write_tokens  # isort: skip
 
 pytestmark = [pytest.mark.netns]
 

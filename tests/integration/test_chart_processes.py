@@ -30,9 +30,9 @@ from typing import Any
 
 import pytest
 
-from .collector_env import AWS_ENV, BUCKET, Weed, free_port
-from .conftest import RailNetns
-from .test_agent_netns import PORT, flap, get, wait_for
+from tests.support.agent_netns import PORT, flap, get, wait_for
+from tests.support.collector_env import AWS_ENV, BUCKET, Weed, free_port
+from tests.support.netns import RailNetns
 
 try:
     import helm_python as helm
@@ -40,7 +40,7 @@ try:
 except (ImportError, OSError) as exc:
     pytest.skip(f"needs helm-python-sdk and PyYAML: {exc}", allow_module_level=True)
 
-from test_collector_auth import (  # collector_env puts it on sys.path
+from tests.support.tokenreview import (
     COLLECTOR_SA_TOKEN,
     TokenReviewStandIn,
     sa,

@@ -15,10 +15,9 @@ import pytest
 from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy
 from proto.frames import Hello
 from proto.requests import CaptureRequest
+from tests.support.collector_env import BUCKET, Collector, Weed, running_weed
 
-from .collector_env import BUCKET, Collector, Weed, running_weed
-
-from collector_helpers import AGENT_TOKEN, OPERATOR_TOKEN, write_tokens  # isort: skip
+from tests.support.collector_helpers import AGENT_TOKEN, OPERATOR_TOKEN, write_tokens  # isort: skip
 
 pytestmark = [pytest.mark.slow]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from .collector_env import ROOT, Collector, free_port
-from .conftest import RailNetns
+from tests.support.collector_env import ROOT, Collector, free_port
+from tests.support.netns import RailNetns
 
-from collector_helpers import AGENT_TOKEN, HELLO, files, spool_bundle, write_tokens  # isort: skip
+from tests.support.collector_helpers import AGENT_TOKEN, HELLO, files, spool_bundle, write_tokens  # isort: skip
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 

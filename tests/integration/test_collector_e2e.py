@@ -19,11 +19,10 @@ import pytest
 from agent.capture.upload import upload
 from proto.frames import Hello
 from proto.keys import bundle_id
+from tests.support.collector_env import BUCKET, ROOT, Collector, Weed, running_weed
+from tests.support.netns import RailNetns
 
-from .collector_env import BUCKET, ROOT, Collector, Weed, running_weed
-from .conftest import RailNetns
-
-from collector_helpers import AGENT_TOKEN, OPERATOR_TOKEN, write_tokens  # isort: skip
+from tests.support.collector_helpers import AGENT_TOKEN, OPERATOR_TOKEN, write_tokens  # isort: skip
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 

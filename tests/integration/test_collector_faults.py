@@ -13,10 +13,9 @@ import aiohttp
 import pytest
 
 from agent.capture.upload import RetryPolicy, drain_spool
+from tests.support.collector_env import BUCKET, Collector, Weed, running_weed
 
-from .collector_env import BUCKET, Collector, Weed, running_weed
-
-from collector_helpers import AGENT_TOKEN, HELLO, body, files, spool_bundle, write_tokens  # isort: skip
+from tests.support.collector_helpers import AGENT_TOKEN, HELLO, body, files, spool_bundle, write_tokens  # isort: skip
 
 pytestmark = pytest.mark.slow
 MiB = 1 << 20

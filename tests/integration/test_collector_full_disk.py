@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from .collector_env import Collector
+from tests.support.collector_env import Collector
 
-from collector_helpers import HELLO, OPERATOR_TOKEN, body, post, write_tokens  # isort: skip
+from tests.support.collector_helpers import HELLO, OPERATOR_TOKEN, body, post, write_tokens  # isort: skip
 
 pytestmark = pytest.mark.slow
 MiB = 1 << 20

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from .collector_env import BUCKET, Collector, Weed, running_weed
-from .hostile import hostile_bundle
+from tests.support.collector_env import BUCKET, Collector, Weed, running_weed
+from tests.support.hostile_bundles import hostile_bundle
 
-from collector_helpers import AGENT_TOKEN, AGENT_TOKEN_18, HELLO, OPERATOR_TOKEN, body, post, write_tokens  # isort: skip
+from tests.support.collector_helpers import AGENT_TOKEN, AGENT_TOKEN_18, HELLO, OPERATOR_TOKEN, body, post, write_tokens  # isort: skip
 
 pytestmark = pytest.mark.slow
 MiB = 1 << 20
@@ -157,7 +157,7 @@ def _webhook(starts_at: str) -> bytes:
 
 
 def test_hostile_json_is_a_400_never_a_500(tmp_path: Path) -> None:
-    from collector_helpers import ALERTING_TOKEN
+    from tests.support.collector_helpers import ALERTING_TOKEN
 
     col = Collector(tmp_path, str(tmp_path / "store"), tokens=write_tokens(tmp_path / "tokens")).start()
     try:

@@ -5,7 +5,6 @@ the incident page and a report page with the operator token, and gets 401 withou
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,14 +15,9 @@ import pytest
 from agent.capture.upload import upload
 from proto.frames import Hello
 from proto.keys import bundle_id
-
-from .collector_env import BUCKET, ROOT, Collector, Weed, running_weed
-from .conftest import RailNetns, _ip, _netns_available
-
-sys.path.insert(0, str(ROOT / "tests" / "unit" / "report"))
-
-import chromium
-from test_report_html import _ink
+from tests.support import chromium
+from tests.support.collector_env import BUCKET, Collector, Weed, running_weed
+from tests.support.netns import RailNetns, ip, netns_available
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -34,7 +28,7 @@ INCIDENT = "inc-fabric"
 
 @pytest.fixture
 def nodes() -> Iterator[dict[str, RailNetns]]:
-    why = _netns_available()
+    why = netns_available()
     if why:
         pytest.skip(why)
     if chromium.chromium_binary() is None:
@@ -43,20 +37,20 @@ def nodes() -> Iterator[dict[str, RailNetns]]:
     envs = {n: RailNetns(node=f"rs-p{n[-1]}-{tag}", switch=f"rs-ps{n[-1]}-{tag}") for n in NODES}
     try:
         for env in envs.values():
-            _ip("netns", "add", env.node)
-            _ip("netns", "add", env.switch)
+            ip("netns", "add", env.node)
+            ip("netns", "add", env.switch)
             for i in range(2):
-                _ip("-n", env.node, "link", "add", f"net_rail{i}", "mtu", "9000", "type", "veth", "peer", "name",
+                ip("-n", env.node, "link", "add", f"net_rail{i}", "mtu", "9000", "type", "veth", "peer", "name",
                     f"peer{i}", "netns", env.switch)
-                _ip("-n", env.switch, "link", "set", f"peer{i}", "up")
-                _ip("-n", env.node, "link", "set", f"net_rail{i}", "up")
+                ip("-n", env.switch, "link", "set", f"peer{i}", "up")
+                ip("-n", env.node, "link", "set", f"net_rail{i}", "up")
             for i in range(2):
                 env.set_peer(i, "up")
         yield envs
     finally:
         for env in envs.values():
-            _ip("netns", "del", env.node, check=False)
-            _ip("netns", "del", env.switch, check=False)
+            ip("netns", "del", env.node, check=False)
+            ip("netns", "del", env.switch, check=False)
 
 
 @pytest.fixture
@@ -107,8 +101,8 @@ def test_incident_and_report_pages_in_chromium(nodes: dict[str, RailNetns], weed
             assert node in page.dom
         assert "RailLinkDown" in page.dom and "<b>2</b> nodes" in page.dom
         _w, _h, rows = chromium.decode_png(page.png)
-        assert _ink(rows, page.boxes["#nodes"]) > 1500  # the node list is drawn
-        assert _ink(rows, page.boxes["#fleet"]) > 800  # and the shared finding
+        assert chromium.ink(rows, page.boxes["#nodes"]) > 1500  # the node list is drawn
+        assert chromium.ink(rows, page.boxes["#fleet"]) > 800  # and the shared finding
 
         report_url = f"{col.url}/ui/bundles/{keys['node-a']}"
         denied = chromium.load(report_url, boxes=("#rails",))
@@ -118,7 +112,7 @@ def test_incident_and_report_pages_in_chromium(nodes: dict[str, RailNetns], weed
         assert rep.status == 200 and rep.requests == [report_url]
         assert "RailLinkDown" in rep.dom and "net_rail0" in rep.dom
         _w, _h, rows = chromium.decode_png(rep.png)
-        assert _ink(rows, rep.boxes["#rails"]) > 1000
+        assert chromium.ink(rows, rep.boxes["#rails"]) > 1000
         # The analysis sits beside the bundle in the bucket.
         assert f"railscope/{keys['node-a']}.analysis.json" in weed.objects("railscope/")
     finally:

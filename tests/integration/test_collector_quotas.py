@@ -12,11 +12,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from .collector_env import BUCKET, Collector, Weed, running_weed
+from tests.support.collector_env import BUCKET, Collector, Weed, running_weed
 
-from collector_helpers import (  # isort: skip
+from tests.support.collector_helpers import (  # isort: skip
     AGENT_TOKEN, ALERTING_TOKEN, HELLO, body, post, run, write_tokens)
-from test_alerts_policy import alert, payload  # isort: skip
+from tests.support.alerts import alert, payload  # isort: skip
 
 pytestmark = pytest.mark.slow
 

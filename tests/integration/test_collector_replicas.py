@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from .collector_env import BUCKET, Collector, Weed, running_weed
+from tests.support.collector_env import BUCKET, Collector, Weed, running_weed
 
-from collector_helpers import HELLO, body, get, post, write_tokens  # isort: skip
+from tests.support.collector_helpers import HELLO, body, get, post, write_tokens  # isort: skip
 
 pytestmark = pytest.mark.slow
 MiB = 1 << 20

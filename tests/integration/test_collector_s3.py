@@ -17,10 +17,9 @@ import pytest
 
 from collector.config import CollectorSettings, StoreURL
 from proto.frames import End
+from tests.support.collector_env import AWS_ENV, BUCKET, Weed, running_weed
 
-from .collector_env import AWS_ENV, BUCKET, Weed, running_weed
-
-from collector_helpers import HELLO, body, get, post, run, running, write_tokens  # isort: skip
+from tests.support.collector_helpers import HELLO, body, get, post, run, running, write_tokens  # isort: skip
 
 pytestmark = pytest.mark.slow
 MiB = 1 << 20

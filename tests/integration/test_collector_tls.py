@@ -18,10 +18,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from .collector_env import BUCKET, ROOT, Collector, Weed, running_weed
-from .tls_certs import issue, make_ca, served_serial
+from tests.support.collector_env import BUCKET, ROOT, Collector, Weed, running_weed
+from tests.support.tls_certs import issue, make_ca, served_serial
 
-from collector_helpers import AGENT_TOKEN, HELLO, OPERATOR_TOKEN, body, write_tokens  # isort: skip
+from tests.support.collector_helpers import AGENT_TOKEN, HELLO, OPERATOR_TOKEN, body, write_tokens  # isort: skip
 
 pytestmark = pytest.mark.slow
 

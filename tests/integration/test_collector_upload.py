@@ -16,10 +16,9 @@ import pytest
 from agent.capture.upload import RetryPolicy, UploadError, drain_spool, frame_stream, upload
 from proto.frames import Hello
 from proto.keys import bundle_id
+from tests.support.collector_env import ROOT
 
-from .collector_env import ROOT
-
-from collector_helpers import (  # isort: skip
+from tests.support.collector_helpers import (  # isort: skip
     AGENT_TOKEN, AGENT_TOKEN_18, HELLO, body, files, local_settings, post, run, running, spool_bundle,
 )
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from .test_agent_netns import StartAgent, start_agent, value, wait_for  # noqa: F401  (the fixture)
+from tests.support.agent_netns import StartAgent, value, wait_for
 
 pytestmark = pytest.mark.netns
 
 
-def test_the_agent_exports_a_daemons_processes_and_counts_its_restarts(start_agent: StartAgent,  # noqa: F811
+def test_the_agent_exports_a_daemons_processes_and_counts_its_restarts(start_agent: StartAgent,
                                                                       tmp_path: Path) -> None:
     exe = tmp_path / "ovs-vswitchd"
     shutil.copy(shutil.which("sleep") or "/bin/sleep", exe)

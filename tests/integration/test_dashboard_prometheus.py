@@ -15,24 +15,22 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
-from .collector_env import Collector, free_port
-from .conftest import RailNetns
-from .test_agent_netns import PORT, StartAgent, flap, get, start_agent, wait_for  # noqa: F401 - a fixture
+from tests.support.agent_netns import PORT, StartAgent, flap, get, wait_for
+from tests.support.collector_env import Collector, free_port
+from tests.support.netns import RailNetns
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "unit" / "deploy"))
-from test_dashboard import dashboard, metric_names, substitute, targets  # noqa: E402
+from tests.support.dashboard import dashboard, metric_names, substitute, targets  # noqa: E402
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
-def test_every_panel_query_runs_on_a_real_prometheus(start_agent: StartAgent, rails: RailNetns,  # noqa: F811
+def test_every_panel_query_runs_on_a_real_prometheus(start_agent: StartAgent, rails: RailNetns,
                                                      tmp_path: Path) -> None:
     prom_bin = "/usr/bin/prometheus"
     if not os.access(prom_bin, os.X_OK):

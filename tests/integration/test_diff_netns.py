@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import RailNetns, _ip, _netns_available
+from tests.support.netns import RailNetns, ip, netns_available
 
 pytestmark = pytest.mark.netns
 
@@ -27,33 +27,33 @@ RAILS = 3
 
 @pytest.fixture
 def three_rails() -> Iterator[RailNetns]:
-    why = _netns_available()
+    why = netns_available()
     if why:
         pytest.skip(why)
     tag = uuid.uuid4().hex[:8]
     env = RailNetns(node=f"rs-dnode-{tag}", switch=f"rs-dsw-{tag}")
     try:
-        _ip("netns", "add", env.node)
-        _ip("netns", "add", env.switch)
+        ip("netns", "add", env.node)
+        ip("netns", "add", env.switch)
         for ns in (env.node, env.switch):
-            _ip("-n", ns, "link", "set", "lo", "up")
+            ip("-n", ns, "link", "set", "lo", "up")
         for i in range(RAILS):
-            _ip("-n", env.node, "link", "add", f"net_rail{i}", "mtu", "9000", "type", "veth",
+            ip("-n", env.node, "link", "add", f"net_rail{i}", "mtu", "9000", "type", "veth",
                 "peer", "name", f"peer{i}", "netns", env.switch)
-            _ip("-n", env.switch, "link", "set", f"peer{i}", "mtu", "9000", "up")
-            _ip("-n", env.node, "link", "set", f"net_rail{i}", "up")
+            ip("-n", env.switch, "link", "set", f"peer{i}", "mtu", "9000", "up")
+            ip("-n", env.node, "link", "set", f"net_rail{i}", "up")
         for i in range(RAILS):
             env.set_peer(i, "up")
         yield env
     finally:
-        _ip("netns", "del", env.node, check=False)
-        _ip("netns", "del", env.switch, check=False)
+        ip("netns", "del", env.node, check=False)
+        ip("netns", "del", env.switch, check=False)
 
 
 def _wait_up(env: RailNetns, ifname: str) -> None:
     # operstate follows an admin up through the kernel's linkwatch work, up to a second later.
     deadline = time.monotonic() + 10
-    while json.loads(_ip("-n", env.node, "-j", "link", "show", ifname).stdout)[0]["operstate"] != "UP":
+    while json.loads(ip("-n", env.node, "-j", "link", "show", ifname).stdout)[0]["operstate"] != "UP":
         assert time.monotonic() < deadline, f"{ifname} did not come up"
         time.sleep(0.05)
 
@@ -76,11 +76,11 @@ def test_diff_names_exactly_the_changes_made_between_two_live_captures(three_rai
     assert res.returncode == 0, res.stderr
 
     env.set_peer(0, "down")
-    _ip("-n", env.node, "link", "set", "net_rail1", "down")
-    _ip("-n", env.node, "link", "set", "net_rail1", "name", "ens1f1")
-    _ip("-n", env.node, "link", "set", "ens1f1", "up")
+    ip("-n", env.node, "link", "set", "net_rail1", "down")
+    ip("-n", env.node, "link", "set", "net_rail1", "name", "ens1f1")
+    ip("-n", env.node, "link", "set", "ens1f1", "up")
     _wait_up(env, "ens1f1")
-    _ip("-n", env.node, "link", "set", "net_rail2", "mtu", "1500")
+    ip("-n", env.node, "link", "set", "net_rail2", "mtu", "1500")
     time.sleep(1.2)  # the manifest's times are whole seconds: the captures must be apart for rates
 
     res = env.railscope("capture", "-o", str(after), "--recorder-gap", "0", timeout=180)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import RailNetns
+from tests.support.netns import RailNetns
 
 pytestmark = pytest.mark.netns
 

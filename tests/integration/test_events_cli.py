@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_agent_netns import StartAgent, flap, start_agent, wait_for  # noqa: F401 - a fixture
+from tests.support.agent_netns import StartAgent, flap, wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -24,7 +24,7 @@ def _events(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
                           timeout=60, cwd=ROOT, env={**base, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
-def test_events_reads_the_agents_log_over_its_socket(start_agent: StartAgent, tmp_path: Path) -> None:  # noqa: F811
+def test_events_reads_the_agents_log_over_its_socket(start_agent: StartAgent, tmp_path: Path) -> None:
     sock = tmp_path / "agent.sock"
     agent = start_agent("--data-socket", str(sock))
     for _ in range(3):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import RailNetns, _ip
-from .test_agent_netns import StartAgent, start_agent  # noqa: F401  (the fixture)
+from tests.support.agent_netns import StartAgent
+from tests.support.netns import RailNetns, ip
 
 pytestmark = pytest.mark.netns
 
@@ -62,7 +62,7 @@ def test_a_capture_with_rails_is_judged_with_them_by_doctor_report_and_diff(rail
     assert "rails=2 (bundle)" in res.stdout, res.stdout
 
     rails.set_peer(1, "down")
-    _ip("-n", rails.node, "link", "set", "net_rail0", "mtu", "1500")
+    ip("-n", rails.node, "link", "set", "net_rail0", "mtu", "1500")
     time.sleep(1.2)  # the manifest's times are whole seconds
     _capture(rails, after, env={"RAILSCOPE_RAILS": "2"})
     assert _manifest(after)["expectations"]["rails"] == 2
@@ -87,7 +87,7 @@ def test_a_capture_with_rails_is_judged_with_them_by_doctor_report_and_diff(rail
     assert "judged with: rails=0 (--rails; the bundle had 2)" in res.stdout, res.stdout
 
 
-def test_an_agent_with_rails_records_them_in_the_images_it_serves(start_agent: StartAgent,  # noqa: F811
+def test_an_agent_with_rails_records_them_in_the_images_it_serves(start_agent: StartAgent,
                                                                    tmp_path: Path) -> None:
     agent = start_agent()  # the fixture runs ``railscope agent --rails 2``
     status, body = agent.get("/v1/image", timeout=120)

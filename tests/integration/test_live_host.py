@@ -9,8 +9,7 @@ import subprocess
 import pytest
 
 from agent.host.ethtool import format_drvinfo, format_gstats
-
-from .conftest import RailNetns
+from tests.support.netns import RailNetns
 
 pytestmark = pytest.mark.netns
 

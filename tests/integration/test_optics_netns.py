@@ -13,8 +13,7 @@ import subprocess
 import pytest
 
 from agent.readers.optics import JSON_SINCE, parse_ethtool_version
-
-from .conftest import RailNetns
+from tests.support.netns import RailNetns
 
 pytestmark = pytest.mark.netns
 

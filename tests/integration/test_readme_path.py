@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import script
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-import readme_commands  # noqa: E402
+readme_commands = script("scripts/readme_commands.py")
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +60,7 @@ def test_the_readme_commands_work_verbatim_in_a_fresh_venv(tmp_path: Path) -> No
     assert "RAIL " in ran.stdout or "no ConnectX NIC found" in ran.stdout
 
     (test_cmd,) = readme_commands.commands(blocks["test"])
-    quick = "tests/unit/test_readme.py tests/unit/test_doctor_cli.py tests/unit/test_images.py"
+    quick = "tests/unit/test_readme.py tests/unit/commands/test_doctor_cli.py tests/unit/test_images.py"
     ran = _sh(test_cmd, project, {**env, "PYTEST_ADDOPTS": f"-q -p no:cacheprovider {quick}"})
     assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-3000:]
     assert " passed" in ran.stdout and "skipped" not in ran.stdout.splitlines()[-1], ran.stdout[-2000:]

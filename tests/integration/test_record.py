@@ -17,8 +17,7 @@ from agent.host.recorded import open_image
 from agent.host.recording import RecordingHost
 from agent.model import Snapshot
 from agent.readers.snapshot import take_snapshot
-
-from .conftest import RailNetns
+from tests.support.netns import RailNetns
 
 
 def comparable(snap: Snapshot) -> Snapshot:

@@ -11,10 +11,9 @@ import pytest
 
 from collector.config import CollectorSettings, StoreURL
 from collector.storage import Store, StoreError, open_store
+from tests.support.collector_env import BUCKET, Weed, running_weed
 
-from .collector_env import BUCKET, Weed, running_weed
-
-from collector_helpers import local_settings, run  # isort: skip
+from tests.support.collector_helpers import local_settings, run  # isort: skip
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ import yaml
 from agent.findings import CODE_RULES, CODE_SUBJECTS, CODES, NEXT_STEPS, Diagnosis, Finding
 from agent.report import html as report_html
 from agent.report import text as report_text
+from tests.support import script
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-import gen_codes_doc  # noqa: E402
+gen_codes_doc = script("scripts/gen_codes_doc.py")
 
 RULES = ROOT / "deploy" / "prometheus" / "railscope-rules.yaml"
 

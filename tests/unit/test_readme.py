@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import readme_commands
+from tests.support import script
+
+readme_commands = script("scripts/readme_commands.py")
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -32,7 +33,21 @@ def test_the_marked_blocks_are_there_and_install_into_a_venv() -> None:
     for cmd in install + readme_commands.commands(found["test"]):
         for word in re.findall(r"\S*pip\b", cmd):
             assert word.startswith(".venv/bin/"), cmd
-    assert readme_commands.commands(found["test"]) == [".venv/bin/pip install '.[test]' && .venv/bin/python -m pytest"]
+    # The full run: pyproject's addopts make a plain `pytest` the fast loop, which CI must not be.
+    assert readme_commands.commands(found["test"]) == [
+        ".venv/bin/pip install '.[test]' && .venv/bin/python -m pytest -m \"\""]
+
+
+def test_a_plain_pytest_is_the_fast_loop_and_the_readme_says_which_is_which() -> None:
+    """pyproject's addopts deselect the kernel lab and the slow tests; the README's test command (CI's)
+    undoes that with ``-m ""``, and the README names both commands."""
+    opts = shlex.split(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+                       ["tool"]["pytest"]["ini_options"]["addopts"])
+    assert opts[opts.index("-m") + 1] == "not klab and not slow"
+    (test_cmd,) = readme_commands.commands(readme_commands.blocks(README)["test"])
+    argv = shlex.split(test_cmd.split("&&")[-1])
+    assert argv[-2:] == ["-m", ""], "the README's test command must be the full run"
+    assert "the fast loop" in README and "the full run" in README
 
 
 def test_the_example_path_exists_and_its_output_is_the_real_output() -> None:

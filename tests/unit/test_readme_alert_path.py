@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import re
 
-from conftest import ROOT
+from tests.support import ROOT
 
 SECTION = re.compile(r"<!-- alert-path -->\n(.*?)<!-- /alert-path -->", re.S)
 #: `path/to/module.py` followed by one or more `Name` / `Class.method` references on the same step

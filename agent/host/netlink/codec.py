@@ -10,7 +10,7 @@ codec 0.6–2.6x; ``python -c "import pyroute2"`` alone takes ~1 s there. Only t
 schema names are decoded. Messages of look-alike links (representors, veths) share one layout: after
 the first, a single ``struct`` unpack checks every header of the next one at once (``_Layout``), so
 the Python loop over ~40 rtattr headers per link runs only for a new shape. The differential test
-(tests/unit/test_netlink_parse.py) holds it to pyroute2's decoding of the same bytes.
+(tests/unit/host/netlink/test_netlink_parse.py) holds it to pyroute2's decoding of the same bytes.
 
 Kernel references: include/uapi/linux/if_link.h (IFLA_*), include/uapi/linux/rtnetlink.h,
 include/uapi/linux/netlink.h; https://docs.kernel.org/userspace-api/netlink/intro.html

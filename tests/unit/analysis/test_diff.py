@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from tests.support import script
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "images"))
-
-import make_pairs  # noqa: E402
+make_pairs = script("tests/images/make_pairs.py")
 
 PAIRS = {p.name: p for p in make_pairs.PAIRS}
 

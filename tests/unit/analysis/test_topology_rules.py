@@ -3,15 +3,9 @@ agent/analysis/topology.py, on the smallest snapshot that tells the rule from it
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checks"))
-
-import nodes
 
 from agent.analysis.topology import build_topology
 from agent.config import Expectations
@@ -28,6 +22,7 @@ from agent.model import (
     RdmaPort,
     Snapshot,
 )
+from tests.support import nodes
 
 EXP = Expectations()
 PF0, PF1 = nodes.PCIS[0], nodes.PCIS[1]

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from agent.capture import plan
-
-from . import kit
+from tests.support import capture_kit as kit
 
 
 class _AnyArgv:

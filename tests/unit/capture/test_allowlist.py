@@ -20,8 +20,7 @@ from agent.host.recorded import open_image
 from agent.host.recording import RecordingHost
 from agent.readers.snapshot import take_snapshot
 from agent.readers.sources import SOURCES
-
-from .kit import fake_replay, items, members, plugin
+from tests.support.capture_kit import fake_replay, items, members, plugin
 
 BYPASSES = [
     # iproute2 takes any prefix of a keyword, the first match wins: these are set / delete / flush

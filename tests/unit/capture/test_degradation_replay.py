@@ -14,8 +14,7 @@ import pytest
 from agent.capture.runner import CaptureParams, capture
 from agent.cli import main
 from agent.host.recorded import RecordedHost
-
-from .kit import items
+from tests.support.capture_kit import items
 
 IMAGES = Path(__file__).resolve().parents[2] / "images"
 

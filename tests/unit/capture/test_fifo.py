@@ -15,8 +15,7 @@ from agent.capture.plans import load
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
 from agent.host.paths import NotRegularFile, RootedFS, open_regular
-
-from .kit import items, members
+from tests.support.capture_kit import items, members
 
 RULE = 'SUBSYSTEM=="net", ACTION=="add", ATTR{address}=="aa:bb:cc:00:00:01", NAME="net_rail0"\n'
 

@@ -31,8 +31,7 @@ from agent.host import CmdResult
 from agent.host.firmware import FirmwareGate
 from agent.host.live import LiveHost
 from agent.model import DevlinkDev, EthtoolStats, HealthReporter, Link, RdmaLink, Snapshot
-
-from .kit import manifest
+from tests.support.capture_kit import manifest
 
 #: netdev -> its PCI function; r0 and r1 are the rails (they have ethtool statistics), ens7f0np0 is not
 PF = {"r0": "0000:0a:00.0", "r1": "0000:0b:00.0", "ens7f0np0": "0000:a1:00.0"}

@@ -12,8 +12,7 @@ from agent.capture.plan import DENY_LIST, Command, File, Generated, Plan, PlanRe
 from agent.capture.plans import PLUGINS, load
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
-
-from .kit import manifest, plugin, script
+from tests.support.capture_kit import manifest, plugin, script
 
 #: entry -> argv it must refuse (the forms iproute2 also accepts: abbreviations, options first)
 DENIED = {

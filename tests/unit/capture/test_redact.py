@@ -17,8 +17,7 @@ from agent.capture.redact import Redactor
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
 from agent.host.recorded import open_image
-
-from .kit import members, plugin, script
+from tests.support.capture_kit import members, plugin, script
 
 KEY = b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\nAAAAMwAAAAtzc2gtZW\n" \
       b"-----END OPENSSH PRIVATE KEY-----\n"

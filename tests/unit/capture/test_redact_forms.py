@@ -18,8 +18,7 @@ from agent.capture.plans import kernel, sriov, udev
 from agent.capture.redact import FORMS, Redactor
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
-
-from .kit import plugin
+from tests.support.capture_kit import plugin
 
 PEM = base64.b64encode(b"-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEApem64-s3cret\n-----END RSA PRIVATE KEY-----\n")
 JWT = b"eyJhbGciOiJSUzI1NiIsImtpZCI6IngifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6andOczNjcmV0In0.c2lnLXMzY3JldA"

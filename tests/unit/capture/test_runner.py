@@ -15,8 +15,7 @@ import pytest
 from agent.capture.plan import Command, File, Generated, Plan
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
-
-from .kit import alive, allow, fake_replay, items, manifest, members, plugin, script
+from tests.support.capture_kit import alive, allow, fake_replay, items, manifest, members, plugin, script
 
 
 def run(tmp_path: Path, plans: list, **kw) -> bytes:

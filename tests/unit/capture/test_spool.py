@@ -15,8 +15,7 @@ from agent.capture.plan import Generated, Plan
 from agent.capture.runner import CaptureParams
 from agent.capture.spool import Spool
 from agent.host.live import LiveHost
-
-from .kit import plugin
+from tests.support.capture_kit import plugin
 
 
 def _plan(size: int) -> list:

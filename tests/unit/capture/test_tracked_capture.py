@@ -11,8 +11,7 @@ from agent.capture.runner import CaptureParams, capture
 from agent.host.firmware import FirmwareGate
 from agent.host.live import LiveHost
 from agent.service.tracked_host import Progress, TrackedHost
-
-from .kit import items, members, plugin
+from tests.support.capture_kit import items, members, plugin
 
 
 def test_file_steps_through_the_daemons_host_store_their_bytes(tmp_path: Path) -> None:

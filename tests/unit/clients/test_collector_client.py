@@ -9,14 +9,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))
-
-from collector_helpers import (
+from agent.capture.upload import drain_spool
+from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy
+from proto.keys import bundle_id
+from proto.requests import CaptureRequest
+from tests.support.collector_helpers import (
     AGENT_TOKEN,
     HELLO,
     OPERATOR_TOKEN,
@@ -25,11 +26,6 @@ from collector_helpers import (
     running,
     spool_bundle,
 )
-
-from agent.capture.upload import drain_spool
-from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy
-from proto.keys import bundle_id
-from proto.requests import CaptureRequest
 
 NODE = "gpu-node-017"
 DATA = os.urandom(200_000)

@@ -15,7 +15,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
-from collector_helpers import (
+
+from collector.app import make_app
+from collector.requests import CaptureRequest
+from collector.state import BOARD
+from tests.support.alerts import alert, payload
+from tests.support.collector_helpers import (
     AGENT_TOKEN,
     AGENT_TOKEN_18,
     ALERTING_TOKEN,
@@ -27,11 +32,6 @@ from collector_helpers import (
     run,
     running,
 )
-from test_alerts_policy import alert, payload
-
-from collector.app import make_app
-from collector.requests import CaptureRequest
-from collector.state import BOARD
 
 
 def _requests(tmp_path: Path) -> list[Path]:

@@ -9,7 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from collector_helpers import (
+
+from tests.support.collector_helpers import (
     AGENT_TOKEN,
     ALERTING_TOKEN,
     HELLO,

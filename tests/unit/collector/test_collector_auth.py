@@ -6,74 +6,23 @@ No API server runs here: ``TokenReviewStandIn`` is a stand-in that speaks the To
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from aiohttp import web
-from collector_helpers import HELLO, body, local_settings, post, run, running
 
 from collector.auth import NODE_CLAIM, Authenticator, load_tokens
 from collector.config import CollectorSettings, SettingsError, StoreURL
+from tests.support.collector_helpers import HELLO, body, local_settings, post, run, running
+from tests.support.tokenreview import (
+    SA,
+    review_settings,
+    sa,
+    start_standin,
+)
 
 DATA = os.urandom(10_000)
-SA = "system:serviceaccount:railscope:railscope-agent"
-COLLECTOR_SA_TOKEN = "collector-own-token-000000000000"
-
-
-class TokenReviewStandIn:
-    """A stand-in for kube-apiserver's TokenReview endpoint (not an API server)."""
-
-    def __init__(self, tokens: dict[str, dict]) -> None:
-        self.tokens = tokens
-        self.reviews = 0
-
-    async def review(self, request: web.Request) -> web.Response:
-        if request.headers.get("Authorization") != f"Bearer {COLLECTOR_SA_TOKEN}":
-            return web.json_response({"kind": "Status", "code": 401}, status=401)
-        self.reviews += 1
-        doc = await request.json()
-        spec = doc["spec"]
-        user = self.tokens.get(spec["token"])
-        status: dict = {"authenticated": False}
-        if user is not None and user.get("aud") in spec.get("audiences", []):
-            status = {"authenticated": True, "audiences": [user["aud"]],
-                      "user": {"username": user["username"], "uid": "u1", "groups": ["system:serviceaccounts"],
-                               "extra": user.get("extra", {})}}
-        return web.json_response({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                                  "spec": spec, "status": status}, status=201)
-
-
-async def _standin(tokens: dict[str, dict]) -> tuple[web.AppRunner, str, TokenReviewStandIn]:
-    standin = TokenReviewStandIn(tokens)
-    app = web.Application()
-    app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", standin.review)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}", standin
-
-
-def _review_settings(tmp_path: Path, api: str) -> CollectorSettings:
-    own = tmp_path / "own-token"
-    own.write_text(COLLECTOR_SA_TOKEN)
-    return CollectorSettings(store=StoreURL(kind="local", path=str(tmp_path / "store")), tokenreview_url=api,
-                             tokenreview_token_file=str(own))
-
-
-def sa(name: str) -> str:
-    """A ServiceAccount token's shape (a JWT for the collector's audience) named ``name``; the
-    stand-in knows which are valid, as the API server would."""
-    def part(doc: dict) -> str:
-        return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
-    return f"{part({'alg': 'RS256'})}.{part({'aud': ['railscope-collector'], 'sub': name})}.c2lnbmF0dXJl"
-
-
 SA_NAMES = {
     "sa-017": {"username": SA, "aud": "railscope-collector", "extra": {NODE_CLAIM: ["gpu-node-017"]}},
     "sa-018": {"username": SA, "aud": "railscope-collector", "extra": {NODE_CLAIM: ["gpu-node-018"]}},
@@ -87,10 +36,10 @@ SA_TOKENS = {sa(name): user for name, user in SA_NAMES.items()}
 
 def test_serviceaccount_tokens_are_bound_to_their_node(tmp_path: Path) -> None:
     async def go() -> tuple[dict[str, int], int]:
-        runner, api, standin = await _standin(SA_TOKENS)
+        runner, api, standin = await start_standin(SA_TOKENS)
         out = {}
         try:
-            async with running(_review_settings(tmp_path, api)) as (url, _col):
+            async with running(review_settings(tmp_path, api)) as (url, _col):
                 for name in ("sa-017", "sa-018", "sa-nonode", "sa-otheraud", "sa-othersa", "unknown"):
                     out[name] = (await post(url, body(HELLO, DATA), token=sa(name)))[0]
                 out["random"] = (await post(url, body(HELLO, DATA), token="not-a-jwt-0123456789abcdef"))[0]
@@ -108,7 +57,7 @@ def test_serviceaccount_tokens_are_bound_to_their_node(tmp_path: Path) -> None:
 
 def test_an_unreachable_tokenreview_is_503_not_an_open_door(tmp_path: Path) -> None:
     async def go() -> tuple[int, dict]:
-        async with running(_review_settings(tmp_path, "http://127.0.0.1:9")) as (url, _col):
+        async with running(review_settings(tmp_path, "http://127.0.0.1:9")) as (url, _col):
             s, doc, _h = await post(url, body(HELLO, DATA), token=sa("sa-017"))
             return s, doc
 

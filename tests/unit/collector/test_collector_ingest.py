@@ -12,7 +12,9 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from collector_helpers import (
+
+from proto.frames import Chunk, End, Hello, encode
+from tests.support.collector_helpers import (
     AGENT_TOKEN,
     AGENT_TOKEN_18,
     AGENT_TOKEN_N1,
@@ -28,8 +30,6 @@ from collector_helpers import (
     run,
     running,
 )
-
-from proto.frames import Chunk, End, Hello, encode
 
 DATA = os.urandom(300_000)
 KEY = "prod-east/2026-12-01/inc-1/gpu-node-017-20261201T093823Z-b0123456789abcdef01234567.tar.gz"

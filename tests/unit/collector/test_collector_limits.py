@@ -59,7 +59,8 @@ def test_pages_forbid_forms_and_a_base_element(tmp_path) -> None:  # type: ignor
     """CSP ``form-action 'none'; base-uri 'none'``: an injected <form> or <base> in a page goes nowhere,
     in the header and in the page's own meta (a page saved from the browser keeps it)."""
     import aiohttp
-    from collector_helpers import OPERATOR_TOKEN, local_settings, running
+
+    from tests.support.collector_helpers import OPERATOR_TOKEN, local_settings, running
 
     async def go() -> tuple[str, str, str]:
         async with running(local_settings(tmp_path)) as (url, _col), aiohttp.ClientSession() as s:

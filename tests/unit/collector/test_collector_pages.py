@@ -12,7 +12,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from collector_helpers import (
+
+from collector import pages
+from tests.support import script
+from tests.support.collector_helpers import (
     AGENT_TOKEN,
     AGENT_TOKEN_18,
     AGENT_TOKEN_N1,
@@ -24,8 +27,6 @@ from collector_helpers import (
     run,
     running,
 )
-
-from collector import pages
 
 IMAGES = Path(__file__).resolve().parents[2] / "images"
 NODES = (("gpu-node-017", AGENT_TOKEN, "rail-link-down"), ("gpu-node-018", AGENT_TOKEN_18, "rail-link-down"),
@@ -163,10 +164,8 @@ def test_report_of_a_stored_bundle_by_its_key(tmp_path: Path) -> None:
 
 
 def test_bundle_text_is_escaped_on_the_incident_page(tmp_path: Path) -> None:
-    import sys
 
-    sys.path.insert(0, str(IMAGES))
-    import make_images
+    make_images = script("tests/images/make_images.py")
 
     img = make_images.Image.load(IMAGES / "spectrumx-2rail-healthy")
     evil = "<script>alert(1)</script>\x1b[2J"
@@ -275,8 +274,8 @@ def test_the_incidents_list_says_when_how_bad_which_alerts_and_how_many_nodes(tm
     """An alert's incident lists its time, the alert's severity and name, its nodes and bundles and their
     size in readable units; an agent's own event capture names its event; a report page links back to
     its incident and to its download."""
-    from collector_helpers import ALERTING_TOKEN
-    from test_alerts_policy import alert, payload
+    from tests.support.alerts import alert, payload
+    from tests.support.collector_helpers import ALERTING_TOKEN
 
     async def go() -> None:
         async with running(local_settings(tmp_path)) as (url, _col):

@@ -11,7 +11,7 @@ from collector.app import make_app
 from collector.routes import ROUTES
 from collector.state import ROUTE_SPECS
 
-from collector_helpers import AGENT_TOKEN, ALERTING_TOKEN, OPERATOR_TOKEN, get, local_settings, run, running  # isort: skip
+from tests.support.collector_helpers import AGENT_TOKEN, ALERTING_TOKEN, OPERATOR_TOKEN, get, local_settings, run, running  # isort: skip
 
 #: a path of each route with its parts filled in (parts that pass proto.keys)
 FILL = {"cluster": "prod-east", "date": "2026-12-01", "incident": "inc-1", "node": "gpu-node-017",

@@ -2,7 +2,7 @@
 refused without a review, one token is reviewed once however many requests carry it at once, and
 reviews past a rate are refused (503, tried again) instead of passed on to the API server.
 
-``TokenReviewStandIn`` (test_collector_auth) stands in for kube-apiserver's TokenReview endpoint."""
+``TokenReviewStandIn`` (tests.support.tokenreview) stands in for kube-apiserver's TokenReview endpoint."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import secrets
 from dataclasses import replace
 from pathlib import Path
 
-from collector_helpers import HELLO, get, post, run, running
-from test_collector_auth import SA, _review_settings, _standin
-
 from collector.auth import NODE_CLAIM
+from tests.support.collector_helpers import HELLO, get, post, run, running
+from tests.support.tokenreview import SA, review_settings, start_standin
 
 
 def jwt(aud: str = "railscope-collector", sub: str = SA) -> str:
@@ -29,9 +28,9 @@ def jwt(aud: str = "railscope-collector", sub: str = SA) -> str:
 
 def test_random_bearer_tokens_cost_no_review(tmp_path: Path) -> None:
     async def go() -> tuple[list[int], int]:
-        runner, api, standin = await _standin({})
+        runner, api, standin = await start_standin({})
         try:
-            async with running(_review_settings(tmp_path, api)) as (url, _col):
+            async with running(review_settings(tmp_path, api)) as (url, _col):
                 got = await asyncio.gather(*(post(url, b"", token=secrets.token_urlsafe(32)) for _ in range(400)))
                 other_aud = await post(url, b"", token=jwt(aud="kubernetes"))
         finally:
@@ -46,10 +45,10 @@ def test_one_token_is_reviewed_once_and_reviews_are_rate_bound(tmp_path: Path) -
     good = jwt()
 
     async def go() -> tuple[list[int], int, list[int], int]:
-        runner, api, standin = await _standin({good: {"username": SA, "aud": "railscope-collector",
+        runner, api, standin = await start_standin({good: {"username": SA, "aud": "railscope-collector",
                                                       "extra": {NODE_CLAIM: [HELLO.node]}}})
         try:
-            settings = replace(_review_settings(tmp_path, api), tokenreview_rate=0.001, tokenreview_burst=5)
+            settings = replace(review_settings(tmp_path, api), tokenreview_rate=0.001, tokenreview_burst=5)
             async with running(settings) as (url, _col):
                 same = await asyncio.gather(*(get(url, f"/v1/requests?node={HELLO.node}&wait=0", token=good)
                                               for _ in range(30)))
@@ -66,15 +65,15 @@ def test_one_token_is_reviewed_once_and_reviews_are_rate_bound(tmp_path: Path) -
 
 
 def test_a_reviewed_agent_uploads_for_the_collectors_cluster_only(tmp_path: Path) -> None:
-    from collector_helpers import body
+    from tests.support.collector_helpers import body
 
     good = jwt()
 
     async def go() -> list[int]:
-        runner, api, standin = await _standin({good: {"username": SA, "aud": "railscope-collector",
+        runner, api, standin = await start_standin({good: {"username": SA, "aud": "railscope-collector",
                                                         "extra": {NODE_CLAIM: [HELLO.node]}}})
         try:
-            settings = replace(_review_settings(tmp_path, api), cluster=HELLO.cluster)
+            settings = replace(review_settings(tmp_path, api), cluster=HELLO.cluster)
             async with running(settings) as (url, _col):
                 other = await post(url, body(replace(HELLO, cluster="other-cluster"), b"x"), token=good)
                 own = await post(url, body(HELLO, b"x"), token=good)

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import aiohttp
-from collector_helpers import AGENT_TOKEN, OPERATOR_TOKEN, local_settings, running
 
 from collector.requests import BOARD, CaptureRequest, RequestBoard
 from collector.storage.local import LocalStore
+from tests.support.collector_helpers import AGENT_TOKEN, OPERATOR_TOKEN, local_settings, running
 
 VECTORS = json.loads((Path(__file__).resolve().parents[3] / "proto" / "vectors" / "requests.json").read_text())
 OK = [v for v in VECTORS["vectors"] if "request" in v]

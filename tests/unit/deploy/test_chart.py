@@ -33,7 +33,6 @@ except (ImportError, OSError) as exc:  # OSError: the bundled libhelm_c.so does 
     pytest.skip(f"chart tests need helm-python-sdk, kubernetes-validate and PyYAML: {exc}",
                 allow_module_level=True)
 
-import jsonschema
 
 from agent.cli import build_parser
 from agent.commands.serve import settings_from_args
@@ -42,88 +41,30 @@ from agent.config import DEFAULT_PORT, RESERVED_PORTS
 from agent.readers.kernel_table import load_kernel_table
 from agent.readers.ovs import DB_SOCKETS
 from agent.readers.udev import NET_RULES, RDMA_RULES
+from tests.support.chart import (
+    CHART,
+    FULL_AGENT,
+    K8S_VERSIONS,
+    NAMESPACE,
+    RELEASE,
+    Docs,
+    check_crd_object,
+    container,
+    env_of,
+    kebab,
+    kinds,
+    only,
+    pod_spec,
+    render,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
-CHART = ROOT / "deploy" / "helm" / "railscope"
 RULES_SOURCE = ROOT / "deploy" / "prometheus" / "railscope-rules.yaml"
 RULES_COPY = CHART / "files" / "railscope-rules.yaml"
-RELEASE = "rs"
-NAMESPACE = "railscope"
-#: The oldest Kubernetes release still supported upstream when the chart was written, and the newest
-#: kubernetes-validate knows.
-K8S_VERSIONS = ("1.32.0", kubernetes_validate.utils.latest_version())
 #: Flags the chart fixes instead of exposing as values (see the head of values.yaml), as the agent's
 #: settings table declares them.
 FIXED_FLAGS = {s.flag for s in agent_table() if s.chart in ("fixed", "none")}
 
-#: Every agent value set, so that each one is rendered, validated and parsed by the agent.
-FULL_AGENT = {
-    "port": 9850,
-    "cluster": "gpu-east-1",
-    "logLevel": "debug",
-    "linksInterval": "20s",
-    "devlinkInterval": "2m",
-    "healthInterval": "5m",
-    "rdmaInterval": 90,
-    "firmwareInterval": "2m",
-    "gpusInterval": "5m",
-    "railResources": "nvidia.com/*,rdma/*",
-    "expectMtu": 9000,
-    "expectDriver": "doca",
-    "expectRdma": True,
-    "configInterval": "5m",
-    "countersInterval": 2,
-    "pcieInterval": "2m",
-    "thermalInterval": 30,
-    "opticsInterval": "5m",
-    "processesInterval": "30s",
-    "budgetCpu": "250m",
-    "budgetRss": "128Mi",
-    "sourceDeadline": "30s",
-    "commandTimeout": "7s",
-    "captureOn": "LinkFlapping,PfcStorm",
-    "captureCooldown": "15m",
-    "captureDeadline": "120s",
-    "spool": "/var/lib/railscope/spool",
-    "spoolMaxBytes": 536870912,
-    "collector": "http://rs-railscope-collector.railscope:9842",
-    "collectorTokenFile": "/var/run/secrets/railscope/collector-token",
-    "uploadInterval": "1m",
-    "collectorCaFile": "/etc/railscope/collector-ca/ca.crt",
-    "requestMinInterval": "10m",
-    "requestBudget": 3,
-    "allowPodNetns": True,
-    "dataSocket": "/run/railscope/agent.sock",
-    "dataTokenFile": "/etc/railscope/data-token",
-    "devlinkParam": ["esw_multiport"],
-    "disableSource": ["rdma"],
-    "representorInclude": "^pf0vf[0-3]$",
-    "excludeDevices": "^0000:a1:00\\.[0-7]$",
-    "recorderWindow": "10m",
-    "eventHistory": 2000000,
-    "eventQueue": 512,
-    "flapCount": 4,
-    "flapWindow": "3m",
-    "configFlapChanges": 3,
-    "configFlapWindow": "20m",
-    "representorGrace": "2m",
-    "stormRatio": 0.25,
-    "stormWindow": "90s",
-    "reloadGrace": "45s",
-    "losslessPrio": 5,
-    "expectEswitchMode": "switchdev",
-    "expectEswMultiport": False,
-    "expectRdmaNetns": "exclusive",
-    "rails": 8,
-    "netTemplate": ["net_rail%rail_id%", "net_rail%rail_id%_plane%plane_id%"],
-    "rdmaTemplate": ["rdma_rail%rail_id%"],
-    "eventWindow": "30m",
-    "berWarning": 1e-4,
-    "berCritical": 1e-3,
-    "berWindow": "10m",
-    "kernelTable": [{"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020",
-                     "source": "site validation 2026-11"}],
-}
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -153,125 +94,6 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
                       "terminationGracePeriodSeconds": 1000000, "serviceMonitor": {"enabled": True}},
 }
 
-# The prometheus-operator (monitoring.coreos.com/v1) fields the chart emits, with the types and
-# patterns of the operator's CRDs; unknown fields fail so that a misspelt key does not pass.
-_DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
-_LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
-_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_RELABEL = {
-    "type": "object", "additionalProperties": False,
-    "properties": {
-        "action": {"enum": ["replace", "Replace", "keep", "Keep", "drop", "Drop", "hashmod", "HashMod", "labelmap",
-                            "LabelMap", "labeldrop", "LabelDrop", "labelkeep", "LabelKeep", "lowercase",
-                            "Lowercase", "uppercase", "Uppercase", "keepequal", "KeepEqual", "dropequal",
-                            "DropEqual"]},
-        "sourceLabels": {"type": "array", "items": {"type": "string", "pattern": _LABEL_NAME}},
-        "targetLabel": {"type": "string"}, "regex": {"type": "string"}, "replacement": {"type": "string"},
-        "separator": {"type": "string"}, "modulus": {"type": "integer"},
-    },
-}
-_METADATA = {"type": "object", "required": ["name", "namespace"],
-             "properties": {"name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
-                            "namespace": {"type": "string"}, "labels": _STRING_MAP}}
-CRD_SCHEMAS: dict[str, dict[str, Any]] = {
-    "ServiceMonitor": {
-        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {
-            "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "ServiceMonitor"},
-            "metadata": _METADATA,
-            "spec": {
-                "type": "object", "additionalProperties": False, "required": ["selector", "endpoints"],
-                "properties": {
-                    "jobLabel": {"type": "string"},
-                    "selector": {"type": "object", "additionalProperties": False,
-                                 "properties": {"matchLabels": _STRING_MAP, "matchExpressions": {"type": "array"}}},
-                    "namespaceSelector": {"type": "object", "additionalProperties": False,
-                                          "properties": {"any": {"type": "boolean"},
-                                                         "matchNames": {"type": "array",
-                                                                        "items": {"type": "string"}}}},
-                    "endpoints": {"type": "array", "minItems": 1, "items": {
-                        "type": "object", "additionalProperties": False,
-                        "properties": {
-                            "port": {"type": "string"}, "path": {"type": "string"},
-                            "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
-                            "interval": {"type": "string", "pattern": _DURATION},
-                            "scrapeTimeout": {"type": "string", "pattern": _DURATION},
-                            "relabelings": {"type": "array", "items": _RELABEL},
-                            "metricRelabelings": {"type": "array", "items": _RELABEL},
-                        }}},
-                }},
-        }},
-    "PrometheusRule": {
-        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {
-            "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "PrometheusRule"},
-            "metadata": _METADATA,
-            "spec": {"type": "object", "additionalProperties": False, "properties": {"groups": {
-                "type": "array", "minItems": 1, "items": {
-                    "type": "object", "additionalProperties": False, "required": ["name", "rules"],
-                    "properties": {
-                        "name": {"type": "string", "minLength": 1},
-                        "interval": {"type": "string", "pattern": _DURATION},
-                        "rules": {"type": "array", "minItems": 1, "items": {
-                            "type": "object", "additionalProperties": False, "required": ["expr"],
-                            "oneOf": [{"required": ["record"]}, {"required": ["alert"]}],
-                            "properties": {
-                                "record": {"type": "string", "pattern": r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"},
-                                "alert": {"type": "string", "minLength": 1},
-                                "expr": {"type": ["string", "integer"]},
-                                "for": {"type": "string", "pattern": _DURATION},
-                                "labels": _STRING_MAP, "annotations": _STRING_MAP,
-                            }}},
-                    }}}}},
-        }},
-}
-
-Docs = list[dict[str, Any]]
-
-
-@pytest.fixture(scope="module")
-def chart() -> Any:
-    try:
-        loaded = helm.Chart.load(CHART)
-    except helm.HelmLibraryError as exc:
-        pytest.skip(f"helm-python-sdk cannot load its Helm library here: {exc}")
-    yield loaded
-    loaded.close()
-
-
-def render(chart: Any, values: dict[str, Any] | None = None) -> Docs:
-    """The chart's objects for ``values``, in template order (NOTES.txt left out)."""
-    out = chart.render(copy.deepcopy(values) if values else None, name=RELEASE, namespace=NAMESPACE)
-    docs: Docs = []
-    for path in sorted(out):
-        if path.endswith("NOTES.txt"):
-            continue
-        docs.extend(d for d in yaml.safe_load_all(out[path]) if d)
-    return docs
-
-
-def only(docs: Docs, kind: str) -> dict[str, Any]:
-    found = [d for d in docs if d["kind"] == kind]
-    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
-    return found[0]
-
-
-def kinds(docs: Docs) -> list[str]:
-    return sorted(d["kind"] for d in docs)
-
-
-def pod_spec(docs: Docs) -> dict[str, Any]:
-    return only(docs, "DaemonSet")["spec"]["template"]["spec"]
-
-
-def container(docs: Docs) -> dict[str, Any]:
-    (c,) = pod_spec(docs)["containers"]
-    return c
-
-
-def env_of(docs: Docs) -> dict[str, dict[str, Any]]:
-    return {e["name"]: e for e in container(docs)["env"]}
-
 
 def agent_parser() -> argparse.ArgumentParser:
     parser = build_parser(only="agent")
@@ -281,10 +103,6 @@ def agent_parser() -> argparse.ArgumentParser:
 
 def agent_flags() -> set[str]:
     return {opt for a in agent_parser()._actions for opt in a.option_strings if opt.startswith("--")} - {"--help"}
-
-
-def kebab(key: str) -> str:
-    return "--" + re.sub(r"(?<!^)(?=[A-Z])", "-", key).lower()
 
 
 def agent_settings(docs: Docs, monkeypatch: pytest.MonkeyPatch, host_root: Path) -> Any:
@@ -307,10 +125,6 @@ def agent_settings(docs: Docs, monkeypatch: pytest.MonkeyPatch, host_root: Path)
     args = container(docs)["args"]
     assert args[0] == "agent"
     return settings_from_args(parser.parse_args(args))
-
-
-def check_crd_object(doc: dict[str, Any]) -> None:
-    jsonschema.Draft202012Validator(CRD_SCHEMAS[doc["kind"]]).validate(doc)
 
 
 # --- rendering and schema validation -------------------------------------------------------------

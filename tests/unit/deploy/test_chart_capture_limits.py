@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from test_chart import CHART, chart, container, render  # noqa: F401 - chart is a fixture
-
 from agent.capture.plan import Command, File
 from agent.capture.plans import load
+from tests.support.chart import CHART, container, render
 
 
 def _host_mounts(docs: list[dict[str, Any]]) -> list[str]:
@@ -18,7 +17,7 @@ def _host_mounts(docs: list[dict[str, Any]]) -> list[str]:
             if m["mountPath"].startswith("/host/")]
 
 
-def test_every_unmounted_capture_path_and_dmesg_are_named_in_the_values(chart: Any) -> None:  # noqa: F811
+def test_every_unmounted_capture_path_and_dmesg_are_named_in_the_values(chart: Any) -> None:
     docs = render(chart, {"ovs": {"enabled": True}})
     mounts = _host_mounts(docs)
     values = (Path(CHART) / "values.yaml").read_text(encoding="utf-8")

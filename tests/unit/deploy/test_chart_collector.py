@@ -8,7 +8,9 @@ import os
 from typing import Any
 
 import pytest
-from test_chart import CHART, K8S_VERSIONS, NAMESPACE, chart, kebab, kinds, render  # noqa: F401 - chart is a fixture
+
+from tests.support import script
+from tests.support.chart import CHART, K8S_VERSIONS, NAMESPACE, kebab, kinds, render
 
 import kubernetes_validate  # isort: skip
 import helm_python as helm  # isort: skip
@@ -50,11 +52,11 @@ def settings(docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> Any
     return settings_from_args(build_parser(only="collector").parse_args(c["args"]))
 
 
-def test_off_by_default(chart: Any) -> None:  # noqa: F811
+def test_off_by_default(chart: Any) -> None:
     assert "Deployment" not in kinds(render(chart))
 
 
-def test_objects_validate(chart: Any) -> None:  # noqa: F811
+def test_objects_validate(chart: Any) -> None:
     docs = render(chart, ON)
     assert {"Deployment", "ClusterRoleBinding"} <= set(kinds(docs))
     for doc in docs:
@@ -62,7 +64,7 @@ def test_objects_validate(chart: Any) -> None:  # noqa: F811
             kubernetes_validate.validate(doc, version, strict=True)
 
 
-def test_the_collector_accepts_its_pod_environment(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_the_collector_accepts_its_pod_environment(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     values = {"collector": {**ON["collector"], "flags": {
         "port": 9900, "s3EndpointUrl": "http://seaweedfs:8333", "maxBundleSize": "2G", "maxInflight": 16,
         "retryAfter": 3, "minRate": "128k", "minRateGrace": "20s", "stallTimeout": "2m", "partSize": "16M",
@@ -88,11 +90,11 @@ def test_the_collector_accepts_its_pod_environment(chart: Any, monkeypatch: pyte
     assert s.cluster == "prod-east"
 
 
-def test_flag_values_are_exactly_the_collectors_flags(chart: Any) -> None:  # noqa: F811
+def test_flag_values_are_exactly_the_collectors_flags(chart: Any) -> None:
     assert {kebab(k) for k in chart.values["collector"]["flags"]} == flags() - FIXED
 
 
-def test_it_never_starts_open(chart: Any) -> None:  # noqa: F811
+def test_it_never_starts_open(chart: Any) -> None:
     with pytest.raises(helm.HelmRenderError, match="token source"):
         render(chart, {"collector": {"enabled": True, "store": "s3://b/p", "tokenReview": False}})
     with pytest.raises(helm.HelmRenderError, match="s3://"):
@@ -101,7 +103,7 @@ def test_it_never_starts_open(chart: Any) -> None:  # noqa: F811
     assert "RAILSCOPE_INSECURE_DEV" not in {e["name"] for e in c["env"]}
 
 
-def test_least_privilege(chart: Any) -> None:  # noqa: F811
+def test_least_privilege(chart: Any) -> None:
     pod = deployment(render(chart, ON))["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod.get("hostNetwork") is not True
     (c,) = pod["containers"]
@@ -111,7 +113,7 @@ def test_least_privilege(chart: Any) -> None:  # noqa: F811
 
 
 def test_helm_lint_passes_strict_with_the_collector() -> None:
-    from test_chart import CHART
+    from tests.support.chart import CHART
 
     report = helm.lint(CHART, {"collector": dict(ON["collector"])}, strict=True, namespace=NAMESPACE)
     assert not report["errors"] and not [m for m in report["messages"] if m["severity"] >= 2], report
@@ -123,14 +125,14 @@ def test_helm_lint_passes_strict_with_the_collector() -> None:
     ({"tokenRoles": ["root"]}, "/collector/tokenRoles/0"),
     ({"flags": {"partSize": "8 MB"}}, "/collector/flags/partSize"),
 ])
-def test_values_the_collector_would_refuse_fail_at_install(chart: Any, values: dict, where: str) -> None:  # noqa: F811
+def test_values_the_collector_would_refuse_fail_at_install(chart: Any, values: dict, where: str) -> None:
     import re
 
     with pytest.raises(helm.HelmValuesError, match=re.escape(where)):
         render(chart, {"collector": {**ON["collector"], **values}})
 
 
-def test_tls_from_a_secret_or_plain_http_only_when_asked(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_tls_from_a_secret_or_plain_http_only_when_asked(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = render(chart, ON)
     s = settings(docs, monkeypatch)
     assert (s.tls_cert_file, s.tls_key_file, s.plain_http) == ("/etc/railscope/tls/tls.crt",
@@ -149,10 +151,10 @@ def test_tls_from_a_secret_or_plain_http_only_when_asked(chart: Any, monkeypatch
     assert c["livenessProbe"]["httpGet"]["scheme"] == "HTTP"
 
 
-def test_the_halves_connect(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_the_halves_connect(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The agents get the collector's URL and a token for it; the collector takes the agents' own
     ServiceAccount (as the chart names it) and judges with the agents' expectations."""
-    from test_chart import env_of
+    from tests.support.chart import env_of
 
     values = {"collector": {**ON["collector"], "tokenReview": True,
                             "agentServiceAccounts": ["system:serviceaccount:gpu:other-agent"]},
@@ -178,7 +180,7 @@ def test_the_halves_connect(chart: Any, monkeypatch: pytest.MonkeyPatch) -> None
     assert env_of(other)["RAILSCOPE_COLLECTOR"]["value"] == "http://elsewhere:9842"
 
 
-def test_the_collector_reads_the_agents_kernel_table(chart: Any) -> None:  # noqa: F811
+def test_the_collector_reads_the_agents_kernel_table(chart: Any) -> None:
     row = {"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020", "source": "site"}
     pod = deployment(render(chart, {**ON, "agent": {"kernelTable": [row]}}))["spec"]["template"]["spec"]
     (c,) = pod["containers"]
@@ -245,9 +247,10 @@ _AMC = {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"]
     }}}}
 
 
-def test_every_collector_object_validates(chart: Any) -> None:  # noqa: F811
+def test_every_collector_object_validates(chart: Any) -> None:
     import jsonschema
-    from test_chart import check_crd_object
+
+    from tests.support.chart import check_crd_object
 
     docs = render(chart, EXTRAS)
     assert {"PodDisruptionBudget", "ServiceMonitor", "Ingress", "NetworkPolicy", "AlertmanagerConfig"} <= set(kinds(docs))
@@ -266,7 +269,7 @@ def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return d
 
 
-def test_the_collector_objects_select_the_collector(chart: Any) -> None:  # noqa: F811
+def test_the_collector_objects_select_the_collector(chart: Any) -> None:
     docs = render(chart, EXTRAS)
     pod_labels = deployment(docs)["spec"]["template"]["metadata"]["labels"]
     service = _one(docs, "Service")
@@ -296,8 +299,8 @@ def test_the_collector_objects_select_the_collector(chart: Any) -> None:  # noqa
     assert hook["httpConfig"]["authorization"]["credentials"] == {"name": "railscope-tokens", "key": "alerting"}
 
 
-def test_extra_env_volumes_and_scheduling_reach_the_pods(chart: Any) -> None:  # noqa: F811
-    from test_chart import pod_spec
+def test_extra_env_volumes_and_scheduling_reach_the_pods(chart: Any) -> None:
+    from tests.support.chart import pod_spec
 
     docs = render(chart, EXTRAS)
     cpod = deployment(docs)["spec"]["template"]["spec"]
@@ -316,18 +319,19 @@ def test_extra_env_volumes_and_scheduling_reach_the_pods(chart: Any) -> None:  #
     assert {"name": "data-token", "secret": {"secretName": "railscope-data-token"}} in apod["volumes"]
 
 
-def test_settings_that_cannot_work_fail_at_install(chart: Any) -> None:  # noqa: F811
+def test_settings_that_cannot_work_fail_at_install(chart: Any) -> None:
     with pytest.raises(helm.HelmRenderError, match="nodeCIDRs"):
         render(chart, {"collector": {**ON["collector"], "networkPolicy": {"enabled": True}}})
     with pytest.raises(helm.HelmRenderError, match="alerting token"):
         render(chart, {"collector": {**ON["collector"], "alertmanagerConfig": {"enabled": True}}})
 
 
-def test_every_value_is_in_the_schema(chart: Any) -> None:  # noqa: F811
+def test_every_value_is_in_the_schema(chart: Any) -> None:
     import json
 
     import yaml
-    from test_chart import CHART
+
+    from tests.support.chart import CHART
 
     schema = json.loads((CHART / "values.schema.json").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
@@ -345,15 +349,14 @@ def test_every_value_is_in_the_schema(chart: Any) -> None:  # noqa: F811
     assert not missing, f"values without a schema entry: {missing}"
 
 
-def test_the_readme_deploy_values_install(chart: Any) -> None:  # noqa: F811
+def test_the_readme_deploy_values_install(chart: Any) -> None:
     """The values file of the README's "Deploy" section renders into valid objects, collector included."""
-    import sys
 
     import yaml
-    from test_chart import ROOT
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import readme_commands
+    from tests.support import ROOT
+
+    readme_commands = script("scripts/readme_commands.py")
 
     block = readme_commands.blocks((ROOT / "README.md").read_text(encoding="utf-8"))["deploy-values"]
     values = yaml.safe_load("\n".join(block).replace("<registry>", "registry.example.com"))
@@ -365,7 +368,7 @@ def test_the_readme_deploy_values_install(chart: Any) -> None:  # noqa: F811
             kubernetes_validate.validate(doc, K8S_VERSIONS[-1], strict=True)
 
 
-def test_the_finding_runbooks_become_urls_where_docs_are_served(chart: Any) -> None:  # noqa: F811
+def test_the_finding_runbooks_become_urls_where_docs_are_served(chart: Any) -> None:
     def runbooks(values: dict[str, Any]) -> dict[str, str]:
         (rule,) = [d for d in render(chart, values) if d["kind"] == "PrometheusRule"]
         return {r["alert"]: r["annotations"]["runbook"] for g in rule["spec"]["groups"] for r in g["rules"]
@@ -380,8 +383,8 @@ def test_the_finding_runbooks_become_urls_where_docs_are_served(chart: Any) -> N
     assert served["RailscopeAgentDown"] == plain["RailscopeAgentDown"] and "docs/" not in plain["RailscopeAgentDown"]
 
 
-def test_agents_reach_a_tls_collector_over_https_and_verify_it(chart: Any) -> None:  # noqa: F811
-    from test_chart import env_of
+def test_agents_reach_a_tls_collector_over_https_and_verify_it(chart: Any) -> None:
+    from tests.support.chart import env_of
 
     docs = render(chart, ON)
     env = env_of(docs)
@@ -395,7 +398,7 @@ def test_agents_reach_a_tls_collector_over_https_and_verify_it(chart: Any) -> No
     assert plain["RAILSCOPE_COLLECTOR"]["value"].startswith("http://") and "RAILSCOPE_COLLECTOR_CA_FILE" not in plain
 
 
-def test_the_collector_judges_with_every_expectation_the_agents_are_given(chart: Any,  # noqa: F811
+def test_the_collector_judges_with_every_expectation_the_agents_are_given(chart: Any,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every judging flag that a RAILSCOPE_<FLAG> variable states and that the agent's values set reaches the
     collector's environment too: a new expectation (--expect-mtu, --expect-driver, --ber-warning) cannot be

@@ -13,46 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from test_chart import CHART, chart, render  # noqa: F401 - chart is a fixture
 
 from collector.metrics import CollectorMetrics
+from tests.support.chart import CHART, render
+from tests.support.dashboard import DASHBOARD, dashboard, metric_names, targets
 
 ROOT = Path(__file__).resolve().parents[3]
-DASHBOARD = ROOT / "deploy" / "grafana" / "railscope-rails.json"
 CHART_COPY = CHART / "files" / "railscope-rails.json"
 AGENT_GOLDEN = ROOT / "tests" / "golden" / "spectrumx-2rail-healthy.prom"
 COLLECTOR_GOLDEN = ROOT / "tests" / "golden" / "collector.prom"
 CATALOGUE = ROOT / "deploy" / "prometheus" / "METRICS.md"
 RULES = ROOT / "deploy" / "prometheus" / "railscope-rules.yaml"
-_NAME = re.compile(r"\brailscope[_:][a-zA-Z0-9_:]*")
-
-
-#: the dashboard's variables as Grafana sends them with "All" selected, and its interval macros
-VARIABLES = {"$cluster": ".*", "$node": ".*", "$rail": ".*", "$prio": "3", "$collector_job": ".*railscope.*collector.*",
-             "$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m"}
-
-
-def substitute(expr: str) -> str:
-    """A query as Prometheus receives it from Grafana with every variable at "All"."""
-    for var in sorted(VARIABLES, key=len, reverse=True):
-        expr = expr.replace(var, VARIABLES[var])
-    return expr
-
-
-def dashboard() -> dict[str, Any]:
-    return json.loads(DASHBOARD.read_text(encoding="utf-8"))
-
-
-def targets(dash: dict[str, Any]) -> list[tuple[str, str]]:
-    """(panel title, expr) of every query, annotations included."""
-    out = [(p["title"], t["expr"]) for p in dash["panels"] for t in p.get("targets", [])]
-    out += [(f"annotation {a['name']}", a["expr"]) for a in dash["annotations"]["list"] if "expr" in a]
-    return out
-
-
-def metric_names(expr: str) -> set[str]:
-    """The railscope series names a query reads (quoted strings removed first: label values are not names)."""
-    return set(_NAME.findall(re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)))
 
 
 def _sample_names(text: str) -> set[str]:
@@ -123,7 +94,7 @@ def test_the_dashboard_covers_the_views() -> None:
         assert used <= names, (expr, used - names)
 
 
-def test_the_chart_ships_the_same_dashboard_for_the_sidecar(chart: Any) -> None:  # noqa: F811
+def test_the_chart_ships_the_same_dashboard_for_the_sidecar(chart: Any) -> None:
     assert CHART_COPY.read_text() == DASHBOARD.read_text(), \
         "cp deploy/grafana/railscope-rails.json deploy/helm/railscope/files/"
     assert "ConfigMap" not in {d["kind"] for d in render(chart) if d["metadata"]["name"].endswith("-dashboard")}

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 import yaml
-from test_chart import CHART, FULL_AGENT, chart, container, render  # noqa: F401 - chart is a fixture
 
 from agent.commands import collector as collector_command
 from agent.commands import serve
 from agent.expectations import TABLE as EXPECTATIONS
 from agent.settings import Setting, duration, duration_or_zero, size
+from tests.support.chart import CHART, FULL_AGENT, container, render
 
 ON = {"enabled": True, "store": "s3://railscope-bundles/prod", "tokenSecret": "railscope-tokens",
       "tokenRoles": ["agent", "operator", "alerting"], "tls": {"secret": "railscope-collector-tls"}}
@@ -55,7 +55,7 @@ def _helm(table: tuple[Setting, ...]) -> dict[str, Setting]:
     return {s.helm_key: s for s in table if s.helm_key}
 
 
-def _containers(chart: Any, values: dict[str, Any]) -> dict[str, dict[str, Any]]:  # noqa: F811
+def _containers(chart: Any, values: dict[str, Any]) -> dict[str, dict[str, Any]]:
     docs = render(chart, values)
     out = {"agent": container(docs)}
     deployments = [d for d in docs if d["kind"] == "Deployment"]
@@ -82,7 +82,7 @@ def test_the_tables_are_well_formed() -> None:
 
 
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
-def test_values_yaml_holds_exactly_the_tables_helm_values(chart: Any, program: str) -> None:  # noqa: F811
+def test_values_yaml_holds_exactly_the_tables_helm_values(chart: Any, program: str) -> None:
     table, path = PROGRAMS[program]
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     keys = set(_section(values, path))
@@ -120,7 +120,7 @@ def test_the_sample_values_set_every_value() -> None:
     assert set(FULL_COLLECTOR) == set(_helm(collector_table()))
 
 
-def test_every_value_reaches_its_container_as_the_tables_variable_or_flag(chart: Any) -> None:  # noqa: F811
+def test_every_value_reaches_its_container_as_the_tables_variable_or_flag(chart: Any) -> None:
     got = _containers(chart, {"agent": FULL_AGENT, "collector": {**ON, "flags": FULL_COLLECTOR}})
     for program, (table, _path) in PROGRAMS.items():
         env, flags = _variables(got[program]), _flags(got[program])
@@ -138,7 +138,7 @@ def test_every_value_reaches_its_container_as_the_tables_variable_or_flag(chart:
     {"collector": {**ON, "tls": {"plainHttp": True, "secret": ""}, "tokenReview": True,
                    "agentServiceAccounts": ["system:serviceaccount:gpu:other-agent"]}},
 ], ids=["defaults", "everything", "plain-http-tokenreview"])
-def test_nothing_in_the_containers_that_the_tables_lack(chart: Any, values: dict[str, Any]) -> None:  # noqa: F811
+def test_nothing_in_the_containers_that_the_tables_lack(chart: Any, values: dict[str, Any]) -> None:
     got = _containers(chart, values)
     # the collector judges bundles with the agents' expectations: the judging table is its too
     tables = {"agent": agent_table(), "collector": (*collector_table(), *EXPECTATIONS)}
@@ -152,7 +152,7 @@ def test_nothing_in_the_containers_that_the_tables_lack(chart: Any, values: dict
             assert flag in by_flag and by_flag[flag].chart != "none", f"{program}: {flag}"
 
 
-def test_the_settings_the_chart_fixes_are_set_by_it(chart: Any) -> None:  # noqa: F811
+def test_the_settings_the_chart_fixes_are_set_by_it(chart: Any) -> None:
     got = _containers(chart, {"collector": {**ON, "tokenReview": True}})
     plain = _containers(chart, {"collector": {**ON, "tls": {"plainHttp": True, "secret": ""}}})["collector"]
     for program, (table, _path) in PROGRAMS.items():

@@ -3,11 +3,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from detector_replay import replay
 
 from agent.config import Thresholds
 from agent.detectors import config_flapping
 from agent.detectors.observations import ConfigObs
+from tests.support.detector_replay import replay
 
 PF = "pci/0000:1a:00.0"
 

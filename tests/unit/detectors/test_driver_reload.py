@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from detector_replay import replay
 
 from agent.config import Thresholds
 from agent.detectors import driver_reload
 from agent.detectors.observations import DriverObs, LinkObs
+from tests.support.detector_replay import replay
 
 DOCA = DriverObs("A1B2C3D4E5F60718293A4B5", "25.10-1.7.1")
 INBOX = DriverObs("F00DCAFE0123456789ABCDE", "6.8.0-60-generic")

@@ -1,15 +1,9 @@
-"""The feed on hand-built snapshots (tests/unit/checks/nodes.py): which links are watched and under
+"""The feed on hand-built snapshots (tests/support/nodes.py): which links are watched and under
 which subject, and every observation one sample gives, driver first."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "checks"))
-
-import nodes
 
 from agent.analysis.topology import build_topology
 from agent.config import Expectations
@@ -22,6 +16,7 @@ from agent.detectors.feed import (
     rail_counters,
 )
 from agent.model import HealthReporter, Link
+from tests.support import nodes
 
 PF0, PF1 = nodes.PCIS[:2]
 RAIL0, RAIL1 = (PF0, "p0"), (PF1, "p0")

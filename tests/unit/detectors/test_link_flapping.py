@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from detector_replay import replay
 
 from agent.config import Thresholds
 from agent.detectors import link_flapping
 from agent.detectors.observations import LinkObs
+from tests.support.detector_replay import replay
 
 KEY = ("0000:1a:00.0", "p0")
 

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from detector_replay import replay
 
 from agent.config import Thresholds
 from agent.detectors import lossless_drops
 from agent.detectors.observations import CountersObs
+from tests.support.detector_replay import replay
 
 BASE = {"rx_prio3_discards": 48211, "rx_prio3_buf_discard": 0, "rx_prio3_cong_discard": 0,
         "rx_prio0_discards": 0, "rx_discards_phy": 48211}

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from detector_replay import replay
 
 from agent.detectors import nic_health
 from agent.detectors.observations import HealthObs
+from tests.support.detector_replay import replay
 
 PF = "pci/0000:1a:00.0"
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from detector_replay import replay
 
 from agent.config import Thresholds
 from agent.detectors import pfc_storm
 from agent.detectors.observations import CountersObs
+from tests.support.detector_replay import replay
 
 # Counter names and values in the shape of the public ethtool -S samples
 # (tests/fixtures/public/mlx5/ethtool-S-mlx5-uplink-pfc-prio3-*.RECONSTRUCTED.txt).

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from detector_replay import replay
 
 from agent.config import Thresholds
 from agent.detectors import representor_stale
 from agent.detectors.observations import RepresentorObs
+from tests.support.detector_replay import replay
 
 PF = "pci/0000:1a:00.0"
 

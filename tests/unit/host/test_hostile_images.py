@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from . import hostile
+from tests.support import hostile_images as hostile
 
 ROOT = Path(__file__).resolve().parents[3]
 MAX_RSS_KIB = 256 << 10

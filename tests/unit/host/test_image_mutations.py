@@ -25,8 +25,7 @@ from agent.offline import diagnose_host
 from agent.readers.kernel_table import load_kernel_table
 from agent.report.jsondoc import strict_json
 from agent.report.text import render
-
-from .hostile import BASE
+from tests.support.hostile_images import BASE
 
 TREE = open_tree(str(BASE))
 TREE.files["recorder.jsonl"] = b"".join(

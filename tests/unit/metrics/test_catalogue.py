@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 
-from metrics_expo import ROOT, full_state
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.metrics.exposition import render
+from tests.support.metrics_expo import ROOT, full_state
 
 CATALOGUE = ROOT / "deploy" / "prometheus" / "METRICS.md"
 

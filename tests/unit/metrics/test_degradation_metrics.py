@@ -7,13 +7,13 @@ import dataclasses
 import subprocess
 
 import pytest
-from metrics_expo import IMAGES, have, series, state_for, value
-from metrics_synth import synthetic_snapshot
 
 from agent.cli import main
 from agent.metrics.exposition import render
 from agent.model import NicSensor, OpticsLane, PcieLink
 from agent.readers.optics import parse_ethtool_m
+from tests.support.metrics_expo import IMAGES, have, series, state_for, value
+from tests.support.metrics_synth import synthetic_snapshot
 
 
 def _count(snap) -> int:  # type: ignore[no-untyped-def]

@@ -5,13 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from metrics_expo import names, series, state_for, value
-from metrics_synth import (
-    HEALTHY_ETHTOOL,
-    ethtool_fixture,
-    rail_link,
-    synthetic_snapshot,
-)
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -20,6 +13,13 @@ from agent.metrics.exporter import RailscopeExporter
 from agent.metrics.exposition import render
 from agent.metrics.state import HungSource, MetricsState, SourceStatus
 from agent.model import EthtoolStats
+from tests.support.metrics_expo import names, series, state_for, value
+from tests.support.metrics_synth import (
+    HEALTHY_ETHTOOL,
+    ethtool_fixture,
+    rail_link,
+    synthetic_snapshot,
+)
 
 BUDGET = 1500
 

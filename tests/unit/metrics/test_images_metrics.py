@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from metrics_expo import IMAGES, have, series, value
 
 from agent.cli import main
+from tests.support.metrics_expo import IMAGES, have, series, value
 
 IMAGE_DIRS = sorted(p for p in IMAGES.iterdir() if p.is_dir() and any(
     (p / m).exists() for m in ("manifest.json", "fs", "cmd", "netlink"))) if IMAGES.is_dir() else []

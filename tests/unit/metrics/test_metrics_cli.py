@@ -15,11 +15,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from metrics_expo import ROOT, have, series, state_for, value
-from metrics_synth import parse_ethtool_s, synthetic_snapshot
 
 from agent.cli import main
 from agent.metrics.exposition import render
+from tests.support.metrics_expo import ROOT, have, series, state_for, value
+from tests.support.metrics_synth import parse_ethtool_s, synthetic_snapshot
 
 GOLDEN = ROOT / "tests" / "golden" / "spectrumx-2rail-healthy.prom"
 UPDATE = os.environ.get("RAILSCOPE_UPDATE_GOLDEN") == "1"

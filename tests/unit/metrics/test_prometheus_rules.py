@@ -10,12 +10,12 @@ import subprocess
 
 import pytest
 import yaml
-from metrics_expo import DAEMON_PROCESSES, ROOT, have, names, state_for, with_degradation
-from metrics_synth import synthetic_snapshot
 
 from agent.findings import Diagnosis, Finding
 from agent.metrics.exposition import render
 from agent.metrics.state import HungSource, SourceStatus
+from tests.support.metrics_expo import DAEMON_PROCESSES, ROOT, have, names, state_for, with_degradation
+from tests.support.metrics_synth import synthetic_snapshot
 
 RULES = ROOT / "deploy" / "prometheus" / "railscope-rules.yaml"
 RULE_TESTS = sorted((ROOT / "deploy" / "prometheus" / "tests").glob("*.yaml"))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from proto_vectors import decode_stream, frame_from_json, load
 
 from proto.frames import FrameError, encode
+from tests.support.proto_vectors import decode_stream, frame_from_json, load
 
 VECTORS = load()
 OK = [v for v in VECTORS if "frames" in v]

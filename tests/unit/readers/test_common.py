@@ -8,8 +8,7 @@ import pytest
 
 from agent.readers.common import basename, parse_json, read_word, to_int
 from agent.safejson import Pairs
-
-from .imagekit import make_image
+from tests.support.imagekit import make_image
 
 
 @pytest.mark.parametrize(("text", "n"), [("0x1f", 31), ("0X1F", 31), (" 0x10\n", 16), ("007", 7), ("08", 8),

@@ -20,8 +20,7 @@ from agent.readers.devlink import (
     pf_of_handle,
     read_devlink,
 )
-
-from .imagekit import make_image, public, recorded_body
+from tests.support.imagekit import make_image, public, recorded_body
 
 
 def _j(rel: str):

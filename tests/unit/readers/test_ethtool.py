@@ -16,8 +16,7 @@ from agent.readers.ethtool import (
     parse_firmware,
     read_ethtool,
 )
-
-from .imagekit import make_image, public, recorded_body
+from tests.support.imagekit import make_image, public, recorded_body
 
 
 def test_pfc_prio3_counters_present_and_others_missing() -> None:

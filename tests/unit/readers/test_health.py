@@ -9,8 +9,7 @@ import pytest
 
 from agent.readers.common import Notes
 from agent.readers.health import ARGV, parse_health, read_health
-
-from .imagekit import recorded_body
+from tests.support.imagekit import recorded_body
 
 
 def test_netdevsim_recording() -> None:

@@ -21,8 +21,7 @@ from agent.readers.links import (
     with_parents,
     with_stats,
 )
-
-from .imagekit import make_image
+from tests.support.imagekit import make_image
 
 RAIL = {
     "ifindex": 4, "ifname": "net_rail0", "operstate": "UP", "carrier": 1, "carrier_changes": 2,

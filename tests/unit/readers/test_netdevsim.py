@@ -22,8 +22,7 @@ from agent.readers.common import Notes
 from agent.readers.devlink import pf_handles, pf_of_handle, read_devlink
 from agent.readers.pci import bus_devices_of_links, read_bus_devices
 from agent.readers.snapshot import take_snapshot
-
-from .imagekit import make_image, recorded_body
+from tests.support.imagekit import make_image, recorded_body
 
 HANDLE = "netdevsim/netdevsim10"
 SYSFS = "/sys/bus/netdevsim/devices/netdevsim10"

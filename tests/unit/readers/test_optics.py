@@ -27,8 +27,7 @@ from agent.readers.optics import (
     read_optics,
     reset_forms,
 )
-
-from .imagekit import make_image, public
+from tests.support.imagekit import make_image, public
 
 
 def test_sff8636_qsfp28_monitors_and_its_own_thresholds() -> None:

@@ -17,8 +17,7 @@ from agent.readers.optics import (
     read_optics,
     reset_forms,
 )
-
-from .imagekit import make_image, public
+from tests.support.imagekit import make_image, public
 
 
 @pytest.fixture(autouse=True)

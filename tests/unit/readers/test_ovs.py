@@ -10,8 +10,7 @@ import pytest
 from agent.model import OvsInterface
 from agent.readers.common import Notes
 from agent.readers.ovs import OVS_ARGV, parse_ovs_interfaces, read_ovs
-
-from .imagekit import make_image
+from tests.support.imagekit import make_image
 
 DOC = {
     "data": [

@@ -9,8 +9,7 @@ from agent.host.recorded import open_image
 from agent.model import Link
 from agent.readers.common import Notes
 from agent.readers.pci import functions_of_links, parse_pci_function, read_bus_devices, read_pci
-
-from .imagekit import PUBLIC, make_image
+from tests.support.imagekit import PUBLIC, make_image
 
 PF = "/sys/devices/pci0000:0b/0000:0b:01.0/0000:0c:00.0"
 

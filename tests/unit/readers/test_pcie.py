@@ -8,8 +8,7 @@ import pytest
 
 from agent.readers.common import Notes
 from agent.readers.pcie import link_gone, parse_aer, parse_link_speed, parse_link_width, read_pcie
-
-from .imagekit import make_image
+from tests.support.imagekit import make_image
 
 PF = "/sys/devices/pci0000:0b/0000:0b:01.0/0000:0c:00.0"
 AER_COR = ("RxErr 2\nBadTLP 0\nBadDLLP 1\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\n"

@@ -20,8 +20,7 @@ from agent.readers.rdma import (
     read_rdma,
     read_rdma_devices,
 )
-
-from .imagekit import PUBLIC, make_image, public, recorded_body
+from tests.support.imagekit import PUBLIC, make_image, public, recorded_body
 
 
 def test_links_json_array() -> None:

@@ -320,7 +320,7 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
     from agent.host.firmware import FirmwareGate
     from agent.host.live import LiveHost
     from agent.model import DevlinkDev, EthtoolStats, Link, RdmaLink, Snapshot
-    from tests.unit.capture.kit import manifest
+    from tests.support.capture_kit import manifest
 
     pfs = {"r0": "0000:0a:00.0", "r1": "0000:0b:00.0"}
     snap = Snapshot(taken_at=0.0, node="n",

@@ -6,8 +6,7 @@ from pathlib import Path
 
 from agent.readers.common import Notes
 from agent.readers.thermal import parse_millidegrees, parse_sensor_files, read_thermal
-
-from .imagekit import make_image
+from tests.support.imagekit import make_image
 
 
 def test_millidegrees() -> None:

@@ -9,8 +9,7 @@ import pytest
 from agent.model import RailRule
 from agent.readers.common import Notes
 from agent.readers.udev import NET_RULES, RDMA_RULES, parse_rules, read_rules
-
-from .imagekit import make_image, public
+from tests.support.imagekit import make_image, public
 
 
 def _section(marker: str) -> str:

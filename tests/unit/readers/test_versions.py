@@ -6,8 +6,7 @@ from pathlib import Path
 
 from agent.readers.common import Notes
 from agent.readers.versions import parse_modprobe_netns, read_versions
-
-from .imagekit import make_image
+from tests.support.imagekit import make_image
 
 
 def test_modprobe_lines() -> None:

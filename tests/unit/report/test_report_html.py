@@ -4,7 +4,6 @@ with JavaScript off; the screenshot shows the rail table and the charts."""
 from __future__ import annotations
 
 import json
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,11 +15,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 IMAGES = ROOT / "tests" / "images"
 ALL = sorted(p.name for p in IMAGES.iterdir() if (p / "expected.json").is_file())
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(IMAGES))
 
-import chromium  # noqa: E402
-from test_report_text import HOSTILE, hostile_image  # noqa: E402
+from tests.support import chromium  # noqa: E402
+from tests.support.hostile_text import HOSTILE, hostile_image  # noqa: E402
 
 
 class _Tags(HTMLParser):
@@ -97,18 +94,6 @@ def test_an_unwritable_page_is_exit_1_and_leaves_nothing(tmp_path: Path, capsys:
     assert list(tmp_path.iterdir()) == []
 
 
-def _ink(rows: list[bytes], box: tuple[int, int, int, int], transmit: bool = False) -> int:
-    """Pixels in the box that are not page background (or, with ``transmit``, in the transmit
-    colour's orange, line or the tint under it: red well above blue)."""
-    x, y, w, h = box
-    n = 0
-    for row in rows[y:y + h]:
-        for i in range(x, min(x + w, len(row) // 3)):
-            r, g, b = row[3 * i], row[3 * i + 1], row[3 * i + 2]
-            n += (r - b > 15) if transmit else ((r + g + b) < 600)
-    return n
-
-
 @pytest.mark.slow
 def test_headless_chromium_with_javascript_off_shows_the_rail_table_and_a_chart(tmp_path: Path) -> None:
     if chromium.chromium_binary() is None:
@@ -131,10 +116,10 @@ def test_headless_chromium_with_javascript_off_shows_the_rail_table_and_a_chart(
     for sel in ("#rails", "#recorder", f"#recorder {rail0_pause}", f"#recorder {rail1_pause}"):
         assert sel in got.boxes, sel
     _x, _y, w, h = got.boxes["#rails"]
-    assert w > 600 and h > 40 and _ink(rows, got.boxes["#rails"]) > 2000  # the table's text is drawn
+    assert w > 600 and h > 40 and chromium.ink(rows, got.boxes["#rails"]) > 2000  # the table's text is drawn
     # The storm: rail 0 paused 80 % of the time, drawn in the transmit colour; rail 1 stayed flat.
-    storm = _ink(rows, got.boxes[f"#recorder {rail0_pause}"], transmit=True)
-    calm = _ink(rows, got.boxes[f"#recorder {rail1_pause}"], transmit=True)
+    storm = chromium.ink(rows, got.boxes[f"#recorder {rail0_pause}"], transmit=True)
+    calm = chromium.ink(rows, got.boxes[f"#recorder {rail1_pause}"], transmit=True)
     assert storm > 2000 and storm > 5 * max(calm, 1), (storm, calm)
 
 
@@ -154,8 +139,7 @@ def test_report_html_of_a_hostile_bundle_is_bounded(tmp_path: Path) -> None:
     import subprocess
     import sys as _sys
 
-    _sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integration"))
-    from hostile import hostile_bundle
+    from tests.support.hostile_bundles import hostile_bundle
 
     bundle = tmp_path / "hostile.tar.gz"
     bundle.write_bytes(hostile_bundle(events=70_000, message=300, netdevs=5_000))

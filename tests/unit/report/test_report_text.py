@@ -13,15 +13,11 @@ import pytest
 from agent.cli import main
 from agent.readers.history import History, parse_events, parse_recorder
 from agent.report.content import build_report, summarise_manifest
+from tests.support.hostile_text import hostile_image
 
 ROOT = Path(__file__).resolve().parents[3]
 IMAGES = ROOT / "tests" / "images"
 ALL = sorted(p.name for p in IMAGES.iterdir() if (p / "expected.json").is_file())
-sys.path.insert(0, str(IMAGES))
-
-import make_images  # noqa: E402
-
-HOSTILE = "\x1b]0;owned\x07\x1b[2J<script>alert(1)</script><img src=http://example.invalid/x.png>"
 
 
 def report(path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[str, int]:
@@ -96,17 +92,6 @@ def test_the_manifest_summary_is_type_checked() -> None:
     assert m.timed_out == (("rdma -j link show", 10.0),) and m.truncated == ("fs/proc/cmdline",)
     assert m.skipped == (("ovs-vsctl show", "no socket"),) and m.failed == (("devlink -j health show", 1),)
     assert not summarise_manifest(None, "manifest.json: not JSON").present
-
-
-def hostile_image(root: Path) -> Path:
-    img = make_images.Image.load(IMAGES / "spectrumx-2rail-healthy")
-    img.manifest["reason"] = HOSTILE
-    img.manifest["items"].append({"path": None, "kind": "command", "argv": ["ip", HOSTILE], "rc": None,
-                                  "skipped": True, "reason": HOSTILE})
-    make_images.set_events(img, [{"ts": make_images.ENDED_AT - 5, "code": "LinkFlapping", "severity": "warning",
-                                  "subject": "net_rail0", "message": HOSTILE, "evidence": {"x": HOSTILE}}])
-    img.save(root, "hostile", {})
-    return root
 
 
 def test_bundle_text_is_escaped_before_the_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

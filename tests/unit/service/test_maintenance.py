@@ -9,13 +9,10 @@ lists the cluster's Nodes.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from agent.config import AgentSettings
@@ -24,83 +21,17 @@ from agent.service import maintenance
 from agent.service.app import make_app
 from agent.service.daemon import Agent
 from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch, node_reasons
-
-NODE = "gpu-node-7"
-TOKEN = "stand-in-token"
-
-
-def _node(rv: int, *, state: str | None = "Idle", unschedulable: bool | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": NODE, "resourceVersion": str(rv), "annotations": {}}
-    if state is not None:
-        meta["annotations"][maintenance.SRIOV_STATE_ANNOTATION] = state
-    spec: dict[str, Any] = {}
-    if unschedulable is not None:
-        spec["unschedulable"] = unschedulable
-    # A real Node carries a long images list; the watch must cope with lines far beyond 64 KiB.
-    return {"kind": "Node", "apiVersion": "v1", "metadata": meta, "spec": spec,
-            "status": {"images": [{"names": [f"registry.example/img-{i}:{'x' * 200}"]} for i in range(600)]}}
-
-
-class KubeApiStandIn:
-    """A stand-in for the API server: one Node, its watch stream fed by the test."""
-
-    def __init__(self) -> None:
-        self.node = _node(100)
-        self.requests: list[tuple[str, dict[str, str]]] = []
-        self.streams: asyncio.Queue[list[dict[str, Any] | None]] = asyncio.Queue()
-        self.get_failures = 0
-        self.gone_versions: set[str] = set()
-        self.watching = asyncio.Event()
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/api/v1/nodes/{name}", self._get)
-        app.router.add_get("/api/v1/nodes", self._collection)
-        return app
-
-    def _auth(self, request: web.Request) -> None:
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
-            raise web.HTTPUnauthorized()
-
-    async def _get(self, request: web.Request) -> web.Response:
-        self.requests.append((request.path, dict(request.query)))
-        self._auth(request)
-        if self.get_failures:
-            self.get_failures -= 1
-            raise web.HTTPInternalServerError()
-        if request.match_info["name"] != NODE:
-            raise web.HTTPNotFound()
-        return web.json_response(self.node)
-
-    async def _collection(self, request: web.Request) -> web.StreamResponse:
-        self.requests.append((request.path, dict(request.query)))
-        self._auth(request)
-        if request.query.get("fieldSelector") != f"metadata.name={NODE}" or request.query.get("watch") != "true":
-            raise web.HTTPForbidden(text="this stand-in serves one node's watch only")
-        if request.query.get("resourceVersion") in self.gone_versions:
-            return web.json_response({"kind": "Status", "code": 410, "reason": "Expired"}, status=410)
-        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await resp.prepare(request)
-        self.watching.set()
-        events = await self.streams.get()
-        for ev in events:
-            if ev is None:
-                break
-            await resp.write(json.dumps(ev).encode() + b"\n")
-            await asyncio.sleep(0.01)
-        else:
-            await asyncio.sleep(3600)  # the test ends the run before this
-        return resp
+from tests.support.kube_api import NODE, TOKEN, KubeApiStandIn, node_object, until, with_stand_in
 
 
 def test_node_reasons_from_the_node_object() -> None:
-    assert node_reasons(_node(1)) == frozenset()
-    assert node_reasons(_node(1, state=None)) == frozenset()
+    assert node_reasons(node_object(1)) == frozenset()
+    assert node_reasons(node_object(1, state=None)) == frozenset()
     for state in ("Drain_Required", "Draining", "DrainComplete", "Reboot_Required"):
-        assert node_reasons(_node(1, state=state)) == {"sriov_reconfiguring"}, state
-    assert node_reasons(_node(1, unschedulable=True)) == {"cordoned"}
-    assert node_reasons(_node(1, unschedulable=False)) == frozenset()
-    assert node_reasons(_node(1, state="Draining", unschedulable=True)) == {"sriov_reconfiguring", "cordoned"}
+        assert node_reasons(node_object(1, state=state)) == {"sriov_reconfiguring"}, state
+    assert node_reasons(node_object(1, unschedulable=True)) == {"cordoned"}
+    assert node_reasons(node_object(1, unschedulable=False)) == frozenset()
+    assert node_reasons(node_object(1, state="Draining", unschedulable=True)) == {"sriov_reconfiguring", "cordoned"}
     # Junk where the object should be gives nothing, never an exception.
     assert node_reasons({"metadata": "x", "spec": ["unschedulable"]}) == frozenset()
 
@@ -119,46 +50,24 @@ def test_in_cluster_config_only_where_there_is_an_api_server(tmp_path: Path) -> 
     assert v6 is not None and v6.base_url == "https://[fd00::1]:443"
 
 
-async def _until(cond: Any, what: str, timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
-async def _with_stand_in(body: Any, tmp: Path) -> KubeApiStandIn:
-    api = KubeApiStandIn()
-    server = TestServer(api.app())
-    await server.start_server()
-    token = tmp / "token"
-    token.write_text(TOKEN)
-    cfg = ApiConfig(str(server.make_url("")), str(token))
-    try:
-        await body(api, cfg)
-    finally:
-        await server.close()
-    return api
-
-
 def test_one_watch_follows_the_node_resumes_and_never_lists_the_cluster(tmp_path: Path) -> None:
     async def body(api: KubeApiStandIn, cfg: ApiConfig) -> None:
         watch = NodeWatch(cfg, NODE, sleep=lambda s: asyncio.sleep(0))
         task = asyncio.create_task(watch.run())
         try:
-            await _until(lambda: watch.synced, "the first read")
+            await until(lambda: watch.synced, "the first read")
             assert watch.reasons == frozenset() and watch.resource_version == "100"
-            await api.streams.put([{"type": "MODIFIED", "object": _node(101, unschedulable=True)},
-                                   {"type": "MODIFIED", "object": _node(102, state="Draining", unschedulable=True)},
+            await api.streams.put([{"type": "MODIFIED", "object": node_object(101, unschedulable=True)},
+                                   {"type": "MODIFIED", "object": node_object(102, state="Draining", unschedulable=True)},
                                    {"type": "BOOKMARK", "object": {"kind": "Node", "metadata": {"resourceVersion": "150"}}},
                                    None])
-            await _until(lambda: watch.resource_version == "150", "the bookmark")
+            await until(lambda: watch.resource_version == "150", "the bookmark")
             assert watch.reasons == {"sriov_reconfiguring", "cordoned"}
             # The server ended that watch: the next one resumes at the bookmark, without a GET.
-            await _until(lambda: len([r for r in api.requests if r[0] == "/api/v1/nodes"]) == 2, "a resumed watch")
+            await until(lambda: len([r for r in api.requests if r[0] == "/api/v1/nodes"]) == 2, "a resumed watch")
             assert api.requests[-1][1]["resourceVersion"] == "150"
-            await api.streams.put([{"type": "MODIFIED", "object": _node(151, state="Idle", unschedulable=False)}])
-            await _until(lambda: watch.reasons == frozenset(), "the node back in service")
+            await api.streams.put([{"type": "MODIFIED", "object": node_object(151, state="Idle", unschedulable=False)}])
+            await until(lambda: watch.reasons == frozenset(), "the node back in service")
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -170,7 +79,7 @@ def test_one_watch_follows_the_node_resumes_and_never_lists_the_cluster(tmp_path
             assert query["allowWatchBookmarks"] == "true" and int(query["timeoutSeconds"]) < 300
         assert watch.errors == 0
 
-    asyncio.run(_with_stand_in(body, tmp_path))
+    asyncio.run(with_stand_in(body, tmp_path))
 
 
 def test_gone_starts_over_errors_back_off_and_recover(tmp_path: Path) -> None:
@@ -183,21 +92,21 @@ def test_gone_starts_over_errors_back_off_and_recover(tmp_path: Path) -> None:
 
         api.get_failures = 3
         api.gone_versions.add("100")
-        api.node = _node(100, unschedulable=True)
+        api.node = node_object(100, unschedulable=True)
         watch = NodeWatch(cfg, NODE, sleep=sleep)
         task = asyncio.create_task(watch.run())
         try:
-            await _until(lambda: watch.errors == 3 and watch.synced, "recovery after three failed GETs")
+            await until(lambda: watch.errors == 3 and watch.synced, "recovery after three failed GETs")
             assert watch.reasons == {"cordoned"}
             # 410 on the watch: start over with a GET, which now gives a newer version.
-            api.node = _node(200)
+            api.node = node_object(200)
             api.gone_versions.add("100")
-            await _until(lambda: watch.resource_version == "200", "a fresh GET after 410 Gone")
+            await until(lambda: watch.resource_version == "200", "a fresh GET after 410 Gone")
             assert watch.reasons == frozenset()
             await api.watching.wait()
             await api.streams.put([{"type": "ERROR", "object": {"kind": "Status", "code": 410,
                                                                 "message": "too old resource version"}}])
-            await _until(lambda: len([r for r in api.requests if r[0] == f"/api/v1/nodes/{NODE}"]) >= 6,
+            await until(lambda: len([r for r in api.requests if r[0] == f"/api/v1/nodes/{NODE}"]) >= 6,
                          "a GET after an ERROR 410 event")
         finally:
             task.cancel()
@@ -207,7 +116,7 @@ def test_gone_starts_over_errors_back_off_and_recover(tmp_path: Path) -> None:
         assert 0.5 <= sleeps[0] <= 1.5 and 1.0 <= sleeps[1] <= 3.0 and 2.0 <= sleeps[2] <= 6.0
         assert all(s <= maintenance.BACKOFF_MAX_S * 1.5 for s in sleeps)
 
-    asyncio.run(_with_stand_in(body, tmp_path))
+    asyncio.run(with_stand_in(body, tmp_path))
 
 
 def test_a_bad_token_and_garbage_are_errors_not_crashes(tmp_path: Path) -> None:
@@ -216,20 +125,20 @@ def test_a_bad_token_and_garbage_are_errors_not_crashes(tmp_path: Path) -> None:
         watch = NodeWatch(cfg, NODE, sleep=lambda s: asyncio.sleep(0.01))
         task = asyncio.create_task(watch.run())
         try:
-            await _until(lambda: watch.errors >= 2, "errors for a refused token")
+            await until(lambda: watch.errors >= 2, "errors for a refused token")
             assert not watch.synced and watch.reasons == frozenset()
             Path(cfg.token_path or "").write_text(TOKEN)  # the rotated token is read again
-            await _until(lambda: watch.synced, "sync once the token is right")
+            await until(lambda: watch.synced, "sync once the token is right")
             errors = watch.errors
             await api.watching.wait()
             await api.streams.put([{"type": "MODIFIED", "object": "not a node"}])
-            await _until(lambda: watch.errors > errors, "an error for a malformed event")
-            await _until(lambda: watch.synced, "a fresh start after a malformed event")
+            await until(lambda: watch.errors > errors, "an error for a malformed event")
+            await until(lambda: watch.synced, "a fresh start after a malformed event")
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    asyncio.run(_with_stand_in(body, tmp_path))
+    asyncio.run(with_stand_in(body, tmp_path))
 
 
 def _agent(image: Path) -> Agent:
@@ -259,7 +168,7 @@ def test_the_agent_serves_the_reasons_of_its_node_and_its_driver_reloads(example
             text = await (await client.get("/metrics")).text()
             assert _maintenance(text) == {"sriov_reconfiguring": 0, "cordoned": 0, "driver_reload": 0}
             assert "railscope_agent_node_watch_synced 1.0" in text
-            await api.streams.put([{"type": "MODIFIED", "object": _node(101, unschedulable=True)}])
+            await api.streams.put([{"type": "MODIFIED", "object": node_object(101, unschedulable=True)}])
             for _ in range(300):
                 text = await (await client.get("/metrics")).text()
                 if _maintenance(text)["cordoned"] == 1:
@@ -270,7 +179,7 @@ def test_the_agent_serves_the_reasons_of_its_node_and_its_driver_reloads(example
             text = await (await client.get("/metrics")).text()
             assert _maintenance(text)["driver_reload"] == 1
 
-    asyncio.run(_with_stand_in(body, tmp_path))
+    asyncio.run(with_stand_in(body, tmp_path))
 
 
 def test_a_driver_reload_counts_for_minutes_only() -> None:

@@ -17,17 +17,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))
-
-from collector_helpers import AGENT_TOKEN, ALERTING_TOKEN, local_settings, running
-from test_alerts_policy import alert, payload
-
 from agent.config import AgentSettings
 from agent.host.recorded import open_image
 from agent.service import pull
 from agent.service.daemon import Agent
 from agent.service.pull import PullRequest, RequestPuller, RequestRefused, parse_request
 from proto.keys import bundle_id
+from tests.support.alerts import alert, payload
+from tests.support.collector_helpers import AGENT_TOKEN, ALERTING_TOKEN, local_settings, running
 
 NODE = "gpu-node-017"
 
@@ -205,7 +202,7 @@ def test_railscope_capture_queues_a_request_and_waits_for_its_bundle(tmp_path: P
     import os
     import subprocess
 
-    from collector_helpers import OPERATOR_TOKEN
+    from tests.support.collector_helpers import OPERATOR_TOKEN
 
     root = Path(__file__).resolve().parents[3]
     tokens = tmp_path / "op-token"
@@ -377,11 +374,11 @@ def test_the_daemon_has_one_collector_client_for_its_uploads_and_its_requests(ex
 def test_a_refused_poll_and_upload_are_series_of_the_agent(tmp_path: Path, example_image: Path) -> None:
     """A token bound to another node (403) and a token the collector does not know (401) are counted by
     call and outcome on /metrics, not only logged; so are the spool's bundles."""
-    from collector_helpers import AGENT_TOKEN_18, HELLO
     from prometheus_client import CollectorRegistry, generate_latest
 
     from agent.clients.collector import CollectorClient, CollectorError
     from agent.service.selfmetrics import AgentCollector
+    from tests.support.collector_helpers import AGENT_TOKEN_18, HELLO
 
     other = tmp_path / "other-node-token"
     other.write_text(AGENT_TOKEN_18 + "\n")
@@ -417,7 +414,7 @@ def test_the_spool_outcomes_are_series_of_the_agent(tmp_path: Path, example_imag
     import os
     import time
 
-    from collector_helpers import HELLO, spool_bundle
+    from tests.support.collector_helpers import HELLO, spool_bundle
 
     spool = tmp_path / "spool"
     now = time.time()

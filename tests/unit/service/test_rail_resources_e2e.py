@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
-from test_maintenance import NODE, KubeApiStandIn, _node, _until, _with_stand_in
 
 from agent.config import AgentSettings
 from agent.host.recorded import open_image
@@ -23,12 +22,13 @@ from agent.service import maintenance
 from agent.service.app import make_app
 from agent.service.daemon import Agent
 from agent.service.maintenance import ApiConfig
+from tests.support.kube_api import NODE, KubeApiStandIn, node_object, until, with_stand_in
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _with_alloc(rv: int, rail0: str) -> dict[str, Any]:
-    obj = _node(rv)
+    obj = node_object(rv)
     obj["status"]["allocatable"] = {"cpu": "190", "nvidia.com/gpu": "8", "nvidia.com/rail0": rail0,
                                     "rdma/rdma_shared_device_a": "63"}
     return obj
@@ -65,15 +65,15 @@ def test_allocatable_one_to_zero_gives_one_event_one_alert_one_capture(example_i
             assert _value(text, "railscope_node_allocatable", resource="nvidia.com/gpu") is None  # a GPU, not a rail
             await api.streams.put([{"type": "MODIFIED", "object": _with_alloc(101, "0")},
                                    {"type": "MODIFIED", "object": _with_alloc(102, "0")}])
-            await _until(lambda: agent.events.counts().get("RailResourcesLost", 0) >= 1, "the event")
-            await _until(lambda: watch.resource_version == "102", "the second update")
+            await until(lambda: agent.events.counts().get("RailResourcesLost", 0) >= 1, "the event")
+            await until(lambda: watch.resource_version == "102", "the second update")
             text = await (await client.get("/metrics")).text()
             scraped.append(_value(text, "railscope_node_allocatable", resource="nvidia.com/rail0"))
             assert _value(text, "railscope_events_total", code="RailResourcesLost") == 1
             loop = asyncio.get_running_loop()
             assert await loop.run_in_executor(None, agent.capture.idle)
 
-    asyncio.run(_with_stand_in(body, tmp_path))
+    asyncio.run(with_stand_in(body, tmp_path))
     events = [e for e in agent.events.recent(0) if e.code == "RailResourcesLost"]
     assert [(e.subject, e.severity, dict(e.evidence)["before"]) for e in events] == [("nvidia.com/rail0", "critical", 1)]
     entries = Spool(str(spool), 64 << 20).entries()
