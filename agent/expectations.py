@@ -15,7 +15,7 @@ from agent.config import EXPECTATION_FLAGS, Expectations
 from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
 
 __all__ = ["add_expectation_flags", "add_template_flags", "env_default", "expectations_from_args",
-           "expectations_from_env", "given_expectations", "stated_by_env"]
+           "expectations_from_env", "given_expectations", "read_cabling", "stated_by_env"]
 
 
 def env_default(name: str, default: str | None) -> str | None:
@@ -218,6 +218,58 @@ def add_expectation_flags(p: argparse.ArgumentParser, *, templates: bool = True)
                    help="A JSON file of extra validated-kernel rows for DriverKernelUnvalidated, added to the "
                         "shipped table. Default: the shipped table only.")
     add_readiness_flags(g)
+    g.add_argument("--cabling", action=_Store, type=_cabling_file, default=_env_cabling(), metavar="FILE",
+                   help="RailPeerMismatch: a CSV cabling map, one line per rail: node,rail,leaf,port (rail: its number "
+                        "or its netdev name; leaf: the switch's LLDP system name or chassis ID; port: its LLDP port ID "
+                        "or description). A rail whose LLDP neighbour is another leaf or port is reported. "
+                        "Default: no map.")
+
+
+def read_cabling(path: str) -> tuple[tuple[str, str, str, str], ...]:
+    """``--cabling FILE`` -> its rows; ValueError naming the file and line of what is not a row. A header line
+    (``node,rail,leaf,port``), blank lines and ``#`` comments are skipped."""
+    import csv
+
+    from agent.config import CABLING_FIELD, CABLING_ROWS
+
+    rows: list[tuple[str, str, str, str]] = []
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            for n, row in enumerate(csv.reader(fh), 1):
+                cells = [c.strip() for c in row]
+                if not cells or not any(cells) or cells[0].startswith("#"):
+                    continue
+                if [c.lower() for c in cells] == ["node", "rail", "leaf", "port"]:
+                    continue
+                if len(cells) != 4 or not all(0 < len(c) <= CABLING_FIELD for c in cells):
+                    raise ValueError(f"{path}:{n}: expected node,rail,leaf,port (each 1-{CABLING_FIELD} characters)")
+                if len(rows) >= CABLING_ROWS:
+                    raise ValueError(f"{path}: more than {CABLING_ROWS} rows")
+                rows.append((cells[0], cells[1], cells[2], cells[3]))
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"{path}: not a CSV file of text ({exc})") from None
+    return tuple(rows)
+
+
+def _cabling_file(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text  # already read (the variable's default)
+    try:
+        return read_cabling(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _env_cabling() -> tuple[tuple[str, str, str, str], ...] | None:
+    path = env_default("cabling", None)
+    if not path:
+        return None
+    try:
+        return read_cabling(path)
+    except ValueError as exc:
+        raise SystemExit(f"RAILSCOPE_CABLING: {exc}") from None
 
 
 def _mtu(text: str) -> int:
@@ -268,6 +320,7 @@ def expectations_from_args(args: argparse.Namespace) -> Expectations:
         mtu=int(args.expect_mtu) if getattr(args, "expect_mtu", None) is not None else None,
         driver=getattr(args, "expect_driver", None),
         rdma=True if getattr(args, "expect_rdma", None) else None,
+        cabling=getattr(args, "cabling", None) or None,
     )
 
 

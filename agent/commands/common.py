@@ -17,7 +17,7 @@ from agent.expectations import (  # noqa: F401 (the subcommands' flag helpers, k
 )
 from agent.model import KernelRow
 
-__all__ = ["EXIT_USAGE", "add_expectation_flags", "add_scope_flag", "env_default", "expectations_from_args", "fail",
+__all__ = ["EXIT_USAGE", "add_expectation_flags", "add_lldp_flag", "add_scope_flag", "env_default", "expectations_from_args", "fail",
            "given_expectations", "judged_by", "seconds"]
 
 #: The exit status of bad usage (a flag, a --from path, a --kernel-table that cannot be used).
@@ -90,3 +90,15 @@ def add_scope_flag(p: argparse.ArgumentParser) -> None:
                         "RDMA port statistics, devlink per instance) to a device whose PCI address or netdev name "
                         "this regular expression matches. "
                         "Only rail PFs and the PFs the udev rules name are ever asked. Default: none excluded.")
+
+
+def add_lldp_flag(p: argparse.ArgumentParser) -> None:
+    """``--lldp``: how the rails' LLDP neighbours are read (DESIGN §3)."""
+    from agent.readers.lldp import MODES
+
+    p.add_argument("--lldp", choices=MODES, default=env_default("lldp", None),
+                   help="How each rail's LLDP neighbour (the leaf and port it is cabled to) is read: lldpd (lldpcli "
+                        "-f json show neighbors details, lldpd running on the node), listen (a passive listener on the "
+                        "rail netdevs: AF_PACKET, ethertype 0x88cc, the 01:80:c2:00:00:0e group only, never "
+                        "promiscuous, never transmitting; needs CAP_NET_RAW), off. Default: lldpd when lldpcli "
+                        "answers, else none.")

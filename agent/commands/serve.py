@@ -18,6 +18,7 @@ from agent.commands.common import (
     _duration,
     _regex,
     add_expectation_flags,
+    add_lldp_flag,
     add_scope_flag,
     duration_or_zero,
     env_default,
@@ -240,6 +241,7 @@ def register(p: argparse.ArgumentParser) -> None:
                        help=f"{helptext} Default: {default}.")
     add_expectation_flags(p)
     add_scope_flag(p)
+    add_lldp_flag(p)
     # --listen may come from RAILSCOPE_LISTEN (the chart's way), so argparse cannot require it; the
     # usage line still shows it as required. Usage text is %-formatted by argparse: escape it.
     usage = p.format_usage().removeprefix("usage: ").rstrip("\n").replace("%", "%%")
@@ -285,6 +287,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         net_templates=exp.net_templates,
         rdma_templates=exp.rdma_templates,
         exclude_devices=args.exclude_devices,
+        lldp=args.lldp,
     )
     return AgentSettings(
         listen=listen, port=port, host_root=args.host_root,
