@@ -379,7 +379,15 @@ def _decode_org(tlvs: list[bytes]) -> dict[str, Any]:
 
 def parse_lldpcli(doc: Any, rails: Iterable[str], ref: float | None = None) -> tuple[LldpNeighbor, ...]:
     """``lldpcli -f json show neighbors details`` -> the rails' neighbours (the most recent one of a rail
-    that lists several); ``ref`` is the time of the answer (lldpd gives ages)."""
+    that lists several); ``ref`` is the time of the answer (lldpd gives ages).
+
+    Sample (lldpd 1.0.16, one neighbour; with more, ``interface`` is a list of such objects)::
+
+        {"lldp": {"interface": {"net_rail0": {"via": "LLDP", "age": "0 day, 00:00:10",
+          "chassis": {"leaf-07": {"id": {"type": "mac", "value": "02:00:00:aa:bb:01"}, "mgmt-ip": "10.0.0.7"}},
+          "port": {"id": {"type": "ifname", "value": "swp12"}, "descr": "Eth1/12", "ttl": "120", "mfs": "9236"},
+          "unknown-tlvs": {"unknown-tlv": [{"oui": "00,80,C2", "subtype": "11", "len": "2", "value": "88,08"}]}}}}}
+    """
     want = set(rails)
     best: dict[str, LldpNeighbor] = {}
     for name, obj in _interfaces(doc):
@@ -469,13 +477,14 @@ def _listen(host: Host, rails: list[str], notes: Notes) -> list[LldpNeighbor]:
     if put is not None:  # a capture records the frames: a replay decodes the same neighbours
         put(FRAMES_FILE, encode_frames(frames, since))
     got = _decoded(frames, rails, notes)
-    _none_seen(rails, got, since, notes)
+    _none_seen(rails, frames, since, notes)
     return got
 
 
-def _none_seen(rails: list[str], got: list[LldpNeighbor], since: dict[str, float], notes: Notes,
+def _none_seen(rails: list[str], heard: Iterable[str], since: dict[str, float], notes: Notes,
                via: str | None = None) -> None:
-    heard = {n.netdev for n in got}
+    """A note per rail that heard nothing (a refused frame is named where it is refused, not here)."""
+    heard = set(heard)
     for name in rails:
         if name in heard:
             continue
@@ -506,7 +515,7 @@ def _lldpd(host: Host, rails: list[str], timeout_s: float, notes: Notes, asked: 
     except ValueError as exc:
         notes.missing("lldp", f"lldpcli show neighbors: {exc}")
         return []
-    _none_seen(rails, got, {}, notes, via="lldpd heard none")
+    _none_seen(rails, (n.netdev for n in got), {}, notes, via="lldpd heard none")
     return got
 
 
@@ -527,7 +536,7 @@ def read_lldp(host: Host, rails: Iterable[str], mode: str | None = None, timeout
                 notes.missing("lldp", str(exc))
                 return ()
             got = _decoded(frames, names, notes)
-            _none_seen(names, got, since, notes)
+            _none_seen(names, frames, since, notes)
             return tuple(got)
         if mode == "listen":
             notes.missing("lldp", f"{FRAMES_FILE}: not in this image")
