@@ -78,15 +78,15 @@ class LldpError(ValueError):
     """A frame that is not a well-formed LLDPDU: one line, why."""
 
 
-def text(raw: bytes | str | None, limit: int = MAX_TEXT) -> str | None:
+def text(raw: Any, limit: int = MAX_TEXT) -> str | None:
     """A string from the wire made safe: UTF-8 (what is not is escaped), controls escaped as ``\\xNN``,
     cut to ``limit`` characters; None when nothing is left.
 
     >>> text(b"leaf\\x1b[2J-01")
     'leaf\\\\x1b[2J-01'
     """
-    if raw is None:
-        return None
+    if not isinstance(raw, bytes | str):
+        return None  # a JSON value of another type (lldpcli's output is parsed, not trusted)
     s = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     s = _UNSAFE.sub(_escape, s).strip()
     if len(s) > limit:
