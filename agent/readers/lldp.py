@@ -497,8 +497,8 @@ def _none_seen(rails: list[str], heard: Iterable[str], since: dict[str, float], 
 def _lldpd(host: Host, rails: list[str], timeout_s: float, notes: Notes, asked: bool) -> list[LldpNeighbor]:
     res = host.run(list(LLDPCLI_ARGV), timeout_s=timeout_s)
     if not res.ok:
-        if asked or res.available:
-            notes.command("lldp", res)
+        if asked or res.available or not host.live:
+            notes.command("lldp", res)  # an image that predates the source: "not recorded in this image"
         else:
             notes.missing("lldp", f"{res.why()}: lldpd is not on the node (--lldp listen reads the rails' frames itself)")
         return []
