@@ -74,6 +74,9 @@ _OUI_8021 = b"\x00\x80\xc2"
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\\\\\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufffd]")
 
 
+_LOG_PREFIX = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \[[A-Z ]{3,5}/[a-z]+\] ")
+
+
 class LldpError(ValueError):
     """A frame that is not a well-formed LLDPDU: one line, why."""
 
@@ -497,7 +500,13 @@ def _none_seen(rails: list[str], heard: Iterable[str], since: dict[str, float], 
 def _lldpd(host: Host, rails: list[str], timeout_s: float, notes: Notes, asked: bool) -> list[LldpNeighbor]:
     res = host.run(list(LLDPCLI_ARGV), timeout_s=timeout_s)
     if not res.ok:
-        if asked or res.available or not host.live:
+        if res.available and res.rc:
+            # lldpcli logs like lldpd, "2026-12-04T19:16:38 [WARN/control] unable to connect to socket ...": the
+            # time would make two reads of one node differ (a replay against the live run)
+            err = res.stderr.decode("utf-8", "replace").strip().splitlines()
+            last = _LOG_PREFIX.sub("", err[-1]) if err else ""
+            notes.missing("lldp", f"{' '.join(LLDPCLI_ARGV)}: exit {res.rc}" + (f": {text(last)}" if last else ""))
+        elif asked or res.available or not host.live:
             notes.command("lldp", res)  # an image that predates the source: "not recorded in this image"
         else:
             notes.missing("lldp", f"{res.why()}: lldpd is not on the node (--lldp listen reads the rails' frames itself)")

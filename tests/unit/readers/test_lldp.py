@@ -242,3 +242,32 @@ def test_no_lldp_on_an_image_is_a_state_never_a_fault() -> None:
     notes = Notes()
     assert read_lldp(RecordedHost(IMAGES / "spectrumx-2rail-healthy"), ["net_rail0"], "listen", notes=notes) == ()
     assert notes.unavailable == [("lldp", "lldp/frames.json: not in this image")]
+
+
+class _Lldpcli:
+    """A live host whose lldpcli fails as lldpcli does without lldpd (its log line carries the time)."""
+
+    live = True
+    image = None
+
+    def run(self, argv, timeout_s=10.0, max_bytes=8 << 20, keep="head"):
+        from agent.host import CmdResult
+
+        return CmdResult(tuple(argv), 1, b"", b"2026-12-04T19:16:38 [WARN/control] unable to connect to socket "
+                                             b"/run/lldpd.socket: No such file or directory\n")
+
+
+def test_lldpclis_failure_reads_the_same_at_any_time() -> None:
+    notes = Notes()
+    assert read_lldp(_Lldpcli(), ["net_rail0"], None, notes=notes) == ()  # type: ignore[arg-type]
+    assert notes.unavailable == [("lldp", "lldpcli -f json show neighbors details: exit 1: unable to connect to "
+                                          "socket /run/lldpd.socket: No such file or directory")]
+
+
+def test_a_capture_runs_lldpclis_query_and_nothing_else_of_it() -> None:
+    from agent.capture.plan import not_allowed
+
+    assert not_allowed(["lldpcli", "-f", "json", "show", "neighbors", "details"]) is None
+    for argv in (["lldpcli", "configure", "system", "hostname", "x"], ["lldpcli", "-f", "json", "update"],
+                 ["lldpcli", "-f", "json", "show", "neighbors", "details", "ports", "x"]):
+        assert not_allowed(argv)
