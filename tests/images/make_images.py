@@ -1174,7 +1174,7 @@ OPTICS_ORIGIN = ("The `ethtool -m` text is a real module's, from `tests/fixtures
 # -- LLDP neighbours (the lldp source) -------------------------------------------------------------
 
 LLDPCLI_ARGV = ["lldpcli", "-f", "json", "show", "neighbors", "details"]
-CABLING = "tests/fixtures/cabling/gpu-node-017.csv"
+CABLING = "tests/fixtures/cabling/RECONSTRUCTED-gpu-node-017.csv"
 #: a real leaf's LLDPDU: a Big Cloud Fabric switch (leaf0b, port leaf0b-eth10) with PFC on priority 4,
 #: from tcpdump's test suite (tests/fixtures/public/lldp/SOURCES.md)
 BCF_PCAP = HERE.parents[1] / "tests/fixtures/public/lldp/tcpdump-lldp-app-priority.pcap"

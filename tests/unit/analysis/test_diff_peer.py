@@ -10,7 +10,7 @@ import pytest
 from agent.cli import main
 
 IMAGES = Path(__file__).resolve().parents[2] / "images"
-CABLING = str(Path(__file__).resolve().parents[2] / "fixtures/cabling/gpu-node-017.csv")
+CABLING = str(Path(__file__).resolve().parents[2] / "fixtures/cabling/RECONSTRUCTED-gpu-node-017.csv")
 
 
 def _diff(before: Path, after: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[dict, int]:
