@@ -79,6 +79,10 @@ class Expectations:
     #: RailRdmaMissing: True when every rail must have an RDMA device (``--expect-rdma``), even where no
     #: udev rule names one and its PF is not mlx5 with RoCE enabled; None: no expectation.
     rdma: bool | None = None
+    #: RailPeerMismatch: the cabling map (``--cabling FILE``, CSV ``node,rail,leaf,port``) as rows of text;
+    #: None: no map, nothing judged. The rows, not the file's name, are the expectation: a bundle records
+    #: them and a replay judges with them
+    cabling: tuple[tuple[str, str, str, str], ...] | None = None
 
 
 #: Expectations field -> the flag that states it. A bundle's manifest records the expectations in force
@@ -103,6 +107,7 @@ EXPECTATION_FLAGS: dict[str, str] = {
     "mtu": "--expect-mtu",
     "driver": "--expect-driver",
     "rdma": "--expect-rdma",
+    "cabling": "--cabling",
 }
 
 
@@ -138,6 +143,24 @@ def _number(v: Any, low: float, high: float, whole: bool = False) -> Any:
     return float(v)
 
 
+#: a cabling map holds at most this many rows, each field at most this many characters
+CABLING_ROWS = 100_000
+CABLING_FIELD = 128
+
+
+def _cabling(v: Any) -> tuple[tuple[str, str, str, str], ...] | None:
+    # as --cabling reads its file: rows of four non-empty strings
+    if not isinstance(v, list) or len(v) > CABLING_ROWS:
+        return None
+    rows = []
+    for row in v:
+        if (not isinstance(row, list) or len(row) != 4
+                or not all(isinstance(x, str) and 0 < len(x) <= CABLING_FIELD for x in row)):
+            return None
+        rows.append((row[0], row[1], row[2], row[3]))
+    return tuple(rows)
+
+
 def _ratio(v: Any) -> float | None:
     # as --ber-warning / --ber-critical take it: a ratio strictly between 0 and 1
     if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
@@ -168,6 +191,7 @@ _VALID: dict[str, Any] = {
     "mtu": lambda v: _number(v, 68, 65535, whole=True),
     "driver": lambda v: v if v == "doca" else None,
     "rdma": lambda v: True if v is True else None,
+    "cabling": _cabling,
 }
 #: manifest key -> (Expectations field, validator)
 _PARSERS: dict[str, tuple[str, Any]] = {_key(name): (name, _VALID[name]) for name in EXPECTATION_FLAGS}
@@ -248,7 +272,8 @@ class Judged:
                                               and getattr(default, name) == getattr(self.expectations, name)):
                 continue
             if isinstance(shown, list):
-                shown = ",".join(shown)
+                # the cabling map's rows are lists themselves: say how many, not what
+                shown = ",".join(shown) if all(isinstance(x, str) for x in shown) else f"{len(shown)} rows"
             extra = f"; the bundle had {entry['bundle']}" if "bundle" in entry and entry["bundle"] != entry["value"] else ""
             parts.append(f"{key}={'none' if shown is None else shown} ({entry['from']}{extra})")
         if not self.recorded and not parts:
@@ -292,6 +317,9 @@ class ReadConfig:
     #: never reach, beyond the rule that only rail PFs and the PFs the udev rules name are ever asked
     #: (``agent/readers/scope.py``)
     exclude_devices: str | None = None
+    #: ``--lldp``: how the rails' LLDP neighbours are read: "lldpd" (``lldpcli``), "listen" (the agent's
+    #: passive listener), "off"; None: lldpd when lldpcli answers, else none
+    lldp: str | None = None
 
 
 _INT_FIELDS = ("flap_count", "config_flap_changes", "lossless_prio")

@@ -21,7 +21,7 @@ from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate
 from agent.settings import Setting, add_flags, bool_word, duration, env_default, value_of
 
 __all__ = ["TABLE", "add_expectation_flags", "env_default", "expectations_from_args", "expectations_from_env",
-           "given_expectations", "stated_by_env"]
+           "given_expectations", "read_cabling", "stated_by_env"]
 
 
 def _prio(text: str) -> int:
@@ -123,6 +123,43 @@ def _e(field: str, help: str, **kw: Any) -> Setting:
     return Setting(EXPECTATION_FLAGS[field], help, field=field, group=_GROUP, **kw)
 
 
+def read_cabling(path: str) -> tuple[tuple[str, str, str, str], ...]:
+    """``--cabling FILE`` -> its rows; ValueError naming the file and line of what is not a row. A header line
+    (``node,rail,leaf,port``), blank lines and ``#`` comments are skipped."""
+    import csv
+
+    from agent.config import CABLING_FIELD, CABLING_ROWS
+
+    rows: list[tuple[str, str, str, str]] = []
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            for n, row in enumerate(csv.reader(fh), 1):
+                cells = [c.strip() for c in row]
+                if not cells or not any(cells) or cells[0].startswith("#"):
+                    continue
+                if [c.lower() for c in cells] == ["node", "rail", "leaf", "port"]:
+                    continue
+                if len(cells) != 4 or not all(0 < len(c) <= CABLING_FIELD for c in cells):
+                    raise ValueError(f"{path}:{n}: expected node,rail,leaf,port (each 1-{CABLING_FIELD} characters)")
+                if len(rows) >= CABLING_ROWS:
+                    raise ValueError(f"{path}: more than {CABLING_ROWS} rows")
+                rows.append((cells[0], cells[1], cells[2], cells[3]))
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"{path}: not a CSV file of text ({exc})") from None
+    return tuple(rows)
+
+
+def _cabling_file(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text  # already read (the variable's default)
+    try:
+        return read_cabling(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 #: The judging flags, in ``--help`` order.
 TABLE: tuple[Setting, ...] = (
     _e("lossless_prio", "The RoCE lossless priority whose PFC counters are judged. Default: 3.",
@@ -174,6 +211,12 @@ TABLE: tuple[Setting, ...] = (
     _e("rdma", "Report every rail without an RDMA device (RailRdmaMissing). Default: only rails whose udev "
        "rules name an RDMA device, or whose PF is mlx5 with RoCE enabled (devlink param "
        "enable_roce), are expected to have one.", kind="switch", convert=lambda v: True if v else None),
+    # the map is read when the flag is parsed (its rows are the expectation a bundle records); the chart
+    # has no value for it yet: a site mounts its map and passes RAILSCOPE_CABLING itself
+    _e("cabling", "RailPeerMismatch: a CSV cabling map, one line per rail: node,rail,leaf,port (rail: its number "
+       "or its netdev name; leaf: the switch's LLDP system name or chassis ID; port: its LLDP port ID "
+       "or description). A rail whose LLDP neighbour is another leaf or port is reported. "
+       "Default: no map.", type=_cabling_file, metavar="FILE", chart="none", convert=lambda v: v or None),
 )
 
 #: the flags that remember being given (``given_expectations``)

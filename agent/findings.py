@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["CODES", "CODE_RULES", "CODE_SUBJECTS", "EVENT_CODES", "NEXT_STEPS", "SEVERITIES", "Diagnosis", "Finding",
-           "RailRow", "next_step", "severity_rank"]
+           "PeerRow", "RailRow", "next_step", "severity_rank"]
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -50,6 +50,8 @@ CODES: dict[str, str] = {
     "RailResourcesLost": "critical",
     "RailRdmaMissing": "critical",
     "FirmwareStoredUnreadable": "warning",
+    "PfcPeerMismatch": "warning",
+    "RailPeerMismatch": "warning",
 }
 
 #: code -> default severity of every event a detector emits.
@@ -179,6 +181,15 @@ NEXT_STEPS: dict[str, str] = {
         "`ip link show <netdev>` against the other rails and the switch port; the MTU comes from the NicClusterPolicy "
         "/ SriovNetworkNodePolicy (mtu) and is lost when a driver reload recreates the netdev before the policy "
         "applies again. Owner: the Network Operator's policies, with the fabric team for the switch side."),
+    "PfcPeerMismatch": (
+        "Compare the leaf port's PFC (the evidence names the leaf and port from LLDP; `nv show interface <port> qos "
+        "pfc` on Cumulus / NVUE, `show running-config interfaces <port>` on Arista) with the rail's lossless "
+        "priority (`mlnx_qos -i <netdev>`, --lossless-prio): RoCE loses frames when the two disagree. Owner: the "
+        "fabric team for the switch, the Network Operator's QoS settings for the host."),
+    "RailPeerMismatch": (
+        "The rail's cable reaches another leaf or port than the cabling map says (a repair swapped two cables, or the "
+        "map is stale): check the port label on both ends against --cabling and `lldpcli show neighbors` on the node. "
+        "Owner: the data-centre operations team (cabling), with whoever keeps the cabling map."),
     "DriverNotDoca": (
         "The DOCA driver container restores the inbox driver when its pod ends: the Network Operator's driver pod on "
         "this node and its log, `cat /sys/module/mlx5_core/version`. Owner: the Network Operator (ofedDriver)."),
@@ -249,8 +260,9 @@ CODE_RULES: dict[str, str] = {
     "FirmwarePendingActivation": "a NIC's stored firmware differs from the running one: flashed, waiting for a reset",
     "GpuDirectNotReady": ("the node has rails and NVIDIA GPUs but no GPUDirect RDMA path (no peer-memory module "
                           "and no DMA-BUF path)"),
-    "MtuMismatch": ("a rail's MTU differs from --expect-mtu, or from the most common MTU of the node's rails; or "
-                    "oversize frames arrive"),
+    "MtuMismatch": ("a rail's MTU differs from --expect-mtu, or from the most common MTU of the node's rails, or "
+                    "exceeds its LLDP peer's maximum frame size less 18 bytes (22 with a VLAN tag); or oversize frames "
+                    "arrive"),
     "DriverNotDoca": "with --expect-driver doca: the rail PFs run the inbox mlx5 driver",
     "RailNamingConflict": ("two udev rules name one PCI function differently, or give one name to two functions: "
                            "only one can win at boot"),
@@ -260,6 +272,9 @@ CODE_RULES: dict[str, str] = {
                         "enabled (devlink param enable_roce), or --expect-rdma is given"),
     "FirmwareStoredUnreadable": ("a NIC reports its stored firmware as 255.255.65535 (mlx5: the pending image could "
                                  "not be read, a failed or interrupted flash); never a FirmwarePendingActivation"),
+    "PfcPeerMismatch": ("the rail's LLDP peer advertises PFC on other priorities than the rail's lossless priority, or "
+                        "PFC off where the rail has it on (or the reverse)"),
+    "RailPeerMismatch": "--cabling names another leaf or port for the rail than its LLDP neighbour (miscabled after a repair)",
 }
 
 #: code -> what a finding's subject names (DESIGN §4), so that one finding maps to one alert.
@@ -297,6 +312,8 @@ CODE_SUBJECTS: dict[str, str] = {
     "RailResourcesLost": "the extended resource's name (`nvidia.com/rail0`)",
     "RailRdmaMissing": "the expected rail netdev name (`net_rail1`)",
     "FirmwareStoredUnreadable": "the PF's devlink handle (`pci/0000:1a:00.1`)",
+    "PfcPeerMismatch": "the expected rail netdev name (`net_rail1`)",
+    "RailPeerMismatch": "the expected rail netdev name (`net_rail1`)",
 }
 
 
@@ -330,6 +347,27 @@ class Finding:
                 "message": self.message, "evidence": self.evidence}
 
 
+@dataclass(frozen=True, slots=True)
+class PeerRow:
+    """``rails[].peer``: the rail's LLDP neighbour. ``pfc`` the priorities it has PFC on (None: it sends no
+    PFC TLV); ``seen`` unix seconds of its last frame."""
+
+    system: str | None
+    port: str | None
+    mfs: int | None = None
+    pfc: tuple[int, ...] | None = None
+    seen: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"system": self.system, "port": self.port, "mfs": self.mfs,
+                "pfc": list(self.pfc) if self.pfc is not None else None, "seen": self.seen}
+
+    @property
+    def label(self) -> str:
+        """``leaf:port`` as the doctor table's PEER column shows it."""
+        return f"{self.system or '?'}:{self.port or '?'}"
+
+
 @dataclass(frozen=True)
 class RailRow:
     """One line of ``rails[]`` in the doctor document."""
@@ -353,6 +391,8 @@ class RailRow:
     #: the GPU nearest the rail PF in the PCIe tree, and how near (``nvidia-smi topo -m`` words)
     gpu: str | None = None
     gpu_link: str | None = None
+    #: the switch port the rail is cabled to (its LLDP neighbour); None without one
+    peer: PeerRow | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -363,6 +403,7 @@ class RailRow:
             "eswitch_mode": self.eswitch_mode, "esw_multiport": self.esw_multiport,
             "numvfs": self.numvfs, "representors": self.representors,
             "gpu": self.gpu, "gpu_link": self.gpu_link,
+            "peer": self.peer.as_json() if self.peer is not None else None,
         }
 
 

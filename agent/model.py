@@ -549,6 +549,54 @@ class NicSensor:
     highest_c: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LldpNeighbor:
+    """The LLDP neighbour of one rail: the switch port it is cabled to, from the last frame seen on it.
+
+    Every string came from a frame on the wire (untrusted): the reader keeps printable text only, with
+    anything else escaped, and cut to a bound. ``pfc`` is None when the peer sent no PFC TLV (not "PFC
+    off": an empty tuple is PFC off on every priority)."""
+
+    netdev: str
+    #: "lldpd" (``lldpcli``) | "listen" (the agent's passive listener)
+    via: str
+    #: unix seconds of the last frame (the listener's clock; lldpd's "age" before the read)
+    seen: float | None = None
+    chassis_id: str | None = None
+    #: the IEEE 802.1AB chassis / port ID subtype in words ("mac", "ifname", "local", ...)
+    chassis_id_type: str | None = None
+    port_id: str | None = None
+    port_id_type: str | None = None
+    system: str | None = None
+    port_descr: str | None = None
+    mgmt: tuple[str, ...] = ()
+    ttl: int | None = None
+    #: IEEE 802.3 maximum frame size (bytes, Ethernet header and FCS included)
+    mfs: int | None = None
+    #: IEEE 802.1Qaz PFC: the priorities PFC is enabled on; None without a PFC TLV
+    pfc: tuple[int, ...] | None = None
+    pfc_willing: bool | None = None
+    pfc_cap: int | None = None
+    #: IEEE 802.1Qaz ETS configuration: priority -> traffic class (8), bandwidth % per class (8)
+    ets_prio_tc: tuple[int, ...] | None = None
+    ets_bw: tuple[int, ...] | None = None
+    #: IEEE 802.1Qaz application priority: (priority, selector, protocol) entries
+    app: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def port(self) -> str | None:
+        """The switch port as people name it: an interface-name or local port ID (``swp12``,
+        ``Ethernet1/12``), else the port description, else the port ID as sent."""
+        if self.port_id and self.port_id_type in ("ifname", "local", "ifalias"):
+            return self.port_id
+        return self.port_descr or self.port_id
+
+    @property
+    def leaf(self) -> str | None:
+        """The switch: its system name, else its chassis ID."""
+        return self.system or self.chassis_id
+
+
 # --------------------------------------------------------------------------------------------
 # the snapshot
 
@@ -610,6 +658,8 @@ class Snapshot:
     firmware: tuple[FirmwareInfo, ...] = ()
     #: GPUs, GPUDirect paths and the rail PFs' PCIe places (the gpus source); None: not read
     gpus: GpuState | None = None
+    #: the rails' LLDP neighbours (the lldp source): one per rail that has one
+    lldp: tuple[LldpNeighbor, ...] = ()
 
     def link(self, ifname: str) -> Link | None:
         for link in self.links:
@@ -627,6 +677,12 @@ class Snapshot:
         for st in self.ethtool:
             if st.netdev == netdev:
                 return st
+        return None
+
+    def neighbor_of(self, netdev: str | None) -> LldpNeighbor | None:
+        for n in self.lldp:
+            if n.netdev == netdev:
+                return n
         return None
 
     def driver_of(self, netdev: str) -> DriverInfo | None:

@@ -66,7 +66,7 @@ def open_source(source: str) -> RecordedHost:
 
 def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
                   source: str = "this node", given: dict[str, str] | None = None,
-                  exclude_devices: str | None = None) -> Diagnosed:
+                  exclude_devices: str | None = None, lldp: str | None = None) -> Diagnosed:
     """Read ``host`` (live or recorded) and diagnose it; the caller closes it. A reader failure is a
     ``SourceError`` naming ``source`` (``RAILSCOPE_DEBUG=1`` raises it instead).
 
@@ -82,7 +82,7 @@ def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, 
         exp = judged.expectations
     try:
         snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates,
-                                              exclude_devices=exclude_devices))
+                                              exclude_devices=exclude_devices, lldp=lldp))
         hist = load_history(host)
         out = pipeline.run(snap, exp, kernel_table, history=hist)
         image = host.image

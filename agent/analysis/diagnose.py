@@ -14,7 +14,7 @@ from agent.analysis.checks import KernelRow, run_checks
 from agent.analysis.gpu_topology import gpu_for
 from agent.analysis.topology import Rail, Topology, build_topology
 from agent.config import Expectations
-from agent.findings import Diagnosis, Finding, RailRow
+from agent.findings import Diagnosis, Finding, PeerRow, RailRow
 from agent.model import Event, Snapshot
 from agent.readers.history import Recorder
 
@@ -26,6 +26,13 @@ def _speed(snap: Snapshot, ifname: str) -> int | None:
     link = snap.link(ifname)
     val = link.speed_mbps if link is not None else None
     return val if val is not None and val > 0 else None
+
+
+def _peer(snap: Snapshot, netdev: str | None) -> PeerRow | None:
+    n = snap.neighbor_of(netdev)
+    if n is None:
+        return None
+    return PeerRow(system=n.leaf, port=n.port, mfs=n.mfs, pfc=n.pfc, seen=n.seen)
 
 
 def _row(snap: Snapshot, rail: Rail) -> RailRow:
@@ -57,7 +64,7 @@ def _row(snap: Snapshot, rail: Rail) -> RailRow:
         esw_multiport=pf.esw_multiport if pf is not None else None,
         numvfs=numvfs,
         representors=len(pf.representors) if pf is not None else None,
-        gpu=gpu, gpu_link=gpu_link,
+        gpu=gpu, gpu_link=gpu_link, peer=_peer(snap, name),
     )
 
 

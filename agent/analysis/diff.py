@@ -15,7 +15,7 @@ order:
 
 **Regressions**: a rail or its RDMA port lost or down, a rail renamed away from its rule, fewer VFs or
 representors, an eswitch mode or a watched devlink param changed, the RDMA netns mode changed, PFC no
-longer on the lossless priority, and any warning or critical finding that was not there (or is more
+longer on the lossless priority, a rail whose LLDP neighbour is another leaf or port (recabled), and any warning or critical finding that was not there (or is more
 severe now). A new finding that one of the structural regressions already explains (``RailLinkDown``
 for a rail that went down) is attached to it, so one cause is one line.
 
@@ -75,6 +75,8 @@ REGRESSION_CODES: dict[str, tuple[str, ...]] = {
     "SpeedLower": (),
     "PcieLinkLower": ("PcieLinkDegraded",),
     "BerHigh": ("LinkDegrading",),
+    # a rail whose LLDP neighbour is another leaf or port: recabled (a repair), the cabling map's finding
+    "RailPeerChanged": ("RailPeerMismatch",),
     "FindingNew": (),
     "FindingWorse": (),
 }
@@ -394,7 +396,22 @@ def _rails(out: _Out, pairs: list[_RailPair], a: Side, b: Side) -> None:
         if prio_keys_a.get(lb.ifname) and prio_keys_b.get(la.ifname) is False:
             out.reg("PfcLost", subj, True, False, f"{la.ifname}: no PFC counters for the lossless priority "
                     f"{b.lossless_prio} any more (PFC off)", key)
+        _peer(out, a, b, lb, la, subj, key, p.key)
         _rdma_port(out, p, key)
+
+
+def _peer(out: _Out, a: Side, b: Side, lb: Link, la: Link, subj: str, key: tuple[tuple[str, Any], ...],
+          rail_key: tuple[int, int | None]) -> None:
+    """A rail whose LLDP neighbour changed leaf or port between the captures: a regression (the rail is cabled
+    elsewhere). A neighbour heard on one side only is not judged: no frame is a state, not a recabling."""
+    nb, na = a.snapshot.neighbor_of(lb.ifname), b.snapshot.neighbor_of(la.ifname)
+    if nb is None or na is None:
+        return
+    before, after = (nb.leaf, nb.port), (na.leaf, na.port)
+    if before != after:
+        out.reg("RailPeerChanged", subj, f"{nb.leaf}:{nb.port}", f"{na.leaf}:{na.port}",
+                f"rail {_label(rail_key)}: {la.ifname} is cabled to {na.leaf}:{na.port}, it was {nb.leaf}:{nb.port}",
+                key)
 
 
 def _pcie_of(side: Side, rail: Rail | None) -> Any:

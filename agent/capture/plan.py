@@ -463,12 +463,25 @@ class _Ovs:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Forms:
+    """A tool whose read-only argvs are listed whole: lldpcli's other commands (``configure``,
+    ``update``, ``pause``) change what lldpd sends, so only its queries are taken, word for word."""
+
+    forms: frozenset[tuple[str, ...]]
+
+    def check(self, argv: tuple[str, ...]) -> str | None:
+        if argv[1:] in self.forms:
+            return None
+        return "only " + " or ".join(repr(" ".join((argv[0], *f))) for f in sorted(self.forms))
+
+
 _IP_TOP = ("address addrlabel maddress route rule neighbor neighbour ntable ntbl link l2tp fou ila macsec "
            "tunnel tuntap tap token tcpmetrics tcp_metrics monitor xfrm mroute mrule netns netconf vrf sr "
            "nexthop mptcp ioam stats help")
 
 #: tool (argv[0] exactly as the plans and readers write it) -> its read-only forms
-ALLOWLIST: dict[str, _Iproute | _Exact | _Ethtool | _Ovs] = {
+ALLOWLIST: dict[str, _Iproute | _Exact | _Ethtool | _Ovs | _Forms] = {
     # ip(8): ip/ip.c, ip/iplink.c, ip/ipaddress.c, ip/iproute.c, ip/iprule.c, ip/ipneigh.c, ip/ipnetns.c
     "ip": _Iproute(
         {"-d": False, "-s": False, "-4": False, "-6": False, "-j": False, "-p": False, "-n": True},
@@ -519,6 +532,8 @@ ALLOWLIST: dict[str, _Iproute | _Exact | _Ethtool | _Ovs] = {
     "ovs-appctl": _Ovs(("--timeout=",), ("-T",),
                        {"dpctl/show": (1, frozenset({"-s"})), "upcall/show": (0, frozenset()),
                         "coverage/show": (0, frozenset())}),
+    # lldpcli(8): the lldp source's query (what lldpd heard on the rails), never a configure command
+    "lldpcli": _Forms(frozenset({("-f", "json", "show", "neighbors", "details")})),
     # uname(1); dmesg(1) bare: -c/-C clear the ring buffer, -n sets the console level
     "uname": _Exact(((frozenset({"-a", "-r", "-s", "-n", "-m", "-v"}), 0),)),
     "dmesg": _Exact(((frozenset(), 0),)),

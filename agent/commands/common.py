@@ -12,8 +12,10 @@ from agent.settings import Setting, add_flags, env_default, regex
 
 __all__ = [
     "EXIT_USAGE",
+    "LLDP",
     "SCOPE",
     "add_expectation_flags",
+    "add_lldp_flag",
     "add_scope_flag",
     "env_default",
     "expectations_from_args",
@@ -59,3 +61,27 @@ SCOPE = Setting(
 def add_scope_flag(p: argparse.ArgumentParser) -> None:
     """``--exclude-devices`` (``SCOPE``)."""
     add_flags(p, (SCOPE,))
+
+
+def _lldp_mode(text: str) -> str:
+    from agent.readers.lldp import MODES
+
+    if text not in MODES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(MODES)}, got {text!r}")
+    return text
+
+
+#: ``--lldp``: how the rails' LLDP neighbours are read (DESIGN §3)
+LLDP = Setting(
+    "--lldp",
+    "How each rail's LLDP neighbour (the leaf and port it is cabled to) is read: lldpd (lldpcli "
+    "-f json show neighbors details, lldpd running on the node), listen (a passive listener on the "
+    "rail netdevs: AF_PACKET, ethertype 0x88cc, the 01:80:c2:00:00:0e group only, never "
+    "promiscuous, never transmitting; needs CAP_NET_RAW), off. Default: lldpd when lldpcli "
+    "answers, else none.",
+    type=_lldp_mode, metavar="{off,lldpd,listen}", field="read.lldp")
+
+
+def add_lldp_flag(p: argparse.ArgumentParser) -> None:
+    """``--lldp`` (``LLDP``)."""
+    add_flags(p, (LLDP,))

@@ -12,6 +12,7 @@ import sys
 
 from agent.commands.common import (
     add_expectation_flags,
+    add_lldp_flag,
     add_scope_flag,
     env_default,
     fail,
@@ -38,6 +39,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Read the live node's files under DIR (/host in the DaemonSet). Default: /.")
     add_expectation_flags(p)
     add_scope_flag(p)
+    add_lldp_flag(p)
 
 
 def _fail(msg: str) -> int:
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # A bundle is judged with the expectations it was captured with unless a flag says otherwise.
         got = diagnose_host(host, exp, table, source=args.source or "this node", given=given_expectations(args),
-                            exclude_devices=args.exclude_devices)
+                            exclude_devices=args.exclude_devices, lldp=args.lldp)
     except SourceError as exc:
         return _fail(str(exc))
     finally:

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agent.commands.common import SCOPE, add_expectation_flags, add_scope_flag
+from agent.commands.common import LLDP, SCOPE, add_expectation_flags, add_lldp_flag, add_scope_flag
 from agent.settings import (
     Setting,
     add_flags,
@@ -195,16 +195,17 @@ def own_table() -> tuple[Setting, ...]:
 
 
 def table() -> tuple[Setting, ...]:
-    """Every flag of ``railscope agent``: its own, the judging flags, --exclude-devices."""
+    """Every flag of ``railscope agent``: its own, the judging flags, --exclude-devices, --lldp."""
     from agent.expectations import TABLE as EXPECTATIONS
 
-    return (*own_table(), *EXPECTATIONS, SCOPE)
+    return (*own_table(), *EXPECTATIONS, SCOPE, LLDP)
 
 
 def register(p: argparse.ArgumentParser) -> None:
     add_flags(p, own_table())
     add_expectation_flags(p)
     add_scope_flag(p)
+    add_lldp_flag(p)
     # --listen may come from RAILSCOPE_LISTEN (the chart's way), so argparse cannot require it; the
     # usage line still shows it as required. Usage text is %-formatted by argparse: escape it.
     usage = p.format_usage().removeprefix("usage: ").rstrip("\n").replace("%", "%%")
@@ -227,7 +228,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
 
     if not args.listen:
         raise SettingsError("--listen ADDR is required (or RAILSCOPE_LISTEN): the node's IP address")
-    kw = read((*own_table(), SCOPE), args)
+    kw = read((*own_table(), SCOPE, LLDP), args)
     kw["listen"] = check_listen(args.listen, args.listen_any)
     kw["port"] = check_port(int(args.port))
     if not os.path.isdir(args.host_root):

@@ -343,6 +343,16 @@ class RecordingHost:
         self.inner.close()
 
     # -- the rest of the image ------------------------------------------------------------------
+    def put_file(self, rel: str, data: bytes) -> None:
+        """A file a reader gives the image beside the three doors (``lldp/frames.json``: what the passive
+        LLDP listener heard), read back through ``RecordedHost.file``; the last one given stands."""
+        with self._lock:
+            try:
+                self._put_generated(rel, data)
+            except OSError as exc:
+                self._items[rel] = ManifestItem(rel, "generated", skipped=True,
+                                                reason=f"not recorded: {exc.strerror or exc}")
+
     def _put_generated(self, rel: str, data: bytes, kind: str = "generated") -> None:
         dst = os.path.join(self.root, rel)
         os.makedirs(os.path.dirname(dst), exist_ok=True)

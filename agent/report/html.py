@@ -142,7 +142,7 @@ def _speed(mbps: int | None) -> str:
 
 
 
-def _rail_row(r: RailRow, gpu: bool = False) -> str:
+def _rail_row(r: RailRow, gpu: bool = False, peer: bool = False) -> str:
     label = str(r.rail) if r.plane is None else f"{r.rail}.{r.plane}"
     link = r.oper or "missing"
     link_cls = "up" if link == "up" else "down"
@@ -158,6 +158,8 @@ def _rail_row(r: RailRow, gpu: bool = False) -> str:
     ]
     if gpu:
         cells.append(f"<td class=mono>{esc(f'{r.gpu} {r.gpu_link or chr(63)}' if r.gpu else '-')}</td>")
+    if peer:
+        cells.append(f"<td class=mono>{esc(r.peer.label if r.peer else '-')}</td>")
     return f"<tr{bad}>{''.join(cells)}</tr>"
 
 
@@ -165,11 +167,12 @@ def _rails(diag: Diagnosis) -> str:
     if not diag.rails:
         return "<p>No rails found.</p>"
     gpu = any(r.gpu for r in diag.rails)  # GPU nodes: the nearest GPU and its nvidia-smi topo -m word
+    peer = any(r.peer for r in diag.rails)  # the leaf:port each rail is cabled to (LLDP)
     head = "".join(f"<th>{h}</th>" for h in ("Rail", "Netdev", "RDMA", "PCI", "Link", "Speed", "RDMA state",
                                              "Firmware", "Eswitch", "Multiport", "VFs", "Reps",
-                                             *(("GPU",) if gpu else ())))
+                                             *(("GPU",) if gpu else ()), *(("Peer",) if peer else ())))
     return (f'<table id="rails"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(_rail_row(r, gpu) for r in diag.rails[:MAX_RAILS])}</tbody></table>"
+            f"<tbody>{''.join(_rail_row(r, gpu, peer) for r in diag.rails[:MAX_RAILS])}</tbody></table>"
             f"{_more(len(diag.rails) - MAX_RAILS, 'rails')}")
 
 

@@ -8,7 +8,7 @@ from dataclasses import fields, replace
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from agent.findings import Diagnosis, Finding, RailRow
+from agent.findings import Diagnosis, Finding, PeerRow, RailRow
 from agent.report.content import METRICS, Line, Metric, Report
 from agent.report.terminal import safe
 from agent.report.text import render
@@ -148,6 +148,8 @@ def manifest_lines(rep: Report) -> list[str]:
 
 
 def _s(v: Any) -> Any:
+    if isinstance(v, PeerRow):  # the LLDP neighbour's names came off the wire
+        return replace(v, system=_s(v.system), port=_s(v.port))
     return safe(v) if isinstance(v, str) else v
 
 

@@ -98,6 +98,11 @@ def render(diag: Diagnosis, stream: TextIO, *, source: str | None = None, colour
             for row, r in zip(rows, diag.rails, strict=True):
                 far = r.gpu_link in ("NODE", "SYS")
                 row.append((f"{cell(r.gpu)} {cell(r.gpu_link)}" if r.gpu else "-", "warning" if far else None))
+        if any(r.peer for r in diag.rails):
+            # the switch port each rail is cabled to (LLDP): leaf:port
+            headers.append("PEER")
+            for row, r in zip(rows, diag.rails, strict=True):
+                row.append((safe(r.peer.label) if r.peer else "-", None))
         degraded = rail_notes(diag)
         if degraded:
             headers.append("DEGRADED")

@@ -1171,6 +1171,108 @@ OPTICS_ORIGIN = ("The `ethtool -m` text is a real module's, from `tests/fixtures
                  "for the QSFP-DD lines); the edits are named below.")
 
 
+# -- LLDP neighbours (the lldp source) -------------------------------------------------------------
+
+LLDPCLI_ARGV = ["lldpcli", "-f", "json", "show", "neighbors", "details"]
+CABLING = "tests/fixtures/cabling/RECONSTRUCTED-gpu-node-017.csv"
+#: a real leaf's LLDPDU: a Big Cloud Fabric switch (leaf0b, port leaf0b-eth10) with PFC on priority 4,
+#: from tcpdump's test suite (tests/fixtures/public/lldp/SOURCES.md)
+BCF_PCAP = HERE.parents[1] / "tests/fixtures/public/lldp/tcpdump-lldp-app-priority.pcap"
+
+
+def _tlv(kind: int, value: bytes) -> bytes:
+    return ((kind << 9) | len(value)).to_bytes(2, "big") + value
+
+
+def lldp_frame(mac: str, system: str, port: str, descr: str, mfs: int | None = None,
+               pfc: tuple[int, ...] | None = None, mgmt: str | None = None) -> bytes:
+    """An LLDP frame as a Spectrum leaf running Cumulus / NVUE sends it (chassis MAC, port ID ifname, TTL 120,
+    port description, system name, management IPv4, 802.3 MFS, 802.1Qaz PFC): built byte by byte."""
+    src = bytes.fromhex(mac.replace(":", ""))
+    body = _tlv(1, b"\x04" + src) + _tlv(2, b"\x05" + port.encode()) + _tlv(3, (120).to_bytes(2, "big"))
+    body += _tlv(4, descr.encode()) + _tlv(5, system.encode())
+    if mgmt:
+        body += _tlv(8, bytes([5, 1, *(int(x) for x in mgmt.split("."))]) + b"\x02\x00\x00\x00\x01\x00")
+    if mfs is not None:
+        body += _tlv(127, b"\x00\x12\x0f\x04" + mfs.to_bytes(2, "big"))
+    if pfc is not None:
+        body += _tlv(127, b"\x00\x80\xc2\x0b" + bytes([0x08, sum(1 << p for p in pfc)]))
+    return bytes.fromhex("0180c200000e") + src + b"\x88\xcc" + body + _tlv(0, b"")
+
+
+def pcap_frames(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    end = "little" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else "big"
+    out, off = [], 24
+    while off + 16 <= len(data):
+        incl = int.from_bytes(data[off + 8:off + 12], end)
+        out.append(data[off + 16:off + 16 + incl])
+        off += 16 + incl
+    return out
+
+
+def set_frames(img: Image, frames: dict[str, bytes], age_s: float = 12.0) -> None:
+    """What the passive listener (--lldp listen) heard, as a capture records it: lldp/frames.json."""
+    from agent.readers.lldp import encode_frames
+
+    since = {k: float(ENDED_AT - 3600) for k in ("net_rail0", "net_rail1")}
+    img.files["lldp/frames.json"] = encode_frames({k: (ENDED_AT - age_s, v) for k, v in frames.items()}, since)
+
+
+def _neighbour(netdev: str, mac: str, system: str, port: str, descr: str, mfs: int, mgmt: str,
+               pfc: tuple[int, ...] | None = (3,)) -> dict:
+    # lldpd 1.0.16's JSON shape (tests/fixtures/public/lldp/RECONSTRUCTED-lldpcli-1.0.16-details-two-neighbours.json)
+    port_doc: dict[str, Any] = {"id": {"type": "ifname", "value": port}, "descr": descr, "ttl": "120", "mfs": str(mfs)}
+    doc: dict[str, Any] = {"via": "LLDP", "rid": "1", "age": "0 day, 00:00:12",
+                           "chassis": {system: {"id": {"type": "mac", "value": mac}, "mgmt-ip": mgmt, "mgmt-iface": "2"}},
+                           "port": port_doc}
+    if pfc is not None:
+        doc["unknown-tlvs"] = {"unknown-tlv": [{"oui": "00,80,C2", "subtype": "11", "len": "2",
+                                                "value": f"08,{sum(1 << p for p in pfc):02X}"}]}
+    return {netdev: doc}
+
+
+def set_lldpcli(img: Image, *neighbours: dict) -> None:
+    img.set_jcmd(LLDPCLI_ARGV, {"lldp": {"interface": list(neighbours)}})
+
+
+def lldp_peers_healthy(img: Image) -> None:
+    set_lldpcli(img, _neighbour("net_rail0", "1c:34:da:5a:10:00", "leaf-02", "swp1", "to gpu-node-017 rail 0", 9216,
+                                "10.20.0.12"),
+                _neighbour("net_rail1", "1c:34:da:5a:10:00", "leaf-02", "swp2", "to gpu-node-017 rail 1", 9216,
+                           "10.20.0.12"))
+
+
+def rail_peer_moved(img: Image) -> None:
+    set_lldpcli(img, _neighbour("net_rail0", "1c:34:da:5a:10:00", "leaf-02", "swp1", "to gpu-node-017 rail 0", 9216,
+                                "10.20.0.12"),
+                _neighbour("net_rail1", "1c:34:da:5a:30:00", "leaf-03", "swp2", "to gpu-node-031 rail 1", 9216,
+                           "10.20.0.13"))
+
+
+def lldp_peer_small_mfs(img: Image) -> None:
+    set_lldpcli(img, _neighbour("net_rail0", "1c:34:da:5a:10:00", "leaf-02", "swp1", "to gpu-node-017 rail 0", 9216,
+                                "10.20.0.12"),
+                _neighbour("net_rail1", "1c:34:da:5a:10:00", "leaf-02", "swp2", "to gpu-node-017 rail 1", 4114,
+                           "10.20.0.12"))
+
+
+def lldp_listen_bcf_pfc(img: Image) -> None:
+    leaf = next(f for f in pcap_frames(BCF_PCAP) if f[12:14] == b"\x88\xcc")
+    set_frames(img, {"net_rail0": lldp_frame("1c:34:da:5a:10:00", "leaf-02", "swp1", "to gpu-node-017 rail 0", 9216,
+                                             (3,), "10.20.0.12"),
+                     "net_rail1": leaf})
+
+
+def lldp_listen_hostile(img: Image) -> None:
+    """Frames a hostile or broken sender could put on a rail: a system name with terminal escapes and a
+    bidirectional override (kept, escaped), and a TLV whose length runs past the frame (refused, named)."""
+    bad = lldp_frame("02:00:00:00:66:66", "leaf\x1b[2J\u202e-evil", "swp\x07", "9" * 300, 9216, (3,))
+    # a system name TLV that says 400 bytes where 7 are left
+    cut = lldp_frame("02:00:00:00:66:67", "leaf-09", "swp3", "y")[:-2] + ((5 << 9) | 400).to_bytes(2, "big") + b"leaf-09"
+    set_frames(img, {"net_rail0": bad, "net_rail1": cut})
+
+
 @dataclass(frozen=True)
 class Spec:
     name: str
@@ -1488,6 +1590,27 @@ IMAGES: tuple[Spec, ...] = (
     Spec("mtu-mismatch", "2rail", (mtu_rail1,), (("MtuMismatch", "warning", "net_rail1"),),
          "`net_rail1` is at MTU 1500 (left behind by an upgrade) while `net_rail0` is at 9000: of a tie "
          "the largest MTU is the rails' one."),
+    Spec("lldp-peers-healthy", "2rail", (lldp_peers_healthy,), (),
+         "Both rails hear their leaf through lldpd (`lldpcli -f json show neighbors details`): `leaf-02` ports `swp1` "
+         "and `swp2`, maximum frame size 9216, PFC on priority 3, as the cabling map says.",
+         ("--cabling", CABLING)),
+    Spec("rail-peer-mismatch", "2rail", (rail_peer_moved,), (("RailPeerMismatch", "warning", "net_rail1"),),
+         "`net_rail1`'s LLDP neighbour is `leaf-03` port `swp2` while the cabling map names `leaf-02` `swp2`: a cable "
+         "swapped during a repair.", ("--cabling", CABLING)),
+    Spec("lldp-peer-mfs-below-mtu", "2rail", (lldp_peer_small_mfs,), (("MtuMismatch", "warning", "net_rail1"),),
+         "`net_rail1`'s leaf port advertises an IEEE 802.3 maximum frame size of 4114 bytes (4096 of payload) while "
+         "the rail's MTU is 9000, as every rail's: frames above 4096 bytes are dropped at the leaf."),
+    Spec("lldp-peer-pfc-mismatch", "2rail", (lldp_listen_bcf_pfc,), (("PfcPeerMismatch", "warning", "net_rail1"),),
+         "The passive listener's frames (`lldp/frames.json`): `net_rail1` hears a real leaf's LLDPDU with PFC on "
+         "priority 4 (a Big Cloud Fabric leaf, `leaf0b` port `leaf0b-eth10`, tcpdump's test capture) while the rail's "
+         "lossless priority 3 has PFC on; `net_rail0`'s leaf (a frame built byte by byte) has PFC on 3.",
+         origin="The rail 1 frame is the real capture `tests/fixtures/public/lldp/tcpdump-lldp-app-priority.pcap`."),
+    Spec("lldp-frames-hostile-healthy", "2rail", (lldp_listen_hostile,), (),
+         "Trap: the listener's frames carry a system name with a terminal escape and a bidirectional override and a "
+         "300-character port description (`net_rail0`: kept escaped and cut), and a TLV that says 400 bytes where 7 are left "
+         "(`net_rail1`: refused and named under not available). Neither is a fault of the rail.",
+         unavailable=(("lldp", "net_rail1: the last LLDP frame (2026-10-28T14:20:21Z) is not a well-formed LLDPDU: "
+                               "TLV type 5 says 400 bytes, 7 left in the frame"),)),
     Spec("mtu-management-nic-healthy", "2rail", (mtu_management_only,), (),
          "Trap: the E810 management / storage ports `ens7f0np0` (1500) and `ens7f1np1` (9216) differ from "
          "the rails' 9000, which match `--expect-mtu 9000`: not rails, not judged.",

@@ -176,6 +176,8 @@ FULL_AGENT = {
     "thermalInterval": 30,
     "opticsInterval": "5m",
     "processesInterval": "30s",
+    "lldpInterval": "45s",
+    "lldp": "listen",
     "budgetCpu": "250m",
     "budgetRss": "128Mi",
     "sourceDeadline": "30s",

@@ -13,7 +13,7 @@ from agent.analysis.topology import build_topology
 from agent.config import Expectations
 from agent.findings import Diagnosis, Finding
 from agent.metrics.state import BudgetStatus, HungSource, MetricsState, SourceStatus
-from agent.model import DaemonProcess, EthtoolStats, Snapshot
+from agent.model import DaemonProcess, EthtoolStats, LldpNeighbor, Snapshot
 
 
 def state_for(snap: Snapshot, **kw) -> MetricsState:
@@ -63,6 +63,9 @@ def full_state() -> MetricsState:
     links = tuple(dataclasses.replace(lk, stats64=stats) if lk.ifname == "net_rail0_1" else lk for lk in snap.links)
     snap = dataclasses.replace(snap, ethtool=ethtool, links=links, processes=DAEMON_PROCESSES)
     snap = with_degradation(snap)
+    # the lldp source: rail 0's leaf port (railscope_rail_peer_info)
+    snap = dataclasses.replace(snap, lldp=(LldpNeighbor("net_rail0", "listen", system="leaf-02", port_id="swp1",
+                                                        port_id_type="ifname"),))
     diag = Diagnosis("n", "k", (), (Finding("RailMissing", "critical", "net_rail3", ""),))
     return state_for(snap, diagnosis=diag, sources=(SourceStatus("links", True, 0.1),),
                      hung=(HungSource("counters", "net_rail0"),), event_codes=("LinkFlapping",),

@@ -152,7 +152,7 @@ def test_node_and_pf_values_of_the_example_image(example_text: bytes) -> None:
     # The live agent's sources; every read completed (no OVS on the node is a fact, not a failure).
     ok = {lab["source"]: v for n, lab, v in series(example_text) if n == "railscope_scrape_collector_success"}
     assert ok == {"config": 1, "links": 1, "devlink": 1, "health": 1, "firmware": 1, "gpus": 1, "rdma": 1,
-                  "counters": 1, "pcie": 1, "thermal": 1, "optics": 1, "processes": 1}
+                  "counters": 1, "pcie": 1, "thermal": 1, "optics": 1, "processes": 1, "lldp": 1}
     took = {lab["source"]: v for n, lab, v in series(example_text)
             if n == "railscope_scrape_collector_duration_seconds"}
     assert took["counters"] == pytest.approx(0.08)  # four ethtool commands of 0.02 s in the manifest

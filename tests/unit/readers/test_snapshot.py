@@ -113,7 +113,9 @@ def test_rules_and_unavailable(snap: Snapshot) -> None:
         ("firmware", "devlink -j dev info pci/0000:8d:00.0: not recorded in this image"),
         ("thermal", "no mlx5 hwmon sensors on 0000:0c:00.0, 0000:8d:00.0 (kernel before 6.5, or not mlx5)"),
         ("ethtool -m net_rail0", "ethtool -m net_rail0: not recorded in this image"),
-        ("ethtool -m net_rail1", "ethtool -m net_rail1: not recorded in this image")]
+        ("ethtool -m net_rail1", "ethtool -m net_rail1: not recorded in this image"),
+        # ... nor the lldp source (no lldpcli record, no listener frames)
+        ("lldp", "lldpcli -f json show neighbors details: not recorded in this image")]
     assert snap.busy == ()
 
 
@@ -189,13 +191,14 @@ def test_every_command_run_is_in_the_example_image(example_image: Path) -> None:
     cmd_dir = example_image / "cmd"
     missing = [a for a in host.argvs if not (cmd_dir / f"{slug(list(a))}.stdout").exists()]
     # ovs-vsctl: skipped at capture (no OVS db socket); the enable_roce param, devlink health show, dev
-    # info, ethtool --version and -m: the shared image predates them
-    assert [a[0] for a in missing] == ["ovs-vsctl", *["devlink"] * 5, "ethtool", "ethtool", "ethtool"]
+    # info, ethtool --version and -m, lldpcli: the shared image predates them
+    assert [a[0] for a in missing] == ["ovs-vsctl", *["devlink"] * 5, "ethtool", "ethtool", "ethtool", "lldpcli"]
     assert missing[1:] == [("devlink", "-j", "dev", "param", "show", "pci/0000:0c:00.0", "name", "enable_roce"),
                            ("devlink", "-j", "dev", "param", "show", "pci/0000:8d:00.0", "name", "enable_roce"),
                            ("devlink", "-j", "health", "show"), ("devlink", "-j", "dev", "info", "pci/0000:0c:00.0"),
                            ("devlink", "-j", "dev", "info", "pci/0000:8d:00.0"), ("ethtool", "--version"),
-                           ("ethtool", "-m", "net_rail0"), ("ethtool", "-m", "net_rail1")]
+                           ("ethtool", "-m", "net_rail0"), ("ethtool", "-m", "net_rail1"),
+                           ("lldpcli", "-f", "json", "show", "neighbors", "details")]
     assert snap.unavailable[:6] == (("ovs", "no OVS db socket at /var/run/openvswitch/db.sock"),
                                     ("devlink pci/0000:0c:00.0", "devlink -j dev param show pci/0000:0c:00.0 name "
                                                                  "enable_roce: not recorded in this image"),
