@@ -1,7 +1,7 @@
 """The node agent daemon (``railscope agent``), one module per job: ``scheduler`` (the registry's
 sources, each in its own thread at its own interval), ``link_state`` (what link messages mean to the
 detectors), ``debounce`` (re-read gaps, deferred and never dropped), ``events`` (the bounded event
-log), ``flight_recorder``, ``capture`` (node images on request), ``tracked_host`` (a host per thread
+log), ``capture`` (node images on request), ``tracked_host`` (a host per thread
 that serialises firmware reads), ``app`` (the aiohttp app and its runner), ``background`` (a task for
 the app's lifetime: the node watch, the request puller) and ``daemon`` (the wiring).
 

@@ -32,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.capture.job import Job, Shared
 from agent.capture.manifest import settle_note
+from agent.capture.recorder import FlightRecorder
 from agent.capture.runner import CaptureError, CaptureResult, capture_to_file
 from agent.capture.spool import Spool
 from agent.capture.trigger import SETTLE_S, CaptureTrigger, settle_wait
@@ -40,7 +41,6 @@ from agent.host import Host
 from agent.host.firmware import FirmwareGate
 from agent.model import Event
 from agent.service.events import EventLog
-from agent.service.flight_recorder import FlightRecorder
 from agent.service.tracked_host import Progress, TrackedHost
 
 __all__ = ["CaptureFailed", "ImageBusy", "ImageCapture"]

@@ -1,7 +1,7 @@
 """The running agent: the registry's sources sampled in the background, detectors, events, the
 flight recorder — wired together. Each job has its own module: ``scheduler`` (the sources' timers and
 threads), ``link_state`` (what link messages mean to the detectors and to the links' records),
-``debounce`` (re-read gaps), ``events`` (the event log), ``flight_recorder``, ``capture`` (node images),
+``debounce`` (re-read gaps), ``events`` (the event log), ``capture`` (node images),
 ``app`` (HTTP).
 
 Threads and where state lives:
@@ -35,6 +35,7 @@ from prometheus_client import generate_latest
 from agent.analysis import pipeline
 from agent.analysis.checks.degradation import RATE_COUNTERS
 from agent.analysis.topology import Topology
+from agent.capture.recorder import FlightRecorder, incident_counters
 from agent.clients.collector import CollectorClient, RetryPolicy
 from agent.config import AgentSettings, Thresholds
 from agent.detectors import daemon_restarts, engine
@@ -59,7 +60,6 @@ from agent.service.capture import CaptureFailed, ImageBusy, ImageCapture
 from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle
 from agent.service.events import EventLog
-from agent.service.flight_recorder import FlightRecorder, incident_counters
 from agent.service.link_state import LinkState
 from agent.service.scheduler import Lane, Scheduler, SourceState
 from agent.service.selfmetrics import AgentCollector

@@ -10,6 +10,7 @@ import time
 
 from agent.capture.context import CaptureContext
 from agent.capture.plan import Generated, Plan
+from agent.capture.recorder import FlightRecorder
 from agent.model import Snapshot
 from agent.readers.common import Notes
 from agent.readers.ethtool import read_ethtool
@@ -66,8 +67,6 @@ def _recorder(ctx: CaptureContext) -> bytes:
         return ctx.recorder_jsonl()
     if (kept := _from_image(ctx, "recorder.jsonl")) is not None:
         return kept
-    from agent.service.flight_recorder import FlightRecorder
-
     snap = ctx.snapshot
     if snap is None or not ctx.rails:
         return b""

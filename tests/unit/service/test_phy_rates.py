@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.capture.recorder import FlightRecorder, incident_counters
 from agent.config import AgentSettings, Expectations
 from agent.host.recorded import RecordedHost
 from agent.readers.snapshot import take_snapshot
 from agent.service.daemon import Agent
-from agent.service.flight_recorder import FlightRecorder, incident_counters
 
 IMAGE = Path(__file__).resolve().parents[2] / "images" / "degradation-sources-healthy"
 LINE = 400_000_000_000  # bits a second at 400 Gb/s
