@@ -38,16 +38,12 @@ from agent.host.ethtool import format_drvinfo, format_gstats
 from agent.host.image import SCHEMA, Manifest, ManifestItem, item_of, manifest_to_json
 from agent.host.paths import walk_links
 
-__all__ = ["RecordError", "RecordingHost"]
+__all__ = ["RecordingHost"]
 
 def _keep(keep: str) -> dict[str, str]:
     """``keep`` for an inner host, passed only when it is not the default (a host made for a test
     may know no ``keep``)."""
     return {} if keep == "head" else {"keep": keep}
-
-
-class RecordError(Exception):
-    """The image cannot be written (the output directory is not empty, not writable ...)."""
 
 
 def _iso(ts: float) -> str:
