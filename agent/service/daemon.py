@@ -21,7 +21,6 @@ The scrape renders the latest state; it never waits for a source.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import re
 import time
@@ -35,8 +34,9 @@ from prometheus_client import generate_latest
 from agent.analysis import pipeline
 from agent.analysis.checks.degradation import RATE_COUNTERS
 from agent.analysis.topology import Topology
+from agent.capture.job import Job
 from agent.capture.recorder import FlightRecorder, incident_counters
-from agent.clients.collector import CollectorClient, RetryPolicy
+from agent.clients.collector import CallOutcomes, CollectorClient
 from agent.config import AgentSettings, Thresholds
 from agent.detectors import daemon_restarts, engine
 from agent.detectors import degradation as degradation_events
@@ -61,6 +61,7 @@ from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle
 from agent.service.events import EventLog
 from agent.service.link_state import LinkState
+from agent.service.pull import Captured, RequestPuller, RunFn, SpoolUploader
 from agent.service.scheduler import Lane, Scheduler, SourceState
 from agent.service.selfmetrics import AgentCollector
 from agent.service.tracked_host import Progress, TrackedHost
@@ -120,12 +121,8 @@ class Agent:
 
         self._parts: dict[str, registry.Part] = {}
         self.restarts = daemon_restarts.RestartState()
-        # How the calls to the collector ended (uploads, polls, done), and what became of spooled
-        # bundles: railscope_agent_collector_calls_total / railscope_spool_uploads_total.
-        from agent.clients.collector import CallOutcomes
-
+        # How the calls to the collector ended (uploads, polls, done): railscope_agent_collector_calls_total.
         self.collector_outcomes = CallOutcomes()
-        self.spool_outcomes: collections.Counter[str] = collections.Counter()
         self.budget: Any = None
         self.snapshot: Snapshot | None = None
         self.topology: Topology | None = None
@@ -156,6 +153,11 @@ class Agent:
             self.collector = CollectorClient(settings.collector_url, token_file=settings.collector_token_file,
                                              token_flag="--collector-token-file", outcomes=self.collector_outcomes,
                                              ca_file=settings.collector_ca_file)
+        #: the spool upload, beside the request puller: the keys it stored are the ones requests reuse
+        self.uploader: SpoolUploader | None = None
+        if self.collector is not None and self.capture.spool is not None:
+            self.uploader = SpoolUploader(self.capture.spool, self.collector, interval_s=settings.upload_interval_s,
+                                          clock=clock)
         self._lanes: dict[str, Lane] = {}
         self._hosts: dict[str, Host] = {}
         self._tasks: list[asyncio.Task[Any]] = []
@@ -166,9 +168,6 @@ class Agent:
         self._image_lock: asyncio.Lock | None = None
         self.ready = False
         self.started_at = clock()
-
-        #: keys of the spool's bundles the collector stored, newest last (capture requests reuse them)
-        self.uploaded: collections.deque[str] = collections.deque(maxlen=64)
         self.registry = make_registry(self.metrics_state, clock=clock, representor_include=self._rep_include,
                                       extra=(AgentCollector(self), self.capture))
         self.metrics_content_type = CONTENT_TYPE
@@ -200,8 +199,8 @@ class Agent:
         self._tasks.append(asyncio.create_task(self._boot(), name="railscope-boot"))
         if self.settings.budget_cpu is not None or self.settings.budget_rss is not None:
             self._tasks.append(asyncio.create_task(self._guard_budget(), name="railscope-budget"))
-        if self.settings.collector_url and self.capture.spool is not None:
-            self._tasks.append(asyncio.create_task(self._upload_spool(), name="railscope-upload"))
+        if self.uploader is not None:
+            self._tasks.append(asyncio.create_task(self.uploader.run(), name="railscope-upload"))
         log.info("agent started", extra={"listen": self.settings.listen, "port": self.settings.port,
                                          "recorder_window_s": self.settings.recorder_window_s,
                                          "disabled_sources": sorted(self.settings.disabled)})
@@ -404,38 +403,6 @@ class Agent:
             self._schedule_analysis()  # the event becomes a railscope_finding now, not at the next sample
 
     # -- link events -------------------------------------------------------------------------
-    async def _upload_spool(self) -> None:
-        """Empty the node spool into the collector, oldest first, every upload interval (and at once
-        when a capture was spooled: the spool's listing changes)."""
-        from agent.capture.upload import drain_spool
-
-        spool, client = self.capture.spool, self.collector
-        assert spool is not None and client is not None
-        seen: tuple[str, ...] = ()
-        last = -1e9
-        while True:
-            names = tuple(e.name for e in await asyncio.get_running_loop().run_in_executor(None, spool.entries))
-            if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
-                last = self.clock()
-                try:
-                    # Few attempts: the spool keeps what is not sent, and the next round sends it.
-                    res = await drain_spool(spool, client, retry=RetryPolicy(attempts=3))
-                    self.uploaded.extend(r.key for r in res.sent)
-                    for r in res.sent:
-                        self.spool_outcomes["duplicate" if r.duplicate else "stored"] += 1
-                    self.spool_outcomes["rejected"] += len(res.rejected)
-                    if res.left:
-                        # kept for the next round: the collector is away, or the token file must be fixed
-                        self.spool_outcomes["deferred"] += 1
-                    if res.sent or res.rejected or res.left:
-                        log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),
-                                                        "left": res.left, "error": res.error})
-                except Exception:  # the uploader must never take the agent down
-                    log.exception("spool upload failed")
-                names = tuple(e.name for e in await asyncio.get_running_loop().run_in_executor(None, spool.entries))
-            seen = names
-            await asyncio.sleep(1.0)
-
     async def _drain(self) -> None:
         assert self._wake is not None
         while True:
@@ -524,3 +491,29 @@ class Agent:
 
     def discard_image(self, path: str) -> None:
         self.capture.discard(path)
+
+    # -- capture requests --------------------------------------------------------------------------
+    def run_request(self, job: Job, work: str) -> Captured:
+        """A request's job as one of the daemon's captures: one at a time with its other captures,
+        under its firmware gate, with its events and flight recorder, in ``railscope_captures``
+        (blocking: the puller runs it in a worker thread)."""
+        res = self.capture.run(job, work + "/")
+        assert res.path is not None
+        return Captured(res.path, res.sha256)
+
+    def request_puller(self, url: str | None = None, *, token_file: str | None = None, run: RunFn | None = None,
+                       **kw: Any) -> RequestPuller:
+        """The request puller, given what it needs of the daemon: its settings, the collector's client
+        (the daemon's, shared with the spool upload; for another ``url`` or token file, one the puller
+        owns), the run function, the spool and the keys the spool upload stored."""
+        client, own = self.collector, False
+        if client is None or url is not None or token_file is not None:
+            client = CollectorClient(url or self.settings.collector_url or "",
+                                     token_file=token_file or self.settings.collector_token_file,
+                                     token_flag="--collector-token-file", outcomes=self.collector_outcomes,
+                                     ca_file=self.settings.collector_ca_file,
+                                     **{k: kw[k] for k in ("rng", "sleep") if k in kw})
+            own = True
+        return RequestPuller(self.settings, client, run or self.run_request, spool=self.capture.spool,
+                             uploaded=self.uploader.uploaded if self.uploader is not None else (),
+                             idle=self.capture.idle, own_client=own, **kw)

@@ -89,7 +89,7 @@ class AgentCollector:
             "What became of the node spool's bundles: stored, duplicate, rejected (refused for good, moved to "
             "rejected/), deferred (a round that left bundles for later: the collector away, a token to fix).",
             labels=["outcome"])
-        for outcome, n in sorted(a.spool_outcomes.items()):
+        for outcome, n in sorted((a.uploader.outcomes if a.uploader is not None else {}).items()):
             spooled.add_metric([outcome], n)
         yield spooled
 
