@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import logging
 import math
@@ -52,8 +53,9 @@ from agent.capture.redact import Redactor
 from agent.config import ReadConfig
 from agent.host import Host, slug
 from agent.host.firmware import FirmwareGate
+from agent.host.image import SCHEMA, Manifest, manifest_to_json
 from agent.host.paths import NotRegularFile
-from agent.host.recording import SCHEMA, RecordingHost
+from agent.host.recording import RecordingHost
 from agent.model import Snapshot
 from agent.readers.scope import excluded, netdevs_on_functions
 
@@ -533,7 +535,8 @@ class _Run:
                                                      reason=why, plugin=t.plugin))
 
     # -- pack -----------------------------------------------------------------------------------
-    def pack(self, writer: BundleWriter, manifest: dict[str, Any]) -> None:
+    def pack(self, writer: BundleWriter, manifest: Manifest) -> Manifest:
+        """Pack the staging tree, then ``manifest`` with the packed items (``manifest.json``, last)."""
         for dirpath, dirs, files in os.walk(self.staging):
             dirs.sort()
             rel_dir = os.path.relpath(dirpath, self.staging)
@@ -556,11 +559,9 @@ class _Run:
                 full = os.path.join(dirpath, d)
                 if not os.path.islink(full) and not os.listdir(full):
                     writer.add_dir(d if rel_dir == "." else f"{rel_dir}/{d}")
-        manifest["items"] = [self.items[k] for k in sorted(self.items)]
-        import json
-
-        data = (json.dumps(manifest, indent=1, default=str) + "\n").encode()
-        writer.add_bytes("manifest.json", data)
+        manifest = dataclasses.replace(manifest, items=tuple(mf.as_item(self.items[k]) for k in sorted(self.items)))
+        writer.add_bytes("manifest.json", manifest_to_json(manifest).encode())
+        return manifest
 
 
 _PLACE = re.compile(r"\{(rail|pf|handle|rdma|reporter|netns)\}")
@@ -671,19 +672,13 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
                 n += 1
                 name = f"{base}-{n}"
         ended = time.time()
-        manifest: dict[str, Any] = {
-            "schema": SCHEMA,
+        times = {"started_at": _iso(run.started_at),
+                 # Rounded up: an event of the last second must fall inside the window that ends here.
+                 "ended_at": _iso(math.ceil(ended)),
+                 **_kept_times(host)}
+        extra: dict[str, Any] = {
             "bundle_id": bundle_id,
-            "node": shown_node,
-            "cluster": params.cluster,
-            "incident": params.incident,
-            "reason": params.reason,
-            "agent_version": __version__,
             **({"expectations": params.expectations} if params.expectations is not None else {}),
-            "started_at": _iso(run.started_at),
-            # Rounded up: an event of the last second must fall inside the window that ends here.
-            "ended_at": _iso(math.ceil(ended)),
-            **_kept_times(host),
             "capture": {
                 "deadline_s": params.deadline_s, "parallel": params.parallel, "nice": params.nice,
                 "redact": redactor.pseudonymising, "pod_netns": params.pod_netns,
@@ -694,10 +689,13 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
             "notes": run.notes,
             "hung": [{"source": s, "device": d} for s, d in sorted(set(run.hung))],
         }
+        manifest = Manifest(schema=SCHEMA, node=shown_node, cluster=params.cluster, incident=params.incident,
+                            reason=params.reason, agent_version=__version__, extra=extra, **times)
         writer = make_writer(name, redactor, staging, ended)
-        run.pack(writer, manifest)
+        manifest = run.pack(writer, manifest)
         nbytes, digest = writer.close()
-        return CaptureResult(name, bundle_id, nbytes, digest, manifest, tuple(sorted(set(run.hung))), run.partial,
+        return CaptureResult(name, bundle_id, nbytes, digest, manifest.as_json(), tuple(sorted(set(run.hung))),
+                             run.partial,
                              snapshot=snap, started_ts=run.started_at)
     finally:
         # A worker stuck past the deadline (a read hung in the driver) may still hold a file here.

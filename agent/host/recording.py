@@ -36,6 +36,7 @@ from agent import __version__
 from agent.host import CmdResult, Host, slug
 from agent.host.ethtool import format_drvinfo, format_gstats
 from agent.host.image import SCHEMA, Manifest, ManifestItem, item_of, manifest_to_json
+from agent.host.image.events import events_json
 from agent.host.paths import walk_links
 
 __all__ = ["RecordingHost"]
@@ -357,7 +358,7 @@ class RecordingHost:
                 self._items["netlink/links.json"] = ManifestItem(
                     "netlink/links.json", "netlink", skipped=True,
                     reason=self.inner.links_error or "netlink not available")
-            self._put_generated("events.json", (json.dumps({"events": events or []}, indent=1) + "\n").encode())
+            self._put_generated("events.json", events_json(events))
             return tuple(self._items[k] for k in sorted(self._items))
 
     def finish(self, *, node: str | None = None, cluster: str | None = None, incident: str | None = None,
