@@ -36,7 +36,7 @@ except (ImportError, OSError) as exc:  # OSError: the bundled libhelm_c.so does 
 import jsonschema
 
 from agent.cli import build_parser
-from agent.commands.serve import settings_from_args
+from agent.commands.agent import settings_from_args
 from agent.config import DEFAULT_PORT, RESERVED_PORTS
 from agent.readers.kernel_table import load_kernel_table
 from agent.readers.ovs import DB_SOCKETS
