@@ -2,7 +2,7 @@
 sources in their threads and their latest parts, on ``scheduler``'s timers and lanes), ``link_state``
 (what link messages mean to the detectors), ``detection`` (the detectors over time), ``analysis``
 (the pipeline of each new snapshot), ``debounce`` (re-read gaps, deferred and never dropped),
-``events`` (the bounded event log), ``capture`` (the daemon's captures), ``pull`` (the request puller
+``events`` (the bounded event log), ``captures`` (the daemon's captures), ``pull`` (the request puller
 and the spool upload), ``tracked_host`` (a host per thread that serialises firmware reads), ``app``
 (the aiohttp app and its runner), ``background`` (a task for the app's lifetime: the node watch, the
 request puller) and ``daemon`` (the composition root that wires them).

@@ -70,7 +70,7 @@ async def image(request: web.Request) -> web.StreamResponse:
     incident = request.query.get("incident")
     try:
         path, name = await agent.record_image(reason=reason, incident=incident)
-    except agent.ImageBusy:
+    except agent.CaptureBusy:
         raise web.HTTPTooManyRequests(text="a node image is being recorded; retry shortly\n",
                                       headers={"Retry-After": "5"}) from None
     except agent.CaptureFailed as exc:

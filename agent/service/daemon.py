@@ -2,7 +2,7 @@
 a module of its own with narrow inputs: ``sampling`` (the registry's sources in their threads, their
 latest parts), ``link_state`` (what link messages mean to the detectors and to the links' records),
 ``detection`` (the detectors over time), ``analysis`` (the pipeline of each new snapshot),
-``debounce`` (re-read gaps), ``events`` (the event log), ``capture`` (the daemon's captures),
+``debounce`` (re-read gaps), ``events`` (the event log), ``captures`` (the daemon's captures),
 ``pull`` (the request puller and the spool upload), ``app`` (HTTP).
 
 Threads and where state lives:
@@ -49,7 +49,7 @@ from agent.model import Event, Snapshot
 from agent.readers import sources as registry
 from agent.readers.counters import TRAFFIC
 from agent.service.analysis import Analysis
-from agent.service.capture import CaptureFailed, ImageBusy, ImageCapture
+from agent.service.captures import CaptureBusy, CaptureFailed, CaptureMetrics, Captures
 from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle
 from agent.service.detection import Detection
@@ -58,9 +58,9 @@ from agent.service.link_state import LinkState
 from agent.service.pull import Captured, RequestPuller, RunFn, SpoolUploader
 from agent.service.sampling import Sampling
 from agent.service.scheduler import Lane, SourceState
-from agent.service.selfmetrics import AgentCollector
+from agent.service.selfmetrics import AgentMetrics
 
-__all__ = ["Agent", "CaptureFailed", "ImageBusy"]
+__all__ = ["Agent", "CaptureBusy", "CaptureFailed"]
 
 log = logging.getLogger("railscope.agent")
 events_log = logging.getLogger("railscope.agent.events")
@@ -74,7 +74,7 @@ _DRAIN_BATCH = 512
 
 
 class Agent:
-    ImageBusy = ImageBusy
+    CaptureBusy = CaptureBusy
     CaptureFailed = CaptureFailed
 
     def __init__(self, settings: AgentSettings, *, host_factory: Callable[[], Host] | None = None,
@@ -120,7 +120,7 @@ class Agent:
         self.devlink_debounce = Debouncer(_RESAMPLE_GAP_S, lambda: poke(roles["devlink-events"]), **debounce)
         self.ports_debounce = Debouncer(_PORTS_RESAMPLE_GAP_S, lambda: poke(roles["ports"]), **debounce)
 
-        self.capture = ImageCapture(settings, host_factory, self.firmware, self.events, self.recorder, clock,
+        self.captures = Captures(settings, host_factory, self.firmware, self.events, self.recorder, clock,
                                     hung_tools=self.sampling.hung_tools,
                                     rail_change=lambda: self.links.last_rail_change)
         #: the collector's one client in the daemon: the spool upload and the request puller share
@@ -132,8 +132,8 @@ class Agent:
                                              ca_file=settings.collector_ca_file)
         #: the spool upload, beside the request puller: the keys it stored are the ones requests reuse
         self.uploader: SpoolUploader | None = None
-        if self.collector is not None and self.capture.spool is not None:
-            self.uploader = SpoolUploader(self.capture.spool, self.collector, interval_s=settings.upload_interval_s,
+        if self.collector is not None and self.captures.spool is not None:
+            self.uploader = SpoolUploader(self.captures.spool, self.collector, interval_s=settings.upload_interval_s,
                                           clock=clock)
         self._lanes: dict[str, Lane] = {}
         self._tasks: list[asyncio.Task[Any]] = []
@@ -145,7 +145,7 @@ class Agent:
 
         rep_include = re.compile(settings.representor_include) if settings.representor_include else None
         self.registry = make_registry(self.metrics_state, clock=clock, representor_include=rep_include,
-                                      extra=(AgentCollector(self), self.capture))
+                                      extra=(AgentMetrics(self), CaptureMetrics(self.captures)))
         self.metrics_content_type = CONTENT_TYPE
 
     @property
@@ -291,7 +291,7 @@ class Agent:
 
     def _emit(self, ev: Event) -> None:
         self.events.add(ev)
-        self.capture.on_event(ev, self._node())
+        self.captures.on_event(ev, self._node())
         level = logging.WARNING if ev.severity in ("warning", "critical") else logging.INFO
         events_log.log(level, ev.message or ev.code, extra={
             "event": ev.code, "severity": ev.severity, "subject": ev.subject, "event_ts": ev.ts,
@@ -335,7 +335,7 @@ class Agent:
     # -- what the endpoints serve --------------------------------------------------------------
     def metrics_state(self) -> MetricsState:
         sources, hung = self.sampling.status()
-        hung.extend(HungSource(src, dev) for src, dev in sorted(self.capture.hung))
+        hung.extend(HungSource(src, dev) for src, dev in sorted(self.captures.hung))
         links = self.sampling.links()
         return MetricsState(snapshot=self.snapshot, topology=self.topology, diagnosis=self.diagnosis,
                             sources=tuple(sources), hung=tuple(dict.fromkeys(hung)), event_counts=self.events.counts(),
@@ -365,20 +365,20 @@ class Agent:
         returns (path, bundle name). One at a time."""
         assert self._image_lock is not None
         if self._image_lock.locked():
-            raise ImageBusy()
+            raise CaptureBusy()
         async with self._image_lock:
             node = self._node()
-            return await self._lanes["image"].submit(lambda: self.capture.record(reason, incident, node))
+            return await self._lanes["image"].submit(lambda: self.captures.record(reason, incident, node))
 
     def discard_image(self, path: str) -> None:
-        self.capture.discard(path)
+        self.captures.discard(path)
 
     # -- capture requests --------------------------------------------------------------------------
     def run_request(self, job: Job, work: str) -> Captured:
         """A request's job as one of the daemon's captures: one at a time with its other captures,
         under its firmware gate, with its events and flight recorder, in ``railscope_captures``
         (blocking: the puller runs it in a worker thread)."""
-        res = self.capture.run(job, work + "/")
+        res = self.captures.run(job, work + "/")
         assert res.path is not None
         return Captured(res.path, res.sha256)
 
@@ -395,6 +395,6 @@ class Agent:
                                      ca_file=self.settings.collector_ca_file,
                                      **{k: kw[k] for k in ("rng", "sleep") if k in kw})
             own = True
-        return RequestPuller(self.settings, client, run or self.run_request, spool=self.capture.spool,
+        return RequestPuller(self.settings, client, run or self.run_request, spool=self.captures.spool,
                              uploaded=self.uploader.uploaded if self.uploader is not None else (),
-                             idle=self.capture.idle, own_client=own, **kw)
+                             idle=self.captures.idle, own_client=own, **kw)

@@ -17,7 +17,7 @@ from prometheus_client.metrics_core import Metric
 if TYPE_CHECKING:
     from agent.service.daemon import Agent
 
-__all__ = ["AgentCollector", "rss_bytes"]
+__all__ = ["AgentMetrics", "rss_bytes"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -31,7 +31,7 @@ def rss_bytes() -> int | None:
         return None
 
 
-class AgentCollector:
+class AgentMetrics:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
 

@@ -346,7 +346,7 @@ def test_event_captures_land_in_the_spool_once_per_cooldown_and_the_cap_drops_th
         for _ in range(5):
             agent._emit(ev("LinkFlapping"))  # a storm: one capture
         agent._emit(ev("RepresentorStale"))  # not configured: none
-        assert await loop.run_in_executor(None, agent.capture.idle)
+        assert await loop.run_in_executor(None, agent.captures.idle)
         entries = Spool(str(spool_dir), 10 << 20).entries()
         assert len(entries) == 1
         meta = entries[0].meta
@@ -359,9 +359,9 @@ def test_event_captures_land_in_the_spool_once_per_cooldown_and_the_cap_drops_th
         assert 'railscope_captures_total{outcome="ok",trigger="event"} 1.0' in text
         assert "railscope_spool_dropped_total 0.0" in text
         # the cap: a second bundle (another code) that does not fit beside the first drops the first
-        agent.capture.spool.max_bytes = entries[0].bytes + 1000  # type: ignore[union-attr]
+        agent.captures.spool.max_bytes = entries[0].bytes + 1000  # type: ignore[union-attr]
         agent._emit(ev("PfcStorm"))
-        assert await loop.run_in_executor(None, agent.capture.idle)
+        assert await loop.run_in_executor(None, agent.captures.idle)
         left = Spool(str(spool_dir), 10 << 20).entries()
         assert [e.meta["incident"].split("-")[0] for e in left] == ["pfcstorm"]
         text = await (await client.get("/metrics")).text()
@@ -372,7 +372,7 @@ def test_event_captures_land_in_the_spool_once_per_cooldown_and_the_cap_drops_th
 
 def test_a_firmware_read_hung_in_a_capture_is_exported_and_skipped_by_the_next(example_image: Path) -> None:
     agent = _agent(example_image)
-    agent.capture.hung.add(("counters", "net_rail0"))
+    agent.captures.hung.add(("counters", "net_rail0"))
 
     async def body(client: TestClient) -> None:
         await _until_ready(client)
@@ -384,7 +384,7 @@ def test_a_firmware_read_hung_in_a_capture_is_exported_and_skipped_by_the_next(e
 
     from agent.capture.job import Job
 
-    shared = replace(agent.capture.shared(), hung_tools=frozenset({("devlink", "pci/0000:0c:00.0")}))
+    shared = replace(agent.captures.shared(), hung_tools=frozenset({("devlink", "pci/0000:0c:00.0")}))
     params = Job.for_image("test", None, "gpu-node-7", agent.settings).params(shared)
     assert params.skip_firmware == frozenset({"net_rail0", "pci/0000:0c:00.0"})
     assert params.hung_tools == frozenset({("devlink", "pci/0000:0c:00.0")})

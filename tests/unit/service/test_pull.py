@@ -269,7 +269,7 @@ def test_a_local_capture_of_the_same_cause_answers_the_alerts_request(tmp_path: 
             await server.start_server()
             try:
                 # The detector's event captures into the spool, under an incident derived from the event.
-                assert agent.capture.on_event(Event(_time.time(), "LinkFlapping", "warning", "net_rail0"), NODE)
+                assert agent.captures.on_event(Event(_time.time(), "LinkFlapping", "warning", "net_rail0"), NODE)
                 await _post_alert(url)
                 for _ in range(1200):
                     docs = _request_docs(store)
@@ -383,7 +383,7 @@ def test_a_refused_poll_and_upload_are_series_of_the_agent(tmp_path: Path, examp
     from prometheus_client import CollectorRegistry, generate_latest
 
     from agent.clients.collector import CollectorClient, CollectorError
-    from agent.service.selfmetrics import AgentCollector
+    from agent.service.selfmetrics import AgentMetrics
 
     other = tmp_path / "other-node-token"
     other.write_text(AGENT_TOKEN_18 + "\n")
@@ -407,7 +407,7 @@ def test_a_refused_poll_and_upload_are_series_of_the_agent(tmp_path: Path, examp
     agent = asyncio.run(go())
     assert agent.collector_outcomes.counts() == {("poll", "403"): 1, ("upload", "401"): 1}
     reg = CollectorRegistry()
-    reg.register(AgentCollector(agent))
+    reg.register(AgentMetrics(agent))
     text = generate_latest(reg).decode()
     assert 'railscope_agent_collector_calls_total{call="poll",outcome="403"} 1.0' in text
     assert 'railscope_agent_collector_calls_total{call="upload",outcome="401"} 1.0' in text
