@@ -13,11 +13,11 @@ runner's :class:`CaptureParams`. In the daemon, :class:`Shared` adds the state e
 shares — the firmware gate its samplers hold, the reads stuck in them, its events and flight recorder
 — so a capture of any trigger takes the same locks and skips the same stuck reads.
 
-**Plan** has one meaning here: what a capture runs, named as a capture request names it
-(``node-bundle/v1``, with the parameters off their default: ``node-bundle/v1;pod_netns=true``). A
+**Plan** has one meaning here and everywhere: what a capture runs, named as a capture request names
+it (``node-bundle/v1``, with the parameters off their default: ``node-bundle/v1;pod_netns=true``). A
 bundle id is ``proto.keys.bundle_id(incident, node, plan)``: the same capture of the same node for
-the same incident is one object to the collector, whoever asked for it. (A capture plug-in's
-``agent.capture.plan.Plan`` is the list of steps of one plug-in, not a plan in this sense.)
+the same incident is one object to the collector, whoever asked for it. (The step lists a capture
+runs are its plug-ins: ``agent.capture.plugins``, each a ``agent.capture.plugin.Plugin``.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``record_image``: a node image *directory* of what the readers read, made by the capture runner
-with the *replay* and *agent* plug-ins (``agent.capture.plans.replay``); kept for the callers that
+with the *replay* and *agent* plug-ins (``agent.capture.plugins.replay``); kept for the callers that
 want the image as a directory and the snapshot the readers saw."""
 
 from __future__ import annotations

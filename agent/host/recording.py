@@ -16,7 +16,7 @@ answers again and ``railscope doctor --from`` reaches the same diagnosis as it d
   recorded host answers the ioctls with None and the readers parse that text instead (DESIGN §2).
 
 ``agent.capture.replay.record_image`` runs the snapshot readers through a ``RecordingHost``; the
-capture plans add what a person wants besides (dmesg, ``ip -d -s link``, OVS, udev, logs).
+capture plug-ins add what a person wants besides (dmesg, ``ip -d -s link``, OVS, udev, logs).
 """
 
 from __future__ import annotations

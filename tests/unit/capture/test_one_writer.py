@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from agent.capture.manifest import as_item
-from agent.capture.plans import agent as agent_plugin
+from agent.capture.plugins import agent as agent_plugin
 from agent.capture.runner import CaptureParams, capture
 from agent.host.image import Manifest, manifest_to_json, parse_manifest
 from agent.host.image.events import events_json

@@ -143,7 +143,7 @@ def test_a_node_image_recorded_by_the_agent_replays_to_the_same_diagnosis(exampl
         assert "recorder.jsonl" in items and items["recorder.jsonl"].bytes > 0
         assert manifest.node == "gpu-node-7" and manifest.reason == "test"
         # the capture runner's whole bundle, every plug-in listed
-        from agent.capture.plans import PLUGINS
+        from agent.capture.plugins import PLUGINS
 
         assert [p["name"] for p in manifest.extra["plugins"]] == list(PLUGINS)
         history = load_history(host)

@@ -8,7 +8,7 @@ import dataclasses
 import time
 
 from agent.capture.context import CaptureContext
-from agent.capture.plan import Generated, Plan
+from agent.capture.plugin import Generated, Plugin
 from agent.capture.recorder import FlightRecorder
 from agent.host.image.events import events_json
 from agent.model import Snapshot
@@ -83,7 +83,7 @@ def _recorder(ctx: CaptureContext) -> bytes:
     return rec.to_jsonl().encode()
 
 
-PLAN = Plan("agent", 1, (
+PLUGIN = Plugin("agent", 1, (
     Generated("events.json", _events),
     Generated("recorder.jsonl", _recorder, timeout_s=60.0),
 ), "events.json and recorder.jsonl (the running agent's, else two samples)")
