@@ -356,7 +356,7 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
 # -- --exclude-devices on diff and metrics ----------------------------------------------------------
 
 class _ImageHost(SeenHost):
-    """The image as a host a command opens itself (``LiveHost(root)`` or ``open_source(path)``), seen."""
+    """The image as a host a command opens itself (``LiveHost(root)`` or ``open_input(path)``), seen."""
 
     def __init__(self, image: Path, hosts: list[SeenHost]) -> None:
         super().__init__(RecordedHost(str(image)))
@@ -383,7 +383,7 @@ def test_diff_keeps_firmware_reads_off_excluded_devices_on_both_sides(
     live: list[SeenHost] = []
     images: list[SeenHost] = []
     monkeypatch.setattr(agent.host.live, "LiveHost", lambda root, **_: _ImageHost(extra_mlx5, live))
-    monkeypatch.setattr(agent.offline, "open_source", lambda path: _ImageHost(Path(path), images))
+    monkeypatch.setattr(agent.offline, "open_input", lambda path: _ImageHost(Path(path), images))
     main(["diff", str(extra_mlx5), "live", "--json"])
     assert touches(live[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
     main(["diff", str(extra_mlx5), "live", "--json", "--exclude-devices", r"0000:8d:00\.0"])
@@ -402,7 +402,7 @@ def test_metrics_keeps_firmware_reads_off_excluded_devices(
     from agent.cli import main
 
     hosts: list[SeenHost] = []
-    monkeypatch.setattr(agent.offline, "open_source", lambda path: _ImageHost(Path(path), hosts))
+    monkeypatch.setattr(agent.offline, "open_input", lambda path: _ImageHost(Path(path), hosts))
     assert main(["metrics", "--from", str(extra_mlx5)]) == 0
     assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
     assert b'device="net_rail1"' in capsysbinary.readouterr().out
