@@ -1,6 +1,7 @@
 """The node agent daemon (``railscope agent``), one module per job: ``sampling`` (the registry's
 sources in their threads and their latest parts, on ``scheduler``'s timers and lanes), ``link_state``
-(what link messages mean to the detectors), ``detection`` (the detectors over time), ``analysis``
+(what link messages mean to the detectors), ``link_events`` (the link and devlink listeners,
+drained in batches), ``detection`` (the detectors over time), ``analysis``
 (the pipeline of each new snapshot), ``debounce`` (re-read gaps, deferred and never dropped),
 ``events`` (the bounded event log), ``captures`` (the daemon's captures), ``pull`` (the request puller
 and the spool upload), ``tracked_host`` (a host per thread that serialises firmware reads), ``app``

@@ -1,9 +1,10 @@
 """The running agent: the composition root. It builds the daemon's parts and wires them, each in
 a module of its own with narrow inputs: ``sampling`` (the registry's sources in their threads, their
-latest parts), ``link_state`` (what link messages mean to the detectors and to the links' records),
-``detection`` (the detectors over time), ``analysis`` (the pipeline of each new snapshot),
-``debounce`` (re-read gaps), ``events`` (the event log), ``captures`` (the daemon's captures),
-``pull`` (the request puller and the spool upload), ``app`` (HTTP).
+latest parts), ``link_events`` (the link and devlink listeners, drained in batches), ``link_state``
+(what link messages mean to the detectors and to the links' records), ``detection`` (the detectors
+over time), ``analysis`` (the pipeline of each new snapshot), ``debounce`` (re-read gaps),
+``events`` (the event log), ``captures`` (the daemon's captures), ``pull`` (the request puller and
+the spool upload), ``app`` (HTTP).
 
 Threads and where state lives:
 
@@ -41,8 +42,7 @@ from agent.detectors.feed import RESTARTS_FIELD, observations_from_snapshot
 from agent.detectors.observations import CountersObs
 from agent.findings import EVENT_CODES, Diagnosis
 from agent.host import Host
-from agent.host.netlink.devlink_events import DevlinkWatcher
-from agent.host.netlink.link_events import LinkNote, LinkWatcher
+from agent.host.netlink.link_events import LinkNote
 from agent.metrics.exposition import CONTENT_TYPE, make_registry
 from agent.metrics.state import HungSource, MetricsState
 from agent.model import Event, Snapshot
@@ -50,10 +50,10 @@ from agent.readers import sources as registry
 from agent.readers.counters import TRAFFIC
 from agent.service.analysis import Analysis
 from agent.service.captures import CaptureBusy, CaptureFailed, CaptureMetrics, Captures
-from agent.service.coalesce import CoalescingQueue
 from agent.service.debounce import Debouncer, Handle
 from agent.service.detection import Detection
 from agent.service.events import EventLog
+from agent.service.link_events import LinkEvents
 from agent.service.link_state import LinkState
 from agent.service.pull import Captured, RequestPuller, RunFn, SpoolUploader
 from agent.service.sampling import Sampling
@@ -69,8 +69,6 @@ events_log = logging.getLogger("railscope.agent.events")
 _RESAMPLE_GAP_S = 2.0
 #: a representor or uplink appearing or going asks for devlink and rdma reads, at most this often
 _PORTS_RESAMPLE_GAP_S = 30.0
-#: link notes handled per turn of the event loop, so that a storm never starves the scrape
-_DRAIN_BATCH = 512
 
 
 class Agent:
@@ -104,9 +102,6 @@ class Agent:
                                               **dict(settings.thresholds)))
         self.analysis = Analysis(settings.expectations, self.events, self.recorder, snapshot=lambda: self.snapshot,
                                  apply=self._apply_analysis, clock=clock)
-        self.queue: CoalescingQueue[LinkNote] = CoalescingQueue(settings.event_queue)
-        self.watcher: LinkWatcher | None = None
-        self.devlink_watcher: DevlinkWatcher | None = None
         # How the calls to the collector ended (uploads, polls, done): railscope_agent_collector_calls_total.
         self.collector_outcomes = CallOutcomes()
         self.budget: Any = None
@@ -119,6 +114,9 @@ class Agent:
         self.links_debounce = Debouncer(_RESAMPLE_GAP_S, lambda: poke(roles["link-events"]), **debounce)
         self.devlink_debounce = Debouncer(_RESAMPLE_GAP_S, lambda: poke(roles["devlink-events"]), **debounce)
         self.ports_debounce = Debouncer(_PORTS_RESAMPLE_GAP_S, lambda: poke(roles["ports"]), **debounce)
+        self.link_events = LinkEvents(settings.event_queue, on_notes=self._on_notes,
+                                      on_overrun=lambda: self.links_debounce.poke(True),
+                                      on_devlink=self.devlink_debounce.poke, clock=clock)
 
         self.captures = Captures(settings, host_factory, self.firmware, self.events, self.recorder, clock,
                                     hung_tools=self.sampling.hung_tools,
@@ -137,7 +135,6 @@ class Agent:
                                           clock=clock)
         self._lanes: dict[str, Lane] = {}
         self._tasks: list[asyncio.Task[Any]] = []
-        self._wake: asyncio.Event | None = None
         self._render_fut: asyncio.Future[bytes] | None = None
         self._image_lock: asyncio.Lock | None = None
         self.ready = False
@@ -164,25 +161,14 @@ class Agent:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
         self._image_lock = asyncio.Lock()
         for name in ("analysis", "render", "image"):
             self._lanes[name] = Lane(name)
         self.analysis.lane = self._lanes["analysis"]
         self.sampling.scheduler.start()
         if self.settings.watch_links:
-            wake = self._wake
-
-            def _wake_loop() -> None:
-                loop.call_soon_threadsafe(wake.set)
-
-            self.watcher = LinkWatcher(self.queue, _wake_loop, on_overrun=lambda: loop.call_soon_threadsafe(
-                self.links_debounce.poke, True), clock=self.clock)
-            self.watcher.start()
-            self.devlink_watcher = DevlinkWatcher(lambda: loop.call_soon_threadsafe(self.devlink_debounce.poke))
-            await loop.run_in_executor(None, self.devlink_watcher.start)
-        self._spawn(self._drain(), "railscope-drain")
+            await self.link_events.start()
+        self._spawn(self.link_events.drain(), "railscope-drain")
         self._spawn(self.sampling.boot(self._spawn), "railscope-boot")
         if self.settings.budget_cpu is not None or self.settings.budget_rss is not None:
             self._spawn(self._guard_budget(), "railscope-budget")
@@ -216,10 +202,7 @@ class Agent:
         self._tasks.clear()
         if self.collector is not None:
             await self.collector.close()
-        if self.watcher is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.watcher.stop)
-        if self.devlink_watcher is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.devlink_watcher.stop)
+        await self.link_events.stop()
         self.sampling.close()
         for lane in self._lanes.values():
             lane.close()
@@ -303,18 +286,6 @@ class Agent:
         return self.settings.node or (self.snapshot.node if self.snapshot else None) or "node"
 
     # -- link events -------------------------------------------------------------------------
-    async def _drain(self) -> None:
-        assert self._wake is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while True:
-                batch = self.queue.drain(_DRAIN_BATCH)
-                if not batch:
-                    break
-                self._on_notes(batch)
-                await asyncio.sleep(0)
-
     def _on_notes(self, notes: list[LinkNote]) -> None:
         part = self.sampling.links()
         out = self.links.on_notes(notes, part.fields.get("links", ()) if part is not None else ())

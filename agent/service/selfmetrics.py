@@ -40,7 +40,7 @@ class AgentMetrics:
 
     def collect(self) -> Iterator[Metric]:
         a = self.agent
-        q = a.queue
+        q = a.link_events.queue
         yield _gauge("railscope_agent_link_queue_length", "Link notes waiting for the detectors.", len(q))
         yield _gauge("railscope_agent_link_queue_capacity", "Bound of the link note queue.", q.maxlen)
         yield _counter("railscope_agent_link_notes_coalesced",
@@ -49,7 +49,7 @@ class AgentMetrics:
         yield _counter("railscope_agent_link_notes_dropped",
                        "Link notes dropped because the queue was full (the next links sample covers them).",
                        q.dropped)
-        w = a.watcher
+        w = a.link_events.watcher
         if w is not None:
             yield _gauge("railscope_agent_link_watcher_up", "1 while the rtnetlink link watcher runs.",
                          1 if w.alive and w.error is None else 0)
