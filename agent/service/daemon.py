@@ -49,7 +49,7 @@ from agent.model import Event, Snapshot
 from agent.readers import sources as registry
 from agent.readers.counters import TRAFFIC
 from agent.service.analysis import Analysis
-from agent.service.captures import CaptureBusy, CaptureFailed, CaptureMetrics, Captures
+from agent.service.captures import CaptureBusy, CaptureMetrics, Captures
 from agent.service.debounce import Debouncer, Handle
 from agent.service.detection import Detection
 from agent.service.events import EventLog
@@ -60,7 +60,7 @@ from agent.service.sampling import Sampling
 from agent.service.scheduler import Lane, SourceState
 from agent.service.selfmetrics import AgentMetrics
 
-__all__ = ["Agent", "CaptureBusy", "CaptureFailed"]
+__all__ = ["Agent"]
 
 log = logging.getLogger("railscope.agent")
 events_log = logging.getLogger("railscope.agent.events")
@@ -72,9 +72,6 @@ _PORTS_RESAMPLE_GAP_S = 30.0
 
 
 class Agent:
-    CaptureBusy = CaptureBusy
-    CaptureFailed = CaptureFailed
-
     def __init__(self, settings: AgentSettings, *, host_factory: Callable[[], Host] | None = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                  call_later: Callable[[float, Callable[[], None]], Handle] | None = None) -> None:
