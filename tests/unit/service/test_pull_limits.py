@@ -284,4 +284,6 @@ def test_a_request_is_one_capture_job(monkeypatch: pytest.MonkeyPatch) -> None:
             return await _run_puller(stand_in, url, clock, seen, request_min_interval_s=0)
 
     puller = asyncio.run(go())
-    assert puller.served >= 1 and len(built) == len(seen) and [j.bundle_id for j in built] == [j.bundle_id for j in seen]
+    # the job captured is the one built (the last may be built and not run yet when the poller stops)
+    assert puller.served >= 1 and all(any(j is b for b in built) for j in seen)
+    assert len(seen) <= len(built) <= len(seen) + 1, (len(built), len(seen))
