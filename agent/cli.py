@@ -17,7 +17,7 @@ from agent import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("agent.commands.doctor", "Diagnose this node, or a node image / bundle (--from)."),
     "metrics": ("agent.commands.metrics", "Print the Prometheus exposition the agent would serve for a node image."),
-    "agent": ("agent.commands.serve", "Run the node agent: /metrics, detectors, flight recorder."),
+    "agent": ("agent.commands.agent", "Run the node agent: /metrics, detectors, flight recorder."),
     "capture": ("agent.commands.capture", "Capture this node into a bundle (tar.gz + .sha256) that replays with doctor --from."),
     "record": ("agent.commands.record", "Record this node (or a running agent) into a node image directory."),
     "collector": ("agent.commands.collector", "Run the collector: receive, verify and store bundles."),

@@ -4,7 +4,7 @@ and their ``RAILSCOPE_<FLAG>`` variables, parsed into ``agent.config.Expectation
 ``TABLE`` declares them (``agent.settings``): one ``Setting`` per ``Expectations`` field, its flag the
 one ``agent.config.EXPECTATION_FLAGS`` records in a bundle's manifest. ``--flap-count``, ``--flap-window``
 and ``--storm-ratio`` judge too but are flags of the agent alone (its detector thresholds,
-``agent.commands.serve``).
+``agent.commands.agent``).
 
 The collector judges stored bundles with the same variables (``expectations_from_env``); it reaches this
 module, never the CLI's commands.

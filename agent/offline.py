@@ -3,8 +3,9 @@
 ``railscope doctor`` (live or ``--from``), ``report``, ``diff``, ``metrics --from`` and the collector's
 pages all call ``diagnose_host`` (or ``diagnose_image``, which opens the image first): snapshot,
 topology, history, diagnosis, with what the history and the image could not read in ``unavailable``.
-Anything that is not a node image is a ``SourceError`` with one line for the operator, never a
-traceback. This module never opens the live host (the collector imports it): a caller with a live
+Anything that is not a node image is an ``InputError`` with one line for the operator, never a
+traceback. What the pipeline reads is its *input* (a node image path, or a host a caller opened):
+*source* is a reader's word (``agent.readers``). This module never opens the live host (the collector imports it): a caller with a live
 node passes its host in.
 """
 
@@ -27,18 +28,19 @@ from agent.readers.history import History, load_history
 if TYPE_CHECKING:
     from agent.host.recorded import RecordedHost
 
-__all__ = ["Diagnosed", "SourceError", "diagnose_host", "diagnose_image", "open_source"]
+__all__ = ["Diagnosed", "InputError", "diagnose_host", "diagnose_image", "open_input"]
 
 
-class SourceError(Exception):
-    """The source cannot be analysed (not an image, a damaged archive, a reader failure)."""
+class InputError(Exception):
+    """The input cannot be analysed (not an image, a damaged archive, a reader failure)."""
 
 
 @dataclass(frozen=True)
 class Diagnosed:
     """A node read and judged: what ``doctor`` prints, ``report`` renders and ``diff`` compares."""
 
-    source: str
+    #: what the input is called: its path, or "this node"
+    input: str
     snapshot: Snapshot
     topology: Topology
     history: History
@@ -54,21 +56,21 @@ class Diagnosed:
     expectations: Expectations | None = None
 
 
-def open_source(source: str) -> RecordedHost:
-    """The recorded host of a node image path; ``SourceError`` when it is not one."""
+def open_input(path: str) -> RecordedHost:
+    """The recorded host of a node image path; ``InputError`` when it is not one."""
     from agent.host.recorded import open_image
 
     try:
-        return open_image(source)
+        return open_image(path)
     except HostError as exc:
-        raise SourceError(str(exc)) from None
+        raise InputError(str(exc)) from None
 
 
 def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
-                  source: str = "this node", given: dict[str, str] | None = None,
+                  name: str = "this node", given: dict[str, str] | None = None,
                   exclude_devices: str | None = None, lldp: str | None = None) -> Diagnosed:
     """Read ``host`` (live or recorded) and diagnose it; the caller closes it. A reader failure is a
-    ``SourceError`` naming ``source`` (``RAILSCOPE_DEBUG=1`` raises it instead).
+    ``InputError`` naming the input, ``name`` (``RAILSCOPE_DEBUG=1`` raises it instead).
 
     A node image is judged with the expectations its manifest records (DESIGN §2), except those in
     ``given`` (field -> the flag or variable that stated it: the command line's), which ``exp`` holds.
@@ -93,20 +95,20 @@ def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, 
             diag = with_unavailable(diag, tuple(("manifest", p) for p in judged.problems))
         manifest = image.manifest.as_json() if image is not None and image.manifest is not None else None
     except HostError as exc:
-        raise SourceError(str(exc)) from None
+        raise InputError(str(exc)) from None
     except Exception as exc:  # a reader bug must not become a traceback on an operator's terminal
         if os.environ.get("RAILSCOPE_DEBUG"):
             raise
-        raise SourceError(f"could not diagnose {source}: {type(exc).__name__}: {exc} "
+        raise InputError(f"could not diagnose {name}: {type(exc).__name__}: {exc} "
                           "(RAILSCOPE_DEBUG=1 shows the traceback)") from None
     manifest_error = next((why for src, why in problems if src == "manifest"), None)
-    return Diagnosed(source, snap, out.topology, hist, diag, manifest if isinstance(manifest, dict) else None,
+    return Diagnosed(name, snap, out.topology, hist, diag, manifest if isinstance(manifest, dict) else None,
                      manifest_error, judged, exp)
 
 
-def diagnose_image(source: str, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
+def diagnose_image(path: str, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
                    given: dict[str, str] | None = None, exclude_devices: str | None = None) -> Diagnosed:
-    """Open the node image ``source`` (a directory or a bundle ``.tar.gz``) and diagnose it, judged with
+    """Open the node image at ``path`` (a directory or a bundle ``.tar.gz``) and diagnose it, judged with
     its recorded expectations under ``given`` (see :func:`diagnose_host`); ``exclude_devices`` as there."""
-    with open_source(source) as host:
-        return diagnose_host(host, exp, kernel_table, source=source, given=given, exclude_devices=exclude_devices)
+    with open_input(path) as host:
+        return diagnose_host(host, exp, kernel_table, name=path, given=given, exclude_devices=exclude_devices)

@@ -6,7 +6,7 @@ its group in ``--help``, the settings field it fills, whether a ``RAILSCOPE_<FLA
 value of its own, ``agent.<flagInCamelCase>`` / ``collector.flags.<flagInCamelCase>``; fixed by the chart;
 or not in the chart). The tables:
 
-- ``railscope agent``: ``agent.commands.serve.table()`` (its ``--<source>-interval`` flags are made from
+- ``railscope agent``: ``agent.commands.agent.table()`` (its ``--<source>-interval`` flags are made from
   the source registry, ``agent.readers.sources``);
 - ``railscope collector``: ``agent.commands.collector.TABLE``;
 - the judging flags of doctor, metrics, preflight, diff, capture, record and the agent:
@@ -26,7 +26,7 @@ dataclass (``agent.config.AgentSettings``, ``collector.config.CollectorSettings`
     Setting("--cabling", "The cabling map ... Default: none.", metavar="FILE", group=_SAMPLING,
             field="cabling_file"),
 
-in ``agent.commands.serve.own_table``, ``cabling_file: str | None = None`` in ``AgentSettings`` and
+in ``agent.commands.agent.own_table``, ``cabling_file: str | None = None`` in ``AgentSettings`` and
 ``agent.cabling: null`` in the chart. A judging flag (doctor, preflight, the agent ... judge by it) goes
 in ``agent.expectations.TABLE`` instead, named by its ``Expectations`` field: the field, its flag in
 ``EXPECTATION_FLAGS`` and its manifest validator (``_VALID``) are in ``agent.config``, and the

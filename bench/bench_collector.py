@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.capture.upload import RetryPolicy, upload  # noqa: E402
+from agent.clients.collector import CollectorClient, RetryPolicy  # noqa: E402
 from proto.frames import Hello  # noqa: E402
 from tests.support.collector_env import AWS_ENV, BUCKET, Collector, Weed  # noqa: E402
 
@@ -103,7 +103,8 @@ async def _upload_one(url: str, path: Path, sha: str):  # type: ignore[no-untype
     import aiohttp
 
     async with aiohttp.ClientSession(connector=_connector()) as session:
-        return await upload(url, HELLO, path, token=AGENT_TOKEN, expected_sha256=sha, session=session)
+        async with CollectorClient(url, token=AGENT_TOKEN, session=session) as client:
+            return await client.upload(HELLO, path, expected_sha256=sha)
 
 
 async def _many(urls: list[str], path: Path, n: int, sha: str) -> tuple[float, int, list[int]]:
@@ -118,8 +119,9 @@ async def _many(urls: list[str], path: Path, n: int, sha: str) -> tuple[float, i
             nonlocal errors
             hello = replace(HELLO, bundle=f"b{i:04d}", incident=f"inc-{i % 10}")
             try:
-                res = await upload(urls[i % len(urls)], hello, path, token=AGENT_TOKEN, retry=retry, session=session,
-                                   expected_sha256=sha)
+                async with CollectorClient(urls[i % len(urls)], token=AGENT_TOKEN, retry=retry,
+                                           session=session) as client:
+                    res = await client.upload(hello, path, expected_sha256=sha)
                 attempts.append(res.attempts)
             except Exception as exc:
                 errors += 1

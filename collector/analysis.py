@@ -23,7 +23,7 @@ __all__ = ["analyse_file", "main"]
 
 def analyse_file(path: str, source: str, exp: Expectations) -> dict[str, Any]:
     """Doctor and report of a bundle on disk; what cannot be read is an error document, never raised."""
-    from agent.offline import SourceError, diagnose_image
+    from agent.offline import InputError, diagnose_image
     from agent.readers.kernel_table import load_kernel_table
     from agent.report.content import build_report
     from agent.report.html import render_html
@@ -35,7 +35,7 @@ def analyse_file(path: str, source: str, exp: Expectations) -> dict[str, Any]:
         rep = build_report(source, got.diagnosis, got.history, got.manifest, manifest_error=got.manifest_error,
                            lossless_prio=(got.expectations or exp).lossless_prio)
         page = render_html(rep, version=__version__, judged_with=judged.words() if judged is not None else None)
-    except SourceError as exc:
+    except InputError as exc:
         return {"error": str(exc).replace(path, source)}
     except Exception as exc:  # a damaged bundle must give a page that says so, not a 500
         return {"error": f"could not analyse: {type(exc).__name__}: {exc}".replace(path, source)}

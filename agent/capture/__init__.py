@@ -1,5 +1,6 @@
-"""Capture (DESIGN §7): plans as data, one runner, redaction, the streaming archive, upload, spool.
+"""Capture (DESIGN §7): plug-ins as data (``plugin``, ``plugins/``), one runner, redaction, the streaming archive, upload, spool.
 
-Sits on top: may use the host seam (live and recording), the readers and the analysis. Nothing below
-imports from here.
+Sits on top: may use the host seam (live and recording), the readers and the analysis; never the
+agent service, which runs captures (``recorder`` is the flight recorder's ring and writer, filled by the
+daemon and written by the ``agent`` plug-in). Nothing below imports from here.
 """

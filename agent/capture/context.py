@@ -1,4 +1,4 @@
-"""What a capture's plans are expanded against: the rails, PFs and devlink handles the replay
+"""What a capture's plug-ins are expanded against: the rails, PFs and devlink handles the replay
 readers found, and what the caller (the CLI or the daemon) brings (events, flight recorder)."""
 
 from __future__ import annotations

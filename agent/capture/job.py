@@ -13,15 +13,16 @@ runner's :class:`CaptureParams`. In the daemon, :class:`Shared` adds the state e
 shares — the firmware gate its samplers hold, the reads stuck in them, its events and flight recorder
 — so a capture of any trigger takes the same locks and skips the same stuck reads.
 
-**Plan** has one meaning here: what a capture runs, named as a capture request names it
-(``node-bundle/v1``, with the parameters off their default: ``node-bundle/v1;pod_netns=true``). A
+**Plan** has one meaning here and everywhere: what a capture runs, named as a capture request names
+it (``node-bundle/v1``, with the parameters off their default: ``node-bundle/v1;pod_netns=true``). A
 bundle id is ``proto.keys.bundle_id(incident, node, plan)``: the same capture of the same node for
-the same incident is one object to the collector, whoever asked for it. (A capture plug-in's
-``agent.capture.plan.Plan`` is the list of steps of one plug-in, not a plan in this sense.)
+the same incident is one object to the collector, whoever asked for it. (The step lists a capture
+runs are its plug-ins: ``agent.capture.plugins``, each a ``agent.capture.plugin.Plugin``.)
 """
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import re
 import time
@@ -38,7 +39,7 @@ from proto.keys import KeyPartError, bundle_id
 from proto.requests import DEFAULT_PLAN, PLANS
 from proto.requests import plan_ref as requests_plan_ref
 
-__all__ = ["DEFAULT_CLUSTER", "Job", "Shared", "key_part", "plan_ref"]
+__all__ = ["DEFAULT_CLUSTER", "Job", "Shared", "event_incident", "event_incident_time", "key_part", "plan_ref"]
 
 #: the cluster of a capture that names none (a key part of the collector's)
 DEFAULT_CLUSTER = "default"
@@ -60,6 +61,25 @@ def plan_ref(params: Mapping[str, Any] | None = None) -> str:
 
 def _stamp(ts: float) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(ts))
+
+
+_EVENT_STAMP = re.compile(r"-(\d{8}t\d{6}z)$")
+
+
+def event_incident(code: str, now: float) -> str:
+    """The incident of an event capture: ``<code>-<yyyymmddThhmmssZ>`` in the key alphabet."""
+    return key_part(f"{code}-{_stamp(now)}")
+
+
+def event_incident_time(incident: str, code: str) -> float | None:
+    """When the event capture of ``code`` whose incident is ``incident`` (:func:`event_incident`) was
+    asked for, unix s; None for an incident of anything else."""
+    if not incident.startswith(code.lower() + "-"):
+        return None
+    m = _EVENT_STAMP.search(incident)
+    if m is None:
+        return None
+    return float(calendar.timegm(time.strptime(m.group(1).upper(), "%Y%m%dT%H%M%SZ")))
 
 
 @dataclass(frozen=True)
@@ -108,7 +128,7 @@ class Job:
     @classmethod
     def for_event(cls, code: str, what: str, node: str, settings: Any, now: float) -> Job:
         """A detector event of a ``--capture-on`` code: its own incident, ``<code>-<time>``."""
-        return cls.in_incident("event", node, f"event {code}: {what}", key_part(f"{code}-{_stamp(now)}"), settings)
+        return cls.in_incident("event", node, f"event {code}: {what}", event_incident(code, now), settings)
 
     @classmethod
     def for_image(cls, reason: str, incident: str | None, node: str, settings: Any) -> Job:
@@ -130,7 +150,7 @@ class Job:
 
     @classmethod
     def for_request(cls, req: Any, settings: Any, redact_key: bytes | None = None) -> Job:
-        """A collector's request (``agent.service.pull.PullRequest``): its id, incident and time."""
+        """A collector's request (``proto.requests.CaptureRequest``): its id, incident and time."""
         return cls("request", req.node, f"capture request {req.id} ({req.alertname or req.source or 'requested'})",
                    cluster=settings.cluster, incident=req.incident, bundle_id=req.id, created=req.created,
                    pod_netns=bool(req.params.get("pod_netns")), redact=bool(req.params.get("redact")),

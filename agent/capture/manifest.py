@@ -1,5 +1,5 @@
 """Manifest items of a bundle (DESIGN §2), built as ``agent.host.image.ManifestItem`` (the one
-definition the image reader and writer share), plus the ``plugin`` that declared each step; and the
+definition the image reader and writer share, with the ``plugin`` that declared each step); and the
 manifest's note of an event capture that waited for the rails' links to settle."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from agent.host.image import ManifestItem
 
-__all__ = ["item", "settle_note"]
+__all__ = ["as_item", "item", "settle_note"]
 
 
 def item(path: str, kind: str, *, argv: list[str] | tuple[str, ...] | None = None, rc: int | None = None,
@@ -17,13 +17,20 @@ def item(path: str, kind: str, *, argv: list[str] | tuple[str, ...] | None = Non
          timed_out: bool = False, skipped: bool = False, reason: str | None = None,
          plugin: str | None = None) -> dict[str, Any]:
     """One ``items[]`` entry as JSON."""
-    doc = ManifestItem(path=path, kind=kind, argv=tuple(argv) if argv is not None else None, rc=rc,
-                       duration_s=round(float(duration_s), 6), bytes=int(nbytes), sha256=sha256,
-                       truncated=bool(truncated), timed_out=bool(timed_out), skipped=bool(skipped),
-                       reason=reason).as_json()
-    if plugin is not None:
-        doc["plugin"] = plugin
-    return doc
+    return ManifestItem(path=path, kind=kind, argv=tuple(argv) if argv is not None else None, rc=rc,
+                        duration_s=round(float(duration_s), 6), bytes=int(nbytes), sha256=sha256,
+                        truncated=bool(truncated), timed_out=bool(timed_out), skipped=bool(skipped),
+                        reason=reason, plugin=plugin).as_json()
+
+
+def as_item(doc: dict[str, Any]) -> ManifestItem:
+    """An ``items[]`` entry as :func:`item` made it (its bytes and digest filled in when packed)."""
+    argv = doc.get("argv")
+    return ManifestItem(path=doc["path"], kind=doc["kind"], argv=tuple(argv) if argv is not None else None,
+                        rc=doc.get("rc"), duration_s=doc.get("duration_s", 0.0), bytes=doc.get("bytes", 0),
+                        sha256=doc.get("sha256"), truncated=doc.get("truncated", False),
+                        timed_out=doc.get("timed_out", False), skipped=doc.get("skipped", False),
+                        reason=doc.get("reason"), plugin=doc.get("plugin"))
 
 
 def _when(ts: float) -> str:

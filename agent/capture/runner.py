@@ -1,9 +1,9 @@
-"""The one capture runner (DESIGN §7): every plug-in's plan, run the same way.
+"""The one capture runner (DESIGN §7): every plug-in's steps, run the same way.
 
-1. Every plan is checked against the deny-list before anything runs; a plan naming a denied
+1. Every plug-in is checked against the deny-list before anything runs; a plug-in naming a denied
    command is refused whole (listed in the manifest with the entry), the others go on.
 2. *replay* runs first: the snapshot readers through a ``RecordingHost`` into the staging tree.
-3. The other plans are expanded from what it found (``{rail}``, ``{pf}``, ``{handle}``) and run by
+3. The other plug-ins are expanded from what it found (``{rail}``, ``{pf}``, ``{handle}``) and run by
    a bounded pool of niced worker threads: commands as argv with ``LC_ALL=C``, a timeout that kills
    the process group and a size cap that keeps the tail; firmware-touching reads one at a time per
    PF, and after one hangs the rest of that PF's are skipped.
@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import logging
 import math
@@ -36,24 +37,25 @@ from agent import __version__
 from agent.capture import manifest as mf
 from agent.capture.archive import BundleWriter, DirWriter, write_sha256_file
 from agent.capture.context import CaptureContext, fill_from_snapshot
-from agent.capture.plan import (
+from agent.capture.plugin import (
     Command,
     File,
     Generated,
-    Plan,
-    PlanRefused,
+    Plugin,
+    PluginRefused,
     Step,
-    check_plan,
+    check_plugin,
     placeholders,
     refusal,
 )
-from agent.capture.plans import PLUGINS, load
+from agent.capture.plugins import PLUGINS, load
 from agent.capture.redact import Redactor
 from agent.config import ReadConfig
 from agent.host import Host, slug
 from agent.host.firmware import FirmwareGate
+from agent.host.image import SCHEMA, Manifest, manifest_to_json
 from agent.host.paths import NotRegularFile
-from agent.host.recording import SCHEMA, RecordingHost
+from agent.host.recording import RecordingHost
 from agent.model import Snapshot
 from agent.readers.scope import excluded, netdevs_on_functions
 
@@ -280,7 +282,7 @@ class _Run:
             out = [{**b, name: v} for b in out for v in values]
         return out
 
-    def expand(self, ctx: CaptureContext, plan: Plan) -> tuple[list[_Task], int]:
+    def expand(self, ctx: CaptureContext, plug: Plugin) -> tuple[list[_Task], int]:
         tasks: list[_Task] = []
         replayed = 0
         # A step aimed at a PF (its devlink handle, an RDMA port on it) is left out when
@@ -288,7 +290,7 @@ class _Run:
         # counters alone (``touchable_bdfs``); a rail's own step goes by its name and its PF.
         on_pf = (netdevs_on_functions(ctx.snapshot.links) if ctx.cfg.exclude_devices and ctx.snapshot is not None
                  else {})
-        for step in plan.steps:
+        for step in plug.steps:
             names = placeholders(step)
             binds = self._bindings(ctx, names)
             if not binds:
@@ -297,7 +299,7 @@ class _Run:
                 if "netns" in names and not ctx.pod_netns:
                     why = "pod network namespaces are read only with --pod-netns (tenant data, CAP_SYS_ADMIN)"
                 self.put_item(mf.item(rel, _kind(step), argv=getattr(step, "argv", None), skipped=True,
-                                      reason=why, plugin=plan.name))
+                                      reason=why, plugin=plug.name))
                 continue
             for b in binds:
                 rel = self._rel(step, b)
@@ -312,11 +314,11 @@ class _Run:
                           ctx.rdma_pf.get(val) if step.firmware == "rdma" else val) or val
                     also = on_pf.get(fw, ()) if step.firmware != "rail" else ()
                     if excluded(ctx.cfg.exclude_devices, val, fw, *also):
-                        self.put_item(mf.item(rel, _kind(step), argv=_argv(_Task(plan.name, step, b, rel, fw)),
+                        self.put_item(mf.item(rel, _kind(step), argv=_argv(_Task(plug.name, step, b, rel, fw)),
                                               skipped=True, reason="excluded by --exclude-devices",
-                                              plugin=plan.name))
+                                              plugin=plug.name))
                         continue
-                tasks.append(_Task(plan.name, step, b, rel, fw))
+                tasks.append(_Task(plug.name, step, b, rel, fw))
         return tasks, replayed
 
     @staticmethod
@@ -344,7 +346,7 @@ class _Run:
 
     def _command(self, t: _Task, step: Command) -> None:
         argv = tuple(_fill(a, t.binding) for a in step.argv)
-        # Checked again once expanded: a rail or namespace name is the node's, not the plan's.
+        # Checked again once expanded: a rail or namespace name is the node's, not the plug-in's.
         why = refusal(argv)
         if why is not None:
             self.put_item(mf.item(t.rel, "command", argv=argv, skipped=True, reason=f"refused: {why}",
@@ -533,7 +535,8 @@ class _Run:
                                                      reason=why, plugin=t.plugin))
 
     # -- pack -----------------------------------------------------------------------------------
-    def pack(self, writer: BundleWriter, manifest: dict[str, Any]) -> None:
+    def pack(self, writer: BundleWriter, manifest: Manifest) -> Manifest:
+        """Pack the staging tree, then ``manifest`` with the packed items (``manifest.json``, last)."""
         for dirpath, dirs, files in os.walk(self.staging):
             dirs.sort()
             rel_dir = os.path.relpath(dirpath, self.staging)
@@ -556,11 +559,9 @@ class _Run:
                 full = os.path.join(dirpath, d)
                 if not os.path.islink(full) and not os.listdir(full):
                     writer.add_dir(d if rel_dir == "." else f"{rel_dir}/{d}")
-        manifest["items"] = [self.items[k] for k in sorted(self.items)]
-        import json
-
-        data = (json.dumps(manifest, indent=1, default=str) + "\n").encode()
-        writer.add_bytes("manifest.json", data)
+        manifest = dataclasses.replace(manifest, items=tuple(mf.as_item(self.items[k]) for k in sorted(self.items)))
+        writer.add_bytes("manifest.json", manifest_to_json(manifest).encode())
+        return manifest
 
 
 _PLACE = re.compile(r"\{(rail|pf|handle|rdma|reporter|netns)\}")
@@ -592,7 +593,7 @@ def _argv(t: _Task) -> list[str] | None:
 
 
 def capture(host: Host, out: IO[bytes] | None, params: CaptureParams, *,
-            plans: list[ModuleType] | None = None, staging_dir: str | None = None,
+            plugin_modules: list[ModuleType] | None = None, staging_dir: str | None = None,
             on_chunk: Callable[[bytes], None] | None = None,
             progress: Callable[[int, int, int], None] | None = None,
             unique: Callable[[str], bool] | None = None) -> CaptureResult:
@@ -603,14 +604,15 @@ def capture(host: Host, out: IO[bytes] | None, params: CaptureParams, *,
     def writer(name: str, redactor: Redactor, staging: str, mtime: float) -> BundleWriter:
         return BundleWriter(out, name, redactor, on_chunk=on_chunk, tmp_dir=staging, mtime=mtime)
 
-    return _capture(host, params, writer, plans=plans, staging_dir=staging_dir, progress=progress, unique=unique)
+    return _capture(host, params, writer, plugin_modules=plugin_modules, staging_dir=staging_dir, progress=progress,
+                    unique=unique)
 
 
 def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Redactor, str, float], Any], *,
-             plans: list[ModuleType] | None = None, staging_dir: str | None = None,
+             plugin_modules: list[ModuleType] | None = None, staging_dir: str | None = None,
              progress: Callable[[int, int, int], None] | None = None,
              unique: Callable[[str], bool] | None = None) -> CaptureResult:
-    mods = plans if plans is not None else load(params.plugins)
+    mods = plugin_modules if plugin_modules is not None else load(params.plugins)
     bundle_id = params.bundle_id or uuid.uuid4().hex[:16]
     staging = tempfile.mkdtemp(prefix=".railscope-capture-", dir=staging_dir)
     try:
@@ -619,18 +621,18 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
                              recorder_gap_s=params.recorder_gap_s, deadline=run.deadline, pod_netns=params.pod_netns)
         ok: list[ModuleType] = []
         for mod in mods:
-            plan: Plan = mod.PLAN
-            entry: dict[str, Any] = {"name": plan.name, "version": plan.version, "description": plan.description}
+            plug: Plugin = mod.PLUGIN
+            entry: dict[str, Any] = {"name": plug.name, "version": plug.version, "description": plug.description}
             try:
-                check_plan(plan)
-            except PlanRefused as exc:
+                check_plugin(plug)
+            except PluginRefused as exc:
                 entry["refused"] = str(exc)
                 run.notes.append(str(exc))
-                log.error("capture plan refused", extra={"plan": plan.name, "entry": exc.entry})
+                log.error("capture plug-in refused", extra={"plugin": plug.name, "entry": exc.entry})
             else:
                 ok.append(mod)
             run.plugins.append(entry)
-        replay = next((m for m in ok if m.PLAN.name == "replay"), None)
+        replay = next((m for m in ok if m.PLUGIN.name == "replay"), None)
         if replay is not None:
             run.replay(ctx, replay)
             run.finish_replay(ctx)
@@ -640,16 +642,16 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
         for mod in ok:
             if mod is replay:
                 continue
-            entry = next(e for e in run.plugins if e["name"] == mod.PLAN.name)
+            entry = next(e for e in run.plugins if e["name"] == mod.PLUGIN.name)
             why = mod.skip(ctx) if hasattr(mod, "skip") else None
             if why:
                 entry["skipped"] = why
-                for step in mod.PLAN.steps:
+                for step in mod.PLUGIN.steps:
                     rel = run._rel(step, {k: "{" + k + "}" for k in placeholders(step)})
                     run.put_item(mf.item(rel, _kind(step), argv=getattr(step, "argv", None), skipped=True,
-                                         reason=why, plugin=mod.PLAN.name))
+                                         reason=why, plugin=mod.PLUGIN.name))
                 continue
-            got, replayed = run.expand(ctx, mod.PLAN)
+            got, replayed = run.expand(ctx, mod.PLUGIN)
             entry["steps"] = len(got)
             if replayed:
                 entry["recorded_by_replay"] = replayed
@@ -671,19 +673,13 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
                 n += 1
                 name = f"{base}-{n}"
         ended = time.time()
-        manifest: dict[str, Any] = {
-            "schema": SCHEMA,
+        times = {"started_at": _iso(run.started_at),
+                 # Rounded up: an event of the last second must fall inside the window that ends here.
+                 "ended_at": _iso(math.ceil(ended)),
+                 **_kept_times(host)}
+        extra: dict[str, Any] = {
             "bundle_id": bundle_id,
-            "node": shown_node,
-            "cluster": params.cluster,
-            "incident": params.incident,
-            "reason": params.reason,
-            "agent_version": __version__,
             **({"expectations": params.expectations} if params.expectations is not None else {}),
-            "started_at": _iso(run.started_at),
-            # Rounded up: an event of the last second must fall inside the window that ends here.
-            "ended_at": _iso(math.ceil(ended)),
-            **_kept_times(host),
             "capture": {
                 "deadline_s": params.deadline_s, "parallel": params.parallel, "nice": params.nice,
                 "redact": redactor.pseudonymising, "pod_netns": params.pod_netns,
@@ -694,10 +690,13 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
             "notes": run.notes,
             "hung": [{"source": s, "device": d} for s, d in sorted(set(run.hung))],
         }
+        manifest = Manifest(schema=SCHEMA, node=shown_node, cluster=params.cluster, incident=params.incident,
+                            reason=params.reason, agent_version=__version__, extra=extra, **times)
         writer = make_writer(name, redactor, staging, ended)
-        run.pack(writer, manifest)
+        manifest = run.pack(writer, manifest)
         nbytes, digest = writer.close()
-        return CaptureResult(name, bundle_id, nbytes, digest, manifest, tuple(sorted(set(run.hung))), run.partial,
+        return CaptureResult(name, bundle_id, nbytes, digest, manifest.as_json(), tuple(sorted(set(run.hung))),
+                             run.partial,
                              snapshot=snap, started_ts=run.started_at)
     finally:
         # A worker stuck past the deadline (a read hung in the driver) may still hold a file here.

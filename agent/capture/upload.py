@@ -1,10 +1,9 @@
-"""Bundles to the collector: the spool's side of an upload, and the upload calls as functions.
+"""Bundles to the collector: the spool's side of an upload.
 
 The HTTP is :class:`agent.clients.collector.CollectorClient`'s (one client of the collector's API,
 with the retry policy); this module keeps what is the spool's: the ``hello`` of a spooled bundle from
-its sidecar, and where a bundle the collector refuses for good goes. :func:`drain_spool`
-sends the spool through a client; :func:`upload` and :func:`upload_while_producing` are the client's
-calls for a caller that has a URL and a token, not a client.
+its sidecar, and where a bundle the collector refuses for good goes. :func:`drain_spool` sends the
+spool through a client.
 
 The spool is ``agent.capture.spool``'s: ``<name>.tar.gz``, the sidecar ``<name>.json`` (the hello's
 keys, bytes, sha256) and ``<name>.tar.gz.sha256``, written last. A drain sends bundles oldest first
@@ -14,73 +13,23 @@ good (409, 400, 413) or whose bytes no longer match their sha256 moves to ``<spo
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from agent.clients.collector import (
-    CONTENT_TYPE,
-    CollectorClient,
-    CollectorError,
-    RetryPolicy,
-    UploadResult,
-    frame_stream,
-)
+from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy, UploadResult
 from proto.frames import FrameError, Hello
 
-__all__ = [
-    "CONTENT_TYPE",
-    "DEFAULT_CLUSTER",
-    "NO_INCIDENT",
-    "DrainResult",
-    "RetryPolicy",
-    "UploadError",
-    "UploadResult",
-    "drain_spool",
-    "frame_stream",
-    "hello_from_spool",
-    "reject",
-    "upload",
-    "upload_sync",
-    "upload_while_producing",
-]
+__all__ = ["DEFAULT_CLUSTER", "NO_INCIDENT", "DrainResult", "drain_spool", "hello_from_spool", "reject"]
 
 log = logging.getLogger("railscope.agent.upload")
-
-#: What a failed upload raises (or returns, from :func:`upload_while_producing`): the client's error.
-UploadError = CollectorError
 
 #: Key parts for a spooled bundle that names no cluster or incident (a capture outside any incident).
 DEFAULT_CLUSTER = "default"
 NO_INCIDENT = "unassigned"
 #: Bundles kept in ``<spool>/rejected/`` for a person; older ones are removed.
 KEEP_REJECTED = 16
-
-_CLIENT_KEYS = ("token", "token_file", "retry", "session", "rng", "timeout")
-
-
-def _client(url: str, kwargs: dict[str, Any]) -> tuple[CollectorClient, dict[str, Any]]:
-    """A client from the function-style keywords, and the keywords left for the call."""
-    own = {k: kwargs.pop(k) for k in _CLIENT_KEYS if k in kwargs}
-    return CollectorClient(url, **own), kwargs
-
-
-async def upload(url: str, hello: Hello, source: str | Path | Iterable[bytes] | AsyncIterator[bytes],
-                 **kwargs: Any) -> UploadResult:
-    """:meth:`CollectorClient.upload` (keywords: the client's ``token``, ``token_file``, ``retry``,
-    ``session``, ``rng``, ``timeout``; the call's ``expected_sha256``, ``progress``)."""
-    client, rest = _client(url, dict(kwargs))
-    async with client:
-        return await client.upload(hello, source, **rest)
-
-
-def upload_sync(url: str, hello: Hello, source: str | Path | Iterable[bytes], **kwargs: Any) -> UploadResult:
-    """:func:`upload` for a caller without an event loop."""
-    return asyncio.run(upload(url, hello, source, **kwargs))
 
 
 @dataclass
@@ -91,21 +40,16 @@ class DrainResult:
     error: str = ""
 
 
-async def drain_spool(spool: object, collector: str | CollectorClient, **kwargs: Any) -> DrainResult:
+async def drain_spool(spool: object, client: CollectorClient, *, retry: RetryPolicy | None = None) -> DrainResult:
     """Send every complete bundle of the spool (a ``Spool`` or its directory), oldest first, through
-    ``collector`` (a client, with an optional ``retry`` for these uploads; or a URL and the client's
-    keywords).
+    ``client`` (with an optional ``retry`` for these uploads).
 
     A bundle is removed only after the collector answered stored or duplicate; one it refuses for
     good (or whose bytes no longer match their digest) moves to ``rejected/``; the first bundle that
     cannot reach the collector, or a token file that must be fixed first, ends the drain, leaving it
     and the rest for the next one.
     """
-    if isinstance(collector, CollectorClient):
-        return await _drain(spool, collector, kwargs.get("retry"))
-    client, _rest = _client(collector, dict(kwargs))
-    async with client:
-        return await _drain(spool, client, None)
+    return await _drain(spool, client, retry)
 
 
 async def _drain(spool: object, client: CollectorClient, retry: RetryPolicy | None) -> DrainResult:
@@ -141,14 +85,6 @@ async def _drain(spool: object, client: CollectorClient, retry: RetryPolicy | No
         spool.remove(entry)
         result.sent.append(res)
     return result
-
-
-async def upload_while_producing(url: str, hello: Hello, produce: Callable[[Callable[[bytes], None]], object],
-                                 **kwargs: Any) -> tuple[object, UploadResult | CollectorError]:
-    """:meth:`CollectorClient.upload_while_producing` for a URL."""
-    client, _rest = _client(url, dict(kwargs))
-    async with client:
-        return await client.upload_while_producing(hello, produce)
 
 
 def hello_from_spool(meta: dict[str, object]) -> Hello:

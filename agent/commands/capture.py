@@ -244,9 +244,9 @@ def run(args: argparse.Namespace) -> int:
     print(res.path)
     print(f"sha256 {res.sha256}")
     if upload_res is not None:
-        from agent.capture.upload import UploadError
+        from agent.clients.collector import CollectorError
 
-        if isinstance(upload_res, UploadError):
+        if isinstance(upload_res, CollectorError):
             # A refusal (401, 403, 409, 413, 422) is final: sending again cannot help until it is fixed.
             final = "" if upload_res.retryable else "refused, not sent again: "
             print(f"railscope capture: upload to {args.collector} failed: {final}{upload_res} "

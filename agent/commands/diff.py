@@ -57,7 +57,7 @@ def _started(manifest: dict | None) -> bool:
 def run(args: argparse.Namespace) -> int:
     from agent.analysis.diff import Side, diff
     from agent.host import HostError
-    from agent.offline import SourceError, diagnose_host, diagnose_image
+    from agent.offline import InputError, diagnose_host, diagnose_image
 
     if args.before == LIVE and args.after == LIVE:
         return _fail("BEFORE and AFTER cannot both be live")
@@ -66,30 +66,30 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     given = given_expectations(args)
-    sources = (args.before, args.after)
+    inputs = (args.before, args.after)
     got: dict[str, Any] = {}
     # A live side is judged as the bundle it is compared with, unless the command line says otherwise:
     # "diff BEFORE live" after an upgrade must not lose the rails the capture expected.
-    for source in sorted(sources, key=lambda s: s == LIVE):
-        other = got.get(sources[1] if source == sources[0] else sources[0])
+    for name in sorted(inputs, key=lambda s: s == LIVE):
+        other = got.get(inputs[1] if name == inputs[0] else inputs[0])
         try:
-            if source == LIVE:
+            if name == LIVE:
                 from agent.host.live import LiveHost
 
                 base = other.judged.expectations if other is not None and other.judged is not None else exp
                 with LiveHost(args.host_root) as host:
-                    got[source] = diagnose_host(host, base, table, source=source, exclude_devices=args.exclude_devices)
+                    got[name] = diagnose_host(host, base, table, name=name, exclude_devices=args.exclude_devices)
             else:
-                got[source] = diagnose_image(source, exp, table, given=given, exclude_devices=args.exclude_devices)
-        except (SourceError, HostError) as exc:
+                got[name] = diagnose_image(name, exp, table, given=given, exclude_devices=args.exclude_devices)
+        except (InputError, HostError) as exc:
             return _fail(str(exc))
     sides, judged = [], []
-    for source in sources:
-        g = got[source]
+    for name in inputs:
+        g = got[name]
         judged.append(g.judged)
         side_exp = g.expectations or exp
-        timed = source == LIVE or g.history.capture_time is not None or _started(g.manifest)
-        sides.append(Side(source, g.snapshot, g.topology, g.diagnosis, side_exp.lossless_prio, timed,
+        timed = name == LIVE or g.history.capture_time is not None or _started(g.manifest)
+        sides.append(Side(name, g.snapshot, g.topology, g.diagnosis, side_exp.lossless_prio, timed,
                           ber_warning=side_exp.ber_warning))
     result = diff(sides[0], sides[1])
     if args.json:

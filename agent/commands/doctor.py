@@ -88,26 +88,26 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
 
-    from agent.offline import SourceError, diagnose_host, open_source
+    from agent.offline import InputError, diagnose_host, open_input
 
     try:
         if args.source is not None:
             # --from '' is a mistake (an unset variable), never "this node".
             if not args.source.strip():
                 return _fail("--from: an empty path is not a node image")
-            host = open_source(args.source)
+            host = open_input(args.source)
         else:
             from agent.host.live import LiveHost
 
             host = LiveHost(args.host_root)
-    except (SourceError, HostError) as exc:
+    except (InputError, HostError) as exc:
         return _fail(str(exc))
 
     try:
         # A bundle is judged with the expectations it was captured with unless a flag says otherwise.
-        got = diagnose_host(host, exp, table, source=args.source or "this node", given=given_expectations(args),
+        got = diagnose_host(host, exp, table, name=args.source or "this node", given=given_expectations(args),
                             exclude_devices=args.exclude_devices, lldp=args.lldp)
-    except SourceError as exc:
+    except InputError as exc:
         return _fail(str(exc))
     finally:
         host.close()

@@ -32,18 +32,18 @@ def run(args: argparse.Namespace) -> int:
     from agent.commands.common import given_expectations
     from agent.metrics.exposition import render
     from agent.metrics.image import state_from_image
-    from agent.offline import SourceError, open_source
+    from agent.offline import InputError, open_input
 
     try:
         exp, table = judged_by(args)
     except ValueError as exc:
         return fail("metrics", str(exc))
     try:
-        with open_source(args.source) as host:
+        with open_input(args.source) as host:
             # judged as the agent that recorded it judged the node, unless a flag says otherwise
             state = state_from_image(host, exp, table, given=given_expectations(args),
                                      exclude_devices=args.exclude_devices)
-    except SourceError as exc:
+    except InputError as exc:
         return fail("metrics", str(exc))
     taken = state.sample_time or 0.0
     sys.stdout.buffer.write(render(state, clock=lambda: taken, representor_include=args.representor_include))

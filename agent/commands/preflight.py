@@ -169,23 +169,23 @@ def _verdicts(diag: Any, exp: Any, snap: Any) -> list[Check]:
     return out
 
 
-def _load(source: str | None, exp: Any, table: Any, host_root: str, exclude_devices: str | None = None,
+def _load(path: str | None, exp: Any, table: Any, host_root: str, exclude_devices: str | None = None,
           given: dict[str, str] | None = None) -> Any:
-    """This node (``source`` None) or a node image, read and diagnosed by the one offline pipeline; an
+    """This node (``path`` None) or a node image, read and diagnosed by the one offline pipeline; an
     image is judged with the expectations it records except those the command line states (``given``)."""
     from agent.offline import diagnose_host, diagnose_image
 
-    if source is None:
+    if path is None:
         from agent.host.live import LiveHost
 
         with LiveHost(host_root) as host:
-            return diagnose_host(host, exp, table, source="this node", exclude_devices=exclude_devices)
-    return diagnose_image(source, exp, table, given=given)
+            return diagnose_host(host, exp, table, name="this node", exclude_devices=exclude_devices)
+    return diagnose_image(path, exp, table, given=given)
 
 
 def run(args: argparse.Namespace) -> int:
     from agent.host import HostError
-    from agent.offline import SourceError
+    from agent.offline import InputError
 
     try:
         exp, table = judged_by(args)
@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     if args.since:
         try:
             before = _load(args.since, exp, table, args.host_root, given=given)
-        except (SourceError, HostError) as exc:
+        except (InputError, HostError) as exc:
             return fail("preflight", f"--since: {exc}")
     # This node, live, is judged as the capture it is compared with, unless the command line says otherwise
     # (as ``railscope diff BUNDLE live``): the capture's --expect-mtu must not become "the rails agree" here.
@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         now = _load(args.source, live_exp if args.source is None else exp, table, args.host_root,
                     args.exclude_devices, given)
-    except (SourceError, HostError) as exc:
+    except (InputError, HostError) as exc:
         return fail("preflight", str(exc))
     diag, snap = now.diagnosis, now.snapshot
     # the checks say what the diagnosis was judged with: a bundle's recorded --expect-* under the flags

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
             return 3 if exc.usage else 1
         print(f"railscope record: wrote {args.output} from {args.agent}", file=sys.stderr)
         return 0
-    from agent.capture.replay import RecordError, record_image
+    from agent.capture.replay import record_image
+    from agent.capture.runner import CaptureError
     from agent.config import ReadConfig, expectations_to_json
     from agent.host import HostError
     from agent.host.live import LiveHost
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         snap, manifest = record_image(host, args.output, node=args.node, cluster=args.cluster,
                                       incident=args.incident, reason=args.reason, cfg=cfg,
                                       expectations=expectations_to_json(expectations_from_args(args)))
-    except RecordError as exc:
+    except CaptureError as exc:
         print(f"railscope record: {exc}", file=sys.stderr)
         return 3 if "not empty" in str(exc) or "not a directory" in str(exc) else 1
     except OSError as exc:

@@ -69,7 +69,7 @@ def _download(url: str, key: str, token_file: str | None, into: str) -> str:
     import asyncio
 
     from agent.clients.collector import CollectorClient, CollectorError
-    from agent.offline import SourceError
+    from agent.offline import InputError
 
     async def get() -> str:
         async with CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
@@ -79,12 +79,12 @@ def _download(url: str, key: str, token_file: str | None, into: str) -> str:
     try:
         return asyncio.run(get())
     except CollectorError as exc:
-        raise SourceError(f"{url}: {key}: {exc}") from None
+        raise InputError(f"{url}: {key}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     from agent.commands.doctor import not_judged
-    from agent.offline import SourceError, diagnose_image
+    from agent.offline import InputError, diagnose_image
     from agent.report.content import build_report
 
     try:
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             path = _download(args.collector, args.bundle, args.token_file, tmp) if args.collector else args.bundle
             got = diagnose_image(path, exp, table, given=given_expectations(args))
-        except SourceError as exc:
+        except InputError as exc:
             return _fail(str(exc))
     judged_with = None
     if got.judged is not None:

@@ -4,9 +4,9 @@ On mlx5, ``ETHTOOL_GSTATS``, ``ethtool -m`` (MCIA), ``ethtool -a`` (PFCC), ``eth
 ``dcb ... show`` (QETCR, PFCC, PBMC), ``devlink dev info`` (MCQI / MCQS) and ``devlink health diagnose`` are
 synchronous firmware commands: two of them in parallel on one function queue in the driver, and one stuck there
 cannot be killed. The running agent holds one ``FirmwareGate``; its 1 s sampler and every capture it
-makes (the replay readers and the plans' firmware steps alike) take the lock of the same function from
+makes (the replay readers and the plug-ins' firmware steps alike) take the lock of the same function from
 it. Which reads touch firmware is declared where they are: ``Source.firmware_touching`` in the
-registry for the sources' reads, ``Command.firmware`` in a capture plan for its steps.
+registry for the sources' reads, ``Command.firmware`` in a capture plug-in for its steps.
 
 A lock is keyed by the function's PCI address; a device that is on no PCI function (a veth, a netdev
 of another bus) is its own key.

@@ -16,7 +16,7 @@ answers again and ``railscope doctor --from`` reaches the same diagnosis as it d
   recorded host answers the ioctls with None and the readers parse that text instead (DESIGN §2).
 
 ``agent.capture.replay.record_image`` runs the snapshot readers through a ``RecordingHost``; the
-capture plans add what a person wants besides (dmesg, ``ip -d -s link``, OVS, udev, logs).
+capture plug-ins add what a person wants besides (dmesg, ``ip -d -s link``, OVS, udev, logs).
 """
 
 from __future__ import annotations
@@ -36,18 +36,15 @@ from agent import __version__
 from agent.host import CmdResult, Host, slug
 from agent.host.ethtool import format_drvinfo, format_gstats
 from agent.host.image import SCHEMA, Manifest, ManifestItem, item_of, manifest_to_json
+from agent.host.image.events import events_json
 from agent.host.paths import walk_links
 
-__all__ = ["RecordError", "RecordingHost"]
+__all__ = ["RecordingHost"]
 
 def _keep(keep: str) -> dict[str, str]:
     """``keep`` for an inner host, passed only when it is not the default (a host made for a test
     may know no ``keep``)."""
     return {} if keep == "head" else {"keep": keep}
-
-
-class RecordError(Exception):
-    """The image cannot be written (the output directory is not empty, not writable ...)."""
 
 
 def _iso(ts: float) -> str:
@@ -371,7 +368,7 @@ class RecordingHost:
                 self._items["netlink/links.json"] = ManifestItem(
                     "netlink/links.json", "netlink", skipped=True,
                     reason=self.inner.links_error or "netlink not available")
-            self._put_generated("events.json", (json.dumps({"events": events or []}, indent=1) + "\n").encode())
+            self._put_generated("events.json", events_json(events))
             return tuple(self._items[k] for k in sorted(self._items))
 
     def finish(self, *, node: str | None = None, cluster: str | None = None, incident: str | None = None,

@@ -1,7 +1,7 @@
 """Run one command safely: argv only, ``LC_ALL=C``, a timeout that kills the process group, a size cap.
 
-Used by the live host for the readers' commands and by capture for its plan steps. Nothing here
-decides *what* to run; the deny-list lives with the capture plans.
+Used by the live host for the readers' commands and by capture for its plug-ins' steps. Nothing here
+decides *what* to run; the deny-list lives with the capture plug-ins.
 """
 
 from __future__ import annotations

@@ -60,8 +60,8 @@ def state_from_image(host: RecordedHost, exp: Expectations, kernel_table: tuple[
     with the expectations the image records, except those the command line states (``given``, held in
     ``exp``); firmware reads never reach what ``exclude_devices`` matches, as on the node.
 
-    Raises ``SourceError`` when the image cannot be read (``agent.offline``)."""
-    got = diagnose_host(host, exp, kernel_table, source=host.name, given=given, exclude_devices=exclude_devices)
+    Raises ``InputError`` when the image cannot be read (``agent.offline``)."""
+    got = diagnose_host(host, exp, kernel_table, name=host.name, given=given, exclude_devices=exclude_devices)
     snap = got.snapshot
     sources, hung = _sources(host)
     return MetricsState(

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from agent.config import AgentSettings
 from agent.service import maintenance, pull
+from agent.service.captures import CaptureBusy, CaptureFailed
 from agent.service.daemon import Agent
 from agent.service.data_access import DataAccess, data_access_middleware
 from agent.service.keys import AGENT
@@ -70,10 +71,10 @@ async def image(request: web.Request) -> web.StreamResponse:
     incident = request.query.get("incident")
     try:
         path, name = await agent.record_image(reason=reason, incident=incident)
-    except agent.ImageBusy:
+    except CaptureBusy:
         raise web.HTTPTooManyRequests(text="a node image is being recorded; retry shortly\n",
                                       headers={"Retry-After": "5"}) from None
-    except agent.CaptureFailed as exc:
+    except CaptureFailed as exc:
         raise web.HTTPServiceUnavailable(text=f"{exc}\n") from None
     try:
         size = os.path.getsize(path)

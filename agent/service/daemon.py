@@ -1,8 +1,10 @@
-"""The running agent: the registry's sources sampled in the background, detectors, events, the
-flight recorder — wired together. Each job has its own module: ``scheduler`` (the sources' timers and
-threads), ``link_state`` (what link messages mean to the detectors and to the links' records),
-``debounce`` (re-read gaps), ``events`` (the event log), ``flight_recorder``, ``capture`` (node images),
-``app`` (HTTP).
+"""The running agent: the composition root. It builds the daemon's parts and wires them, each in
+a module of its own with narrow inputs: ``sampling`` (the registry's sources in their threads, their
+latest parts), ``link_events`` (the link and devlink listeners, drained in batches), ``link_state``
+(what link messages mean to the detectors and to the links' records), ``detection`` (the detectors
+over time), ``analysis`` (the pipeline of each new snapshot), ``debounce`` (re-read gaps),
+``events`` (the event log), ``captures`` (the daemon's captures), ``pull`` (the request puller and
+the spool upload), ``app`` (HTTP).
 
 Threads and where state lives:
 
@@ -21,51 +23,44 @@ The scrape renders the latest state; it never waits for a source.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from prometheus_client import generate_latest
 
 from agent.analysis import pipeline
-from agent.analysis.checks.degradation import RATE_COUNTERS
 from agent.analysis.topology import Topology
-from agent.clients.collector import CollectorClient, RetryPolicy
+from agent.capture.job import Job
+from agent.capture.recorder import FlightRecorder, incident_counters
+from agent.clients.collector import CallOutcomes, CollectorClient
 from agent.config import AgentSettings, Thresholds
-from agent.detectors import daemon_restarts, engine
-from agent.detectors import degradation as degradation_events
 from agent.detectors.feed import RESTARTS_FIELD, observations_from_snapshot
 from agent.detectors.observations import CountersObs
 from agent.findings import EVENT_CODES, Diagnosis
 from agent.host import Host
-from agent.host.firmware import FirmwareGate
-from agent.host.netlink.devlink_events import DevlinkWatcher
-from agent.host.netlink.link_events import LinkNote, LinkWatcher
+from agent.host.netlink.link_events import LinkNote
 from agent.metrics.exposition import CONTENT_TYPE, make_registry
-from agent.metrics.state import HungSource, MetricsState, SourceStatus
+from agent.metrics.state import HungSource, MetricsState
 from agent.model import Event, Snapshot
 from agent.readers import sources as registry
-from agent.readers.common import Notes
 from agent.readers.counters import TRAFFIC
-from agent.readers.history import History, Recorder, Sample
-from agent.readers.kernel_table import load_kernel_table
-from agent.readers.links import LinkCache
-from agent.service.capture import CaptureFailed, ImageBusy, ImageCapture
-from agent.service.coalesce import CoalescingQueue
+from agent.service.analysis import Analysis
+from agent.service.captures import CaptureBusy, CaptureMetrics, Captures
 from agent.service.debounce import Debouncer, Handle
+from agent.service.detection import Detection
 from agent.service.events import EventLog
-from agent.service.flight_recorder import FlightRecorder, incident_counters
+from agent.service.link_events import LinkEvents
 from agent.service.link_state import LinkState
-from agent.service.scheduler import Lane, Scheduler, SourceState
-from agent.service.selfmetrics import AgentCollector
-from agent.service.tracked_host import Progress, TrackedHost
+from agent.service.pull import Captured, RequestPuller, RunFn, SpoolUploader
+from agent.service.sampling import Sampling
+from agent.service.scheduler import Lane, SourceState
+from agent.service.selfmetrics import AgentMetrics
 
-__all__ = ["Agent", "CaptureFailed", "ImageBusy"]
+__all__ = ["Agent"]
 
 log = logging.getLogger("railscope.agent")
 events_log = logging.getLogger("railscope.agent.events")
@@ -74,14 +69,9 @@ events_log = logging.getLogger("railscope.agent.events")
 _RESAMPLE_GAP_S = 2.0
 #: a representor or uplink appearing or going asks for devlink and rdma reads, at most this often
 _PORTS_RESAMPLE_GAP_S = 30.0
-#: link notes handled per turn of the event loop, so that a storm never starves the scrape
-_DRAIN_BATCH = 512
 
 
 class Agent:
-    ImageBusy = ImageBusy
-    CaptureFailed = CaptureFailed
-
     def __init__(self, settings: AgentSettings, *, host_factory: Callable[[], Host] | None = None,
                  clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                  call_later: Callable[[float, Callable[[], None]], Handle] | None = None) -> None:
@@ -93,62 +83,41 @@ class Agent:
 
             def host_factory() -> Host:
                 return LiveHost(settings.host_root, command_timeout_s=settings.command_timeout_s)
-        self._host_factory = host_factory
-        self.sources = tuple(s for s in registry.SOURCES if s.name not in settings.disabled)
-        intervals = {s.name: settings.interval_s(s.name, s.interval_s) for s in self.sources}
-        # the roles of DESIGN §1's registry (agent.readers.source.ROLES), by name: the daemon names no source
-        role = {r: tuple(s.name for s in registry.with_role(r)) for r in registry.ROLES}
-        self._boot_sources = role["boot"]
-        self._recorder_sources = frozenset(role["recorder"])
-        self._dump = next((s.name for s in registry.SOURCES if s.netlink), None)
-        self.thresholds = Thresholds(lossless_prio=settings.expectations.lossless_prio,
-                                     **dict(settings.thresholds))
+        self.links = LinkState()
+        self.sampling = Sampling(settings, host_factory, on_part=self._on_part,
+                                 rdma_ports=lambda: self.links.rdma_ports, clock=clock)
+        roles = self.sampling.roles
         self.events = EventLog(settings.event_history)
-        self._degradation = degradation_events.initial()
         self.recorder: FlightRecorder | None = None
         if settings.recorder_window_s > 0:
+            intervals = self.sampling.intervals
             self.recorder = FlightRecorder(incident_counters(settings.expectations.lossless_prio) + TRAFFIC,
                                            window_s=settings.recorder_window_s,
-                                           interval_s=min((intervals[n] for n in role["recorder"] if n in intervals),
+                                           interval_s=min((intervals[n] for n in roles["recorder"] if n in intervals),
                                                           default=1.0))
-        self.queue: CoalescingQueue[LinkNote] = CoalescingQueue(settings.event_queue)
-        self.watcher: LinkWatcher | None = None
-        self.devlink_watcher: DevlinkWatcher | None = None
-        self.detectors = engine.initial(self.thresholds)
-        self._kernel_table = load_kernel_table(settings.expectations.kernel_table_file)
-        self._rep_include = re.compile(settings.representor_include) if settings.representor_include else None
-
-        self._parts: dict[str, registry.Part] = {}
-        self.restarts = daemon_restarts.RestartState()
-        # How the calls to the collector ended (uploads, polls, done), and what became of spooled
-        # bundles: railscope_agent_collector_calls_total / railscope_spool_uploads_total.
-        from agent.clients.collector import CallOutcomes
-
+        self.detection = Detection(Thresholds(lossless_prio=settings.expectations.lossless_prio,
+                                              **dict(settings.thresholds)))
+        self.analysis = Analysis(settings.expectations, self.events, self.recorder, snapshot=lambda: self.snapshot,
+                                 apply=self._apply_analysis, clock=clock)
+        # How the calls to the collector ended (uploads, polls, done): railscope_agent_collector_calls_total.
         self.collector_outcomes = CallOutcomes()
-        self.spool_outcomes: collections.Counter[str] = collections.Counter()
         self.budget: Any = None
         self.snapshot: Snapshot | None = None
         self.topology: Topology | None = None
         self.diagnosis: Diagnosis | None = None
-        self.links = LinkState()
-        #: when the last links read started (unix s; set in its thread before its part reaches the loop)
-        self._links_started: float | None = None
-        self._disabled_notes = tuple((name, "disabled (--disable-source)") for name in sorted(settings.disabled))
 
         debounce = {"monotonic": monotonic, "call_later": call_later}
-        self.links_debounce = Debouncer(_RESAMPLE_GAP_S, partial(self._poke, role["link-events"]), **debounce)
-        self.devlink_debounce = Debouncer(_RESAMPLE_GAP_S, partial(self._poke, role["devlink-events"]), **debounce)
-        self.ports_debounce = Debouncer(_PORTS_RESAMPLE_GAP_S, partial(self._poke, role["ports"]), **debounce)
+        poke = self.sampling.poke
+        self.links_debounce = Debouncer(_RESAMPLE_GAP_S, lambda: poke(roles["link-events"]), **debounce)
+        self.devlink_debounce = Debouncer(_RESAMPLE_GAP_S, lambda: poke(roles["devlink-events"]), **debounce)
+        self.ports_debounce = Debouncer(_PORTS_RESAMPLE_GAP_S, lambda: poke(roles["ports"]), **debounce)
+        self.link_events = LinkEvents(settings.event_queue, on_notes=self._on_notes,
+                                      on_overrun=lambda: self.links_debounce.poke(True),
+                                      on_devlink=self.devlink_debounce.poke, clock=clock)
 
-        self._link_cache = LinkCache()
-        #: one firmware read at a time per PCI function: the samplers and every capture take it
-        self.firmware = FirmwareGate()
-        self._progress = {src.name: Progress() for src in self.sources}
-        self.scheduler = Scheduler(self.sources, intervals, run=self._read, on_done=self._on_part,
-                                   deadline_s=settings.source_deadline_s,
-                                   current_device=lambda name: self._progress[name].get)
-        self.capture = ImageCapture(settings, host_factory, self.firmware, self.events, self.recorder, clock,
-                                    hung_tools=self._hung_tools, rail_change=lambda: self.links.last_rail_change)
+        self.captures = Captures(settings, host_factory, self.firmware, self.events, self.recorder, clock,
+                                    hung_tools=self.sampling.hung_tools,
+                                    rail_change=lambda: self.links.last_rail_change)
         #: the collector's one client in the daemon: the spool upload and the request puller share
         #: its session (its token file is read before every request)
         self.collector: CollectorClient | None = None
@@ -156,52 +125,52 @@ class Agent:
             self.collector = CollectorClient(settings.collector_url, token_file=settings.collector_token_file,
                                              token_flag="--collector-token-file", outcomes=self.collector_outcomes,
                                              ca_file=settings.collector_ca_file)
+        #: the spool upload, beside the request puller: the keys it stored are the ones requests reuse
+        self.uploader: SpoolUploader | None = None
+        if self.collector is not None and self.captures.spool is not None:
+            self.uploader = SpoolUploader(self.captures.spool, self.collector, interval_s=settings.upload_interval_s,
+                                          clock=clock)
         self._lanes: dict[str, Lane] = {}
-        self._hosts: dict[str, Host] = {}
         self._tasks: list[asyncio.Task[Any]] = []
-        self._wake: asyncio.Event | None = None
-        self._analysis_dirty = False
-        self._analysis_running = False
         self._render_fut: asyncio.Future[bytes] | None = None
         self._image_lock: asyncio.Lock | None = None
         self.ready = False
         self.started_at = clock()
 
-        #: keys of the spool's bundles the collector stored, newest last (capture requests reuse them)
-        self.uploaded: collections.deque[str] = collections.deque(maxlen=64)
-        self.registry = make_registry(self.metrics_state, clock=clock, representor_include=self._rep_include,
-                                      extra=(AgentCollector(self), self.capture))
+        rep_include = re.compile(settings.representor_include) if settings.representor_include else None
+        self.registry = make_registry(self.metrics_state, clock=clock, representor_include=rep_include,
+                                      extra=(AgentMetrics(self), CaptureMetrics(self.captures)))
         self.metrics_content_type = CONTENT_TYPE
 
     @property
+    def firmware(self) -> Any:
+        """The firmware gate the samplers hold and every capture takes (``agent.host.firmware``)."""
+        return self.sampling.firmware
+
+    @property
     def source_states(self) -> dict[str, SourceState]:
-        return self.scheduler.states
+        return self.sampling.states
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.append(task)
+        return task
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
         self._image_lock = asyncio.Lock()
         for name in ("analysis", "render", "image"):
             self._lanes[name] = Lane(name)
-        self.scheduler.start()
+        self.analysis.lane = self._lanes["analysis"]
+        self.sampling.scheduler.start()
         if self.settings.watch_links:
-            wake = self._wake
-
-            def _wake_loop() -> None:
-                loop.call_soon_threadsafe(wake.set)
-
-            self.watcher = LinkWatcher(self.queue, _wake_loop, on_overrun=lambda: loop.call_soon_threadsafe(
-                self.links_debounce.poke, True), clock=self.clock)
-            self.watcher.start()
-            self.devlink_watcher = DevlinkWatcher(lambda: loop.call_soon_threadsafe(self.devlink_debounce.poke))
-            await loop.run_in_executor(None, self.devlink_watcher.start)
-        self._tasks.append(asyncio.create_task(self._drain(), name="railscope-drain"))
-        self._tasks.append(asyncio.create_task(self._boot(), name="railscope-boot"))
+            await self.link_events.start()
+        self._spawn(self.link_events.drain(), "railscope-drain")
+        self._spawn(self.sampling.boot(self._spawn), "railscope-boot")
         if self.settings.budget_cpu is not None or self.settings.budget_rss is not None:
-            self._tasks.append(asyncio.create_task(self._guard_budget(), name="railscope-budget"))
-        if self.settings.collector_url and self.capture.spool is not None:
-            self._tasks.append(asyncio.create_task(self._upload_spool(), name="railscope-upload"))
+            self._spawn(self._guard_budget(), "railscope-budget")
+        if self.uploader is not None:
+            self._spawn(self.uploader.run(), "railscope-upload")
         log.info("agent started", extra={"listen": self.settings.listen, "port": self.settings.port,
                                          "recorder_window_s": self.settings.recorder_window_s,
                                          "disabled_sources": sorted(self.settings.disabled)})
@@ -211,141 +180,52 @@ class Agent:
         from agent.service.budget import BudgetGuard
 
         def paused(name: str, on: bool) -> None:
-            self.scheduler.states[name].paused = on
+            self.sampling.states[name].paused = on
 
         self.budget = BudgetGuard(cpu_limit=self.settings.budget_cpu, rss_limit=self.settings.budget_rss,
-                                  optional=tuple(s.name for s in self.sources if s.optional),
+                                  optional=tuple(s.name for s in self.sampling.sources if s.optional),
                                   pause=lambda n: paused(n, True), resume=lambda n: paused(n, False))
         while True:
             self.budget.check()
             await asyncio.sleep(self.settings.budget_interval_s)
 
-    async def _boot(self) -> None:
-        """First sample in registry order (rules before links, links before the rest); a source that
-        hangs at boot delays the others by at most its deadline."""
-        deadline = self.settings.source_deadline_s
-        for src in self.sources:
-            timer = self.scheduler.timers[src.name]
-            self._tasks.append(asyncio.create_task(timer.drive(), name=f"railscope-{src.name}"))
-            if src.name in self._boot_sources:
-                try:
-                    async with asyncio.timeout(deadline + 1.0):
-                        await timer.first_done.wait()
-                except TimeoutError:
-                    log.warning("first sample late", extra={"source": src.name})
-
     async def stop(self) -> None:
         for deb in (self.links_debounce, self.devlink_debounce, self.ports_debounce):
             deb.cancel()
-        self.scheduler.stop()
+        self.sampling.scheduler.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         if self.collector is not None:
             await self.collector.close()
-        if self.watcher is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.watcher.stop)
-        if self.devlink_watcher is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.devlink_watcher.stop)
-        self.scheduler.close()
+        await self.link_events.stop()
+        self.sampling.close()
         for lane in self._lanes.values():
             lane.close()
-        for host in list(self._hosts.values()):
-            try:
-                host.close()
-            except Exception:  # closing a socket of a lane stuck in the kernel may fail; exit anyway
-                log.debug("closing a host failed", exc_info=True)
         log.info("agent stopped")
-
-    # -- the sources (worker threads) ----------------------------------------------------------
-    def _host(self, src: str) -> Host:
-        host = self._hosts.get(src)
-        if host is None:
-            host = self._hosts[src] = TrackedHost(self._host_factory(), self._progress[src], self.firmware)
-        return host
-
-    def _context(self) -> registry.Context:
-        ctx = registry.Context(rdma_ports=dict(self.links.rdma_ports), link_cache=self._link_cache, recorder=True)
-        for src in registry.SOURCES:
-            part = self._parts.get(src.name)
-            if part is not None:
-                ctx = registry.after(ctx, part)
-        return ctx
-
-    def _read(self, src: registry.Source) -> registry.Part:
-        if src.name == self._dump:
-            # when the dump was asked for: link messages read after it may be newer than its answer
-            self._links_started = self.clock()
-        return src.read(self._host(src.name), self.settings.read, self._context(), Notes())
 
     # -- results (event loop) ----------------------------------------------------------------
     def _on_part(self, part: registry.Part) -> None:
-        self._parts[part.source] = part
+        sampling = self.sampling
+        sampling.parts[part.source] = part
         if RESTARTS_FIELD in part.fields:
-            self.restarts = daemon_restarts.step(self.restarts, part.fields[RESTARTS_FIELD])
-        if part.source in self._recorder_sources:
+            self.detection.on_restarts(part.fields[RESTARTS_FIELD])
+        if part.source in sampling.recorder_sources:
             self._apply_counters(part)
             return
-        if part.source == self._dump:
-            links = self.links.on_dump(part.fields.get("links", ()), part.gives.get("rails", ()), self._links_started)
+        if part.source == sampling.dump:
+            links = self.links.on_dump(part.fields.get("links", ()), part.gives.get("rails", ()),
+                                       sampling.links_started)
             if links is not part.fields.get("links"):
-                part = self._parts[part.source] = replace(part, fields={**part.fields, "links": links})
-        self.snapshot = self._compose()
-        if self._dump in self._parts:
+                part = sampling.parts[part.source] = replace(part, fields={**part.fields, "links": links})
+        self.snapshot = sampling.compose(self.snapshot)
+        if sampling.dump in sampling.parts:
             self._schedule_analysis()
 
-    def _compose(self) -> Snapshot:
-        snap = registry.compose(self.snapshot, self._parts)
-        if self._disabled_notes:
-            snap = replace(snap, unavailable=snap.unavailable + self._disabled_notes)
-        if self.settings.node:
-            snap = replace(snap, node=self.settings.node)
-        return snap
-
     def _schedule_analysis(self) -> None:
-        if self._analysis_running:
-            self._analysis_dirty = True
-            return
-        self._analysis_running = True
-        self._tasks.append(asyncio.create_task(self._analyse(), name="railscope-analysis"))
+        self.analysis.schedule(self._spawn)
         self._tasks[:] = [t for t in self._tasks if not t.done()]
-
-    async def _analyse(self) -> None:
-        try:
-            while True:
-                self._analysis_dirty = False
-                snap = self.snapshot
-                if snap is None:
-                    return
-                since = self.clock() - self.settings.expectations.event_window_s
-                events = tuple(self.events.recent(since))
-                try:
-                    out = await self._lanes["analysis"].submit(partial(self._analysis_work, snap, events))
-                except Exception:
-                    log.exception("analysis failed")
-                    return
-                self._apply_analysis(out)
-                if not self._analysis_dirty:
-                    return
-        finally:
-            self._analysis_running = False
-
-    def _analysis_work(self, snap: Snapshot, events: tuple[Event, ...]) -> pipeline.Outcome:
-        # The window ends now, not at the newest event: an old event must age out even when no newer
-        # one arrives (and an event newer than the last sample still counts).
-        return pipeline.run(snap, self.settings.expectations, self._kernel_table,
-                            history=History(events=events, recorder=self._phy_rates()), capture_time=self.clock())
-
-    def _phy_rates(self) -> Recorder | None:
-        """The flight recorder's first and last PHY sample of each rail within ``--ber-window``: the two
-        samples LinkDegrading, the rising OpticsOutOfRange and PcieErrors are judged between live. Only
-        the PHY counters: the other recorder checks stay with their detectors."""
-        if self.recorder is None:
-            return None
-        edges = self.recorder.edges(self.settings.expectations.ber_window_s, RATE_COUNTERS)
-        return Recorder(tuple((nd, tuple(Sample(ts, tuple(sorted(c.items()))) for ts, c in rows))
-                              for nd, rows in sorted(edges.items())))
 
     def _apply_analysis(self, out: pipeline.Outcome) -> None:
         snap, topo = out.snapshot, out.topology
@@ -353,14 +233,12 @@ class Agent:
         self.diagnosis = out.diagnosis
         self.links.on_topology(topo)
         now = self.clock()
-        self._degradation, rate_events = degradation_events.step(self._degradation, out.diagnosis.findings, now)
-        for ev in rate_events:
-            self._emit(ev)
-        counters_live = any(n in self._parts for n in self._recorder_sources)
+        self._emit_all(self.detection.on_findings(out.diagnosis.findings, now))
+        counters_live = any(n in self.sampling.parts for n in self.sampling.recorder_sources)
         obs = [self.links.newest_downs(o) for o in observations_from_snapshot(snap, topo)
                if not (counters_live and isinstance(o, CountersObs))]
         obs.extend(self.links.pciless_obs(snap))
-        self._feed(obs, now)
+        self._emit_all(self.detection.feed(obs, now))
         if not self.ready:
             self.ready = True
             log.info("first sample taken", extra={"rails": len(topo.rails), "links": len(snap.links)})
@@ -380,13 +258,11 @@ class Agent:
             if self.recorder is not None:
                 self.recorder.add(now, netdev, counters)
             obs.append(CountersObs(netdev, counters, subject=subject))
-        self._feed(obs, now)
+        self._emit_all(self.detection.feed(obs, now))
 
-    def _feed(self, observations: list[Any], now: float) -> None:
-        for ob in observations:
-            self.detectors, events = engine.step(self.detectors, ob, now)
-            for ev in events:
-                self._emit(ev)
+    def _emit_all(self, events: list[Event]) -> None:
+        for ev in events:
+            self._emit(ev)
 
     def emit(self, ev: Event) -> None:
         """An event from outside the detectors (the node watch's RailResourcesLost): logged, counted and
@@ -395,94 +271,44 @@ class Agent:
 
     def _emit(self, ev: Event) -> None:
         self.events.add(ev)
-        self.capture.on_event(ev, self.settings.node or (self.snapshot.node if self.snapshot else None) or "node")
+        self.captures.on_event(ev, self._node())
         level = logging.WARNING if ev.severity in ("warning", "critical") else logging.INFO
         events_log.log(level, ev.message or ev.code, extra={
             "event": ev.code, "severity": ev.severity, "subject": ev.subject, "event_ts": ev.ts,
             "evidence": dict(ev.evidence)})
-        if self._dump in self._parts:
+        if self.sampling.dump in self.sampling.parts:
             self._schedule_analysis()  # the event becomes a railscope_finding now, not at the next sample
 
+    def _node(self) -> str:
+        return self.settings.node or (self.snapshot.node if self.snapshot else None) or "node"
+
     # -- link events -------------------------------------------------------------------------
-    async def _upload_spool(self) -> None:
-        """Empty the node spool into the collector, oldest first, every upload interval (and at once
-        when a capture was spooled: the spool's listing changes)."""
-        from agent.capture.upload import drain_spool
-
-        spool, client = self.capture.spool, self.collector
-        assert spool is not None and client is not None
-        seen: tuple[str, ...] = ()
-        last = -1e9
-        while True:
-            names = tuple(e.name for e in await asyncio.get_running_loop().run_in_executor(None, spool.entries))
-            if names and (names != seen or self.clock() - last >= self.settings.upload_interval_s):
-                last = self.clock()
-                try:
-                    # Few attempts: the spool keeps what is not sent, and the next round sends it.
-                    res = await drain_spool(spool, client, retry=RetryPolicy(attempts=3))
-                    self.uploaded.extend(r.key for r in res.sent)
-                    for r in res.sent:
-                        self.spool_outcomes["duplicate" if r.duplicate else "stored"] += 1
-                    self.spool_outcomes["rejected"] += len(res.rejected)
-                    if res.left:
-                        # kept for the next round: the collector is away, or the token file must be fixed
-                        self.spool_outcomes["deferred"] += 1
-                    if res.sent or res.rejected or res.left:
-                        log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),
-                                                        "left": res.left, "error": res.error})
-                except Exception:  # the uploader must never take the agent down
-                    log.exception("spool upload failed")
-                names = tuple(e.name for e in await asyncio.get_running_loop().run_in_executor(None, spool.entries))
-            seen = names
-            await asyncio.sleep(1.0)
-
-    async def _drain(self) -> None:
-        assert self._wake is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while True:
-                batch = self.queue.drain(_DRAIN_BATCH)
-                if not batch:
-                    break
-                self._on_notes(batch)
-                await asyncio.sleep(0)
-
     def _on_notes(self, notes: list[LinkNote]) -> None:
-        part = self._parts.get(self._dump) if self._dump else None
+        part = self.sampling.links()
         out = self.links.on_notes(notes, part.fields.get("links", ()) if part is not None else ())
         if out.links is not None and part is not None:
             # the known links' records follow their messages; a rail's state is judged again at once
             # (its railscope_rail_up, carrier counters and RailLinkDown), a dump is not waited for
-            self._parts[part.source] = replace(part, fields={**part.fields, "links": out.links})
+            self.sampling.parts[part.source] = replace(part, fields={**part.fields, "links": out.links})
             if out.rail_changed:
-                self.snapshot = self._compose()
+                self.snapshot = self.sampling.compose(self.snapshot)
                 self._schedule_analysis()
         for ts, ob in out.observations:
-            self._feed([ob], ts)
+            self._emit_all(self.detection.feed([ob], ts))
         if out.unknown:
             self.links_debounce.poke()
         if out.ports:
             self.ports_debounce.poke()
 
-    def _poke(self, names: tuple[str, ...]) -> None:
-        for name in names:
-            self.scheduler.poke(name)
-
     # -- what the endpoints serve --------------------------------------------------------------
     def metrics_state(self) -> MetricsState:
-        sources = []
-        hung = []
-        for src, st in self.scheduler.states.items():
-            if st.runs:
-                sources.append(SourceStatus(src, bool(st.last_success), st.last_duration_s or 0.0))
-            hung.extend(HungSource(src, dev) for dev in sorted(st.hung))
-        hung.extend(HungSource(src, dev) for src, dev in sorted(self.capture.hung))
-        links = self._parts.get(self._dump) if self._dump else None
+        sources, hung = self.sampling.status()
+        hung.extend(HungSource(src, dev) for src, dev in sorted(self.captures.hung))
+        links = self.sampling.links()
         return MetricsState(snapshot=self.snapshot, topology=self.topology, diagnosis=self.diagnosis,
                             sources=tuple(sources), hung=tuple(dict.fromkeys(hung)), event_counts=self.events.counts(),
                             event_codes=tuple(EVENT_CODES), taken_at=links.taken_at if links else None,
-                            daemon_restarts=dict(self.restarts.restarts),
+                            daemon_restarts=dict(self.detection.restarts.restarts),
                             budget=self.budget.status if self.budget is not None else None)
 
     async def render_metrics(self) -> bytes:
@@ -492,12 +318,11 @@ class Agent:
         return await asyncio.shield(self._render_fut)
 
     def sample_age(self) -> float | None:
-        links = self._parts.get(self._dump) if self._dump else None
+        links = self.sampling.links()
         return None if links is None else round(max(0.0, self.clock() - links.taken_at), 3)
 
     def waiting_for(self) -> list[str]:
-        states = self.scheduler.states
-        return [src for src in self._boot_sources if src in states and not states[src].runs] or ["analysis"]
+        return self.sampling.waiting_for() or ["analysis"]
 
     def recorder_jsonl(self) -> str:
         return self.recorder.to_jsonl() if self.recorder is not None else ""
@@ -508,19 +333,36 @@ class Agent:
         returns (path, bundle name). One at a time."""
         assert self._image_lock is not None
         if self._image_lock.locked():
-            raise ImageBusy()
+            raise CaptureBusy()
         async with self._image_lock:
-            node = self.settings.node or (self.snapshot.node if self.snapshot else None) or "node"
-            return await self._lanes["image"].submit(lambda: self.capture.record(reason, incident, node))
-
-    def _hung_tools(self) -> frozenset[tuple[str, str]]:
-        """(tool, device) of every hung read, for a capture to skip."""
-        tools = {s.name: s.tools for s in self.sources}
-        out = set()
-        for src, st in self.scheduler.states.items():
-            for dev in st.hung:
-                out.update((tool, dev) for tool in tools.get(src, ()))
-        return frozenset(out)
+            node = self._node()
+            return await self._lanes["image"].submit(lambda: self.captures.record(reason, incident, node))
 
     def discard_image(self, path: str) -> None:
-        self.capture.discard(path)
+        self.captures.discard(path)
+
+    # -- capture requests --------------------------------------------------------------------------
+    def run_request(self, job: Job, work: str) -> Captured:
+        """A request's job as one of the daemon's captures: one at a time with its other captures,
+        under its firmware gate, with its events and flight recorder, in ``railscope_captures``
+        (blocking: the puller runs it in a worker thread)."""
+        res = self.captures.run(job, work + "/")
+        assert res.path is not None
+        return Captured(res.path, res.sha256)
+
+    def request_puller(self, url: str | None = None, *, token_file: str | None = None, run: RunFn | None = None,
+                       **kw: Any) -> RequestPuller:
+        """The request puller, given what it needs of the daemon: its settings, the collector's client
+        (the daemon's, shared with the spool upload; for another ``url`` or token file, one the puller
+        owns), the run function, the spool and the keys the spool upload stored."""
+        client, own = self.collector, False
+        if client is None or url is not None or token_file is not None:
+            client = CollectorClient(url or self.settings.collector_url or "",
+                                     token_file=token_file or self.settings.collector_token_file,
+                                     token_flag="--collector-token-file", outcomes=self.collector_outcomes,
+                                     ca_file=self.settings.collector_ca_file,
+                                     **{k: kw[k] for k in ("rng", "sleep") if k in kw})
+            own = True
+        return RequestPuller(self.settings, client, run or self.run_request, spool=self.captures.spool,
+                             uploaded=self.uploader.uploaded if self.uploader is not None else (),
+                             idle=self.captures.idle, own_client=own, **kw)

@@ -3,13 +3,13 @@ and ``railscope_events_total{code}`` (the codes are ``agent.findings.EVENT_CODES
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Any
 
+from agent.host.image.events import events_json
 from agent.model import Event
 
 __all__ = ["DEFAULT_MAX_EVENTS", "EventLog"]
@@ -73,7 +73,8 @@ class EventLog:
         return {"events": [_jsonable(ev.as_json()) for ev in events]}
 
     def dumps(self, since: float | None = None) -> str:
-        return json.dumps(self.to_json(since), indent=1, sort_keys=False, default=str) + "\n"
+        """The ``events.json`` text, through its one writer (``agent.host.image.events``)."""
+        return events_json(self.to_json(since)["events"]).decode()
 
 
 def _jsonable(obj: Any) -> Any:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from agent.service.daemon import Agent
     from agent.service.events import EventLog
 
-__all__ = ["REASONS", "SRIOV_STATE_ANNOTATION", "ApiConfig", "MaintenanceCollector", "NodeWatch",
+__all__ = ["REASONS", "SRIOV_STATE_ANNOTATION", "ApiConfig", "MaintenanceMetrics", "NodeWatch",
            "attach", "node_reasons"]
 
 log = logging.getLogger("railscope.agent.maintenance")
@@ -277,7 +277,7 @@ async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
         yield bytes(buf).strip()
 
 
-class MaintenanceCollector:
+class MaintenanceMetrics:
     """Serves ``railscope_node_maintenance{reason}`` for every reason, 0 or 1."""
 
     def __init__(self, watch: NodeWatch, events: EventLog, *, clock: Callable[[], float] = time.time,
@@ -330,7 +330,7 @@ def attach(app: web.Application, agent: Agent, config: ApiConfig | None = None) 
     if config is None or not node:
         return None
     watch = NodeWatch(config, node, resources=agent.settings.rail_resources, on_event=agent.emit, clock=agent.clock)
-    agent.registry.register(MaintenanceCollector(watch, agent.events, clock=agent.clock))
+    agent.registry.register(MaintenanceMetrics(watch, agent.events, clock=agent.clock))
 
     run_with_app(app, watch.run, "railscope-node-watch")
     return watch

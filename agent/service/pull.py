@@ -15,31 +15,34 @@ the same object to the collector: stored once, never twice. A request names a pl
 from __future__ import annotations
 
 import asyncio
-import calendar
+import collections
 import logging
 import os
 import random
-import re
 import shutil
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from agent.clients.collector import CollectorClient, CollectorError
+from agent.capture.job import Job, event_incident_time
+from agent.capture.spool import Spool
+from agent.capture.upload import drain_spool
+from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy
+from agent.config import AgentSettings
 from agent.findings import EVENT_CODES
 from agent.service.background import run_with_app
-from proto.keys import check_part
+from proto.keys import KeyPartError, check_part, parse_rel
 from proto.requests import DEFAULT_PLAN, POLL_WAIT_S, CaptureRequest, RequestError
 
 if TYPE_CHECKING:
     from agent.service.daemon import Agent
 
-__all__ = ["ALERT_EVENTS", "Captured", "PullRequest", "RequestPuller", "RequestRefused", "attach", "parse_request"]
+__all__ = ["ALERT_EVENTS", "Captured", "RequestPuller", "RunFn", "SpoolUploader", "attach", "parse_request"]
 
 log = logging.getLogger("railscope.agent.pull")
 
@@ -56,11 +59,8 @@ POLL_GAP_S = 10.0
 _REFUSED_MEMORY = 256
 #: ids this agent finished recently: a replica's view of the store may lag one listing behind
 _DONE_MEMORY = 256
-
-#: The request as the capture path takes it: the one type of ``proto.requests``.
-PullRequest = CaptureRequest
-#: A request this agent will not run (a plan it does not ship, another node's, a bad id).
-RequestRefused = RequestError
+#: keys of the spool's bundles the collector stored, kept for the requests that reuse them
+_UPLOADED_MEMORY = 64
 
 
 def parse_request(doc: Any, node: str) -> CaptureRequest:
@@ -77,46 +77,84 @@ class Captured:
     sha256: str
 
 
-#: (agent, request, work directory) -> the bundle file, captured in a worker thread
-CaptureFn = Callable[["Agent", PullRequest, str], Captured]
+#: (the request's capture job, a work directory) -> the bundle file; blocking, run in a worker thread
+RunFn = Callable[[Job, str], Captured]
 
 
-def capture_in_process(agent: Agent, req: PullRequest, work: str) -> Captured:
-    """The request's plan as one of the daemon's captures (``Job``): one at a time with its other
-    captures, under its firmware gate, with its events and flight recorder, in ``railscope_captures``."""
-    from agent.capture.job import Job
+class SpoolUploader:
+    """Empties the node spool into the collector, oldest first, every upload interval (and at once
+    when a capture was spooled: the spool's listing changes). The keys it stored are ``uploaded``,
+    newest last: a request for the same cause reuses them (:class:`RequestPuller`)."""
 
-    job = Job.for_request(req, agent.settings, redact_key=os.urandom(32) if req.params.get("redact") else None)
-    res = agent.capture.run(job, work + "/")
-    assert res.path is not None
-    return Captured(res.path, res.sha256)
+    def __init__(self, spool: Spool, client: CollectorClient, *, interval_s: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.spool = spool
+        self.client = client
+        self.interval_s = interval_s
+        self.clock = clock
+        self.uploaded: collections.deque[str] = collections.deque(maxlen=_UPLOADED_MEMORY)
+        #: what became of spooled bundles (railscope_spool_uploads_total)
+        self.outcomes: collections.Counter[str] = collections.Counter()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        seen: tuple[str, ...] = ()
+        last = -1e9
+        while True:
+            names = tuple(e.name for e in await loop.run_in_executor(None, self.spool.entries))
+            if names and (names != seen or self.clock() - last >= self.interval_s):
+                last = self.clock()
+                try:
+                    await self.drain()
+                except Exception:  # the uploader must never take the agent down
+                    log.exception("spool upload failed")
+                names = tuple(e.name for e in await loop.run_in_executor(None, self.spool.entries))
+            seen = names
+            await asyncio.sleep(1.0)
+
+    async def drain(self) -> None:
+        # Few attempts: the spool keeps what is not sent, and the next round sends it.
+        res = await drain_spool(self.spool, self.client, retry=RetryPolicy(attempts=3))
+        self.uploaded.extend(r.key for r in res.sent)
+        for r in res.sent:
+            self.outcomes["duplicate" if r.duplicate else "stored"] += 1
+        self.outcomes["rejected"] += len(res.rejected)
+        if res.left:
+            # kept for the next round: the collector is away, or the token file must be fixed
+            self.outcomes["deferred"] += 1
+        if res.sent or res.rejected or res.left:
+            log.info("spool upload", extra={"sent": len(res.sent), "rejected": len(res.rejected),
+                                            "left": res.left, "error": res.error})
 
 
 class RequestPuller:
-    """Polls the collector for this node's requests and serves them one at a time."""
+    """Polls the collector for this node's requests and serves them one at a time.
 
-    def __init__(self, agent: Agent, url: str, *, token_file: str | None = None, cluster: str | None = None,
-                 client: CollectorClient | None = None,
-                 capture: CaptureFn = capture_in_process, work_dir: str | None = None,
-                 wait_s: int = POLL_WAIT_S, rng: random.Random | None = None,
+    What it is given, and no more: the settings its bounds and jobs come from, the collector's client,
+    ``run`` (a request's capture job into a work directory: the daemon's captures), and for the reuse of
+    an event capture, the spool, the keys the spool upload stored and ``idle`` (wait until no event
+    capture is queued or running).
+    """
+
+    def __init__(self, settings: AgentSettings, client: CollectorClient, run: RunFn, *,
+                 spool: Spool | None = None, uploaded: Sequence[str] = (),
+                 idle: Callable[[float], object] | None = None, own_client: bool = False,
+                 work_dir: str | None = None, wait_s: int = POLL_WAIT_S, rng: random.Random | None = None,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        node = agent.settings.node
-        if not node:
+        if not settings.node:
             raise ValueError("--collector needs --node (spec.nodeName): requests are polled per node")
-        self.agent = agent
-        self.node = check_part("node", node)
-        self.cluster = check_part("cluster", cluster or agent.settings.cluster or "default")
-        self.url = url.rstrip("/")
-        self.token_file = token_file
-        # Polls, uploads and done calls go through one client: the daemon's (given, shared with its spool
-        # upload, closed by the daemon) or one of the puller's own.
-        self._own_client = client is None
-        self.client = client or CollectorClient(self.url, token_file=token_file, token_flag="--collector-token-file",
-                                                rng=rng, sleep=sleep,
-                                                outcomes=getattr(agent, "collector_outcomes", None),
-                                                ca_file=getattr(agent.settings, "collector_ca_file", None))
-        self.capture = capture
+        self.settings = settings
+        self.node = check_part("node", settings.node)
+        self.cluster = check_part("cluster", settings.cluster or "default")
+        # Polls, uploads and done calls go through one client: the daemon's (shared with its spool
+        # upload, closed by the daemon), or one the puller owns and closes.
+        self.client = client
+        self._own_client = own_client
+        self.run_job = run
+        self.spool = spool
+        self.uploaded = uploaded
+        self._idle = idle
         self.work_dir = work_dir
         self.wait_s = wait_s
         self._rng = rng or random.Random()
@@ -127,10 +165,9 @@ class RequestPuller:
         # The agent's own bounds on what requests make it do, whoever wrote them (a collector, or
         # anyone who can write the bucket's _requests/): a least interval between two request
         # captures and a budget per hour; entering pod namespaces only with the agent's own opt-in.
-        st = agent.settings
-        self.min_interval_s = float(getattr(st, "request_min_interval_s", 300.0))
-        self.budget_per_hour = int(getattr(st, "request_budget", 6))
-        self.allow_pod_netns = bool(getattr(st, "allow_pod_netns", False))
+        self.min_interval_s = float(settings.request_min_interval_s)
+        self.budget_per_hour = int(settings.request_budget)
+        self.allow_pod_netns = bool(settings.allow_pod_netns)
         self._captures: list[float] = []  # clock times of this hour's request captures
         self.deferred = 0
         self.reused = 0
@@ -148,30 +185,27 @@ class RequestPuller:
     async def _local_uploaded(self, timeout_s: float = 30.0) -> None:
         """Wait until the event captures have run and the daemon's spool upload has sent them."""
         loop = asyncio.get_running_loop()
-        capture = getattr(self.agent, "capture", None)
-        if capture is None or capture.spool is None:
+        if self.spool is None:
             return
-        await loop.run_in_executor(None, capture.idle, 120.0)
+        if self._idle is not None:
+            await loop.run_in_executor(None, self._idle, 120.0)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and await loop.run_in_executor(None, capture.spool.entries):
+        while time.monotonic() < deadline and await loop.run_in_executor(None, self.spool.entries):
             await asyncio.sleep(0.2)
 
-    def _reusable(self, req: PullRequest) -> str | None:
+    def _reusable(self, req: CaptureRequest) -> str | None:
         """The newest event capture of the request's cause stored within the capture cooldown."""
         code = ALERT_EVENTS.get(req.alertname)
         if code is None:
             return None
-        for key in reversed(getattr(self.agent, "uploaded", ())):
-            parts = key.split("/")
-            # <cluster>/<date>/<incident: code-yyyymmddThhmmssZ>/<node>-<stamp>-<bundle id>.tar.gz
-            if len(parts) != 4 or not parts[2].startswith(code.lower() + "-"):
+        for rel in reversed(self.uploaded):
+            try:
+                key = parse_rel(rel)
+            except KeyPartError:
                 continue
-            m = re.search(r"-(\d{8}t\d{6}z)$", parts[2])
-            if m is None:
-                continue
-            when = calendar.timegm(time.strptime(m.group(1).upper(), "%Y%m%dT%H%M%SZ"))
-            if time.time() - when <= self.agent.settings.capture_cooldown_s:
-                return key
+            when = event_incident_time(key.incident, code)
+            if when is not None and time.time() - when <= self.settings.capture_cooldown_s:
+                return rel
         return None
 
     async def _poll_loop(self, backoff: float) -> None:
@@ -196,7 +230,7 @@ class RequestPuller:
             await self._sleep(backoff * (0.5 + self._rng.random()))
             backoff = min(BACKOFF_MAX_S, backoff * 2)
 
-    async def poll(self) -> list[PullRequest]:
+    async def poll(self) -> list[CaptureRequest]:
         out = []
         docs = await self.client.poll(self.node, self.wait_s)
         for item in docs:
@@ -212,10 +246,8 @@ class RequestPuller:
             out.append(req)
         return sorted(out, key=lambda r: r.created)
 
-    async def serve(self, req: PullRequest) -> str | None:
+    async def serve(self, req: CaptureRequest) -> str | None:
         """Capture, upload and report one request; the stored key, or None when it must be tried again."""
-        from agent.capture.job import Job
-
         if req.alertname in ALERT_EVENTS:
             # The same cause may have captured locally a moment ago: let that capture finish and
             # reach the collector, then use it.
@@ -244,14 +276,15 @@ class RequestPuller:
                         "(--allow-pod-netns): captured without them", extra={"request": req.id})
             req = replace(req, params={**req.params, "pod_netns": False})
         self._captures.append(now)
+        # The request's one capture job: what is captured and what is uploaded come from it.
+        job = Job.for_request(req, self.settings, redact_key=os.urandom(32) if req.params.get("redact") else None)
         work = tempfile.mkdtemp(prefix="railscope-request-", dir=self.work_dir)
         self.busy = True
         try:
             log.info("capturing for request", extra={"request": req.id, "incident": req.incident,
                                                      "alertname": req.alertname})
-            captured = await asyncio.get_running_loop().run_in_executor(None, self.capture, self.agent, req, work)
-            hello = Job.for_request(req, self.agent.settings).hello(
-                node=self.node, cluster=self.cluster, reason=req.alertname or req.source or "requested")
+            captured = await asyncio.get_running_loop().run_in_executor(None, self.run_job, job, work)
+            hello = job.hello(node=self.node, cluster=self.cluster, reason=req.alertname or req.source or "requested")
             key: str | None
             try:
                 res = await self.client.upload(hello, captured.path, expected_sha256=captured.sha256)
@@ -281,7 +314,7 @@ class RequestPuller:
         while len(self._done) > _DONE_MEMORY:
             self._done.popitem(last=False)
 
-    async def _done_call(self, req: PullRequest, key: str | None, reused: bool = False) -> str:
+    async def _done_call(self, req: CaptureRequest, key: str | None, reused: bool = False) -> str:
         try:
             done = await self.client.done(self.node, req.id, key, reused=reused)
         except CollectorError as exc:
@@ -291,14 +324,12 @@ class RequestPuller:
 
 def attach(app: web.Application, agent: Agent) -> RequestPuller | None:
     """Run the puller with ``app`` when the agent has a collector (``--collector URL``)."""
-    url = agent.settings.collector_url
-    if not url:
+    if not agent.settings.collector_url:
         return None
     if not agent.settings.node:
         log.warning("capture requests are not polled: --collector without --node (spec.nodeName)")
         return None
-    puller = RequestPuller(agent, url, token_file=agent.settings.collector_token_file, client=agent.collector)
-
+    puller = agent.request_puller()
     run_with_app(app, puller.run, "railscope-request-puller")
     return puller
 

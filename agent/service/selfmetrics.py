@@ -17,7 +17,7 @@ from prometheus_client.metrics_core import Metric
 if TYPE_CHECKING:
     from agent.service.daemon import Agent
 
-__all__ = ["AgentCollector", "rss_bytes"]
+__all__ = ["AgentMetrics", "rss_bytes"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -31,7 +31,7 @@ def rss_bytes() -> int | None:
         return None
 
 
-class AgentCollector:
+class AgentMetrics:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
 
@@ -40,7 +40,7 @@ class AgentCollector:
 
     def collect(self) -> Iterator[Metric]:
         a = self.agent
-        q = a.queue
+        q = a.link_events.queue
         yield _gauge("railscope_agent_link_queue_length", "Link notes waiting for the detectors.", len(q))
         yield _gauge("railscope_agent_link_queue_capacity", "Bound of the link note queue.", q.maxlen)
         yield _counter("railscope_agent_link_notes_coalesced",
@@ -49,7 +49,7 @@ class AgentCollector:
         yield _counter("railscope_agent_link_notes_dropped",
                        "Link notes dropped because the queue was full (the next links sample covers them).",
                        q.dropped)
-        w = a.watcher
+        w = a.link_events.watcher
         if w is not None:
             yield _gauge("railscope_agent_link_watcher_up", "1 while the rtnetlink link watcher runs.",
                          1 if w.alive and w.error is None else 0)
@@ -89,7 +89,7 @@ class AgentCollector:
             "What became of the node spool's bundles: stored, duplicate, rejected (refused for good, moved to "
             "rejected/), deferred (a round that left bundles for later: the collector away, a token to fix).",
             labels=["outcome"])
-        for outcome, n in sorted(a.spool_outcomes.items()):
+        for outcome, n in sorted((a.uploader.outcomes if a.uploader is not None else {}).items()):
             spooled.add_metric([outcome], n)
         yield spooled
 

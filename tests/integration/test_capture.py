@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.plans import PLUGINS, load
+from agent.capture.plugins import PLUGINS, load
 from tests.support.netns import RailNetns
 
 pytestmark = pytest.mark.netns
@@ -77,10 +77,10 @@ def test_capture_replays_to_the_live_diagnosis(rails: RailNetns, tmp_path: Path)
         assert it["skipped"] == ("reason" in it) or it["timed_out"], it
     by_plugin = {it.get("plugin") for it in items}
     assert set(PLUGINS) <= by_plugin  # every plug-in's steps are listed with their outcome
-    # every step of every plan is there: per-rail steps once per rail
+    # every step of every plug-in is there: per-rail steps once per rail
     paths = {it["path"] for it in items}
     for mod in load():
-        for step in mod.PLAN.steps:
+        for step in mod.PLUGIN.steps:
             argv = getattr(step, "argv", None)
             if argv and "{rail}" in argv:
                 for rail in ("net_rail0", "net_rail1"):

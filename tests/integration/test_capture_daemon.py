@@ -1,7 +1,7 @@
 """A daemon's own captures, read back from what they stored: ``railscope agent --capture-on`` in a
 network namespace with veth rails, the rail flapped for real, the spooled bundle opened.
 
-Each file step of the capture plans (``/proc/cmdline``, ``/etc/modprobe.d/*`` ...) must be in the
+Each file step of the capture plug-ins (``/proc/cmdline``, ``/etc/modprobe.d/*`` ...) must be in the
 bundle with its bytes, the same as ``railscope capture`` stores them, never a failed step.
 """
 
@@ -65,8 +65,9 @@ from prometheus_client import generate_latest
 from agent.config import AgentSettings
 from agent.host.live import LiveHost
 from agent.service.daemon import Agent
-from agent.service.pull import PullRequest, capture_in_process
+from agent.capture.job import Job
 from proto.keys import bundle_id
+from proto.requests import CaptureRequest
 
 reads = []  # (what, while the sampler held the lock)
 sampling = threading.Event()
@@ -84,7 +85,7 @@ class NotedHost(LiveHost):
 agent = Agent(AgentSettings(port=0, watch_links=False, node="gpu-node-017", cluster="lab", capture_deadline_s=60),
               host_factory=lambda: NotedHost("/"))
 now = int(time.time())
-req = PullRequest(id=bundle_id("inc-fw", "gpu-node-017", "node-bundle/v1"), incident="inc-fw", node="gpu-node-017",
+req = CaptureRequest(id=bundle_id("inc-fw", "gpu-node-017", "node-bundle/v1"), incident="inc-fw", node="gpu-node-017",
                   plan="node-bundle", plan_version=1, params={"pod_netns": False, "redact": False}, created=now,
                   expires=now + 600, alertname="RailscopePfcStorm")
 
@@ -99,7 +100,7 @@ th = threading.Thread(target=sampler)
 th.start()
 while not sampling.is_set():
     time.sleep(0.01)
-capture_in_process(agent, req, tempfile.mkdtemp())
+agent.run_request(Job.for_request(req, agent.settings), tempfile.mkdtemp())
 th.join()
 captures = [line for line in generate_latest(agent.registry).decode().splitlines()
             if line.startswith("railscope_captures_total")]

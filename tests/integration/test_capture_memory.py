@@ -15,12 +15,12 @@ RSS_BOUND = 120 << 20
 CHILD = """
 import json, sys
 from types import SimpleNamespace
-from agent.capture.plan import File, Plan
+from agent.capture.plugin import File, Plugin
 from agent.capture.runner import CaptureParams, capture_to_file
 from agent.host.live import LiveHost
 root, out = sys.argv[1], sys.argv[2]
-plan = SimpleNamespace(PLAN=Plan("big", 1, (File("/var/log/big.log", 400 << 20),)))
-res = capture_to_file(LiveHost(root), out, CaptureParams(node="n", nice=0), plans=[plan])
+plan = SimpleNamespace(PLUGIN=Plugin("big", 1, (File("/var/log/big.log", 400 << 20),)))
+res = capture_to_file(LiveHost(root), out, CaptureParams(node="n", nice=0), plugin_modules=[plan])
 item = next(i for i in res.manifest["items"] if i["path"] == "fs/var/log/big.log")
 # VmHWM, not getrusage's ru_maxrss: the latter keeps the parent's high-water mark across
 # fork + exec (the kernel folds the old mm's peak into the new process), so under a large pytest

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.upload import UploadError, upload_while_producing
+from agent.clients.collector import CollectorClient, CollectorError
 from tests.support.collector_env import Collector
 from tests.support.netns import RailNetns
 
@@ -48,8 +48,8 @@ def test_a_refusal_after_the_hello_frees_the_producer_and_every_reader(tmp_path:
 
     async def go() -> tuple[object, object]:
         async with running(local_settings(tmp_path)) as (url, _col):
-            return await upload_while_producing(url, replace(HELLO, node="gpu-node-018"), produce,
-                                                token_file=str(token))
+            async with CollectorClient(url, token_file=str(token)) as client:
+                return await client.upload_while_producing(replace(HELLO, node="gpu-node-018"), produce)
 
     before = threading.active_count()
     done: list[tuple[object, object]] = []
@@ -59,7 +59,7 @@ def test_a_refusal_after_the_hello_frees_the_producer_and_every_reader(tmp_path:
     assert not th.is_alive(), "upload_while_producing never returned after a 403"
     produced, res = done[0]
     assert produced == "bundle written" and len(made) == 33
-    assert isinstance(res, UploadError) and res.status == 403 and not res.retryable
+    assert isinstance(res, CollectorError) and res.status == 403 and not res.retryable
     assert threading.active_count() <= before + 1  # asyncio.run() joined its executor's threads
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.upload import upload
+from agent.clients.collector import CollectorClient
 from proto.frames import Hello
 from proto.keys import bundle_id
 from tests.support.collector_env import BUCKET, ROOT, Collector, Weed, running_weed
@@ -65,7 +65,11 @@ def test_a_recorded_bundle_through_the_collector_diagnoses_the_same(rails: RailN
         store = f"s3://{BUCKET}/railscope"
     col = Collector(tmp_path, store, tokens=tokens, **extra).start()
     try:
-        res = asyncio.run(upload(col.url, hello, bundle, token=AGENT_TOKEN))
+        async def send():  # type: ignore[no-untyped-def]
+            async with CollectorClient(col.url, token=AGENT_TOKEN) as client:
+                return await client.upload(hello, bundle)
+
+        res = asyncio.run(send())
         assert res.status == "stored"
         assert res.key.startswith(f"lab/{time.strftime('%Y-%m-%d', time.gmtime(hello.created))}/{incident}/"
                                   "gpu-node-017-")

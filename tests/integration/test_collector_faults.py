@@ -12,7 +12,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from agent.capture.upload import RetryPolicy, drain_spool
+from agent.capture.upload import drain_spool
+from agent.clients.collector import CollectorClient, RetryPolicy
 from tests.support.collector_env import BUCKET, Collector, Weed, running_weed
 
 from tests.support.collector_helpers import AGENT_TOKEN, HELLO, body, files, spool_bundle, write_tokens  # isort: skip
@@ -21,6 +22,11 @@ pytestmark = pytest.mark.slow
 MiB = 1 << 20
 DATA = os.urandom(14 * MiB)
 FAST = RetryPolicy(attempts=3, base_s=0.05, cap_s=0.1)
+
+
+async def _drain(spool: object, url: str):  # type: ignore[no-untyped-def]
+    async with CollectorClient(url, token=AGENT_TOKEN) as client:
+        return await drain_spool(spool, client, retry=FAST)
 
 
 @pytest.fixture
@@ -81,9 +87,9 @@ def test_collector_killed_mid_stream(tmp_path: Path, kind: str, request: pytest.
             assert files(tmp_path / "store") == []
         spool = tmp_path / "spool"
         _spool(spool)
-        first = asyncio.run(drain_spool(spool, col2.url, token=AGENT_TOKEN, retry=FAST))
+        first = asyncio.run(_drain(spool, col2.url))
         _spool(tmp_path / "spool2")  # the same capture spooled twice (an agent restart resent it)
-        second = asyncio.run(drain_spool(tmp_path / "spool2", col2.url, token=AGENT_TOKEN, retry=FAST))
+        second = asyncio.run(_drain(tmp_path / "spool2", col2.url))
     finally:
         col2.stop()
     assert [r.status for r in first.sent] == ["stored"] and [r.status for r in second.sent] == ["duplicate"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.upload import upload
+from agent.clients.collector import CollectorClient
 from proto.frames import Hello
 from proto.keys import bundle_id
 from tests.support import chromium
@@ -84,7 +84,11 @@ def test_incident_and_report_pages_in_chromium(nodes: dict[str, RailNetns], weed
             assert res.returncode == 0, res.stderr
             hello = Hello(bundle=bundle_id(INCIDENT, node, "replay/v1"), node=node, cluster="lab", incident=INCIDENT,
                           reason="manual", agent="0.1.0", created=int(time.time()), plan="replay/v1")
-            got = asyncio.run(upload(col.url, hello, out, token=agent_tokens[node]))
+            async def send(hello: Hello = hello, out: Path = out, token: str = agent_tokens[node]):  # type: ignore[no-untyped-def]
+                async with CollectorClient(col.url, token=token) as client:
+                    return await client.upload(hello, out)
+
+            got = asyncio.run(send())
             assert got.status == "stored"
             keys[node] = got.key
         date = keys["node-a"].split("/")[1]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.upload import RetryPolicy, UploadError, drain_spool, frame_stream, upload
+from agent.capture import upload as spool_upload
+from agent.clients.collector import CollectorClient, CollectorError, RetryPolicy, frame_stream
 from proto.frames import Hello
 from proto.keys import bundle_id
 from tests.support.collector_env import ROOT
@@ -24,6 +25,21 @@ from tests.support.collector_helpers import (  # isort: skip
 
 DATA = os.urandom(2_500_000)  # three chunk frames
 FAST = RetryPolicy(attempts=5, base_s=0.01, cap_s=0.05)
+_CLIENT_KEYS = ("token", "token_file", "retry", "session", "rng", "timeout")
+
+
+async def upload(url: str, hello: Hello, source: object, **kw: object) -> object:
+    """One upload through a client of its own: the client's keywords, the rest the call's."""
+    own = {k: kw.pop(k) for k in _CLIENT_KEYS if k in kw}
+    async with CollectorClient(url, **own) as client:  # type: ignore[arg-type]
+        return await client.upload(hello, source, **kw)  # type: ignore[arg-type]
+
+
+async def drain_spool(spool: object, url: str, **kw: object) -> spool_upload.DrainResult:
+    """The spool drained through a client of its own (its ``retry`` the drain's)."""
+    retry = kw.pop("retry", None)
+    async with CollectorClient(url, **kw) as client:  # type: ignore[arg-type]
+        return await spool_upload.drain_spool(spool, client, retry=retry)  # type: ignore[arg-type]
 
 
 def test_the_uploader_encodes_the_golden_vector() -> None:
@@ -100,9 +116,9 @@ def test_a_final_refusal_is_not_retried(tmp_path: Path) -> None:
     f = tmp_path / "b.tar.gz"
     f.write_bytes(DATA)
 
-    async def go() -> UploadError:
+    async def go() -> CollectorError:
         async with running(local_settings(tmp_path)) as (url, _col):
-            with pytest.raises(UploadError) as info:
+            with pytest.raises(CollectorError) as info:
                 await upload(url, HELLO, f, token=AGENT_TOKEN_18, retry=FAST)
             return info.value
 
@@ -115,8 +131,8 @@ def test_an_unreachable_collector_is_retried_then_reported(tmp_path: Path) -> No
     f.write_bytes(DATA)
     calls = []
 
-    async def go() -> UploadError:
-        with pytest.raises(UploadError) as info:
+    async def go() -> CollectorError:
+        with pytest.raises(CollectorError) as info:
             await upload("http://127.0.0.1:9", HELLO, f, token=AGENT_TOKEN,
                          retry=RetryPolicy(attempts=3, base_s=0.01, cap_s=0.01),
                          progress=lambda n, t: calls.append(n))
@@ -280,9 +296,9 @@ def test_a_spooled_file_changed_on_disk_is_final_and_never_stored(tmp_path: Path
     raw[100] ^= 0xFF  # the disk changed the file after its .sha256 was written
     f.write_bytes(bytes(raw))
 
-    async def go() -> UploadError:
+    async def go() -> CollectorError:
         async with running(local_settings(tmp_path)) as (url, _col):
-            with pytest.raises(UploadError) as info:
+            with pytest.raises(CollectorError) as info:
                 await upload(url, HELLO, f, token=AGENT_TOKEN, expected_sha256=sha, retry=FAST)
             return info.value
 
@@ -343,10 +359,10 @@ def test_a_spooled_file_that_shrinks_while_sent_is_never_sent_short(tmp_path: Pa
         await request.read()
         return web.json_response({"status": "stored"})
 
-    async def go() -> UploadError:
+    async def go() -> CollectorError:
         runner, url = await _stand_in(handler)
         try:
-            with pytest.raises(UploadError) as info:
+            with pytest.raises(CollectorError) as info:
                 await upload(url, HELLO, f, token=AGENT_TOKEN, retry=FAST)
             return info.value
         finally:

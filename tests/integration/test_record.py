@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.replay import RecordError, record_image
+from agent.capture.replay import record_image
+from agent.capture.runner import CaptureError
 from agent.host.recorded import open_image
 from agent.host.recording import RecordingHost
 from agent.model import Snapshot
@@ -61,7 +62,7 @@ def test_refuses_a_non_empty_directory(example_image: Path, tmp_path: Path) -> N
     out = tmp_path / "busy"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with open_image(str(example_image)) as host, pytest.raises(RecordError, match="not empty"):
+    with open_image(str(example_image)) as host, pytest.raises(CaptureError, match="not empty"):
         record_image(host, str(out))
     assert os.listdir(out) == ["keep.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["busy"]  # no half image left beside it

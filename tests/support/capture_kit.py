@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from agent.capture.plan import Plan
+from agent.capture.plugin import Plugin
 from agent.model import EthtoolStats, Link, Snapshot
 
 #: argv[0]s the runner tests run (their own scripts): the allowlist admits them in these tests only
@@ -34,8 +34,8 @@ def script(bindir: Path, name: str, body: str) -> str:
     return allow(str(path))
 
 
-def plugin(plan: Plan, **kw: Any) -> SimpleNamespace:
-    return SimpleNamespace(PLAN=plan, **kw)
+def plugin(plug: Plugin, **kw: Any) -> SimpleNamespace:
+    return SimpleNamespace(PLUGIN=plug, **kw)
 
 
 def fake_replay(rails: dict[str, str]) -> SimpleNamespace:
@@ -44,7 +44,7 @@ def fake_replay(rails: dict[str, str]) -> SimpleNamespace:
                   for i, (n, pf) in enumerate(sorted(rails.items())))
     snap = Snapshot(taken_at=0.0, node="node-t", links=links,
                     ethtool=tuple(EthtoolStats(n, ()) for n in sorted(rails)))
-    return SimpleNamespace(PLAN=Plan("replay", 1, ()), record=lambda ctx, rec: snap)
+    return SimpleNamespace(PLUGIN=Plugin("replay", 1, ()), record=lambda ctx, rec: snap)
 
 
 def members(bundle: bytes) -> dict[str, bytes]:

@@ -183,6 +183,8 @@ RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
      ("agent.clients",), ("agent.host.live", "agent.host.netlink", "agent.host.runner", "agent.host.ethtool",
                           "agent.host.recording", "agent.capture.runner", "agent.service", "pyroute2",
                           "collector")),
+    ("capture never reaches the service: the daemon runs captures, a capture knows nothing of the daemon",
+     ("agent.capture",), ("agent.service",)),
     ("the CLI is a thin layer: importing it reaches no node access and no server", ("agent.cli",),
      ("pyroute2", "aiohttp", "prometheus_client", "agent.host.live", "agent.service")),
 )

@@ -9,7 +9,7 @@ import pytest
 
 from agent.cli import build_parser
 from agent.commands import collector as collector_command
-from agent.commands import serve
+from agent.commands import agent as agent_command
 from agent.commands.common import SCOPE
 from agent.config import EXPECTATION_FLAGS, AgentSettings, Expectations, ReadConfig, Thresholds
 from agent.expectations import TABLE as EXPECTATIONS
@@ -81,7 +81,7 @@ def _fields(cls: type) -> set[str]:
 def test_every_field_a_setting_names_is_one_of_its_settings() -> None:
     groups = {"agent": (AgentSettings, {"read": ReadConfig, "thresholds": Thresholds, "intervals": None}),
               "collector": (CollectorSettings, {"alerts": AlertLimits})}
-    tables = {"agent": (*serve.own_table(), SCOPE),
+    tables = {"agent": (*agent_command.own_table(), SCOPE),
               "collector": collector_command.TABLE}
     for program, table in tables.items():
         top, nested = groups[program]
@@ -99,8 +99,8 @@ def test_every_field_a_setting_names_is_one_of_its_settings() -> None:
 def test_every_judging_flag_is_declared_once() -> None:
     """The judging flags a manifest records (``EXPECTATION_FLAGS``) are the judging table's, and the agent's
     three detector thresholds that judge too."""
-    by_flag = {s.flag: s for s in serve.table()}
-    assert len(by_flag) == len(serve.table())
+    by_flag = {s.flag: s for s in agent_command.table()}
+    assert len(by_flag) == len(agent_command.table())
     for name, flag in EXPECTATION_FLAGS.items():
         s = by_flag[flag]
         assert s.field in (name, f"thresholds.{name}"), flag

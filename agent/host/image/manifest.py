@@ -41,6 +41,8 @@ class ManifestItem:
     timed_out: bool = False
     skipped: bool = False
     reason: str | None = None
+    #: the capture plug-in that declared the step (written by capture; not read back)
+    plugin: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -50,6 +52,8 @@ class ManifestItem:
         }
         if self.reason is not None:
             doc["reason"] = self.reason
+        if self.plugin is not None:
+            doc["plugin"] = self.plugin
         return doc
 
 

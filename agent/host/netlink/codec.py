@@ -258,15 +258,15 @@ class _Layout:
     bytes: the same attributes, with the same lengths, in the same order. ``headers`` unpacks every
     (len, type) header of such a message in one C call; when it returns ``expect``, a walk over this
     message would visit exactly these headers (the walk is a function of the header values and the
-    message length alone), so the wanted attributes sit where ``plan`` says and no loop over the
+    message length alone), so the wanted attributes sit where ``slots`` says and no loop over the
     headers runs in Python.
     """
 
-    __slots__ = ("expect", "headers", "plan", "stats", "vfs")
+    __slots__ = ("expect", "headers", "slots", "stats", "vfs")
 
     def __init__(self, walked: list[tuple[int, int, int]]) -> None:
         fmt, cur, expect = ["="], 0, []
-        plan = []
+        slots = []
         self.stats: tuple[int, int] | None = None
         self.vfs: tuple[int, int] | None = None
         for rel, alen, raw in walked:
@@ -285,10 +285,10 @@ class _Layout:
             else:
                 key, fn, need = _DECODERS[kind]
                 if e - s >= need:
-                    plan.append((key, fn, s, e))
+                    slots.append((key, fn, s, e))
         self.headers = struct.Struct("".join(fmt))
         self.expect = tuple(expect)
-        self.plan = tuple(plan)
+        self.slots = tuple(slots)
 
 
 #: payload length -> layouts seen with that length (a few kinds of link on any one node).
@@ -348,7 +348,7 @@ def parse_link(buf: Any, start: int, end: int, with_stats: bool = False,
                 known.append(layout)
     link = _EMPTY_LINK.copy()
     link["ifindex"] = _IFINFOMSG.unpack_from(buf, start)[2]
-    for key, fn, rs, re_ in layout.plan:
+    for key, fn, rs, re_ in layout.slots:
         link[key] = fn(buf, start + rs, start + re_)
     if with_stats and layout.stats is not None:
         link["stats64"] = _stats64(buf, start + layout.stats[0], start + layout.stats[1])

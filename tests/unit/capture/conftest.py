@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent.capture import plan
+from agent.capture import plugin
 from tests.support import capture_kit as kit
 
 
@@ -24,6 +24,6 @@ class _WithTestTools(dict[str, Any]):
 
 @pytest.fixture(autouse=True)
 def _test_tools(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(plan, "ALLOWLIST", _WithTestTools(plan.ALLOWLIST))
+    monkeypatch.setattr(plugin, "ALLOWLIST", _WithTestTools(plugin.ALLOWLIST))
     yield
     kit.TEST_TOOLS.clear()

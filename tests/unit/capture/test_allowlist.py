@@ -1,4 +1,4 @@
-"""The allowlist: only the read-only forms the plans and the readers use run; abbreviations,
+"""The allowlist: only the read-only forms the plugins and the readers use run; abbreviations,
 options that hide the next word, batch files, wrappers and unlisted state changes are refused, on
 the declared argv, after placeholder expansion, and in the recording host's run."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agent.capture.plan import Command, Plan, PlanRefused, check_plan, not_allowed, refusal
-from agent.capture.plans import load
+from agent.capture.plugin import Command, Plugin, PluginRefused, check_plugin, not_allowed, refusal
+from agent.capture.plugins import load
 from agent.capture.runner import CaptureParams, capture
 from agent.host import CmdResult
 from agent.host.live import LiveHost
@@ -40,7 +40,7 @@ BYPASSES = [
     # state changes the deny-list did not name
     "ovs-appctl --timeout=5 exit", "ovs-vsctl emer-reset", "ovs-appctl --timeout=5 revalidator/purge",
     "ovs-appctl -T 5 dpctl/flush-conntrack", "ovs-vsctl --timeout=5 show -- emer-reset",
-    # another daemon's control socket: the plans only ask ovs-vswitchd, ovs-appctl's default target
+    # another daemon's control socket: the plugins only ask ovs-vswitchd, ovs-appctl's default target
     "ovs-appctl -t /run/openvswitch/ovsdb-server.ctl --timeout=5 coverage/show",
     "ovs-appctl --target=ovn-controller --timeout=5 coverage/show",
     "ethtool --cable-test x", "ethtool -w x", "ethtool -W x 3", "mlnx_qos -i x --trust dscp", "mlnx_qos -i x",
@@ -62,21 +62,21 @@ def test_the_optics_readers_forms_are_allowed() -> None:
 def test_a_bypass_is_refused_and_a_plan_naming_it_is_refused_whole(argv: str) -> None:
     args = tuple(argv.split())
     assert refusal(args) is not None
-    with pytest.raises(PlanRefused) as exc:
-        check_plan(Plan("p", 1, (Command(("uname", "-a")), Command(args))))
+    with pytest.raises(PluginRefused) as exc:
+        check_plugin(Plugin("p", 1, (Command(("uname", "-a")), Command(args))))
     assert exc.value.argv == args and exc.value.entry == refusal(args)
     assert argv in str(exc.value)
 
 
 def test_the_deny_list_names_what_it_knows_first() -> None:
-    with pytest.raises(PlanRefused) as exc:
-        check_plan(Plan("p", 1, (Command(("devlink", "health", "dump", "show", "pci/x")),)))
+    with pytest.raises(PluginRefused) as exc:
+        check_plugin(Plugin("p", 1, (Command(("devlink", "health", "dump", "show", "pci/x")),)))
     assert exc.value.entry == "devlink health dump" and "on the deny-list (devlink health dump)" in str(exc.value)
-    assert "not on the allowlist" in str(PlanRefused("p", ("tc", "qdisc"), refusal(("tc", "qdisc")) or ""))
+    assert "not on the allowlist" in str(PluginRefused("p", ("tc", "qdisc"), refusal(("tc", "qdisc")) or ""))
 
 
 def _plan_argvs() -> list[tuple[str, ...]]:
-    return [s.argv for m in load() for s in m.PLAN.steps if isinstance(s, Command)]
+    return [s.argv for m in load() for s in m.PLUGIN.steps if isinstance(s, Command)]
 
 
 def test_every_plan_argv_passes_the_allowlist() -> None:
@@ -127,10 +127,10 @@ def test_every_reader_argv_passes_the_allowlist() -> None:
 def test_an_argv_refused_after_expansion_never_runs(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
-    plans = [fake_replay({"r0": "0000:0a:00.0", "-s": "0000:0b:00.0"}),
-             plugin(Plan("e", 1, (Command(("ethtool", "-i", "{rail}")),)))]
+    plugins = [fake_replay({"r0": "0000:0a:00.0", "-s": "0000:0b:00.0"}),
+             plugin(Plugin("e", 1, (Command(("ethtool", "-i", "{rail}")),)))]
     out = io.BytesIO()
-    capture(LiveHost(str(root)), out, CaptureParams(node="n", nice=0, recorder_gap_s=0), plans=plans,
+    capture(LiveHost(str(root)), out, CaptureParams(node="n", nice=0, recorder_gap_s=0), plugin_modules=plugins,
             staging_dir=str(tmp_path))
     bundle = out.getvalue()
     it = next(i for i in items(bundle).values() if i.get("argv") == ["ethtool", "-i", "-s"])

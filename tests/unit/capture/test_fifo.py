@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent.capture.plans import load
+from agent.capture.plugins import load
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
 from agent.host.paths import NotRegularFile, RootedFS, open_regular
@@ -67,7 +67,7 @@ def test_a_capture_lists_a_fifo_as_not_a_regular_file_and_keeps_the_rest(tmp_pat
 
     def run() -> bytes:
         out = io.BytesIO()
-        capture(LiveHost(str(root)), out, params, plans=load(("replay", "udev")), staging_dir=str(tmp_path))
+        capture(LiveHost(str(root)), out, params, plugin_modules=load(("replay", "udev")), staging_dir=str(tmp_path))
         return out.getvalue()
 
     bundle = _bounded(run)

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from agent.capture.plan import Command, Plan
-from agent.capture.plans import dcb, devlink, ethtool, rdma
+from agent.capture.plugin import Command, Plugin
+from agent.capture.plugins import dcb, devlink, ethtool, rdma
 from agent.capture.runner import CaptureParams, capture
 from agent.config import ReadConfig
 from agent.host import CmdResult
@@ -85,12 +85,12 @@ class GateWatchingHost(LiveHost):
 
 
 def _firmware_steps(mod: ModuleType) -> list[Command]:
-    return [s for s in mod.PLAN.steps if isinstance(s, Command) and s.firmware]
+    return [s for s in mod.PLUGIN.steps if isinstance(s, Command) and s.firmware]
 
 
 def _capture(tmp_path: Path, mod: ModuleType, exclude: str | None) -> tuple[GateWatchingHost, dict[tuple[str, ...], Any]]:
     snap = _snapshot()
-    replay = SimpleNamespace(PLAN=Plan("replay", 1, ()), record=lambda ctx, rec: snap)
+    replay = SimpleNamespace(PLUGIN=Plugin("replay", 1, ()), record=lambda ctx, rec: snap)
     gate = FirmwareGate()
     root = tmp_path / "root"
     root.mkdir(exist_ok=True)
@@ -98,13 +98,13 @@ def _capture(tmp_path: Path, mod: ModuleType, exclude: str | None) -> tuple[Gate
     out = io.BytesIO()
     capture(host, out, CaptureParams(node="n", nice=0, recorder_gap_s=0, firmware_gate=gate,
                                      cfg=ReadConfig(exclude_devices=exclude)),
-            plans=[replay, SimpleNamespace(PLAN=mod.PLAN)], staging_dir=str(tmp_path))
+            plugin_modules=[replay, SimpleNamespace(PLUGIN=mod.PLUGIN)], staging_dir=str(tmp_path))
     items = {tuple(i["argv"]): i for i in manifest(out.getvalue())["items"] if i.get("argv")}
     return host, items
 
 
 PLUGINS = {"ethtool": ethtool, "dcb": dcb, "devlink": devlink, "rdma": rdma}
-#: what reaches the firmware on mlx5, by the commands' own words (see the module's doc), not the plans' marks
+#: what reaches the firmware on mlx5, by the commands' own words (see the module's doc), not the plugins' marks
 FIRMWARE: dict[str, tuple[tuple[str, ...], ...]] = {
     "ethtool": (("ethtool", "-S"), ("ethtool", "-a"), ("ethtool", "--show-fec"), ("ethtool", "-m")),
     "dcb": (("dcb",),),

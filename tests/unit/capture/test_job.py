@@ -8,18 +8,17 @@ import itertools
 from agent.capture.job import Job, Shared, plan_ref
 from agent.config import AgentSettings
 from agent.host.firmware import FirmwareGate
-from agent.service.pull import PullRequest
 from proto.keys import bundle_id
-from proto.requests import check_params
+from proto.requests import CaptureRequest, check_params
 from proto.requests import plan_ref as requests_plan_ref
 
 SETTINGS = AgentSettings(node="gpu-node-017", cluster="prod-east", capture_deadline_s=42.0)
 
 
-def _request(**params: bool) -> PullRequest:
+def _request(**params: bool) -> CaptureRequest:
     full = check_params("node-bundle", params)
     ref = requests_plan_ref("node-bundle", full)
-    return PullRequest(id=bundle_id("inc-7", "gpu-node-017", ref), incident="inc-7", node="gpu-node-017",
+    return CaptureRequest(id=bundle_id("inc-7", "gpu-node-017", ref), incident="inc-7", node="gpu-node-017",
                        plan="node-bundle", plan_version=1, params=full, created=1796117903,
                        expires=1796118503, alertname="RailscopeLinkFlapping")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.capture.context import CaptureContext
-from agent.capture.plans import ovs as ovs_plan
+from agent.capture.plugins import ovs as ovs_plan
 from agent.host.live import LiveHost
 from agent.host.runner import run_argv
 from agent.readers.ovs import DB_SOCKETS, db_sockets

@@ -1,4 +1,4 @@
-"""A node image captured again through the runner (a recorded host): the plans expand from what the
+"""A node image captured again through the runner (a recorded host): the plugins expand from what the
 replay readers saw, the rail PFs' devlink health reporters included (the snapshot's own parse)."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 from agent.analysis.checks.degradation import recorder_check
 from agent.analysis.topology import build_topology
 from agent.capture.context import CaptureContext
-from agent.capture.plans.agent import _recorder
+from agent.capture.plugins.agent import _recorder
 from agent.config import Expectations, ReadConfig
 from agent.host.recorded import RecordedHost
 from agent.readers.history import parse_recorder

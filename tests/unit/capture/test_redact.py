@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.plan import Command, File, Plan
+from agent.capture.plugin import Command, File, Plugin
 from agent.capture.redact import Redactor
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
@@ -35,9 +35,9 @@ def test_planted_secrets_are_absent_from_the_gunzipped_archive(tmp_path: Path) -
     (root / "etc/app.conf").write_bytes(b"[db]\npassword=hunter2-s3cret\nhost=db1\n")
     talk = script(tmp_path, "talk", f"echo 'Authorization: Bearer {TOKEN.decode()}'\n"
                                     f"printf '%s' '{KEY.decode()}'\necho 'db_password: \"hunter2-s3cret\"'\n")
-    plan = Plan("t", 1, (File("/etc/sriov-operator/**"), File("/etc/app.conf"), Command((talk,))))
+    plug = Plugin("t", 1, (File("/etc/sriov-operator/**"), File("/etc/app.conf"), Command((talk,))))
     out = io.BytesIO()
-    capture(LiveHost(str(root)), out, CaptureParams(node="n", nice=0), plans=[plugin(plan)], staging_dir=str(tmp_path))
+    capture(LiveHost(str(root)), out, CaptureParams(node="n", nice=0), plugin_modules=[plugin(plug)], staging_dir=str(tmp_path))
     raw = gzip.decompress(out.getvalue())
     for secret in SECRETS:
         assert secret not in raw, secret

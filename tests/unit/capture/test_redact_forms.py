@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.capture.plans import kernel, sriov, udev
+from agent.capture.plugins import kernel, sriov, udev
 from agent.capture.redact import FORMS, Redactor
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
@@ -108,9 +108,9 @@ def test_no_planted_secret_survives_a_plugin(tmp_path: Path, secrets: list[bytes
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(lines)
     out = io.BytesIO()
-    steps = tuple(s for s in mod.PLAN.steps if type(s).__name__ == "File")
-    plan = type(mod.PLAN)(mod.PLAN.name, mod.PLAN.version, steps)
-    capture(LiveHost(str(root)), out, CaptureParams(node="n", nice=0), plans=[plugin(plan)],
+    steps = tuple(s for s in mod.PLUGIN.steps if type(s).__name__ == "File")
+    plug = type(mod.PLUGIN)(mod.PLUGIN.name, mod.PLUGIN.version, steps)
+    capture(LiveHost(str(root)), out, CaptureParams(node="n", nice=0), plugin_modules=[plugin(plug)],
             staging_dir=str(tmp_path))
     raw = gzip.decompress(out.getvalue())
     assert b"[redacted]" in raw  # the files were copied

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.plan import Generated, Plan
+from agent.capture.plugin import Generated, Plugin
 from agent.capture.runner import CaptureParams
 from agent.capture.spool import Spool
 from agent.host.live import LiveHost
@@ -20,7 +20,7 @@ from tests.support.capture_kit import plugin
 
 def _plan(size: int) -> list:
     # incompressible bytes, so the bundle's size is about ``size``
-    return [plugin(Plan("t", 1, (Generated("blob.bin", lambda ctx: os.urandom(size)),)))]
+    return [plugin(Plugin("t", 1, (Generated("blob.bin", lambda ctx: os.urandom(size)),)))]
 
 
 def _capture(spool: Spool, tmp_path: Path, incident: str, size: int = 100_000):
@@ -28,7 +28,7 @@ def _capture(spool: Spool, tmp_path: Path, incident: str, size: int = 100_000):
     root.mkdir(exist_ok=True)
     params = CaptureParams(node="node-a", cluster="lab", incident=incident, reason="LinkFlapping", nice=0,
                            name=f"node-a-{incident}")
-    return spool.capture(LiveHost(str(root)), params, plans=_plan(size))
+    return spool.capture(LiveHost(str(root)), params, plugin_modules=_plan(size))
 
 
 def test_spool_holds_bundles_with_their_sidecars(tmp_path: Path) -> None:

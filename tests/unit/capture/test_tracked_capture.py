@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from agent.capture.plan import File, Plan
+from agent.capture.plugin import File, Plugin
 from agent.capture.runner import CaptureParams, capture
 from agent.host.firmware import FirmwareGate
 from agent.host.live import LiveHost
@@ -22,11 +22,11 @@ def test_file_steps_through_the_daemons_host_store_their_bytes(tmp_path: Path) -
     (root / "etc/modprobe.d/mlx5.conf").write_bytes(b"options mlx5_core prof_sel=2\n")
     (root / "etc/udev/rules.d/sub").mkdir(parents=True)
     (root / "etc/udev/rules.d/sub/70-net.rules").write_bytes(b'SUBSYSTEM=="net"\n')
-    plans = [plugin(Plan("t", 1, (File("/proc/cmdline", 4096), File("/etc/modprobe.d/*", 4096),
+    plugins = [plugin(Plugin("t", 1, (File("/proc/cmdline", 4096), File("/etc/modprobe.d/*", 4096),
                                   File("/etc/udev/**/*.rules", 4096))))]
     host = TrackedHost(LiveHost(str(root)), Progress(), FirmwareGate())
     out = io.BytesIO()
-    capture(host, out, CaptureParams(node="n", nice=0, recorder_gap_s=0), plans=plans, staging_dir=str(tmp_path))
+    capture(host, out, CaptureParams(node="n", nice=0, recorder_gap_s=0), plugin_modules=plugins, staging_dir=str(tmp_path))
     got, listed = members(out.getvalue()), items(out.getvalue())
     failed = {p: i["reason"] for p, i in listed.items() if "failed" in str(i.get("reason"))}
     assert failed == {}

@@ -35,8 +35,8 @@ except (ImportError, OSError) as exc:  # OSError: the bundled libhelm_c.so does 
 
 
 from agent.cli import build_parser
-from agent.commands.serve import settings_from_args
-from agent.commands.serve import table as agent_table
+from agent.commands.agent import settings_from_args
+from agent.commands.agent import table as agent_table
 from agent.config import DEFAULT_PORT, RESERVED_PORTS
 from agent.readers.kernel_table import load_kernel_table
 from agent.readers.ovs import DB_SOCKETS

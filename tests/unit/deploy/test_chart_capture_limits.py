@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.capture.plan import Command, File
-from agent.capture.plans import load
+from agent.capture.plugin import Command, File
+from agent.capture.plugins import load
 from tests.support.chart import CHART, container, render
 
 
@@ -23,7 +23,7 @@ def test_every_unmounted_capture_path_and_dmesg_are_named_in_the_values(chart: A
     values = (Path(CHART) / "values.yaml").read_text(encoding="utf-8")
     unmounted = set()
     for mod in load():
-        for step in mod.PLAN.steps:
+        for step in mod.PLUGIN.steps:
             if not isinstance(step, File):
                 continue
             prefix = step.glob.split("{")[0].split("*")[0]
@@ -35,7 +35,7 @@ def test_every_unmounted_capture_path_and_dmesg_are_named_in_the_values(chart: A
     assert {"/etc/sriov_config.json", "/lib/udev/rules.d/"} <= unmounted, unmounted
     missing = sorted(p for p in unmounted if p not in values)
     assert not missing, f"values.yaml does not say the pod cannot read {missing}"
-    runs_dmesg = any(isinstance(s, Command) and s.argv[0] == "dmesg" for m in load() for s in m.PLAN.steps)
+    runs_dmesg = any(isinstance(s, Command) and s.argv[0] == "dmesg" for m in load() for s in m.PLUGIN.steps)
     caps = container(docs)["securityContext"]["capabilities"]["add"]
     if runs_dmesg and "SYSLOG" not in caps:
         assert "dmesg" in values and "CAP_SYSLOG" in values

@@ -1,4 +1,4 @@
-"""The image can run every command the agent's readers and capture plans run.
+"""The image can run every command the agent's readers and capture plug-ins run.
 
 No Docker engine runs here, so the check is made on Debian's package file lists: each argv[0] of the
 source registry and of every capture plug-in must be a program of a package the Dockerfile installs
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.plan import Command
-from agent.capture.plans import load
+from agent.capture.plugin import Command
+from agent.capture.plugins import load
 from agent.readers.sources import SOURCES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,9 +33,9 @@ def programs() -> dict[str, str]:
         for argv in src.commands:
             found.setdefault(argv[0], f"source {src.name}")
     for mod in load():
-        for step in mod.PLAN.steps:
+        for step in mod.PLUGIN.steps:
             if isinstance(step, Command):
-                found.setdefault(step.argv[0], f"capture plug-in {mod.PLAN.name}")
+                found.setdefault(step.argv[0], f"capture plug-in {mod.PLUGIN.name}")
     return found
 
 

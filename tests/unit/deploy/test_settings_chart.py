@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from agent.commands import collector as collector_command
-from agent.commands import serve
+from agent.commands import agent as agent_command
 from agent.expectations import TABLE as EXPECTATIONS
 from agent.settings import Setting, duration, duration_or_zero, size
 from tests.support.chart import CHART, FULL_AGENT, container, render
@@ -34,7 +34,7 @@ FULL_COLLECTOR = {
 
 
 def agent_table() -> tuple[Setting, ...]:
-    return serve.table()
+    return agent_command.table()
 
 
 def collector_table() -> tuple[Setting, ...]:

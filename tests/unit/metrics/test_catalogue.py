@@ -40,11 +40,11 @@ a test fails when this file and the code disagree.
 
 def _maintenance_families() -> list:
     from agent.service.events import EventLog
-    from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
+    from agent.service.maintenance import ApiConfig, MaintenanceMetrics, NodeWatch
 
     watch = NodeWatch(ApiConfig("http://127.0.0.1:1"), "n")
     watch.allocatable = {"nvidia.com/rail0": 1}  # what the watch read of status.allocatable
-    col = MaintenanceCollector(watch, EventLog())
+    col = MaintenanceMetrics(watch, EventLog())
     return [fam for fam in col.collect() if not fam.name.startswith("railscope_agent_")]
 
 

@@ -57,11 +57,11 @@ def test_rules_use_only_series_the_agent_exports() -> None:
 def _maintenance_names() -> set[str]:
     """Served beside the node's own series by the agent's Node watch (agent/service/maintenance.py)."""
     from agent.service.events import EventLog
-    from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch
+    from agent.service.maintenance import ApiConfig, MaintenanceMetrics, NodeWatch
 
     watch = NodeWatch(ApiConfig("http://127.0.0.1:1"), "n")
     watch.allocatable = {"nvidia.com/rail0": 1}  # read from status.allocatable
-    col = MaintenanceCollector(watch, EventLog())
+    col = MaintenanceMetrics(watch, EventLog())
     return {s.name for fam in col.collect() for s in fam.samples}
 
 

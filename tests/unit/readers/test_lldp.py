@@ -265,7 +265,7 @@ def test_lldpclis_failure_reads_the_same_at_any_time() -> None:
 
 
 def test_a_capture_runs_lldpclis_query_and_nothing_else_of_it() -> None:
-    from agent.capture.plan import not_allowed
+    from agent.capture.plugin import not_allowed
 
     assert not_allowed(["lldpcli", "-f", "json", "show", "neighbors", "details"]) is None
     for argv in (["lldpcli", "configure", "system", "hostname", "x"], ["lldpcli", "-f", "json", "update"],

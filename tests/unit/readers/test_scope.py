@@ -268,12 +268,12 @@ def test_every_firmware_touching_plan_step_names_the_pf_it_reaches() -> None:
     runner holds that PF's gate for it (one at a time per PF) and --exclude-devices removes it."""
     import importlib
 
-    from agent.capture.plan import Command
-    from agent.capture.plans import PLUGINS
+    from agent.capture.plugin import Command
+    from agent.capture.plugins import PLUGINS
 
     unmarked, unbound = [], []
     for name in PLUGINS:
-        for step in importlib.import_module(f"agent.capture.plans.{name}").PLAN.steps:
+        for step in importlib.import_module(f"agent.capture.plugins.{name}").PLUGIN.steps:
             if not isinstance(step, Command) or not firmware_touching(step.argv):
                 continue
             if step.firmware is None:
@@ -315,8 +315,8 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
     one PF, its steps wait (and past the deadline are skipped, saying so), the other PF's run."""
     from types import SimpleNamespace
 
-    from agent.capture.plan import Plan
-    from agent.capture.plans import dcb, devlink, ethtool, rdma
+    from agent.capture.plugin import Plugin
+    from agent.capture.plugins import dcb, devlink, ethtool, rdma
     from agent.host.firmware import FirmwareGate
     from agent.host.live import LiveHost
     from agent.model import DevlinkDev, EthtoolStats, Link, RdmaLink, Snapshot
@@ -329,8 +329,8 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
                     ethtool=tuple(EthtoolStats(n, ()) for n in sorted(pfs)),
                     devlink_devs=tuple(DevlinkDev(f"pci/{pf}") for pf in sorted(pfs.values())),
                     rdma_links=tuple(RdmaLink(f"mlx5_{n[1]}", 1, netdev=n) for n in sorted(pfs)))
-    replay = SimpleNamespace(PLAN=Plan("replay", 1, ()), record=lambda ctx, rec: snap)
-    plans = [replay, *(SimpleNamespace(PLAN=m.PLAN) for m in (ethtool, dcb, devlink, rdma))]
+    replay = SimpleNamespace(PLUGIN=Plugin("replay", 1, ()), record=lambda ctx, rec: snap)
+    plans = [replay, *(SimpleNamespace(PLUGIN=m.PLUGIN) for m in (ethtool, dcb, devlink, rdma))]
     gate = FirmwareGate()
     root = tmp_path / "root"
     root.mkdir()
@@ -338,7 +338,7 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
     with held_elsewhere(gate, "0000:0a:00.0"):  # a sampler's read of r0's PF, stuck in the driver
         capture(LiveHost(str(root)), out, CaptureParams(node="n", nice=0, recorder_gap_s=0, deadline_s=3.0,
                                                         firmware_gate=gate),
-                plans=plans, staging_dir=str(tmp_path))
+                plugin_modules=plans, staging_dir=str(tmp_path))
     by_argv = {tuple(i["argv"]): i for i in manifest(out.getvalue())["items"] if i.get("argv")}
 
     def held(argv: tuple[str, ...]) -> bool:
@@ -356,7 +356,7 @@ def test_a_capture_holds_the_pfs_gate_for_pause_fec_dcb_and_dev_info(tmp_path: P
 # -- --exclude-devices on diff and metrics ----------------------------------------------------------
 
 class _ImageHost(SeenHost):
-    """The image as a host a command opens itself (``LiveHost(root)`` or ``open_source(path)``), seen."""
+    """The image as a host a command opens itself (``LiveHost(root)`` or ``open_input(path)``), seen."""
 
     def __init__(self, image: Path, hosts: list[SeenHost]) -> None:
         super().__init__(RecordedHost(str(image)))
@@ -383,7 +383,7 @@ def test_diff_keeps_firmware_reads_off_excluded_devices_on_both_sides(
     live: list[SeenHost] = []
     images: list[SeenHost] = []
     monkeypatch.setattr(agent.host.live, "LiveHost", lambda root, **_: _ImageHost(extra_mlx5, live))
-    monkeypatch.setattr(agent.offline, "open_source", lambda path: _ImageHost(Path(path), images))
+    monkeypatch.setattr(agent.offline, "open_input", lambda path: _ImageHost(Path(path), images))
     main(["diff", str(extra_mlx5), "live", "--json"])
     assert touches(live[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
     main(["diff", str(extra_mlx5), "live", "--json", "--exclude-devices", r"0000:8d:00\.0"])
@@ -402,7 +402,7 @@ def test_metrics_keeps_firmware_reads_off_excluded_devices(
     from agent.cli import main
 
     hosts: list[SeenHost] = []
-    monkeypatch.setattr(agent.offline, "open_source", lambda path: _ImageHost(Path(path), hosts))
+    monkeypatch.setattr(agent.offline, "open_input", lambda path: _ImageHost(Path(path), hosts))
     assert main(["metrics", "--from", str(extra_mlx5)]) == 0
     assert touches(hosts[-1].seen, ("net_rail1", "0000:8d:00.0")) != []
     assert b'device="net_rail1"' in capsysbinary.readouterr().out

@@ -10,11 +10,12 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
+from agent.capture.job import Job
 from agent.config import AgentSettings
 from agent.host.recorded import open_image
 from agent.service.daemon import Agent
-from agent.service.pull import PullRequest, capture_in_process
 from proto.keys import bundle_id
+from proto.requests import CaptureRequest
 
 NODE = "gpu-node-017"
 
@@ -46,7 +47,7 @@ def test_a_collector_request_waits_for_the_samplers_firmware_read_and_counts(exa
     agent = Agent(AgentSettings(port=0, watch_links=False, node=NODE, cluster="lab", capture_deadline_s=60),
                   host_factory=lambda: _Noted(open_image(str(example_image)), reads, sampling))
     now = int(time.time())
-    req = PullRequest(id=bundle_id("inc-fw", NODE, "node-bundle/v1"), incident="inc-fw", node=NODE,
+    req = CaptureRequest(id=bundle_id("inc-fw", NODE, "node-bundle/v1"), incident="inc-fw", node=NODE,
                       plan="node-bundle", plan_version=1, params={"pod_netns": False, "redact": False}, created=now,
                       expires=now + 600, alertname="RailscopePfcStorm")
     held = threading.Event()
@@ -62,7 +63,7 @@ def test_a_collector_request_waits_for_the_samplers_firmware_read_and_counts(exa
     th = threading.Thread(target=sampler)
     th.start()
     assert held.wait(5)
-    got = capture_in_process(agent, req, str(tmp_path))
+    got = agent.run_request(Job.for_request(req, agent.settings), str(tmp_path))
     th.join()
     rail0 = [r for r in reads if r[0].endswith(" net_rail0")]
     assert rail0 and [what for what, during in rail0 if during] == []

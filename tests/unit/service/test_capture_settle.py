@@ -21,7 +21,7 @@ from agent.config import AgentSettings
 from agent.host.netlink.link_events import LinkNote
 from agent.host.recorded import open_image
 from agent.model import Event
-from agent.service.capture import ImageCapture
+from agent.service.captures import Captures
 from agent.service.daemon import Agent
 from agent.service.events import EventLog
 
@@ -49,8 +49,8 @@ class _Clock:
         return seen[-1] if seen else None
 
 
-def _capture(clock: _Clock) -> ImageCapture:
-    return ImageCapture(AgentSettings(watch_links=False), lambda: None, None, EventLog(), None,  # type: ignore[arg-type,return-value]
+def _capture(clock: _Clock) -> Captures:
+    return Captures(AgentSettings(watch_links=False), lambda: None, None, EventLog(), None,  # type: ignore[arg-type,return-value]
                         clock.time, rail_change=clock.rail_change, sleep=clock.sleep)
 
 
@@ -103,13 +103,13 @@ def test_the_daemons_flap_capture_starts_after_the_rail_is_back_and_notes_it(exa
                                 spool_dir=str(spool), capture_deadline_s=60),
                   host_factory=lambda: open_image(str(example_image)))
     started: list[float] = []
-    real_run = agent.capture.run
+    real_run = agent.captures.run
 
     def run(job: Any, out: Any, **kw: Any) -> Any:
         started.append(time.time())
         return real_run(job, out, **kw)
 
-    agent.capture.run = run  # type: ignore[method-assign]
+    agent.captures.run = run  # type: ignore[method-assign]
 
     async def main() -> None:
         await agent.start()
@@ -125,7 +125,7 @@ def test_the_daemons_flap_capture_starts_after_the_rail_is_back_and_notes_it(exa
                               message="net_rail0: 3 carrier losses"))
             await asyncio.sleep(0.6)
             agent._on_notes([_note(agent.clock(), 1, 2)])  # and back 0.6 s later
-            assert await asyncio.get_running_loop().run_in_executor(None, agent.capture.idle)
+            assert await asyncio.get_running_loop().run_in_executor(None, agent.captures.idle)
         finally:
             await agent.stop()
 

@@ -20,7 +20,7 @@ from agent.model import Event
 from agent.service import maintenance
 from agent.service.app import make_app
 from agent.service.daemon import Agent
-from agent.service.maintenance import ApiConfig, MaintenanceCollector, NodeWatch, node_reasons
+from agent.service.maintenance import ApiConfig, MaintenanceMetrics, NodeWatch, node_reasons
 from tests.support.kube_api import NODE, TOKEN, KubeApiStandIn, node_object, until, with_stand_in
 
 
@@ -188,7 +188,7 @@ def test_a_driver_reload_counts_for_minutes_only() -> None:
     now = [10_000.0]
     events = EventLog()
     watch = NodeWatch(ApiConfig("http://127.0.0.1:1"), NODE)
-    col = MaintenanceCollector(watch, events, clock=lambda: now[0], driver_reload_window_s=600)
+    col = MaintenanceMetrics(watch, events, clock=lambda: now[0], driver_reload_window_s=600)
     events.add(Event(now[0] - 5, "LinkFlapping", "warning", "net_rail0"))
     assert col.reasons() == frozenset()
     events.add(Event(now[0] - 5, "DriverReload", "info", "mlx5_core"))

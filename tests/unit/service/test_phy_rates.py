@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.capture.recorder import FlightRecorder, incident_counters
 from agent.config import AgentSettings, Expectations
 from agent.host.recorded import RecordedHost
 from agent.readers.snapshot import take_snapshot
 from agent.service.daemon import Agent
-from agent.service.flight_recorder import FlightRecorder, incident_counters
 
 IMAGE = Path(__file__).resolve().parents[2] / "images" / "degradation-sources-healthy"
 LINE = 400_000_000_000  # bits a second at 400 Gb/s
@@ -36,7 +36,7 @@ def _feed(agent: Agent, ratio: float, seconds: int, symbol_errors: int = 0) -> N
 def _codes(agent: Agent) -> list[tuple[str, str, str]]:
     with RecordedHost(str(IMAGE)) as host:
         snap = take_snapshot(host)
-    out = agent._analysis_work(snap, ())
+    out = agent.analysis.work(snap, ())
     return [(f.code, f.severity, f.subject) for f in out.diagnosis.findings]
 
 
@@ -46,7 +46,7 @@ def test_a_rising_corrected_bit_ratio_is_a_warning_with_its_worst_lane() -> None
     assert _codes(agent) == [("LinkDegrading", "warning", "net_rail1")]
     with RecordedHost(str(IMAGE)) as host:
         snap = take_snapshot(host)
-    f = agent._analysis_work(snap, ()).diagnosis.findings[0]
+    f = agent.analysis.work(snap, ()).diagnosis.findings[0]
     # lane 1 carries the corrected bits, the other lanes 10 a second each
     assert f.evidence["worst_lane"] == 1 and f.evidence["worst_lane_to_best"] > 1000
     assert f.evidence["worst_lane_share"] > 0.99
@@ -89,7 +89,7 @@ def test_the_window_is_ber_window() -> None:
     _feed(agent, 5e-5, 120)
     with RecordedHost(str(IMAGE)) as host:
         snap = take_snapshot(host)
-    f = agent._analysis_work(snap, ()).diagnosis.findings[0]
+    f = agent.analysis.work(snap, ()).diagnosis.findings[0]
     assert f.evidence["window_s"] == 10.0
 
 
@@ -107,11 +107,11 @@ def test_a_rate_finding_is_one_event_per_episode() -> None:
     _feed(agent, 5e-5, 120)
     with RecordedHost(str(IMAGE)) as host:
         snap = take_snapshot(host)
-    agent._apply_analysis(agent._analysis_work(snap, ()))
+    agent._apply_analysis(agent.analysis.work(snap, ()))
     evs = [(e.code, e.severity, e.subject) for e in agent.events.recent(0.0)]
     assert evs == [("LinkDegrading", "warning", "net_rail1")]
     # the next analysis sees the event read back and the rate finding still there: no second event
-    agent._apply_analysis(agent._analysis_work(snap, tuple(agent.events.recent(0.0))))
+    agent._apply_analysis(agent.analysis.work(snap, tuple(agent.events.recent(0.0))))
     assert len(agent.events.recent(0.0)) == 1
     assert agent.events.counts() == {"LinkDegrading": 1}
 
@@ -128,7 +128,7 @@ def test_recorded_counter_sequences_through_the_sampler() -> None:
     with RecordedHost(str(IMAGE)) as host:
         snap = take_snapshot(host)
     agent.snapshot = snap
-    agent._apply_analysis(agent._analysis_work(snap, ()))  # the topology the sampler keys rails by
+    agent._apply_analysis(agent.analysis.work(snap, ()))  # the topology the sampler keys rails by
     base = {st.netdev: st.as_dict() for st in snap.ethtool}
     for t in range(0, 121, 1):
         stats = []
@@ -140,7 +140,7 @@ def test_recorded_counter_sequences_through_the_sampler() -> None:
                 c["rx_err_lane_3_phy"] += LINE * t // 50_000
             stats.append(EthtoolStats(nd, tuple(sorted(c.items()))))
         agent._apply_counters(Part("counters", taken_at=5000.0 + t, fields={"ethtool": tuple(stats)}))
-    out = agent._analysis_work(replace(agent.snapshot, taken_at=5120.0), ())  # type: ignore[arg-type]
+    out = agent.analysis.work(replace(agent.snapshot, taken_at=5120.0), ())  # type: ignore[arg-type]
     (f,) = out.diagnosis.findings
     assert (f.code, f.severity, f.subject) == ("LinkDegrading", "warning", "net_rail0")
     assert f.evidence["worst_lane"] == 3 and f.evidence["corrected_bit_ratio"] == 2e-5
@@ -158,7 +158,7 @@ def test_aer_errors_that_rise_between_two_samples_are_a_warning() -> None:
     with RecordedHost(str(IMAGE)) as host:
         snap = take_snapshot(host)
     agent.snapshot = snap
-    agent._apply_analysis(agent._analysis_work(snap, ()))
+    agent._apply_analysis(agent.analysis.work(snap, ()))
     rail0 = next(link for link in snap.pcie if link.bdf == "0000:0c:00.0")
     stats = tuple(EthtoolStats(st.netdev, st.counters) for st in snap.ethtool)
     for t in range(0, 121):
@@ -166,10 +166,10 @@ def test_aer_errors_that_rise_between_two_samples_are_a_warning() -> None:
             cor = {0: 3, 60: 5, 120: 5}[t]
             pcie = tuple(replace(link, aer_correctable=cor) if link.bdf == rail0.bdf else link
                          for link in snap.pcie)
-            agent._parts["pcie"] = Part("pcie", taken_at=5000.0 + t, fields={"pcie": pcie})
+            agent.sampling.parts["pcie"] = Part("pcie", taken_at=5000.0 + t, fields={"pcie": pcie})
             agent.snapshot = replace(agent.snapshot, pcie=pcie)  # type: ignore[arg-type]
         agent._apply_counters(Part("counters", taken_at=5000.0 + t, fields={"ethtool": stats}))
-    out = agent._analysis_work(agent.snapshot, ())  # type: ignore[arg-type]
+    out = agent.analysis.work(agent.snapshot, ())  # type: ignore[arg-type]
     # the rising form (warning) takes the place of the one-snapshot info for the same PF
     (f,) = out.diagnosis.findings
     assert (f.code, f.severity, f.subject) == ("PcieErrors", "warning", "pci/0000:0c:00.0")
@@ -190,9 +190,9 @@ def test_aer_totals_that_do_not_move_are_not_a_rate() -> None:
         snap = take_snapshot(host)
     pcie = tuple(replace(link, aer_correctable=7) for link in snap.pcie)
     agent.snapshot = replace(snap, pcie=pcie)
-    agent._apply_analysis(agent._analysis_work(agent.snapshot, ()))
+    agent._apply_analysis(agent.analysis.work(agent.snapshot, ()))
     stats = tuple(EthtoolStats(st.netdev, st.counters) for st in snap.ethtool)
     for t in range(0, 121):
         agent._apply_counters(Part("counters", taken_at=5000.0 + t, fields={"ethtool": stats}))
-    out = agent._analysis_work(agent.snapshot, ())  # type: ignore[arg-type]
+    out = agent.analysis.work(agent.snapshot, ())  # type: ignore[arg-type]
     assert {(f.code, f.severity) for f in out.diagnosis.findings} == {("PcieErrors", "info")}

@@ -72,7 +72,7 @@ def _agent() -> tuple[Agent, _FakeTime, _Timer]:
     agent = Agent(AgentSettings(watch_links=False, recorder_window_s=0), host_factory=lambda: None,  # type: ignore[arg-type,return-value]
                   monotonic=fake.monotonic, call_later=fake.call_later)
     links = _Timer(fake)
-    agent.scheduler.timers["links"] = links  # type: ignore[assignment]
+    agent.sampling.scheduler.timers["links"] = links  # type: ignore[assignment]
     return agent, fake, links
 
 

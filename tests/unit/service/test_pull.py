@@ -17,12 +17,14 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from agent.capture.job import Job
 from agent.config import AgentSettings
 from agent.host.recorded import open_image
 from agent.service import pull
 from agent.service.daemon import Agent
-from agent.service.pull import PullRequest, RequestPuller, RequestRefused, parse_request
+from agent.service.pull import parse_request
 from proto.keys import bundle_id
+from proto.requests import CaptureRequest, RequestError
 from tests.support.alerts import alert, payload
 from tests.support.collector_helpers import AGENT_TOKEN, ALERTING_TOKEN, local_settings, running
 
@@ -64,7 +66,7 @@ def test_an_alert_becomes_a_stored_bundle_of_that_node_and_incident(tmp_path: Pa
     async def go() -> tuple:
         async with running(local_settings(tmp_path)) as (url, _col):
             agent = _agent(example_image)
-            puller = RequestPuller(agent, url, token_file=_token(tmp_path), wait_s=5)
+            puller = agent.request_puller(url, token_file=_token(tmp_path), wait_s=5)
             task = asyncio.create_task(puller.run())
             try:
                 answer = await _post_alert(url)
@@ -103,14 +105,14 @@ def test_an_agent_killed_mid_capture_serves_the_request_after_its_restart_once(t
     started = threading.Event()
     release = threading.Event()
 
-    def stuck(agent: Agent, req: PullRequest, work: str) -> pull.Captured:
+    def stuck(job: Job, work: str) -> pull.Captured:
         started.set()
         release.wait(30)
         raise RuntimeError("killed")
 
     async def go() -> tuple:
         async with running(local_settings(tmp_path)) as (url, _col):
-            first = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), capture=stuck, wait_s=5)
+            first = _agent(example_image).request_puller(url, token_file=_token(tmp_path), run=stuck, wait_s=5)
             task = asyncio.create_task(first.run())
             await _post_alert(url)
             while not started.is_set():
@@ -119,7 +121,7 @@ def test_an_agent_killed_mid_capture_serves_the_request_after_its_restart_once(t
             await asyncio.gather(task, return_exceptions=True)
             release.set()
             pending = [d["state"] for d in _request_docs(store)]
-            second = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
+            second = _agent(example_image).request_puller(url, token_file=_token(tmp_path), wait_s=5)
             task = asyncio.create_task(second.run())
             for _ in range(600):
                 if second.served:
@@ -141,7 +143,7 @@ def test_a_capture_stored_before_the_agent_died_is_not_stored_twice(tmp_path: Pa
 
     async def go() -> tuple:
         async with running(local_settings(tmp_path)) as (url, _col):
-            first = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
+            first = _agent(example_image).request_puller(url, token_file=_token(tmp_path), wait_s=5)
 
             async def dies(*_a: object) -> str:
                 raise asyncio.CancelledError  # killed between the upload and the done call
@@ -153,7 +155,7 @@ def test_a_capture_stored_before_the_agent_died_is_not_stored_twice(tmp_path: Pa
                 with pytest.raises(asyncio.CancelledError):
                     await first.serve(req)
             stored_once = _bundles(store)
-            second = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
+            second = _agent(example_image).request_puller(url, token_file=_token(tmp_path), wait_s=5)
             async with second.client:
                 (again,) = await second.poll()
                 key = await second.serve(again)
@@ -182,14 +184,14 @@ def test_the_agent_runs_only_the_plans_it_ships() -> None:
     for bad in (_doc(node="gpu-node-018"), _doc(plan="shell"), _doc(plan_version=2),
                 _doc(params={"argv": ["sh", "-c", "id"]}), _doc(params={"pod_netns": "yes"}),
                 _doc(id="b" + "0" * 24), _doc(incident="../x"), _doc(created="now"), "not a dict"):
-        with pytest.raises(RequestRefused):
+        with pytest.raises(RequestError):
             parse_request(bad, NODE)
 
 
 def test_collector_flags_need_a_node(example_image: Path) -> None:
     agent = _agent(example_image)
     with pytest.raises(ValueError):
-        RequestPuller(replace_settings(agent, node=None), "http://127.0.0.1:1")
+        replace_settings(agent, node=None).request_puller("http://127.0.0.1:1")
 
 
 def replace_settings(agent: Agent, **kw: object) -> Agent:
@@ -221,7 +223,7 @@ def test_railscope_capture_queues_a_request_and_waits_for_its_bundle(tmp_path: P
 
     async def go() -> tuple:
         async with running(local_settings(tmp_path)) as (url, _col):
-            puller = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=5)
+            puller = _agent(example_image).request_puller(url, token_file=_token(tmp_path), wait_s=5)
             task = asyncio.create_task(puller.run())
             try:
                 waited = await cli("--node", NODE, "--incident", "inc-77", "--collector", url, "--wait",
@@ -264,7 +266,7 @@ def test_a_local_capture_of_the_same_cause_answers_the_alerts_request(tmp_path: 
             await server.start_server()
             try:
                 # The detector's event captures into the spool, under an incident derived from the event.
-                assert agent.capture.on_event(Event(_time.time(), "LinkFlapping", "warning", "net_rail0"), NODE)
+                assert agent.captures.on_event(Event(_time.time(), "LinkFlapping", "warning", "net_rail0"), NODE)
                 await _post_alert(url)
                 for _ in range(1200):
                     docs = _request_docs(store)
@@ -297,11 +299,11 @@ def test_the_agent_reads_the_request_vectors_byte_for_byte(vec: dict) -> None:
         return
     if vec.get("error") == "too_large":
         # a stored document's cap: the collector never serves one, and a poll's answer has its own cap
-        with pytest.raises(RequestRefused):
+        with pytest.raises(RequestError):
             pull.CaptureRequest.loads(vec["json"].encode())
         return
     if "error" in vec:
-        with pytest.raises(RequestRefused) as info:
+        with pytest.raises(RequestError) as info:
             parse_request(doc, NODE)
         assert info.value.code == vec["error"]
         return
@@ -309,7 +311,7 @@ def test_the_agent_reads_the_request_vectors_byte_for_byte(vec: dict) -> None:
     assert req.to_json() == vec["request"]
     assert req.dumps() == vec.get("canonical_json", vec["json"]).encode()
     assert req.plan_ref == vec["plan_ref"]
-    with pytest.raises(RequestRefused) as info:
+    with pytest.raises(RequestError) as info:
         parse_request(doc, "gpu-node-018")
     assert info.value.code == "node"
 
@@ -322,9 +324,9 @@ def test_the_puller_polls_the_vectors_a_collector_holds(tmp_path: Path, example_
         (store / vec["key"]).parent.mkdir(parents=True, exist_ok=True)
         (store / vec["key"]).write_bytes(vec["json"].encode())
 
-    async def go() -> list[PullRequest]:
+    async def go() -> list[CaptureRequest]:
         async with running(local_settings(tmp_path)) as (url, _col):
-            puller = RequestPuller(_agent(example_image), url, token_file=_token(tmp_path), wait_s=0)
+            puller = _agent(example_image).request_puller(url, token_file=_token(tmp_path), wait_s=0)
             async with puller.client:
                 return await puller.poll()
 
@@ -377,7 +379,7 @@ def test_a_refused_poll_and_upload_are_series_of_the_agent(tmp_path: Path, examp
     from prometheus_client import CollectorRegistry, generate_latest
 
     from agent.clients.collector import CollectorClient, CollectorError
-    from agent.service.selfmetrics import AgentCollector
+    from agent.service.selfmetrics import AgentMetrics
     from tests.support.collector_helpers import AGENT_TOKEN_18, HELLO
 
     other = tmp_path / "other-node-token"
@@ -389,7 +391,7 @@ def test_a_refused_poll_and_upload_are_series_of_the_agent(tmp_path: Path, examp
     async def go() -> Agent:
         async with running(local_settings(tmp_path)) as (url, _col):
             agent = _agent(example_image)
-            puller = RequestPuller(agent, url, token_file=str(other), wait_s=1)
+            puller = agent.request_puller(url, token_file=str(other), wait_s=1)
             async with puller.client:
                 with pytest.raises(CollectorError) as exc:
                     await puller.poll()
@@ -402,7 +404,7 @@ def test_a_refused_poll_and_upload_are_series_of_the_agent(tmp_path: Path, examp
     agent = asyncio.run(go())
     assert agent.collector_outcomes.counts() == {("poll", "403"): 1, ("upload", "401"): 1}
     reg = CollectorRegistry()
-    reg.register(AgentCollector(agent))
+    reg.register(AgentMetrics(agent))
     text = generate_latest(reg).decode()
     assert 'railscope_agent_collector_calls_total{call="poll",outcome="403"} 1.0' in text
     assert 'railscope_agent_collector_calls_total{call="upload",outcome="401"} 1.0' in text
@@ -425,10 +427,10 @@ def test_the_spool_outcomes_are_series_of_the_agent(tmp_path: Path, example_imag
         async with running(local_settings(tmp_path)) as (url, _col):
             agent = _agent(example_image, spool_dir=str(spool), collector_url=url,
                            collector_token_file=_token(tmp_path))
-            task = asyncio.create_task(agent._upload_spool())
+            task = asyncio.create_task(agent.uploader.run())
             try:
                 for _ in range(400):
-                    if sum(agent.spool_outcomes.values()) >= 2:
+                    if sum(agent.uploader.outcomes.values()) >= 2:
                         break
                     await asyncio.sleep(0.05)
             finally:
@@ -438,7 +440,7 @@ def test_the_spool_outcomes_are_series_of_the_agent(tmp_path: Path, example_imag
             return agent
 
     agent = asyncio.run(go())
-    assert dict(agent.spool_outcomes) == {"stored": 1, "rejected": 1}
+    assert dict(agent.uploader.outcomes) == {"stored": 1, "rejected": 1}
     assert agent.collector_outcomes.counts() == {("upload", "ok"): 1, ("upload", "403"): 1}
     assert [p.name for p in spool.glob("*.tar.gz")] == []
     assert [p.name for p in (spool / "rejected").glob("*.tar.gz")] == ["gpu-node-018-btheirs01.tar.gz"]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from agent.capture.job import Job
 from agent.clients.collector import MAX_RETRY_AFTER_S, CollectorClient, CollectorError, RetryPolicy
 from agent.config import AgentSettings
 from agent.service import pull
@@ -125,16 +126,13 @@ class Clock:
         await asyncio.sleep(0)
 
 
-def _agent(**kw: Any) -> Any:
-    from types import SimpleNamespace
-
-    return SimpleNamespace(settings=AgentSettings(listen="127.0.0.1", port=0, node=NODE, cluster="prod-east", **kw),
-                           uploaded=())
+def _settings(**kw: Any) -> AgentSettings:
+    return AgentSettings(listen="127.0.0.1", port=0, node=NODE, cluster="prod-east", **kw)
 
 
-def _capture(seen: list) -> pull.CaptureFn:
-    def capture(agent: Any, req: pull.PullRequest, work: str) -> pull.Captured:
-        seen.append(req)
+def _capture(seen: list) -> pull.RunFn:
+    def capture(job: Job, work: str) -> pull.Captured:
+        seen.append(job)
         path = Path(work) / "b.tar.gz"
         path.write_bytes(b"bundle")
         import hashlib
@@ -144,8 +142,11 @@ def _capture(seen: list) -> pull.CaptureFn:
 
 
 async def _run_puller(stand_in: HostileCollector, url: str, clock: Clock, seen: list, **settings: Any) -> RequestPuller:
-    puller = RequestPuller(_agent(**settings), url, capture=_capture(seen), wait_s=1, sleep=clock.sleep,
-                           clock=clock, rng=random.Random(7))
+    # The puller's inputs and nothing else: settings, a client, the run function.
+    rng = random.Random(7)
+    client = CollectorClient(url, rng=rng, sleep=clock.sleep)
+    puller = RequestPuller(_settings(**settings), client, _capture(seen), own_client=True, wait_s=1,
+                           sleep=clock.sleep, clock=clock, rng=rng)
     task = asyncio.create_task(puller.run())
     try:
         await asyncio.wait_for(stand_in.enough.wait(), 60)
@@ -169,7 +170,7 @@ def test_a_new_request_on_every_poll_is_bounded_by_the_agents_own_limits() -> No
     times = puller._captures
     assert all(b - a >= 300 for a, b in itertools.pairwise(times))
     # pod_netns asked by the request, not allowed by the agent: captured without.
-    assert seen and all(r.params["pod_netns"] is False for r in seen)
+    assert seen and all(job.pod_netns is False for job in seen)
 
 
 def test_pod_netns_is_the_agents_own_opt_in() -> None:
@@ -181,7 +182,7 @@ def test_pod_netns_is_the_agents_own_opt_in() -> None:
             await _run_puller(stand_in, url, clock, seen, allow_pod_netns=True)
 
     asyncio.run(go())
-    assert seen and seen[0].params["pod_netns"] is True
+    assert seen and seen[0].pod_netns is True
 
 
 @pytest.mark.parametrize("mode", ["expired", "same"])
@@ -262,3 +263,27 @@ def test_retry_after_is_capped(tmp_path: Path) -> None:
 
     asyncio.run(go())
     assert len(clock.slept) == 2 and max(clock.slept) <= MAX_RETRY_AFTER_S * 1.5, clock.slept
+
+
+def test_a_request_is_one_capture_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What is captured and what is uploaded come from the same job: one ``Job.for_request`` per request
+    (two were built before, one for the capture and one for the upload's hello)."""
+    built: list[Job] = []
+    real = Job.for_request.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Job], *a: Any, **kw: Any) -> Job:
+        built.append(real(cls, *a, **kw))
+        return built[-1]
+
+    monkeypatch.setattr(Job, "for_request", classmethod(counted))
+    stand_in, clock, seen = HostileCollector(poll="new"), Clock(), []
+    stand_in.limit = 3
+
+    async def go() -> RequestPuller:
+        async with stand_in as url:
+            return await _run_puller(stand_in, url, clock, seen, request_min_interval_s=0)
+
+    puller = asyncio.run(go())
+    # the job captured is the one built (the last may be built and not run yet when the poller stops)
+    assert puller.served >= 1 and all(any(j is b for b in built) for j in seen)
+    assert len(seen) <= len(built) <= len(seen) + 1, (len(built), len(seen))

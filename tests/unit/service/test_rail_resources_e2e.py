@@ -71,7 +71,7 @@ def test_allocatable_one_to_zero_gives_one_event_one_alert_one_capture(example_i
             scraped.append(_value(text, "railscope_node_allocatable", resource="nvidia.com/rail0"))
             assert _value(text, "railscope_events_total", code="RailResourcesLost") == 1
             loop = asyncio.get_running_loop()
-            assert await loop.run_in_executor(None, agent.capture.idle)
+            assert await loop.run_in_executor(None, agent.captures.idle)
 
     asyncio.run(with_stand_in(body, tmp_path))
     events = [e for e in agent.events.recent(0) if e.code == "RailResourcesLost"]

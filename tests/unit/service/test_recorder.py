@@ -6,8 +6,8 @@ import tracemalloc
 
 import pytest
 
+from agent.capture.recorder import FlightRecorder, incident_counters
 from agent.readers.history import parse_recorder
-from agent.service.flight_recorder import FlightRecorder, incident_counters
 
 RAILS = [f"net_rail{i}" for i in range(8)]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli import build_parser, main
-from agent.commands.serve import settings_from_args
+from agent.commands.agent import settings_from_args
 from agent.config import DEFAULT_PORT, RESERVED_PORTS, SettingsError
 
 

@@ -21,7 +21,7 @@ from agent.cli import build_parser
 from agent.config import Expectations
 from agent.expectations import expectations_from_args
 from agent.findings import CODES, EVENT_CODES
-from agent.offline import open_source
+from agent.offline import open_input
 from agent.readers.history import load_history
 from agent.readers.kernel_table import load_kernel_table
 from agent.readers.snapshot import take_snapshot
@@ -54,7 +54,7 @@ def test_a_check_emits_only_the_codes_it_declares(name: str) -> None:
     # judged with the image's expectation flags, as doctor judges it
     exp = expectations_from_args(build_parser().parse_args(["doctor", "--from", str(image), *args])) if args \
         else Expectations()
-    host = open_source(str(image))
+    host = open_input(str(image))
     try:
         snap = take_snapshot(host)
         hist = load_history(host)

@@ -21,7 +21,7 @@ import pytest
 
 from agent.config import AgentSettings
 from agent.host.netlink.devlink_events import DEVLINK_FAMILY, DEVLINK_GROUP, DevlinkWatcher
-from agent.service import daemon as runtime
+from agent.service import link_events as runtime
 from agent.service.daemon import _RESAMPLE_GAP_S, Agent
 
 DEVLINK_ID = 0x1B

@@ -1,8 +1,8 @@
 """kernel: release, command line, modules, modprobe options, the kernel log's tail, interrupts."""
 
-from agent.capture.plan import Command, File, Plan
+from agent.capture.plugin import Command, File, Plugin
 
-PLAN = Plan("kernel", 1, (
+PLUGIN = Plugin("kernel", 1, (
     Command(("uname", "-a")),
     File("/proc/cmdline", 64 << 10),
     File("/proc/modules"),

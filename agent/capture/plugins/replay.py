@@ -7,13 +7,13 @@ Its one step is the snapshot itself; the runner runs it first, into the bundle's
 from __future__ import annotations
 
 from agent.capture.context import CaptureContext
-from agent.capture.plan import Plan
+from agent.capture.plugin import Plugin
 from agent.host.recording import RecordingHost
 from agent.model import Snapshot
 from agent.readers.ovs import OVS_ARGV
 from agent.readers.snapshot import take_snapshot
 
-PLAN = Plan("replay", 1, (), "the readers' doors, recorded as they read them")
+PLUGIN = Plugin("replay", 1, (), "the readers' doors, recorded as they read them")
 
 
 def record(ctx: CaptureContext, rec: RecordingHost) -> Snapshot:

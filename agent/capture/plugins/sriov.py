@@ -1,8 +1,8 @@
 """sriov: each rail PF's SR-IOV sysfs (counts, VF links) and the SR-IOV operator's applied config."""
 
-from agent.capture.plan import File, Plan
+from agent.capture.plugin import File, Plugin
 
-PLAN = Plan("sriov", 1, (
+PLUGIN = Plugin("sriov", 1, (
     File("/sys/bus/pci/devices/{pf}/sriov_*", 4096),
     File("/sys/bus/pci/devices/{pf}/virtfn*", 4096),
     File("/etc/sriov-operator/**"),

@@ -1,8 +1,8 @@
 """networking: the host namespace's links, addresses, routes, rules and neighbours (iproute2)."""
 
-from agent.capture.plan import Command, Plan
+from agent.capture.plugin import Command, Plugin
 
-PLAN = Plan("networking", 1, (
+PLUGIN = Plugin("networking", 1, (
     Command(("ip", "-d", "-s", "link", "show")),
     Command(("ip", "-d", "addr", "show")),
     Command(("ip", "route", "show", "table", "all")),

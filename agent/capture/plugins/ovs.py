@@ -2,10 +2,10 @@
 ``ovs-appctl`` always with ``--timeout=5`` (its ``-t`` names the target daemon), and never a flow dump (the deny-list)."""
 
 from agent.capture.context import CaptureContext
-from agent.capture.plan import Command, Plan
+from agent.capture.plugin import Command, Plugin
 from agent.readers.ovs import db_sockets
 
-PLAN = Plan("ovs", 2, (
+PLUGIN = Plugin("ovs", 2, (
     Command(("ovs-vsctl", "--timeout=5", "show")),
     Command(("ovs-vsctl", "--timeout=5", "--format=json", "list", "Interface")),
     Command(("ovs-vsctl", "--timeout=5", "--format=json", "list", "Bridge")),

@@ -1,7 +1,7 @@
 """The daemon's captures (DESIGN §6, §7): the capture runner in process, one at a time, niced, with
 the live flight recorder and event log. Every capture of the daemon — an operator's ``/v1/image``, a
 ``--capture-on`` event, a collector's request — is a ``Job`` (agent/capture/job.py) run by
-:meth:`ImageCapture.run`: through the daemon's worker host, under the firmware gate its samplers hold,
+:meth:`Captures.run`: through the daemon's worker host, under the firmware gate its samplers hold,
 skipping the reads stuck in them, counted in ``railscope_captures``.
 
 - ``/v1/image`` captures now and streams the bundle (``record``);
@@ -32,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.capture.job import Job, Shared
 from agent.capture.manifest import settle_note
+from agent.capture.recorder import FlightRecorder
 from agent.capture.runner import CaptureError, CaptureResult, capture_to_file
 from agent.capture.spool import Spool
 from agent.capture.trigger import SETTLE_S, CaptureTrigger, settle_wait
@@ -40,10 +41,9 @@ from agent.host import Host
 from agent.host.firmware import FirmwareGate
 from agent.model import Event
 from agent.service.events import EventLog
-from agent.service.flight_recorder import FlightRecorder
 from agent.service.tracked_host import Progress, TrackedHost
 
-__all__ = ["CaptureFailed", "ImageBusy", "ImageCapture"]
+__all__ = ["CaptureBusy", "CaptureFailed", "CaptureMetrics", "Captures"]
 
 log = logging.getLogger("railscope.agent.capture")
 
@@ -54,7 +54,7 @@ _PENDING = 8
 _LABEL = {"event": "event", "image": "request", "request": "request", "cli": "cli"}
 
 
-class ImageBusy(Exception):
+class CaptureBusy(Exception):
     """A capture is already running."""
 
 
@@ -63,7 +63,9 @@ class CaptureFailed(Exception):
     refuses an input as a node image.)"""
 
 
-class ImageCapture:
+class Captures:
+    """Every capture of the daemon, one at a time (see the module docstring)."""
+
     def __init__(self, settings: AgentSettings, host_factory: Callable[[], Host], gate: FirmwareGate,
                  events: EventLog, recorder: FlightRecorder | None, clock: Callable[[], float],
                  hung_tools: Callable[[], frozenset[tuple[str, str]]] = frozenset,
@@ -101,9 +103,9 @@ class ImageCapture:
 
     def run(self, job: Job, out: str | None, *, wait: bool = True) -> CaptureResult:
         """Run ``job`` into ``out`` (a file or directory; None: the spool), one capture at a time:
-        blocking (run it in a worker thread). ``ImageBusy`` when another runs and ``wait`` is False."""
+        blocking (run it in a worker thread). ``CaptureBusy`` when another runs and ``wait`` is False."""
         if not self._busy.acquire(blocking=wait):
-            raise ImageBusy()
+            raise CaptureBusy()
         try:
             shared = self.shared()
             params = job.params(shared)
@@ -134,7 +136,7 @@ class ImageCapture:
 
     def record(self, reason: str, incident: str | None, node: str) -> tuple[str, str]:
         """An operator's ``/v1/image``: capture now into a temporary file (blocking: run it in a worker
-        thread); returns (path, bundle name). ``ImageBusy`` while another capture runs."""
+        thread); returns (path, bundle name). ``CaptureBusy`` while another capture runs."""
         work = tempfile.mkdtemp(prefix="railscope-image-")
         try:
             res = self.run(Job.for_image(reason, incident, node, self.settings), work + "/", wait=False)
@@ -210,17 +212,24 @@ class ImageCapture:
             time.sleep(0.05)
         return False
 
-    # -- metrics --------------------------------------------------------------------------------
+
+class CaptureMetrics:
+    """``railscope_captures`` by trigger and outcome, and the node spool's ``railscope_spool_*``."""
+
+    def __init__(self, captures: Captures) -> None:
+        self.captures = captures
+
     def collect(self) -> Iterator[Metric]:
         fam = CounterMetricFamily("railscope_captures", "Captures by trigger (request, event) and outcome.",
                                   labels=["trigger", "outcome"])
-        for (trigger, outcome), n in sorted(self.captures.items()):
+        for (trigger, outcome), n in sorted(self.captures.captures.items()):
             fam.add_metric([trigger, outcome], n)
         yield fam
-        if self.spool is not None:
+        spool = self.captures.spool
+        if spool is not None:
             yield CounterMetricFamily("railscope_spool_dropped", "Bundles dropped from the node spool, oldest "
-                                      "first, to stay within --spool-max-bytes.", value=self.spool.dropped_total)
-            entries = self.spool.entries()
+                                      "first, to stay within --spool-max-bytes.", value=spool.dropped_total)
+            entries = spool.entries()
             yield GaugeMetricFamily("railscope_spool_bundles", "Bundles in the node spool waiting for upload.",
                                     value=len(entries))
             yield GaugeMetricFamily("railscope_spool_bytes", "Bytes of the bundles in the node spool.",
@@ -228,5 +237,3 @@ class ImageCapture:
 
     def describe(self) -> list[Metric]:
         return []
-
-

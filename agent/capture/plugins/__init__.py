@@ -1,4 +1,4 @@
-"""The capture plug-ins (DESIGN §7), one module per plug-in, each declaring ``PLAN`` (and, when a
+"""The capture plug-ins (DESIGN §7), one module per plug-in, each declaring ``PLUGIN`` (and, when a
 plug-in applies only to some nodes, ``skip(ctx) -> reason | None``). ``replay`` runs first: the
 others expand their ``{rail}`` / ``{pf}`` / ``{handle}`` steps from what its readers found."""
 
@@ -14,4 +14,4 @@ PLUGINS: tuple[str, ...] = ("replay", "networking", "devlink", "rdma", "ethtool"
 
 
 def load(names: tuple[str, ...] = PLUGINS) -> list[ModuleType]:
-    return [importlib.import_module(f"agent.capture.plans.{n}") for n in names]
+    return [importlib.import_module(f"agent.capture.plugins.{n}") for n in names]

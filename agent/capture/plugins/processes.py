@@ -12,7 +12,7 @@ import os
 import time
 
 from agent.capture.context import CaptureContext
-from agent.capture.plan import Generated, Plan
+from agent.capture.plugin import Generated, Plugin
 from agent.readers.processes import USER_HZ, parse_stat
 
 #: threads listed per process, busiest first
@@ -68,6 +68,6 @@ def _daemons(ctx: CaptureContext) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-PLAN = Plan("processes", 1, (
+PLUGIN = Plugin("processes", 1, (
     Generated("processes/daemons.txt", _daemons),
 ), "the rail daemons' processes: redacted command lines, CPU, RSS, busiest threads")

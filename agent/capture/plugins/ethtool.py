@@ -4,7 +4,7 @@ rail PFs only. ``-i`` / ``-S`` / ``-m`` are the readers' own, recorded by replay
 reader reads the text form even where the installed ethtool prints ``--json -m`` (6.14+), so each
 module is read once per capture (DESIGN §7) and the bundle holds what a person reads."""
 
-from agent.capture.plan import Command, Plan
+from agent.capture.plugin import Command, Plugin
 
 # The firmware reads on mlx5 (drivers/net/ethernet/mellanox/mlx5/core): -S the PPCNT counter groups,
 # -a en_ethtool.c mlx5e_get_pauseparam -> port.c mlx5_query_port_pause -> mlx5_query_pfcc_reg (PFCC
@@ -14,7 +14,7 @@ from agent.capture.plan import Command, Plan
 #   https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/en_ethtool.c
 #   https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/port.c
 #   https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5/core/en/port.c
-PLAN = Plan("ethtool", 2, (
+PLUGIN = Plugin("ethtool", 2, (
     Command(("ethtool", "-i", "{rail}")),
     Command(("ethtool", "-S", "{rail}"), firmware="rail"),
     Command(("ethtool", "-k", "{rail}")),

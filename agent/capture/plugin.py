@@ -1,6 +1,6 @@
-"""Capture plans as data (DESIGN §7): the steps a plug-in declares, and the deny-list.
+"""Capture plug-ins as data (DESIGN §7): the steps a plug-in declares, and the deny-list.
 
-A plug-in only *declares* what to collect; ``agent.capture.runner`` runs every plan, with the
+A plug-in only *declares* what to collect; ``agent.capture.runner`` runs every plug-in, with the
 timeouts, size caps, order, manifest and redaction. A step's argv or glob may hold placeholders
 that the runner expands from what the readers found on the node:
 
@@ -13,8 +13,8 @@ that the runner expands from what the readers found on the node:
 
 Two guards are checked on the declared argv, before anything runs, and again on every argv after
 placeholder expansion: the *allowlist* (``ALLOWLIST``: per tool, the read-only subcommand paths and
-options the plans and the readers use; anything else is refused) and the *deny-list* (``DENY_LIST``,
-DESIGN §7: the commands never to run, named so a refusal says why). A plan that names a refused
+options the plug-ins and the readers use; anything else is refused) and the *deny-list* (``DENY_LIST``,
+DESIGN §7: the commands never to run, named so a refusal says why). A plug-in that names a refused
 command is refused whole.
 """
 
@@ -35,10 +35,10 @@ __all__ = [
     "DenyEntry",
     "File",
     "Generated",
-    "Plan",
-    "PlanRefused",
+    "Plugin",
+    "PluginRefused",
     "Step",
-    "check_plan",
+    "check_plugin",
     "denied",
     "not_allowed",
     "refusal",
@@ -89,7 +89,7 @@ Step = File | Command | Generated
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class Plugin:
     """One plug-in's steps. ``version`` goes into the manifest: bump it when the steps change."""
 
     name: str
@@ -98,15 +98,15 @@ class Plan:
     description: str = ""
 
 
-class PlanRefused(Exception):
-    """A plan names a denied command; nothing of it runs."""
+class PluginRefused(Exception):
+    """A plug-in names a denied command; nothing of it runs."""
 
-    def __init__(self, plan: str, argv: tuple[str, ...], entry: str) -> None:
-        self.plan = plan
+    def __init__(self, plugin: str, argv: tuple[str, ...], entry: str) -> None:
+        self.plugin = plugin
         self.argv = argv
         self.entry = entry
         where = entry if entry.startswith("not on the allowlist") else f"on the deny-list ({entry})"
-        super().__init__(f"plan {plan!r} refused: {' '.join(argv)!r} is {where}")
+        super().__init__(f"plug-in {plugin!r} refused: {' '.join(argv)!r} is {where}")
 
 
 # -- the deny-list ------------------------------------------------------------------------------
@@ -288,13 +288,13 @@ def refusal(argv: Iterable[str]) -> str | None:
     return not_allowed(args)
 
 
-def check_plan(plan: Plan) -> None:
-    """Raise ``PlanRefused`` when any step of ``plan`` names a refused command."""
-    for step in plan.steps:
+def check_plugin(plugin: Plugin) -> None:
+    """Raise ``PluginRefused`` when any step of ``plugin`` names a refused command."""
+    for step in plugin.steps:
         if isinstance(step, Command):
             why = refusal(step.argv)
             if why is not None:
-                raise PlanRefused(plan.name, step.argv, why)
+                raise PluginRefused(plugin.name, step.argv, why)
 
 
 _PLACEHOLDER = re.compile(r"\{(rail|pf|handle|rdma|reporter|netns)\}")
@@ -320,7 +320,7 @@ def placeholders(step: Step) -> tuple[str, ...]:
 #
 # Every argv must match one of these read-only forms; anything else is refused (a wrapper, a batch
 # file, an option that hides the next word, an abbreviation of a state-changing verb). The forms are
-# the ones the plans and the readers use (tests/unit/capture/test_allowlist.py walks both).
+# the ones the plug-ins and the readers use (tests/unit/capture/test_allowlist.py walks both).
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,7 +480,7 @@ _IP_TOP = ("address addrlabel maddress route rule neighbor neighbour ntable ntbl
            "tunnel tuntap tap token tcpmetrics tcp_metrics monitor xfrm mroute mrule netns netconf vrf sr "
            "nexthop mptcp ioam stats help")
 
-#: tool (argv[0] exactly as the plans and readers write it) -> its read-only forms
+#: tool (argv[0] exactly as the plug-ins and readers write it) -> its read-only forms
 ALLOWLIST: dict[str, _Iproute | _Exact | _Ethtool | _Ovs | _Forms] = {
     # ip(8): ip/ip.c, ip/iplink.c, ip/ipaddress.c, ip/iproute.c, ip/iprule.c, ip/ipneigh.c, ip/ipnetns.c
     "ip": _Iproute(
@@ -526,8 +526,8 @@ ALLOWLIST: dict[str, _Iproute | _Exact | _Ethtool | _Ovs | _Forms] = {
     # ovs-vsctl(8): "show" and "list TABLE [RECORD...]"
     "ovs-vsctl": _Ovs(("--timeout=", "--format=", "--columns=", "--data=", "--no-headings", "--bare"), (),
                       {"show": (0, frozenset()), "list": (64, frozenset())}),
-    # ovs-appctl(8): -T/--timeout bounds the wait; the plans' read-only commands. -t/--target is not
-    # taken: it would point a command at any daemon's or program's control socket, and the plans
+    # ovs-appctl(8): -T/--timeout bounds the wait; the plug-ins' read-only commands. -t/--target is not
+    # taken: it would point a command at any daemon's or program's control socket, and the plug-ins
     # only ever ask ovs-vswitchd (the default target).
     "ovs-appctl": _Ovs(("--timeout=",), ("-T",),
                        {"dpctl/show": (1, frozenset({"-s"})), "upcall/show": (0, frozenset()),

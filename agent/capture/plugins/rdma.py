@@ -6,9 +6,9 @@ port, one at a time per PF, never as a dump of every port of every RDMA device (
 per representor; a restricted PF's fail). The resource summary is the kernel's own tracking.
 """
 
-from agent.capture.plan import Command, Plan
+from agent.capture.plugin import Command, Plugin
 
-PLAN = Plan("rdma", 2, (
+PLUGIN = Plugin("rdma", 2, (
     Command(("rdma", "-j", "statistic", "show", "link", "{rdma}"), firmware="rdma"),
     Command(("rdma", "-j", "res", "show")),
 ), "per rail port: statistics; resource counts")

@@ -12,8 +12,8 @@ https://github.com/torvalds/linux/blob/master/drivers/net/ethernet/mellanox/mlx5
 mlx5_query_port_pfc, mlx5e_dcbnl_getbuffer -> mlx5e_port_query_priority2buffer / mlx5e_port_query_buffer).
 """
 
-from agent.capture.plan import Command, Plan
+from agent.capture.plugin import Command, Plugin
 
-PLAN = Plan("dcb", 2, tuple(
+PLUGIN = Plugin("dcb", 2, tuple(
     Command(("dcb", "-j", what, "show", "dev", "{rail}"), firmware="rail") for what in ("pfc", "app", "buffer", "ets")
 ), "per rail: pfc, app, buffer, ets")

@@ -1,5 +1,7 @@
-"""The flight recorder: 1 s samples of every rail's incident counters for the last 15 minutes
-(DESIGN §6), written into every node image as ``recorder.jsonl``.
+"""The flight recorder's ring and its writer: 1 s samples of every rail's incident counters for the last 15 minutes
+(DESIGN §6), written into every node image as ``recorder.jsonl``. The daemon fills one from its
+samplers; the ``agent`` capture plug-in fills one from two samples when no daemon runs. It sits in
+capture, below the service, so that capture never imports the daemon.
 
 Each line is ``{"ts": <unix s>, "netdev": ..., "counters": {<raw ethtool / sysfs name>: <value>}}``,
 one per rail per second, oldest first. A counter the rail does not have is left out of its line

@@ -1,8 +1,8 @@
 """udev: every rules directory that can name a NIC or an RDMA device."""
 
-from agent.capture.plan import File, Plan
+from agent.capture.plugin import File, Plugin
 
-PLAN = Plan("udev", 1, (
+PLUGIN = Plugin("udev", 1, (
     File("/etc/udev/rules.d/*"),
     File("/run/udev/rules.d/*"),
     File("/lib/udev/rules.d/*net*"),

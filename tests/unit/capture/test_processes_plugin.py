@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.plans import load
+from agent.capture.plugins import load
 from agent.capture.runner import CaptureParams, capture_to_file
 from agent.host.live import LiveHost
 from agent.host.recorded import open_image
@@ -39,7 +39,7 @@ def test_a_daemons_command_line_is_redacted_and_its_environment_never_read(tmp_p
         assert len(live) == 1
         res = capture_to_file(LiveHost("/"), str(tmp_path / "out") + "/",
                               CaptureParams(node="n", nice=0, recorder_gap_s=0),
-                              plans=load(("replay", "processes")))
+                              plugin_modules=load(("replay", "processes")))
     finally:
         proc.kill()
         proc.wait(10)

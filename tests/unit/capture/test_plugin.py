@@ -1,5 +1,5 @@
-"""The deny-list (DESIGN §7): one test per entry, each refusing a plan whole before anything runs;
-and every shipped plan passes it (conformance over the plug-in registry)."""
+"""The deny-list (DESIGN §7): one test per entry, each refusing a plug-in whole before anything runs;
+and every shipped plug-in passes it (conformance over the plug-in registry)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from agent.capture.plan import DENY_LIST, Command, File, Generated, Plan, PlanRefused, check_plan, denied
-from agent.capture.plans import PLUGINS, load
+from agent.capture.plugin import (
+    DENY_LIST,
+    Command,
+    File,
+    Generated,
+    Plugin,
+    PluginRefused,
+    check_plugin,
+    denied,
+)
+from agent.capture.plugins import PLUGINS, load
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
 from tests.support.capture_kit import manifest, plugin, script
@@ -62,19 +71,19 @@ def test_a_plan_naming_a_denied_command_is_refused_whole(entry: str, tmp_path: P
         assert hit is not None and hit.name == entry, argv
     marker = tmp_path / "ran"
     first = script(tmp_path, "first", f"touch {marker}\n")
-    bad = Plan("bad", 1, (Command((first,)), Command(DENIED[entry][0])))
-    with pytest.raises(PlanRefused) as err:
-        check_plan(bad)
+    bad = Plugin("bad", 1, (Command((first,)), Command(DENIED[entry][0])))
+    with pytest.raises(PluginRefused) as err:
+        check_plugin(bad)
     assert err.value.entry == entry and entry in str(err.value)
 
     other_marker = tmp_path / "other"
-    fine = Plan("fine", 1, (Command((script(tmp_path, "other", f"touch {other_marker}\n"),)),))
+    fine = Plugin("fine", 1, (Command((script(tmp_path, "other", f"touch {other_marker}\n"),)),))
     out = io.BytesIO()
     (tmp_path / "root").mkdir()
     capture(LiveHost(str(tmp_path / "root")), out, CaptureParams(node="n", nice=0),
-            plans=[plugin(bad), plugin(fine)], staging_dir=str(tmp_path))
-    assert not marker.exists()  # nothing of the refused plan ran, not even its harmless first step
-    assert other_marker.exists()  # the other plans still ran
+            plugin_modules=[plugin(bad), plugin(fine)], staging_dir=str(tmp_path))
+    assert not marker.exists()  # nothing of the refused plug-in ran, not even its harmless first step
+    assert other_marker.exists()  # the other plugins still ran
     m = manifest(out.getvalue())
     refused = {p["name"]: p.get("refused") for p in m["plugins"]}
     assert refused["fine"] is None and entry in refused["bad"]
@@ -101,11 +110,11 @@ def test_the_reads_capture_needs_are_allowed(argv: tuple[str, ...]) -> None:
 
 def test_every_shipped_plan_passes_the_deny_list_and_is_declared_as_data() -> None:
     mods = load()
-    assert [m.PLAN.name for m in mods] == list(PLUGINS)
+    assert [m.PLUGIN.name for m in mods] == list(PLUGINS)
     for mod in mods:
-        check_plan(mod.PLAN)
-        assert mod.PLAN.version >= 1 and mod.PLAN.description
-        for step in mod.PLAN.steps:
+        check_plugin(mod.PLUGIN)
+        assert mod.PLUGIN.version >= 1 and mod.PLUGIN.description
+        for step in mod.PLUGIN.steps:
             assert isinstance(step, Command | File | Generated)
             if isinstance(step, Command):
                 assert step.timeout_s > 0 and step.max_bytes > 0

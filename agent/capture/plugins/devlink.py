@@ -10,9 +10,9 @@ Parameters are read by the readers, per rail PF and name (``esw_multiport``, ``f
 parameters without a name ("Parameter name expected", seen in the kernel lab), and the dump of all reaches
 every function — on kernels with lib/nv_param.c a firmware read (MNVDA register) of each."""
 
-from agent.capture.plan import Command, Plan
+from agent.capture.plugin import Command, Plugin
 
-PLAN = Plan("devlink", 3, (
+PLUGIN = Plugin("devlink", 3, (
     Command(("devlink", "-j", "dev", "info", "{handle}"), firmware="handle"),
     Command(("devlink", "-j", "resource", "show", "{handle}")),
     Command(("devlink", "-j", "health", "diagnose", "{handle}", "reporter", "{reporter}"),

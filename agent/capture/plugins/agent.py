@@ -5,11 +5,12 @@ running agent, two samples of the rail counters ``recorder_gap_s`` apart, so rat
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 
 from agent.capture.context import CaptureContext
-from agent.capture.plan import Generated, Plan
+from agent.capture.plugin import Generated, Plugin
+from agent.capture.recorder import FlightRecorder
+from agent.host.image.events import events_json
 from agent.model import Snapshot
 from agent.readers.common import Notes
 from agent.readers.ethtool import read_ethtool
@@ -26,7 +27,7 @@ def _from_image(ctx: CaptureContext, name: str) -> bytes | None:
 def _events(ctx: CaptureContext) -> bytes:
     if ctx.events is None and (kept := _from_image(ctx, "events.json")) is not None:
         return kept
-    return (json.dumps({"events": ctx.events or []}, indent=1, default=str) + "\n").encode()
+    return events_json(ctx.events)
 
 
 def _resample(ctx: CaptureContext, snap: Snapshot) -> Snapshot:
@@ -66,8 +67,6 @@ def _recorder(ctx: CaptureContext) -> bytes:
         return ctx.recorder_jsonl()
     if (kept := _from_image(ctx, "recorder.jsonl")) is not None:
         return kept
-    from agent.service.flight_recorder import FlightRecorder
-
     snap = ctx.snapshot
     if snap is None or not ctx.rails:
         return b""
@@ -84,7 +83,7 @@ def _recorder(ctx: CaptureContext) -> bytes:
     return rec.to_jsonl().encode()
 
 
-PLAN = Plan("agent", 1, (
+PLUGIN = Plugin("agent", 1, (
     Generated("events.json", _events),
     Generated("recorder.jsonl", _recorder, timeout_s=60.0),
 ), "events.json and recorder.jsonl (the running agent's, else two samples)")
