@@ -297,6 +297,15 @@ def _rails_zero(objs, now):
     nd["status"]["allocatable"]["nvidia.com/rail5"] = "0"
 
 
+def _operator_conflicts(objs, now):
+    """Every node converged, and the objects contradict each other: the SR-IOV operator's mellanox plug-in on
+    beside the NIC Configuration Operator, spectrumXOptimized with 8 VFs, a beta chart."""
+    _find(objs, "SriovOperatorConfig")["spec"]["disablePlugins"] = []
+    _find(objs, "NicConfigurationTemplate")["spec"]["template"]["numVfs"] = 8
+    _find(objs, "DaemonSet", "nic-configuration-daemon")["metadata"]["labels"]["helm.sh/chart"] = \
+        "network-operator-25.7.0-beta.1"
+
+
 def _no_spectrum_x(objs, now):
     pass  # built without the group (see SCENARIOS)
 
@@ -315,6 +324,7 @@ SCENARIOS: dict[str, tuple[Callable[[list[dict[str, Any]], float], None], bool]]
     "no-free-prefixes": (_no_free_prefixes, True),
     "rails-zero": (_rails_zero, True),
     "no-spectrum-x": (_no_spectrum_x, False),
+    "operator-conflicts": (_operator_conflicts, True),
 }
 
 

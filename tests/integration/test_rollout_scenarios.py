@@ -35,8 +35,9 @@ EXPECTED = {
     "no-free-prefixes": {2: ("failed", "ippool NoFreePrefixes", "CIDRPool/nvidia-network-operator/rail3")},
     "rails-zero": {1: ("failed", "rail resources 0", "nvidia.com/rail5 = 0")},
     "no-spectrum-x": {},
+    "operator-conflicts": {},
 }
-EXIT = {"healthy": 0, "no-spectrum-x": 0, "ondelete-half": 1, "stale-generation": 1, "nicdevice-reasons": 1,
+EXIT = {"healthy": 0, "no-spectrum-x": 0, "operator-conflicts": 0, "ondelete-half": 1, "stale-generation": 1, "nicdevice-reasons": 1,
         "old-rail-generation": 1}
 
 
