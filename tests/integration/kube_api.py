@@ -634,6 +634,9 @@ def serve_main(argv: list[str] | None = None) -> None:
             elif cmd == "rotate":
                 api.rotate_token(args[0])
                 print("ok", flush=True)
+            elif cmd == "converge-railpool":
+                kube_cluster.converge_railpool(api)
+                print("ok", flush=True)
             elif cmd == "touch":
                 kube_cluster.touch(api, args[0])
                 print("ok", flush=True)

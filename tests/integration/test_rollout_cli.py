@@ -1,0 +1,106 @@
+"""``railscope rollout`` as a whole process against the API stand-in (in a process of its own)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def standin(tmp: Path, scenario: str, nodes: int = 4) -> Iterator[tuple[str, str, subprocess.Popen]]:
+    tf = tmp / "token"
+    tf.write_text("railscope-test-token")
+    tf.chmod(0o600)
+    p = subprocess.Popen([sys.executable, "-m", "tests.integration.kube_api", "--scenario", scenario, "--nodes",
+                          str(nodes), "--token-file", str(tf), "--bookmark-interval", "0.2"], cwd=ROOT,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        url = p.stdout.readline().strip()  # type: ignore[union-attr]
+        assert url.startswith("http"), url
+        yield url, str(tf), p
+    finally:
+        p.stdin.close()  # type: ignore[union-attr]
+        p.wait(timeout=30)
+
+
+def railscope(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAILSCOPE_", "KUBERNETES_"))}
+    return subprocess.run([sys.executable, "-m", "agent.cli", "rollout", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def command(p: subprocess.Popen, cmd: str) -> str:
+    p.stdin.write(cmd + "\n")  # type: ignore[union-attr]
+    p.stdin.flush()  # type: ignore[union-attr]
+    return p.stdout.readline().strip()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("scenario", "code", "line"), [
+    ("healthy", 0, "rollout: converged"),
+    ("ondelete-half", 1, "rollout: in progress (2 in-progress)"),
+    ("validation-2h", 2, "rollout: stuck or failed (1 stuck)"),
+    ("operator-conflicts", 0, "finding warning OperatorConfigConflict SriovOperatorConfig/"),
+])
+def test_text_and_exit(tmp_path: Path, scenario: str, code: int, line: str) -> None:
+    with standin(tmp_path, scenario) as (url, tf, p):
+        res = railscope("--api-server", url, "--api-token-file", tf)
+        counts = json.loads(command(p, "count"))
+    assert res.returncode == code, res.stdout + res.stderr
+    assert line in res.stdout
+    lines = res.stdout.splitlines()
+    assert lines[-1].startswith("rollout: ")
+    if scenario == "ondelete-half":
+        assert lines[0].startswith("in-progress gpu-node-0000") and "doca-driver:24.10" in lines[0]
+        assert "2 of 4 nodes converged" in res.stdout
+    # one LIST per kind, nothing per node, nothing written
+    assert all(n == 1 for k, n in counts.items() if k.startswith("list ")), counts
+    assert not any(k.startswith(("get ", "write ", "watch ")) for k in counts), counts
+
+
+def test_json_document(tmp_path: Path) -> None:
+    with standin(tmp_path, "no-spectrum-x") as (url, tf, _p):
+        res = railscope("--api-server", url, "--api-token-file", tf, "--json", "--node", "gpu-node-00002")
+    doc = json.loads(res.stdout)
+    assert res.returncode == 0
+    assert doc["schema"] == "railscope.rollout/v1"
+    assert doc["nodes"] == [{"node": "gpu-node-00002", "verdict": "converged", "step": "", "since": None,
+                             "reason": ""}]
+    assert {c["kind"] for c in doc["components"]} == {"NicClusterPolicy", "DaemonSet"}
+    assert doc["findings"] == [] and doc["skipped"] == ["spectrumxrailpoolconfigs.spectrumx.nvidia.com"]
+
+
+def test_wait_returns_when_the_last_node_converges(tmp_path: Path) -> None:
+    with standin(tmp_path, "old-rail-generation") as (url, tf, p):
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "rollout", "--api-server", url, "--api-token-file",
+                                 tf, "--wait", "--timeout", "60s"], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert proc.poll() is None, "returned while a node is in progress"
+        assert command(p, "converge-railpool") == "ok"
+        out, err = proc.communicate(timeout=60)
+        counts = json.loads(command(p, "count"))
+    assert proc.returncode == 0, out + err
+    assert "3/4 converged, 1 in-progress" in err
+    assert "rollout: converged" in out
+    assert all(n == 1 for k, n in counts.items() if k.startswith("list ")), counts
+
+
+def test_no_api_server_and_bad_usage_exit_3(tmp_path: Path) -> None:
+    res = railscope()  # not in a pod, no --api-server
+    assert res.returncode == 3 and "no API server" in res.stderr
+    res = railscope("--api-server", "http://127.0.0.1:9", "--api-token-file", str(tmp_path / "none"))
+    assert res.returncode == 3, res.stderr
+    res = railscope("--api-token-file", "x")
+    assert res.returncode == 3 and "go with --api-server" in res.stderr
+    res = railscope("--timeout", "5m")
+    assert res.returncode == 3 and "--timeout goes with --wait" in res.stderr
