@@ -62,9 +62,9 @@ class KubeConfig:
     server: str  # https://host:port
     token_file: str | None = None
     ca_file: str | None = None
-    #: The kubelet's token (in-cluster): read without tokens.py's owner-only rule, which its default
-    #: mount (mode 0644 through the ..data symlink) would fail.
-    kubelet_token: bool = False
+    #: tokens.py's rules (owner-only mode among them) for the token file; off for the kubelet's token
+    #: (in-cluster), whose default mount (mode 0644 through the ..data symlink) would fail it.
+    owner_only: bool = True
     namespace: str | None = None
 
     @classmethod
@@ -86,20 +86,20 @@ class KubeConfig:
         with contextlib.suppress(OSError):
             with open(f"{sa_dir}/namespace") as fh:
                 ns = fh.read().strip() or None
-        return cls(conf.host, f"{sa_dir}/token", f"{sa_dir}/ca.crt", kubelet_token=True, namespace=ns)
+        return cls(conf.host, f"{sa_dir}/token", f"{sa_dir}/ca.crt", owner_only=False, namespace=ns)
 
     def token(self) -> str | None:
         if not self.token_file:
             return None
-        if not self.kubelet_token:
+        if self.owner_only:
             return read_token(self.token_file, "--api-token-file")
         try:
             with open(self.token_file, "rb") as fh:
                 tok = fh.read(16 * 1024).decode("ascii").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise TokenFileError(f"ServiceAccount token {self.token_file}: {exc}") from None
+            raise TokenFileError(f"token file {self.token_file}: {exc}") from None
         if not tok:
-            raise TokenFileError(f"ServiceAccount token {self.token_file}: empty")
+            raise TokenFileError(f"token file {self.token_file}: empty")
         return tok
 
 

@@ -10,11 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import ssl
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,28 +101,33 @@ class Check:
 
 def _resources(args: argparse.Namespace, node: str | None) -> Check:
     if not args.api_server and not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        # not in a pod: spare the import of the agent service (aiohttp) a whole process would pay
+        # not in a pod: spare the import of the Kubernetes client (aiohttp) a whole process would pay
         return Check("resources", "skip", "no API server (not in a pod; --api-server)")
-    from agent.detectors.rail_resources import parse_allocatable
-    from agent.service.maintenance import ApiConfig
+    import asyncio
 
-    if args.api_server:
-        cfg: ApiConfig | None = ApiConfig(args.api_server, args.api_token_file)
-    else:
-        cfg = ApiConfig.in_cluster()
-    if cfg is None:
+    from agent.clients.kubernetes import KubeClient, KubeConfig, KubeError
+    from agent.detectors.rail_resources import parse_allocatable
+
+    try:
+        # The token file keeps this check's rule of before: read as it is (the agent's ServiceAccount token
+        # and a copy of it are group-readable where the chart does not set a mode).
+        cfg = (KubeConfig(args.api_server, args.api_token_file, owner_only=False) if args.api_server
+               else KubeConfig.in_cluster())
+    except KubeError:
         return Check("resources", "skip", "no API server (not in a pod; --api-server)")
     if not node:
         return Check("resources", "skip", "no node name (--node)")
     patterns = tuple(x.strip() for x in str(args.rail_resources).split(",") if x.strip())
-    url = cfg.base_url.rstrip("/") + "/api/v1/nodes/" + urllib.parse.quote(node, safe="")
+
+    async def get() -> Any:
+        async with KubeClient(cfg, timeout=10) as client:
+            return await client.get_json("/api/v1/nodes/" + urllib.parse.quote(node, safe=""))
+
     try:
-        req = urllib.request.Request(url, headers=cfg.headers())
-        ctx: ssl.SSLContext | None = cfg.ssl_context()
-        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
-            obj: Any = json.loads(resp.read(4 << 20))
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return Check("resources", "FAIL", f"GET node {node}: {exc}")
+        obj: Any = asyncio.run(get())
+    except KubeError as exc:
+        what = f"HTTP Error {exc.status}: {exc.reason}" if exc.status else exc.message or str(exc)
+        return Check("resources", "FAIL", f"GET node {node}: {what}")
     alloc = parse_allocatable(obj if isinstance(obj, dict) else {}, patterns)
     if not alloc:
         return Check("resources", "skip", f"node {node} lists no resource matching {','.join(patterns)}")
