@@ -39,6 +39,8 @@ log = logging.getLogger("railscope.kubernetes")
 
 #: Where the kubelet mounts a pod's ServiceAccount token, CA and namespace.
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: One watch event is one object; a Node with its images list can reach hundreds of KiB.
+MAX_EVENT_BYTES = 4 << 20
 #: Page size of a LIST (kube-apiserver serves up to 500 a page from its watch cache cheaply).
 PAGE = 500
 
@@ -170,30 +172,49 @@ class KubeClient:
             raise _error(resp.status, body)
         return resp
 
-    async def get_json(self, path: str, query: Mapping[str, str] | None = None, verb: str = "get") -> Any:
+    async def get_json(self, path: str, query: Mapping[str, str] | None = None, verb: str = "get",
+                       max_bytes: int = 256 << 20) -> Any:
+        """One GET's JSON; a body over ``max_bytes`` is an error, never held whole."""
         resp = await self._get(path, list((query or {}).items()), self.timeout, verb)
         try:
-            return json.loads(await resp.read())
+            body = bytearray()
+            async for chunk in resp.content.iter_any():
+                body.extend(chunk)
+                if len(body) > max_bytes:
+                    raise KubeError(0, "TooLarge", f"GET {path}: larger than {max_bytes} bytes")
+            return json.loads(body)
         finally:
             resp.release()
 
     async def stream(self, path: str, query: Mapping[str, str], timeout: float) -> AsyncIterator[dict[str, Any]]:
-        """The watch events of ``path`` (``watch=1`` added), as they come; ends when the server ends it."""
+        """The watch events of ``path`` (``watch=true`` added), as they come; ends when the server ends it.
+
+        Lines are split here, each bounded by :data:`MAX_EVENT_BYTES`: aiohttp's readline caps a line far
+        below what one Node object (its images list) can reach."""
         import aiohttp
 
-        resp = await self._get(path, [*query.items(), ("watch", "1")],
+        resp = await self._get(path, [*query.items(), ("watch", "true")],
                                aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=timeout),
                                "watch")
+        buf = bytearray()
         try:
             while True:
                 try:
-                    line = await resp.content.readline()
-                except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                    chunk = await resp.content.readany()
+                except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                     raise KubeError(0, "Unreachable", f"watch {path}: {exc}") from None
-                if not line:
+                if not chunk:
+                    if buf.strip():
+                        yield json.loads(bytes(buf))
                     return
-                if line.strip():
-                    yield json.loads(line)
+                buf.extend(chunk)
+                while (nl := buf.find(b"\n")) >= 0:
+                    line = bytes(buf[:nl]).strip()
+                    del buf[:nl + 1]
+                    if line:
+                        yield json.loads(line)
+                if len(buf) > MAX_EVENT_BYTES:
+                    raise KubeError(0, "TooLarge", f"watch {path}: an event larger than {MAX_EVENT_BYTES} bytes")
         finally:
             resp.release()
 
