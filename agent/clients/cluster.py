@@ -87,3 +87,76 @@ class ClusterWatch:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks = []
+
+
+#: Dropped from every object a snapshot keeps: bookkeeping of no use to a reader, and a Node's image list
+#: (hundreds of KiB a node).
+_DROP_META = ("managedFields",)
+
+
+def _strip(key: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """What a cluster snapshot keeps of an object: no managedFields, no Node image list, and no literal
+    environment value of a pod or DaemonSet template (a value may be a password typed in; the name stays)."""
+    md = obj.get("metadata") or {}
+    for k in _DROP_META:
+        md.pop(k, None)
+    if key == "nodes":
+        (obj.get("status") or {}).pop("images", None)
+    if key in ("pods", "daemonsets"):
+        spec = obj.get("spec") or {}
+        if key == "daemonsets":
+            spec = (spec.get("template") or {}).get("spec") or {}
+        for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+            for env in c.get("env") or ():
+                if "value" in env:
+                    env["value"] = "<redacted>"
+    return obj
+
+
+async def snapshot(client: KubeClient, namespace: str, sink: Callable[[str, bytes], None], now: float,
+                   events_window: float = 3600.0, kinds: tuple[Kind, ...] = KINDS) -> dict[str, Any]:
+    """One LIST per kind (pages of 500), each object as one JSON line handed to ``sink(member, line)``
+    (``objects/<kind>.jsonl``), then the namespace's events of the last ``events_window`` seconds
+    (``events.jsonl``); returns the manifest (counts, the kinds skipped, the chart versions)."""
+    import json
+
+    from agent.analysis.rollout import parse_time
+
+    served = await discover(client, {k.group for k in kinds if k.group})
+    counts: dict[str, int] = {}
+    skipped: list[str] = []
+    charts: set[str] = set()
+    for kind in kinds:
+        if kind.key == "events":
+            continue
+        versions = served.get(kind.group, {})
+        version = next((v for v in kind.versions if kind.plural in versions.get(v, ())), None)
+        if version is None:
+            skipped.append(kind.name)
+            continue
+        path = resource_path(kind.group, version, kind.plural, namespace if kind.namespaced else None)
+        counts[kind.key] = 0
+
+        def put(_typ: str, obj: dict[str, Any], key: str = kind.key) -> None:
+            counts[key] += 1
+            if key == "daemonsets":
+                chart = ((obj.get("metadata") or {}).get("labels") or {}).get("helm.sh/chart")
+                if chart:
+                    charts.add(chart)
+            sink(f"objects/{key}.jsonl", json.dumps(_strip(key, obj), sort_keys=True).encode() + b"\n")
+
+        await Informer(client, path, put, label_selector=kind.label_selector).list()
+    counts["events"] = 0
+    floor = now - events_window
+
+    def event(_typ: str, obj: dict[str, Any]) -> None:
+        t = parse_time(obj.get("lastTimestamp") or obj.get("eventTime") or (obj.get("metadata") or {}).get(
+            "creationTimestamp"))
+        if t is None or t >= floor:
+            counts["events"] += 1
+            sink("events.jsonl", json.dumps(_strip("events", obj), sort_keys=True).encode() + b"\n")
+
+    await Informer(client, resource_path("", "v1", "events", namespace), event).list()
+    return {"schema": "railscope.cluster-snapshot/v1", "taken_at": now, "server": client.config.server,
+            "namespace": namespace, "counts": counts, "skipped": skipped, "charts": sorted(charts),
+            "events_window_s": events_window}

@@ -22,7 +22,8 @@ SCHEMA = "railscope.rollout/v1"
 DEFAULT_NAMESPACE = "nvidia-network-operator"
 
 
-def register(p: argparse.ArgumentParser) -> None:
+def add_api_flags(p: argparse.ArgumentParser) -> None:
+    """The API server and the operators' namespace (rollout, snapshot --cluster)."""
     p.add_argument("--api-server", default=env_default("api-server", None), metavar="URL",
                    help="The Kubernetes API server (https://HOST:PORT), with --api-token-file. Default: the pod's "
                         "in-cluster configuration (KUBERNETES_SERVICE_HOST, the ServiceAccount's token and CA).")
@@ -34,6 +35,10 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", default=env_default("namespace", DEFAULT_NAMESPACE), metavar="NS",
                    help=f"The operators' namespace (DaemonSets, pods, NicDevices, SR-IOV states, pools). "
                         f"Default: {DEFAULT_NAMESPACE}.")
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    add_api_flags(p)
     p.add_argument("--node", default=None, metavar="NAME", help="Judge this node alone. Default: every node.")
     p.add_argument("--stuck-after", type=_duration, default=_duration(env_default("stuck-after", "30m") or "30m"),
                    metavar="DURATION", help="A node at the same step longer than this is stuck. Default: 30m.")
