@@ -84,6 +84,12 @@ def register(p: argparse.ArgumentParser) -> None:
                         "account (skipped when there is none).")
     p.add_argument("--api-token-file", default=env_default("api-token-file", None), metavar="FILE",
                    help="Bearer token file for --api-server. Default: none.")
+    p.add_argument("--rollout", action="store_true",
+                   help="Also require this node's rollout verdict (`railscope rollout --node`) to be converged: "
+                        "the operators' objects read from the API server (--api-server, or in-cluster), one LIST "
+                        "per kind. Default: not judged.")
+    p.add_argument("--namespace", default=env_default("namespace", "nvidia-network-operator"), metavar="NS",
+                   help="With --rollout: the operators' namespace. Default: nvidia-network-operator.")
     add_expectation_flags(p)
     # the node's own read: the firmware reads doctor and the agent keep off a device keep off it here too
     add_scope_flag(p)
@@ -135,6 +141,42 @@ def _resources(args: argparse.Namespace, node: str | None) -> Check:
     if zero:
         return Check("resources", "FAIL", f"0 allocatable: {', '.join(zero)} (the device plugin advertises no rails)")
     return Check("resources", "ok", ", ".join(f"{k}={v}" for k, v in sorted(alloc.items())))
+
+
+def _rollout(args: argparse.Namespace, node: str | None) -> Check:
+    """The node's own convergence verdict (DESIGN §9), as ``railscope rollout --node`` gives it."""
+    import asyncio
+    import time
+
+    from agent.analysis.rollout import judge
+    from agent.clients.cluster import ClusterWatch
+    from agent.clients.kubernetes import KubeClient, KubeConfig, KubeError
+
+    if not node:
+        return Check("rollout", "skip", "no node name (--node)")
+    try:
+        cfg = (KubeConfig(args.api_server, args.api_token_file, owner_only=False) if args.api_server
+               else KubeConfig.in_cluster())
+    except KubeError:
+        return Check("rollout", "FAIL", "no API server (not in a pod; --api-server)")
+
+    async def verdict() -> Any:
+        async with KubeClient(cfg) as client:
+            watch = ClusterWatch(client, args.namespace, node=node)
+            await watch.sync()
+        return judge(watch.view, time.time(), only=node)
+
+    try:
+        result = asyncio.run(verdict())
+    except KubeError as exc:
+        return Check("rollout", "FAIL", f"the API server: {exc}")
+    if not result.nodes:
+        return Check("rollout", "FAIL", f"no node {node} in the cluster")
+    v = result.nodes[0]
+    if v.verdict == "converged":
+        return Check("rollout", "ok", "converged" + (f" (skipped, not in this cluster: {', '.join(result.skipped)})"
+                                                     if result.skipped else ""))
+    return Check("rollout", "FAIL", f"{v.verdict}: {v.step}: {v.reason}")
 
 
 def _verdicts(diag: Any, exp: Any, snap: Any) -> list[Check]:
@@ -216,6 +258,8 @@ def run(args: argparse.Namespace) -> int:
     checks = _verdicts(diag, now_exp, snap)
     node = args.node or diag.node
     checks.append(_resources(args, node))
+    if args.rollout:
+        checks.append(_rollout(args, node))
     if before is not None:
         from agent.analysis.diff import Side, diff
 

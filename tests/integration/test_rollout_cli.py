@@ -104,3 +104,21 @@ def test_no_api_server_and_bad_usage_exit_3(tmp_path: Path) -> None:
     assert res.returncode == 3 and "go with --api-server" in res.stderr
     res = railscope("--timeout", "5m")
     assert res.returncode == 3 and "--timeout goes with --wait" in res.stderr
+
+
+@pytest.mark.parametrize(("scenario", "node", "code", "line"), [
+    ("healthy", "gpu-node-00001", 0, "ok    rollout    converged"),
+    ("upgrade-failed", "gpu-node-00001", 1, "FAIL  rollout    failed: driver upgrade-failed: Node/gpu-node-00001"),
+])
+def test_preflight_gains_the_nodes_rollout_verdict(tmp_path: Path, scenario: str, node: str, code: int,
+                                                   line: str) -> None:
+    image = ROOT / "tests" / "images" / "spectrumx-2rail-healthy"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAILSCOPE_", "KUBERNETES_"))}
+    with standin(tmp_path, scenario) as (url, tf, p):
+        res = subprocess.run([sys.executable, "-m", "agent.cli", "preflight", "--from", str(image), "--node", node,
+                              "--api-server", url, "--api-token-file", tf, "--rollout"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120, env=env)
+        counts = json.loads(command(p, "count"))
+    assert res.returncode == code, res.stdout + res.stderr
+    assert line in res.stdout
+    assert counts.get("list nodes") == 1 and not any(k.startswith("write ") for k in counts)
