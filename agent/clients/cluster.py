@@ -14,8 +14,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from agent.analysis.rollout import KINDS, ClusterView, Kind
-from agent.clients.kubernetes import Informer, KubeClient, discover, resource_path
+from agent.analysis.rollout import KIND_BY_KEY, KINDS, ClusterView, Kind
+from agent.clients.kubernetes import Informer, KubeClient, KubeError, discover, resource_path
 
 __all__ = ["ClusterWatch"]
 
@@ -72,8 +72,16 @@ class ClusterWatch:
             self.informers[kind.key] = Informer(self.client, resource_path(kind.group, version, kind.plural, ns),
                                                 self._handler(kind.key), label_selector=label,
                                                 field_selector=field, watch_timeout=self.watch_timeout)
-        # The first lists run side by side (a handful of kinds, each paged).
-        await asyncio.gather(*(inf.list() for inf in self.informers.values()))
+        # The first lists run side by side (a handful of kinds, each paged). A kind the ServiceAccount may
+        # not read (the chart's clusterView group switched off) is skipped and named, as a kind not served.
+        results = await asyncio.gather(*(inf.list() for inf in self.informers.values()), return_exceptions=True)
+        for (key, _inf), res in zip(list(self.informers.items()), results, strict=True):
+            if isinstance(res, KubeError) and res.status == 403:
+                del self.informers[key]
+                self.view.objects.pop(key, None)
+                self.view.missing.append(f"{KIND_BY_KEY[key].name} (forbidden)")
+            elif isinstance(res, BaseException):
+                raise res
         self.changed.clear()
         return self.view
 

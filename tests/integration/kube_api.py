@@ -227,6 +227,8 @@ class KubeApi:
         #: (verb, resource) -> count; verbs: discovery, get, list, watch, write, unauthorized, notfound.
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self._watchers: set[asyncio.Queue[tuple[str, Any]]] = set()
+        #: plurals this ServiceAccount may not read (RBAC): 403 on get, list and watch
+        self.forbidden: set[str] = set()
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -452,6 +454,10 @@ class KubeApi:
             if entry is None:
                 return _json(_status(404, "NotFound", f'{st.kind.plural} "{rest[1]}" not found'), 404)
             return web.Response(body=entry.body, content_type="application/json")
+        if st.kind.plural in self.forbidden:
+            self.requests[("forbidden", st.kind.plural)] += 1
+            return _json(_status(403, "Forbidden", f'{st.kind.plural} is forbidden: User "system:serviceaccount:'
+                                 f'railscope:railscope-collector" cannot list resource "{st.kind.plural}"'), 403)
         q = request.query
         lmatch = parse_label_selector(q.get("labelSelector", ""))
         fmatch = parse_field_selector(q.get("fieldSelector", ""), st.kind)

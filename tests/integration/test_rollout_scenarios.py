@@ -102,3 +102,23 @@ def test_one_node_narrowed_by_selectors_not_by_listing(tmp_path: Path) -> None:
     assert [r["name"] for r in view.of("nodes")] == [N(1)]
     assert {p["node"] for p in view.of("pods")} == {N(1)}
     assert api.count("list", "nodes") == 1
+
+
+def test_a_kind_the_role_may_not_read_is_skipped_and_named(tmp_path: Path) -> None:
+    tf = tmp_path / "token"
+    tf.write_text("railscope-test-token")
+    tf.chmod(0o600)
+
+    async def go():
+        api = KubeApi()
+        api.forbidden = {"spectrumxrailpoolconfigs"}
+        kube_cluster.load(api, "old-rail-generation", nodes=2)
+        url = await api.start()
+        async with KubeClient(KubeConfig(url, str(tf))) as c:
+            view = await ClusterWatch(c, kube_cluster.NS).sync()
+        await api.stop()
+        return view
+    view = asyncio.run(go())
+    result = judge(view, time.time())
+    assert result.skipped == ("spectrumxrailpoolconfigs.spectrumx.nvidia.com (forbidden)",)
+    assert result.exit_code == 0  # the rail pool clause cannot be judged without it
