@@ -1,9 +1,23 @@
 """The Kubernetes API client: read-only (GET only), on ``kubernetes_asyncio``, with informers.
 
-Why this library (measured by ``bench/bench_kube_clients.py`` against the API stand-in, 80,000 NicDevices; the
-figures are in the commit that added it): it speaks aiohttp on the caller's loop (railscope's HTTP stack
-already), loads the in-cluster configuration (``KUBERNETES_SERVICE_HOST`` / ``_PORT``, the ServiceAccount's
-token and CA) and does TLS and auth; its two weak points measured are taken over here:
+Why this library: measured by ``bench/bench_kube_clients.py`` against the API stand-in over TLS with the
+in-cluster configuration, 80,000 NicDevices listed and held (each library in its own environment; 2 shared
+cores, so times are loose):
+
+=================== ========= ============ ============== ================================ ==============
+library             import    RSS, 80,000  list (pages)   watch after 410 Gone             rotated token
+=================== ========= ============ ============== ================================ ==============
+kubernetes_asyncio  0.63 s    434 MiB      32 s (500)     raises 410: the caller relists    401 up to 60 s
+lightkube 1.0.1     0.25 s    406 MiB      28 s (500)     rewatches from "any": 80,001      re-read each
+                                                          events, no DELETED for the gap    request
+kr8s 0.20.15        0.40 s    1,487 MiB    207 s (one)    loops at the stale version        re-auth on 401
+=================== ========= ============ ============== ================================ ==============
+
+kubernetes_asyncio is taken: it speaks aiohttp on the caller's loop (railscope's HTTP stack already; lightkube
+brings httpx2, h2 and msgspec, kr8s httpx, anyio and python-box), loads the in-cluster configuration
+(``KUBERNETES_SERVICE_HOST`` / ``_PORT``, the ServiceAccount's token and CA) and does TLS and auth; the objects
+are never held as the library's (the views keep small records), so its RSS column does not apply; its two weak
+points measured are taken over here:
 
 - the token: the library re-reads a rotated ServiceAccount token at most once a minute (a request in
   between goes out with the old one, 401 where the old one is revoked); here the token file is read on every
