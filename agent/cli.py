@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("agent.commands.diff", "Compare two captures of a node: regressions, changes, counter rates."),
     "events": ("agent.commands.events", "Print the running agent's event log, read over its data socket."),
     "preflight": ("agent.commands.preflight", "The upgrade gate: is this node ready for NCCL again? Verdict, exit 0/1."),
+    "snapshot": ("agent.commands.snapshot", "Snapshot the operators' cluster objects (--cluster -o FILE) for diff."),
+    "rollout": ("agent.commands.rollout", "Did the operators' rollout converge on every node? Read-only, exit 0/1/2."),
 }
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CODES", "CODE_RULES", "CODE_SUBJECTS", "EVENT_CODES", "NEXT_STEPS", "SEVERITIES", "Diagnosis", "Finding",
-           "PeerRow", "RailRow", "next_step", "severity_rank"]
+__all__ = ["CLUSTER_CODES", "CODES", "CODE_RULES", "CODE_SUBJECTS", "EVENT_CODES", "NEXT_STEPS", "SEVERITIES",
+           "Diagnosis", "Finding", "PeerRow", "RailRow", "next_step", "severity_rank"]
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -64,6 +64,13 @@ EVENT_CODES: dict[str, str] = {
     "MtuMismatch": CODES["MtuMismatch"],
     # the device plugin advertised 0 of a rail resource after more: only the API server knows (DESIGN §4)
     "RailResourcesLost": CODES["RailResourcesLost"],
+}
+
+#: code -> default severity of the findings judged from the cluster's objects (DESIGN §4, §9): `railscope
+#: rollout`, the collector's incident view. No node image carries the objects, so no node image has them.
+CLUSTER_CODES: dict[str, str] = {
+    "RailIntentMismatch": "critical",
+    "OperatorConfigConflict": "warning",
 }
 
 #: code -> what to do next: the command to run, the setting to check, who owns the fix. One source for
@@ -211,6 +218,15 @@ NEXT_STEPS: dict[str, str] = {
         "Stop the rollout. `kubectl describe node <node>` for allocatable and capacity, then the RDMA / SR-IOV device "
         "plugin pod on the node and its log (a restart that found no devices, a changed selector, rails renamed "
         "under it). Owner: the Network Operator (device plugin)."),
+    "RailIntentMismatch": (
+        "Read the object and field in the evidence against the node (`railscope doctor` on it): a template written "
+        "for another platform's PCI layout, a rename that needs the reboot the NicDevice waits for, or a VF count "
+        "something else set. Fix the object or the node, then `railscope rollout --node NODE`. Owner: whoever "
+        "owns the operator's custom resources."),
+    "OperatorConfigConflict": (
+        "Make one owner of each setting: `disablePlugins: [mellanox]` in the SriovOperatorConfig when the NIC "
+        "Configuration Operator manages the NICs, `numVfs: 1` with `spectrumXOptimized`, a released chart instead "
+        "of a `-beta` one. Owner: the cluster's operator deployment."),
 }
 
 #: code -> its rule: when railscope raises it (DESIGN §4). Rows for codes not raised yet wait for them.
@@ -275,6 +291,14 @@ CODE_RULES: dict[str, str] = {
     "PfcPeerMismatch": ("the rail's LLDP peer advertises PFC on other priorities than the rail's lossless priority, or "
                         "PFC off where the rail has it on (or the reverse)"),
     "RailPeerMismatch": "--cabling names another leaf or port for the rail than its LLDP neighbour (miscabled after a repair)",
+    "RailIntentMismatch": ("the operator's intent for the node (the NicInterfaceNameTemplate's PCI → rail mapping, a "
+                           "NicDevice's `InterfaceNameApplied=True` port name, the SriovNetworkNodeState's `interfaces`: "
+                           "numVfs, eSwitchMode, mtu) disagrees with what the node's agent reports at that PCI address; "
+                           "the object and field in the evidence"),
+    "OperatorConfigConflict": ("the operators' objects contradict each other or the guide's rules: the SR-IOV "
+                               "operator's mellanox plug-in enabled (no `mellanox` in `disablePlugins`) while "
+                               "NicConfigurationTemplates exist, `spectrumXOptimized` with `numVfs != 1`, a `-beta` "
+                               "`helm.sh/chart` version"),
 }
 
 #: code -> what a finding's subject names (DESIGN §4), so that one finding maps to one alert.
@@ -314,6 +338,8 @@ CODE_SUBJECTS: dict[str, str] = {
     "FirmwareStoredUnreadable": "the PF's devlink handle (`pci/0000:1a:00.1`)",
     "PfcPeerMismatch": "the expected rail netdev name (`net_rail1`)",
     "RailPeerMismatch": "the expected rail netdev name (`net_rail1`)",
+    "RailIntentMismatch": "the rail netdev (the PF's PCI address where the node has no netdev there)",
+    "OperatorConfigConflict": "the object, `<kind>/<namespace>/<name>`",
 }
 
 

@@ -15,7 +15,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.findings import CODE_RULES, CODE_SUBJECTS, CODES, NEXT_STEPS  # noqa: E402
+from agent.findings import CLUSTER_CODES, CODE_RULES, CODE_SUBJECTS, CODES, NEXT_STEPS  # noqa: E402
+
+#: the node's codes, then those judged from the cluster's objects (railscope rollout, the collector)
+ALL_CODES = {**CODES, **CLUSTER_CODES}
 
 DOC = ROOT / "docs" / "codes.md"
 
@@ -28,7 +31,7 @@ def anchor(code: str) -> str:
 def render() -> str:
     missing = {c: [name for name, table in (("NEXT_STEPS", NEXT_STEPS), ("CODE_RULES", CODE_RULES),
                                             ("CODE_SUBJECTS", CODE_SUBJECTS)) if not table.get(c)]
-               for c in CODES}
+               for c in ALL_CODES}
     missing = {c: m for c, m in missing.items() if m}
     if missing:
         raise SystemExit(f"agent/findings.py: codes without an entry: {missing}")
@@ -38,10 +41,11 @@ def render() -> str:
            "differs. Edit the tables, then run the script. `railscope doctor`, `railscope report`, the",
            "collector's pages and the alerts' `runbook` links show the same next steps.", "",
            "| code | default severity | subject |", "|---|---|---|"]
-    out += [f"| [`{c}`](#{anchor(c)}) | {sev} | {CODE_SUBJECTS[c]} |" for c, sev in CODES.items()]
-    for c, sev in CODES.items():
+    out += [f"| [`{c}`](#{anchor(c)}) | {sev} | {CODE_SUBJECTS[c]} |" for c, sev in ALL_CODES.items()]
+    for c, sev in ALL_CODES.items():
         out += ["", f"## {c}", "",
-                f"- **Default severity:** {sev}",
+                f"- **Default severity:** {sev}" + (" (judged from the cluster's objects: `railscope rollout`, "
+                                                    "the collector)" if c in CLUSTER_CODES else ""),
                 f"- **Rule:** {CODE_RULES[c]}",
                 f"- **Subject:** {CODE_SUBJECTS[c]}",
                 f"- **Next step:** {NEXT_STEPS[c]}"]

@@ -61,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.before == LIVE and args.after == LIVE:
         return _fail("BEFORE and AFTER cannot both be live")
+    from agent.commands.snapshot import is_snapshot
+
+    if is_snapshot(args.before) or is_snapshot(args.after):
+        return _cluster(args)
     try:
         exp, table = judged_by(args)
     except ValueError as exc:
@@ -109,3 +113,29 @@ def run(args: argparse.Namespace) -> int:
             if j is not None:
                 sys.stdout.write(f"{part} judged with: {safe(j.words())}\n")
     return result.exit_status(args.fail_on)
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    """Two cluster snapshots (``railscope snapshot --cluster``): what regressed and what changed."""
+    from agent.analysis.cluster_diff import cluster_diff
+    from agent.commands.snapshot import SnapshotError, is_snapshot, read_snapshot
+    from agent.report.terminal import safe
+
+    if not (is_snapshot(args.before) and is_snapshot(args.after)):
+        return _fail("a cluster snapshot is compared with another cluster snapshot only")
+    try:
+        d = cluster_diff(read_snapshot(args.before), read_snapshot(args.after))
+    except (SnapshotError, OSError, ValueError) as exc:
+        return _fail(str(exc))
+    if args.json:
+        json.dump(d.as_json(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for item in d.regressions:
+            print(safe(f"REGRESSION {item.kind:<11} {item.message}"))
+        for item in d.changes:
+            print(safe(f"change     {item.kind:<11} {item.message}"))
+        print(f"{len(d.regressions)} regression(s), {len(d.changes)} change(s)")
+    if args.fail_on == "never":
+        return 0
+    return 1 if d.regressions or (args.fail_on == "change" and d.changes) else 0

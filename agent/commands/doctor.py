@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from agent.commands.common import (
     add_expectation_flags,
@@ -82,6 +83,36 @@ def not_judged(exp: Expectations) -> list[str]:
     ) if value is None]
 
 
+#: The incident's cluster slice the collector stores beside the incident's bundles (collector/cluster/slice.py).
+CLUSTER_SLICE = "cluster.tar.gz"
+
+
+def with_cluster_slice(diag: Any, source: str) -> Any:
+    """``diag`` with the operators' intent against it (RailIntentMismatch, OperatorConfigConflict) where the
+    incident's cluster slice lies beside the bundle; else ``diag`` as it is. ``ValueError`` for a slice that
+    does not verify."""
+    import dataclasses
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(source.rstrip("/"))), CLUSTER_SLICE)
+    if not os.path.isfile(path) or not diag.node:
+        return diag
+    from agent.analysis.cluster_diff import view_of
+    from agent.analysis.intent import intent_findings
+    from agent.commands.snapshot import SnapshotError, read_snapshot
+    from agent.findings import Finding
+
+    try:
+        manifest, objects = read_snapshot(path)
+    except (SnapshotError, OSError) as exc:
+        raise ValueError(f"the incident's cluster slice {path}: {exc}") from None
+    found = intent_findings(view_of(objects, manifest), {diag.node: diag.as_json()}, only=diag.node)
+    if not found:
+        return diag
+    return dataclasses.replace(diag, findings=tuple(sorted((*diag.findings, *found), key=Finding.sort_key)),
+                               notes=(*diag.notes, f"judged against the incident's cluster slice {path}"))
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         exp, table = judged_by(args)
@@ -112,6 +143,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         host.close()
     diag, snap = got.diagnosis, got.snapshot
+    if args.source is not None:
+        try:
+            diag = with_cluster_slice(diag, args.source)
+        except ValueError as exc:
+            return _fail(str(exc))
 
     if args.json:
         from agent.report.jsondoc import strict_json

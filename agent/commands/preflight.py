@@ -10,11 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import ssl
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +84,12 @@ def register(p: argparse.ArgumentParser) -> None:
                         "account (skipped when there is none).")
     p.add_argument("--api-token-file", default=env_default("api-token-file", None), metavar="FILE",
                    help="Bearer token file for --api-server. Default: none.")
+    p.add_argument("--rollout", action="store_true",
+                   help="Also require this node's rollout verdict (`railscope rollout --node`) to be converged: "
+                        "the operators' objects read from the API server (--api-server, or in-cluster), one LIST "
+                        "per kind. Default: not judged.")
+    p.add_argument("--namespace", default=env_default("namespace", "nvidia-network-operator"), metavar="NS",
+                   help="With --rollout: the operators' namespace. Default: nvidia-network-operator.")
     add_expectation_flags(p)
     # the node's own read: the firmware reads doctor and the agent keep off a device keep off it here too
     add_scope_flag(p)
@@ -104,28 +107,33 @@ class Check:
 
 def _resources(args: argparse.Namespace, node: str | None) -> Check:
     if not args.api_server and not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        # not in a pod: spare the import of the agent service (aiohttp) a whole process would pay
+        # not in a pod: spare the import of the Kubernetes client (aiohttp) a whole process would pay
         return Check("resources", "skip", "no API server (not in a pod; --api-server)")
-    from agent.detectors.rail_resources import parse_allocatable
-    from agent.service.maintenance import ApiConfig
+    import asyncio
 
-    if args.api_server:
-        cfg: ApiConfig | None = ApiConfig(args.api_server, args.api_token_file)
-    else:
-        cfg = ApiConfig.in_cluster()
-    if cfg is None:
+    from agent.clients.kubernetes import KubeClient, KubeConfig, KubeError
+    from agent.detectors.rail_resources import parse_allocatable
+
+    try:
+        # The token file keeps this check's rule of before: read as it is (the agent's ServiceAccount token
+        # and a copy of it are group-readable where the chart does not set a mode).
+        cfg = (KubeConfig(args.api_server, args.api_token_file, owner_only=False) if args.api_server
+               else KubeConfig.in_cluster())
+    except KubeError:
         return Check("resources", "skip", "no API server (not in a pod; --api-server)")
     if not node:
         return Check("resources", "skip", "no node name (--node)")
     patterns = tuple(x.strip() for x in str(args.rail_resources).split(",") if x.strip())
-    url = cfg.base_url.rstrip("/") + "/api/v1/nodes/" + urllib.parse.quote(node, safe="")
+
+    async def get() -> Any:
+        async with KubeClient(cfg, timeout=10) as client:
+            return await client.get_json("/api/v1/nodes/" + urllib.parse.quote(node, safe=""))
+
     try:
-        req = urllib.request.Request(url, headers=cfg.headers())
-        ctx: ssl.SSLContext | None = cfg.ssl_context()
-        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
-            obj: Any = json.loads(resp.read(4 << 20))
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return Check("resources", "FAIL", f"GET node {node}: {exc}")
+        obj: Any = asyncio.run(get())
+    except KubeError as exc:
+        what = f"HTTP Error {exc.status}: {exc.reason}" if exc.status else exc.message or str(exc)
+        return Check("resources", "FAIL", f"GET node {node}: {what}")
     alloc = parse_allocatable(obj if isinstance(obj, dict) else {}, patterns)
     if not alloc:
         return Check("resources", "skip", f"node {node} lists no resource matching {','.join(patterns)}")
@@ -133,6 +141,42 @@ def _resources(args: argparse.Namespace, node: str | None) -> Check:
     if zero:
         return Check("resources", "FAIL", f"0 allocatable: {', '.join(zero)} (the device plugin advertises no rails)")
     return Check("resources", "ok", ", ".join(f"{k}={v}" for k, v in sorted(alloc.items())))
+
+
+def _rollout(args: argparse.Namespace, node: str | None) -> Check:
+    """The node's own convergence verdict (DESIGN §9), as ``railscope rollout --node`` gives it."""
+    import asyncio
+    import time
+
+    from agent.analysis.rollout import judge
+    from agent.clients.cluster import ClusterWatch
+    from agent.clients.kubernetes import KubeClient, KubeConfig, KubeError
+
+    if not node:
+        return Check("rollout", "skip", "no node name (--node)")
+    try:
+        cfg = (KubeConfig(args.api_server, args.api_token_file, owner_only=False) if args.api_server
+               else KubeConfig.in_cluster())
+    except KubeError:
+        return Check("rollout", "FAIL", "no API server (not in a pod; --api-server)")
+
+    async def verdict() -> Any:
+        async with KubeClient(cfg) as client:
+            watch = ClusterWatch(client, args.namespace, node=node)
+            await watch.sync()
+        return judge(watch.view, time.time(), only=node)
+
+    try:
+        result = asyncio.run(verdict())
+    except KubeError as exc:
+        return Check("rollout", "FAIL", f"the API server: {exc}")
+    if not result.nodes:
+        return Check("rollout", "FAIL", f"no node {node} in the cluster")
+    v = result.nodes[0]
+    if v.verdict == "converged":
+        return Check("rollout", "ok", "converged" + (f" (skipped, not in this cluster: {', '.join(result.skipped)})"
+                                                     if result.skipped else ""))
+    return Check("rollout", "FAIL", f"{v.verdict}: {v.step}: {v.reason}")
 
 
 def _verdicts(diag: Any, exp: Any, snap: Any) -> list[Check]:
@@ -214,6 +258,8 @@ def run(args: argparse.Namespace) -> int:
     checks = _verdicts(diag, now_exp, snap)
     node = args.node or diag.node
     checks.append(_resources(args, node))
+    if args.rollout:
+        checks.append(_rollout(args, node))
     if before is not None:
         from agent.analysis.diff import Side, diff
 

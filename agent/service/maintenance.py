@@ -26,18 +26,16 @@ agent logs, counts and captures on like a detector's.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import aiohttp
 from aiohttp import web
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -156,16 +154,19 @@ class NodeWatch:
 
     async def run(self) -> None:
         """Watch until cancelled; errors back off exponentially (with jitter) and never end the loop."""
+        from agent.clients.kubernetes import Gone, KubeClient, KubeConfig, KubeError
+
         backoff = BACKOFF_MIN_S
         gone = 0
-        timeout = aiohttp.ClientTimeout(total=None, connect=10, sock_read=WATCH_TIMEOUT_S + 30)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        # The token is read as it is mounted (the kubelet's, group-readable by default), on every request.
+        cfg = KubeConfig(self.config.base_url, self.config.token_path, self.config.ca_path, owner_only=False)
+        async with KubeClient(cfg, timeout=10) as client:
             while True:
                 try:
                     if self.resource_version is None:
-                        await self._get(session)
+                        await self._get(client)
                     started = time.monotonic()
-                    await self._watch(session)
+                    await self._watch(client)
                     gone = 0
                     backoff = BACKOFF_MIN_S  # a watch that ran to its timeout is a success
                     if time.monotonic() - started >= BACKOFF_MIN_S:
@@ -173,12 +174,12 @@ class NodeWatch:
                     # A server that ends every watch at once must not turn this into a busy loop.
                 except asyncio.CancelledError:
                     raise
-                except _Gone:
+                except (_Gone, Gone):
                     self.resource_version = None
                     gone += 1
                     if gone == 1:
                         continue  # the usual case: the version aged out while the watch was idle
-                except (aiohttp.ClientError, TimeoutError, OSError, ValueError, WatchError) as exc:
+                except (KubeError, TimeoutError, OSError, ValueError, WatchError) as exc:
                     self.errors += 1
                     self.synced = False
                     self.resource_version = None
@@ -187,36 +188,17 @@ class NodeWatch:
                 await self._sleep(backoff * (0.5 + self._rng.random()))
                 backoff = min(BACKOFF_MAX_S, backoff * 2)
 
-    def _url(self, path: str) -> str:
-        return self.config.base_url.rstrip("/") + path
-
-    async def _get(self, session: aiohttp.ClientSession) -> None:
-        url = self._url(f"/api/v1/nodes/{quote(self.node, safe='')}")
-        async with session.get(url, headers=self.config.headers(), ssl=self.config.ssl_context()) as resp:
-            if resp.status != 200:
-                raise WatchError(f"GET node {self.node}: HTTP {resp.status}")
-            body = bytearray()
-            async for chunk in resp.content.iter_any():
-                body.extend(chunk)
-                if len(body) > MAX_LINE_BYTES:
-                    raise WatchError(f"GET node {self.node}: the object is larger than {MAX_LINE_BYTES} bytes")
-            obj = json.loads(body)
+    async def _get(self, client: Any) -> None:
+        obj = await client.get_json(f"/api/v1/nodes/{quote(self.node, safe='')}", max_bytes=MAX_LINE_BYTES)
         if not isinstance(obj, dict):
             raise WatchError(f"GET node {self.node}: not an object")
         self._apply(obj)
 
-    async def _watch(self, session: aiohttp.ClientSession) -> None:
-        params = {"fieldSelector": f"metadata.name={self.node}", "watch": "true",
-                  "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_TIMEOUT_S),
-                  "resourceVersion": self.resource_version or ""}
-        async with session.get(self._url("/api/v1/nodes"), params=params, headers=self.config.headers(),
-                               ssl=self.config.ssl_context()) as resp:
-            if resp.status == 410:
-                raise _Gone("410 Gone")
-            if resp.status != 200:
-                raise WatchError(f"watch node {self.node}: HTTP {resp.status}")
-            async for line in _lines(resp.content):
-                self._on_event(json.loads(line))
+    async def _watch(self, client: Any) -> None:
+        params = {"fieldSelector": f"metadata.name={self.node}", "allowWatchBookmarks": "true",
+                  "timeoutSeconds": str(WATCH_TIMEOUT_S), "resourceVersion": self.resource_version or ""}
+        async for ev in client.stream("/api/v1/nodes", params, timeout=WATCH_TIMEOUT_S + 30):
+            self._on_event(ev)
 
     def _on_event(self, ev: Any) -> None:
         if not isinstance(ev, dict) or not isinstance(ev.get("object"), dict):
@@ -256,25 +238,6 @@ class NodeWatch:
         rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
         if isinstance(rv, str) and rv:
             self.resource_version = rv
-
-
-async def _lines(stream: aiohttp.StreamReader) -> AsyncIterator[bytes]:
-    """Newline-separated watch events, each bounded (aiohttp's readline caps lines far lower)."""
-    buf = bytearray()
-    async for chunk in stream.iter_any():
-        buf.extend(chunk)
-        while True:
-            nl = buf.find(b"\n")
-            if nl < 0:
-                break
-            line = bytes(buf[:nl]).strip()
-            del buf[:nl + 1]
-            if line:
-                yield line
-        if len(buf) > MAX_LINE_BYTES:
-            raise WatchError(f"a watch event larger than {MAX_LINE_BYTES} bytes")
-    if buf.strip():
-        yield bytes(buf).strip()
 
 
 class MaintenanceMetrics:

@@ -225,3 +225,7 @@ FULL_AGENT = {
     "kernelTable": [{"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020",
                      "source": "site validation 2026-11"}],
 }
+
+#: The collector turned on with the least it needs (a store, the token Secret, TLS).
+COLLECTOR_ON = {"collector": {"enabled": True, "store": "s3://railscope-bundles/prod", "tokenSecret": "railscope-tokens",
+                              "tls": {"secret": "railscope-collector-tls"}}}

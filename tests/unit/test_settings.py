@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from agent.cli import build_parser
-from agent.commands import collector as collector_command
 from agent.commands import agent as agent_command
+from agent.commands import collector as collector_command
 from agent.commands.common import SCOPE
 from agent.config import EXPECTATION_FLAGS, AgentSettings, Expectations, ReadConfig, Thresholds
 from agent.expectations import TABLE as EXPECTATIONS

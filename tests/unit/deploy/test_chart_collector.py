@@ -11,6 +11,7 @@ import pytest
 
 from tests.support import script
 from tests.support.chart import CHART, K8S_VERSIONS, NAMESPACE, kebab, kinds, render
+from tests.support.chart import COLLECTOR_ON as ON
 
 import kubernetes_validate  # isort: skip
 import helm_python as helm  # isort: skip
@@ -18,8 +19,6 @@ import helm_python as helm  # isort: skip
 from agent.cli import build_parser
 from agent.commands.collector import TABLE, settings_from_args
 
-ON = {"collector": {"enabled": True, "store": "s3://railscope-bundles/prod", "tokenSecret": "railscope-tokens",
-                   "tls": {"secret": "railscope-collector-tls"}}}
 #: Flags the chart fixes instead of exposing under collector.flags, as the collector's settings table declares them.
 FIXED = {s.flag for s in TABLE if s.chart in ("fixed", "none")}
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.commands import collector as collector_command
 from agent.commands import agent as agent_command
+from agent.commands import collector as collector_command
 from agent.expectations import TABLE as EXPECTATIONS
 from agent.settings import Setting, duration, duration_or_zero, size
 from tests.support.chart import CHART, FULL_AGENT, container, render
