@@ -171,6 +171,13 @@ def _alert_flags(p: argparse.ArgumentParser) -> None:
                         "them under no_recent_agent. Default: 3.")
     c.add_argument("--capture-no-agent-ttl", type=_duration, default=env_default("capture-no-agent-ttl", "5m"),
                    help="A capture request for a node without a recent agent expires after this. Default: 5m.")
+    c.add_argument("--fabric-window", type=_duration, default=env_default("fabric-window", "5m"),
+                   help="Rail alerts naming the same leaf (peer_system) within this window are one fabric event "
+                        "and one incident, whatever Alertmanager's grouping. Default: 5m.")
+    c.add_argument("--fabric-hold", type=duration_or_zero, default=env_default("fabric-hold", "30s"),
+                   help="A rail alert naming its leaf waits this long before its capture is decided, so the other "
+                        "nodes' alerts of the event arrive first (Alertmanager's group_wait); 0 decides at once. "
+                        "Default: 30s.")
 
 
 def _alert_limits(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -184,7 +191,8 @@ def _alert_limits(args: argparse.Namespace):  # type: ignore[no-untyped-def]
                        request_ttl_s=float(args.request_ttl),
                        agent_recent_s=float(args.capture_agent_recent),
                        absent_max_in_flight=int(args.capture_no_agent_max_in_flight),
-                       absent_ttl_s=float(args.capture_no_agent_ttl))
+                       absent_ttl_s=float(args.capture_no_agent_ttl),
+                       fabric_window_s=float(args.fabric_window), fabric_hold_s=float(args.fabric_hold))
 
 
 def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
