@@ -28,7 +28,7 @@ _NAME = re.compile(r"\brailscope[_:][a-zA-Z0-9_:]*")
 
 
 #: the dashboard's variables as Grafana sends them with "All" selected, and its interval macros
-VARIABLES = {"$cluster": ".*", "$node": ".*", "$rail": ".*", "$prio": "3", "$collector_job": ".*railscope.*collector.*",
+VARIABLES = {"$cluster": ".*", "$node": ".*", "$rail": ".*", "$leaf": ".*", "$prio": "3", "$collector_job": ".*railscope.*collector.*",
              "$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m"}
 
 
@@ -113,7 +113,7 @@ def test_the_dashboard_covers_the_views() -> None:
     dash = dashboard()
     titles = [p["title"] for p in dash["panels"]]
     for want in ("Worst state per rail", "Findings by code", "Representors against VFs", "Carrier losses",
-                 "Captures by trigger", "Collector ingest", "Collector requests refused"):
+                 "Captures by trigger", "Collector ingest", "Collector requests refused", "Leaf view"):
         assert any(t.startswith(want) for t in titles), want
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
