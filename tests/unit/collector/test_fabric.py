@@ -193,3 +193,44 @@ def test_truncated_alerts_are_accepted_and_counted(tmp_path: Path) -> None:
 def test_a_bad_truncated_alerts_value_is_no_reason_to_refuse(value: object) -> None:
     hook = parse_webhook(payload([alert("n1")], truncatedAlerts=value))
     assert hook.truncated == 0 and len(hook.alerts) == 1
+
+
+def test_the_incident_and_fabric_pages_name_the_leaf_its_culprit_and_victims(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from collector_helpers import AGENT_TOKEN, HELLO, OPERATOR_TOKEN, body, post
+    from test_collector_pages import basic, bundle_of, fetch
+
+    leaf = "leaf-a07<script>"
+    group = [rail_alert("gpu-node-017", leaf, name="RailscopePfcStorm", port="swp17")]
+    group += [rail_alert(f"gpu-{n:03d}", leaf, name="RailscopeRailPausedByPeer", severity="warning", direction="rx",
+                         port=f"swp{n}") for n in range(5)]
+    settings = replace(local_settings(tmp_path), alerts=AlertLimits(fabric_hold_s=0))
+
+    async def go():
+        async with running(settings) as (url, _col):
+            status, doc = await _alerts(url, payload(group, key='{}:{alertname=~".*"}'))
+            assert status == 200, doc
+            (incident,) = {q["incident"] for q in doc["queued"]}
+            status, _text, _h = await fetch(url, "/ui/fabric")
+            assert status == 401
+            status, fabric_page, _h = await fetch(url, "/ui/fabric", basic(OPERATOR_TOKEN))
+            assert status == 200
+            status, up, _ = await post(url, body(replace(HELLO, incident=incident), bundle_of("rail-link-down")),
+                                       token=AGENT_TOKEN)
+            assert status == 200, up
+            _s, linked, _h = await fetch(url, "/ui/fabric", basic(OPERATOR_TOKEN))
+            _s, page, _h = await fetch(url, f"/ui/incidents/prod-east/2026-12-01/{incident}", basic(OPERATOR_TOKEN))
+            return doc, incident, fabric_page, linked, page
+
+    doc, incident, fabric_page, linked, page = run(go())
+    assert incident.startswith("fabric-leaf-leaf-a07-script-") and doc["fabric"][0]["event"] == f"leaf {leaf}"
+    for text in (fabric_page, page):
+        assert "leaf leaf-a07&lt;script&gt;" in text and "<script>" not in text
+        assert re.search(r"Culprit</b> \(sends pause, storms\): <span class=mono>gpu-node-017</span>", text)
+        assert re.search(r"Victims</b> \(paused by the leaf\): <span class=mono>gpu-000, gpu-001, gpu-002, "
+                         r"gpu-003, gpu-004</span>", text)
+        assert "<b>6</b> nodes' rails degraded together" in text
+    assert "no bundle stored yet" in fabric_page
+    assert f'href="/ui/incidents/prod-east/2026-12-01/{incident}"' in linked
+    assert page.index("<h2>Fabric</h2>") < page.index("<h2>Fleet view</h2>")
