@@ -280,7 +280,11 @@ def bench_alertmanager(n_plane: int) -> dict:
                 took = time.monotonic() - t0
                 got = [json.loads(p.read_text()) for p in (store / "_requests").rglob("*.json")] \
                     if (store / "_requests").exists() else []
+                hwm = next((int(line.split()[1]) / 1024 for line in
+                            Path(f"/proc/{col.proc.pid}/status").read_text().splitlines()
+                            if line.startswith("VmHWM:")), 0.0) if col.proc else 0.0
                 out[label] = {"alerts": len(nodes), "webhooks_held": log.count("'held': 1"),
+                              "collector_peak_rss_mib": round(hwm, 1),
                               "decided_after_hold": decided, "incidents": sorted({r["incident"] for r in got}),
                               "requests": len(got), "wall_s": round(took, 1)}
             finally:

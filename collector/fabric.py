@@ -409,15 +409,19 @@ class Ledger:
     """The rail signals of recent alerts, bounded: what one collector replica correlates.
 
     A resend of the same alert (same node, rail, leaf, code) updates its entry, never adds one; an entry
-    unseen for two windows is dropped, and past ``max_signals`` the stalest go first. Each replica keeps
+    unseen for ``keep_s`` is dropped (longer than Alertmanager's default ``repeat_interval``, 4h, so a
+    resend of a long fault finds its event again rather than an incident of its own), and past
+    ``max_signals`` the stalest go first. Each replica keeps
     its own: an event's incident id depends only on its leaf or plane and window, so replicas that each
     see part of an event's alerts still file them under one incident (a small event split between
     replicas may fall under the thresholds on each).
     """
 
-    def __init__(self, config: FabricConfig | None = None, max_signals: int = 200_000) -> None:
+    def __init__(self, config: FabricConfig | None = None, max_signals: int = 200_000,
+                 keep_s: float = 6 * 3600.0) -> None:
         self.config = config or FabricConfig()
         self.max_signals = max_signals
+        self.keep_s = keep_s
         #: (node, rail, leaf, code) -> (signal, first seen, last seen) by the clock of observe()
         self._signals: dict[tuple[str, str, str, str], tuple[Signal, float, float]] = {}
         self._corr: Correlation | None = None
@@ -441,7 +445,7 @@ class Ledger:
             self.prune(now)
 
     def prune(self, now: float) -> None:
-        horizon = now - 2 * self.config.window_s
+        horizon = now - max(2 * self.config.window_s, self.keep_s)
         stale = [k for k, (_s, _f, last) in self._signals.items() if last < horizon]
         if len(self._signals) - len(stale) > self.max_signals:
             rest = sorted((v[2], k) for k, v in self._signals.items() if v[2] >= horizon)

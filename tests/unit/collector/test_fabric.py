@@ -168,11 +168,27 @@ def test_incident_ids_are_key_parts_whatever_the_leaf_is_called() -> None:
 
 
 def test_the_ledger_is_bounded_and_forgets_old_alerts() -> None:
-    led = Ledger(FabricConfig(window_s=60), max_signals=1000)
+    led = Ledger(FabricConfig(window_s=60), max_signals=1000, keep_s=3600)
     led.observe((Signal(f"n{i}", "0", NOW, leaf=f"l{i % 7}") for i in range(5000)), NOW)
     assert len(led) <= 1000
-    led.prune(NOW + 121)
+    led.prune(NOW + 3000)
+    assert len(led) == 1000  # Alertmanager resends a firing group within its repeat_interval
+    led.prune(NOW + 3601)
     assert len(led) == 0
+
+
+def test_a_resend_hours_later_finds_its_fabric_incident_and_captures_nothing_new() -> None:
+    bodies = per_node([rail_alert(f"gpu-{n:03d}", "leaf-a07") for n in range(64)])
+    stored, _d, desk = through_desk(bodies, LIMITS)
+    later = NOW + 4 * 3600  # Alertmanager's default repeat_interval
+    desk.ledger.prune(later)
+    again = []
+    for b in bodies:
+        hook = parse_webhook(b)
+        desk.observe(hook, later)
+        again.append(desk.decide(hook, [r.done(r.bundle or "k", NOW + 60) for r in stored], later))
+    assert not any(d.queue for d in again)
+    assert {s.reason for d in again for s in d.skipped} == {"exists", "incident_cap"}
 
 
 def test_truncated_alerts_are_accepted_and_counted(tmp_path: Path) -> None:
