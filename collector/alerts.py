@@ -435,7 +435,7 @@ class FabricDesk:
                                           plane_min_leaves=limits.plane_min_leaves))
         self.metrics = metrics
         self.max_held = max_held
-        #: group key -> (the latest payload of the group, when it may be decided)
+        #: group key -> (the latest payload of the group, when it was first held)
         self.held: dict[str, tuple[Webhook, float]] = {}
 
     def observe(self, hook: Webhook, now: float) -> None:
@@ -466,14 +466,15 @@ class FabricDesk:
         return bool(firing) and all("incident" not in a.labels and held(a) for a in firing)
 
     def decide(self, hook: Webhook, existing: Iterable[CaptureRequest], now: float,
-               agents: Mapping[str, float] | None = None) -> Decision:
+               agents: Mapping[str, float] | None = None, fabric: Correlation | None = None) -> Decision:
         """:func:`decide` with this replica's correlation; a payload with held alerts is kept for later."""
         held = self.holds(now) if len(self.held) < self.max_held or hook.group_key in self.held else None
         # While an event's alerts arrive each is held, and nothing is correlated: the correlation runs
         # once they are decided, and once for all the payloads released together.
-        d = decide(hook, existing, now, self.limits, agents, self.ledger.correlation, held)
+        d = decide(hook, existing, now, self.limits, agents, fabric or self.ledger.correlation, held)
         if any(s.reason == "held" for s in d.skipped):
-            self.held[hook.group_key] = (hook, now + self.limits.fabric_hold_s)
+            first = self.held.get(hook.group_key, (hook, now))[1]
+            self.held[hook.group_key] = (hook, first)
         else:
             self.held.pop(hook.group_key, None)
         if self.metrics is not None:
@@ -481,7 +482,20 @@ class FabricDesk:
         return d
 
     def due(self, now: float) -> list[Webhook]:
-        return [h for h, at in self.held.values() if at <= now]
+        """The held payloads to decide now: held ``fabric_hold_s`` and either the ledger has been quiet
+        for half of that (the event stopped growing), or their rail alerts already belong to a fabric
+        event, or they waited four holds (an event that keeps growing is decided anyway)."""
+        hold = self.limits.fabric_hold_s
+        ripe = [(h, at) for h, at in self.held.values() if at + hold <= now]
+        if not ripe or now - self.ledger.last_new >= hold / 2:
+            return [h for h, _at in ripe]
+        corr = self.ledger.correlation()
+
+        def placed(h: Webhook) -> bool:
+            sigs = _signals(h)
+            return bool(sigs) and all(corr.event_of(s) is not None for s in sigs)
+
+        return [h for h, at in ripe if at + 4 * hold <= now or placed(h)]
 
     def gauges(self) -> None:
         if self.metrics is None:
@@ -504,8 +518,11 @@ class FabricDesk:
         await board.refresh()
         agents = await board.agents_seen()
         queued = 0
+        # One correlation for the whole batch: webhooks arriving meanwhile must not make each decision
+        # correlate again (they are held, and decided with the next batch).
+        corr = self.ledger.correlation()
         for hook in due:
-            d = self.decide(hook, board.all(), time.time(), agents)
+            d = self.decide(hook, board.all(), time.time(), agents, corr)
             queued += await _queue(board, d)
             _log(hook, d, "after the fabric hold")
         self.gauges()

@@ -286,6 +286,7 @@ class Correlation:
     events: list[Event]
     _by_leaf: dict[tuple[str, int], Event] = field(default_factory=dict)
     _by_batch: dict[tuple[str, int], Event] = field(default_factory=dict)
+    _by_plane: dict[tuple[str, int], Event] = field(default_factory=dict)
 
     @property
     def top(self) -> list[Event]:
@@ -293,10 +294,13 @@ class Correlation:
         return sorted((e for e in self.events if e.parent is None), key=lambda e: (-e.nodes, e.kind, e.key))
 
     def event_of(self, s: Signal) -> Event | None:
-        """The outermost event ``s`` belongs to (a plane before its leaf), or None: a rail alone."""
+        """The outermost event ``s`` belongs to (a plane before its leaf), or None: a rail alone.
+
+        A rail of a plane whose event is open belongs to it even where its own leaf has shown too few
+        nodes yet: the whole plane degraded."""
         b = int(s.t // self.config.window_s)
-        for table, key in ((self._by_batch, s.batch), (self._by_leaf, s.leaf)):
-            if not key:
+        for table, key in ((self._by_batch, s.batch), (self._by_leaf, s.leaf), (self._by_plane, s.plane)):
+            if not key and table is not self._by_plane:
                 continue
             for bucket in (b, b - 1):
                 ev = table.get((key, bucket))
@@ -400,6 +404,7 @@ def correlate(signals: Iterable[Signal], config: FabricConfig | None = None,
                 worst += [(_RANK.get(m[4], 0), m) for m in e.members]
             pe.nodes = len(pe.node_rank)
             _name_sides(pe)
+            corr._by_plane[(plane, start)] = corr._by_plane[(plane, start + 1)] = pe
             pe.members = [m for _r, m in sorted(worst, key=lambda x: (-x[0], x[1][0]))[:KEEP]]
             events.append(pe)
     return corr
@@ -425,6 +430,8 @@ class Ledger:
         #: (node, rail, leaf, code) -> (signal, first seen, last seen) by the clock of observe()
         self._signals: dict[tuple[str, str, str, str], tuple[Signal, float, float]] = {}
         self._corr: Correlation | None = None
+        #: when a signal not seen before last arrived (the event still growing)
+        self.last_new = float("-inf")
 
     def __len__(self) -> int:
         return len(self._signals)
@@ -436,6 +443,7 @@ class Ledger:
             if old is None:
                 self._signals[k] = (s, now, now)
                 self._corr = None
+                self.last_new = max(self.last_new, now)
             else:
                 keep = old[0] if old[0].t <= s.t and old[0].rank >= s.rank else s
                 if keep is not old[0]:
