@@ -13,6 +13,12 @@ group posted ten times queues once, and the limits can be counted exactly in a t
 - Bounded: a cooldown per node (across incidents), a cluster-wide cap on requests in flight, a cap
   per incident (the worst few by severity plus a deterministic sample of the rest; the others are
   named in the answer, to capture on demand), a rate limit per alert name, and a kill switch.
+- Fabric events (``collector.fabric``): rail alerts that name their leaf (``peer_system``, joined on
+  by the shipped rules) are correlated across webhooks; the alerts of one leaf or plane event are one
+  incident (``fabric-<leaf|plane>-…``) whatever Alertmanager's grouping, and its captures are the worst
+  few and a sample of the whole event's nodes. Such an alert is held ``fabric_hold_s`` first (the skip
+  reason ``held``), so the other nodes' webhooks of the event arrive before its incident is decided.
+- ``truncatedAlerts`` (Alertmanager's ``max_alerts``) is accepted and counted, never refused.
 - Nodes whose agent has not polled recently (the poll markers of ``RequestBoard.mark_polled``) never
   hold the cluster's cap: they share a small cap of their own, their requests expire soon, and the
   answer names them (``no_recent_agent``).
@@ -20,11 +26,12 @@ group posted ten times queues once, and the limits can be counted exactly in a t
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -36,8 +43,10 @@ from proto.keys import KeyPartError, check_part
 from . import limits as limits_mod
 from .config import AlertLimits
 from .errors import Refused
+from .fabric import Correlation, Event, FabricConfig, Ledger, Signal, choose, signal_of_alert
+from .metrics import CollectorMetrics
 from .requests import CaptureRequest, check_params, request_for
-from .state import BOARD, LIMITS, STATE
+from .state import BOARD, FABRIC, LIMITS, STATE
 from .storage import StoreError
 
 log = logging.getLogger("railscope.collector.alerts")
@@ -87,6 +96,8 @@ class Webhook:
     receiver: str
     alerts: tuple[Alert, ...]
     common_labels: Mapping[str, str] = field(default_factory=dict)
+    #: alerts Alertmanager left out of this payload (its ``max_alerts``)
+    truncated: int = 0
 
 
 def _time(value: Any, what: str) -> float:
@@ -157,8 +168,12 @@ def parse_webhook(body: bytes) -> Webhook:
     if status not in ("firing", "resolved"):
         raise WebhookError(400, "bad_alert", "status must be firing or resolved")
     receiver = doc.get("receiver") if isinstance(doc.get("receiver"), str) else ""
+    # Alertmanager's webhook_config max_alerts cuts the list and says how many it left out: the group
+    # is still an incident (the rest arrive with later notifications or on demand), so never refused.
+    truncated = doc.get("truncatedAlerts", 0)
+    truncated = truncated if type(truncated) is int and 0 <= truncated < 1 << 31 else 0
     hook = Webhook(group_key=group_key, status=status, receiver=receiver[:200], alerts=tuple(out),
-                   common_labels=_labels(doc.get("commonLabels"), "commonLabels"))
+                   common_labels=_labels(doc.get("commonLabels"), "commonLabels"), truncated=truncated)
     # A value that would make a bad key refuses the payload before anything is queued.
     for n, a in enumerate(hook.alerts):
         for label in ("node", "incident"):
@@ -185,7 +200,7 @@ def derive_incident(group_key: str, earliest: float, alertname: str = "") -> str
 class Skip:
     node: str
     incident: str
-    #: exists | cooldown | incident_cap | in_flight_cap | no_recent_agent_cap | rate_limited | disabled
+    #: exists | cooldown | incident_cap | in_flight_cap | no_recent_agent_cap | rate_limited | disabled | held
     reason: str
     alertname: str = ""
 
@@ -200,6 +215,9 @@ class Decision:
     no_node: int = 0
     #: queued nodes whose agent did not poll recently (their own cap and TTL)
     no_recent_agent: tuple[str, ...] = ()
+    #: the fabric events this payload's alerts belong to: incident -> what it is
+    fabric: Mapping[str, str] = field(default_factory=dict)
+    truncated: int = 0
 
     def to_json(self) -> dict[str, Any]:
         reasons: dict[str, int] = {}
@@ -211,7 +229,9 @@ class Decision:
                 "on_demand": [{"incident": s.incident, "node": s.node} for s in self.skipped
                               if s.reason == "incident_cap"][:1000],
                 "resolved": self.resolved, "no_node": self.no_node,
-                "no_recent_agent": list(self.no_recent_agent)}
+                "no_recent_agent": list(self.no_recent_agent),
+                "fabric": [{"incident": i, "event": t} for i, t in sorted(self.fabric.items())][:100],
+                "truncated_alerts": self.truncated}
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,24 +247,44 @@ class _Target:
         return SEVERITY_RANK.get(self.severity, 0)
 
 
-def _targets(hook: Webhook) -> tuple[list[_Target], int, int]:
-    """(incident, node) -> its worst firing alert; with the counts of resolved and node-less alerts."""
+def _targets(hook: Webhook, fabric: Correlation | Callable[[], Correlation] | None = None,
+             held: Callable[[Alert], bool] | None = None) -> tuple[list[_Target], int, int, dict[str, Event],
+                                                                  list[_Target]]:
+    """(incident, node) -> its worst firing alert; with the counts of resolved and node-less alerts,
+    the fabric events by incident, and the targets held for the fabric correlation."""
     firing = [a for a in hook.alerts if a.status == "firing"]
     resolved = len(hook.alerts) - len(firing)
     earliest = min((a.starts_at for a in hook.alerts), default=0.0)
     group_incident = derive_incident(hook.group_key, earliest, hook.common_labels.get("alertname", ""))
     best: dict[tuple[str, str], _Target] = {}
+    events: dict[str, Event] = {}
+    waiting: dict[str, _Target] = {}
     no_node = 0
+    corr: Correlation | None = fabric if isinstance(fabric, Correlation) else None
     for a in firing:
         if not a.node:
             no_node += 1
             continue
-        t = _Target(a.labels.get("incident") or group_incident, a.node, a.name, a.severity, a.starts_at)
+        incident = a.labels.get("incident")
+        if incident is None:
+            sig = signal_of_alert(a.labels, a.starts_at)
+            if sig is not None and held is not None and held(a):
+                waiting[a.node] = _Target(group_incident, a.node, a.name, a.severity, a.starts_at)
+                continue
+            if corr is None and fabric is not None and sig is not None:
+                corr = fabric() if callable(fabric) else fabric  # only when an alert needs it
+            ev = corr.event_of(sig) if corr is not None and sig is not None else None
+            if ev is not None:
+                incident = ev.incident
+                events[incident] = ev
+        t = _Target(incident or group_incident, a.node, a.name, a.severity, a.starts_at)
         key = (t.incident, t.node)
         old = best.get(key)
         if old is None or (t.rank, -t.starts_at) > (old.rank, -old.starts_at):
             best[key] = t
-    return list(best.values()), resolved, no_node
+    # A node with an alert decided now is not held for another.
+    held_out = [t for n, t in sorted(waiting.items()) if not any(k[1] == n for k in best)]
+    return list(best.values()), resolved, no_node, events, held_out
 
 
 def _sample_order(incident: str, node: str) -> str:
@@ -253,8 +293,15 @@ def _sample_order(incident: str, node: str) -> str:
 
 
 def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
-           limits: AlertLimits | None = None, agents: Mapping[str, float] | None = None) -> Decision:
+           limits: AlertLimits | None = None, agents: Mapping[str, float] | None = None,
+           fabric: Correlation | Callable[[], Correlation] | None = None,
+           held: Callable[[Alert], bool] | None = None) -> Decision:
     """The requests to queue for ``hook``, given the requests already stored.
+
+    ``fabric`` (the correlation of the recent rail alerts, ``collector.fabric``, or a function that makes
+    it, called only when an alert is decided and not held) files an alert of a
+    leaf or plane event under the event's incident, and its captures are chosen among the event's
+    nodes; ``held`` says which alerts wait for the correlation (skipped as ``held``, decided again later).
 
     ``agents`` (node -> when its agent last polled; None: every node has one) splits the nodes: those
     whose agent polled within ``agent_recent_s`` share ``max_in_flight``; the others, which nothing may
@@ -266,14 +313,16 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
     def has_agent(node: str) -> bool:
         return agents is None or now - agents.get(node, float("-inf")) <= limits.agent_recent_s
 
-    targets, resolved, no_node = _targets(hook)
+    targets, resolved, no_node, events, waiting = _targets(hook, fabric, held)
+    fabric_names = {i: e.title() for i, e in events.items()}
     existing = list(existing)
     by_id = {r.id: r for r in existing}
     plan_params = check_params(limits.plan, None)
-    skipped: list[Skip] = []
+    skipped: list[Skip] = [Skip(t.node, t.incident, "held", t.alertname) for t in waiting]
     if not limits.enabled:
-        skipped = [Skip(t.node, t.incident, "disabled", t.alertname) for t in targets]
-        return Decision(skipped=tuple(skipped), resolved=resolved, no_node=no_node)
+        skipped = [Skip(t.node, t.incident, "disabled", t.alertname) for t in [*targets, *waiting]]
+        return Decision(skipped=tuple(skipped), resolved=resolved, no_node=no_node, fabric=fabric_names,
+                        truncated=hook.truncated)
 
     in_flight = sum(1 for r in existing if r.in_flight(now) and has_agent(r.node))
     absent_in_flight = sum(1 for r in existing if r.in_flight(now) and not has_agent(r.node))
@@ -297,9 +346,14 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
         have = {r.node for r in existing if r.incident == incident and (r.state == "done" or r.in_flight(now))}
         # Worst first (severity, then the earliest start, then the name); then the sample.
         group.sort(key=lambda t: (-t.rank, t.starts_at, t.node))
-        worst = group[:limits.incident_worst]
-        rest = sorted(group[limits.incident_worst:], key=lambda t: _sample_order(incident, t.node))
-        chosen = worst + rest[:limits.incident_sample]
+        if incident in events:
+            # A fabric event: the worst few and a sample of all its nodes, whichever webhook brings them.
+            picked = choose(events[incident], limits.incident_worst, limits.incident_sample)
+            chosen = [t for t in group if t.node in picked]
+        else:
+            worst = group[:limits.incident_worst]
+            rest = sorted(group[limits.incident_worst:], key=lambda t: _sample_order(incident, t.node))
+            chosen = worst + rest[:limits.incident_sample]
         slots = limits.incident_worst + limits.incident_sample - len(have)
         for t in group:
             if t.node in have:
@@ -341,7 +395,7 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
             rate[t.alertname] = rate.get(t.alertname, 0) + 1
             recent_by_node.setdefault(t.node, []).append(req)
     return Decision(queue=tuple(queue), skipped=tuple(skipped), requeued=tuple(requeued), resolved=resolved,
-                    no_node=no_node, no_recent_agent=tuple(no_agent))
+                    no_node=no_node, no_recent_agent=tuple(no_agent), fabric=fabric_names, truncated=hook.truncated)
 
 
 # -- HTTP: POST /v1/alerts (alerting role) -----------------------------------------------------
@@ -361,6 +415,135 @@ async def _body(request: web.Request) -> bytes:
             raise WebhookError(413, "too_large", f"the payload is larger than {MAX_BODY_BYTES} bytes")
 
 
+def _signals(hook: Webhook) -> list[Signal]:
+    return [s for a in hook.alerts if a.status == "firing" and "incident" not in a.labels
+            for s in [signal_of_alert(a.labels, a.starts_at)] if s is not None]
+
+
+class FabricDesk:
+    """This replica's fabric correlation: the ledger of recent rail alerts (``collector.fabric``) and the
+    payloads whose rail alerts wait ``fabric_hold_s`` for it, decided again by :meth:`release`.
+
+    Held payloads live in memory only, at most :attr:`max_held` (beyond, a payload is decided at once):
+    a replica that stops loses them, and Alertmanager's next notification of the group (its
+    ``group_interval`` or ``repeat_interval``) decides them; the requests are idempotent either way.
+    """
+
+    def __init__(self, limits: AlertLimits, metrics: CollectorMetrics | None = None, max_held: int = 20_000) -> None:
+        self.limits = limits
+        self.ledger = Ledger(FabricConfig(window_s=limits.fabric_window_s, leaf_min_nodes=limits.leaf_min_nodes,
+                                          plane_min_leaves=limits.plane_min_leaves))
+        self.metrics = metrics
+        self.max_held = max_held
+        #: group key -> (the latest payload of the group, when it was first held)
+        self.held: dict[str, tuple[Webhook, float]] = {}
+
+    def observe(self, hook: Webhook, now: float) -> None:
+        self.ledger.observe(_signals(hook), now)
+        if self.metrics is not None:
+            self.metrics.alerts_truncated.inc(hook.truncated)
+
+    def holds(self, now: float) -> Callable[[Alert], bool] | None:
+        """Whether an alert still waits for the correlation (None: no hold at all)."""
+        hold = self.limits.fabric_hold_s
+        if hold <= 0:
+            return None
+
+        def held(a: Alert) -> bool:
+            sig = signal_of_alert(a.labels, a.starts_at)
+            first = self.ledger.first_seen(sig) if sig is not None else None
+            return first is not None and now < first + hold
+
+        return held
+
+    def all_held(self, hook: Webhook, now: float) -> bool:
+        """Whether every firing alert of ``hook`` with a node waits for the correlation (then nothing
+        is queued, and the store need not be read: a 10,000-node event costs no listing per webhook)."""
+        held = self.holds(now)
+        if held is None or (len(self.held) >= self.max_held and hook.group_key not in self.held):
+            return False
+        firing = [a for a in hook.alerts if a.status == "firing" and a.node]
+        return bool(firing) and all("incident" not in a.labels and held(a) for a in firing)
+
+    def decide(self, hook: Webhook, existing: Iterable[CaptureRequest], now: float,
+               agents: Mapping[str, float] | None = None, fabric: Correlation | None = None) -> Decision:
+        """:func:`decide` with this replica's correlation; a payload with held alerts is kept for later."""
+        held = self.holds(now) if len(self.held) < self.max_held or hook.group_key in self.held else None
+        # While an event's alerts arrive each is held, and nothing is correlated: the correlation runs
+        # once they are decided, and once for all the payloads released together.
+        d = decide(hook, existing, now, self.limits, agents, fabric or self.ledger.correlation, held)
+        if any(s.reason == "held" for s in d.skipped):
+            first = self.held.get(hook.group_key, (hook, now))[1]
+            self.held[hook.group_key] = (hook, first)
+        else:
+            self.held.pop(hook.group_key, None)
+        if self.metrics is not None:
+            self.metrics.alerts_held.set(len(self.held))
+        return d
+
+    def due(self, now: float) -> list[Webhook]:
+        """The held payloads to decide now: held ``fabric_hold_s`` and either the ledger has been quiet
+        for half of that (the event stopped growing), or their rail alerts already belong to a fabric
+        event, or they waited four holds (an event that keeps growing is decided anyway)."""
+        hold = self.limits.fabric_hold_s
+        ripe = [(h, at) for h, at in self.held.values() if at + hold <= now]
+        if not ripe or now - self.ledger.last_new >= hold / 2:
+            return [h for h, _at in ripe]
+        corr = self.ledger.correlation()
+
+        def placed(h: Webhook) -> bool:
+            sigs = _signals(h)
+            return bool(sigs) and all(corr.event_of(s) is not None for s in sigs)
+
+        return [h for h, at in ripe if at + 4 * hold <= now or placed(h)]
+
+    def gauges(self) -> None:
+        if self.metrics is None:
+            return
+        self.metrics.alerts_held.set(len(self.held))
+        counts = {"leaf": 0, "plane": 0, "batch": 0}
+        for e in self.ledger.correlation().top:
+            counts[e.kind] = counts.get(e.kind, 0) + 1
+        for kind, n in counts.items():
+            self.metrics.fabric_events.labels(kind).set(n)
+
+    async def release(self, board: Any) -> int:
+        """Decide the held payloads whose hold is over; the number of requests queued."""
+        now = time.time()
+        due = self.due(now)
+        if not due:
+            return 0
+        self.ledger.prune(now)
+        self.gauges()
+        await board.refresh()
+        agents = await board.agents_seen()
+        queued = 0
+        # One correlation for the whole batch: webhooks arriving meanwhile must not make each decision
+        # correlate again (they are held, and decided with the next batch).
+        corr = self.ledger.correlation()
+        for hook in due:
+            d = self.decide(hook, board.all(), time.time(), agents, corr)
+            queued += await _queue(board, d)
+            _log(hook, d, "after the fabric hold")
+        self.gauges()
+        return queued
+
+
+async def _queue(board: Any, decision: Decision) -> int:
+    for req in decision.queue:
+        await board.store.put_small(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
+        board.note(req)
+    return len(decision.queue)
+
+
+def _log(hook: Webhook, decision: Decision, when: str = "") -> None:
+    answer = decision.to_json()
+    log.info("alert group %s%s: %d queued (%d without a recent agent), skipped %s, %d resolved, %d without node%s",
+             hook.group_key[:120], f" {when}" if when else "", len(decision.queue), len(decision.no_recent_agent),
+             answer["skipped"], decision.resolved, decision.no_node,
+             f", fabric {sorted(decision.fabric.values())[:4]}" if decision.fabric else "")
+
+
 async def receive(request: web.Request) -> web.Response:
     """Alertmanager's webhook: queue the captures the policy allows and say why the rest were not."""
     try:
@@ -370,28 +553,45 @@ async def receive(request: web.Request) -> web.Response:
         exc.close = exc.status == 413
         raise
     board = request.app[BOARD]
-    limits = request.app[LIMITS]
+    desk = request.app[FABRIC]
     try:
-        # A fresh view: another replica may have queued for this group a moment ago.
-        await board.refresh()
-        agents = await board.agents_seen()
         now = time.time()
-        decision = decide(hook, board.all(), now, limits, agents)
-        for req in decision.queue:
-            await board.store.put_small(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
-            board.note(req)
+        desk.observe(hook, now)
+        if desk.all_held(hook, now):
+            decision = desk.decide(hook, (), now)
+        else:
+            # A fresh view: another replica may have queued for this group a moment ago.
+            await board.refresh()
+            agents = await board.agents_seen()
+            decision = desk.decide(hook, board.all(), time.time(), agents)
+            await _queue(board, decision)
     except StoreError as exc:
         # 5xx: Alertmanager sends the group again, and the requests are idempotent.
         raise Refused(503, "store_unavailable", str(exc)[:200], headers={"Retry-After": "10"}) from None
-    answer = decision.to_json()
-    log.info("alert group %s: %d queued (%d without a recent agent), skipped %s, %d resolved, %d without node",
-             hook.group_key[:120], len(decision.queue), len(decision.no_recent_agent), answer["skipped"],
-             decision.resolved, decision.no_node)
-    return web.json_response(answer)
+    _log(hook, decision)
+    return web.json_response(decision.to_json())
 
 
 def setup(app: web.Application, limits: AlertLimits | None = None) -> None:
-    """The limits of ``POST /v1/alerts`` (which needs the request board of :func:`collector.requests.setup`)."""
+    """The limits of ``POST /v1/alerts`` (which needs the request board of :func:`collector.requests.setup`)
+    and the fabric desk, whose held payloads a task of the app decides when their hold is over."""
     limits = limits or app[STATE].settings.alerts
     check_params(limits.plan, None)
     app[LIMITS] = limits
+    desk = app[FABRIC] = FabricDesk(limits, app[STATE].metrics)
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(min(1.0, max(0.1, limits.fabric_hold_s / 4)))
+            try:
+                await desk.release(app[BOARD])
+            except (StoreError, OSError) as exc:
+                log.warning("deciding held alerts failed (tried again): %s", exc)
+
+    async def ctx(app: web.Application) -> Any:
+        task = asyncio.create_task(loop(), name="railscope-fabric-desk")
+        yield
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    app.cleanup_ctx.append(ctx)

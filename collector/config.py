@@ -78,9 +78,20 @@ class AlertLimits:
     absent_ttl_s: float = 300.0
     #: the capture plan alert requests name (one of ``proto.requests.PLANS``)
     plan: str = DEFAULT_PLAN
+    #: fabric correlation (``collector.fabric``): rail alerts that name their leaf (``peer_system``)
+    #: within this window are one fabric event; a rail alert waits ``fabric_hold_s`` before its capture
+    #: is decided, so the alerts of one event (Alertmanager sends one group per node) are all seen
+    #: first; 0 decides at once
+    fabric_window_s: float = 300.0
+    fabric_hold_s: float = 30.0
+    #: a leaf is named when this many of its nodes degraded together; a plane when this many of its
+    #: leaves did
+    leaf_min_nodes: int = 4
+    plane_min_leaves: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("cooldown_s", "rate_window_s", "request_ttl_s", "agent_recent_s", "absent_ttl_s"):
+        for name in ("cooldown_s", "rate_window_s", "request_ttl_s", "agent_recent_s", "absent_ttl_s",
+                     "fabric_hold_s"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must not be negative")
         for name in ("max_in_flight", "incident_worst", "incident_sample", "rate_per_alertname",
@@ -93,6 +104,10 @@ class AlertLimits:
             raise SettingsError("absent_ttl_s must be at least 60 s (agents poll for up to 55 s)")
         if self.agent_recent_s < 120:
             raise SettingsError("agent_recent_s must be at least 120 s (a poll is marked at most once a minute)")
+        if self.fabric_window_s < 10:
+            raise SettingsError("fabric_window_s must be at least 10 s")
+        if self.leaf_min_nodes < 2 or self.plane_min_leaves < 2:
+            raise SettingsError("leaf_min_nodes and plane_min_leaves must be at least 2 (one node alone is no fabric event)")
         if self.plan not in PLANS:
             raise SettingsError(f"unknown capture plan {self.plan!r} (known: {', '.join(sorted(PLANS))})")
 

@@ -55,15 +55,26 @@ async def read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
             raise OutputTooLarge(f"more than {cap} bytes")
 
 
+def _fabric_evidence(f: dict[str, Any]) -> dict[str, Any]:
+    """What fabric correlation reads of a finding's evidence: an optics module's vendor and part (its
+    batch), the pause direction; short strings only."""
+    ev = f.get("evidence")
+    if not isinstance(ev, dict):
+        return {}
+    kept = {k: ev[k][:64] for k in ("vendor", "part", "pause") if isinstance(ev.get(k), str)}
+    return {"evidence": kept} if kept else {}
+
+
 def summarise_doctor(doctor: dict[str, Any]) -> dict[str, Any]:
     """``doctor``'s JSON cut to what the incident page shows: the worst findings (they come worst
-    first) without their evidence, the count of all of them, and the first rails and gaps."""
+    first) without their evidence but what fabric correlation reads, the count of all of them, and the
+    first rails (with their LLDP peers) and gaps."""
     findings = doctor.get("findings")
     findings = findings if isinstance(findings, list) else []
     keep = ("code", "subject", "severity", "message")
     out = dict(doctor)
-    out["findings"] = [{k: f.get(k) for k in keep if k in f} for f in findings[:SUMMARY_FINDINGS]
-                       if isinstance(f, dict)]
+    out["findings"] = [{**{k: f.get(k) for k in keep if k in f}, **_fabric_evidence(f)}
+                       for f in findings[:SUMMARY_FINDINGS] if isinstance(f, dict)]
     out["findings_total"] = len(findings)
     for name in ("rails", "unavailable"):
         rows = doctor.get(name)

@@ -45,6 +45,17 @@ class CollectorMetrics:
                                       ["op"], registry=r)
         for op in ("write", "read", "list", "ready"):
             self.storage_errors.labels(op)
+        self.alerts_truncated = Counter("railscope_collector_alerts_truncated",
+                                        "Alerts Alertmanager left out of the webhook payloads it sent (their "
+                                        "truncatedAlerts, its max_alerts): accepted, never refused.", registry=r)
+        self.alerts_held = Gauge("railscope_collector_alerts_held",
+                                 "Alert payloads whose rail alerts wait for the fabric correlation (--fabric-hold).",
+                                 registry=r)
+        self.fabric_events = Gauge("railscope_collector_fabric_events",
+                                   "Fabric events in this replica's window: rails of several nodes that degraded "
+                                   "together behind one leaf, one plane or one optics batch.", ["kind"], registry=r)
+        for kind in ("leaf", "plane", "batch"):
+            self.fabric_events.labels(kind)
 
     def refuse(self, endpoint: str, reason: str) -> None:
         """Count a refusal of ``endpoint`` (a route name of ``collector.routes``, a closed set)."""

@@ -4,6 +4,8 @@
 - ``GET /ui/incidents/<cluster>/<date>/<incident>`` an incident: its bundles by node with each node's
   worst findings, and the fleet view — the same code on the same rail (subject) of N nodes, a hint
   of a fabric cause (one leaf switch, one cable bundle) rather than N broken nodes;
+- ``GET /ui/fabric`` the fleet's fabric events: the leaves, planes and optics batches whose rails
+  degraded together in this replica's window (``collector.fabric``), their culprits and victims;
 - ``GET /ui/bundles/<cluster>/<date>/<incident>/<name>`` a bundle's report: the same page as
   ``railscope report --html``, rendered from the stored bundle with the agent's offline parts
   (recorded host, readers, analysis, report);
@@ -29,6 +31,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +44,11 @@ from proto.keys import BundleKey, KeyPartError, check_part, parse_name
 
 from . import limits
 from .errors import Refused
-from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, BOARD, STATE, Collector
+from .fabric import Event, FabricConfig, correlate, signals_of_doctor
+from .state import ANALYSIS_EXPECT, ANALYSIS_LOCKS, ANALYSIS_SLOTS, BOARD, FABRIC, LIMITS, STATE, Collector
 from .storage import Stored, StoreError
 
-__all__ = ["analysis_of", "incident", "index", "refused", "report", "setup"]
+__all__ = ["analysis_of", "fabric", "incident", "index", "refused", "report", "setup"]
 
 SCHEMA = "railscope.analysis/v1"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -332,7 +336,8 @@ async def index(request: web.Request) -> web.Response:
             f"<td>{esc(', '.join(sorted(names))) or '<span class=muted>asked by an operator or none</span>'}</td>"
             f"<td>{len(nodes)}</td><td>{len(bundles)}</td><td>{esc(size_words(sum(b.bytes for b in bundles)))}</td>"
             f"<td class=mono>{esc(c)}</td></tr>")
-    body = ("<h1>Incidents</h1>" + (
+    body = ('<h1>Incidents</h1><p class=sub><a href="/ui/fabric">Fabric events</a>: the leaves and planes whose '
+            "rails degraded together</p>" + (
         "<table id=incidents><thead><tr><th>Incident</th><th>Captured (UTC)</th><th>Severity</th><th>Alerts</th>"
         f"<th>Nodes</th><th>Bundles</th><th>Size</th><th>Cluster</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
         if rows else "<p>No bundles stored.</p>"))
@@ -371,6 +376,102 @@ def _fleet(by_node: Iterable[tuple[str, dict[str, Any]]]) -> list[tuple[str, str
     out = [(c, s, sev, sorted(n)) for (c, s), (sev, n) in seen.items() if len(n) >= 2]
     out.sort(key=lambda t: (-len(t[3]), rank.get(t[2], 3), t[0], t[1]))
     return out
+
+
+def _names(names: list[str], total: int) -> str:
+    shown = esc(", ".join(names))
+    return shown + (f' <span class=muted>and {total - len(names)} more</span>' if total > len(names) else "")
+
+
+def _event_html(ev: Event, link: str | None = None) -> str:
+    """One fabric event: what it is, how many nodes and rails, who sends pause and who is paused."""
+    what = {"leaf": "Leaf", "plane": "Plane", "batch": "Optics batch"}[ev.kind]
+    title = esc(ev.title())
+    if link:
+        title = f'<a href="{esc(link)}">{title}</a>'
+    rows = "".join(f"<tr><td class=mono>{esc(n)}</td><td class=mono>{esc(r)}</td><td class=mono>{esc(p)}</td>"
+                   f"<td>{pill(sev) if sev in _RANK else esc(sev)}</td><td class=mono>{esc(c)}</td></tr>"
+                   for n, r, p, c, sev in ev.members)
+    j = ev.to_json()
+    sides = []
+    if ev.culprits_total:
+        sides.append(f"<b>Culprit{'s' if ev.culprits_total > 1 else ''}</b> (sends pause, storms): "
+                     f"<span class=mono>{_names(ev.culprits, ev.culprits_total)}</span>")
+    if ev.victims_total:
+        sides.append(f"<b>Victims</b> (paused by the leaf): <span class=mono>{_names(ev.victims, ev.victims_total)}</span>")
+    leaves = (f"<p>Leaves: <span class=mono>{_names(ev.leaves[:16], len(ev.leaves))}</span></p>"
+              if ev.kind == "plane" else "")
+    plane = f", plane <span class=mono>{esc(ev.plane)}</span>" if ev.plane and ev.kind != "plane" else ""
+    return (f'<section class="fabric {esc(ev.kind)}"><h3>{what}: {title}</h3>'
+            f"<p><b>{ev.nodes}</b> nodes' rails degraded together since {esc(j['since'])}{plane}; rails "
+            f"<span class=mono>{esc(', '.join(j['rails']))}</span>; "
+            f"{esc(', '.join(f'{c} ×{n}' for c, n in j['codes'].items()))}.</p>{leaves}"
+            + "".join(f"<p>{x}</p>" for x in sides) +
+            "<table class=members><thead><tr><th>Node</th><th>Rail</th><th>Peer port</th><th>Severity</th>"
+            f"<th>Signal</th></tr></thead><tbody>{rows}</tbody></table></section>")
+
+
+def _fabric_config(request: web.Request) -> FabricConfig:
+    lim = request.app.get(LIMITS)
+    if lim is None:
+        return FabricConfig()
+    return FabricConfig(window_s=lim.fabric_window_s, leaf_min_nodes=lim.leaf_min_nodes,
+                        plane_min_leaves=lim.plane_min_leaves)
+
+
+def _incident_fabric(request: web.Request, incident_id: str, docs: list[tuple[Stored, dict[str, Any]]]) -> str:
+    """The fabric event of this incident: as the alerts saw it (this replica's window), and as the
+    captured nodes' diagnoses see it (each rail's LLDP neighbour and findings)."""
+    parts = []
+    desk = request.app.get(FABRIC)
+    if desk is not None:
+        for ev in desk.ledger.correlation().events:
+            if ev.incident == incident_id:
+                parts.append("<p class=muted>From the alerts of the event (this collector's window):</p>"
+                             + _event_html(ev))
+    signals, known = [], []
+    stamps = sorted(s.key.stamp for s, d in docs if isinstance(d.get("doctor"), dict))
+    # The captures of one incident are judged as one moment (its first capture): their diagnoses say
+    # what degraded, not when each node was captured.
+    t = datetime.strptime(stamps[0], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp() if stamps else 0.0
+    for s, d in docs:
+        if isinstance(d.get("doctor"), dict) and "error" not in d:
+            sig, seen = signals_of_doctor(d["doctor"], t, s.key.node)
+            signals += sig
+            known += seen
+    if stamps and signals:
+        cfg = _fabric_config(request)
+        found = correlate(signals, FabricConfig(window_s=cfg.window_s, leaf_min_nodes=min(cfg.leaf_min_nodes, 2),
+                                                plane_min_leaves=cfg.plane_min_leaves), known).top
+        if found:
+            parts.append("<p class=muted>From the captured nodes' diagnoses (their rails' LLDP neighbours):</p>"
+                         + "".join(_event_html(ev) for ev in found))
+    if not parts:
+        return ""
+    return ("<h2>Fabric</h2><p>Rails of several nodes that degraded together behind one leaf switch or one plane: "
+            "look at the switch side first.</p>" + "".join(parts))
+
+
+async def fabric(request: web.Request) -> web.Response:
+    """The fleet's fabric events in this replica's window, most nodes first, each linked to its incident."""
+    desk = request.app.get(FABRIC)
+    events = desk.ledger.correlation().top if desk is not None else []
+    links: dict[str, str] = {}
+    if events:
+        for s in await _list(request, with_sha256=False):
+            links.setdefault(s.key.incident, _incident_url(s.key.cluster, s.key.date, s.key.incident))
+    rows = "".join(_event_html(ev, links.get(ev.incident)) + (
+        "" if ev.incident in links else f'<p class=muted>Incident <span class=mono>{esc(ev.incident)}</span>: '
+        "no bundle stored yet.</p>") for ev in events[:100])
+    cfg = _fabric_config(request)
+    body = ('<h1>Fabric events<span class="status muted">this collector\'s window</span></h1>'
+            f'<p class=sub>Rail alerts that name their leaf (LLDP), grouped by leaf, plane and '
+            f"{cfg.window_s / 60:g}-minute window: a leaf is named when {cfg.leaf_min_nodes} of its nodes degraded "
+            f"together, a plane when {cfg.plane_min_leaves} of its leaves did. "
+            '<a href="/ui/">All incidents</a></p>'
+            + (rows or "<p>No leaf, plane or optics batch degraded several nodes' rails together.</p>")
+            + (f"<p class=muted>and {len(events) - 100} more events</p>" if len(events) > 100 else ""))
+    return _page("railscope fabric events", body)
 
 
 async def incident(request: web.Request) -> web.Response:
@@ -423,7 +524,9 @@ async def incident(request: web.Request) -> web.Response:
         fleet_html = "<p>No finding is shared by two nodes.</p>"
     nodes = sorted({s.key.node for s in found})
     body = (f'<h1>Incident {esc(incident_id)}<span class="status muted">{esc(cluster)} · {esc(date)}</span></h1>'
-            f'<p class=sub>{len(found)} bundle(s) from {len(nodes)} node(s). <a href="/ui/">All incidents</a></p>'
+            f'<p class=sub>{len(found)} bundle(s) from {len(nodes)} node(s). <a href="/ui/">All incidents</a> · '
+            '<a href="/ui/fabric">Fabric events</a></p>'
+            f"{_incident_fabric(request, incident_id, docs)}"
             f"<h2>Fleet view</h2>{fleet_html}"
             "<h2>Bundles by node</h2><table id=nodes><thead><tr><th>Node</th><th>Captured</th><th>Worst findings</th>"
             f"<th>Bundle</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")

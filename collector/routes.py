@@ -37,6 +37,7 @@ ROUTES: tuple[Route, ...] = (
     Route("ui_index", "GET", "/ui/", pages.index, ("operator",), page=pages.refused),
     Route("ui_incident", "GET", "/ui/incidents/{cluster}/{date}/{incident}", pages.incident, ("operator",),
           page=pages.refused),
+    Route("ui_fabric", "GET", "/ui/fabric", pages.fabric, ("operator",), page=pages.refused),
     Route("ui_report", "GET", f"/ui/bundles/{_PARTS}", pages.report, ("operator",), page=pages.refused),
     Route("ui_download", "GET", f"/ui/bundles/{_PARTS}/download", bundles.fetch, ("operator",),
           page=pages.refused),

@@ -21,10 +21,11 @@ from .metrics import CollectorMetrics
 from .storage import Store
 
 if TYPE_CHECKING:
+    from .alerts import FabricDesk
     from .guard import Route
     from .requests import RequestBoard
 
-__all__ = ["ANALYSIS_EXPECT", "ANALYSIS_LOCKS", "ANALYSIS_SLOTS", "BOARD", "LIMITS", "PRINCIPAL", "ROUTE_SPECS", "STATE",
+__all__ = ["ANALYSIS_EXPECT", "ANALYSIS_LOCKS", "ANALYSIS_SLOTS", "BOARD", "FABRIC", "LIMITS", "PRINCIPAL", "ROUTE_SPECS", "STATE",
            "Collector"]
 
 
@@ -48,6 +49,8 @@ ROUTE_SPECS: web.AppKey[dict[int, Route]] = web.AppKey("route_specs", dict)
 PRINCIPAL: web.RequestKey[Principal] = web.RequestKey("principal", Principal)
 #: this replica's view of the stored capture requests (``requests.setup`` starts and stops it)
 BOARD: web.AppKey[RequestBoard] = web.AppKey("request_board")
+#: the recent rail alerts correlated into fabric events, and the payloads held for it (``alerts.setup``)
+FABRIC: web.AppKey[FabricDesk] = web.AppKey("fabric_desk")
 #: the bounds on captures asked by alerts and operators
 LIMITS: web.AppKey[AlertLimits] = web.AppKey("alert_limits", AlertLimits)
 #: a lock per bundle being analysed, so two pages asking for one bundle share one analysis

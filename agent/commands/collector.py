@@ -137,6 +137,13 @@ TABLE: tuple[Setting, ...] = (
             field="alerts.absent_max_in_flight"),
     Setting("--capture-no-agent-ttl", "A capture request for a node without a recent agent expires after this. "
             "Default: 5m.", type=duration, default="5m", group=_ALERTS, field="alerts.absent_ttl_s"),
+    # fabric correlation (collector.fabric): one incident per fabric event, whatever Alertmanager's grouping
+    Setting("--fabric-window", "Rail alerts naming the same leaf (peer_system) within this window are one fabric "
+            "event and one incident, whatever Alertmanager's grouping. Default: 5m.", type=duration, default="5m",
+            group=_ALERTS, field="alerts.fabric_window_s"),
+    Setting("--fabric-hold", "A rail alert naming its leaf waits this long before its capture is decided, so the "
+            "other nodes' alerts of the event arrive first (Alertmanager's group_wait); 0 decides at once. "
+            "Default: 30s.", type=duration_or_zero, default="30s", group=_ALERTS, field="alerts.fabric_hold_s"),
 )
 
 

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +30,8 @@ import pytest
 
 from tests.support.agent_netns import PORT, flap, get, wait_for
 from tests.support.collector_env import BUCKET, Collector, Weed, free_port
+from tests.support.e2e import AGENT_TOKEN, ALERTING_TOKEN, OPERATOR_TOKEN, Proc
+from tests.support.e2e import need as _need
 from tests.support.netns import RailNetns
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
@@ -39,20 +40,10 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "railscope-rules.yaml"
 NODE = "e2e-node"
 CLUSTER = "e2e"
-AGENT_TOKEN = "e2e-agent-token-0123456789abcdef"
-ALERTING_TOKEN = "e2e-alerting-token-0123456789abcdef"
-OPERATOR_TOKEN = "e2e-operator-token-0123456789abcdef"
 
 
 def _ip(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *argv], capture_output=True, text=True, check=check, timeout=60)
-
-
-def _need(path: str) -> str:
-    found = shutil.which(path) or (path if os.access(path, os.X_OK) else None)
-    if not found:
-        pytest.skip(f"{path} is not installed (Debian packages prometheus, prometheus-alertmanager)")
-    return found
 
 
 @dataclass
@@ -79,27 +70,6 @@ def mgmt(rails: RailNetns) -> Iterator[Mgmt]:
         yield Mgmt(host, node)
     finally:
         _ip("link", "del", host_if, check=False)
-
-
-class Proc:
-    url = ""
-
-    def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
-        self.log = log
-        self.proc = subprocess.Popen(argv, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
 
 
 @dataclass

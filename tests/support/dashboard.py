@@ -14,7 +14,7 @@ _NAME = re.compile(r"\brailscope[_:][a-zA-Z0-9_:]*")
 
 
 #: the dashboard's variables as Grafana sends them with "All" selected, and its interval macros
-VARIABLES = {"$cluster": ".*", "$node": ".*", "$rail": ".*", "$prio": "3", "$collector_job": ".*railscope.*collector.*",
+VARIABLES = {"$cluster": ".*", "$node": ".*", "$rail": ".*", "$leaf": ".*", "$prio": "3", "$collector_job": ".*railscope.*collector.*",
              "$__rate_interval": "1m", "$__interval": "15s", "$__range": "5m"}
 
 

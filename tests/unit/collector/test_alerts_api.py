@@ -20,10 +20,11 @@ from collector.app import make_app
 from collector.requests import CaptureRequest
 from collector.state import BOARD
 from tests.support.alerts import alert, payload
+from tests.support.alerts import call as _call
+from tests.support.alerts import post_alerts as _alerts
 from tests.support.collector_helpers import (
     AGENT_TOKEN,
     AGENT_TOKEN_18,
-    ALERTING_TOKEN,
     HELLO,
     OPERATOR_TOKEN,
     body,
@@ -37,20 +38,6 @@ from tests.support.collector_helpers import (
 def _requests(tmp_path: Path) -> list[Path]:
     root = tmp_path / "store" / "_requests"
     return sorted(p for p in root.rglob("*.json")) if root.exists() else []
-
-
-async def _call(method: str, url: str, *, token: str | None, data: bytes | None = None,
-                json_body: object = None) -> tuple[int, dict]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with aiohttp.ClientSession() as s, s.request(method, url, data=data, json=json_body, headers=headers) as r:
-        try:
-            return r.status, await r.json(content_type=None)
-        except ValueError:
-            return r.status, {"raw": (await r.text())[:200]}
-
-
-def _alerts(url: str, body_: bytes, token: str | None = ALERTING_TOKEN):
-    return _call("POST", url + "/v1/alerts", token=token, data=body_)
 
 
 GROUP = payload([alert("gpu-node-017"), alert("gpu-node-018", severity="critical"), alert(None)])

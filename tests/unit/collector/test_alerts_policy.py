@@ -15,9 +15,7 @@ import pytest
 from collector.alerts import AlertLimits, WebhookError, decide, derive_incident, parse_webhook
 from collector.requests import CaptureRequest, RequestError, request_for
 from proto.keys import PART, bundle_id
-from tests.support.alerts import T0, alert, payload
-
-NOW = 1_796_000_000.0  # 2026-11-30
+from tests.support.alerts import NOW, T0, alert, payload
 
 
 def run(body: bytes, existing: list[CaptureRequest] | None = None, now: float = NOW,

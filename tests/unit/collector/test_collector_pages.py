@@ -3,7 +3,6 @@ view across nodes; each bundle's report page rendered once from the store and ca
 
 from __future__ import annotations
 
-import base64
 import io
 import re
 import tarfile
@@ -27,26 +26,11 @@ from tests.support.collector_helpers import (
     run,
     running,
 )
+from tests.support.pages import basic, bundle_of, fetch
 
 IMAGES = Path(__file__).resolve().parents[2] / "images"
 NODES = (("gpu-node-017", AGENT_TOKEN, "rail-link-down"), ("gpu-node-018", AGENT_TOKEN_18, "rail-link-down"),
          ("n1", AGENT_TOKEN_N1, "spectrumx-2rail-healthy"))
-
-
-def bundle_of(image: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-        tf.add(IMAGES / image, arcname=image)
-    return buf.getvalue()
-
-
-def basic(token: str) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"operator:{token}".encode()).decode()}
-
-
-async def fetch(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict]:
-    async with aiohttp.ClientSession() as s, s.get(url + path, headers=headers or {}) as r:
-        return r.status, (await r.read()).decode("utf-8", "replace"), dict(r.headers)
 
 
 async def store_three(url: str) -> dict[str, bytes]:

@@ -54,7 +54,7 @@ def test_no_token_and_the_wrong_role_are_refused_and_counted_on_every_route(tmp_
 
     anonymous, wrong, opened, text = run(go())
     guarded = [r.name for r in ROUTES if r.roles]
-    assert len(guarded) == 13 and opened == {"healthz": 200, "readyz": 200, "metrics": 200}
+    assert len(guarded) == 14 and opened == {"healthz": 200, "readyz": 200, "metrics": 200}
     assert anonymous == dict.fromkeys(guarded, 401)
     assert wrong == dict.fromkeys(guarded, 403)
     counted = _refusals(text)

@@ -84,7 +84,7 @@ def test_the_dashboard_covers_the_views() -> None:
     dash = dashboard()
     titles = [p["title"] for p in dash["panels"]]
     for want in ("Worst state per rail", "Findings by code", "Representors against VFs", "Carrier losses",
-                 "Captures by trigger", "Collector ingest", "Collector requests refused"):
+                 "Captures by trigger", "Collector ingest", "Collector requests refused", "Leaf view"):
         assert any(t.startswith(want) for t in titles), want
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))

@@ -51,7 +51,11 @@ def test_rules_use_only_series_the_agent_exports() -> None:
     exported = names(render(st, clock=lambda: snap.taken_at))
     used = set(re.findall(r"\brailscope_[a-z0-9_]+", RULES.read_text()))
     assert used, "no railscope series in the rules"
-    assert used <= exported | MAINTENANCE, sorted(used - exported - MAINTENANCE)
+    assert used <= exported | MAINTENANCE | PEER, sorted(used - exported - MAINTENANCE - PEER)
+
+
+#: served by the lldp source, one series per rail with an LLDP neighbour (the synthetic node has none)
+PEER = {"railscope_rail_peer_info"}
 
 
 def _maintenance_names() -> set[str]:
