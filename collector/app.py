@@ -93,7 +93,9 @@ async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None)
     await runner.setup()
     conns = ConnectionGuard(settings.max_conns_per_peer, total_connections())
     limit_accept_errors(asyncio.get_running_loop())
-    site = GuardedSite(runner, settings.listen, settings.port, guard=conns, backlog=1024, ssl_context=ssl_ctx)
+    handshakes = ConnectionGuard(settings.max_handshakes_per_peer, settings.max_handshakes)
+    site = GuardedSite(runner, settings.listen, settings.port, guard=conns, backlog=1024, ssl_context=ssl_ctx,
+                       handshakes=handshakes, handshake_timeout_s=settings.header_timeout_s)
     try:
         await site.start()
     except OSError as exc:

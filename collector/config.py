@@ -152,6 +152,11 @@ class CollectorSettings:
     #: connections one peer address may hold open (0: no cap); the replica's total stays below its
     #: descriptor limit whatever this says
     max_conns_per_peer: int = 128
+    #: TLS handshakes in progress one peer address may have, and the replica in all (0: no cap per
+    #: peer); past either a new connection is closed at once. A handshake holds ~300 KiB of buffers
+    #: and must end within ``header_timeout_s``.
+    max_handshakes_per_peer: int = 16
+    max_handshakes: int = 128
     #: temporary files of the local store older than this are removed at start (a replica killed mid-ingest)
     stale_part_s: float = 3600.0
     #: capture on alert (POST /v1/alerts)
@@ -170,6 +175,8 @@ class CollectorSettings:
             raise SettingsError("--tls-cert-file and --tls-key-file go together")
         if self.header_timeout_s <= 0:
             raise SettingsError("--header-timeout must be positive")
+        if self.max_handshakes_per_peer < 0 or self.max_handshakes < 1:
+            raise SettingsError("--max-handshakes must be at least 1 (--max-handshakes-per-peer: 0 or more)")
         if self.max_inflight_per_node < 1:
             raise SettingsError("--max-inflight-per-node must be at least 1")
         if self.max_uploads_per_node_hour < 0:

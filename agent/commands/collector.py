@@ -128,6 +128,14 @@ def register(p: argparse.ArgumentParser) -> None:
     lim.add_argument("--max-conns-per-peer", type=_count, default=env_default("max-conns-per-peer", "128"),
                      help="Connections one client address may hold open; beyond, a new one is closed at once "
                           "(0: no cap). The total stays below the descriptor limit regardless. Default: 128.")
+    lim.add_argument("--max-handshakes-per-peer", type=_count,
+                     default=env_default("max-handshakes-per-peer", "16"),
+                     help="TLS handshakes one client address may have in progress; beyond, a new connection is "
+                          "closed at once (0: no cap). A handshake not done within --header-timeout is ended. "
+                          "Default: 16.")
+    lim.add_argument("--max-handshakes", type=_count, default=env_default("max-handshakes", "128"),
+                     help="TLS handshakes in progress on this replica in all; beyond, a new connection is closed "
+                          "at once. Default: 128.")
     lim.add_argument("--part-size", type=_size, default=env_default("part-size", "8M"),
                      help="Multipart part size for S3 (a smaller bundle is one PutObject); at least 5M. Default: 8M.")
     lim.add_argument("--part-concurrency", type=_count, default=env_default("part-concurrency", "4"),
@@ -209,6 +217,7 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         parts_in_flight=int(args.parts_in_flight), stale_part_s=float(args.stale_part_age),
         tls_cert_file=args.tls_cert_file, tls_key_file=args.tls_key_file, plain_http=bool(args.plain_http),
         header_timeout_s=float(args.header_timeout), max_conns_per_peer=int(args.max_conns_per_peer),
+        max_handshakes_per_peer=int(args.max_handshakes_per_peer), max_handshakes=int(args.max_handshakes),
         alerts=_alert_limits(args), **kw,
     )
 
