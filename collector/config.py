@@ -119,6 +119,9 @@ class CollectorSettings:
     #: ``tokenreview_burst``; past it a request is answered 503 and tried again
     tokenreview_rate: float = 20.0
     tokenreview_burst: int = 100
+    #: TokenReviews per second one client address may cause for tokens the issuer's keys cannot
+    #: judge (bursts of 5): a flood of minted tokens from one address never empties the replica's
+    tokenreview_peer_rate: float = 0.5
     #: ServiceAccounts whose tokens are agents (``system:serviceaccount:<ns>:<name>``)
     agent_service_accounts: tuple[str, ...] = ("system:serviceaccount:railscope:railscope-agent",)
     insecure_dev: bool = False
@@ -190,6 +193,8 @@ class CollectorSettings:
                 raise SettingsError(f"--cluster: {exc}") from None
         if self.tokenreview_rate <= 0 or self.tokenreview_burst < 1:
             raise SettingsError("--tokenreview-rate must be positive")
+        if self.tokenreview_peer_rate <= 0:
+            raise SettingsError("--tokenreview-peer-rate must be positive")
 
     def check_transport(self) -> None:
         """Serving refuses plain HTTP unless asked: tokens and bundles would cross the network in clear."""

@@ -75,7 +75,13 @@ def register(p: argparse.ArgumentParser) -> None:
     a.add_argument("--tokenreview-rate", type=float, default=float(env_default("tokenreview-rate", "20") or 20),
                    help="TokenReviews per second this replica asks the API server for (tokens not in its cache; "
                         "bursts of 100); past it a request is answered 503 and the agent tries again. Only tokens "
-                        "shaped as a JWT for --agent-audience are reviewed at all. Default: 20.")
+                        "shaped as a JWT for --agent-audience are reviewed at all, and only after their signature "
+                        "verifies against the cluster's ServiceAccount issuer keys. Default: 20.")
+    a.add_argument("--tokenreview-peer-rate", type=float,
+                   default=float(env_default("tokenreview-peer-rate", "0.5") or 0.5),
+                   help="TokenReviews per second one client address may cause (bursts of 5) for tokens the "
+                        "issuer's keys cannot judge (the keys unreadable, another algorithm); past it 503. "
+                        "Default: 0.5.")
     a.add_argument("--agent-audience", default=env_default("agent-audience", "railscope-collector"),
                    help="The audience agents' tokens must carry. Default: railscope-collector.")
     a.add_argument("--agent-service-account", action="append", default=None, metavar="USER",
@@ -207,7 +213,7 @@ def settings_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def
         alerting_token_file=args.alerting_token_file, operator_token_file=args.operator_token_file,
         tokenreview_url=args.tokenreview_url, tokenreview_token_file=args.tokenreview_token_file,
         tokenreview_ca_file=args.tokenreview_ca_file, agent_audience=args.agent_audience,
-        tokenreview_rate=float(args.tokenreview_rate),
+        tokenreview_rate=float(args.tokenreview_rate), tokenreview_peer_rate=float(args.tokenreview_peer_rate),
         insecure_dev=bool(args.insecure_dev), max_bundle_bytes=int(args.max_bundle_size),
         max_inflight=int(args.max_inflight), retry_after_s=int(args.retry_after), min_rate_bps=int(args.min_rate),
         max_inflight_per_node=int(args.max_inflight_per_node),
