@@ -226,6 +226,12 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("--data-token-file", default=env_default("data-token-file", None), metavar="FILE",
                    help="Bearer token that opens the data endpoints over TCP (re-read when the file changes). "
                         "Without it they answer on --data-socket only. Default: none.")
+    c.add_argument("--header-timeout", type=_duration, default=env_default("header-timeout", "10s"),
+                   help="A connection to the agent whose request headers are not complete by then is closed, and "
+                        "so is one idle this long between requests. Default: 10s.")
+    c.add_argument("--max-conns-per-peer", type=_count, default=env_default("max-conns-per-peer", "32"),
+                   help="Connections one client address may hold open to the agent; beyond, a new one is closed "
+                        "at once (0: no cap). The total stays below the descriptor limit regardless. Default: 32.")
 
     c.add_argument("--rail-resources", default=env_default("rail-resources", "nvidia.com/*,rdma/*,openshift.io/*"),
                    metavar="PATTERNS",
@@ -299,6 +305,7 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
         allow_pod_netns=bool(args.allow_pod_netns),
         collector_token_file=args.collector_token_file, upload_interval_s=args.upload_interval,
         data_socket=args.data_socket, data_token_file=args.data_token_file,
+        header_timeout_s=float(args.header_timeout), max_conns_per_peer=int(args.max_conns_per_peer),
         budget_cpu=_cpu_quantity(args.budget_cpu) if isinstance(args.budget_cpu, str) else args.budget_cpu,
         budget_rss=_bytes_quantity(args.budget_rss) if isinstance(args.budget_rss, str) else args.budget_rss,
         rail_resources=tuple(x.strip() for x in str(args.rail_resources).split(",") if x.strip()),

@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from collector.connections import ConnectionGuard, GuardedSite
+from proto.connections import ConnectionGuard, GuardedSite
 
 from .tls_certs import issue, make_ca
 

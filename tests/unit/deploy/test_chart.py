@@ -93,6 +93,8 @@ FULL_AGENT = {
     "allowPodNetns": True,
     "dataSocket": "/run/railscope/agent.sock",
     "dataTokenFile": "/etc/railscope/data-token",
+    "headerTimeout": "5s",
+    "maxConnsPerPeer": 16,
     "devlinkParam": ["esw_multiport"],
     "disableSource": ["rdma"],
     "representorInclude": "^pf0vf[0-3]$",

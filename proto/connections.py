@@ -1,6 +1,8 @@
 """Bounds on connections, before any request is read: how many one peer may hold, how many the
-replica holds in all (below its descriptor limit, so ``/healthz`` and the store always get one),
-and how often a failing ``accept`` is logged.
+server holds in all (below its descriptor limit, so ``/healthz`` and the store always get one),
+and how often a failing ``accept`` is logged. One implementation for both HTTP servers railscope
+runs, the collector's and the node agent's (it listens on the node's address in the host network,
+where no NetworkPolicy applies); here because both may import ``proto`` (tests/unit/test_import_rules.py).
 
 A connection past a bound is closed as soon as it is accepted: it never gets a request handler.
 The header deadline is aiohttp's own idle timeout (``keepalive_timeout``), which since 3.10 also
@@ -22,11 +24,10 @@ from typing import Any
 from aiohttp import web
 from yarl import URL
 
-__all__ = ["ConnectionGuard", "GuardedSite", "limit_accept_errors", "total_connections"]
+__all__ = ["ConnectionGuard", "GuardedSite", "limit_accept_errors", "runner_args", "total_connections"]
 
-log = logging.getLogger("railscope.collector")
-
-#: Descriptors kept out of the connection budget: the store's sockets, the analysis child, logs.
+#: Descriptors kept out of the connection budget: the store's sockets, the analysis child, the
+#: agent's netlink sockets and commands, logs.
 _RESERVE_FDS = 64
 
 
@@ -184,7 +185,8 @@ class _Tls:
 
 
 class GuardedSite(web.TCPSite):
-    """``web.TCPSite`` whose connections pass a ``ConnectionGuard`` at accept, before any TLS.
+    """``web.TCPSite`` whose connections pass a ``ConnectionGuard`` at accept, before any TLS (the
+header deadline is the runner's ``keepalive_timeout``: ``runner_args``).
 
     ``ssl_context`` may be a context or a function returning the one in use (a reloader's swap).
     ``handshakes`` bounds the TLS handshakes in progress, per peer and in all; ``handshake_timeout_s``
@@ -230,12 +232,21 @@ class GuardedSite(web.TCPSite):
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
 
 
+def runner_args(header_timeout_s: float, max_header_bytes: int = 8190) -> dict[str, int | float]:
+    """``web.AppRunner`` arguments: bounded request line and header fields (aiohttp's parser refuses
+    longer ones with 400), and the header deadline. aiohttp closes a connection idle this long,
+    counted from its opening too (3.10+): a request whose headers never complete is closed then."""
+    return {"max_line_size": 8190, "max_field_size": max_header_bytes, "keepalive_timeout": header_timeout_s}
+
+
 def limit_accept_errors(loop: asyncio.AbstractEventLoop, every_s: float = 10.0,
-                        clock: Callable[[], float] = time.monotonic) -> None:
+                        clock: Callable[[], float] = time.monotonic,
+                        log: logging.Logger | None = None) -> None:
     """Log a failing ``accept`` (out of descriptors) once per ``every_s`` with the count since, not
     once per attempt: at the descriptor limit the loop retries every second per listening socket."""
     state = {"last": float("-inf"), "quiet": 0}
     default = loop.get_exception_handler()
+    log = log or logging.getLogger("railscope")
 
     def handler(lp: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         message = str(context.get("message", ""))
