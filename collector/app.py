@@ -98,7 +98,9 @@ async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None)
     conns = ConnectionGuard(settings.max_conns_per_peer, total_connections())
     limit_accept_errors(asyncio.get_running_loop(), log=log)
     handshakes = ConnectionGuard(settings.max_handshakes_per_peer, settings.max_handshakes)
-    site = GuardedSite(runner, settings.listen, settings.port, guard=conns, backlog=1024, ssl_context=ssl_ctx,
+    # The context is asked for per connection: the reloader swaps in a renewed pair's.
+    tls = (lambda: reloader.ctx) if reloader is not None else None
+    site = GuardedSite(runner, settings.listen, settings.port, guard=conns, backlog=1024, ssl_context=tls,
                        handshakes=handshakes, handshake_timeout_s=settings.header_timeout_s)
     try:
         await site.start()

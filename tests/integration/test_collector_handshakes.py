@@ -138,3 +138,45 @@ def test_handshakes_in_progress_are_capped_per_peer_and_in_all(tmp_path: Path) -
             await runner.cleanup()
 
     asyncio.run(main())
+
+
+def test_half_a_renewal_keeps_the_old_pair_serving(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    from collector.tls import CertReloader, server_context
+
+    from .tls_certs import served_serial
+
+    ca = make_ca(tmp_path / "pki")
+    cert, key = tmp_path / "pki" / "tls.crt", tmp_path / "pki" / "tls.key"
+    first = issue(ca, cert, key)
+    ctx = server_context(str(cert), str(key))
+    reloader = CertReloader(ctx, str(cert), str(key))
+
+    async def main() -> list[int]:
+        app = web.Application()
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = GuardedSite(runner, "127.0.0.1", 0, guard=ConnectionGuard(0, 100), ssl_context=lambda: reloader.ctx)
+        await site.start()
+        serial = lambda: asyncio.to_thread(served_serial, "127.0.0.1", site.port, ca.file)  # noqa: E731
+        try:
+            seen = [await serial()]
+            # Half a renewal: the new certificate is in place, its key not yet.
+            new_cert, new_key = tmp_path / "new.crt", tmp_path / "new.key"
+            second = issue(ca, new_cert, new_key)
+            new_cert.replace(cert)
+            assert reloader.check() is False
+            seen.append(await serial())
+            # The key follows: the whole new pair is served.
+            new_key.replace(key)
+            assert reloader.check() is True
+            seen.append(await serial())
+            seen.append(second)
+            return seen
+        finally:
+            await runner.cleanup()
+
+    with caplog.at_level("WARNING", logger="railscope.collector"):
+        seen = asyncio.run(main())
+    assert seen[0] == first and seen[1] == first, "half a renewal took the served pair down"
+    assert seen[2] == seen[3]
+    assert any("previous pair stays in use" in r.getMessage() for r in caplog.records)
