@@ -273,6 +273,9 @@ class S3Store:
         self.prefix = settings.store.prefix
         workers = settings.parts_in_flight + 8
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="railscope-s3")
+        # /readyz's HeadBucket has a thread of its own: a probe never waits behind parts, and a hung
+        # store holds one thread, not one of the upload pool's per probe.
+        self._ready_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="railscope-s3-ready")
         # Checksums are sent where we give them (ChecksumSHA256), not computed again by botocore.
         # Payload signing off: over plain HTTP botocore would hash every part once more for SigV4;
         # the signed x-amz-checksum-sha256 header already binds the body, and the server checks it.
@@ -370,10 +373,12 @@ class S3Store:
         if self.orphans:
             await self._abort_orphans()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._ready_pool.shutdown(wait=False, cancel_futures=True)
 
     async def ready(self) -> None:
         try:
-            await self.call("head_bucket", Bucket=self.bucket)
+            await asyncio.get_running_loop().run_in_executor(
+                self._ready_pool, lambda: self.client.head_bucket(Bucket=self.bucket))
         except Exception as exc:
             raise StoreError(f"s3 bucket {self.bucket}: {type(exc).__name__}: {exc}") from None
 
