@@ -196,6 +196,12 @@ class CollectorSettings:
         if self.tokenreview_peer_rate <= 0:
             raise SettingsError("--tokenreview-peer-rate must be positive")
 
+    @property
+    def node_inflight_cap(self) -> int:
+        """Uploads one node may have in flight: ``max_inflight_per_node`` kept below ``max_inflight``
+        (but at least 1), so that one node never holds every slot of a replica."""
+        return max(1, min(self.max_inflight_per_node, self.max_inflight - 1))
+
     def check_transport(self) -> None:
         """Serving refuses plain HTTP unless asked: tokens and bundles would cross the network in clear."""
         if not self.tls_cert_file and not (self.insecure_dev or self.plain_http):

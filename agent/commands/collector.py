@@ -111,7 +111,7 @@ def register(p: argparse.ArgumentParser) -> None:
                      help="Uploads served at once by this replica; beyond, 429 with Retry-After. Default: 8.")
     lim.add_argument("--max-inflight-per-node", type=_count, default=env_default("max-inflight-per-node", "2"),
                      help="Uploads one node may have in flight on this replica; beyond, 429 with Retry-After. "
-                          "Default: 2.")
+                          "Kept below --max-inflight (at least 1), so one node never holds every slot. Default: 2.")
     lim.add_argument("--max-uploads-per-node-hour", type=_count,
                      default=env_default("max-uploads-per-node-hour", "600"),
                      help="Uploads one node may start per hour on this replica; beyond, 429 with a Retry-After "
