@@ -22,6 +22,7 @@ from pathlib import Path
 import aiohttp
 
 from proto.keys import KeyPartError, check_part
+from proto.tokens import TokenFileError, read_token_list
 
 from .config import CollectorSettings, SettingsError
 from .errors import Refused
@@ -78,10 +79,12 @@ def _digest(token: str) -> bytes:
 def load_tokens(path: str, role: str, cluster: str | None = None) -> list[tuple[bytes, Principal]]:
     """A token file: one token per line (``#`` comments); agent files name the node first and may name
     the token's cluster last: ``<node> <token> [<cluster>]`` (without one, ``cluster``)."""
+    # The one token-file reader (proto.tokens): owner-only (or the pod's own group: the chart mounts
+    # the Secret 0440 with the pod's fsGroup, since the collector runs as nobody), bounded in size.
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise SettingsError(f"{role} token file {path}: {exc.strerror}") from None
+        text = read_token_list(path, f"{role} token file", own_group=True)
+    except TokenFileError as exc:
+        raise SettingsError(str(exc)) from None
     out: list[tuple[bytes, Principal]] = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()

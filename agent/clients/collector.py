@@ -10,7 +10,7 @@
 
 Retries back off exponentially with full jitter and wait at least the collector's ``Retry-After``
 (:class:`RetryPolicy`); a 4xx other than 408 and 429 is final. The token file is read before every
-request (:func:`agent.clients.tokens.read_token`): a projected ServiceAccount token rotates in place.
+request (:func:`proto.tokens.read_token`): a projected ServiceAccount token rotates in place.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from urllib.parse import quote, urlencode
 
 import aiohttp
 
-from agent.clients.tokens import TokenFileError, read_token
 from agent.safejson import loads_bounded
 from proto.frames import MAX_CHUNK_BYTES, Chunk, End, Hello, chunk_head, encode
 from proto.keys import KeyPartError, parse_rel
 from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, POLL_WAIT_S
+from proto.tokens import TokenFileError, read_token
 
 __all__ = [
     "CALL_RETRY",

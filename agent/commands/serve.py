@@ -321,13 +321,18 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, ValueError) as exc:
         print(f"railscope agent: {exc}", file=sys.stderr)
         return 3
-    if settings.collector_url and settings.collector_token_file:
-        from agent.clients.tokens import TokenFileError, read_token
+    from proto.tokens import TokenFileError, read_token
 
-        # Read again before every request (it rotates); a file that can never be used is said now,
-        # at start, not in a warning at every upload and poll.
+    # Read again before every request (they rotate); a file that can never be used is said now, at
+    # start, not in a warning at every upload, poll or data request.
+    checks = [(settings.data_token_file, "--data-token-file")]
+    if settings.collector_url:
+        checks.append((settings.collector_token_file, "--collector-token-file"))
+    for path, flag in checks:
+        if not path:
+            continue
         try:
-            read_token(settings.collector_token_file, "--collector-token-file")
+            read_token(path, flag)
         except TokenFileError as exc:
             print(f"railscope agent: {exc}", file=sys.stderr)
             return 3
