@@ -103,6 +103,8 @@ class _Guarded(asyncio.Protocol):
             transport.abort()  # type: ignore[attr-defined]
             return
         self._task = asyncio.get_running_loop().create_task(self._handshake(transport, host))
+        self._tls.tasks.add(self._task)
+        self._task.add_done_callback(self._tls.tasks.discard)
 
     async def _handshake(self, transport: asyncio.BaseTransport, host: str) -> None:
         assert self._tls is not None
@@ -110,7 +112,7 @@ class _Guarded(asyncio.Protocol):
             app = await asyncio.get_running_loop().start_tls(
                 transport, self, self._tls.context, server_side=True,  # type: ignore[arg-type]
                 ssl_handshake_timeout=self._tls.timeout_s)
-        except (OSError, ConnectionError, TimeoutError, asyncio.CancelledError, ssl.SSLError, RuntimeError):
+        except BaseException:  # refused, timed out, reset, or the site stopping (cancelled)
             # start_tls has closed the transport; the TLS layer never calls this protocol for a
             # handshake that failed.
             self._tls.handshakes.release(host)
@@ -178,6 +180,8 @@ class _Tls:
 
     def __init__(self, context: Callable[[], ssl.SSLContext], handshakes: ConnectionGuard, timeout_s: float) -> None:
         self._context, self.handshakes, self.timeout_s = context, handshakes, timeout_s
+        #: handshakes in progress, ended when the site stops
+        self.tasks: set[asyncio.Task[None]] = set()
 
     @property
     def context(self) -> ssl.SSLContext:
@@ -224,12 +228,22 @@ header deadline is the runner's ``keepalive_timeout``: ``runner_args``).
         def factory() -> asyncio.Protocol:
             return _Guarded(guard, server(), tls)
 
+        self._tls = tls
         # No ssl= here: the handshake is the protocol's (see _Guarded).
         self._server = await asyncio.get_running_loop().create_server(
             factory, self._host, self._port, backlog=self._backlog,
             reuse_address=self._reuse_address, reuse_port=self._reuse_port)
         sockets = self._server.sockets
         self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+    async def stop(self) -> None:
+        tls = getattr(self, "_tls", None)
+        if tls is not None:
+            for task in list(tls.tasks):
+                task.cancel()
+            if tls.tasks:
+                await asyncio.gather(*tls.tasks, return_exceptions=True)
+        await super().stop()
 
 
 def runner_args(header_timeout_s: float, max_header_bytes: int = 8190) -> dict[str, int | float]:

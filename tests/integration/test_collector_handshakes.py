@@ -180,3 +180,21 @@ def test_half_a_renewal_keeps_the_old_pair_serving(tmp_path: Path, caplog) -> No
     assert seen[0] == first and seen[1] == first, "half a renewal took the served pair down"
     assert seen[2] == seen[3]
     assert any("previous pair stays in use" in r.getMessage() for r in caplog.records)
+
+
+def test_stopping_the_site_ends_the_handshakes_in_progress(tmp_path: Path) -> None:
+    server_ctx, _client_ctx = _contexts(tmp_path)
+
+    async def main() -> tuple[int, int, int]:
+        guard = ConnectionGuard(per_peer=100, total=1000)
+        handshakes = ConnectionGuard(per_peer=100, total=1000)
+        runner, port = await _site(server_ctx, guard, handshakes=handshakes, handshake_timeout_s=30)
+        idle = await _idle(port, 4)
+        await asyncio.sleep(0.1)
+        during = handshakes.count
+        await runner.cleanup()
+        closed = await _closed(idle, 1.0)
+        _close(idle)
+        return during, handshakes.count + guard.count, closed
+
+    assert asyncio.run(main()) == (4, 0, 4)
