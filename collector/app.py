@@ -95,7 +95,10 @@ async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None)
         reloader = CertReloader(ssl_ctx, settings.tls_cert_file, settings.tls_key_file)
     runner = web.AppRunner(app, access_log=None, **handler_args(settings))
     await runner.setup()
-    conns = ConnectionGuard(settings.max_conns_per_peer, total_connections())
+    conns = ConnectionGuard(settings.peer_conn_cap, total_connections())
+    if settings.plain_http and settings.max_conns_per_peer:
+        log.info("--plain-http: every connection comes from the proxy in front, so no cap per client address "
+                 "(--max-conns-per-peer %d is not applied); the replica's total stays", settings.max_conns_per_peer)
     limit_accept_errors(asyncio.get_running_loop(), log=log)
     handshakes = ConnectionGuard(settings.max_handshakes_per_peer, settings.max_handshakes)
     # The context is asked for per connection: the reloader swaps in a renewed pair's.

@@ -197,6 +197,13 @@ class CollectorSettings:
             raise SettingsError("--tokenreview-peer-rate must be positive")
 
     @property
+    def peer_conn_cap(self) -> int:
+        """Connections one peer address may hold (0: no cap). Behind the proxy ``plain_http`` is for
+        (a mesh sidecar, an ingress) every connection comes from the proxy's address, and a cap per
+        address would cap the whole fleet: none then; the replica's total stays."""
+        return 0 if self.plain_http else self.max_conns_per_peer
+
+    @property
     def node_inflight_cap(self) -> int:
         """Uploads one node may have in flight: ``max_inflight_per_node`` kept below ``max_inflight``
         (but at least 1), so that one node never holds every slot of a replica."""

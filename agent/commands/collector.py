@@ -133,7 +133,8 @@ def register(p: argparse.ArgumentParser) -> None:
                           "idle this long between requests. Default: 10s.")
     lim.add_argument("--max-conns-per-peer", type=_count, default=env_default("max-conns-per-peer", "128"),
                      help="Connections one client address may hold open; beyond, a new one is closed at once "
-                          "(0: no cap). The total stays below the descriptor limit regardless. Default: 128.")
+                          "(0: no cap). Not applied with --plain-http (every connection is the proxy's). The "
+                          "total stays below the descriptor limit regardless. Default: 128.")
     lim.add_argument("--max-handshakes-per-peer", type=_count,
                      default=env_default("max-handshakes-per-peer", "16"),
                      help="TLS handshakes one client address may have in progress; beyond, a new connection is "
