@@ -493,6 +493,11 @@ class AgentSettings:
     #: only with the bearer token in this file
     data_socket: str | None = None
     data_token_file: str | None = None
+    #: the agent's own HTTP server, bounded as the collector's (proto/connections.py): a connection
+    #: whose request headers are not complete by then is closed (also the idle time between two
+    #: requests), and connections one peer address may hold open (0: no cap)
+    header_timeout_s: float = 10.0
+    max_conns_per_peer: int = 32
     #: the agent's own budget (``--budget-cpu`` cores, ``--budget-rss`` bytes; None: no guard) and how
     #: often the guard looks (``agent.service.budget``)
     budget_cpu: float | None = None

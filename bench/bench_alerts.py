@@ -124,9 +124,12 @@ def bench_alerts(work: Path, runs: int) -> dict:
     store = work / "store-a"
     tokens = {r: work / f"{r}-tokens" for r in ("alerting", "operator", "agent")}
     tokens["alerting"].write_text(ALERTING + "\n")
+    tokens["alerting"].chmod(0o600)  # token files: their owner's alone
     tokens["operator"].write_text(OPERATOR + "\n")
+    tokens["operator"].chmod(0o600)  # token files: their owner's alone
     agent_token = "bench-agent-token-0123456789abcd"
     tokens["agent"].write_text(f"{NODE} {agent_token}\n")
+    tokens["agent"].chmod(0o600)  # token files: their owner's alone
     (work / "agent-token").write_text(agent_token + "\n")
     (work / "agent-token").chmod(0o600)  # the agent refuses a token file others may read
 
@@ -230,8 +233,11 @@ def bench_polls(work: Path, n_agents: int, queue_n: int = 100, idle_s: float = 1
     toks = {n: f"sim-agent-token-{n}-{os.urandom(6).hex()}" for n in nodes}
     tokens = {r: work / f"poll-{r}-tokens" for r in ("alerting", "operator", "agent")}
     tokens["alerting"].write_text(ALERTING + "\n")
+    tokens["alerting"].chmod(0o600)  # token files: their owner's alone
     tokens["operator"].write_text(OPERATOR + "\n")
+    tokens["operator"].chmod(0o600)  # token files: their owner's alone
     tokens["agent"].write_text("".join(f"{n} {t}\n" for n, t in toks.items()))
+    tokens["agent"].chmod(0o600)  # token files: their owner's alone
     col_a, url_a = collector(work, store, tokens)
     col_b, url_b = collector(work, store, tokens)
     try:

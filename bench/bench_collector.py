@@ -67,7 +67,9 @@ def _write_random(path: Path, size: int) -> str:
 
 def _tokens(d: Path) -> dict[str, str]:
     (d / "agent").write_text(f"{HELLO.node} {AGENT_TOKEN}\n")
+    (d / "agent").chmod(0o600)  # token files: their owner's alone
     (d / "operator").write_text(OPERATOR_TOKEN + "\n")
+    (d / "operator").chmod(0o600)  # token files: their owner's alone
     return {"agent_token_file": str(d / "agent"), "operator_token_file": str(d / "operator")}
 
 

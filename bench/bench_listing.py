@@ -66,7 +66,9 @@ def main() -> int:
         try:
             put_bundles(weed, args.bundles)
             (work / "operator").write_text(TOKEN + "\n")
+            (work / "operator").chmod(0o600)  # token files: their owner's alone
             (work / "agent").write_text("n1 bench-agent-token-000000000000000\n")
+            (work / "agent").chmod(0o600)  # token files: their owner's alone
             port = free_port()
             argv = [sys.executable, "-m", "agent.cli", "collector", "--listen", "127.0.0.1", "--port", str(port),
                     "--store", f"s3://{BUCKET}/railscope", "--s3-endpoint-url", weed.endpoint, "--plain-http",

@@ -294,8 +294,11 @@ def main() -> int:
         tokens = {n: f"soak-agent-{n}-{os.urandom(8).hex()}" for n in nodes}
         tokens.update({n: f"soak-agent-{n}-{os.urandom(8).hex()}" for n in HOSTILE_NODES})
         (work / "agent-tokens").write_text("".join(f"{n} {t}\n" for n, t in tokens.items()))
+        (work / "agent-tokens").chmod(0o600)  # token files: their owner's alone
         (work / "operator-token").write_text(OPERATOR + "\n")
+        (work / "operator-token").chmod(0o600)  # token files: their owner's alone
         (work / "alerting-token").write_text(ALERTING + "\n")
+        (work / "alerting-token").chmod(0o600)  # token files: their owner's alone
         root: Path | None = None
         if args.store == "weed":
             os.environ.update(AWS_ENV)

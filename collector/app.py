@@ -16,11 +16,18 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from proto.connections import (
+    ConnectionGuard,
+    GuardedSite,
+    limit_accept_errors,
+    runner_args,
+    total_connections,
+)
+
 from . import alerts, logsafe, pages, routes
 from . import requests as capture_requests
 from .auth import Authenticator
 from .config import CollectorSettings
-from .connections import ConnectionGuard, GuardedSite, limit_accept_errors, total_connections
 from .guard import guard
 from .state import STATE, Collector
 from .storage import Store, open_store
@@ -52,14 +59,11 @@ def make_app(settings: CollectorSettings, store: Store | None = None) -> web.App
     return app
 
 
-def handler_args(settings: CollectorSettings) -> dict[str, int]:
-    """Bounded request line and header fields (aiohttp's parser refuses longer ones with 400), and a
-    body buffer of one frame: with aiohttp's 64 KiB the socket stops reading whenever the handler
-    awaits its store, and a single upload runs at a fraction of the link."""
-    return {"max_line_size": 8190, "max_field_size": settings.max_header_bytes, "read_bufsize": 1 << 20,
-            # aiohttp closes a connection idle this long, counted from its opening too: a request
-            # whose headers never complete is closed then (a header deadline).
-            "keepalive_timeout": settings.header_timeout_s}
+def handler_args(settings: CollectorSettings) -> dict[str, int | float]:
+    """The shared bounds (``proto.connections.runner_args``: request line, header fields, the header
+    deadline) and a body buffer of one frame: with aiohttp's 64 KiB the socket stops reading
+    whenever the handler awaits its store, and a single upload runs at a fraction of the link."""
+    return {**runner_args(settings.header_timeout_s, settings.max_header_bytes), "read_bufsize": 1 << 20}
 
 
 def _fixed_mmap_threshold() -> None:
@@ -91,9 +95,16 @@ async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None)
         reloader = CertReloader(ssl_ctx, settings.tls_cert_file, settings.tls_key_file)
     runner = web.AppRunner(app, access_log=None, **handler_args(settings))
     await runner.setup()
-    conns = ConnectionGuard(settings.max_conns_per_peer, total_connections())
-    limit_accept_errors(asyncio.get_running_loop())
-    site = GuardedSite(runner, settings.listen, settings.port, guard=conns, backlog=1024, ssl_context=ssl_ctx)
+    conns = ConnectionGuard(settings.peer_conn_cap, total_connections())
+    if settings.plain_http and settings.max_conns_per_peer:
+        log.info("--plain-http: every connection comes from the proxy in front, so no cap per client address "
+                 "(--max-conns-per-peer %d is not applied); the replica's total stays", settings.max_conns_per_peer)
+    limit_accept_errors(asyncio.get_running_loop(), log=log)
+    handshakes = ConnectionGuard(settings.max_handshakes_per_peer, settings.max_handshakes)
+    # The context is asked for per connection: the reloader swaps in a renewed pair's.
+    tls = (lambda: reloader.ctx) if reloader is not None else None
+    site = GuardedSite(runner, settings.listen, settings.port, guard=conns, backlog=1024, ssl_context=tls,
+                       handshakes=handshakes, handshake_timeout_s=settings.header_timeout_s)
     try:
         await site.start()
     except OSError as exc:

@@ -22,9 +22,11 @@ from pathlib import Path
 import aiohttp
 
 from proto.keys import KeyPartError, check_part
+from proto.tokens import TokenFileError, read_token_list
 
 from .config import CollectorSettings, SettingsError
 from .errors import Refused
+from .issuer import IssuerKeys, Verdict, expiry
 from .limits import TokenBucket, jwt_for
 
 __all__ = ["ROLES", "AuthError", "Authenticator", "Principal", "load_tokens"]
@@ -35,6 +37,15 @@ ROLES = ("agent", "alerting", "operator")
 NODE_CLAIM = "authentication.kubernetes.io/node-name"
 TOKENREVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 _MAX_TOKEN = 16 * 1024
+#: a positive review is kept until the token expires, at most this long: a deleted pod's token is
+#: refused within that bound (the API server alone knows the pod is gone)
+POSITIVE_MAX_S = 600.0
+NEGATIVE_S = 10.0
+#: a token the issuer's keys cannot judge is reviewed within a budget of its peer address's own:
+#: this many at once, then ``tokenreview_peer_rate`` a second
+PEER_BURST = 5
+_PEERS = 4096
+_CACHED = 4096
 
 
 class AuthError(Refused):
@@ -68,10 +79,12 @@ def _digest(token: str) -> bytes:
 def load_tokens(path: str, role: str, cluster: str | None = None) -> list[tuple[bytes, Principal]]:
     """A token file: one token per line (``#`` comments); agent files name the node first and may name
     the token's cluster last: ``<node> <token> [<cluster>]`` (without one, ``cluster``)."""
+    # The one token-file reader (proto.tokens): owner-only (or the pod's own group: the chart mounts
+    # the Secret 0440 with the pod's fsGroup, since the collector runs as nobody), bounded in size.
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise SettingsError(f"{role} token file {path}: {exc.strerror}") from None
+        text = read_token_list(path, f"{role} token file", own_group=True)
+    except TokenFileError as exc:
+        raise SettingsError(str(exc)) from None
     out: list[tuple[bytes, Principal]] = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -117,10 +130,15 @@ class Authenticator:
                                 "authentication unless --insecure-dev")
         self._session: aiohttp.ClientSession | None = None
         self._cache: OrderedDict[bytes, tuple[float, Principal | None]] = OrderedDict()
+        self._refused: OrderedDict[bytes, tuple[float, Principal | None]] = OrderedDict()
         self._lock = asyncio.Lock()
         # Reviews asked for and not answered yet: concurrent requests with one token share one.
         self._asking: dict[bytes, asyncio.Future[Principal | None]] = {}
         self._reviews = TokenBucket(settings.tokenreview_rate, settings.tokenreview_burst)
+        self._peers: OrderedDict[str, TokenBucket] = OrderedDict()
+        self.issuer = IssuerKeys(self._get_json)
+        #: tokens refused because no key of the issuer signed them (no review asked for)
+        self.forged = 0
 
     async def start(self) -> None:
         if self._review:
@@ -134,7 +152,34 @@ class Authenticator:
         if self._session is not None:
             await self._session.close()
 
-    async def authenticate(self, header: str | None) -> Principal:
+    async def _get_json(self, path: str) -> object:
+        """A GET of the API server with the collector's own token (the issuer's discovery document
+        and keys)."""
+        assert self._session is not None
+        url = self.settings.tokenreview_url.rstrip("/") + path  # type: ignore[union-attr]
+        async with self._session.get(url, headers={"Authorization": f"Bearer {self._own_token()}"}) as resp:
+            if resp.status != 200:
+                raise OSError(f"{path} answered {resp.status}")
+            return await resp.json(content_type=None)
+
+    def _own_token(self) -> str:
+        if not self.settings.tokenreview_token_file:
+            return ""
+        try:
+            return Path(self.settings.tokenreview_token_file).read_text().strip()
+        except OSError as exc:
+            raise AuthError(503, "auth_unavailable", f"the collector's own token: {exc.strerror}") from None
+
+    def _peer_budget(self, peer: str) -> bool:
+        bucket = self._peers.get(peer)
+        if bucket is None:
+            bucket = self._peers[peer] = TokenBucket(self.settings.tokenreview_peer_rate, PEER_BURST)
+            while len(self._peers) > _PEERS:
+                self._peers.popitem(last=False)
+        self._peers.move_to_end(peer)
+        return bucket.take()
+
+    async def authenticate(self, header: str | None, peer: str = "?") -> Principal:
         token = None
         if header and header[:7].lower() == "bearer ":
             token = header[7:].strip()
@@ -156,27 +201,26 @@ class Authenticator:
         # Only what could be a ServiceAccount token for our audience is sent for review: a random
         # bearer token must not cost the API server a review with the collector's credentials.
         if self._review and jwt_for(token, self.settings.agent_audience):
-            reviewed = await self._tokenreview(token, digest)
+            reviewed = await self._tokenreview(token, digest, peer)
             if reviewed is not None:
                 return reviewed
         if self.settings.insecure_dev:
             return Principal(frozenset(ROLES), name="insecure-dev")
         raise AuthError(401, "unauthenticated", "unknown token")
 
-    async def _tokenreview(self, token: str, digest: bytes) -> Principal | None:
+    async def _tokenreview(self, token: str, digest: bytes, peer: str) -> Principal | None:
         now = time.monotonic()
-        hit = self._cache.get(digest)
-        if hit is not None and hit[0] > now:
-            return hit[1]
+        for cache in (self._cache, self._refused):
+            hit = cache.get(digest)
+            if hit is not None and hit[0] > now:
+                return hit[1]
         pending = self._asking.get(digest)
         if pending is not None:
             return await asyncio.shield(pending)
-        if not self._reviews.take():
-            raise AuthError(503, "auth_unavailable", "too many token reviews at once: try again shortly")
         fut: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
         self._asking[digest] = fut
         try:
-            principal = await self._ask(token)
+            principal = await self._judge(token, digest, peer)
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()  # retrieved: a review nobody else waited on is not "never retrieved"
@@ -185,22 +229,42 @@ class Authenticator:
             fut.set_result(principal)
         finally:
             self._asking.pop(digest, None)
-        # A positive answer is kept a minute, a negative one 10 s: a burst of uploads after an
-        # incident costs the API server one review per agent, not one per request.
-        self._cache[digest] = (now + (60 if principal else 10), principal)
-        self._cache.move_to_end(digest)
-        while len(self._cache) > 4096:
-            self._cache.popitem(last=False)
+        return principal
+
+    async def _judge(self, token: str, digest: bytes, peer: str) -> Principal | None:
+        # Before any review: a token no key of the cluster's issuer signed costs nothing but this
+        # check (and is not cached: a flood of them must not push reviewed agents out); one that
+        # cannot be judged here costs its own address's budget first, so a flood of minted tokens
+        # from one client never empties the replica's budget for the fleet.
+        verdict = await self.issuer.verdict(token)
+        if verdict is Verdict.FORGED:
+            self.forged += 1
+            return None
+        # Behind a proxy (--plain-http) every peer is the proxy: no budget of its own there.
+        if verdict is Verdict.UNKNOWN and not self.settings.plain_http and not self._peer_budget(peer):
+            raise AuthError(503, "auth_unavailable", "too many token reviews from this address: try again shortly")
+        if not self._reviews.take():
+            raise AuthError(503, "auth_unavailable", "too many token reviews at once: try again shortly")
+        principal = await self._ask(token)
+        # A positive answer is kept until the token expires (bounded), a negative one 10 s, each in
+        # a map of its own: a burst of uploads after an incident costs the API server one review per
+        # agent, not one per request, and refused tokens never push a reviewed agent out.
+        now = time.monotonic()
+        if principal is not None:
+            exp = expiry(token)
+            ttl = POSITIVE_MAX_S if exp is None else max(0.0, min(POSITIVE_MAX_S, exp - time.time()))
+            cache = self._cache
+        else:
+            ttl, cache = NEGATIVE_S, self._refused
+        cache[digest] = (now + ttl, principal)
+        cache.move_to_end(digest)
+        while len(cache) > _CACHED:
+            cache.popitem(last=False)
         return principal
 
     async def _ask(self, token: str) -> Principal | None:
         assert self._session is not None
-        own = ""
-        if self.settings.tokenreview_token_file:
-            try:
-                own = Path(self.settings.tokenreview_token_file).read_text().strip()
-            except OSError as exc:
-                raise AuthError(503, "auth_unavailable", f"the collector's own token: {exc.strerror}") from None
+        own = self._own_token()
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                 "spec": {"token": token, "audiences": [self.settings.agent_audience]}}
         url = self.settings.tokenreview_url.rstrip("/") + TOKENREVIEW_PATH  # type: ignore[union-attr]

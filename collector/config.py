@@ -134,6 +134,9 @@ class CollectorSettings:
     #: ``tokenreview_burst``; past it a request is answered 503 and tried again
     tokenreview_rate: float = 20.0
     tokenreview_burst: int = 100
+    #: TokenReviews per second one client address may cause for tokens the issuer's keys cannot
+    #: judge (bursts of 5): a flood of minted tokens from one address never empties the replica's
+    tokenreview_peer_rate: float = 0.5
     #: ServiceAccounts whose tokens are agents (``system:serviceaccount:<ns>:<name>``)
     agent_service_accounts: tuple[str, ...] = ("system:serviceaccount:railscope:railscope-agent",)
     insecure_dev: bool = False
@@ -167,6 +170,11 @@ class CollectorSettings:
     #: connections one peer address may hold open (0: no cap); the replica's total stays below its
     #: descriptor limit whatever this says
     max_conns_per_peer: int = 128
+    #: TLS handshakes in progress one peer address may have, and the replica in all (0: no cap per
+    #: peer); past either a new connection is closed at once. A handshake holds ~300 KiB of buffers
+    #: and must end within ``header_timeout_s``.
+    max_handshakes_per_peer: int = 16
+    max_handshakes: int = 128
     #: temporary files of the local store older than this are removed at start (a replica killed mid-ingest)
     stale_part_s: float = 3600.0
     #: capture on alert (POST /v1/alerts)
@@ -185,6 +193,8 @@ class CollectorSettings:
             raise SettingsError("--tls-cert-file and --tls-key-file go together")
         if self.header_timeout_s <= 0:
             raise SettingsError("--header-timeout must be positive")
+        if self.max_handshakes_per_peer < 0 or self.max_handshakes < 1:
+            raise SettingsError("--max-handshakes must be at least 1 (--max-handshakes-per-peer: 0 or more)")
         if self.max_inflight_per_node < 1:
             raise SettingsError("--max-inflight-per-node must be at least 1")
         if self.max_uploads_per_node_hour < 0:
@@ -198,6 +208,21 @@ class CollectorSettings:
                 raise SettingsError(f"--cluster: {exc}") from None
         if self.tokenreview_rate <= 0 or self.tokenreview_burst < 1:
             raise SettingsError("--tokenreview-rate must be positive")
+        if self.tokenreview_peer_rate <= 0:
+            raise SettingsError("--tokenreview-peer-rate must be positive")
+
+    @property
+    def peer_conn_cap(self) -> int:
+        """Connections one peer address may hold (0: no cap). Behind the proxy ``plain_http`` is for
+        (a mesh sidecar, an ingress) every connection comes from the proxy's address, and a cap per
+        address would cap the whole fleet: none then; the replica's total stays."""
+        return 0 if self.plain_http else self.max_conns_per_peer
+
+    @property
+    def node_inflight_cap(self) -> int:
+        """Uploads one node may have in flight: ``max_inflight_per_node`` kept below ``max_inflight``
+        (but at least 1), so that one node never holds every slot of a replica."""
+        return max(1, min(self.max_inflight_per_node, self.max_inflight - 1))
 
     def check_transport(self) -> None:
         """Serving refuses plain HTTP unless asked: tokens and bundles would cross the network in clear."""

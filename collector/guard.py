@@ -73,7 +73,8 @@ async def authorize(request: web.Request, route: Route) -> None:
     if PRINCIPAL in request or not route.roles:
         return
     header = request.headers.get("Authorization")
-    principal = await request.app[STATE].auth.authenticate(_bearer(header) if route.page else header)
+    principal = await request.app[STATE].auth.authenticate(_bearer(header) if route.page else header,
+                                                           request.remote or "?")
     node = _node(request, route.node)
     if node is not None:
         try:

@@ -60,9 +60,10 @@ async def _admit(request: web.Request, take: bool = True) -> Principal:
         raise Refused(429, "busy", f"{col.in_flight} uploads in flight on this replica; retry later",
                       headers={"Retry-After": str(col.settings.retry_after_s)})
     principal = request[PRINCIPAL]
-    if principal.node is not None and col.in_flight_by_node.get(principal.node, 0) >= col.settings.max_inflight_per_node:
+    cap = col.settings.node_inflight_cap
+    if principal.node is not None and col.in_flight_by_node.get(principal.node, 0) >= cap:
         # One node trickling uploads must not hold the slots every other node needs.
-        raise Refused(429, "busy", f"node {principal.node} has {col.settings.max_inflight_per_node} uploads in "
+        raise Refused(429, "busy", f"node {principal.node} has {cap} uploads in "
                                    "flight on this replica; retry later",
                       headers={"Retry-After": str(col.settings.retry_after_s)})
     if principal.node is not None and col.settings.max_uploads_per_node_hour > 0:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from .metrics import CONTENT_TYPE_LATEST
 from .state import STATE
-from .storage import StoreError
 
 __all__ = ["healthz", "metrics", "readyz"]
 
@@ -19,12 +16,12 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     col = request.app[STATE]
-    try:
-        await asyncio.wait_for(col.store.ready(), 5)
-    except (StoreError, TimeoutError) as exc:
-        col.metrics.storage_errors.labels("ready").inc()
+    error, fresh = await col.readiness.check(col.store)  # cached a few seconds, one check at a time
+    if error is not None:
+        if fresh:
+            col.metrics.storage_errors.labels("ready").inc()
         return web.json_response({"status": "store unreachable", "store": col.store.description,
-                                  "error": str(exc) or "timeout"}, status=503)
+                                  "error": error}, status=503)
     return web.json_response({"status": "ready", "store": col.store.description})
 
 

@@ -18,6 +18,7 @@ from agent.config import Expectations
 from .auth import Authenticator, Principal
 from .config import AlertLimits, CollectorSettings
 from .metrics import CollectorMetrics
+from .readiness import Readiness
 from .storage import Store
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class Collector:
     in_flight_by_node: dict[str, int] = field(default_factory=dict)
     #: node -> when (monotonic) each of its uploads of the last hour was admitted on this replica
     uploads_by_node: dict[str, deque[float]] = field(default_factory=dict)
+    #: /readyz's cached answer
+    readiness: Readiness = field(default_factory=Readiness)
 
 
 STATE: web.AppKey[Collector] = web.AppKey("collector", Collector)

@@ -1,8 +1,12 @@
 """The collector's TLS: a server context from a certificate and key file, loaded again when either
 file changes (a cert-manager renewal swaps the Secret's files under the pod), without a restart.
 
-A renewal written in two steps can be seen half done (a new certificate with the old key): such a
-pair fails to load, the context keeps the pair it has, and the next look tries again.
+A renewal written in two steps can be seen half done (a new certificate with the old key). A pair
+is loaded into a fresh context and only a context that loaded whole replaces the one in use: loading
+into the live one would leave it holding the new certificate with the old key (OpenSSL sets the
+certificate before it finds the key does not match), and every handshake would fail while the
+log said the old pair stayed. Such a pair is said to be refused, the old context serves on, and
+the next look tries again.
 """
 
 from __future__ import annotations
@@ -46,8 +50,9 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
 
 
 class CertReloader:
-    """Loads the pair into ``ctx`` again whenever either file's inode, mtime or size changes; new
-    handshakes use the new pair, connections already open keep theirs."""
+    """Loads the pair into a fresh context whenever either file's inode, mtime or size changes and
+    swaps it in (``ctx``) once it loaded; new handshakes use the new pair (the site asks for
+    ``ctx`` per connection), connections already open keep theirs."""
 
     def __init__(self, ctx: ssl.SSLContext, cert_file: str, key_file: str, every_s: float = RELOAD_EVERY_S) -> None:
         self.ctx, self.cert_file, self.key_file, self.every_s = ctx, cert_file, key_file, every_s
@@ -61,11 +66,13 @@ class CertReloader:
         if now == self.seen or None in now:
             return False
         try:
-            self.ctx.load_cert_chain(self.cert_file, self.key_file)
-        except (ssl.SSLError, OSError) as exc:
-            # Half a renewal, most likely: keep serving the pair in use, look again next time.
-            log.warning("TLS certificate %s not reloaded (the previous one stays in use): %s", self.cert_file, exc)
+            fresh = server_context(self.cert_file, self.key_file)
+        except SettingsError as exc:
+            # Half a renewal, most likely: the context in use was never touched, so what the log
+            # says is so. Looked at again next time.
+            log.warning("TLS certificate %s not reloaded (the previous pair stays in use): %s", self.cert_file, exc)
             return False
+        self.ctx = fresh
         self.seen = now
         self.reloads += 1
         log.info("TLS certificate %s reloaded", self.cert_file)

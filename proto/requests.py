@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_PLAN",
     "MAX_POLL_WAIT_S",
     "MAX_REQUEST_BYTES",
+    "MAX_SERVED_PER_POLL",
     "MAX_TAKES",
     "PLANS",
     "POLL_WAIT_S",
@@ -48,6 +49,10 @@ MAX_BUNDLE_KEY = 512
 #: and what an agent asks for.
 MAX_POLL_WAIT_S = 54
 POLL_WAIT_S = 50
+#: The most requests one poll's answer holds. A collector serves a node its oldest pending request,
+#: one at a time; the rest is room, not a promise. An answer with more is no collector's: refused
+#: whole by the agent, before any request is built from it.
+MAX_SERVED_PER_POLL = 8
 
 
 class RequestError(ValueError):

@@ -2,7 +2,10 @@
 
 Secrets are always removed: private key blocks, bearer tokens, ``Authorization`` and cookie headers,
 kubeconfig credentials, ``password=`` style pairs and YAML block scalars under such keys,
-``--password VALUE`` style flags, registry ``auth`` entries and ``curl -u user:password``. With a key (``--redact``), addresses and
+``--password VALUE`` style flags, registry ``auth`` entries and ``curl -u user:password``, a
+``password: value`` to the end of its line, any ``*_KEY=``, a URL's user and password, dracut's
+``netroot=iscsi:user:password@``, Slack webhook URLs, tokens known by their prefix (GitHub, GitLab,
+Slack, Hugging Face, ``sk-``, Google, AWS) and ``ipmitool -P``. With a key (``--redact``), addresses and
 names become keyed HMAC pseudonyms of the same shape: IPv4 / IPv6 addresses (RoCE GIDs are IPv6),
 MACs and other colon-separated hardware addresses, IB GUIDs, host names, pod and namespace names.
 The same input gives the same pseudonym with the same key on every node, and no map file exists:
@@ -77,12 +80,22 @@ FORMS: tuple[Form, ...] = (
          b"curl -H 'X-Auth: Bearer sk-live-51Hbearer' https://x", b"sk-live-51Hbearer"),
     Form("basic", re.compile(rb"(?i)\b(basic[ \t]+)[A-Za-z0-9+/=]{8,}"), rb"\1" + MARK, (b"basic",),
          b"proxy said: Basic dXNlcjpiYXNpYy1wdw==", b"dXNlcjpiYXNpYy1wdw"),
+    # "password: correct horse battery staple": a YAML / INI / log value after ": " is the rest of
+    # the line unless quoted (the pair above stops at the first space and took "correct" only).
+    Form("secret-colon-line", re.compile(
+        rb"(?i)(?<![\w.-])(\"?[\w.-]{0,40}?(?:" + _SECRET_WORDS + rb")[\w.-]{0,40}\"?[ \t]*:[ \t]+)"
+        rb"([^\"'\s][^\r\n]*)"), b"", (b"pass", b"secret", b"token", b"key", b"credential"),
+        b"password: correct horse battery staple", b"horse battery staple"),
     # kubeconfig and YAML / JSON / INI credentials: "token: ...", "client-key-data: ...",
     # "password=...", '"secret": "..."'.
     Form("secret-key-pair", re.compile(
         rb"(?i)(?<![\w.-])(\"?[\w.-]{0,40}?(?:" + _SECRET_WORDS + rb")[\w.-]{0,40}\"?[ \t]*[:=][ \t]*)" + _VALUE),
         b"", (b"pass", b"secret", b"token", b"key", b"credential"), b'{"db_password": "pair-hunter2"}',
         b"pair-hunter2"),
+    # Any NAME_KEY=value / name_key: value (STRIPE_SECRET_KEY, ENCRYPTION_KEY, a .env file).
+    Form("key-suffix-pair", re.compile(
+        rb"(?i)(?<![\w.-])(\"?[\w.-]{1,40}?_key\"?[ \t]*[:=][ \t]*)" + _VALUE), b"", (b"_key",),
+        b"ENCRYPTION_KEY=keysuffix-s3cret", b"keysuffix-s3cret"),
     # psk= / pass= / pwd=: module options (modprobe.d), the kernel command line, OVS's
     # ``options: {psk=...}`` in ``ovs-vsctl show`` and ``options : {psk=...}`` in ``list Interface``.
     Form("short-key-pair", re.compile(
@@ -134,8 +147,33 @@ FORMS: tuple[Form, ...] = (
     Form("curl-user", re.compile(rb"(\bcurl\b[^\r\n]*?[ \t](?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?)(?!-)[^\s]+"),
          rb"\1" + MARK, (b"curl",), b"curl -s -u admin:curl-s3cret https://bmc", b"curl-s3cret"),
     # URLs with a user:password part.
-    Form("url-userinfo", re.compile(rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{1,256}:)[^@\s/]{1,256}@"),
+    Form("url-userinfo", re.compile(rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://[^/\s:@]{0,256}:)[^@\s/]{1,256}@"),
          rb"\1" + MARK + b"@", (b"://",), b"remote: https://git:url-s3cret@git.example/x.git", b"url-s3cret"),
+    # A URL whose user is all there is: often a token (https://ghp_...@github.com, https://<key>@sentry).
+    Form("url-user", re.compile(rb"(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,30}://)[^/\s:@\[\]]{1,256}@"),
+         rb"\1" + MARK + b"@", (b"://",), b"pip index https://urluser-s3cret@pypi.example/simple", b"urluser-s3cret"),
+    # dracut's iSCSI root: netroot=iscsi:[user:password[:reverse-user:reverse-password]@]server:...
+    # (dracut.cmdline(7)), on /proc/cmdline and in what dmesg repeats of it.
+    Form("dracut-iscsi", re.compile(rb"(?i)(\bnetroot=iscsi:)[^\s@]*@"), rb"\1" + MARK + b"@", (b"netroot=iscsi:",),
+         b"ro netroot=iscsi:admin:iscsi-s3cret@10.0.0.9::3260::iqn.2009-06.example:t0 quiet", b"iscsi-s3cret"),
+    # Slack's incoming webhooks: the URL is the credential (https://api.slack.com/messaging/webhooks).
+    Form("slack-webhook", re.compile(rb"(?i)(https?://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)"
+                                     rb"[^\s\"'<>]+"), rb"\1" + MARK, (b"hooks.slack",),
+         b"url: https://hooks.slack.com/services/T0001/B0002/slackhook-s3cret", b"slackhook-s3cret"),
+    # Tokens known by their prefix wherever they stand: GitHub (ghp_ gho_ ghu_ ghs_ ghr_ github_pat_),
+    # GitLab (glpat-), Slack (xoxa- xoxb- xoxp- xoxr-), Hugging Face (hf_), OpenAI-style (sk-),
+    # Google API keys (AIza), AWS access key ids (AKIA / ASIA).
+    Form("token-prefix", re.compile(
+        rb"(?<![\w-])(?:gh[pousr]_[A-Za-z0-9]{10,}|github_pat_[A-Za-z0-9_]{10,}|glpat-[A-Za-z0-9_-]{10,}|"
+        rb"xox[abpr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{10,}|sk-[A-Za-z0-9_-]{10,}|AIza[0-9A-Za-z_-]{35}|"
+        rb"(?:AKIA|ASIA)[0-9A-Z]{16})(?![\w-])"), MARK,
+        (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"glpat-", b"xox", b"hf_", b"sk-", b"aiza",
+         b"akia", b"asia"),
+        b"export GH=ghp_prefixs3cretprefixs3cretAB0123", b"prefixs3cretprefixs3cretAB0123"),
+    # ipmitool -P <password>, -k / -y <Kg key> (ipmitool(1)), spaced or glued.
+    Form("ipmitool-password", re.compile(rb"(\bipmitool\b[^\r\n]*?[ \t]-[Pky][ \t]*)(?!-)[^\s]+"),
+         rb"\1" + MARK, (b"ipmitool",), b"ipmitool -I lanplus -H bmc -U admin -P ipmi-s3cret chassis status",
+         b"ipmi-s3cret"),
 )
 
 # One pass for every kind of address so that a match is never re-redacted.

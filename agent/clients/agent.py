@@ -18,8 +18,8 @@ import tempfile
 import urllib.parse
 from typing import Any
 
-from agent.clients.tokens import TokenFileError, read_token
 from agent.host.image import LIMITS, ImageError, open_tree, write_tree
+from proto.tokens import TokenFileError, read_token
 
 __all__ = ["AgentClient", "AgentClientError", "fetch_image"]
 

@@ -10,7 +10,7 @@
 
 Retries back off exponentially with full jitter and wait at least the collector's ``Retry-After``
 (:class:`RetryPolicy`); a 4xx other than 408 and 429 is final. The token file is read before every
-request (:func:`agent.clients.tokens.read_token`): a projected ServiceAccount token rotates in place.
+request (:func:`proto.tokens.read_token`): a projected ServiceAccount token rotates in place.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from urllib.parse import quote, urlencode
 
 import aiohttp
 
-from agent.clients.tokens import TokenFileError, read_token
 from agent.safejson import loads_bounded
 from proto.frames import MAX_CHUNK_BYTES, Chunk, End, Hello, chunk_head, encode
 from proto.keys import KeyPartError, parse_rel
-from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, POLL_WAIT_S
+from proto.requests import DEFAULT_PLAN, MAX_REQUEST_BYTES, MAX_SERVED_PER_POLL, POLL_WAIT_S
+from proto.tokens import TokenFileError, read_token
 
 __all__ = [
     "CALL_RETRY",
@@ -55,8 +55,10 @@ _READ = MAX_CHUNK_BYTES
 _RETRYABLE = {408, 429, 500, 502, 503, 504}
 #: A JSON answer larger than this is not the collector's (a listing of every bundle of a big cluster fits).
 MAX_ANSWER_BYTES = 64 << 20
-#: A poll's answer: a node's pending requests, each at most MAX_REQUEST_BYTES.
-MAX_POLL_BYTES = 256 * MAX_REQUEST_BYTES
+#: A poll's answer: at most MAX_SERVED_PER_POLL requests, each at most MAX_REQUEST_BYTES, and room
+#: for the answer's own keys. Bounded so that decoding it builds few objects: 4 MiB of ``{},`` were
+#: 1.4 M dicts, the agent's loop held seconds and its pod past its memory limit.
+MAX_POLL_BYTES = MAX_SERVED_PER_POLL * MAX_REQUEST_BYTES + 4096
 #: The answer to an upload or to a call about one request: one small document. The agent's memory
 #: limit (192Mi in the chart) must hold whatever a collector, or something answering as one, sends.
 MAX_SMALL_ANSWER_BYTES = 64 << 10
@@ -438,7 +440,13 @@ class CollectorClient:
         doc = await self._call("GET", f"/v1/requests?{urlencode({'node': node, 'wait': f'{wait_s:g}'})}",
                                limit=MAX_POLL_BYTES, timeout=timeout, retry=RetryPolicy(attempts=1), call="poll")
         got = doc.get("requests")
-        return got if isinstance(got, list) else []
+        if not isinstance(got, list):
+            return []
+        if len(got) > MAX_SERVED_PER_POLL:
+            # Refused whole, before a request is built: the poll loop says so in one line.
+            raise CollectorError(f"{self.url}: a poll answered {len(got)} requests, more than a collector "
+                                 f"serves ({MAX_SERVED_PER_POLL}): refused", code="bad_answer")
+        return got
 
     async def done(self, node: str, rid: str, bundle: str | None = None, *, reused: bool = False) -> dict[str, Any]:
         """``POST /v1/requests/<node>/<id>/done``: the request's bundle is stored; the request, done."""

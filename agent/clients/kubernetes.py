@@ -21,7 +21,7 @@ points measured are taken over here:
 
 - the token: the library re-reads a rotated ServiceAccount token at most once a minute (a request in
   between goes out with the old one, 401 where the old one is revoked); here the token file is read on every
-  request (:func:`agent.clients.tokens.read_token` for a ``--api-token-file``; the kubelet's projected token,
+  request (:func:`proto.tokens.read_token` for a ``--api-token-file``; the kubelet's projected token,
   group-readable by default, without the mode rule);
 - ``410 Gone``: its watch retries once at the same stale resourceVersion and raises; :class:`Informer`
   relists (one LIST, pages of 500) and drops what the new list lacks, so no object deleted in the gap stays.
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from agent.clients.tokens import TokenFileError, read_token
+from proto.tokens import TokenFileError, read_token
 
 __all__ = ["SA_DIR", "Gone", "Informer", "KubeClient", "KubeConfig", "KubeError", "discover"]
 

@@ -170,6 +170,13 @@ def own_table() -> tuple[Setting, ...]:
         Setting("--data-token-file", "Bearer token that opens the data endpoints over TCP (re-read when the file "
                 "changes). Without it they answer on --data-socket only. Default: none.", metavar="FILE",
                 group=_CAPTURES, field="data_token_file"),
+        # the agent's own HTTP server keeps the collector's connection bounds (proto.connections)
+        Setting("--header-timeout", "A connection to the agent whose request headers are not complete by then is "
+                "closed, and so is one idle this long between requests. Default: 10s.", type=duration,
+                default="10s", group=_CAPTURES, field="header_timeout_s"),
+        Setting("--max-conns-per-peer", "Connections one client address may hold open to the agent; beyond, a new "
+                "one is closed at once (0: no cap). The total stays below the descriptor limit regardless. "
+                "Default: 32.", type=count(0), default="32", group=_CAPTURES, field="max_conns_per_peer"),
         Setting("--rail-resources", "Extended resources of this node's Node object (status.allocatable) watched for "
                 "RailResourcesLost, comma-separated shell patterns; nvidia.com/gpu is never one. Needs the "
                 "node watch (an API server and --node). Default: nvidia.com/*,rdma/*,openshift.io/*.",
@@ -259,13 +266,18 @@ def run(args: argparse.Namespace) -> int:
     except (SettingsError, ValueError) as exc:
         print(f"railscope agent: {exc}", file=sys.stderr)
         return 3
-    if settings.collector_url and settings.collector_token_file:
-        from agent.clients.tokens import TokenFileError, read_token
+    from proto.tokens import TokenFileError, read_token
 
-        # Read again before every request (it rotates); a file that can never be used is said now,
-        # at start, not in a warning at every upload and poll.
+    # Read again before every request (they rotate); a file that can never be used is said now, at
+    # start, not in a warning at every upload, poll or data request.
+    checks = [(settings.data_token_file, "--data-token-file")]
+    if settings.collector_url:
+        checks.append((settings.collector_token_file, "--collector-token-file"))
+    for path, flag in checks:
+        if not path:
+            continue
         try:
-            read_token(settings.collector_token_file, "--collector-token-file")
+            read_token(path, flag)
         except TokenFileError as exc:
             print(f"railscope agent: {exc}", file=sys.stderr)
             return 3

@@ -147,7 +147,7 @@ def _request(args: argparse.Namespace) -> int:
 
 def _unusable_token_file(args: argparse.Namespace) -> str | None:
     """Why a token file for --collector cannot be used, said before anything is captured or queued."""
-    from agent.clients.tokens import TokenFileError, read_token
+    from proto.tokens import TokenFileError, read_token
 
     for flag, path in (("--collector-token-file", args.collector_token_file),
                        ("--token-file", args.operator_token_file)):

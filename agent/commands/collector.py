@@ -54,8 +54,12 @@ TABLE: tuple[Setting, ...] = (
             group=_AUTH, field="tokenreview_ca_file", chart="fixed"),
     Setting("--tokenreview-rate", "TokenReviews per second this replica asks the API server for (tokens not in its "
             "cache; bursts of 100); past it a request is answered 503 and the agent tries again. Only tokens "
-            "shaped as a JWT for --agent-audience are reviewed at all. Default: 20.", type=float, default="20",
+            "shaped as a JWT for --agent-audience are reviewed at all, and only after their signature verifies "
+            "against the cluster's ServiceAccount issuer keys. Default: 20.", type=float, default="20",
             group=_AUTH, field="tokenreview_rate"),
+    Setting("--tokenreview-peer-rate", "TokenReviews per second one client address may cause (bursts of 5) for "
+            "tokens the issuer's keys cannot judge (the keys unreadable, another algorithm); past it 503. "
+            "Default: 0.5.", type=float, default="0.5", group=_AUTH, field="tokenreview_peer_rate"),
     Setting("--agent-audience", "The audience agents' tokens must carry. Default: railscope-collector.",
             default="railscope-collector", group=_AUTH, field="agent_audience"),
     # the chart gives the agent ServiceAccount it installs, and collector.agentServiceAccounts
@@ -80,7 +84,8 @@ TABLE: tuple[Setting, ...] = (
     Setting("--max-inflight", "Uploads served at once by this replica; beyond, 429 with Retry-After. Default: 8.",
             type=count(0), default="8", group=_LIMITS, field="max_inflight"),
     Setting("--max-inflight-per-node", "Uploads one node may have in flight on this replica; beyond, 429 with "
-            "Retry-After. Default: 2.", type=count(0), default="2", group=_LIMITS, field="max_inflight_per_node"),
+            "Retry-After. Kept below --max-inflight (at least 1), so one node never holds every slot. Default: 2.",
+            type=count(0), default="2", group=_LIMITS, field="max_inflight_per_node"),
     Setting("--max-uploads-per-node-hour", "Uploads one node may start per hour on this replica; beyond, 429 with a "
             "Retry-After until the oldest leaves the hour (0: no cap). Default: 600.", type=count(0), default="600",
             group=_LIMITS, field="max_uploads_per_node_hour"),
@@ -99,8 +104,14 @@ TABLE: tuple[Setting, ...] = (
             "one idle this long between requests. Default: 10s.", type=duration, default="10s", group=_LIMITS,
             field="header_timeout_s"),
     Setting("--max-conns-per-peer", "Connections one client address may hold open; beyond, a new one is closed at "
-            "once (0: no cap). The total stays below the descriptor limit regardless. Default: 128.",
+            "once (0: no cap). Not applied with --plain-http (every connection is the proxy's). The total stays "
+            "below the descriptor limit regardless. Default: 128.",
             type=count(0), default="128", group=_LIMITS, field="max_conns_per_peer"),
+    Setting("--max-handshakes-per-peer", "TLS handshakes one client address may have in progress; beyond, a new "
+            "connection is closed at once (0: no cap). A handshake not done within --header-timeout is ended. "
+            "Default: 16.", type=count(0), default="16", group=_LIMITS, field="max_handshakes_per_peer"),
+    Setting("--max-handshakes", "TLS handshakes in progress on this replica in all; beyond, a new connection is "
+            "closed at once. Default: 128.", type=count(0), default="128", group=_LIMITS, field="max_handshakes"),
     Setting("--part-size", "Multipart part size for S3 (a smaller bundle is one PutObject); at least 5M. "
             "Default: 8M.", type=size, default="8M", group=_LIMITS, field="part_bytes"),
     Setting("--part-concurrency", "Parts of one upload sent to S3 at once. Default: 4.", type=count(0), default="4",

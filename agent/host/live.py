@@ -29,7 +29,8 @@ class LiveHost(FilesDoor):
 
             raise HostError(f"--host-root {host_root}: not a directory")
         self.host_root = os.path.abspath(host_root)
-        self.fs = RootedFS(self.host_root)
+        # /proc/<pid>/root is the kernel's to follow: a container's root, not the host's (paths.RootedFS)
+        self.fs = RootedFS(self.host_root, proc_roots=True)
         self.command_timeout_s = command_timeout_s
         self._nl: Any = None
         #: Why the last netlink read failed, for a person; None when it worked.

@@ -155,16 +155,28 @@ def glob_nodes(pattern: str, listdir: Callable[[str], list[str] | None],
     return sorted(found)
 
 
+def _is_proc_root(node_path: str) -> bool:
+    """Whether ``node_path`` is ``/proc/<pid>/root``."""
+    parts = node_path.split("/")
+    return len(parts) == 4 and parts[0] == "" and parts[1] == "proc" and parts[2].isdigit() and parts[3] == "root"
+
+
 class RootedFS:
     """Read-only file access to node paths stored under ``root``.
 
     ``flat_links`` also follows symlinks that a copy flattened into files (see ``_flat_link``); a
     node image may have been through such a copy, a live host never is.
+
+    ``proc_roots`` (the live node only): ``/proc/<pid>/root`` is left to the kernel, never resolved
+    by its link text. It is a magic link to the process's own root: for a process of another mount
+    namespace (any container) its text reads ``/``, and resolving that text would read the host's
+    files where the container's were asked for (proc(5)). A node image stores it as a directory.
     """
 
-    def __init__(self, root: str, flat_links: bool = False) -> None:
+    def __init__(self, root: str, flat_links: bool = False, proc_roots: bool = False) -> None:
         self.root = os.path.abspath(root)
         self.flat_links = flat_links
+        self.proc_roots = proc_roots
 
     def _resolve(self, path: str, follow_last: bool = True) -> str | None:
         """Node path -> node path with symlinks resolved, never leaving the root."""
@@ -178,6 +190,8 @@ class RootedFS:
         except OSError:
             return None
         if stat.S_ISLNK(st.st_mode):
+            if self.proc_roots and _is_proc_root(node_path):
+                return None  # the kernel follows it to the process's root (see the class)
             try:
                 return os.readlink(real)
             except OSError:

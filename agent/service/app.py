@@ -24,6 +24,13 @@ from agent.service.captures import CaptureBusy, CaptureFailed
 from agent.service.daemon import Agent
 from agent.service.data_access import DataAccess, data_access_middleware
 from agent.service.keys import AGENT
+from proto.connections import (
+    ConnectionGuard,
+    GuardedSite,
+    limit_accept_errors,
+    runner_args,
+    total_connections,
+)
 
 __all__ = ["make_app", "serve"]
 
@@ -146,9 +153,14 @@ async def serve(settings: AgentSettings) -> int:
         print(f"railscope agent: {exc}", file=sys.stderr)
         return 3
     app = make_app(agent)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    # The collector's bounds (proto/connections.py): the agent listens on the node's address in the
+    # host network, where no NetworkPolicy applies, so half-sent requests must not hold /healthz
+    # and /metrics, nor a failing accept() write a traceback a second.
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, **runner_args(settings.header_timeout_s))
     await runner.setup()
-    site = web.TCPSite(runner, settings.listen, settings.port, reuse_address=True)
+    limit_accept_errors(asyncio.get_running_loop(), log=log)
+    conns = ConnectionGuard(settings.max_conns_per_peer, total_connections())
+    site = GuardedSite(runner, settings.listen, settings.port, guard=conns, reuse_address=True)
     try:
         await site.start()
     except OSError as exc:

@@ -37,6 +37,9 @@ __all__ = ["S3Store"]
 log = logging.getLogger("railscope.collector.s3")
 
 _READ = 1 << 20
+#: A bundle id's claim for a single PutObject (no multipart upload to look for) is stale after this:
+#: the PutObject it precedes takes at most botocore's three tries of the 60 s read timeout.
+PUT_CLAIM_S = 300.0
 
 
 def _b64sha(data: bytes | bytearray | memoryview) -> str:
@@ -159,67 +162,88 @@ class S3Writer:
             self.store._writer_done()
 
     async def _commit(self, sha256: str) -> bool:
-        st = self.store
-        try:
-            if not await st.claim_id(self.key):
-                await self.abort()
-                return False
-        except Exception as exc:
-            await self.abort()
-            raise StoreError(f"s3: {type(exc).__name__}: {exc}") from None
+        # The bundle id is claimed only once every byte is in the store, just before the object is
+        # made whole: a replica killed before that leaves no claim, and one killed between the claim
+        # and the completion leaves a claim whose upload is gone or never existed (stale at once,
+        # ``claim_id``). Every failure after the claim releases it (and the .sha256 claim).
         try:
             if self._upload_id is None:
-                held = self._buf is not None
-                data = self._take() if held else bytearray()
-
-                # The bundle's sha256 is the object's: the digest the ingest computed while
-                # receiving (and the end frame matched) is sent as is, not computed again.
-                checksum = base64.b64encode(bytes.fromhex(sha256)).decode()
-
-                def put() -> None:
-                    st.client.put_object(Bucket=st.bucket, Key=self.obj, Body=data, ChecksumSHA256=checksum,
-                                         ContentType="application/gzip", IfNoneMatch="*")
-
-                try:
-                    await st.run(put)
-                except Exception as exc:
-                    if _code(exc) in ("PreconditionFailed", "412"):
-                        return False  # stored before ids were claimed: the claim names it, which is right
-                    await st.release_id(self.key)
-                    raise
-                finally:
-                    if held:
-                        st.parts.release()
-            else:
-                if self._buf is not None:
-                    await self._send_part(self._take())
-                await self._drain()
-                if self._failed is not None:
-                    raise StoreError(f"s3 upload_part failed: {self._failed}")
-                parts = [self._parts[n] for n in sorted(self._parts)]
-                # Two replicas finishing one bundle id at once must store it once. Not every S3
-                # server honours If-None-Match on CompleteMultipartUpload (SeaweedFS ignores it),
-                # so the .sha256 is claimed first with a conditional PutObject, which they do.
-                if not await st.claim_sha256(self.key, sha256):
-                    await self.abort()
-                    return False
-                try:
-                    await st.call("complete_multipart_upload", Bucket=st.bucket, Key=self.obj,
-                                  UploadId=self._upload_id, MultipartUpload={"Parts": parts}, IfNoneMatch="*")
-                except Exception:
-                    await st.release_sha256(self.key)
-                    await st.release_id(self.key)
-                    raise
-                self._upload_id = None
-                return True
-            await st.write_sha256(self.key, sha256)
-            return True
+                return await self._put_whole(sha256)
+            if self._buf is not None:
+                await self._send_part(self._take())
+            await self._drain()
+            if self._failed is not None:
+                raise StoreError(f"s3 upload_part failed: {self._failed}")
+            return await self._complete(sha256)
         except StoreError:
             await self.abort()
             raise
         except Exception as exc:
             await self.abort()
             raise StoreError(f"s3: {type(exc).__name__}: {exc}") from None
+
+    async def _put_whole(self, sha256: str) -> bool:
+        """A bundle smaller than a part: one conditional PutObject."""
+        st = self.store
+        held = self._buf is not None
+        data = self._take() if held else bytearray()
+        try:
+            if not await st.claim_id(self.key):
+                return False
+            # The bundle's sha256 is the object's: the digest the ingest computed while
+            # receiving (and the end frame matched) is sent as is, not computed again.
+            checksum = base64.b64encode(bytes.fromhex(sha256)).decode()
+
+            def put() -> None:
+                st.client.put_object(Bucket=st.bucket, Key=self.obj, Body=data, ChecksumSHA256=checksum,
+                                     ContentType="application/gzip", IfNoneMatch="*")
+
+            try:
+                await st.run(put)
+            except Exception as exc:
+                if _code(exc) in ("PreconditionFailed", "412"):
+                    return False  # stored before ids were claimed: the claim names it, which is right
+                await st.release_id(self.key)
+                raise
+            except BaseException:
+                await st.release_id(self.key)
+                raise
+        finally:
+            if held:
+                st.parts.release()
+        # The object is stored and the claim names it: a failing .sha256 leaves both.
+        await st.write_sha256(self.key, sha256)
+        return True
+
+    async def _complete(self, sha256: str) -> bool:
+        """Every part sent: claim the id and the .sha256, then complete the multipart upload."""
+        st = self.store
+        upload_id = self._upload_id
+        assert upload_id is not None
+        if not await st.claim_id(self.key, upload_id):
+            await self.abort()
+            return False
+        try:
+            # Two replicas finishing one bundle id at once must store it once. Not every S3
+            # server honours If-None-Match on CompleteMultipartUpload (SeaweedFS ignores it),
+            # so the .sha256 is claimed first with a conditional PutObject, which they do.
+            if not await st.claim_sha256(self.key, sha256, upload_id):
+                # Held by another upload of this very key, whose claim names the same key: kept.
+                await self.abort()
+                return False
+        except BaseException:
+            await st.release_id(self.key)
+            raise
+        parts = [self._parts[n] for n in sorted(self._parts)]
+        try:
+            await st.call("complete_multipart_upload", Bucket=st.bucket, Key=self.obj,
+                          UploadId=upload_id, MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+        except BaseException:
+            await st.release_sha256(self.key)
+            await st.release_id(self.key)
+            raise
+        self._upload_id = None
+        return True
 
     async def abort(self) -> None:
         if self._buf is not None:
@@ -249,6 +273,9 @@ class S3Store:
         self.prefix = settings.store.prefix
         workers = settings.parts_in_flight + 8
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="railscope-s3")
+        # /readyz's HeadBucket has a thread of its own: a probe never waits behind parts, and a hung
+        # store holds one thread, not one of the upload pool's per probe.
+        self._ready_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="railscope-s3-ready")
         # Checksums are sent where we give them (ChecksumSHA256), not computed again by botocore.
         # Payload signing off: over plain HTTP botocore would hash every part once more for SigV4;
         # the signed x-amz-checksum-sha256 header already binds the body, and the server checks it.
@@ -346,10 +373,12 @@ class S3Store:
         if self.orphans:
             await self._abort_orphans()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._ready_pool.shutdown(wait=False, cancel_futures=True)
 
     async def ready(self) -> None:
         try:
-            await self.call("head_bucket", Bucket=self.bucket)
+            await asyncio.get_running_loop().run_in_executor(
+                self._ready_pool, lambda: self.client.head_bucket(Bucket=self.bucket))
         except Exception as exc:
             raise StoreError(f"s3 bucket {self.bucket}: {type(exc).__name__}: {exc}") from None
 
@@ -368,12 +397,15 @@ class S3Store:
         await self.call("put_object", Bucket=self.bucket, Key=key.sha_key(self.prefix), Body=body,
                         ChecksumSHA256=_b64sha(body), ContentType="text/plain")
 
-    async def claim_sha256(self, key: BundleKey, sha256: str) -> bool:
+    async def claim_sha256(self, key: BundleKey, sha256: str, own_upload: str | None = None) -> bool:
         """Write the .sha256 only if absent; False when another upload holds it.
 
-        A claim left by a replica that died before completing (a .sha256 without its object, older
-        than ``stale_part_s``) is taken over.
+        A .sha256 without its object is a claim left by an upload that never completed: stale at
+        once when no multipart upload of the key is in progress but ``own_upload`` (the one
+        claiming), and in any case once older than ``stale_part_s``.
         """
+        import datetime as dt
+
         body = sha256_line(sha256, key.name).encode()
         for _ in range(2):
             try:
@@ -389,10 +421,9 @@ class S3Store:
                 head = await self.call("head_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
             except Exception:
                 continue
-            import datetime as dt
-
             age = (dt.datetime.now(dt.UTC) - head["LastModified"]).total_seconds()
-            if age < self.settings.stale_part_s:
+            others = await self._uploads_of(key.key(self.prefix), exclude=own_upload)
+            if others and age < self.settings.stale_part_s:
                 return False
             await self.release_sha256(key)
         return False
@@ -400,31 +431,55 @@ class S3Store:
     def _id_key(self, key: BundleKey) -> str:
         return f"{self._base()}{key.cluster}/.ids/{key.node}+{key.bundle}"
 
-    async def _claimed(self, key: BundleKey) -> tuple[BundleKey | None, Any]:
-        """The key the bundle id's claim names (None if there is none) and the claim's LastModified."""
+    async def _uploads_of(self, obj: str, exclude: str | None = None) -> list[str]:
+        """The multipart uploads of the object ``obj`` in progress (their ids), ``exclude`` left out."""
+        def run() -> list[str]:
+            out: list[str] = []
+            for page in self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=obj):
+                out += [u["UploadId"] for u in page.get("Uploads", []) if u.get("Key") == obj]
+            return out
+
+        try:
+            ids = await self.run(run)
+        except Exception as exc:
+            raise StoreError(f"s3 list multipart uploads: {type(exc).__name__}: {exc}") from None
+        return [i for i in ids if i != exclude]
+
+    async def _claimed(self, key: BundleKey) -> tuple[BundleKey | None, Any, str | None]:
+        """The key the bundle id's claim names (None if there is none), the claim's LastModified,
+        and the multipart upload it was made for (None: a single PutObject, or an older claim)."""
         try:
             resp = await self.call("get_object", Bucket=self.bucket, Key=self._id_key(key))
             text = await asyncio.get_running_loop().run_in_executor(self._pool, resp["Body"].read, 4096)
         except Exception as exc:
             if _code(exc) in ("NoSuchKey", "404"):
-                return None, None
+                return None, None, None
             raise StoreError(f"s3 get the bundle id's claim: {exc}") from None
+        lines = text.decode("ascii", "replace").split("\n")
+        upload = None
+        for line in lines[1:]:
+            word, _, value = line.strip().partition(" ")
+            if word == "upload" and value:
+                upload = value
         try:
-            found = parse_rel(text.decode("ascii").strip())
-        except (KeyPartError, UnicodeDecodeError):
-            return None, resp.get("LastModified")
+            found = parse_rel(lines[0].strip())
+        except KeyPartError:
+            return None, resp.get("LastModified"), upload
         if (found.cluster, found.node, found.bundle) != (key.cluster, key.node, key.bundle):
-            return None, resp.get("LastModified")
-        return found, resp.get("LastModified")
+            return None, resp.get("LastModified"), upload
+        return found, resp.get("LastModified"), upload
 
-    async def claim_id(self, key: BundleKey) -> bool:
-        """Claim the bundle id for ``key``; False when it is stored (or being stored) under any date.
+    async def claim_id(self, key: BundleKey, upload_id: str | None = None) -> bool:
+        """Claim the bundle id for ``key`` (``upload_id``: the multipart upload about to complete);
+        False when it is stored (or being stored) under any date.
 
-        A claim whose object never appeared and older than ``stale_part_s`` is taken over.
+        A claim whose object is not there is taken over when it is stale: at once when it names a
+        multipart upload that is no longer in progress (its replica died or failed between claim and
+        completion); a claim for a single PutObject after ``PUT_CLAIM_S``; any after ``stale_part_s``.
         """
         import datetime as dt
 
-        body = (key.rel + "\n").encode()
+        body = (key.rel + "\n" + (f"upload {upload_id}\n" if upload_id else "")).encode()
         for _ in range(2):
             try:
                 await self.call("put_object", Bucket=self.bucket, Key=self._id_key(key), Body=body,
@@ -433,11 +488,17 @@ class S3Store:
             except Exception as exc:
                 if _code(exc) not in ("PreconditionFailed", "412"):
                     raise
-            found, modified = await self._claimed(key)
+            found, modified, upload = await self._claimed(key)
             if found is not None and await self.stat(found) is not None:
                 return False
-            if modified is not None and (dt.datetime.now(dt.UTC) - modified).total_seconds() < self.settings.stale_part_s:
-                return False
+            age = (dt.datetime.now(dt.UTC) - modified).total_seconds() if modified is not None else float("inf")
+            if age < self.settings.stale_part_s:
+                if upload is not None:
+                    claimed_obj = (found or key).key(self.prefix)
+                    if upload in await self._uploads_of(claimed_obj):
+                        return False  # being completed now
+                elif age < PUT_CLAIM_S:
+                    return False  # a PutObject may still be on its way
             await self.release_id(key)
         return False
 
@@ -501,7 +562,7 @@ class S3Store:
         return out
 
     async def find(self, key: BundleKey) -> Stored | None:
-        found, _modified = await self._claimed(key)
+        found, _modified, _upload = await self._claimed(key)
         if found is not None:
             st = await self.stat(found)
             if st is not None:

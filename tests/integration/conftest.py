@@ -77,6 +77,7 @@ def start_agent(rails: RailNetns, tmp_path: Path) -> Iterator[StartAgent]:
 
     token_file = tmp_path / "data-token"
     token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
 
     def start(*args: str, env: dict[str, str] | None = None) -> RunningAgent:
         log_path = tmp_path / f"agent-{len(started)}.log"

@@ -118,8 +118,11 @@ def stack(rails: RailNetns, mgmt: Mgmt, tmp_path: Path) -> Iterator[Stack]:
     tokens = tmp_path / "tokens"
     tokens.mkdir()
     (tokens / "agent").write_text(f"{NODE} {AGENT_TOKEN}\n")
+    (tokens / "agent").chmod(0o600)  # token files: their owner's alone
     (tokens / "alerting").write_text(ALERTING_TOKEN + "\n")
+    (tokens / "alerting").chmod(0o600)  # token files: their owner's alone
     (tokens / "operator").write_text(OPERATOR_TOKEN + "\n")
+    (tokens / "operator").chmod(0o600)  # token files: their owner's alone
     col = Collector(tmp_path, f"s3://{BUCKET}", "--listen", mgmt.host, endpoint=weed.endpoint,
                     tokens={"agent_token_file": str(tokens / "agent"), "alerting_token_file": str(tokens / "alerting"),
                             "operator_token_file": str(tokens / "operator")})

@@ -185,6 +185,7 @@ def test_the_rendered_agent_and_collector_store_an_event_capture(rails: RailNetn
     (tmp_path / "agent-token").write_text(AGENT_TOKEN + "\n")
     (tmp_path / "collector-sa-token").write_text(COLLECTOR_SA_TOKEN + "\n")
     (tmp_path / "operator").write_text("operator-token-0123456789abcdef\n")
+    (tmp_path / "operator").chmod(0o600)  # token files: their owner's alone
     # What the API server would answer for the agent pod's projected token: its ServiceAccount, as the
     # chart names it, bound to the pod's node.
     standin = StandIn({AGENT_TOKEN: {"username": f"system:serviceaccount:{NAMESPACE}:{sa['metadata']['name']}",

@@ -98,8 +98,9 @@ def test_half_sent_requests_neither_starve_healthz_nor_stay_open(tmp_path: Path)
     import time
 
     tokens = write_tokens(tmp_path / "tokens")
+    # Not --plain-http (collector_env's default on loopback): behind a proxy there is no cap per address.
     col = Collector(tmp_path, str(tmp_path / "store"), "--header-timeout", "3s", "--max-conns-per-peer", "64",
-                    tokens=tokens)
+                    "--insecure-dev", tokens=tokens)
     # A descriptor limit a few hundred connections reach, as a node's ulimit would at a larger scale.
     col.argv = ["prlimit", "--nofile=256:256", *col.argv]
     col.start()
@@ -280,4 +281,30 @@ def test_requests_written_straight_into_the_store_are_served_within_the_collecto
         served = json.loads(page)["requests"]
         assert [r["incident"] for r in served] == ["inc-0"], [r["incident"] for r in served]
     finally:
+        col.stop()
+
+
+def test_behind_a_proxy_one_address_is_the_whole_fleet_and_has_no_cap_of_its_own(tmp_path: Path) -> None:
+    # --plain-http: TLS ends in a sidecar, so every agent's connection comes from the sidecar's
+    # address; a cap per address would reset every agent past it. The total still bounds them.
+    import select
+    import time
+
+    col = Collector(tmp_path, str(tmp_path / "store"), "--max-conns-per-peer", "4", "--header-timeout", "5s",
+                    tokens=write_tokens(tmp_path / "tokens"))
+    assert "--plain-http" in col.argv
+    col.start()
+    socks = _half_sent(12, col.port, "127.0.0.2")
+    try:
+        time.sleep(0.5)
+        closed = 0
+        for s in select.select(socks, [], [], 0)[0]:
+            try:
+                closed += s.recv(1) == b""
+            except OSError:
+                closed += 1
+        assert closed == 0, f"{closed} of 12 connections from the proxy's address closed by a per-peer cap of 4"
+    finally:
+        for s in socks:
+            s.close()
         col.stop()

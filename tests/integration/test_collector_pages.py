@@ -68,7 +68,9 @@ def test_incident_and_report_pages_in_chromium(nodes: dict[str, RailNetns], weed
     tokens.mkdir()
     agent_tokens = {n: f"agent-token-{n}-0123456789abcdef" for n in NODES}
     (tokens / "agent").write_text("".join(f"{n} {t}\n" for n, t in agent_tokens.items()))
+    (tokens / "agent").chmod(0o600)  # token files: their owner's alone
     (tokens / "operator").write_text(OPERATOR + "\n")
+    (tokens / "operator").chmod(0o600)  # token files: their owner's alone
     col = Collector(tmp_path, f"s3://{BUCKET}/railscope", endpoint=weed.endpoint,
                     tokens={"agent_token_file": str(tokens / "agent"),
                             "operator_token_file": str(tokens / "operator")}).start()

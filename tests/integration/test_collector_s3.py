@@ -315,3 +315,77 @@ def test_the_incident_list_page_reads_no_object_per_bundle(weed: Weed, s3: Colle
     assert status == 200 and b"inc-002" in page
     assert calls.get("GetObject", 0) == 0, calls
     assert calls.get("ListObjectsV2", 0) >= 1
+
+
+def _claim_key(hello=HELLO) -> str:  # type: ignore[no-untyped-def]
+    return f"railscope/{hello.cluster}/.ids/{hello.node}+{hello.bundle}"
+
+
+def test_a_claim_left_by_a_replica_killed_before_completing_is_stale_at_once(weed: Weed, s3: CollectorSettings) -> None:
+    # What a replica killed between the claim and CompleteMultipartUpload leaves: the claim, naming
+    # an upload that no longer exists (aborted by a sweep, or never created), and no object.
+    rel = _key()[len("railscope/"):]
+    weed.client().put_object(Bucket=BUCKET, Key=_claim_key(), Body=f"{rel}\nupload gone-0001\n".encode())
+
+    async def go() -> tuple[int, dict]:
+        async with running(s3) as (url, _col):
+            s, doc, _h = await post(url, body(HELLO, LARGE, chunk=MiB))
+            return s, doc
+
+    s, doc = run(go())
+    assert s == 200 and doc["status"] == "stored", f"a resend after a killed replica's claim answered {s} {doc}"
+    assert weed.objects() == [_key(), _key() + ".sha256"]
+
+
+def test_a_claim_whose_upload_is_in_progress_still_holds(weed: Weed, s3: CollectorSettings) -> None:
+    c = weed.client()
+    upload = c.create_multipart_upload(Bucket=BUCKET, Key=_key())["UploadId"]
+    rel = _key()[len("railscope/"):]
+    c.put_object(Bucket=BUCKET, Key=_claim_key(), Body=f"{rel}\nupload {upload}\n".encode())
+    try:
+        async def go() -> int:
+            async with running(s3) as (url, _col):
+                return (await post(url, body(HELLO, LARGE, chunk=MiB)))[0]
+
+        assert run(go()) == 503  # being completed elsewhere: tried again later
+        assert weed.objects() == []
+    finally:
+        c.abort_multipart_upload(Bucket=BUCKET, Key=_key(), UploadId=upload)
+
+
+def _failing(store, op: str, when) -> None:  # type: ignore[no-untyped-def]
+    """Make the store's S3 client fail ``op`` for the calls ``when(kwargs)`` picks."""
+    real = getattr(store.client, op)
+
+    def fake(**kw):  # type: ignore[no-untyped-def]
+        if when(kw):
+            raise OSError(f"injected: {op} failed")
+        return real(**kw)
+
+    setattr(store.client, op, fake)
+
+
+@pytest.mark.parametrize("fault", ["last part", ".sha256 claim", "complete", "small put"])
+def test_a_store_failing_at_the_end_of_an_upload_leaves_no_claim(weed: Weed, s3: CollectorSettings,
+                                                                 fault: str) -> None:
+    data = SMALL if fault == "small put" else LARGE
+    picks = {
+        "last part": ("upload_part", lambda kw: kw["PartNumber"] == 3),
+        ".sha256 claim": ("put_object", lambda kw: kw["Key"].endswith(".sha256")),
+        "complete": ("complete_multipart_upload", lambda kw: True),
+        "small put": ("put_object", lambda kw: kw["Key"].endswith(".tar.gz")),
+    }
+
+    async def go() -> tuple[int, list[str], int]:
+        async with running(s3) as (url, col):
+            _failing(col.store, *picks[fault])
+            s, _doc, _h = await post(url, body(HELLO, data, chunk=MiB))
+            left = weed.objects(claims=True)
+            del col.store.client.__dict__[picks[fault][0]]  # the store answers again
+            again = (await post(url, body(HELLO, data, chunk=MiB)))[0]
+            return s, left, again
+
+    s, left, again = run(go())
+    assert s >= 500
+    assert left == [], f"after a failed {fault}: {left}"
+    assert again == 200, f"the resend after a failed {fault} answered {again}"

@@ -623,6 +623,7 @@ def scenario_daemon(out: Path) -> dict[str, Any]:
     log = (out / "agent-daemon.log").open("w")
     token_file = out / "daemon-token"
     token_file.write_text(DAEMON_TOKEN + "\n")
+    token_file.chmod(0o600)
     argv = [sys.executable, "-m", "agent.cli", "agent", "--listen", "127.0.0.1", "--port", str(DAEMON_PORT),
             "--representor-include", ".", "--node", "klab-node", "--cluster", "klab",
             "--data-token-file", str(token_file)]
@@ -1083,6 +1084,7 @@ def _pcie_daemon(out: Path, bdf: str) -> dict[str, Any]:
     log = (out / "agent-pcie.log").open("w")
     token_file = out / "daemon-token"
     token_file.write_text(DAEMON_TOKEN + "\n")
+    token_file.chmod(0o600)
     argv = [sys.executable, "-m", "agent.cli", "agent", "--listen", "127.0.0.1", "--port", str(DAEMON_PORT),
             "--node", "klab-node", "--cluster", "klab", "--data-token-file", str(token_file),
             "--pcie-interval", "5s", "--ber-window", "5m"]

@@ -176,6 +176,8 @@ FULL_AGENT = {
     "thermalInterval": 30,
     "opticsInterval": "5m",
     "processesInterval": "30s",
+    "headerTimeout": "5s",
+    "maxConnsPerPeer": 16,
     "lldpInterval": "45s",
     "lldp": "listen",
     "budgetCpu": "250m",

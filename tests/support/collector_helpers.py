@@ -34,6 +34,8 @@ def write_tokens(d: Path) -> dict[str, str]:
                              f"n1 {AGENT_TOKEN_N1}\n")
     (d / "operator").write_text(OPERATOR_TOKEN + "\n")
     (d / "alerting").write_text(ALERTING_TOKEN + "\n")
+    for name in ("agent", "operator", "alerting"):
+        (d / name).chmod(0o600)  # token files are read only when their owner alone may read them
     return {"agent_token_file": str(d / "agent"), "operator_token_file": str(d / "operator"),
             "alerting_token_file": str(d / "alerting")}
 

@@ -53,8 +53,10 @@ async def start_standin(tokens: dict[str, dict]) -> tuple[web.AppRunner, str, To
 def review_settings(tmp_path: Path, api: str) -> CollectorSettings:
     own = tmp_path / "own-token"
     own.write_text(COLLECTOR_SA_TOKEN)
+    # The stand-in publishes no issuer keys, and every client here is 127.0.0.1: the budget per
+    # address (test_collector_tokenreview) is opened wide so these tests see the review alone.
     return CollectorSettings(store=StoreURL(kind="local", path=str(tmp_path / "store")), tokenreview_url=api,
-                             tokenreview_token_file=str(own))
+                             tokenreview_token_file=str(own), tokenreview_peer_rate=1e6)
 
 
 def sa(name: str) -> str:

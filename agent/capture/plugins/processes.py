@@ -22,19 +22,27 @@ TOP_THREADS = 10
 def redact_cmdline(raw: bytes) -> str:
     """The program's base name and the option names; every value replaced by ``…``.
 
+    argv[0] is the program up to its first space: a process may write its whole command line
+    there (setproctitle). A short option keeps its letter only: ``-pSECRET`` is ``-p`` glued to its
+    value (getopt(3)), so what follows the letter goes the way of any value.
+
     >>> redact_cmdline(b"/usr/sbin/ovs-vswitchd\\0unix:/var/run/openvswitch/db.sock\\0--pidfile=/run/x.pid\\0-vconsole:emer\\0")
-    'ovs-vswitchd … --pidfile=… -vconsole:emer'
+    'ovs-vswitchd … --pidfile=… -v…'
     >>> redact_cmdline(b"sriov-network-config-daemon\\0start\\0--token\\0s3cr3t\\0")
     'sriov-network-config-daemon … --token …'
+    >>> redact_cmdline(b"/usr/bin/mysqld --password=hunter2 -u root\\0-phunter2\\0-v\\0")
+    'mysqld -p… -v'
     """
     args = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
     if not args:
         return "(no command line)"
-    out = [os.path.basename(args[0])[:64]]
+    out = [os.path.basename(args[0].split(None, 1)[0] if args[0].strip() else "")[:64] or "…"]
     for a in args[1:]:
-        if a.startswith("-"):
+        if a.startswith("--"):
             name, eq, _value = a.partition("=")
             out.append(name[:64] + ("=…" if eq else ""))
+        elif a.startswith("-") and len(a) > 1:
+            out.append(a[:2] + ("…" if len(a) > 2 else ""))
         else:
             out.append("…")
     return " ".join(out)

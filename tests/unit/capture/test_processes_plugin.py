@@ -61,3 +61,16 @@ def test_a_daemons_command_line_is_redacted_and_its_environment_never_read(tmp_p
         host.close()
     assert [(p.daemon, p.name, p.start_time, p.ppid) for p in replayed] == \
         [(p.daemon, p.name, p.start_time, p.ppid) for p in live]
+
+
+@pytest.mark.parametrize(("argv", "secret"), [
+    (b"ovs-vswitchd --db-password=argv0-s3cret unix:/run/db.sock\0--pidfile\0", b"argv0-s3cret"),  # setproctitle
+    (b"/usr/sbin/ovsdb-server\0-pglued-s3cret\0--remote=punix:/run/db.sock\0", b"glued-s3cret"),
+    (b"/usr/bin/ipmi-helper\0-Uadmin\0-Pshort-s3cret\0-v\0", b"short-s3cret"),
+])
+def test_argv0_keeps_its_program_and_a_short_option_its_letter(argv: bytes, secret: bytes) -> None:
+    from agent.capture.plugins.processes import redact_cmdline
+
+    out = redact_cmdline(argv)
+    assert secret.decode() not in out, out
+    assert out.split()[0] in ("ovs-vswitchd", "ovsdb-server", "ipmi-helper")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.capture.plugins import kernel, sriov, udev
+from agent.capture.plugins import drivers, kernel, sriov, udev
 from agent.capture.redact import FORMS, Redactor
 from agent.capture.runner import CaptureParams, capture
 from agent.host.live import LiveHost
@@ -42,6 +42,39 @@ MISSED = (
      b'{"data":[[["uuid","5e1d"],"ipsec0",["map",[["psk","ovs-list-psk-13"],["remote_ip","10.9.0.2"]]]]]}\n',
      b"ovs-list-psk-13"),
 )
+
+
+#: The forms a third review planted and every one reached the bundle: (where, line, secret).
+GH = b"ghp_" + b"A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+ROUND3 = (
+    ("YAML password with spaces", b"  password: correct horse battery staple\n", b"horse battery staple"),
+    ("token as a URL's user", b"url = https://" + GH + b"@github.com/org/repo.git\n", GH),
+    ("empty URL user", b"REDIS_URL=redis://:redis-url-pw-3@cache:6379/0\n", b"redis-url-pw-3"),
+    ("dracut netroot on the cmdline", b"BOOT_IMAGE=/vmlinuz ro netroot=iscsi:admin:iscsi-pw-4@10.0.0.9::3260::"
+                                      b"iqn.2009-06.example:t0 quiet\n", b"iscsi-pw-4"),
+    ("dracut netroot in dmesg", b"[    0.000000] Kernel command line: ro netroot=iscsi:u:dmesg-iscsi-5@10.0.0.9"
+                                b"::3260::iqn.2009-06.example:t0\n", b"dmesg-iscsi-5"),
+    ("Slack webhook", b'webhook_url: "https://hooks.slack.com/services/T0ABC/B0DEF/slackhookpw6xyz"\n',
+     b"slackhookpw6xyz"),
+    ("GitHub token", b"GH_TOKEN_VALUE " + GH + b"\n", GH),
+    ("GitHub fine-grained token", b"auth github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123\n",
+     b"github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123"),
+    ("GitLab token", b"remote glpat-xY9zW8vU7tS6rQ5pO4nM rejected\n", b"glpat-xY9zW8vU7tS6rQ5pO4nM"),
+    ("Slack bot token", b"bot xoxb-1234567890-0987654321-AbCdEfGhIjKl\n", b"xoxb-1234567890-0987654321-AbCdEfGhIjKl"),
+    ("Hugging Face token", b"HF hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345\n", b"hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345"),
+    ("sk- key", b"OPENAI sk-proj-AbCdEfGhIjKlMnOpQrStUv\n", b"sk-proj-AbCdEfGhIjKlMnOpQrStUv"),
+    ("Google API key", b"maps AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q\n", b"AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+    ("AWS access key id", b"aws AKIAIOSFODNN7EXAMPLE ASIAY34FZKBOKMUTVV7A\n", b"AKIAIOSFODNN7EXAMPLE"),
+    ("any *_KEY=", b"STRIPE_SIGNING_KEY=whsec-key-pw-15\n", b"whsec-key-pw-15"),
+    ("ipmitool -P", b"ipmitool -I lanplus -H 10.0.0.5 -U root -P ipmi-pw-16 power status\n", b"ipmi-pw-16"),
+)
+
+
+@pytest.mark.parametrize(("where", "line", "secret"), ROUND3, ids=[m[0] for m in ROUND3])
+def test_a_form_the_third_review_planted_is_redacted(where: str, line: bytes, secret: bytes) -> None:
+    out = Redactor().redact(line)
+    assert secret not in out, out
+    assert b"[redacted]" in out
 
 
 @pytest.mark.parametrize(("where", "line", "secret"), MISSED, ids=[m[0] for m in MISSED])
@@ -90,21 +123,30 @@ def test_no_planted_secret_survives_any_context_or_chunk_boundary(planted, befor
     assert secret not in out, (form.name, out)
 
 
+#: every plug-in that copies files
+_COPYING = {"kernel": kernel, "udev": udev, "sriov": sriov, "drivers": drivers}
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(secrets=st.lists(_SECRET, min_size=len(MISSED), max_size=len(MISSED), unique=True),
-       plugin_name=st.sampled_from(["kernel", "udev", "sriov"]))
+       plugin_name=st.sampled_from(sorted(_COPYING)))
 def test_no_planted_secret_survives_a_plugin(tmp_path: Path, secrets: list[bytes], plugin_name: str) -> None:
-    """The real plug-ins' File steps (modprobe.d, the kernel command line, udev rules, the SR-IOV
-    operator's files) over a root holding every form, through the runner into the archive."""
-    mod = {"kernel": kernel, "udev": udev, "sriov": sriov}[plugin_name]
+    """Every plug-in that copies files, over a root where every file its File steps name holds every
+    form (the third review's too), through the runner into the archive."""
+    mod = _COPYING[plugin_name]
     root = tmp_path / f"root-{plugin_name}-{secrets[0].decode()}"
     # A JWT or a base64 PEM block is one encoded whole: those two keep their own secret.
     fixed = ("bare JWT", "base64 PEM key")
     lines = b"".join(line if w in fixed else line.replace(old, new)
                      for (w, line, old), new in zip(MISSED, secrets, strict=True))
     planted = [old if w in fixed else new for (w, _line, old), new in zip(MISSED, secrets, strict=True)]
-    for rel in ("etc/modprobe.d/secrets.conf", "proc/cmdline", "etc/udev/rules.d/70-secrets.rules",
-                "etc/sriov-operator/secrets.json", "etc/sriov_config.json"):
+    lines += b"".join(line for _w, line, _s in ROUND3)
+    planted += [secret for _w, _line, secret in ROUND3]
+    steps = tuple(s for s in mod.PLUGIN.steps if type(s).__name__ == "File")
+    # Every file the steps name (a per-rail path, {pf}, is the rails' and left out here).
+    rels = {s.glob.lstrip("/").replace("**", "deep").replace("*", "planted") for s in steps if "{" not in s.glob}
+    assert rels, plugin_name
+    for rel in rels:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(lines)
     out = io.BytesIO()

@@ -281,3 +281,45 @@ def test_an_answer_that_is_not_the_collectors_is_an_error_not_a_crash() -> None:
     errors = asyncio.run(go())
     assert [e.code for e in errors] == ["bad_answer"] * 4
     assert errors[1].status == 400 and not errors[1].retryable
+
+
+@pytest.mark.parametrize(("name", "answer", "why"), [
+    ("4 MiB of empty objects", b'{"requests": [' + b"{}," * 1_398_000 + b"{}]}", "larger than"),
+    ("nine requests", b'{"requests": [' + b",".join([b"{}"] * 9) + b"]}", "more than a collector serves"),
+])
+def test_a_poll_answer_with_more_requests_than_a_collector_serves_is_refused_whole(name: str, answer: bytes,
+                                                                                   why: str) -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from proto.requests import MAX_SERVED_PER_POLL
+
+    async def poll(_r: web.Request) -> web.Response:
+        return web.Response(body=answer, content_type="application/json")
+
+    async def one(_r: web.Request) -> web.Response:
+        return web.json_response({"requests": [{}] * MAX_SERVED_PER_POLL})
+
+    app = web.Application()
+    app.router.add_get("/v1/requests", poll)
+    app.router.add_get("/v2/v1/requests", one)
+
+    async def go() -> tuple[object, int]:
+        server = TestServer(app)
+        await server.start_server()
+        try:
+            async with CollectorClient(str(server.make_url("/")), token=AGENT_TOKEN) as c:
+                try:
+                    got: object = await c.poll("n1", 0)
+                except CollectorError as exc:
+                    got = exc
+            async with CollectorClient(str(server.make_url("/v2")), token=AGENT_TOKEN) as c:
+                served = len(await c.poll("n1", 0))
+        finally:
+            await server.close()
+        return got, served
+
+    got, served = asyncio.run(go())
+    assert isinstance(got, CollectorError), f"{name}: the poll returned {len(got)} items"  # type: ignore[arg-type]
+    assert got.code == "bad_answer" and why in str(got), got
+    assert served == MAX_SERVED_PER_POLL

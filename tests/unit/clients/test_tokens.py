@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.clients.tokens import MAX_TOKEN_BYTES, TokenFileError, read_token
+from proto.tokens import MAX_TOKEN_BYTES, TokenFileError, read_token
 
 
 def _token_file(tmp_path: Path, text: str | bytes, mode: int = 0o600, name: str = "token") -> Path:

@@ -93,8 +93,37 @@ def test_insecure_dev_accepts_uploads_without_a_token(tmp_path: Path) -> None:
 def test_bad_token_files_are_refused_at_start(tmp_path: Path, text: str, role: str, why: str) -> None:
     f = tmp_path / "t"
     f.write_text(text)
+    f.chmod(0o600)
     with pytest.raises(SettingsError, match=why):
         load_tokens(str(f), role)
+
+
+@pytest.mark.parametrize("role", ["agent", "operator", "alerting"])
+@pytest.mark.parametrize(("mode", "why"), [(0o644, "readable by others"), (0o604, "readable by others")])
+def test_token_files_others_may_read_are_refused_at_start(tmp_path: Path, role: str, mode: int, why: str) -> None:
+    # The collector's token files go through the one token-file reader (proto.tokens), as the agent's do.
+    f = tmp_path / "t"
+    f.write_text("gpu-node-017 tok-0000000000000000\n" if role == "agent" else "tok-0000000000000000\n")
+    f.chmod(mode)
+    with pytest.raises(SettingsError, match=why):
+        load_tokens(str(f), role)
+    f.chmod(0o600)
+    assert len(load_tokens(str(f), role)) == 1
+
+
+def test_a_token_file_is_bounded_in_size_and_its_own_group_may_read_it(tmp_path: Path) -> None:
+    from proto.tokens import MAX_TOKEN_LIST_BYTES
+
+    f = tmp_path / "t"
+    f.write_text("tok-0000000000000000\n" * (MAX_TOKEN_LIST_BYTES // 20))
+    f.chmod(0o600)
+    with pytest.raises(SettingsError, match="larger than"):
+        load_tokens(str(f), "operator")
+    # The chart's Secret volume: 0440, group the pod's fsGroup, the collector running in that group.
+    f.write_text("tok-0000000000000000\n")
+    f.chmod(0o440)
+    if f.stat().st_gid == os.getegid():
+        assert len(load_tokens(str(f), "operator")) == 1
 
 
 def test_a_missing_token_file_is_a_setting_error(tmp_path: Path) -> None:

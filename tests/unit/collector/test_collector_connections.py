@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from collector.connections import ConnectionGuard, limit_accept_errors
+from proto.connections import ConnectionGuard, limit_accept_errors
 
 
 def test_a_peer_past_its_cap_is_refused_and_others_are_not() -> None:
@@ -26,7 +26,7 @@ def test_accept_errors_are_logged_once_per_period(caplog: pytest.LogCaptureFixtu
     now = [0.0]
     loop = asyncio.new_event_loop()
     try:
-        limit_accept_errors(loop, every_s=10.0, clock=lambda: now[0])
+        limit_accept_errors(loop, every_s=10.0, clock=lambda: now[0], log=logging.getLogger("railscope.collector"))
         ctx = {"message": "socket.accept() out of system resource", "exception": OSError(24, "Too many open files")}
         with caplog.at_level(logging.ERROR, logger="railscope.collector"):
             for i in range(1000):

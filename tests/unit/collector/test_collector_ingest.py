@@ -13,6 +13,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from collector.config import CollectorSettings
 from proto.frames import Chunk, End, Hello, encode
 from tests.support.collector_helpers import (
     AGENT_TOKEN,
@@ -329,9 +330,10 @@ def test_metrics_count_stored_refused_and_bytes(tmp_path: Path) -> None:
 
 def test_healthz_and_readyz_follow_the_store(tmp_path: Path) -> None:
     async def go() -> list[int]:
-        async with running(local_settings(tmp_path)) as (url, _col):
+        async with running(local_settings(tmp_path)) as (url, col):
             out = [(await get(url, "/healthz", token=None))[0], (await get(url, "/readyz", token=None))[0]]
             (tmp_path / "store").rename(tmp_path / "gone")
+            col.readiness._at = float("-inf")  # the last answer stands a few seconds (test_collector_readyz)
             out.append((await get(url, "/readyz", token=None))[0])
             return out
 
@@ -572,3 +574,32 @@ def test_one_node_uploads_at_most_its_hourly_rate(tmp_path: Path) -> None:
     assert [st for st, _ in got] == [200, 200, 200, 429, 200], got
     assert 3000 <= int(got[3][1] or 0) <= 3600
     assert len([p for p in files(tmp_path / "store") if p.endswith(".tar.gz")]) == 4
+
+
+def test_one_node_never_holds_every_slot_of_a_small_replica(tmp_path: Path) -> None:
+    # --max-inflight 2 with the default --max-inflight-per-node 2: a node trickling one upload may
+    # not start a second, so another node always finds a slot.
+    hello18 = replace(HELLO, node="gpu-node-018", bundle="b0123456789abcdef01234518")
+
+    async def go() -> tuple[int, str, int]:
+        async with running(local_settings(tmp_path, max_inflight=2, max_inflight_per_node=2)) as (url, col):
+            host, port = url.removeprefix("http://").split(":")
+            _reader, writer = await asyncio.open_connection(host, int(port))
+            raw = body(HELLO, DATA)
+            head = (f"POST /v1/bundles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {AGENT_TOKEN}\r\n"
+                    f"Content-Length: {len(raw)}\r\n\r\n").encode()
+            writer.write(head + raw[:150_000])  # held open: one slot taken by node 017
+            await writer.drain()
+            while col.in_flight == 0:
+                await asyncio.sleep(0.01)
+            second, doc, _h = await post(url, body(replace(HELLO, bundle="b0123456789abcdef01234599"), DATA))
+            other, _doc, _h = await post(url, body(hello18, DATA), token=AGENT_TOKEN_18)
+            writer.transport.abort()
+            return second, doc.get("message", ""), other
+
+    second, message, other = run(go())
+    assert second == 429 and "node gpu-node-017 has 1 uploads" in message, (second, message)
+    assert other == 200
+    assert CollectorSettings(max_inflight=2, max_inflight_per_node=2).node_inflight_cap == 1
+    assert CollectorSettings(max_inflight=1).node_inflight_cap == 1
+    assert CollectorSettings(max_inflight=8, max_inflight_per_node=2).node_inflight_cap == 2

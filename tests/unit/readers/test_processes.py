@@ -252,3 +252,29 @@ def test_the_doca_driver_containers_entrypoint_is_a_daemon_any_other_entrypoint_
     assert (out / "fs" / "proc" / str(doca.pid) / "root" / "usr" / "bin" / "ofed_info").is_file()
     assert not (out / "fs" / "proc" / str(other.pid)).exists()
     assert _mine(read_processes(RecordedHost(str(out)), Notes()), doca.pid, other.pid) == live
+
+
+def test_the_doca_marker_is_looked_for_in_the_containers_root_not_the_hosts(tmp_path: Path) -> None:
+    # In the chart the agent reads the node under /host, and a container's /proc/<pid>/root is a
+    # magic link whose text is "/": only the kernel follows it to the container's root. A symlink
+    # to a directory elsewhere stands for it here (its text names no path under the host root).
+    host = tmp_path / "host"
+    container = tmp_path / "elsewhere" / "doca-driver-root"
+    (container / "usr" / "sbin").mkdir(parents=True)
+    (container / "usr" / "sbin" / "ofed_info").write_text("#!/bin/bash\necho OFED-internal-25.10-1.7.1:\n")
+    pid = host / "proc" / "4242"
+    pid.mkdir(parents=True)
+    (host / "proc" / "stat").write_text("cpu 1 2 3\nbtime 1000\n")
+    (pid / "comm").write_text("entrypoint.sh\n")
+    (pid / "status").write_text("Name:\tentrypoint.sh\nPPid:\t1\nVmRSS:\t2048 kB\nThreads:\t1\n")
+    (pid / "stat").write_text("4242 (entrypoint.sh) S 1 " + " ".join(["0"] * 16) + " 500 0 0\n")
+    (pid / "root").symlink_to(container)
+    got = read_processes(LiveHost(str(host)), Notes())
+    assert [(p.daemon, p.pid) for p in got] == [("doca-driver", 4242)], got
+    # recorded, the marker lands in the image under the process's root, and the replay agrees
+    out = tmp_path / "image"
+    rec = RecordingHost(LiveHost(str(host)), str(out))
+    live = read_processes(rec, Notes())
+    rec.finish(node="n")
+    assert (out / "fs" / "proc" / "4242" / "root" / "usr" / "sbin" / "ofed_info").is_file()
+    assert read_processes(RecordedHost(str(out)), Notes()) == live == got

@@ -35,6 +35,7 @@ _TOKEN_DIR = tempfile.mkdtemp(prefix="railscope-test-token-")
 TOKEN_FILE = os.path.join(_TOKEN_DIR, "token")
 with open(TOKEN_FILE, "w") as _fh:
     _fh.write(TOKEN + "\n")
+os.chmod(TOKEN_FILE, 0o600)  # the token-file reader opens nothing for a file others may read
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
