@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from .collector_env import ROOT, _kill_group, free_port
+from tests.support.collector_env import ROOT, _kill_group, free_port
 
 pytestmark = pytest.mark.slow
 

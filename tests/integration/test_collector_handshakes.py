@@ -14,8 +14,7 @@ import aiohttp
 from aiohttp import web
 
 from proto.connections import ConnectionGuard, GuardedSite
-
-from .tls_certs import issue, make_ca
+from tests.support.tls_certs import issue, make_ca
 
 
 def _contexts(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
@@ -142,8 +141,7 @@ def test_handshakes_in_progress_are_capped_per_peer_and_in_all(tmp_path: Path) -
 
 def test_half_a_renewal_keeps_the_old_pair_serving(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
     from collector.tls import CertReloader, server_context
-
-    from .tls_certs import served_serial
+    from tests.support.tls_certs import served_serial
 
     ca = make_ca(tmp_path / "pki")
     cert, key = tmp_path / "pki" / "tls.crt", tmp_path / "pki" / "tls.key"
