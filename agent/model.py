@@ -550,6 +550,25 @@ class NicSensor:
 
 
 @dataclass(frozen=True, slots=True)
+class RdmaGid:
+    """One populated entry of a rail's RDMA GID table (``/sys/class/infiniband/<dev>/ports/<p>/gids/<i>``,
+    its ``gid_attrs/types/<i>`` and ``gid_attrs/ndevs/<i>``): what NCCL picks its source GID from
+    (``NCCL_IB_GID_INDEX``, else the first RoCE v2 GID of the netdev's address family)."""
+
+    netdev: str
+    device: str
+    port: int
+    index: int
+    gid: str  # 8 groups of 4 lower-case hex digits, as sysfs prints it
+    type: str | None  # "RoCE v2", "IB/RoCE v1"; None when the kernel gives none
+
+    @property
+    def ipv4(self) -> bool:
+        """An IPv4-mapped GID (``::ffff:a.b.c.d``): the rail has an IPv4 address RoCE v2 can route."""
+        return self.gid.startswith("0000:0000:0000:0000:0000:ffff:")
+
+
+@dataclass(frozen=True, slots=True)
 class LldpNeighbor:
     """The LLDP neighbour of one rail: the switch port it is cabled to, from the last frame seen on it.
 
@@ -648,6 +667,8 @@ class Snapshot:
     pcie: tuple[PcieLink, ...] = ()
     optics: tuple[ModuleOptics, ...] = ()
     thermal: tuple[NicSensor, ...] = ()
+    #: the populated RDMA GID table entries of the rails' netdevs (the ``gids`` source)
+    gids: tuple[RdmaGid, ...] = ()
     #: the processes of the daemons a rail depends on (the ``processes`` source)
     processes: tuple[DaemonProcess, ...] = ()
     #: source -> reason ("devlink": "devlink: command not found")

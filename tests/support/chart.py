@@ -179,6 +179,7 @@ FULL_AGENT = {
     "headerTimeout": "5s",
     "maxConnsPerPeer": 16,
     "lldpInterval": "45s",
+    "gidsInterval": "2m",
     "lldp": "listen",
     "budgetCpu": "250m",
     "budgetRss": "128Mi",
