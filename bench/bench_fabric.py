@@ -235,6 +235,8 @@ def bench_alertmanager(n_plane: int) -> dict:
             (work / "tokens").mkdir()
             (work / "tokens" / "alerting").write_text("bench-alerting-token-0123456789\n")
             (work / "tokens" / "operator").write_text("bench-operator-token-0123456789\n")
+            for f in (work / "tokens").iterdir():
+                f.chmod(0o600)  # the collector refuses a token file others may read
             store = work / "store"
             (store / "_agents").mkdir(parents=True)
             for node, *_ in nodes:

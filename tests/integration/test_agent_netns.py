@@ -270,8 +270,15 @@ def test_a_plain_tcp_request_to_a_data_endpoint_is_refused(start_agent: StartAge
     assert agent.get("/metrics", token=None)[0] == 200
     assert agent.get("/healthz", token=None)[0] == 200
     assert agent.get("/v1/events")[0] == 200  # with the token from --data-token-file
-    refused = [x for x in agent.logs() if x.get("msg") == "data endpoint refused"]
-    assert refused and refused[0]["path"] == "/v1/events"
+    # Guessing is bounded per address (MAX_FAILED_PER_PEER wrong tokens a window), logged once per lockout,
+    # not once per guess: the agent listens on the node's address, where no NetworkPolicy applies.
+    from agent.service.data_access import MAX_FAILED_PER_PEER
+
+    for _ in range(MAX_FAILED_PER_PEER - 3):
+        assert agent.get("/v1/events", token="guessed-token")[0] == 401
+    assert agent.get("/v1/events")[0] == 429  # even the right token waits out the window
+    locked = [x for x in agent.logs() if x.get("msg") == "data endpoint: too many wrong tokens, refused for a while"]
+    assert len(locked) == 1 and locked[0]["path"] == "/v1/events"
 
 
 def test_flaps_capture_one_bundle_into_the_spool_and_the_cooldown_holds(start_agent: StartAgent,

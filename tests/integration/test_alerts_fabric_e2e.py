@@ -48,6 +48,8 @@ def test_a_64_node_leaf_fault_through_alertmanager_is_one_incident(tmp_path: Pat
     (tokens / "alerting").write_text(ALERTING_TOKEN + "\n")
     (tokens / "operator").write_text(OPERATOR_TOKEN + "\n")
     (tokens / "agent").write_text("gpu-000 agent-token-0123456789abcdef0123\n")
+    for f in tokens.iterdir():
+        f.chmod(0o600)  # token files: their owner's alone (the collector refuses others at start)
     store = tmp_path / "store"
     col = Collector(tmp_path, str(store), "--fabric-hold", "4s",
                     tokens={"agent_token_file": str(tokens / "agent"),
