@@ -1,14 +1,16 @@
 # One image for both programs: `railscope agent` (DaemonSet) and `railscope collector`.
 # The agent reads the node through the host's /sys, /proc and /etc mounted at /host, and runs the
 # same read-only tools an operator would: ip, devlink, rdma and dcb (iproute2), ethtool, ovs-vsctl
-# (openvswitch-switch: bookworm's openvswitch-common holds ovs-appctl only), dmesg and uname (base).
+# (openvswitch-switch: bookworm's openvswitch-common holds ovs-appctl only), lldpcli (lldpd, for the
+# lldp source where the node runs lldpd: the client talks to the node's daemon through its socket),
+# dmesg and uname (base).
 # tests/unit/deploy/test_dockerfile.py checks this list against every program the agent runs.
 FROM python:3.11-slim-bookworm
 
 # openvswitch-switch brings the OVS daemons too; the image never starts them (no init runs), the
-# agent only talks to the node's ovsdb-server through the mounted db socket.
+# agent only talks to the node's ovsdb-server through the mounted db socket; lldpd's daemon likewise.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends iproute2 ethtool openvswitch-common openvswitch-switch \
+ && apt-get install -y --no-install-recommends iproute2 ethtool openvswitch-common openvswitch-switch lldpd \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src

@@ -25,14 +25,15 @@ from agent.metrics.families import Families, Scrape, Subject, discover
 from agent.metrics.rdma import RDMA_HW_COUNTERS
 from agent.metrics.state import MetricsState
 
-__all__ = ["RDMA_HW_COUNTERS", "SUBJECTS", "RailscopeExporter"]
+__all__ = ["RDMA_HW_COUNTERS", "SUBJECTS", "NodeMetrics"]
 
 #: every metrics subject module of this package, in the order of the exposition
 SUBJECTS: tuple[Subject, ...] = discover()
 
 
-class RailscopeExporter:
-    """Renders the current ``MetricsState``.
+class NodeMetrics:
+    """The node's metrics (a Prometheus custom collector; inside railscope "collector" is the central
+    service, so the agent's Prometheus collectors are ``...Metrics``): renders the current ``MetricsState``.
 
     ``get_state`` returns the latest state (the daemon swaps it whole after each sample);
     ``clock`` gives "now" for ``railscope_sample_age_seconds``; ``representor_include`` is a regex on

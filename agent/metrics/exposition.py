@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 
-from agent.metrics.exporter import RailscopeExporter
+from agent.metrics.exporter import NodeMetrics
 from agent.metrics.state import MetricsState
 
 __all__ = ["CONTENT_TYPE", "make_registry", "render"]
@@ -24,7 +24,7 @@ def make_registry(get_state: Callable[[], MetricsState | None], *, clock: Callab
     """A private registry (no process / GC collectors) holding the railscope collector and ``extra``
     (the daemon's own health)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RailscopeExporter(get_state, clock=clock, representor_include=representor_include))
+    registry.register(NodeMetrics(get_state, clock=clock, representor_include=representor_include))
     for collector in extra:
         registry.register(collector)
     return registry

@@ -78,7 +78,8 @@ def read_gids(host: Host, rails: Iterable[str], notes: Notes | None = None) -> t
             if slots is None:
                 # a node image recorded before this source has no GID table: say which it is
                 where = "not recorded in this image" if not host.live else "not readable"
-                notes.missing(f"gids {dev}", f"{base}/gids: {where}")
+                # keyed by the rail netdev, as the per-netdev sources are (``ethtool -m net_rail1``)
+                notes.missing(f"gids {rail}", f"{base}/gids: {where}")
                 continue
             for i in sorted(n for n in (_index(s) for s in slots) if n is not None):
                 gid = parse_gid(read_word(host, f"{base}/gids/{i}", 64))

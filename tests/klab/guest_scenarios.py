@@ -439,14 +439,14 @@ def scenario_churn(out: Path) -> dict[str, Any]:
     from agent.analysis.topology import build_topology
     from agent.config import Expectations, ReadConfig
     from agent.host.live import LiveHost
-    from agent.metrics.exporter import RailscopeExporter
+    from agent.metrics.exporter import NodeMetrics
     from agent.metrics.state import MetricsState
     from agent.readers.snapshot import take_snapshot
 
     host = LiveHost()
     current: list[MetricsState] = [MetricsState()]
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RailscopeExporter(lambda: current[0], representor_include=r"."))
+    registry.register(NodeMetrics(lambda: current[0], representor_include=r"."))
     cfg, exp = ReadConfig(), Expectations()
     # Records go to a file as they are made: nothing of this file's stays alive in the process.
     log_path = out / "churn.jsonl"

@@ -1,7 +1,7 @@
 """Representor churn: the agent's representor metrics follow the kernel, with no stale series and no leak.
 
 ``scenario_churn`` created and removed netdevsim10's 4 VFs (switchdev) five times. After each change
-one long-lived ``RailscopeExporter`` (per-representor series switched on with an include filter) was
+one long-lived ``NodeMetrics`` (per-representor series switched on with an include filter) was
 scraped from a fresh live snapshot, as the agent daemon does. Memory of the guest's Python process
 was traced from the second cycle on, leaving out the scenario's own records; the live objects of
 the agent's own classes were counted after each cycle.

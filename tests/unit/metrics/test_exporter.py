@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.findings import Diagnosis, Finding
-from agent.metrics.exporter import RailscopeExporter
+from agent.metrics.exporter import NodeMetrics
 from agent.metrics.exposition import render
 from agent.metrics.state import HungSource, MetricsState, SourceStatus
 from agent.model import EthtoolStats
@@ -88,7 +88,7 @@ def test_representor_traffic_only_when_its_statistics_were_read() -> None:
 def test_representor_removed_between_scrapes_leaves_no_series() -> None:
     current: list[MetricsState] = [state_for(synthetic_snapshot(2, 4))]
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RailscopeExporter(lambda: current[0], clock=lambda: 0.0, representor_include="."))
+    registry.register(NodeMetrics(lambda: current[0], clock=lambda: 0.0, representor_include="."))
     first = generate_latest(registry)
     assert 'device="net_rail1_2"' in first.decode()
     assert value(first, "railscope_representors", pci="0000:2a:00.0") == 4
@@ -254,7 +254,7 @@ def test_no_sample_yet_serves_only_the_agent_series() -> None:
     assert names(text) == {"railscope_build_info", "railscope_scrape_collector_success",
                            "railscope_scrape_collector_duration_seconds"}
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RailscopeExporter(lambda: None))
+    registry.register(NodeMetrics(lambda: None))
     assert names(generate_latest(registry)) == {"railscope_build_info"}
 
 

@@ -19,7 +19,7 @@ from agent.detectors.daemon_restarts import RestartState, step
 from agent.host.live import LiveHost
 from agent.host.recorded import RecordedHost
 from agent.host.recording import RecordingHost
-from agent.metrics.exporter import RailscopeExporter
+from agent.metrics.exporter import NodeMetrics
 from agent.metrics.state import MetricsState
 from agent.model import DaemonProcess, Snapshot
 from agent.readers.common import Notes
@@ -195,7 +195,7 @@ def test_the_daemon_series_sum_the_processes_of_each_daemon() -> None:
              DaemonProcess("ovsdb-server", "ovsdb-server", 9, 1, "S", 900.0, 1.0, 4096, 1))
     state = MetricsState(snapshot=Snapshot(taken_at=2000.0, processes=procs),
                          daemon_restarts={"ovs-vswitchd": 2, "sriov-config-daemon": 7})
-    got = {(s.name, s.labels.get("daemon")): s.value for fam in RailscopeExporter(lambda: state).collect()
+    got = {(s.name, s.labels.get("daemon")): s.value for fam in NodeMetrics(lambda: state).collect()
            for s in fam.samples}
     assert got[("railscope_daemon_cpu_seconds_total", "ovs-vswitchd")] == 52.0
     assert got[("railscope_daemon_resident_memory_bytes", "ovs-vswitchd")] == 2 << 20

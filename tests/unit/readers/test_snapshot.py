@@ -112,8 +112,8 @@ def test_rules_and_unavailable(snap: Snapshot) -> None:
         ("firmware", "devlink -j dev info pci/0000:0c:00.0: not recorded in this image"),
         ("firmware", "devlink -j dev info pci/0000:8d:00.0: not recorded in this image"),
         ("thermal", "no mlx5 hwmon sensors on 0000:0c:00.0, 0000:8d:00.0 (kernel before 6.5, or not mlx5)"),
-        ("gids rdma_rail0", "/sys/class/infiniband/rdma_rail0/ports/1/gids: not recorded in this image"),
-        ("gids rdma_rail1", "/sys/class/infiniband/rdma_rail1/ports/1/gids: not recorded in this image"),
+        ("gids net_rail0", "/sys/class/infiniband/rdma_rail0/ports/1/gids: not recorded in this image"),
+        ("gids net_rail1", "/sys/class/infiniband/rdma_rail1/ports/1/gids: not recorded in this image"),
         ("ethtool -m net_rail0", "ethtool -m net_rail0: not recorded in this image"),
         ("ethtool -m net_rail1", "ethtool -m net_rail1: not recorded in this image"),
         # ... nor the lldp source (no lldpcli record, no listener frames)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from agent.metrics.exporter import RailscopeExporter
+from agent.metrics.exporter import NodeMetrics
 from agent.metrics.state import MetricsState
 from agent.readers.sources import SOURCES
 from agent.service.budget import BudgetGuard
@@ -68,7 +68,7 @@ def test_a_process_past_its_cpu_budget_pauses_the_optional_sources(child: list) 
     assert acts == [("pause", "processes"), ("resume", "processes")] and status.paused == ()
 
     got = {(s.name, tuple(sorted(s.labels.items()))): s.value
-           for fam in RailscopeExporter(lambda: MetricsState(budget=status)).collect() for s in fam.samples}
+           for fam in NodeMetrics(lambda: MetricsState(budget=status)).collect() for s in fam.samples}
     assert got[("railscope_agent_budget_pauses_total", ())] == 1
     assert got[("railscope_agent_budget_exceeded", (("resource", "cpu"),))] == 0
     assert got[("railscope_agent_budget_limit", (("resource", "cpu"),))] == 0.02
@@ -83,7 +83,7 @@ def test_resident_memory_past_its_budget_pauses_and_is_exported(child: list) -> 
     assert status.rss_bytes is not None and status.rss_bytes > 64 << 20
     assert acts == [("pause", "processes")] and status.over == ("rss",)
     got = {(s.name, tuple(sorted(s.labels.items()))): s.value
-           for fam in RailscopeExporter(lambda: MetricsState(budget=status)).collect() for s in fam.samples}
+           for fam in NodeMetrics(lambda: MetricsState(budget=status)).collect() for s in fam.samples}
     assert got[("railscope_source_paused", (("source", "processes"),))] == 1
     assert got[("railscope_agent_budget_exceeded", (("resource", "rss"),))] == 1
     assert got[("railscope_agent_budget_limit", (("resource", "rss"),))] == 48 << 20
