@@ -28,8 +28,40 @@ AWS_ENV = {"AWS_ACCESS_KEY_ID": "railscope", "AWS_SECRET_ACCESS_KEY": "railscope
 BUCKET = "railscope-test"
 
 
+_HANDED: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port free now, below the kernel's ephemeral range, never handed out twice here.
+
+    A port the kernel picked (``bind(0)``) lies in the ephemeral range: between this pick and the
+    child's own bind, any outgoing connection (weed's filer dialing its master) may be given it, and
+    the child dies with "address already in use". Below that range only a listener can take it.
+    """
+    lo, _hi = _ephemeral_range()
+    start, stop = 10000, max(10001, min(lo, 32768))
+    span = stop - start
+    first = (os.getpid() * 7919 + len(_HANDED) * 104729) % span
+    for i in range(span):
+        port = start + (first + i * 7) % span
+        if port in _HANDED:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED.add(port)
+        return port
+    with socket.socket() as s:  # all taken: the kernel's pick, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
@@ -77,11 +109,18 @@ class Weed:
                 "-filer", f"-filer.port={p['filer']}", f"-filer.port.grpc={g['filer']}",
                 "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={g['s3']}", "-s3.port.iceberg=0", "-s3.port.lance=0",
                 "-master.volumeSizeLimitMB=256", "-volume.max=0", "-master.telemetry=false"]
-        log = open(self.dir / "weed.log", "ab")  # the child holds it
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        if not _wait_port(p["s3"], 60):
+        for attempt in range(3):
+            logfile = self.dir / "weed.log"
+            mark = logfile.stat().st_size if logfile.exists() else 0
+            log = open(logfile, "ab")  # the child holds it
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            if _wait_port(p["s3"], 60):
+                break
             self.stop()
-            raise AssertionError(f"weed did not open its S3 port: {(self.dir / 'weed.log').read_text()[-2000:]}")
+            tail = logfile.read_bytes()[mark:].decode(errors="replace")
+            if "address already in use" not in tail or attempt == 2:
+                raise AssertionError(f"weed did not open its S3 port: {tail[-2000:]}")
+            time.sleep(2)  # a listener of a killed run still going away: the same ports, again
         self._bucket()
 
     def client(self):  # type: ignore[no-untyped-def]
