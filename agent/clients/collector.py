@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import logging
 import os
 import random
 import ssl
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,8 +300,40 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
-def _unreachable(url: str, exc: BaseException) -> CollectorError:
-    return CollectorError(f"collector unreachable: cannot reach {url}: {type(exc).__name__}: {exc}", retryable=True)
+def _unreachable(url: str, exc: BaseException, *, fail_fast: bool = False, ca_file: str | None = None,
+                 ) -> CollectorError:
+    """Why ``url`` could not be reached, with what to check where the cause says it.
+
+    A certificate that does not verify, TLS spoken to a plain-HTTP port (or plain HTTP to a TLS-only one),
+    a refused connection and a name that does not resolve do not mend in seconds: with ``fail_fast`` (a
+    person at a terminal) they are final at once. The agent's uploads keep retrying them: a collector
+    that restarts refuses connections for a while.
+    """
+    hint, permanent = "", False
+    plain = url.startswith("http://")
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError) or isinstance(exc, ssl.SSLCertVerificationError):
+        permanent = True
+        hint = (f"the collector's certificate does not verify against --collector-ca-file {ca_file}: is it the CA "
+                f"that issued the collector's certificate (its ca.crt)?" if ca_file else
+                "the collector's certificate is not signed by a CA this machine trusts: give its CA with "
+                "--collector-ca-file FILE (or RAILSCOPE_COLLECTOR_CA_FILE)")
+    elif isinstance(exc, aiohttp.ClientConnectorSSLError | ssl.SSLError):
+        permanent = True
+        hint = "no TLS answered there: is the collector plain HTTP (http://)? or the port another program's?"
+    elif isinstance(exc, aiohttp.ClientConnectorDNSError):
+        permanent = True
+        hint = "the collector's host name does not resolve: is the URL right?"
+    elif isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error, ConnectionRefusedError):
+        permanent = True
+        hint = "nothing listens there: is the collector running, and the port right?"
+    elif plain and isinstance(exc, aiohttp.ServerDisconnectedError):
+        # A TLS-only collector drops a plain-HTTP request unanswered.
+        permanent = True
+        hint = "the collector closed the connection unanswered: does it serve https:// only?"
+    text = f"collector unreachable: cannot reach {url}: {type(exc).__name__}: {exc}"
+    if hint:
+        text += f" ({hint})"
+    return CollectorError(text, code="unreachable", retryable=not (permanent and fail_fast))
 
 
 class CallOutcomes:
@@ -346,7 +380,8 @@ class CollectorClient:
                  session: aiohttp.ClientSession | None = None, rng: random.Random | None = None,
                  timeout: aiohttp.ClientTimeout | None = None, token_flag: str = "token file",
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                 outcomes: CallOutcomes | None = None, ca_file: str | None = None) -> None:
+                 outcomes: CallOutcomes | None = None, ca_file: str | None = None, fail_fast: bool = False,
+                 deadline_s: float | None = None, on_retry: Callable[[str], None] | None = None) -> None:
         if "://" not in url:
             url = "http://" + url
         self.url = url.rstrip("/")
@@ -365,6 +400,65 @@ class CollectorClient:
         self.ca_file = ca_file or os.environ.get("RAILSCOPE_COLLECTOR_CA_FILE") or None
         #: where every attempt's outcome is counted (the agent's; None: not counted)
         self.outcomes = outcomes
+        # A person at a terminal (the CLI): an error that waiting cannot mend (a certificate, a refused
+        # connection, a name that does not resolve) ends the command at once; transient ones are retried
+        # until ``deadline_s`` (every retry said to ``on_retry``, one line each), not a fixed count.
+        self.fail_fast = fail_fast
+        self.deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        self.deadline_s = deadline_s
+        self.on_retry = on_retry
+
+    def _unreachable(self, exc: BaseException) -> CollectorError:
+        return _unreachable(self.url, exc, fail_fast=self.fail_fast, ca_file=self.ca_file)
+
+    def _hinted(self, err: CollectorError) -> CollectorError:
+        """A final refusal with what to check: the token for 401 / 403, the URL or key for 404."""
+        hint = {401: f"is {self.token_flag} a token this collector knows?",
+                403: f"may the token of {self.token_flag} do this (an operator token for bundles, reports "
+                     f"and capture requests)?",
+                404: "is the URL the collector's (scheme, host and port, no path) and the key as "
+                     "`railscope bundles ls` prints it?"}.get(err.status or 0)
+        if not hint or not self.fail_fast:
+            return err
+        return CollectorError(f"{err} ({hint})", status=err.status, code=err.code, retryable=err.retryable,
+                              retry_after=err.retry_after)
+
+    def _backoff(self, attempt: int, err: CollectorError, retry: RetryPolicy) -> float | None:
+        """How long to wait before attempt ``attempt + 2`` after ``err``, or None: give up.
+
+        Without a deadline, ``retry.attempts`` bounds the attempts; with one, the deadline does (a retry
+        whose wait ends past it is not made), and each retry is said to ``on_retry``.
+        """
+        if not err.retryable:
+            return None
+        wait = retry.delay(attempt, err.retry_after, self.rng)
+        if self.deadline is None:
+            return None if attempt + 1 >= retry.attempts else wait
+        left = self.deadline - time.monotonic()
+        if wait >= left:
+            return None
+        if self.on_retry is not None:
+            until = time.strftime("%H:%M:%S", time.localtime(time.time() + left))
+            self.on_retry(f"{err}; attempt {attempt + 1} failed, next in {wait:.1f} s, until {until}")
+        return wait
+
+    def _given_up(self, attempt: int, err: CollectorError) -> CollectorError:
+        """The error that ends the retries: hinted when final, with the deadline when that ended them."""
+        if not err.retryable:
+            return self._hinted(err)
+        if self.deadline is None:
+            return err
+        return CollectorError(f"{err} (gave up after {attempt + 1} attempt(s): --deadline {self.deadline_s:g} s)",
+                              status=err.status, code=err.code, retryable=True, retry_after=err.retry_after)
+
+    def _attempt_timeout(self, timeout: aiohttp.ClientTimeout | None) -> aiohttp.ClientTimeout:
+        """``timeout`` (the client's by default), its connect and read bounded by the deadline's time left."""
+        timeout = timeout or self.timeout
+        if self.deadline is None:
+            return timeout
+        left = max(self.deadline - time.monotonic(), 0.5)
+        return aiohttp.ClientTimeout(total=timeout.total, sock_connect=min(timeout.sock_connect or left, left),
+                                     sock_read=min(timeout.sock_read or left, left))
 
     def _count(self, call: str, outcome: str) -> None:
         if self.outcomes is not None:
@@ -380,6 +474,13 @@ class CollectorClient:
         if self._own and self._session is not None:
             await self._session.close()
             self._session = None
+
+    def _attempts(self, retry: RetryPolicy) -> Iterator[int]:
+        """The attempt numbers: the policy's count, or without end where a deadline bounds them."""
+        if self.deadline is None:
+            yield from range(retry.attempts)
+        else:
+            yield from itertools.count()
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -412,10 +513,10 @@ class CollectorClient:
         """One JSON call, retried per ``retry`` (the call policy by default) on a retryable failure;
         each attempt's outcome counted under ``call``."""
         retry = retry or self.call_retry
-        for attempt in range(retry.attempts):
+        for attempt in self._attempts(retry):
             try:
                 async with self.session.request(method, self.url + path, json=body, headers=self.headers(),
-                                                timeout=timeout or self.timeout) as resp:
+                                                timeout=self._attempt_timeout(timeout)) as resp:
                     if resp.status not in ok:
                         raise await _refusal(resp)
                     doc = await _json_answer(resp, limit)
@@ -424,11 +525,12 @@ class CollectorClient:
             except CollectorError as exc:
                 err = exc
             except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-                err = _unreachable(self.url, exc)
+                err = self._unreachable(exc)
             self._count(call, outcome_of(err))
-            if not err.retryable or attempt + 1 == retry.attempts:
-                raise err
-            await self._sleep(retry.delay(attempt, err.retry_after, self.rng))
+            wait = self._backoff(attempt, err, retry)
+            if wait is None:
+                raise self._given_up(attempt, err)
+            await self._sleep(wait)
         raise AssertionError("unreachable")
 
     async def poll(self, node: str, wait_s: float = POLL_WAIT_S) -> list[Any]:
@@ -499,15 +601,16 @@ class CollectorClient:
         words = sha_line.split()
         recorded = words[0] if words else ""
         tmp = into / f".{name}.part"
-        for attempt in range(self.call_retry.attempts):
+        for attempt in self._attempts(self.call_retry):
             try:
                 digest, n, total = await self._download(f"/v1/bundles/{url_path}", tmp, progress)
                 break
             except CollectorError as exc:
                 tmp.unlink(missing_ok=True)
-                if not exc.retryable or attempt + 1 == self.call_retry.attempts:
-                    raise
-                await self._sleep(self.call_retry.delay(attempt, exc.retry_after, self.rng))
+                wait = self._backoff(attempt, exc, self.call_retry)
+                if wait is None:
+                    raise self._given_up(attempt, exc) from None
+                await self._sleep(wait)
             except BaseException:  # a full disk, a cancelled command: no half file left behind
                 tmp.unlink(missing_ok=True)
                 raise
@@ -526,26 +629,29 @@ class CollectorClient:
         return into / name, recorded
 
     async def _bytes(self, path: str, limit: int) -> bytes:
-        for attempt in range(self.call_retry.attempts):
+        for attempt in self._attempts(self.call_retry):
             try:
-                async with self.session.get(self.url + path, headers=self.headers(), timeout=self.timeout) as resp:
+                async with self.session.get(self.url + path, headers=self.headers(),
+                                            timeout=self._attempt_timeout(None)) as resp:
                     if resp.status != 200:
                         raise await _refusal(resp)
                     return (await _read(resp, limit))[:limit]
             except CollectorError as exc:
                 err = exc
             except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-                err = _unreachable(self.url, exc)
-            if not err.retryable or attempt + 1 == self.call_retry.attempts:
-                raise err
-            await self._sleep(self.call_retry.delay(attempt, err.retry_after, self.rng))
+                err = self._unreachable(exc)
+            wait = self._backoff(attempt, err, self.call_retry)
+            if wait is None:
+                raise self._given_up(attempt, err)
+            await self._sleep(wait)
         raise AssertionError("unreachable")
 
     async def _download(self, path: str, dest: Path, progress: Progress | None) -> tuple[str, int, int | None]:
         loop = asyncio.get_running_loop()
         h, n = hashlib.sha256(), 0
         try:
-            async with self.session.get(self.url + path, headers=self.headers(), timeout=self.timeout) as resp:
+            async with self.session.get(self.url + path, headers=self.headers(),
+                                        timeout=self._attempt_timeout(None)) as resp:
                 if resp.status != 200:
                     raise await _refusal(resp)
                 total = resp.content_length
@@ -566,7 +672,7 @@ class CollectorClient:
                 finally:
                     fh.close()
         except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-            raise _unreachable(self.url, exc) from None
+            raise self._unreachable(exc) from None
         return h.hexdigest(), n, total
 
     # -- uploads ------------------------------------------------------------------------------
@@ -590,7 +696,7 @@ class CollectorClient:
             cause = exc.__cause__ or exc.__context__
             if isinstance(cause, CollectorError):
                 raise cause from None
-            raise _unreachable(self.url, exc) from None
+            raise self._unreachable(exc) from None
 
     async def upload(self, hello: Hello, source: str | Path | Iterable[bytes] | AsyncIterator[bytes], *,
                      expected_sha256: str | None = None, progress: Progress | None = None,
@@ -600,7 +706,7 @@ class CollectorClient:
         if isinstance(source, str):
             source = Path(source)
         total = source.stat().st_size if isinstance(source, Path) else None
-        for attempt in range(retry.attempts):
+        for attempt in self._attempts(retry):
             body = _Body(hello, source, expected_sha256, progress, total)
             try:
                 doc = await self._attempt(body)
@@ -614,9 +720,9 @@ class CollectorClient:
                 if exc.code == "digest_mismatch" and expected_sha256 is not None and isinstance(source, Path):
                     exc = await _judge_mismatch(hello, source, expected_sha256, exc)
                 resendable = isinstance(source, Path) or not body.started
-                if not exc.retryable or not resendable or attempt + 1 == retry.attempts:
-                    raise exc from None
-                wait = retry.delay(attempt, exc.retry_after, self.rng)
+                wait = self._backoff(attempt, exc, retry) if resendable else None
+                if wait is None:
+                    raise (self._given_up(attempt, exc) if resendable else self._hinted(exc)) from None
                 log.info("upload of %s: %s; again in %.1f s", hello.bundle, exc, wait)
                 await self._sleep(wait)
         raise AssertionError("unreachable")

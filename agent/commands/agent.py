@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agent.commands.common import LLDP, SCOPE, add_expectation_flags, add_lldp_flag, add_scope_flag
+from agent.commands.common import (
+    COLLECTOR_CA,
+    LLDP,
+    SCOPE,
+    add_expectation_flags,
+    add_lldp_flag,
+    add_scope_flag,
+)
 from agent.settings import (
     Setting,
     add_flags,
@@ -143,9 +151,7 @@ def own_table() -> tuple[Setting, ...]:
         Setting("--collector-token-file", "The agent's token for --collector (a projected ServiceAccount token, read "
                 "before every upload; readable by its owner only, mode 0600 or 0400). Default: none.",
                 metavar="FILE", group=_CAPTURES, field="collector_token_file"),
-        Setting("--collector-ca-file", "The CA that issued the collector's TLS certificate: an https --collector is "
-                "verified against it. Default: the system's CAs.", metavar="FILE", group=_CAPTURES,
-                field="collector_ca_file"),
+        dataclasses.replace(COLLECTOR_CA, group=_CAPTURES),
         Setting("--request-min-interval", "Least time between two captures for capture requests, whoever queued "
                 "them; a request inside it waits for a later poll. Default: 5m.", type=duration, default="5m",
                 group=_CAPTURES, field="request_min_interval_s"),

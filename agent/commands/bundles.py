@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agent.clients.collector import CollectorClient, CollectorError
 
-from .common import EXIT_USAGE, env_default
+from .common import EXIT_USAGE, add_collector_flags, collector_client, env_default
 
 
 def _common(p: argparse.ArgumentParser, default: object) -> None:
@@ -27,10 +27,7 @@ def _common(p: argparse.ArgumentParser, default: object) -> None:
                    metavar="FILE",
                    help="A file holding an operator token, readable by its owner only (mode 0600 or 0400). Default: "
                         "none (only an --insecure-dev collector answers).")
-    p.add_argument("--collector-ca-file",
-                   default=default if default is argparse.SUPPRESS else env_default("collector-ca-file", None),
-                   metavar="FILE", help="The CA that issued the collector's TLS certificate (an https URL is "
-                                        "verified against it). Default: the system's CAs.")
+    add_collector_flags(p, suppress=default is argparse.SUPPRESS)
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -109,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
         print("railscope bundles: say ls, get or verify", file=sys.stderr)
         return 3
     async def call() -> int:
-        async with CollectorClient(args.collector, token_file=args.token_file, token_flag="--token-file",
-                                   ca_file=args.collector_ca_file) as client:
+        async with collector_client("bundles", args.collector, args, token_file=args.token_file,
+                                    token_flag="--token-file") as client:
             return await action(client, args)
 
     try:

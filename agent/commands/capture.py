@@ -13,6 +13,7 @@ import os
 import sys
 
 from agent.commands.common import (
+    add_collector_flags,
     add_expectation_flags,
     add_scope_flag,
     env_default,
@@ -71,6 +72,8 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collector-token-file", default=env_default("collector-token-file", None), metavar="FILE",
                    help="The agent token for --collector (a projected ServiceAccount token in a pod), readable "
                         "by its owner only (mode 0600 or 0400). Default: none.")
+    # --deadline is the capture's own: a collector answering 503 is retried within it too.
+    add_collector_flags(p, deadline=False)
     r = p.add_argument_group("asking a node's agent to capture (operator role)")
     # --token-file, as in `bundles` and `report`: the operator's token file has one name everywhere.
     r.add_argument("--token-file", "--operator-token-file", dest="operator_token_file",
@@ -130,7 +133,8 @@ def _request(args: argparse.Namespace) -> int:
     params = {"pod_netns": bool(args.pod_netns), "redact": bool(args.redact)}
     try:
         req = asyncio.run(queue_request(args.collector, node, incident, token_file=args.operator_token_file,
-                                        params=params, wait_s=args.wait_timeout if args.wait else None))
+                                        params=params, wait_s=args.wait_timeout if args.wait else None,
+                                        client=_client(args, args.operator_token_file, "--token-file")))
     except RequestFailed as exc:
         print(f"railscope capture: {exc}", file=sys.stderr)
         return 1
@@ -143,6 +147,15 @@ def _request(args: argparse.Namespace) -> int:
         print(f"railscope capture: request {req['id']} queued for {node} ({incident})", file=sys.stderr)
         print(req["id"])
     return 0
+
+
+def _client(args: argparse.Namespace, token_file: str | None, token_flag: str) -> object:
+    """The collector client of this capture: its retries end within --deadline (and --wait-timeout)."""
+    from agent.commands.common import collector_client
+
+    deadline = args.deadline + (args.wait_timeout if args.wait else 0.0)
+    return collector_client("capture", args.collector, args, token_file=token_file, token_flag=token_flag,
+                            deadline_s=deadline)
 
 
 def _unusable_token_file(args: argparse.Namespace) -> str | None:

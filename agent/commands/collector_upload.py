@@ -19,7 +19,7 @@ from typing import Any
 def capture_streamed(args: argparse.Namespace, host: Any, job: Any, progress: Any) -> tuple[Any, Any]:
     """Capture ``job`` (``agent.capture.job.Job``) into ``--output`` and stream it to ``--collector``."""
     from agent.capture.runner import capture_to_file
-    from agent.clients.collector import CollectorClient
+    from agent.commands.capture import _client
 
     job = job.for_upload(socket.gethostname(), time.time())
     params = job.params()
@@ -28,8 +28,7 @@ def capture_streamed(args: argparse.Namespace, host: Any, job: Any, progress: An
         return capture_to_file(host, args.output, params, progress=progress, on_chunk=on_chunk)
 
     async def send() -> tuple[Any, Any]:
-        async with CollectorClient(args.collector, token_file=args.collector_token_file,
-                                   token_flag="--collector-token-file") as client:
+        async with _client(args, args.collector_token_file, "--collector-token-file") as client:
             return await client.upload_while_producing(job.hello(), produce)
 
     return asyncio.run(send())

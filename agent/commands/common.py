@@ -1,22 +1,28 @@
-"""Flags shared by the subcommands that judge a node (doctor, metrics, agent), and how they fail."""
+"""Flags shared by the subcommands that judge a node (doctor, metrics, agent) and by those that talk to
+the collector (bundles, capture, report, the agent), and how they fail."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from agent.config import Expectations
 from agent.expectations import add_expectation_flags, expectations_from_args, given_expectations
 from agent.model import KernelRow
-from agent.settings import Setting, add_flags, env_default, regex
+from agent.settings import Setting, add_flags, duration, env_default, regex
 
 __all__ = [
+    "COLLECTOR_CA",
+    "COLLECTOR_DEADLINE",
     "EXIT_USAGE",
     "LLDP",
     "SCOPE",
+    "add_collector_flags",
     "add_expectation_flags",
     "add_lldp_flag",
     "add_scope_flag",
+    "collector_client",
     "env_default",
     "expectations_from_args",
     "fail",
@@ -85,3 +91,49 @@ LLDP = Setting(
 def add_lldp_flag(p: argparse.ArgumentParser) -> None:
     """``--lldp`` (``LLDP``)."""
     add_flags(p, (LLDP,))
+
+
+#: ``--collector-ca-file``: how every command that talks to the collector trusts a private CA. One row: the
+#: agent's table takes it (in its captures group), bundles, capture and report put it on their parsers.
+COLLECTOR_CA = Setting(
+    "--collector-ca-file",
+    "The CA that issued the collector's TLS certificate: an https --collector is verified against it. "
+    "Default: the system's CAs.", metavar="FILE", field="collector_ca_file")
+
+#: ``--deadline`` of bundles and report: how long a collector that answers 503, times out or drops the
+#: connection is retried. Not the agent's (its spool is retried for as long as it runs).
+COLLECTOR_DEADLINE = Setting(
+    "--deadline",
+    "How long to keep retrying a collector that answers 503 or 429, times out or drops the connection "
+    "(each retry is said on stderr: attempt, next in, until when). A certificate that does not verify, a "
+    "refused connection, 401, 403 and 404 end the command at once. Default: 60s.",
+    type=duration, default="60s", metavar="DURATION", env=False, chart="none")
+
+
+def add_collector_flags(p: argparse.ArgumentParser, *, deadline: bool = True, suppress: bool = False) -> None:
+    """``--collector-ca-file`` (and ``--deadline`` unless the command has its own) on ``p``. ``suppress``: a
+    value given before a nested action is kept when none is given after it (``bundles --collector-ca-file
+    CA ls``)."""
+    for s in (COLLECTOR_CA, COLLECTOR_DEADLINE) if deadline else (COLLECTOR_CA,):
+        if suppress:
+            p.add_argument(s.flag, help=s.help, metavar=s.metavar, type=s.type, default=argparse.SUPPRESS)
+        else:
+            add_flags(p, (s,))
+
+
+def collector_client(command: str, url: str, args: argparse.Namespace, *, token_file: str | None,
+                     token_flag: str, deadline_s: float | None = None) -> Any:
+    """The ``CollectorClient`` of a command a person runs: ``--collector-ca-file`` trusted, a permanent
+    error final at once (with what to check), transient ones retried until ``--deadline`` with a line on
+    stderr for each retry."""
+    from agent.clients.collector import CollectorClient
+    from agent.report.terminal import safe
+
+    def said(line: str) -> None:
+        sys.stderr.write(f"railscope {command}: {safe(line)}\n")
+        sys.stderr.flush()
+
+    return CollectorClient(url, token_file=token_file, token_flag=token_flag,
+                           ca_file=getattr(args, "collector_ca_file", None), fail_fast=True,
+                           deadline_s=deadline_s if deadline_s is not None else getattr(args, "deadline", None),
+                           on_retry=said)

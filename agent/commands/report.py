@@ -17,6 +17,7 @@ import tempfile
 
 from agent.commands.common import (
     EXIT_USAGE,
+    add_collector_flags,
     add_expectation_flags,
     env_default,
     fail,
@@ -37,6 +38,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", default=env_default("token-file", None), metavar="FILE",
                    help="With --collector: a file holding an operator token, readable by its owner only (mode 0600 or "
                         "0400). Default: none.")
+    add_collector_flags(p)
     p.add_argument("--html", metavar="FILE",
                    help="Write one self-contained HTML page (inline styles and SVG charts, no scripts, no "
                         "network fetches) to FILE ('-' for stdout) instead of the text report.")
@@ -64,15 +66,19 @@ def _write(path: str, text: str) -> None:
         raise
 
 
-def _download(url: str, key: str, token_file: str | None, into: str) -> str:
-    """The stored bundle ``key`` in ``into``, its sha256 checked against the collector's ``.sha256``."""
+def _download(args: argparse.Namespace, into: str) -> str:
+    """The stored bundle ``args.bundle`` in ``into``, its sha256 checked against the collector's ``.sha256``."""
     import asyncio
 
-    from agent.clients.collector import CollectorClient, CollectorError
+    from agent.clients.collector import CollectorError
+    from agent.commands.common import collector_client
     from agent.offline import InputError
 
+    url, key = args.collector, args.bundle
+
     async def get() -> str:
-        async with CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
+        async with collector_client("report", url, args, token_file=args.token_file,
+                                    token_flag="--token-file") as client:
             path, _sha = await client.get(key, into)
             return str(path)
 
@@ -93,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     with tempfile.TemporaryDirectory(prefix="railscope-report-") as tmp:
         try:
-            path = _download(args.collector, args.bundle, args.token_file, tmp) if args.collector else args.bundle
+            path = _download(args, tmp) if args.collector else args.bundle
             got = diagnose_image(path, exp, table, given=given_expectations(args))
         except InputError as exc:
             return _fail(str(exc))

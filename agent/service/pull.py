@@ -342,13 +342,15 @@ class RequestFailed(Exception):
 
 async def queue_request(url: str, node: str, incident: str, *, token_file: str | None = None,
                         wait_s: float | None = None, poll_s: float = 2.0, plan: str = DEFAULT_PLAN,
-                        params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                        params: Mapping[str, Any] | None = None,
+                        client: CollectorClient | None = None) -> dict[str, Any]:
     """Queue a capture of ``node`` for ``incident`` (operator role); with ``wait_s``, wait for its bundle.
+    ``client``: the one to use (the CLI's: its CA, its deadline), else one for ``url`` and ``token_file``.
 
     Returns the request as the collector last showed it (``state`` ``done`` and ``bundle`` when waited).
     """
     try:
-        async with CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
+        async with client or CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
             req = await client.queue(node, incident, plan=plan, params=params)
             if wait_s is None:
                 return req
