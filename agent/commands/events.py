@@ -24,7 +24,8 @@ def register(p: argparse.ArgumentParser) -> None:
     sock = env_default("data-socket", DEFAULT_SOCKET) or DEFAULT_SOCKET
     p.add_argument("--agent", default=f"unix:{sock}", metavar="unix:PATH|http://ADDR:PORT",
                    help=f"The running agent: its data socket, or its TCP address with --agent-token-file. "
-                        f"Default: unix:{sock} (RAILSCOPE_DATA_SOCKET, or the agent's default).")
+                        f"Default: unix:{sock} (RAILSCOPE_DATA_SOCKET, else the chart's agent.dataSocket; "
+                        f"an agent started by hand serves a socket only with --data-socket PATH).")
     p.add_argument("--agent-token-file", default=env_default("agent-token-file", None), metavar="FILE",
                    help="The bearer token of the agent's --data-token-file, for --agent over TCP. Default: none.")
     p.add_argument("--code", action="append", default=None, metavar="CODE",
@@ -36,9 +37,27 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="Print {\"events\": [...]} as the agent serves it, filtered.")
 
 
+def _no_socket(agent: str) -> str | None:
+    """Why the data socket ``--agent`` names is not there, and how to make the agent serve it; None where it is."""
+    import os
+
+    if not agent.startswith("unix:") or os.path.exists(agent[len("unix:"):]):
+        return None
+    path = agent[len("unix:"):]
+    return (f"no agent data socket at {path}: the agent serves its event log on a Unix socket only when started "
+            f"with --data-socket PATH (railscope agent --data-socket {DEFAULT_SOCKET}; the chart's "
+            f"agent.dataSocket, {DEFAULT_SOCKET}, is set by default and names it to railscope in the pod as "
+            f"RAILSCOPE_DATA_SOCKET). Give --agent unix:PATH for the socket it serves, or --agent http://ADDR:PORT "
+            f"with --agent-token-file (the agent's --data-token-file)")
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.clients.agent import AgentClient, AgentClientError
     from agent.report.terminal import safe
+
+    if (why := _no_socket(args.agent)) is not None:
+        print(f"railscope events: {safe(why)}", file=sys.stderr)
+        return 1
 
     try:
         events = AgentClient(args.agent, token_file=args.agent_token_file).events()

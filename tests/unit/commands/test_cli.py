@@ -49,3 +49,31 @@ def test_capture_refuses_a_token_file_others_may_read_before_it_captures(
     err = capsys.readouterr().err
     assert f"{shown} {token}: readable by its group and others (mode 0644)" in err and f"chmod 600 {token}" in err
     assert list(out.iterdir()) == []  # nothing captured for an upload that could never be sent
+
+
+@pytest.mark.parametrize(("argv", "usage"), [
+    (["doctor", "--jsn"], "usage: railscope doctor"),
+    (["bundles", "--collector", "http://127.0.0.1:9", "ls", "--jsn"], "usage: railscope bundles ls"),
+    (["capture", "--no-such-flag"], "usage: railscope capture")])
+def test_a_misspelled_flag_prints_the_usage_of_its_subcommand(argv: list[str], usage: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith(usage + " "), proc.stderr
+    assert f"{usage.removeprefix('usage: ')}: error: unrecognized arguments: {argv[-1]}" in proc.stderr
+
+
+def test_events_without_the_agents_socket_says_how_to_make_it(tmp_path, monkeypatch,  # type: ignore[no-untyped-def]
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.commands import agent as agent_cmd
+    from agent.commands.events import DEFAULT_SOCKET
+
+    monkeypatch.delenv("RAILSCOPE_DATA_SOCKET", raising=False)
+    parser = agent_cmd.argparse.ArgumentParser()
+    agent_cmd.register(parser)
+    # the default events reads is the one the agent serves where it serves one (the chart's agent.dataSocket)
+    assert parser.get_default("data_socket") in (None, DEFAULT_SOCKET)
+    missing = tmp_path / "agent.sock"
+    assert main(["events", "--agent", f"unix:{missing}"]) == 1
+    err = capsys.readouterr().err
+    assert f"no agent data socket at {missing}" in err
+    assert "--data-socket" in err and "agent.dataSocket" in err and "--agent http://" in err
