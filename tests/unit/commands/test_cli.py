@@ -77,3 +77,27 @@ def test_events_without_the_agents_socket_says_how_to_make_it(tmp_path, monkeypa
     err = capsys.readouterr().err
     assert f"no agent data socket at {missing}" in err
     assert "--data-socket" in err and "agent.dataSocket" in err and "--agent http://" in err
+
+
+@pytest.mark.parametrize("command", [None, *sorted(COMMANDS), "bundles ls"])
+def test_every_command_answers_version_with_the_packages_version(command: str | None,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.metadata
+
+    with pytest.raises(SystemExit) as exc:
+        main([*(command.split() if command else []), "--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"railscope {importlib.metadata.version('railscope')}\n"
+
+
+def test_the_version_falls_back_to_the_sources_without_an_installed_package(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import importlib.metadata
+
+    import agent
+    from agent import cli
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    assert cli.version() == agent.__version__
