@@ -72,17 +72,19 @@ def _shown(value: object) -> str:
 
 
 async def _get(client: CollectorClient, args: argparse.Namespace) -> int:
-    name = args.key.rsplit("/", 1)[-1]
-    progress = None
-    if sys.stderr.isatty():
-        def progress(n: int, total: int | None) -> None:
-            pct = f" {100 * n // total}%" if total else ""
-            print(f"\r{name}: {n >> 20} MiB{pct}", end="", file=sys.stderr, flush=True)
+    from agent.commands.progress import TtyLine
+
+    name = _shown(args.key.rsplit("/", 1)[-1])
+    line = TtyLine(sys.stderr)
+
+    def progress(n: int, total: int | None) -> None:
+        pct = f" of {total / 1e6:.1f} MB, {100 * n // total}%" if total else ""
+        line.update(f"{name}: {n / 1e6:.1f} MB{pct}")
+
     try:
-        path, recorded = await client.get(args.key, Path(args.output), progress=progress)
+        path, recorded = await client.get(args.key, Path(args.output), progress=progress if line.on else None)
     finally:
-        if progress is not None:
-            print(file=sys.stderr)
+        line.end()
     print(f"{path}: {path.stat().st_size} bytes, sha256 {recorded} OK")
     return 0
 

@@ -105,17 +105,15 @@ class _Progress:
     """One line on a terminal: steps done / total and bytes so far."""
 
     def __init__(self, stream: object) -> None:
-        self.stream = stream
-        self.shown = False
+        from agent.commands.progress import TtyLine
+
+        self.line = TtyLine(stream)  # type: ignore[arg-type]
 
     def __call__(self, done: int, total: int, nbytes: int) -> None:
-        self.shown = True
-        print(f"\rrailscope capture: {done}/{total} steps, {nbytes / 1e6:.1f} MB ", end="", file=self.stream,  # type: ignore[arg-type]
-              flush=True)
+        self.line.update(f"railscope capture: {done}/{total} steps, {nbytes / 1e6:.1f} MB")
 
     def end(self) -> None:
-        if self.shown:
-            print(file=self.stream)  # type: ignore[arg-type]
+        self.line.end()
 
 
 def _request(args: argparse.Namespace) -> int:

@@ -110,10 +110,16 @@ async def _run(args: argparse.Namespace, config) -> int:
             deadline = None if args.timeout is None else time.monotonic() + args.timeout
             watch.start()
             last = None
+            # On a terminal one line updated in place; elsewhere (a CI log) a line per change.
+            from agent.commands.progress import TtyLine
+
+            tty = TtyLine(sys.stderr)
             try:
                 while result.exit_code == 1:
                     line = _progress(result)
-                    if line != last:
+                    if tty.on:
+                        tty.update(f"{time.strftime('%H:%M:%S')}  {line}")
+                    elif line != last:
                         sys.stderr.write(f"{time.strftime('%H:%M:%S')}  {line}\n")
                         sys.stderr.flush()
                         last = line
@@ -128,6 +134,7 @@ async def _run(args: argparse.Namespace, config) -> int:
                         pass
                     result = judge(watch.view, time.time(), args.stuck_after, first_seen, only=args.node)
             finally:
+                tty.end()
                 await watch.stop()
         findings = [f.as_json() for f in intent_findings(watch.view, only=args.node)]
     if args.node and not result.nodes:
