@@ -414,8 +414,10 @@ class CollectorClient:
     def _hinted(self, err: CollectorError) -> CollectorError:
         """A final refusal with what to check: the token for 401 / 403, the URL or key for 404."""
         hint = {401: f"is {self.token_flag} a token this collector knows?",
-                403: f"may the token of {self.token_flag} do this (an operator token for bundles, reports "
-                     f"and capture requests)?",
+                403: (f"is {self.token_flag} the agent token of this node, in the collector's cluster?"
+                      if self.token_flag == "--collector-token-file" else
+                      f"may the token of {self.token_flag} do this (an operator token for bundles, reports "
+                      f"and capture requests)?"),
                 404: "is the URL the collector's (scheme, host and port, no path) and the key as "
                      "`railscope bundles ls` prints it?"}.get(err.status or 0)
         if not hint or not self.fail_fast:

@@ -258,8 +258,10 @@ def run(args: argparse.Namespace) -> int:
         from agent.clients.collector import CollectorError
 
         if isinstance(upload_res, CollectorError):
-            # A refusal (401, 403, 409, 413, 422) is final: sending again cannot help until it is fixed.
-            final = "" if upload_res.retryable else "refused, not sent again: "
+            # A refusal (401, 403, 409, 413, 422), a certificate or a refused port is final: sending
+            # again cannot help until it is fixed.
+            final = "" if upload_res.retryable else ("refused, not sent again: " if upload_res.status else
+                                                     "not sent again: ")
             print(f"railscope capture: upload to {args.collector} failed: {final}{upload_res} "
                   f"(the bundle is in {res.path})", file=sys.stderr)
             return 1

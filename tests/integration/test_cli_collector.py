@@ -61,7 +61,15 @@ def _cli(*argv: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[s
 
 def _commands(url: str, token: Path, key: str, out: Path) -> dict[str, list[str]]:
     """Every command that talks to the collector, as a person runs it."""
+    agent_token = out.parent / "agent-token"
+    agent_token.write_text(AGENT_TOKEN + "\n")
+    agent_token.chmod(0o600)
+    (out.parent / "host").mkdir(exist_ok=True)  # an empty node: the capture is small and quick
+    (out.parent / "captured").mkdir(exist_ok=True)
     return {
+        "capture upload": ["capture", "--host-root", str(out.parent / "host"), "--node", "gpu-node-017",
+                           "--recorder-gap", "0", "-o", f"{out.parent / 'captured'}/", "--collector", url,
+                           "--collector-token-file", str(agent_token)],
         "bundles ls": ["bundles", "--collector", url, "--token-file", str(token), "ls"],
         "bundles get": ["bundles", "get", key, "-o", str(out), "--collector", url, "--token-file", str(token)],
         "report": ["report", "--collector", url, "--token-file", str(token), key],
@@ -78,6 +86,8 @@ def test_every_collector_command_trusts_a_private_ca_by_flag_and_fails_fast_with
         assert "unrecognized arguments" not in res.stderr and "CERTIFICATE" not in res.stderr, (name, res.stderr)
         # report: the stored bytes are no bundle (it got them); the others succeed
         assert res.returncode == (3 if name == "report" else 0), (name, res.stderr)
+        if name == "capture upload":
+            assert "collector stored " in res.stdout, res.stdout
         res, took = _cli(*argv)
         assert res.returncode != 0 and took < 5, (name, took, res.stderr)
         assert "CERTIFICATE_VERIFY_FAILED" in res.stderr and "--collector-ca-file" in res.stderr, (name, res.stderr)

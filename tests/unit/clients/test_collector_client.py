@@ -323,3 +323,28 @@ def test_a_poll_answer_with_more_requests_than_a_collector_serves_is_refused_who
     assert isinstance(got, CollectorError), f"{name}: the poll returned {len(got)} items"  # type: ignore[arg-type]
     assert got.code == "bad_answer" and why in str(got), got
     assert served == MAX_SERVED_PER_POLL
+
+
+def test_a_person_s_client_ends_at_once_on_a_refused_port_where_the_agent_s_retries(tmp_path: Path) -> None:
+    """``fail_fast`` (the CLI's): a refused connection is final at once, with what to check; the agent's
+    client (no fail_fast) keeps retrying it, a collector that restarts refuses for a while."""
+    from tests.support.collector_env import free_port
+
+    slept: list[float] = []
+    said: list[str] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    url = f"http://127.0.0.1:{free_port()}"
+
+    async def go() -> CollectorError:
+        async with CollectorClient(url, token=OPERATOR_TOKEN, sleep=sleep, fail_fast=True, deadline_s=30,
+                                   on_retry=said.append) as c:
+            with pytest.raises(CollectorError) as down:
+                await c.list()
+        return down.value
+
+    err = asyncio.run(go())
+    assert not err.retryable and slept == [] and said == []
+    assert "is the collector running, and the port right?" in str(err)
