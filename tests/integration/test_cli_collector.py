@@ -9,6 +9,7 @@ import asyncio
 import http.server
 import os
 import re
+import socket
 import ssl
 import subprocess
 import sys
@@ -154,3 +155,16 @@ def test_a_collector_answering_503_is_retried_with_progress_until_the_deadline(t
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_collector_that_never_answers_ends_by_the_deadline(tmp_path: Path) -> None:
+    """A connection taken and never answered (a hung collector, a black-holing proxy): each attempt's
+    wait for an answer is bounded by the time left, so the command ends by --deadline, not after
+    minutes of reads waiting."""
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen(16)  # the kernel takes the connections; nobody reads them
+        res, took = _cli("bundles", "--collector", f"http://127.0.0.1:{port}", "ls", "--deadline", "3s")
+    assert res.returncode == 1 and took < 3 + 3, (took, res.stderr)
+    assert "--deadline 3 s" in res.stderr and "Traceback" not in res.stderr, res.stderr
