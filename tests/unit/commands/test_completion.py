@@ -65,3 +65,30 @@ def test_bash_completes_subcommands_nested_actions_flags_and_their_values(tmp_pa
     assert _complete(str(script), "completion", "") [:2] == ["bash", "zsh"]
     (tmp_path / "ca.crt").write_text("")
     assert str(tmp_path / "ca.crt") in _complete(str(script), "bundles", "--collector-ca-file", str(tmp_path / "ca"))
+
+
+def _zsh_offers(script: str, *words: str) -> list[str]:
+    """What the zsh function offers after ``words`` (the last one being typed): its calls of zsh's
+    completion functions, stubbed to print what they were given (zsh filters by the typed prefix)."""
+    quoted = " ".join("'" + w.replace("'", "'\\''") + "'" for w in words)
+    prog = ("_describe() { local arr=${@[-1]}; print -l -- \"${(@P)arr}\"; }; _files() { print -- FILES; }; "
+            "compadd() { shift; print -l -- \"$@\"; }; _message() { print -- VALUE; }; "
+            f"words=(railscope {quoted}); CURRENT={len(words) + 1}; source {script}")
+    res = subprocess.run(["zsh", "-f", "-c", prog], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_offers_subcommands_nested_actions_flags_and_their_values(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    script = tmp_path / "_railscope"
+    script.write_text(_script("zsh"))
+    top = _zsh_offers(str(script), "")
+    assert set(COMMANDS) <= {x.split(":")[0] for x in top}
+    assert "doctor:Diagnose this node, or a node image / bundle (--from)" in top
+    assert [x.split(":")[0] for x in _zsh_offers(str(script), "bundles", "--collector", "https://c:9842", "l")][:3] \
+        == ["ls", "get", "verify"]
+    assert "--json" in {x.split(":")[0] for x in _zsh_offers(str(script), "bundles", "ls", "--j")}
+    assert _zsh_offers(str(script), "doctor", "--lldp", "") == ["off", "lldpd", "listen"]
+    assert _zsh_offers(str(script), "report", "--collector-ca-file", "") == ["FILES"]
+    assert _zsh_offers(str(script), "bundles", "--collector", "") == ["VALUE"]
