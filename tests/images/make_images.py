@@ -643,6 +643,12 @@ def kernel_names(img: Image) -> None:
         rename_netdev(img, old, new)
 
 
+#: where the kernel_names images' names come from
+SYSTEMD_NAMES = ("The netdev names are systemd's bus-path names (systemd.net-naming-scheme(7), "
+                 "man.archlinux.org/man/systemd.net-naming-scheme.7.en: `[P<domain>]p<bus>s<slot>[f<function>]"
+                 "[n<phys_port_name>]`, the bus in decimal: `0000:0c:00.0` with phys_port_name `p0` is `enp12s0f0np0`), "
+                 "the names a node keeps without the operator's naming rules; `mlx5_<N>` is the kernel's RDMA name.")
+
 #: the base image's rails by PCI function, as ``--rail-map`` states them
 RAIL_MAP = "0=0000:0c:00.0,1=0000:8d:00.0"
 
@@ -1555,14 +1561,16 @@ IMAGES: tuple[Spec, ...] = (
          "`eth4` / `eth5`, the RDMA devices `mlx5_0` / `mlx5_1` on every door. The "
          f"manifest records the agent's `--rail-map {RAIL_MAP}`: the replay judges rails 0 and 1 by PCI function.",
          rails=((0, None, "enp12s0f0np0", "mlx5_0", "0000:0c:00.0", "up", "ACTIVE"),
-                (1, None, "enp141s0f0np0", "mlx5_1", "0000:8d:00.0", "up", "ACTIVE"))),
+                (1, None, "enp141s0f0np0", "mlx5_1", "0000:8d:00.0", "up", "ACTIVE")),
+         origin=SYSTEMD_NAMES),
     Spec("rail-map-function-missing", "2rail", (kernel_names,), (("RailMissing", "critical", "0000:0d:00.0"),),
          "As `rail-map-pci-healthy` without a recorded map; `--rail-map` names rail 1 `0000:0d:00.0`, a function "
          "the node does not have (a map written for another server model): rail 1 is missing, and "
          "`0000:8d:00.0` is no rail.",
          ("--rail-map", "0=0000:0c:00.0,1=0000:0d:00.0"),
          rails=((0, None, "enp12s0f0np0", "mlx5_0", "0000:0c:00.0", "up", "ACTIVE"),
-                (1, None, None, None, "0000:0d:00.0", None, None))),
+                (1, None, None, None, "0000:0d:00.0", None, None)),
+         origin=SYSTEMD_NAMES),
     Spec("management-mlx5-outside-rails", "2rail", (management_mlx5,), (),
          "Trap: the management NIC (`0000:a1:00.0` / `.1`, `ens7f0np0` / `ens7f1np1`) is an SR-IOV capable mlx5 "
          "function that devlink lists and no rule names (as an HGX baseboard's restricted PF): it is no rail, "
