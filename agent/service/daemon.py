@@ -67,9 +67,9 @@ events_log = logging.getLogger("railscope.agent.events")
 
 #: A node where no rail was found serves railscope_rails 0 and no per-rail series: said in the log and on
 #: /readyz, with the flags that declare rails, never an empty exposition that looks healthy.
-NO_RAILS = ("no rails found: no udev naming rule names one, no netdev name matches a template and neither "
-            "--rail-map nor --rails is given; declare them with --rail-map RAIL=PCI,... (the rail NICs' PCI "
-            "functions: lspci -D -d 15b3:), --net-template or --rails")
+NO_RAILS = ("no rails found: no udev naming rule, --rail-map or --rails names one and no netdev name matches a "
+            "template; declare them with --rail-map RAIL=PCI,... (the rail NICs' PCI functions: lspci -D -d 15b3:), "
+            "--net-template or --rails N")
 
 #: a link event for a link the agent does not know yet asks for a links sample, at most this often
 _RESAMPLE_GAP_S = 2.0
