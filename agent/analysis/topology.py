@@ -624,6 +624,10 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     problems: dict[str, list[str]] = {}
     for s in seeds:
         netdev = _uplink_of(s.pci, by_parent, s.expected_netdev) if s.pci else None
+        if s.source == "rail-map" and s.pci in vfs:
+            # a VF's netdev is a tenant's, never a rail's (the readers never read it as one)
+            netdev = None
+            notes.append(f"--rail-map: rail {s.rail} is {s.pci}, a VF: a rail is a physical function")
         if netdev is None and s.source not in ("udev", "rail-map"):
             # A rail found by its netdev's name is that netdev, also where the function gives no uplink
             # (sysfs names no parent device): never "no netdev on this node". A --rails rail takes the

@@ -267,3 +267,16 @@ def test_the_rail_map_wins_over_the_rules_and_says_where_they_disagree():
     # --rails beyond the map is expected too, and said
     more = diagnose(snap, replace(exp, rails=3), kernel_table=())
     assert more.notes[-1] == "--rails 3: --rail-map names rail(s) 0,1; rail(s) 2 are expected from --rails as well"
+
+
+def test_a_rail_map_naming_a_vf_has_no_netdev_and_says_why():
+    from agent.model import Link
+
+    vf = nodes.vf_of(nodes.PCIS[1])
+    # the VF's own netdev, on the host (not moved into a pod)
+    snap = nodes.add_link(_kernel_named(nodes.node(rules=False)), Link(60, "enp141s0f0v0", "UP", 1, parent_bus="pci",
+                                                                       parent_dev=vf))
+    exp = Expectations(rail_map=((0, nodes.PCIS[0]), (1, vf)))
+    diag = diagnose(snap, exp, kernel_table=())
+    assert ("RailMissing", "critical", nodes.vf_of(nodes.PCIS[1])) in found(snap, exp)
+    assert diag.notes == (f"--rail-map: rail 1 is {nodes.vf_of(nodes.PCIS[1])}, a VF: a rail is a physical function",)
