@@ -15,7 +15,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES
+from agent.naming import (
+    DEFAULT_NET_TEMPLATES,
+    DEFAULT_RDMA_TEMPLATES,
+    RAIL_MAP_MAX,
+    RailMapError,
+    rail_map_from_pairs,
+)
 
 __all__ = [
     "DEFAULT_PORT",
@@ -83,6 +89,10 @@ class Expectations:
     #: None: no map, nothing judged. The rows, not the file's name, are the expectation: a bundle records
     #: them and a replay judges with them
     cabling: tuple[tuple[str, str, str, str], ...] | None = None
+    #: ``--rail-map``: the rails by PCI function, (rail, ``0000:0c:00.0``) pairs, for a node whose netdevs
+    #: keep names no template matches (``enp12s0f0np0``); None: rails from the udev rules or the names.
+    #: The pairs are the expectation: a bundle records them and a replay finds the same rails
+    rail_map: tuple[tuple[int, str], ...] | None = None
 
 
 #: Expectations field -> the flag that states it. A bundle's manifest records the expectations in force
@@ -108,6 +118,7 @@ EXPECTATION_FLAGS: dict[str, str] = {
     "driver": "--expect-driver",
     "rdma": "--expect-rdma",
     "cabling": "--cabling",
+    "rail_map": "--rail-map",
 }
 
 
@@ -161,6 +172,22 @@ def _cabling(v: Any) -> tuple[tuple[str, str, str, str], ...] | None:
     return tuple(rows)
 
 
+def _rail_map(v: Any) -> tuple[tuple[int, str], ...] | None:
+    # as --rail-map reads it: [rail, PCI function] pairs, every rail and function once
+    if not isinstance(v, list) or len(v) > RAIL_MAP_MAX:
+        return None
+    pairs = []
+    for row in v:
+        if (not isinstance(row, list) or len(row) != 2 or isinstance(row[0], bool) or not isinstance(row[0], int)
+                or not isinstance(row[1], str)):
+            return None
+        pairs.append(("", str(row[0]), row[1]))
+    try:
+        return rail_map_from_pairs(pairs)
+    except RailMapError:
+        return None
+
+
 def _ratio(v: Any) -> float | None:
     # as --ber-warning / --ber-critical take it: a ratio strictly between 0 and 1
     if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
@@ -192,6 +219,7 @@ _VALID: dict[str, Any] = {
     "driver": lambda v: v if v == "doca" else None,
     "rdma": lambda v: True if v is True else None,
     "cabling": _cabling,
+    "rail_map": _rail_map,
 }
 #: manifest key -> (Expectations field, validator)
 _PARSERS: dict[str, tuple[str, Any]] = {_key(name): (name, _VALID[name]) for name in EXPECTATION_FLAGS}
@@ -271,7 +299,9 @@ class Judged:
             if entry["from"] == "default" or (entry["from"] == "bundle"
                                               and getattr(default, name) == getattr(self.expectations, name)):
                 continue
-            if isinstance(shown, list):
+            if name == "rail_map" and isinstance(shown, list):
+                shown = ",".join(f"{rail}={pci}" for rail, pci in shown)
+            elif isinstance(shown, list):
                 # the cabling map's rows are lists themselves: say how many, not what
                 shown = ",".join(shown) if all(isinstance(x, str) for x in shown) else f"{len(shown)} rows"
             extra = f"; the bundle had {entry['bundle']}" if "bundle" in entry and entry["bundle"] != entry["value"] else ""
@@ -320,6 +350,8 @@ class ReadConfig:
     #: ``--lldp``: how the rails' LLDP neighbours are read: "lldpd" (``lldpcli``), "listen" (the agent's
     #: passive listener), "off"; None: lldpd when lldpcli answers, else none
     lldp: str | None = None
+    #: ``--rail-map`` (Expectations.rail_map): the functions it names are rails, read as the udev rules'
+    rail_map: tuple[tuple[int, str], ...] | None = None
 
 
 _INT_FIELDS = ("flap_count", "config_flap_changes", "lossless_prio")

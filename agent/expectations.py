@@ -17,11 +17,29 @@ import os
 from typing import Any
 
 from agent.config import EXPECTATION_FLAGS, Expectations
-from agent.naming import DEFAULT_NET_TEMPLATES, DEFAULT_RDMA_TEMPLATES, validate_template
+from agent.naming import (
+    DEFAULT_NET_TEMPLATES,
+    DEFAULT_RDMA_TEMPLATES,
+    RAIL_MAP_MAX,
+    RailMapError,
+    parse_rail_map,
+    rail_map_from_pairs,
+    validate_template,
+)
 from agent.settings import Setting, add_flags, bool_word, duration, env_default, value_of
 
-__all__ = ["TABLE", "add_expectation_flags", "env_default", "expectations_from_args", "expectations_from_env",
-           "given_expectations", "read_cabling", "stated_by_env"]
+__all__ = [
+    "TABLE",
+    "add_expectation_flags",
+    "env_default",
+    "expectations_from_args",
+    "expectations_from_env",
+    "given_expectations",
+    "rail_map_arg",
+    "read_cabling",
+    "read_rail_map",
+    "stated_by_env",
+]
 
 
 def _prio(text: str) -> int:
@@ -160,6 +178,53 @@ def _cabling_file(text: Any) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+
+
+def read_rail_map(path: str) -> tuple[tuple[int, str], ...]:
+    """``--rail-map FILE`` -> its (rail, PCI function) pairs: one ``RAIL PCI`` per line (``0 0000:0c:00.0``),
+    blank lines and ``#`` comments skipped; ``RailMapError`` naming the file and line of what is not one."""
+    pairs = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                text = line.split("#", 1)[0].strip()
+                if not text:
+                    continue
+                cells = text.split()
+                if len(cells) != 2:
+                    raise RailMapError(f"{path}:{n}: expected RAIL PCI, e.g. 0 0000:0c:00.0, got {text[:60]!r}")
+                if len(pairs) >= RAIL_MAP_MAX:
+                    raise RailMapError(f"{path}: more than {RAIL_MAP_MAX} rails")
+                pairs.append((f"{path}:{n}", cells[0], cells[1]))
+    except FileNotFoundError:
+        raise RailMapError(f"{path}: no such file (a map on the command line is RAIL=PCI pairs, e.g. "
+                           "0=0000:0c:00.0,1=0000:8d:00.0)") from None
+    except OSError as exc:
+        raise RailMapError(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise RailMapError(f"{path}: not a text file") from None
+    try:
+        return rail_map_from_pairs(pairs)
+    except RailMapError as exc:
+        if not pairs:
+            raise RailMapError(f"{path}: names no rail (one RAIL PCI per line, e.g. 0 0000:0c:00.0)") from None
+        raise exc from None
+
+
+def rail_map_arg(text: Any) -> Any:
+    """``--rail-map``'s type: ``0=0000:0c:00.0,1=0000:8d:00.0`` or the name of a file of ``RAIL PCI`` lines."""
+    if not isinstance(text, str):
+        return text  # already read (the variable's default)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: expected RAIL=PCI pairs (0=0000:0c:00.0,1=0000:8d:00.0) or a file")
+    try:
+        # RAIL=PCI pairs, unless a file of that name exists (a file's name rarely has an "=")
+        inline = "=" in text and not os.path.exists(text)
+        return parse_rail_map(text) if inline else read_rail_map(text)
+    except RailMapError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 #: The judging flags, in ``--help`` order.
 TABLE: tuple[Setting, ...] = (
     _e("lossless_prio", "The RoCE lossless priority whose PFC counters are judged. Default: 3.",
@@ -217,6 +282,13 @@ TABLE: tuple[Setting, ...] = (
        "or its netdev name; leaf: the switch's LLDP system name or chassis ID; port: its LLDP port ID "
        "or description). A rail whose LLDP neighbour is another leaf or port is reported. "
        "Default: no map.", type=_cabling_file, metavar="FILE", chart="none", convert=lambda v: v or None),
+    # read when the flag is parsed: the pairs, not the file's name, are what a bundle records
+    _e("rail_map", "The rails by PCI function, for nodes whose netdevs keep names no template matches "
+       "(enp12s0f0np0, ens1f0np0): RAIL=PCI pairs, comma separated (0=0000:0c:00.0,1=0000:8d:00.0), or a file "
+       "of one 'RAIL PCI' line per rail. The uplink of each function is the rail, whatever its name; a udev rule "
+       "naming the function still says what the name should be. The map wins over the udev rules and "
+       "--rails for the rails it names (a note says where they disagree). Default: no map.",
+       type=rail_map_arg, metavar="MAP|FILE", convert=lambda v: v or None),
 )
 
 #: the flags that remember being given (``given_expectations``)

@@ -79,7 +79,7 @@ CLUSTER_CODES: dict[str, str] = {
 NEXT_STEPS: dict[str, str] = {
     "RailMissing": (
         "Find the function that did not come up: `lspci -d 15b3:` and `dmesg | grep mlx5` for a probe failure, "
-        "the PF's sriov_numvfs, and the NIC naming rule's PCI address. A driver container still starting leaves "
+        "the PF's sriov_numvfs, and the NIC naming rule's (or --rail-map's) PCI address. A driver container still starting leaves "
         "rails missing for a minute. Owner: the node's hardware / driver team."),
     "RailNameMismatch": (
         "The udev rename did not apply (the SR-IOV policies and the CNI select rails by name): check the rule's PCI "
@@ -231,7 +231,7 @@ NEXT_STEPS: dict[str, str] = {
 
 #: code -> its rule: when railscope raises it (DESIGN §4). Rows for codes not raised yet wait for them.
 CODE_RULES: dict[str, str] = {
-    "RailMissing": "a rail the udev rules (or --rails) expect has no netdev",
+    "RailMissing": "a rail the udev rules (or --rails, --rail-map) expect has no netdev",
     "RailNameMismatch": "the PCI function a rule names has an uplink netdev with another name (rename failed)",
     "RdmaNameMismatch": "the PCI function an RDMA rule names has an RDMA device with another name (rename failed)",
     "RailTemplateInvalid": ("a naming rule's netdev name is longer than 15 characters (IFNAMSIZ) and can never "
@@ -303,7 +303,7 @@ CODE_RULES: dict[str, str] = {
 
 #: code -> what a finding's subject names (DESIGN §4), so that one finding maps to one alert.
 CODE_SUBJECTS: dict[str, str] = {
-    "RailMissing": "the expected rail netdev name (`net_rail1`)",
+    "RailMissing": "the expected rail netdev name (`net_rail1`); the PCI function for a --rail-map rail no rule names",
     "RailNameMismatch": "the expected rail netdev name (`net_rail1`)",
     "RdmaNameMismatch": "the expected RDMA device name (`rdma_rail1`)",
     "RailTemplateInvalid": "the rules file's absolute path on the host (`/etc/udev/rules.d/10-nic-net-interface-naming.rules`)",

@@ -7,6 +7,9 @@ https://github.com/Mellanox/nic-configuration-operator (``NicInterfaceNameTempla
 ``parse_port_name`` is the one reader of the ``phys_port_name`` forms (uplink, VF / SF representor,
 another controller's port): the readers pick a link's role with it and the topology its owner.
 A devlink handle is ``<bus>/<device>``: ``pci_of_handle`` gives the PCI function of a ``pci/`` one.
+
+``parse_rail_map`` reads ``--rail-map`` (rail -> PCI function), the declaration of rails for a node whose
+netdevs keep their kernel or systemd names (``enp12s0f0np0``) and whose udev rules name none.
 """
 
 from __future__ import annotations
@@ -24,16 +27,20 @@ __all__ = [
     "IFNAMSIZ_MAX",
     "NOT_PF_BUSES",
     "OPERATOR_RULE_FILES",
+    "RAIL_MAP_MAX",
     "SITE_NET_TEMPLATES",
     "SITE_RDMA_TEMPLATES",
     "PortName",
+    "RailMapError",
     "RailName",
     "is_vf_netdev_of",
     "net_twin",
     "parse_name",
     "parse_port_name",
+    "parse_rail_map",
     "pci_of_handle",
     "pci_order",
+    "rail_map_from_pairs",
     "rail_only_template",
     "rail_rules",
     "rdma_twin",
@@ -289,3 +296,74 @@ def pci_order(bdf: str) -> tuple[int, tuple[int, ...], str]:
         return (0, tuple(int(p, 16) for p in parts), "")
     except ValueError:
         return (1, (), bdf)
+
+
+# --------------------------------------------------------------------------------------------
+# --rail-map
+
+#: ``--rail-map`` names at most this many rails (``--rails`` takes at most 1024 too).
+RAIL_MAP_MAX = 1024
+#: A PCI function as sysfs names it (``/sys/bus/pci/devices``): domain, bus, device (5 bits: 00-1f),
+#: function (0-7), lower case. Hyper-V gives wider domains (``0101:00:00.0``, 4 digits still; up to 8
+#: on some hosts).
+_PCI_RE = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[01][0-9a-f]\.[0-7]")
+#: ``lspci`` without ``-D`` prints no domain: refused with a hint, never guessed as 0000.
+_SHORT_PCI_RE = re.compile(r"[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]")
+_RAIL_RE = re.compile(r"[0-9]{1,4}")
+
+
+class RailMapError(ValueError):
+    """A ``--rail-map`` that cannot be used; the message names the entry and what is wrong with it."""
+
+
+def _rail_pci(text: str, where: str) -> str:
+    t = text.strip()
+    if _PCI_RE.fullmatch(t.lower()):
+        return t.lower()
+    if _SHORT_PCI_RE.fullmatch(t):
+        raise RailMapError(f"{where}: {t!r} has no PCI domain: write it as sysfs does, 0000:{t.lower()} "
+                           "(lspci -D prints it so)")
+    raise RailMapError(f"{where}: {t!r} is not a PCI function address such as 0000:0c:00.0 "
+                       "(domain:bus:device.function, as in /sys/bus/pci/devices)")
+
+
+def rail_map_from_pairs(pairs: Iterable[tuple[str, str, str]]) -> tuple[tuple[int, str], ...]:
+    """``(where, rail text, PCI text)`` entries -> the map as (rail, PCI function) pairs sorted by rail;
+    ``RailMapError`` for a rail that is not a number 0-1023, an address that is not a PCI function's,
+    a rail or a function given twice, an empty map or one of more than ``RAIL_MAP_MAX`` rails."""
+    by_rail: dict[int, str] = {}
+    by_pci: dict[str, int] = {}
+    for where, rail_text, pci_text in pairs:
+        r = rail_text.strip()
+        if not _RAIL_RE.fullmatch(r) or int(r) >= RAIL_MAP_MAX:
+            raise RailMapError(f"{where}: rail {r!r} is not a rail number 0-{RAIL_MAP_MAX - 1}")
+        rail = int(r)
+        pci = _rail_pci(pci_text, where)
+        if rail in by_rail:
+            raise RailMapError(f"{where}: rail {rail} is given twice ({by_rail[rail]} and {pci})")
+        if pci in by_pci:
+            raise RailMapError(f"{where}: {pci} is given for rails {by_pci[pci]} and {rail}: one function is one rail")
+        by_rail[rail] = pci
+        by_pci[pci] = rail
+    if not by_rail:
+        raise RailMapError("the rail map names no rail")
+    return tuple(sorted(by_rail.items()))
+
+
+def parse_rail_map(text: str) -> tuple[tuple[int, str], ...]:
+    """``0=0000:0c:00.0,1=0000:8d:00.0`` -> ((0, "0000:0c:00.0"), (1, "0000:8d:00.0")); ``RailMapError``
+    naming the entry that is not ``RAIL=PCI`` (see ``rail_map_from_pairs``).
+
+    >>> parse_rail_map("1=0000:8D:00.0, 0=0000:0c:00.0")
+    ((0, '0000:0c:00.0'), (1, '0000:8d:00.0'))
+    """
+    entries = [e.strip() for e in text.split(",")]
+    if len(entries) > RAIL_MAP_MAX:
+        raise RailMapError(f"more than {RAIL_MAP_MAX} rails")
+    pairs = []
+    for n, entry in enumerate(entries, 1):
+        rail, sep, pci = entry.partition("=")
+        if not sep:
+            raise RailMapError(f"entry {n} {entry!r}: expected RAIL=PCI, e.g. 0=0000:0c:00.0")
+        pairs.append((f"entry {n} {entry!r}", rail, pci))
+    return rail_map_from_pairs(pairs)

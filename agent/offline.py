@@ -84,7 +84,7 @@ def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, 
         exp = judged.expectations
     try:
         snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates,
-                                              exclude_devices=exclude_devices, lldp=lldp))
+                                              exclude_devices=exclude_devices, lldp=lldp, rail_map=exp.rail_map))
         hist = load_history(host)
         out = pipeline.run(snap, exp, kernel_table, history=hist)
         image = host.image

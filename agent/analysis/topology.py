@@ -4,11 +4,13 @@ Checks, metrics and detectors all ask the same questions of a snapshot — which
 which PF owns this representor, which PFs form one NIC — so the answers live here, once, by the rules
 of DESIGN §4:
 
-- **Rails** come from the udev naming rules (PCI function -> expected name; the operator's files, and
-  a site's own files where a name matches a template: ``agent.naming.rail_rules``), else from netdev names
-  that match a template, else from ``--rails N`` (names rendered with the first template whose only
-  number is the rail's). A rail is keyed by its PCI function; its rail / plane numbers are parsed
-  from the rule's *expected* name.
+- **Rails** come from ``--rail-map`` (rail -> PCI function) where given, else from the udev naming rules
+  (PCI function -> expected name; the operator's files, and a site's own files where a name matches a
+  template: ``agent.naming.rail_rules``), else from netdev names that match a template, else from
+  ``--rails N`` (names rendered with the first template whose only number is the rail's). A rail is keyed
+  by its PCI function; its rail / plane numbers are parsed from the rule's *expected* name, or are the
+  map's. A mapped function's rule still gives the name it should have; without one, the name its uplink
+  has is the expected one (the map declares functions, not names).
 - **A rail's netdev** is the uplink of its PCI function: ``parent_dev`` is the function and
   ``phys_port_name`` is ``p<N>``, or, with no switch id, the function's own netdev. Representors
   share the function (a ``KERNELS==`` rule matches them too) and never count. A rail found by a
@@ -29,7 +31,7 @@ of DESIGN §4:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.config import Expectations
@@ -161,7 +163,7 @@ class Rail:
     rdma: RdmaLink | None  # the rail's RDMA port
     pf: Pf | None
     nic: int | None = None  # %nic_id% when the template has one
-    source: str = "udev"  # "udev" | "netdev" | "rails"
+    source: str = "udev"  # "udev" | "rail-map" | "netdev" | "rails"
     rule_file: str | None = None
     rdma_device: RdmaDevice | None = None
     #: the expected netdev name is longer than IFNAMSIZ: udev can never apply it
@@ -532,6 +534,31 @@ def _seeds_from_rules(rules: tuple[RailRule, ...], exp: Expectations) -> list[_R
     return seeds
 
 
+def _seeds_from_map(rules: tuple[RailRule, ...], exp: Expectations) -> tuple[list[_RailSeed], list[str]]:
+    """The ``--rail-map`` rails, and a note for each place the udev rules disagree with it: the map is
+    the operator's statement for this node and wins, but a rule is never ignored in silence."""
+    assert exp.rail_map is not None
+    ruled = {s.pci: s for s in _seeds_from_rules(rules, exp)}
+    mapped = {pci for _, pci in exp.rail_map}
+    seeds, notes = [], []
+    for rail, pci in exp.rail_map:
+        seed = ruled.get(pci)
+        if seed is None:
+            # nothing names the function: the subject of a finding is its address until its uplink is
+            # found (then the uplink's name, build_topology)
+            seeds.append(_RailSeed(rail, None, None, pci, pci, None, "rail-map"))
+            continue
+        if seed.rail != rail:
+            notes.append(f"--rail-map: rail {rail} is {pci}, which the udev rules name {seed.expected_netdev} "
+                         f"(rail {seed.rail}); the map wins")
+        seeds.append(replace(seed, rail=rail, source="rail-map"))
+    others = sorted((s for s in ruled.values() if s.pci not in mapped), key=lambda s: pci_order(s.pci or ""))
+    if others:
+        notes.append("--rail-map: the udev rules also name " + ", ".join(f"{s.pci} ({s.expected_netdev})" for s in others)
+                     + ", not rails by the map")
+    return seeds, notes
+
+
 def _net_template_for(rdma_template: str, exp: Expectations) -> str | None:
     twin = net_twin(rdma_template)
     if twin is not None:
@@ -564,21 +591,27 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     by_parent = _by_parent(links)
     rep_names = _representor_names(links)
 
-    seeds = _seeds_from_rules(snap.rules, exp)
     notes: list[str] = []
+    if exp.rail_map:
+        seeds, map_notes = _seeds_from_map(snap.rules, exp)
+        notes.extend(map_notes)
+        by = "--rail-map names"
+    else:
+        seeds = _seeds_from_rules(snap.rules, exp)
+        by = "the udev rules name"
     if seeds and exp.rails is not None:
-        # --rails against rules: neither is ignored in silence. The rules name functions, so they win
-        # for every rail they name; a rail the flag expects beyond them is the stronger statement and
-        # is judged (missing, most likely: nothing names its function).
+        # --rails against rules (or the map): neither is ignored in silence. The rules name functions, so
+        # they win for every rail they name; a rail the flag expects beyond them is the stronger statement
+        # and is judged (missing, most likely: nothing names its function).
         named = sorted({s.rail for s in seeds})
         beyond = [n for n in range(exp.rails) if n not in named]
         if beyond:
             _rails_seeds(seeds, exp, beyond)
-            notes.append(f"--rails {exp.rails}: the udev rules name rail(s) {_span(named)}; rail(s) "
+            notes.append(f"--rails {exp.rails}: {by} rail(s) {_span(named)}; rail(s) "
                          f"{_span(beyond)} are expected from --rails as well")
         elif len(named) > exp.rails:
-            notes.append(f"--rails {exp.rails}: the udev rules name {len(named)} rails ({_span(named)}); the "
-                         "rules win")
+            notes.append(f"--rails {exp.rails}: {by} {len(named)} rails ({_span(named)}); "
+                         + ("the map wins" if exp.rail_map else "the rules win"))
     if not seeds:
         seeds = _seeds_from_netdevs(links, exp, rep_names, vfs)
         if exp.rails is not None:
@@ -591,7 +624,11 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
     problems: dict[str, list[str]] = {}
     for s in seeds:
         netdev = _uplink_of(s.pci, by_parent, s.expected_netdev) if s.pci else None
-        if netdev is None and s.source != "udev":
+        if s.source == "rail-map" and s.pci in vfs:
+            # a VF's netdev is a tenant's, never a rail's (the readers never read it as one)
+            netdev = None
+            notes.append(f"--rail-map: rail {s.rail} is {s.pci}, a VF: a rail is a physical function")
+        if netdev is None and s.source not in ("udev", "rail-map"):
             # A rail found by its netdev's name is that netdev, also where the function gives no uplink
             # (sysfs names no parent device): never "no netdev on this node". A --rails rail takes the
             # link of its name, a virtual one too (a test namespace's veth), never a representor or a
@@ -602,9 +639,9 @@ def build_topology(snap: Snapshot, exp: Expectations) -> Topology:
         pci = s.pci or (netdev.parent_dev if netdev is not None else None)
         # expected_rdma is the RDMA rule's name where the function has one (_seeds_from_rules).
         rdma, rdev, other_rdma = _rdma_port_of(snap, netdev, pci, rep_names, s.expected_rdma)
-        if s.source == "udev" and s.net_rule is None and netdev is not None:
-            # Only an RDMA rule names this function: nothing says what its netdev should be called,
-            # so the name it has is the expected one (no RailNameMismatch from a guessed twin).
+        if s.source in ("udev", "rail-map") and s.net_rule is None and netdev is not None:
+            # Only an RDMA rule (or the rail map) names this function: nothing says what its netdev should
+            # be called, so the name it has is the expected one (no RailNameMismatch from a guessed twin).
             s.expected_netdev = netdev.ifname
         # IFNAMSIZ binds netdev names only; an RDMA rule's name may be 64 characters.
         too_long = s.net_rule is not None and len(s.expected_netdev) > IFNAMSIZ_MAX

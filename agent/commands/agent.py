@@ -246,6 +246,12 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     kw["port"] = check_port(int(args.port))
     if not os.path.isdir(args.host_root):
         raise SettingsError(f"--host-root {args.host_root}: not a directory")
+    if kw["capture_on"] and not kw["spool_dir"]:
+        # an event capture is written into the spool (and uploaded from it): without one, --capture-on would
+        # capture nothing, and say so nowhere but in a bundle that never comes
+        raise SettingsError(f"--capture-on {','.join(sorted(kw['capture_on']))}: event captures are written into "
+                            "the spool, and none is given: add --spool DIR (and --collector URL to upload them), "
+                            "or drop --capture-on")
     if args.collector and not args.collector.startswith(("http://", "https://")):
         raise SettingsError(f"--collector {args.collector!r}: expected an http:// or https:// URL")
     intervals = kw.pop("intervals")
@@ -258,7 +264,8 @@ def settings_from_args(args: argparse.Namespace) -> AgentSettings:
     exp = replace(expectations_from_args(args), flap_count=th["flap_count"], flap_window_s=th["flap_window_s"],
                   storm_ratio=th["storm_ratio"])
     read_config = ReadConfig(**kw.pop("read"), command_timeout_s=kw["command_timeout_s"],
-                             net_templates=exp.net_templates, rdma_templates=exp.rdma_templates)
+                             net_templates=exp.net_templates, rdma_templates=exp.rdma_templates,
+                             rail_map=exp.rail_map)
     return AgentSettings(**kw, intervals=tuple(intervals.items()), thresholds=tuple(th.items()), expectations=exp,
                          read=read_config)
 

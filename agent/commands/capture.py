@@ -98,6 +98,7 @@ def read_config(args: argparse.Namespace) -> object:
         net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
         exclude_devices=getattr(args, "exclude_devices", None),
+        rail_map=getattr(args, "rail_map", None),
     )
 
 

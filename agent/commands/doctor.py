@@ -23,6 +23,7 @@ from agent.commands.common import (
 from agent.config import Expectations
 from agent.host import HostError
 from agent.model import Snapshot
+from agent.naming import pci_order
 
 __all__ = ["register", "run"]
 
@@ -57,8 +58,12 @@ def what_was_found(snap: Snapshot) -> list[str]:
     if not mlx and not snap.rdma_devices:
         lines.append("no ConnectX NIC found")
     else:
+        # the ConnectX functions are what a --rail-map names: say them, in PCI order
+        fns = sorted({ln.parent_dev for ln in mlx if ln.parent_dev}, key=pci_order)
+        example = ",".join(f"{n}={b}" for n, b in enumerate(fns[:2])) or "0=0000:0c:00.0"
         lines.append("ConnectX NIC(s) found, but no udev naming rules and no netdev named like a rail "
-                     "(use --rails N or --net-template)")
+                     f"(declare the rails by PCI function with --rail-map, e.g. --rail-map {example}, "
+                     "or use --rails N or --net-template)")
     others = [ln for ln in snap.links if ln.ifname != "lo"]
     if others:
         desc = []
@@ -70,6 +75,9 @@ def what_was_found(snap: Snapshot) -> list[str]:
         lines.append("netdevs: none besides lo")
     if snap.rdma_devices:
         lines.append("RDMA devices: " + ", ".join(d.name for d in snap.rdma_devices))
+    if mlx:
+        lines.append("ConnectX PCI functions: " + ", ".join(sorted({ln.parent_dev for ln in mlx if ln.parent_dev},
+                                                                   key=pci_order)))
     return lines
 
 

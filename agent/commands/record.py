@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         net_templates=tuple(args.net_template) if args.net_template else DEFAULT_NET_TEMPLATES,
         rdma_templates=tuple(args.rdma_template) if args.rdma_template else DEFAULT_RDMA_TEMPLATES,
         exclude_devices=args.exclude_devices,
+        rail_map=getattr(args, "rail_map", None),
     )
     try:
         host = LiveHost(args.host_root, command_timeout_s=args.command_timeout)

@@ -23,6 +23,12 @@ def render(fams: Families, scrape: Scrape) -> None:
     if snap is None or topo is None:
         return
     rows = scrape.rows
+    # Always served: 0 is the one series of a node where no rail was found (no naming rule, no name a
+    # template matches, no --rail-map or --rails), which would otherwise serve no per-rail series at all
+    # and look like a healthy node to an alert on railscope_rail_up == 0. A rail the topology lists twice
+    # (two rules naming one rail) is one rail, as its series are.
+    fams.gauge("railscope_rails", "Rails found on the node (udev naming rules, --rail-map, template names or "
+               "--rails); 0: nothing is judged per rail.", (), (), len({(r.rail, r.plane) for r in topo.rails}))
     for rail in topo.rails:
         _rail(fams, snap, rail, rows.get((rail.rail, rail.plane)))
 

@@ -240,19 +240,20 @@ def is_representor(link: Link) -> bool:
 
 
 def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[str, PciFunction],
-                 rules: Iterable[RailRule], templates: tuple[str, ...]) -> list[str]:
+                 rules: Iterable[RailRule], templates: tuple[str, ...], mapped: Iterable[str] = ()) -> list[str]:
     """Netdevs whose statistics, ethtool counters and RDMA port belong to a rail, sorted by name.
 
     A netdev counts when it is not a representor and not on a VF, and one of:
     - its PCI function has a udev naming rule, ``net`` or ``rdma`` (whatever name it has now: a failed
-      rename is still the rail's netdev, and a function named by an RDMA rule alone is a rail too);
+      rename is still the rail's netdev, and a function named by an RDMA rule alone is a rail too), or
+      is in ``mapped`` (the functions ``--rail-map`` names: as a rule's);
     - its name matches a rail name template;
     - on a node without rules only: it is an uplink (``phys_port_name`` ``p<N>``) of a Mellanox
       function (other vendors' uplinks, such as a management NIC, are not rails). Where rules exist,
       another Mellanox function (an HGX baseboard's restricted PF, a management port) is not read:
       its statistics are a firmware read (DESIGN §3 "Which functions are touched").
     """
-    ruled = {r.pci for r in rules}
+    ruled = {r.pci for r in rules} | set(mapped)
     out = []
     for lk in links:
         if is_representor(lk):
@@ -328,16 +329,18 @@ def read_links_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> 
     """Versions, the link dump (no statistics in bulk), PCI / SR-IOV, then the rails' statistics."""
     # A site's rules file also names storage / management NICs: only the rules that name rails count.
     rules = rail_rules(ctx.rules, cfg.net_templates, cfg.rdma_templates)
+    # --rail-map names rail functions as the rules do: their netdevs are read, whatever their names
+    mapped = [pci for _, pci in cfg.rail_map or ()]
     versions = read_versions(host, notes)
     links = (ctx.link_cache or LinkCache()).links(host, notes)
     pci_of = functions_of_links(host, links)
     # Older kernels name no parent in netlink: fill it from the device symlink.
     links = with_parents(links, pci_of)
     # SR-IOV of devices on another bus (netdevsim) too.
-    functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules)], notes) + read_bus_devices(host, links)
+    functions = read_pci(host, [*pci_of.values(), *(r.pci for r in rules), *mapped], notes) + read_bus_devices(host, links)
     fn_by_bdf = {f.bdf: f for f in functions}
-    rails = rail_netdevs(links, pci_of, fn_by_bdf, rules, cfg.net_templates)
-    rail_bdfs = sorted({pci_of[n] for n in rails if n in pci_of} | {r.pci for r in rules})
+    rails = rail_netdevs(links, pci_of, fn_by_bdf, rules, cfg.net_templates, mapped)
+    rail_bdfs = sorted({pci_of[n] for n in rails if n in pci_of} | {r.pci for r in rules} | set(mapped))
     links = with_stats(links, read_link_stats(host, rails, notes), read_speeds(host, rails))
     return part("links", notes, fields={"versions": versions, "links": links, "pci": functions,
                                         "node": versions.hostname},

@@ -54,7 +54,12 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     if agent.ready:
-        return web.json_response({"status": "ready", "sample_age_s": agent.sample_age()})
+        doc: dict[str, object] = {"status": "ready", "sample_age_s": agent.sample_age()}
+        warnings = agent.warnings()
+        if warnings:
+            # still ready (the agent serves what it read), but it judges nothing per rail
+            doc["warnings"] = warnings
+        return web.json_response(doc)
     return web.json_response({"status": "starting", "waiting_for": agent.waiting_for()}, status=503)
 
 

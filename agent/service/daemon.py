@@ -65,6 +65,12 @@ __all__ = ["Agent"]
 log = logging.getLogger("railscope.agent")
 events_log = logging.getLogger("railscope.agent.events")
 
+#: A node where no rail was found serves railscope_rails 0 and no per-rail series: said in the log and on
+#: /readyz, with the flags that declare rails, never an empty exposition that looks healthy.
+NO_RAILS = ("no rails found: no udev naming rule, --rail-map or --rails names one and no netdev name matches a "
+            "template; declare them with --rail-map RAIL=PCI,... (the rail NICs' PCI functions: lspci -D -d 15b3:), "
+            "--net-template or --rails N")
+
 #: a link event for a link the agent does not know yet asks for a links sample, at most this often
 _RESAMPLE_GAP_S = 2.0
 #: a representor or uplink appearing or going asks for devlink and rdma reads, at most this often
@@ -105,6 +111,8 @@ class Agent:
         self.snapshot: Snapshot | None = None
         self.topology: Topology | None = None
         self.diagnosis: Diagnosis | None = None
+        #: the no-rails warning is logged once per episode (again after rails were found)
+        self._no_rails_logged = False
 
         debounce = {"monotonic": monotonic, "call_later": call_later}
         poke = self.sampling.poke
@@ -242,6 +250,11 @@ class Agent:
         if not self.ready:
             self.ready = True
             log.info("first sample taken", extra={"rails": len(topo.rails), "links": len(snap.links)})
+        if topo.rails:
+            self._no_rails_logged = False
+        elif not self._no_rails_logged:
+            self._no_rails_logged = True
+            log.warning(NO_RAILS, extra={"rails": 0, "links": len(snap.links)})
 
     def _apply_counters(self, part: registry.Part) -> None:
         snap = self.snapshot
@@ -320,6 +333,11 @@ class Agent:
     def sample_age(self) -> float | None:
         links = self.sampling.links()
         return None if links is None else round(max(0.0, self.clock() - links.taken_at), 3)
+
+    def warnings(self) -> list[str]:
+        """What ``/readyz`` says beside "ready": a state that serves but judges nothing."""
+        topo = self.topology
+        return [NO_RAILS] if topo is not None and not topo.rails else []
 
     def waiting_for(self) -> list[str]:
         return self.sampling.waiting_for() or ["analysis"]

@@ -632,6 +632,34 @@ def site_rules(img: Image) -> None:
     ).encode()
 
 
+def kernel_names(img: Image) -> None:
+    """No rule names the rails and the netdevs keep systemd's predictable names (``enp<bus>s<slot>f<fn>np<port>``,
+    ``enp12s0f0np0`` for ``0000:0c:00.0``), the RDMA devices the kernel's (``mlx5_<N>``): no template matches.
+    The representors keep their kernel names (``eth4``): systemd's would be longer than IFNAMSIZ."""
+    drop_operator_rules(img)
+    for old, new in (("net_rail0", "enp12s0f0np0"), ("net_rail0_0", "eth4"),
+                     ("net_rail1", "enp141s0f0np0"), ("net_rail1_0", "eth5"),
+                     ("rdma_rail0", "mlx5_0"), ("rdma_rail1", "mlx5_1")):
+        rename_netdev(img, old, new)
+
+
+#: where the kernel_names images' names come from
+SYSTEMD_NAMES = ("The netdev names are systemd's bus-path names (systemd.net-naming-scheme(7), "
+                 "man.archlinux.org/man/systemd.net-naming-scheme.7.en: `[P<domain>]p<bus>s<slot>[f<function>]"
+                 "[n<phys_port_name>]`, the bus in decimal: `0000:0c:00.0` with phys_port_name `p0` is `enp12s0f0np0`), "
+                 "the names a node keeps without the operator's naming rules; `mlx5_<N>` is the kernel's RDMA name.")
+
+#: the base image's rails by PCI function, as ``--rail-map`` states them
+RAIL_MAP = "0=0000:0c:00.0,1=0000:8d:00.0"
+
+
+def rail_map_recorded(img: Image) -> None:
+    """``kernel_names``, captured by an agent run with ``--rail-map``: the manifest records the map, so a
+    replay finds the rails the node had."""
+    kernel_names(img)
+    img.manifest["expectations"] = {"rail_map": [[0, "0000:0c:00.0"], [1, "0000:8d:00.0"]]}
+
+
 def azure_rules(img: Image) -> None:
     """PCI domains 0101 / 0102 as Hyper-V gives them, rails named by Azure's RDMA rules only."""
     move_pci(img, {"pci0000:0b/0000:0b:01.0": "pci0101:00/0101:00:01.0", "0000:0c:00": "0101:00:00",
@@ -1527,6 +1555,22 @@ IMAGES: tuple[Spec, ...] = (
          "no NicTemperatureHigh, and `unavailable` says why.",
          unavailable=(("thermal", "no mlx5 hwmon sensors on 0000:0c:00.0, 0000:8d:00.0 (kernel before 6.5, or not "
                                   "mlx5)"),)),
+    Spec("rail-map-pci-healthy", "2rail", (rail_map_recorded,), (),
+         "The operator's two rules files are gone and no rule names a rail; the netdevs keep systemd's names "
+         "`enp12s0f0np0` (`0000:0c:00.0`) and `enp141s0f0np0` (`0000:8d:00.0`), their representors "
+         "`eth4` / `eth5`, the RDMA devices `mlx5_0` / `mlx5_1` on every door. The "
+         f"manifest records the agent's `--rail-map {RAIL_MAP}`: the replay judges rails 0 and 1 by PCI function.",
+         rails=((0, None, "enp12s0f0np0", "mlx5_0", "0000:0c:00.0", "up", "ACTIVE"),
+                (1, None, "enp141s0f0np0", "mlx5_1", "0000:8d:00.0", "up", "ACTIVE")),
+         origin=SYSTEMD_NAMES),
+    Spec("rail-map-function-missing", "2rail", (kernel_names,), (("RailMissing", "critical", "0000:0d:00.0"),),
+         "As `rail-map-pci-healthy` without a recorded map; `--rail-map` names rail 1 `0000:0d:00.0`, a function "
+         "the node does not have (a map written for another server model): rail 1 is missing, and "
+         "`0000:8d:00.0` is no rail.",
+         ("--rail-map", "0=0000:0c:00.0,1=0000:0d:00.0"),
+         rails=((0, None, "enp12s0f0np0", "mlx5_0", "0000:0c:00.0", "up", "ACTIVE"),
+                (1, None, None, None, "0000:0d:00.0", None, None)),
+         origin=SYSTEMD_NAMES),
     Spec("management-mlx5-outside-rails", "2rail", (management_mlx5,), (),
          "Trap: the management NIC (`0000:a1:00.0` / `.1`, `ens7f0np0` / `ens7f1np1`) is an SR-IOV capable mlx5 "
          "function that devlink lists and no rule names (as an HGX baseboard's restricted PF): it is no rail, "

@@ -373,3 +373,24 @@ def test_a_rails_carrier_change_is_served_within_one_second(start_agent: StartAg
     assert got, f"carrier_down_changes_total {_rail_state(agent)[2]}, the kernel's carrier_down_count {kernel}"
     assert agent.proc.poll() is None
     assert not [x for x in agent.logs() if x.get("level") == "error" or "exc" in x], agent.log_path.read_text()
+
+
+def test_a_node_without_rails_warns_in_the_log_on_readyz_and_serves_railscope_rails_0(
+        start_agent: StartAgent) -> None:
+    """Netdevs no template matches, no rule, no --rail-map and --rails 0: the agent serves, and says that it
+    judges nothing per rail, never an exposition without a rail that looks healthy."""
+    agent = start_agent("--rails", "0", "--net-template", "gpu%rail_id%")
+    status, body = agent.get("/readyz")
+    doc = json.loads(body)
+    assert status == 200 and doc["status"] == "ready" and doc["warnings"][0].startswith("no rails found:"), doc
+    assert "--rail-map RAIL=PCI" in doc["warnings"][0]
+    text = agent.metrics()
+    assert value(text, "railscope_rails") == 0.0 and value(text, "railscope_rail_up", device="net_rail0") is None
+    warned = [x for x in agent.logs() if x.get("msg", "").startswith("no rails found:")]
+    assert len(warned) == 1 and warned[0]["level"] == "warning", agent.log_path.read_text()[-3000:]
+
+
+def test_capture_on_without_a_spool_stops_the_agent_at_start(rails: RailNetns) -> None:
+    res = rails.railscope("agent", "--listen", "127.0.0.1", "--capture-on", "LinkFlapping", timeout=60)
+    assert res.returncode == 3, res.stderr
+    assert "--capture-on LinkFlapping: event captures are written into the spool, and none is given" in res.stderr

@@ -170,6 +170,7 @@ FULL_AGENT = {
     "expectMtu": 9000,
     "expectDriver": "doca",
     "expectRdma": True,
+    "railMap": "0=0000:0c:00.0,1=0000:8d:00.0",
     "configInterval": "5m",
     "countersInterval": 2,
     "pcieInterval": "2m",

@@ -371,6 +371,7 @@ def _a_value(action: Any) -> list[str]:
     by_kind = {"bool_word": "false" if action.default is not False else "true", "_prio": "5", "int": "3",
                "duration": "7m", "_ber": "3e-3", "_mtu": "4200", "_template": "gpu%rail_id%",
                "str": "/etc/railscope/extra-kernels.json",
+               "rail_map_arg": "0=0000:0c:00.0,1=0000:8d:00.0",
                "_cabling_file": str(Path(__file__).resolve().parents[1] / "fixtures/cabling/RECONSTRUCTED-gpu-node-017.csv")}
     if kind not in by_kind:
         pytest.fail(f"{opt}: no test value for its type {kind!r}; add one to _a_value")

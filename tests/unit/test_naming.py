@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent import naming
 from agent.model import RailRule
 from agent.naming import net_twin, parse_name, rail_rules, rdma_twin
@@ -65,3 +67,28 @@ def test_vf_netdev_names_and_pci_order() -> None:
     names = ["0000:8d:00.0", "10000:00:00.0", "0000:0c:00.0", "netdevsim10", "netdevsim1"]
     assert sorted(names, key=naming.pci_order) == [
         "0000:0c:00.0", "0000:8d:00.0", "10000:00:00.0", "netdevsim1", "netdevsim10"]
+
+
+def test_a_rail_map_is_rail_equals_pci_pairs_sorted_by_rail_in_sysfs_case() -> None:
+    assert naming.parse_rail_map("1=0000:8D:00.0, 0=0000:0c:00.0") == ((0, "0000:0c:00.0"), (1, "0000:8d:00.0"))
+    # Hyper-V's wider PCI domains (Azure) are PCI functions too
+    assert naming.parse_rail_map("0=0101:00:00.0") == ((0, "0101:00:00.0"),)
+
+
+@pytest.mark.parametrize("text, why", [
+    ("0=0c:00.0", "'0c:00.0' has no PCI domain: write it as sysfs does, 0000:0c:00.0 (lspci -D prints it so)"),
+    ("0=0000:0c:00.0,1=0000:0c:00.0", "0000:0c:00.0 is given for rails 0 and 1: one function is one rail"),
+    ("0=0000:0c:00.0,0=0000:8d:00.0", "rail 0 is given twice (0000:0c:00.0 and 0000:8d:00.0)"),
+    ("rail0=0000:0c:00.0", "rail 'rail0' is not a rail number 0-1023"),
+    ("1024=0000:0c:00.0", "rail '1024' is not a rail number 0-1023"),
+    ("-1=0000:0c:00.0", "rail '-1' is not a rail number 0-1023"),
+    ("0=0000:0c:20.0", "'0000:0c:20.0' is not a PCI function address such as 0000:0c:00.0"),
+    ("0=0000:0c:00.8", "is not a PCI function address"),
+    ("0=net_rail0", "is not a PCI function address"),
+    ("0=0000:0c:00.0,", "entry 2 '': expected RAIL=PCI"),
+    ("0:0000:0c:00.0", "entry 1 '0:0000:0c:00.0': expected RAIL=PCI"),
+])
+def test_a_rail_map_entry_that_is_not_a_rail_and_a_pci_function_is_refused_by_name(text: str, why: str) -> None:
+    with pytest.raises(naming.RailMapError) as exc:
+        naming.parse_rail_map(text)
+    assert why in str(exc.value)

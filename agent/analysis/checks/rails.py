@@ -42,9 +42,11 @@ def check(snap: Snapshot, topo: Topology, exp: Expectations) -> list[Finding]:
             # sysfs was read (other functions are known) but has no such function: the NIC itself is
             # gone from the bus (link training, AER fatal, a dead card), not only its netdev.
             off_bus = bool(rail.pci and snap.pci and snap.pci_function(rail.pci) is None)
+            # a --rail-map rail that no rule names has no expected name: its subject is the function
+            expected = "named by --rail-map" if name == rail.pci else f"expected {name}"
             out.append(finding(
                 "RailMissing", name, f"rail {rail_label(rail.rail, rail.plane)}: no netdev on {where} "
-                f"(expected {name})" + ("; the PCI function is not in /sys/bus/pci/devices either" if off_bus else ""),
+                f"({expected})" + ("; the PCI function is not in /sys/bus/pci/devices either" if off_bus else ""),
                 pci=rail.pci, source=rail.source, numvfs=rail.pf.numvfs if rail.pf else None,
                 pci_function_present=False if off_bus else None))
             continue

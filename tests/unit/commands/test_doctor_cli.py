@@ -196,4 +196,6 @@ def test_connectx_without_rails_is_told_apart_from_no_connectx() -> None:
                    pci=(PciFunction("0000:0c:00.0", vendor="0x15b3"),))
     words = what_was_found(mlx)
     assert words[0].startswith("ConnectX NIC(s) found") and "enp12s0f0np0" in words[1]
+    # what a --rail-map would name
+    assert "--rail-map 0=0000:0c:00.0" in words[0] and words[-1] == "ConnectX PCI functions: 0000:0c:00.0"
     assert what_was_found(Snapshot(0.0))[:2] == ["no ConnectX NIC found", "netdevs: none besides lo"]

@@ -234,3 +234,39 @@ def test_a_speed_is_read_up_to_64_bytes(tmp_path: Path) -> None:
     host = make_image(tmp_path / "img", files={"/sys/class/net/net_rail0/speed": "400000" + " " * 58 + "1\n",
                                                "/sys/class/net/net_rail1/speed": "-1\n"})
     assert read_speeds(host, ["net_rail0", "net_rail1", "absent"]) == {"net_rail0": 400000}
+
+
+def test_the_functions_a_rail_map_names_are_read_as_rails_and_no_other_uplink_is() -> None:
+    """--rail-map names rail functions as rules do: their netdevs are read whatever their names, and the
+    other uplinks (a management NIC, a storage port) are not: their statistics are firmware reads."""
+    fns = {"0000:0c:00.0": PciFunction("0000:0c:00.0", vendor="0x15b3"),
+           "0000:8d:00.0": PciFunction("0000:8d:00.0", vendor="0x15b3"),
+           "0000:a1:00.0": PciFunction("0000:a1:00.0", vendor="0x15b3")}
+    links = [Link(ifindex=1, ifname="enp12s0f0np0", phys_port_name="p0"),
+             Link(ifindex=2, ifname="eth4", phys_port_name="pf0vf0"),
+             Link(ifindex=3, ifname="enp141s0f0np0", phys_port_name="p0"),
+             Link(ifindex=4, ifname="ens7f0np0", phys_port_name="p0")]
+    pci_of = {"enp12s0f0np0": "0000:0c:00.0", "eth4": "0000:0c:00.0", "enp141s0f0np0": "0000:8d:00.0",
+              "ens7f0np0": "0000:a1:00.0"}
+    assert rail_netdevs(links, pci_of, fns, [], ("net_rail%rail_id%",), ["0000:0c:00.0", "0000:8d:00.0"]) == [
+        "enp12s0f0np0", "enp141s0f0np0"]
+    # without the map every Mellanox uplink is read (a node without rules)
+    assert "ens7f0np0" in rail_netdevs(links, pci_of, fns, [], ("net_rail%rail_id%",))
+
+
+def test_a_rail_map_reaches_the_rail_functions_of_the_links_source(tmp_path: Path) -> None:
+    """The rail map's functions are rail PFs for every firmware-touching source after links (scope.py)."""
+    from agent.config import ReadConfig
+    from agent.host.recorded import RecordedHost
+    from agent.readers.links import read_links_part
+    from agent.readers.source import Context
+
+    root = Path(__file__).resolve().parents[2] / "images" / "rail-map-function-missing"
+    host = RecordedHost(str(root))
+    try:
+        cfg = ReadConfig(rail_map=((0, "0000:0c:00.0"), (1, "0000:0d:00.0")))
+        got = read_links_part(host, cfg, Context(), Notes())
+    finally:
+        host.close()
+    assert got.gives["rails"] == ("enp12s0f0np0",)
+    assert got.gives["rail_bdfs"] == ("0000:0c:00.0", "0000:0d:00.0")

@@ -390,3 +390,33 @@ def test_a_firmware_read_hung_in_a_capture_is_exported_and_skipped_by_the_next(e
     assert params.skip_firmware == frozenset({"net_rail0", "pci/0000:0c:00.0"})
     assert params.hung_tools == frozenset({("devlink", "pci/0000:0c:00.0")})
     assert params.recorder_jsonl is not None and params.events == []
+
+
+def test_a_node_without_rails_is_ready_with_a_warning_and_serves_railscope_rails_0(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Netdevs no template matches and no rule (the image's recorded map is the capturing agent's, not this
+    one's): the agent serves, says on /readyz and in one log line that it found no rail, and railscope_rails is
+    0; with --rail-map the rails are found by PCI function and the warning is gone."""
+    from agent.config import ReadConfig
+
+    image = Path(__file__).resolve().parents[2] / "images" / "rail-map-pci-healthy"
+    rail_map = ((0, "0000:0c:00.0"), (1, "0000:8d:00.0"))
+    got: dict[str, object] = {}
+
+    def body(key: str) -> Callable[[TestClient], Awaitable[None]]:
+        async def run(client: TestClient) -> None:
+            await _until_ready(client)
+            got[key] = (await (await client.get("/readyz")).json(), await (await client.get("/metrics")).text())
+        return run
+
+    with caplog.at_level("WARNING", logger="railscope.agent"):
+        _serve(_agent(image), body("none"))
+    ready, text = got["none"]  # type: ignore[misc]
+    assert ready["status"] == "ready" and ready["warnings"][0].startswith("no rails found: ")
+    assert "\nrailscope_rails 0.0\n" in text and "railscope_rail_up{" not in text
+    assert [r.getMessage() for r in caplog.records if r.name == "railscope.agent"] == [ready["warnings"][0]]
+    _serve(_agent(image, expectations=Expectations(rail_map=rail_map), read=ReadConfig(rail_map=rail_map)),
+           body("mapped"))
+    ready, text = got["mapped"]  # type: ignore[misc]
+    assert "warnings" not in ready and "\nrailscope_rails 2.0\n" in text
+    assert 'railscope_rail_up{device="enp12s0f0np0",plane="",rail="0"} 1.0' in text

@@ -110,5 +110,5 @@ The agent values the collector judges bundles with, so that its pages agree with
 (the expectations of `railscope doctor`, read from RAILSCOPE_<FLAG>).
 */}}
 {{- define "railscope.expectationKeys" -}}
-losslessPrio expectEswitchMode expectEswMultiport expectRdmaNetns rails eventWindow berWarning berCritical berWindow expectMtu expectDriver expectRdma
+losslessPrio expectEswitchMode expectEswMultiport expectRdmaNetns rails eventWindow berWarning berCritical berWindow expectMtu expectDriver expectRdma railMap
 {{- end -}}

@@ -218,3 +218,65 @@ def test_a_rail_netdev_without_a_parent_device_is_found_by_its_name():
     assert found(snap) == [("RailLinkDown", "critical", "net_rail1")]
     rows = diagnose(snap, Expectations(), kernel_table=()).rails
     assert [(r.rail, r.pci, r.netdev) for r in rows] == [(0, None, "net_rail0"), (1, None, "net_rail1")]
+
+
+def _kernel_named(snap):
+    # no rules, and names no template matches: systemd's predictable names
+    for old, new in (("net_rail0", "enp12s0f0np0"), ("net_rail1", "enp141s0f0np0")):
+        snap = nodes.replace_link(snap, old, ifname=new)
+    return snap
+
+
+def test_without_rules_or_a_template_name_a_node_has_no_rails_and_the_rail_map_finds_them_by_pci():
+    snap = _kernel_named(nodes.node(rules=False))
+    assert diagnose(snap, Expectations(), kernel_table=()).rails == ()
+    exp = Expectations(rail_map=((0, nodes.PCIS[0]), (1, nodes.PCIS[1])))
+    diag = diagnose(snap, exp, kernel_table=())
+    assert found(snap, exp) == []
+    assert [(r.rail, r.netdev, r.pci, r.rdma, r.oper) for r in diag.rails] == [
+        (0, "enp12s0f0np0", nodes.PCIS[0], "rdma_rail0", "up"), (1, "enp141s0f0np0", nodes.PCIS[1], "rdma_rail1", "up")]
+    # a rail of the map is judged as any rail: its link down is RailLinkDown on the name it has
+    down = nodes.replace_link(snap, "enp141s0f0np0", operstate="DOWN", carrier=0)
+    assert ("RailLinkDown", "critical", "enp141s0f0np0") in found(down, exp)
+
+
+def test_a_rail_map_function_without_a_netdev_is_missing_by_its_address():
+    snap = _kernel_named(nodes.node(rules=False))
+    exp = Expectations(rail_map=((0, nodes.PCIS[0]), (1, "0000:0d:00.0")))
+    got = [f for f in diagnose(snap, exp, kernel_table=()).findings if f.code == "RailMissing"]
+    assert [(f.subject, f.message) for f in got] == [
+        ("0000:0d:00.0", "rail 1: no netdev on PCI function 0000:0d:00.0 (named by --rail-map); the PCI function "
+                         "is not in /sys/bus/pci/devices either")]
+
+
+def test_the_rail_map_wins_over_the_rules_and_says_where_they_disagree():
+    snap = nodes.node(rails=3)  # the rules name rails 0-2
+    exp = Expectations(rail_map=((0, nodes.PCIS[1]), (1, nodes.PCIS[0])))
+    diag = diagnose(snap, exp, kernel_table=())
+    # the rules still say what the functions' names should be: no mismatch, the names are the rules'
+    assert found(snap, exp) == []
+    assert [(r.rail, r.netdev, r.pci) for r in diag.rails] == [(0, "net_rail1", nodes.PCIS[1]),
+                                                               (1, "net_rail0", nodes.PCIS[0])]
+    assert diag.notes == (
+        f"--rail-map: rail 0 is {nodes.PCIS[1]}, which the udev rules name net_rail1 (rail 1); the map wins",
+        f"--rail-map: rail 1 is {nodes.PCIS[0]}, which the udev rules name net_rail0 (rail 0); the map wins",
+        f"--rail-map: the udev rules also name {nodes.PCIS[2]} (net_rail2), not rails by the map")
+    # a failed rename of a mapped function is still the rule's finding
+    renamed = nodes.replace_link(snap, "net_rail1", ifname="enp141s0f0np0")
+    assert ("RailNameMismatch", "critical", "net_rail1") in found(renamed, exp)
+    # --rails beyond the map is expected too, and said
+    more = diagnose(snap, replace(exp, rails=3), kernel_table=())
+    assert more.notes[-1] == "--rails 3: --rail-map names rail(s) 0,1; rail(s) 2 are expected from --rails as well"
+
+
+def test_a_rail_map_naming_a_vf_has_no_netdev_and_says_why():
+    from agent.model import Link
+
+    vf = nodes.vf_of(nodes.PCIS[1])
+    # the VF's own netdev, on the host (not moved into a pod)
+    snap = nodes.add_link(_kernel_named(nodes.node(rules=False)), Link(60, "enp141s0f0v0", "UP", 1, parent_bus="pci",
+                                                                       parent_dev=vf))
+    exp = Expectations(rail_map=((0, nodes.PCIS[0]), (1, vf)))
+    diag = diagnose(snap, exp, kernel_table=())
+    assert ("RailMissing", "critical", nodes.vf_of(nodes.PCIS[1])) in found(snap, exp)
+    assert diag.notes == (f"--rail-map: rail 1 is {nodes.vf_of(nodes.PCIS[1])}, a VF: a rail is a physical function",)
