@@ -96,7 +96,7 @@ def test_the_app_writes_what_the_contract_encodes(tmp_path: Path) -> None:
                 return (await r.json())["request"]
 
     doc = asyncio.run(go())
-    stored = (tmp_path / "store" / "_requests" / NODE / f"{doc['id']}.json").read_bytes()
+    stored = (tmp_path / "store" / "_requests" / settings.cluster / NODE / f"{doc['id']}.json").read_bytes()
     assert stored == CaptureRequest.from_json(doc).dumps()
     assert CaptureRequest.loads(stored).plan_ref == "node-bundle/v1;pod_netns=true"
     assert BOARD is not None
