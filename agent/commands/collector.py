@@ -36,10 +36,12 @@ TABLE: tuple[Setting, ...] = (
     Setting("--log-level", "Least severe log lines written. Default: info.", default="info",
             choices=("debug", "info", "warning", "error"), group=_SERVING),
     Setting("--agent-token-file", "Static agent tokens, one '<node> <token> [<cluster>]' per line: each uploads as "
-            "its node only, and for its cluster only (without one, --cluster's). Default: none.", metavar="FILE",
+            "its node only, and for its cluster only (without one, --cluster's, else 'default'). Default: none.", metavar="FILE",
             group=_AUTH, field="agent_token_file", chart="fixed"),
     Setting("--cluster", "The cluster this collector stores for: TokenReview'd agents and agent tokens naming no "
-            "cluster upload under this name only (403 otherwise). Default: none (any).", metavar="NAME",
+            "cluster upload, poll and close capture requests under this name only (403 otherwise); alerts "
+            "without a cluster label capture its nodes. Default: none: 'default', the agents' own default "
+            "(a warning at start).", metavar="NAME",
             group=_AUTH, field="cluster"),
     Setting("--operator-token-file", "Static operator tokens (list, fetch, verify), one per line. Default: none.",
             metavar="FILE", group=_AUTH, field="operator_token_file", chart="fixed"),
