@@ -61,23 +61,26 @@ async def _admit(request: web.Request, take: bool = True) -> Principal:
                       headers={"Retry-After": str(col.settings.retry_after_s)})
     principal = request[PRINCIPAL]
     cap = col.settings.node_inflight_cap
-    if principal.node is not None and col.in_flight_by_node.get(principal.node, 0) >= cap:
+    # per (cluster, node): node names repeat across clusters, and one cluster's n1 must not spend another's
+    who = (principal.cluster or "", principal.node or "")
+    if principal.node is not None and col.in_flight_by_node.get(who, 0) >= cap:
         # One node trickling uploads must not hold the slots every other node needs.
         raise Refused(429, "busy", f"node {principal.node} has {cap} uploads in "
                                    "flight on this replica; retry later",
                       headers={"Retry-After": str(col.settings.retry_after_s)})
     if principal.node is not None and col.settings.max_uploads_per_node_hour > 0:
-        _count_upload(col, principal.node, take)
+        _count_upload(col, who, take)
     return principal
 
 
-def _count_upload(col: Collector, node: str, take: bool) -> None:
+def _count_upload(col: Collector, who: tuple[str, str], take: bool) -> None:
     """One more upload of ``node`` this hour (``take``; else only the check of ``Expect: 100-continue``,
     the upload itself counts), or 429 until its oldest leaves the window: one token must not fill the
     store with hundreds of bundles a second."""
     now = time.monotonic()
     cap = col.settings.max_uploads_per_node_hour
-    seen = col.uploads_by_node.setdefault(node, deque())
+    node = who[1]
+    seen = col.uploads_by_node.setdefault(who, deque())
     while seen and now - seen[0] >= 3600:
         seen.popleft()
     if len(seen) >= cap:
@@ -113,7 +116,7 @@ async def upload(request: web.Request) -> web.Response:
         r.close = True  # the body is unread
         raise
     col.in_flight += 1
-    node = principal.node
+    node = (principal.cluster or "", principal.node) if principal.node is not None else None
     if node is not None:
         col.in_flight_by_node[node] = col.in_flight_by_node.get(node, 0) + 1
     col.metrics.in_flight.inc()
