@@ -10,6 +10,10 @@ group posted ten times queues once, and the limits can be counted exactly in a t
   (incident, node, plan), so a resend finds the request it made.
 - One request per node per incident; resolved alerts create nothing; alerts without a ``node`` label
   never fan out.
+- Never silent: a node captured within its cooldown (for any incident, by an operator too) is not
+  captured again, its bundle is filed under the alert's incident (``reused``; a capture still running
+  is filed when done); every other alert left without a bundle is a warning, and every outcome is
+  counted (``railscope_collector_alert_outcomes_total``).
 - Bounded: a cooldown per node (across incidents), a cluster-wide cap on requests in flight, a cap
   per incident (the worst few by severity plus a deterministic sample of the rest; the others are
   named in the answer, to capture on demand), a rate limit per alert name, and a kill switch.
@@ -211,7 +215,7 @@ _SEVERITIES = ("critical", "warning", "info")
 class Skip:
     node: str
     incident: str
-    #: exists | cooldown | incident_cap | in_flight_cap | no_recent_agent_cap | rate_limited | disabled |
+    #: exists | incident_cap | in_flight_cap | no_recent_agent_cap | rate_limited | disabled |
     #: held | other_cluster | bad_cluster | reuse_failed
     reason: str
     alertname: str = ""
@@ -252,6 +256,9 @@ class Decision:
     truncated: int = 0
     #: nodes captured within the cooldown: their recent bundle filed under the alert's incident
     reused: tuple[Reuse, ...] = ()
+    #: nodes being captured for another incident now: the alert's request, stored pending, gets that
+    #: capture's bundle once it is done
+    follow: tuple[CaptureRequest, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         reasons: dict[str, int] = {}
@@ -260,7 +267,9 @@ class Decision:
         return {"queued": [{"id": r.id, "incident": r.incident, "node": r.node, "plan": r.plan,
                             "cluster": r.cluster} for r in self.queue],
                 "reused": [{"id": u.request.id, "incident": u.request.incident, "node": u.request.node,
-                            "cluster": u.request.cluster, "bundle": u.bundle} for u in self.reused][:1000],
+                            "cluster": u.request.cluster, "bundle": u.bundle} for u in self.reused]
+                + [{"id": r.id, "incident": r.incident, "node": r.node, "cluster": r.cluster, "bundle": None}
+                   for r in self.follow][:1000],
                 "skipped": reasons,
                 "dropped": [{"incident": s.incident, "node": s.node, "reason": s.reason, "severity": s.severity}
                             for s in self.skipped if s.dropped][:1000],
@@ -284,6 +293,8 @@ class Decision:
             add("queued", "", r.severity)
         for u in self.reused:
             add("reused", "", u.request.severity)
+        for r in self.follow:
+            add("reused", "capture_in_flight", r.severity)
         for s in self.skipped:
             add("skipped", s.reason, s.severity)
         return out
@@ -434,6 +445,7 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
 
     queue: list[CaptureRequest] = []
     reused: list[Reuse] = []
+    follow: list[CaptureRequest] = []
     requeued: list[str] = []
     no_agent: list[str] = []
     incidents: dict[str, list[_Target]] = {}
@@ -472,15 +484,18 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
             if cooling:
                 # Captured moments ago (another incident, an operator, this node's last alert): the
                 # incident gets that bundle rather than a second capture or nothing. A capture still
-                # running has no bundle yet: the next resend of the group finds it done.
-                captured = [r for r in cooling if r.state == "done" and r.bundle]
-                if not captured:
-                    skip("cooldown")
-                    continue
-                last = max(captured, key=lambda r: (r.done_at or 0, r.id))
+                # running has no bundle yet: the alert's request waits for it (stored pending, and
+                # never served within the cooldown after it), and the capture's ``done`` files its
+                # bundle under this incident too (``collector.requests.done``).
                 req = request_for(incident, node, now=now, ttl_s=limits.request_ttl_s, plan=limits.plan,
                                   params=plan_params, alertname=t.alertname, severity=t.severity, cluster=c)
-                reused.append(Reuse(req, last.bundle or "", last.done_at or int(now)))
+                captured = [r for r in cooling if r.state == "done" and r.bundle]
+                if captured:
+                    last = max(captured, key=lambda r: (r.done_at or 0, r.id))
+                    reused.append(Reuse(req, last.bundle or "", last.done_at or int(now)))
+                else:
+                    follow.append(req)
+                    recent_by_node.setdefault((c, node), []).append(req)
                 slots -= 1
                 continue
             if rate.get((c, t.alertname), 0) >= limits.rate_per_alertname:
@@ -509,7 +524,7 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
             recent_by_node.setdefault((c, node), []).append(req)
     return Decision(queue=tuple(queue), skipped=tuple(skipped), requeued=tuple(requeued), resolved=resolved,
                     no_node=no_node, no_recent_agent=tuple(no_agent), fabric=fabric_names, truncated=hook.truncated,
-                    reused=tuple(reused))
+                    reused=tuple(reused), follow=tuple(follow))
 
 
 # -- HTTP: POST /v1/alerts (alerting role) -----------------------------------------------------
@@ -682,6 +697,9 @@ async def _queue(board: Any, decision: Decision) -> Decision:
     for req in decision.queue:
         await board.store.put_small(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
         board.note(req)
+    for req in decision.follow:
+        await board.store.put_small(req.object_key(), req.dumps())
+        board.note(req)
     return await _file_reused(board, decision)
 
 
@@ -724,7 +742,7 @@ def _log(hook: Webhook, decision: Decision, when: str = "") -> None:
     log.log(level, "alert group %s%s: %d queued (%d without a recent agent), %d reused, skipped %s, %d resolved, "
                    "%d without node%s%s",
             hook.group_key[:120], f" {when}" if when else "", len(decision.queue), len(decision.no_recent_agent),
-            len(decision.reused), answer["skipped"], decision.resolved, decision.no_node,
+            len(decision.reused) + len(decision.follow), answer["skipped"], decision.resolved, decision.no_node,
             f", fabric {sorted(decision.fabric.values())[:4]}" if decision.fabric else "",
             "; not captured: " + ", ".join(f"{s.node} ({s.severity or 'no severity'} {s.alertname}: {s.reason})"
                                             for s in dropped[:10]) if dropped else "")

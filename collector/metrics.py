@@ -62,7 +62,8 @@ class CollectorMetrics:
         for severity in ("critical", "warning", "info", "other"):
             self.alert_outcomes.labels("queued", "", severity)
             self.alert_outcomes.labels("reused", "", severity)
-            self.alert_outcomes.labels("skipped", "cooldown", severity)
+            self.alert_outcomes.labels("reused", "capture_in_flight", severity)
+            self.alert_outcomes.labels("skipped", "rate_limited", severity)
         self.fabric_events = Gauge("railscope_collector_fabric_events",
                                    "Fabric events in this replica's window: rails of several nodes that degraded "
                                    "together behind one leaf, one plane or one optics batch.", ["kind"], registry=r)

@@ -474,7 +474,29 @@ async def done(request: web.Request) -> web.Response:
     except (KeyPartError, RequestError, StoreError) as exc:
         raise _refusal(exc) from None
     log.info("capture request %s of %s done: %s", req.id, req.node, finished.bundle)
+    await _file_for_followers(request.app[BOARD], finished, found)
     return web.json_response({"request": finished.to_json()})
+
+
+async def _file_for_followers(board: RequestBoard, finished: CaptureRequest, found: Any) -> None:
+    """The alerts of other incidents that came while ``finished`` was being captured (their requests
+    stored pending behind it, ``collector.alerts`` ``follow``) get its bundle, copied under their
+    incident and id, instead of a second capture. A failure is logged: the request stays pending and
+    is served once the node's cooldown is over."""
+    from .rekey import file_under_request
+
+    where = board.key_of(finished)
+    followers = [r for r in board.all() if board.key_of(r) == where and r.id != finished.id and r.state == "pending"
+                 and r.source == "alert" and finished.created <= r.created <= (finished.done_at or r.created)]
+    for r in followers:
+        try:
+            copied = await file_under_request(board.store, found, r.incident, r.id)
+            done_r = r.done(copied.key.rel, finished.done_at or time.time())
+            await board.store.put_small(done_r.object_key(), done_r.dumps())
+            board.note(done_r)
+            log.info("capture request %s of %s (%s) answered with %s", r.id, r.node, r.incident, finished.bundle)
+        except (StoreError, OSError) as exc:
+            log.warning("filing %s under %s for request %s failed: %s", finished.bundle, r.incident, r.id, exc)
 
 
 def setup(app: web.Application, *, interval_s: float = 2.0) -> None:

@@ -25,6 +25,7 @@ from tests.support.alerts import call as _call
 from tests.support.alerts import post_alerts as _alerts
 from tests.support.collector_helpers import (
     AGENT_TOKEN,
+    AGENT_TOKEN_18,
     HELLO,
     OPERATOR_TOKEN,
     body,
@@ -49,13 +50,17 @@ def test_a_critical_alert_after_an_operators_capture_gets_that_bundle_and_every_
     """An operator captured gpu-node-017 minutes ago; then RailLinkDown (critical) fires for it. Within
     the cooldown no second capture is asked for, but the alert's incident gets the operator's bundle
     (a copy under its own incident and bundle id), the answer says ``reused``, and
-    ``railscope_collector_alert_outcomes_total`` counts it; an alert whose node has a capture in flight
-    for another incident is skipped loudly (a warning naming it, and the series)."""
+    ``railscope_collector_alert_outcomes_total`` counts it; an alert whose node is being captured for
+    another incident waits for that capture and gets its bundle when it is done; an alert left without
+    a bundle (here the rate per alert name) is a warning naming it."""
+    from collector.config import AlertLimits
+
     store = tmp_path / "store"
+    settings = local_settings(tmp_path, alerts=AlertLimits(rate_per_alertname=0))
 
     async def go() -> dict:
         out: dict = {}
-        async with running(local_settings(tmp_path)) as (url, _col):
+        async with running(settings) as (url, _col):
             ask = {"node": "gpu-node-017", "incident": "inc-manual"}
             _s, made = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN, json_body=ask)
             rid = made["request"]["id"]
@@ -67,34 +72,52 @@ def test_a_critical_alert_after_an_operators_capture_gets_that_bundle_and_every_
             out["operator_key"] = stored["key"]
             out["data"] = data
             # gpu-node-018 is being captured for another incident right now
-            await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN,
-                        json_body={"node": "gpu-node-018", "incident": "inc-busy"})
+            _s, busy = await _call("POST", url + "/v1/requests", token=OPERATOR_TOKEN,
+                                   json_body={"node": "gpu-node-018", "incident": "inc-busy"})
             crit = payload([alert("gpu-node-017", name="RailscopeRailLinkDown", severity="critical"),
-                            alert("gpu-node-018", name="RailscopeRailLinkDown", severity="critical")],
+                            alert("gpu-node-018", name="RailscopeRailLinkDown", severity="critical"),
+                            alert("gpu-node-019", name="RailscopeRailLinkDown", severity="critical")],
                            key="crit")
             with caplog.at_level(logging.INFO, logger="railscope.collector.alerts"):
                 out["answer"] = await _alerts(url, crit)
                 out["resend"] = await _alerts(url, crit)
+            # gpu-node-018's capture for inc-busy is stored and closed: the alert's request gets it
+            bid = busy["request"]["id"]
+            data18 = b"node 18 for inc-busy" * 300
+            h18 = replace(HELLO, node="gpu-node-018", bundle=bid, incident="inc-busy", plan="node-bundle/v1")
+            _s, st18, _h = await post(url, body(h18, data18), token=AGENT_TOKEN_18)
+            await _call("POST", f"{url}/v1/requests/gpu-node-018/{bid}/done", token=AGENT_TOKEN_18,
+                        json_body={"bundle": st18["key"]})
+            out["data18"] = data18
+            out["polled18"] = await _call("GET", url + "/v1/requests?node=gpu-node-018&wait=0",
+                                          token=AGENT_TOKEN_18)
         return out
 
     out = run(go())
     status, answer = out["answer"]
     assert status == 200 and answer["queued"] == [], answer
-    (reused,) = answer["reused"]
+    reused, follow = answer["reused"]
     assert reused["node"] == "gpu-node-017" and reused["bundle"] == out["operator_key"]
-    assert answer["skipped"] == {"cooldown": 1}
-    assert answer["dropped"] == [{"incident": reused["incident"], "node": "gpu-node-018", "reason": "cooldown",
+    assert follow["node"] == "gpu-node-018" and follow["bundle"] is None
+    assert answer["skipped"] == {"rate_limited": 1}
+    assert answer["dropped"] == [{"incident": reused["incident"], "node": "gpu-node-019", "reason": "rate_limited",
                                   "severity": "critical"}]
     # the alert's incident holds a copy of the operator's bundle, under the alert's request id
-    (copy,) = [p for p in store.rglob("*.tar.gz") if f"/{reused['incident']}/" in str(p)]
+    (copy,) = [p for p in store.rglob("*.tar.gz") if f"/{reused['incident']}/gpu-node-017" in str(p)]
     assert copy.read_bytes() == out["data"] and copy.name.endswith(f"-{reused['id']}.tar.gz")
     assert (store / out["operator_key"]).read_bytes() == out["data"]  # the operator's incident keeps its own
     (req_file,) = [p for p in (store / "_requests").rglob(f"{reused['id']}.json")]
     doc = json.loads(req_file.read_text())
     assert doc["state"] == "done" and doc["bundle"].endswith(copy.name) and doc["severity"] == "critical"
-    assert out["resend"][1]["skipped"] == {"exists": 1, "cooldown": 1} and out["resend"][1]["reused"] == []
+    assert out["resend"][1]["skipped"] == {"exists": 2, "rate_limited": 1} and out["resend"][1]["reused"] == []
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("not captured: gpu-node-018 (critical RailscopeRailLinkDown: cooldown)" in w for w in warnings), warnings
+    assert any("not captured: gpu-node-019 (critical RailscopeRailLinkDown: rate_limited)" in w
+               for w in warnings), warnings
+    # the capture gpu-node-018 was busy with is filed under the alert's incident too, and nothing
+    # more is served to gpu-node-018 (no second capture)
+    (copy18,) = [p for p in store.rglob("*.tar.gz") if f"/{follow['incident']}/gpu-node-018" in str(p)]
+    assert copy18.read_bytes() == out["data18"] and copy18.name.endswith(f"-{follow['id']}.tar.gz")
+    assert out["polled18"][1]["requests"] == []
 
 
 def test_the_outcome_series_count_every_alert_of_every_group(tmp_path: Path) -> None:

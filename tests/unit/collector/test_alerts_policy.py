@@ -145,12 +145,22 @@ def test_a_node_captured_recently_gets_that_bundle_filed_under_the_new_incident(
     assert d.to_json()["reused"] == [{"id": u.request.id, "incident": u.request.incident, "node": "gpu-node-017",
                                       "cluster": "default", "bundle": key}]
     assert len(run(body_b, done, now=NOW + 100 + 900).queue) == 1
-    # An in-flight request for another incident holds the node (no bundle yet): a loud skip.
+    # A request for another incident in flight (no bundle yet): the alert's request waits for that
+    # capture (stored pending, filed when it is done), never a second capture, never nothing.
     d = run(body_b, list(first), now=NOW + 10)
-    assert [(s.reason, s.severity, s.dropped) for s in d.skipped] == [("cooldown", "critical", True)]
-    assert d.outcomes() == {("skipped", "cooldown", "critical"): 1}
+    assert d.queue == () and d.skipped == () and d.reused == ()
+    (f,) = d.follow
+    assert f.node == "gpu-node-017" and f.state == "pending" and f.severity == "critical"
+    assert d.outcomes() == {("reused", "capture_in_flight", "critical"): 1}
+    # Two incidents of one payload for one node: one capture, the second incident follows it.
+    two = payload([alert("gpu-node-017", incident="inc-a"), alert("gpu-node-017", incident="inc-b")])
+    d = run(two)
+    assert [r.incident for r in d.queue] == ["inc-a"] and [r.incident for r in d.follow] == ["inc-b"]
+    # A skip that leaves the node without a bundle is marked dropped.
+    d = run(body_b, [], limits=AlertLimits(rate_per_alertname=0))
+    assert [(s.reason, s.severity, s.dropped) for s in d.skipped] == [("rate_limited", "critical", True)]
     assert d.to_json()["dropped"] == [{"incident": d.skipped[0].incident, "node": "gpu-node-017",
-                                       "reason": "cooldown", "severity": "critical"}]
+                                       "reason": "rate_limited", "severity": "critical"}]
 
 
 def test_an_operators_capture_answers_a_critical_alert_within_the_cooldown() -> None:
