@@ -91,6 +91,10 @@ TABLE: tuple[Setting, ...] = (
     Setting("--max-uploads-per-node-hour", "Uploads one node may start per hour on this replica; beyond, 429 with a "
             "Retry-After until the oldest leaves the hour (0: no cap). Default: 600.", type=count(0), default="600",
             group=_LIMITS, field="max_uploads_per_node_hour"),
+    Setting("--max-upload-bytes-per-node-hour", "Bundle bytes one node may send per hour on this replica; past it, "
+            "429 with a Retry-After until the hour's oldest bytes leave it (a few bundles of --max-bundle-size "
+            "an hour, whatever their number). Default: 32G.", type=size, default="32G", group=_LIMITS,
+            field="max_upload_bytes_per_node_hour"),
     Setting("--max-upload-duration", "An upload still receiving after this long is ended (408), however fast it "
             "trickles; keep --stale-part-age above it. Default: 30m.", type=duration, default="30m", group=_LIMITS,
             field="max_upload_s"),

@@ -267,21 +267,3 @@ def test_a_request_stored_before_requests_named_their_cluster_is_still_served_an
     assert done[0] == 200 and done[1]["request"]["state"] == "done"
     assert json.loads(legacy.read_text())["state"] == "done" and "cluster" not in json.loads(legacy.read_text())
 
-
-def test_the_per_node_upload_budget_is_per_cluster_and_node(tmp_path: Path) -> None:
-    """Node names repeat across clusters: cluster B's n1 does not spend cluster A's n1's budget."""
-    tokens = tmp_path / "tokens"
-    settings = local_settings(tmp_path, max_uploads_per_node_hour=1)
-    agent_a, agent_b = "agent-token-n1-cluster-a-000000", "agent-token-n1-cluster-b-000000"
-    (tokens / "agent").write_text(f"n1 {agent_a} cluster-a\nn1 {agent_b} cluster-b\n")
-
-    async def go() -> list[int]:
-        async with running(settings) as (url, _col):
-            out = []
-            for token, cluster, bid in ((agent_a, "cluster-a", "b1"), (agent_b, "cluster-b", "b2"),
-                                        (agent_a, "cluster-a", "b3")):
-                hello = replace(HELLO, node="n1", cluster=cluster, bundle=bid)
-                out.append((await post(url, body(hello, b"x" * 100), token=token))[0])
-            return out
-
-    assert run(go()) == [200, 200, 429]
