@@ -85,7 +85,8 @@ def load_tokens(path: str, role: str, cluster: str | None = None) -> list[tuple[
     """A token file: one token per line (``#`` comments); agent files name the node first and may name
     the token's cluster last: ``<node> <token> [<cluster>]`` (without one, ``cluster``, else
     ``default``: an agent token is always bound to one cluster); alerting files may bind a token to a
-    cluster, ``<token> [<cluster>]`` (without one, the alerts' ``cluster`` label decides)."""
+    cluster, ``<token> [<cluster>]`` (without one, ``cluster``; without that either, the alerts'
+    ``cluster`` label decides)."""
     # The one token-file reader (proto.tokens): owner-only (or the pod's own group: the chart mounts
     # the Secret 0440 with the pod's fsGroup, since the collector runs as nobody), bounded in size.
     try:
@@ -112,7 +113,7 @@ def load_tokens(path: str, role: str, cluster: str | None = None) -> list[tuple[
             if len(words) not in (1, 2):
                 raise SettingsError(f"{path}:{n}: an alerting token line is '<token> [<cluster>]'")
             try:
-                bound = check_part("cluster", words[1]) if len(words) == 2 else None
+                bound = check_part("cluster", words[1]) if len(words) == 2 else cluster
             except KeyPartError as exc:
                 raise SettingsError(f"{path}:{n}: {exc}") from None
             token, principal = words[0], Principal(frozenset({role}), name=role, cluster=bound)

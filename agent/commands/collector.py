@@ -39,9 +39,10 @@ TABLE: tuple[Setting, ...] = (
             "its node only, and for its cluster only (without one, --cluster's, else 'default'). Default: none.", metavar="FILE",
             group=_AUTH, field="agent_token_file", chart="fixed"),
     Setting("--cluster", "The cluster this collector stores for: TokenReview'd agents and agent tokens naming no "
-            "cluster upload, poll and close capture requests under this name only (403 otherwise); alerts "
-            "without a cluster label capture its nodes. Default: none: 'default', the agents' own default "
-            "(a warning at start).", metavar="NAME",
+            "cluster upload, poll and close capture requests under this name only (403 otherwise); alerting "
+            "tokens naming no cluster capture its nodes only (an alert labelled another cluster is skipped, "
+            "other_cluster). Default: none: agents are bound to 'default', the agents' own default (a "
+            "warning at start), and alerts' cluster label decides.", metavar="NAME",
             group=_AUTH, field="cluster"),
     Setting("--operator-token-file", "Static operator tokens (list, fetch, verify), one per line. Default: none.",
             metavar="FILE", group=_AUTH, field="operator_token_file", chart="fixed"),

@@ -181,9 +181,10 @@ def test_the_policy_of_5000_alerts_against_20000_stored_requests_is_linear_and_o
 
 def test_requests_know_their_cluster_an_agent_is_served_and_closes_its_own_only(tmp_path: Path) -> None:
     """Cluster A's alert for n1 is A's n1's request: cluster B's n1 is never served it and cannot close
-    it; poll markers are per (cluster, node); an alerting token bound to a cluster queues for it only."""
+    it; poll markers are per (cluster, node); an alerting token bound to a cluster queues for it only
+    (a collector of many clusters: no --cluster, the alerts' cluster label decides)."""
     tokens = tmp_path / "tokens"
-    settings = local_settings(tmp_path)
+    settings = local_settings(tmp_path, cluster=None)
     agent_a, agent_b = "agent-token-n1-cluster-a-000000", "agent-token-n1-cluster-b-000000"
     bound_alerting = "alerting-token-bound-to-b-0000000"
     (tokens / "agent").write_text(f"n1 {agent_a} cluster-a\nn1 {agent_b} cluster-b\n")
@@ -220,6 +221,20 @@ def test_requests_know_their_cluster_an_agent_is_served_and_closes_its_own_only(
     bound = out["bound"][1]
     assert [(q["node"], q["cluster"]) for q in bound["queued"]] == [("n3", "cluster-b")]
     assert bound["skipped"] == {"other_cluster": 1} and bound["dropped"][0]["node"] == "n2"
+
+
+def test_with_cluster_set_an_alerting_token_naming_none_is_bound_to_it(tmp_path: Path) -> None:
+    """A collector of one cluster (--cluster): an alert labelled another cluster (a Prometheus external
+    label that is not the agents' name) is skipped loudly, never queued for agents that do not exist."""
+
+    async def go() -> dict:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            return (await _alerts(url, payload([alert("n1", cluster="elsewhere"), alert("n2")])))[1]
+
+    answer = run(go())
+    assert [(q["node"], q["cluster"]) for q in answer["queued"]] == [("n2", "prod-east")]
+    assert answer["dropped"] == [{"incident": answer["dropped"][0]["incident"], "node": "n1",
+                                  "reason": "other_cluster", "severity": "warning"}]
 
 
 def test_an_agent_token_naming_no_cluster_is_bound_to_the_default_one(tmp_path: Path,
