@@ -10,6 +10,10 @@ group posted ten times queues once, and the limits can be counted exactly in a t
   (incident, node, plan), so a resend finds the request it made.
 - One request per node per incident; resolved alerts create nothing; alerts without a ``node`` label
   never fan out.
+- Never silent: a node captured within its cooldown (for any incident, by an operator too) is not
+  captured again, its bundle is filed under the alert's incident (``reused``; a capture still running
+  is filed when done); every other alert left without a bundle is a warning, and every outcome is
+  counted (``railscope_collector_alert_outcomes_total``).
 - Bounded: a cooldown per node (across incidents), a cluster-wide cap on requests in flight, a cap
   per incident (the worst few by severity plus a deterministic sample of the rest; the others are
   named in the answer, to capture on demand), a rate limit per alert name, and a kill switch.
@@ -27,6 +31,7 @@ group posted ten times queues once, and the limits can be counted exactly in a t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import re
@@ -45,13 +50,14 @@ from .config import AlertLimits
 from .errors import Refused
 from .fabric import Correlation, Event, FabricConfig, Ledger, Signal, choose, signal_of_alert
 from .metrics import CollectorMetrics
-from .requests import CaptureRequest, check_params, request_for
-from .state import BOARD, FABRIC, LIMITS, STATE
+from .requests import DEFAULT_CLUSTER, CaptureRequest, check_params, request_for
+from .state import BOARD, FABRIC, LIMITS, PRINCIPAL, STATE
 from .storage import StoreError
 
 log = logging.getLogger("railscope.collector.alerts")
 
-__all__ = ["SEVERITY_RANK", "Alert", "AlertLimits", "Decision", "Skip", "Webhook", "WebhookError", "decide",
+__all__ = ["BENIGN_SKIPS", "SEVERITY_RANK", "Alert", "AlertLimits", "Decision", "Reuse", "Skip", "Webhook",
+           "WebhookError", "decide",
            "derive_incident", "parse_webhook"]
 
 #: Worst first; an alert without a known severity ranks below info.
@@ -196,13 +202,43 @@ def derive_incident(group_key: str, earliest: float, alertname: str = "") -> str
     return f"{slug}-{stamp}-{digest}"
 
 
+#: Skip reasons that lose nothing: the capture exists, waits for the fabric correlation, is one of an
+#: incident's many nodes left for on demand (named in the answer), or capture on alert is switched off.
+#: Every other skip is an alert whose node is not captured: logged as a warning and alerted on
+#: (``RailscopeCaptureAlertsDropped``).
+BENIGN_SKIPS = frozenset({"exists", "held", "incident_cap", "disabled"})
+#: The severity label of the outcome series: a closed set.
+_SEVERITIES = ("critical", "warning", "info")
+
+
 @dataclass(frozen=True, slots=True)
 class Skip:
     node: str
     incident: str
-    #: exists | cooldown | incident_cap | in_flight_cap | no_recent_agent_cap | rate_limited | disabled | held
+    #: exists | incident_cap | in_flight_cap | no_recent_agent_cap | rate_limited | disabled |
+    #: held | other_cluster | bad_cluster | reuse_failed
     reason: str
     alertname: str = ""
+    severity: str = ""
+    cluster: str = ""
+
+    @property
+    def dropped(self) -> bool:
+        """Whether the alert's node is left without a bundle for it (see :data:`BENIGN_SKIPS`)."""
+        return self.reason not in BENIGN_SKIPS
+
+
+@dataclass(frozen=True, slots=True)
+class Reuse:
+    """A node captured within the cooldown (for another incident, by an operator, by an alert): the
+    alert's incident gets that bundle, copied under ``request``'s incident and bundle id, instead of a
+    second capture or nothing."""
+
+    #: the alert's request, pending; filed done once the copy is stored
+    request: CaptureRequest
+    #: the recent bundle's key (``<cluster>/<date>/<incident>/<name>``) and when it was captured
+    bundle: str
+    done_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,20 +254,50 @@ class Decision:
     #: the fabric events this payload's alerts belong to: incident -> what it is
     fabric: Mapping[str, str] = field(default_factory=dict)
     truncated: int = 0
+    #: nodes captured within the cooldown: their recent bundle filed under the alert's incident
+    reused: tuple[Reuse, ...] = ()
+    #: nodes being captured for another incident now: the alert's request, stored pending, gets that
+    #: capture's bundle once it is done
+    follow: tuple[CaptureRequest, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         reasons: dict[str, int] = {}
         for s in self.skipped:
             reasons[s.reason] = reasons.get(s.reason, 0) + 1
-        return {"queued": [{"id": r.id, "incident": r.incident, "node": r.node, "plan": r.plan}
-                           for r in self.queue],
+        return {"queued": [{"id": r.id, "incident": r.incident, "node": r.node, "plan": r.plan,
+                            "cluster": r.cluster} for r in self.queue],
+                "reused": [{"id": u.request.id, "incident": u.request.incident, "node": u.request.node,
+                            "cluster": u.request.cluster, "bundle": u.bundle} for u in self.reused]
+                + [{"id": r.id, "incident": r.incident, "node": r.node, "cluster": r.cluster, "bundle": None}
+                   for r in self.follow][:1000],
                 "skipped": reasons,
+                "dropped": [{"incident": s.incident, "node": s.node, "reason": s.reason, "severity": s.severity}
+                            for s in self.skipped if s.dropped][:1000],
                 "on_demand": [{"incident": s.incident, "node": s.node} for s in self.skipped
                               if s.reason == "incident_cap"][:1000],
                 "resolved": self.resolved, "no_node": self.no_node,
                 "no_recent_agent": list(self.no_recent_agent),
                 "fabric": [{"incident": i, "event": t} for i, t in sorted(self.fabric.items())][:100],
                 "truncated_alerts": self.truncated}
+
+    def outcomes(self) -> dict[tuple[str, str, str], int]:
+        """(outcome, reason, severity) -> how many of this decision's alerts had it: ``queued``,
+        ``reused`` or ``skipped`` by reason (the series ``railscope_collector_alert_outcomes_total``)."""
+        out: dict[tuple[str, str, str], int] = {}
+
+        def add(outcome: str, reason: str, severity: str) -> None:
+            key = (outcome, reason, severity if severity in _SEVERITIES else "other")
+            out[key] = out.get(key, 0) + 1
+
+        for r in self.queue:
+            add("queued", "", r.severity)
+        for u in self.reused:
+            add("reused", "", u.request.severity)
+        for r in self.follow:
+            add("reused", "capture_in_flight", r.severity)
+        for s in self.skipped:
+            add("skipped", s.reason, s.severity)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +307,9 @@ class _Target:
     alertname: str
     severity: str
     starts_at: float
+    #: the cluster whose node it is: the alert's ``cluster`` label, else the alerting token's binding,
+    #: else the collector's default cluster
+    cluster: str = ""
 
     @property
     def rank(self) -> int:
@@ -248,28 +317,43 @@ class _Target:
 
 
 def _targets(hook: Webhook, fabric: Correlation | Callable[[], Correlation] | None = None,
-             held: Callable[[Alert], bool] | None = None) -> tuple[list[_Target], int, int, dict[str, Event],
-                                                                  list[_Target]]:
-    """(incident, node) -> its worst firing alert; with the counts of resolved and node-less alerts,
-    the fabric events by incident, and the targets held for the fabric correlation."""
+             held: Callable[[Alert], bool] | None = None, cluster: str | None = None,
+             default_cluster: str = DEFAULT_CLUSTER) -> tuple[list[_Target], int, int, dict[str, Event],
+                                                               list[_Target], list[Skip]]:
+    """(incident, cluster, node) -> its worst firing alert; with the counts of resolved and node-less
+    alerts, the fabric events by incident, the targets held for the fabric correlation, and the alerts
+    refused for their cluster (another than the alerting token's, or not a key part)."""
     firing = [a for a in hook.alerts if a.status == "firing"]
     resolved = len(hook.alerts) - len(firing)
     earliest = min((a.starts_at for a in hook.alerts), default=0.0)
     group_incident = derive_incident(hook.group_key, earliest, hook.common_labels.get("alertname", ""))
-    best: dict[tuple[str, str], _Target] = {}
+    best: dict[tuple[str, str, str], _Target] = {}
     events: dict[str, Event] = {}
-    waiting: dict[str, _Target] = {}
+    waiting: dict[tuple[str, str], _Target] = {}
+    refused: list[Skip] = []
     no_node = 0
     corr: Correlation | None = fabric if isinstance(fabric, Correlation) else None
     for a in firing:
         if not a.node:
             no_node += 1
             continue
+        named = a.labels.get("cluster")
+        where = named if named is not None else cluster or default_cluster
+        try:
+            check_part("cluster", where)
+        except KeyPartError:
+            refused.append(Skip(a.node, a.labels.get("incident", group_incident), "bad_cluster", a.name,
+                                a.severity, where[:63]))
+            continue
+        if cluster is not None and where != cluster:
+            refused.append(Skip(a.node, a.labels.get("incident", group_incident), "other_cluster", a.name,
+                                a.severity, where))
+            continue
         incident = a.labels.get("incident")
         if incident is None:
             sig = signal_of_alert(a.labels, a.starts_at)
             if sig is not None and held is not None and held(a):
-                waiting[a.node] = _Target(group_incident, a.node, a.name, a.severity, a.starts_at)
+                waiting[(where, a.node)] = _Target(group_incident, a.node, a.name, a.severity, a.starts_at, where)
                 continue
             if corr is None and fabric is not None and sig is not None:
                 corr = fabric() if callable(fabric) else fabric  # only when an alert needs it
@@ -277,14 +361,15 @@ def _targets(hook: Webhook, fabric: Correlation | Callable[[], Correlation] | No
             if ev is not None:
                 incident = ev.incident
                 events[incident] = ev
-        t = _Target(incident or group_incident, a.node, a.name, a.severity, a.starts_at)
-        key = (t.incident, t.node)
+        t = _Target(incident or group_incident, a.node, a.name, a.severity, a.starts_at, where)
+        key = (t.incident, where, t.node)
         old = best.get(key)
         if old is None or (t.rank, -t.starts_at) > (old.rank, -old.starts_at):
             best[key] = t
     # A node with an alert decided now is not held for another.
-    held_out = [t for n, t in sorted(waiting.items()) if not any(k[1] == n for k in best)]
-    return list(best.values()), resolved, no_node, events, held_out
+    decided = {(k[1], k[2]) for k in best}
+    held_out = [t for k, t in sorted(waiting.items()) if k not in decided]
+    return list(best.values()), resolved, no_node, events, held_out, refused
 
 
 def _sample_order(incident: str, node: str) -> str:
@@ -293,9 +378,10 @@ def _sample_order(incident: str, node: str) -> str:
 
 
 def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
-           limits: AlertLimits | None = None, agents: Mapping[str, float] | None = None,
+           limits: AlertLimits | None = None, agents: Mapping[Any, float] | None = None,
            fabric: Correlation | Callable[[], Correlation] | None = None,
-           held: Callable[[Alert], bool] | None = None) -> Decision:
+           held: Callable[[Alert], bool] | None = None, *, cluster: str | None = None,
+           default_cluster: str = DEFAULT_CLUSTER) -> Decision:
     """The requests to queue for ``hook``, given the requests already stored.
 
     ``fabric`` (the correlation of the recent rail alerts, ``collector.fabric``, or a function that makes
@@ -303,99 +389,142 @@ def decide(hook: Webhook, existing: Iterable[CaptureRequest], now: float,
     leaf or plane event under the event's incident, and its captures are chosen among the event's
     nodes; ``held`` says which alerts wait for the correlation (skipped as ``held``, decided again later).
 
-    ``agents`` (node -> when its agent last polled; None: every node has one) splits the nodes: those
-    whose agent polled within ``agent_recent_s`` share ``max_in_flight``; the others, which nothing may
-    ever pick up, share ``absent_max_in_flight`` and expire after ``absent_ttl_s``, so a storm of alerts
-    for dead nodes cannot hold the cap from the nodes that can capture.
+    ``agents`` ((cluster, node) -> when its agent last polled; None: every node has one) splits the
+    nodes: those whose agent polled within ``agent_recent_s`` share ``max_in_flight``; the others, which
+    nothing may ever pick up, share ``absent_max_in_flight`` and expire after ``absent_ttl_s``, so a storm
+    of alerts for dead nodes cannot hold the cap from the nodes that can capture.
+
+    Each alert's cluster is its ``cluster`` label, else ``cluster`` (the alerting token's binding), else
+    ``default_cluster``; a token bound to a cluster queues for that cluster only (``other_cluster``).
+    Nodes, caps and the cooldown are per (cluster, node); the in-flight caps and the rate per alert name
+    per cluster. A node captured within the cooldown gets that bundle filed under the alert's incident
+    (``reused``) rather than nothing.
+
+    The stored requests are indexed once (by cluster and node, by incident, by id): the cost is linear
+    in the alerts plus the stored requests, so 5,000 alerts against 20,000 requests take milliseconds.
     """
     limits = limits or AlertLimits()
 
-    def has_agent(node: str) -> bool:
-        return agents is None or now - agents.get(node, float("-inf")) <= limits.agent_recent_s
+    def where(r: CaptureRequest) -> str:
+        return r.cluster or default_cluster
 
-    targets, resolved, no_node, events, waiting = _targets(hook, fabric, held)
+    def has_agent(c: str, node: str) -> bool:
+        return agents is None or now - agents.get((c, node), float("-inf")) <= limits.agent_recent_s
+
+    targets, resolved, no_node, events, waiting, refused = _targets(hook, fabric, held, cluster, default_cluster)
     fabric_names = {i: e.title() for i, e in events.items()}
     existing = list(existing)
-    by_id = {r.id: r for r in existing}
     plan_params = check_params(limits.plan, None)
-    skipped: list[Skip] = [Skip(t.node, t.incident, "held", t.alertname) for t in waiting]
+    skipped: list[Skip] = [*refused, *(Skip(t.node, t.incident, "held", t.alertname, t.severity, t.cluster)
+                                       for t in waiting)]
     if not limits.enabled:
-        skipped = [Skip(t.node, t.incident, "disabled", t.alertname) for t in [*targets, *waiting]]
+        skipped = [*refused, *(Skip(t.node, t.incident, "disabled", t.alertname, t.severity, t.cluster)
+                               for t in [*targets, *waiting])]
         return Decision(skipped=tuple(skipped), resolved=resolved, no_node=no_node, fabric=fabric_names,
                         truncated=hook.truncated)
 
-    in_flight = sum(1 for r in existing if r.in_flight(now) and has_agent(r.node))
-    absent_in_flight = sum(1 for r in existing if r.in_flight(now) and not has_agent(r.node))
-    no_agent: list[str] = []
-    recent_by_node: dict[str, list[CaptureRequest]] = {}
+    # One pass over the stored requests builds every index the decisions below look up.
+    by_id: dict[tuple[str, str], CaptureRequest] = {}
+    in_flight: dict[str, int] = {}
+    absent_in_flight: dict[str, int] = {}
+    recent_by_node: dict[tuple[str, str], list[CaptureRequest]] = {}
+    have_by_incident: dict[str, set[tuple[str, str]]] = {}
+    rate: dict[tuple[str, str], int] = {}
     for r in existing:
-        if r.state == "done" or r.in_flight(now):
-            recent_by_node.setdefault(r.node, []).append(r)
-    rate: dict[str, int] = {}
-    for r in existing:
+        c = where(r)
+        by_id[(c, r.id)] = r
+        live = r.in_flight(now)
+        if live:
+            counts = in_flight if has_agent(c, r.node) else absent_in_flight
+            counts[c] = counts.get(c, 0) + 1
+        if r.state == "done" or live:
+            recent_by_node.setdefault((c, r.node), []).append(r)
+            have_by_incident.setdefault(r.incident, set()).add((c, r.node))
         if r.alertname and now - r.created < limits.rate_window_s:
-            rate[r.alertname] = rate.get(r.alertname, 0) + 1
+            rate[(c, r.alertname)] = rate.get((c, r.alertname), 0) + 1
 
     queue: list[CaptureRequest] = []
+    reused: list[Reuse] = []
+    follow: list[CaptureRequest] = []
     requeued: list[str] = []
+    no_agent: list[str] = []
     incidents: dict[str, list[_Target]] = {}
     for t in targets:
         incidents.setdefault(t.incident, []).append(t)
     for incident in sorted(incidents):
         group = incidents[incident]
-        have = {r.node for r in existing if r.incident == incident and (r.state == "done" or r.in_flight(now))}
+        have = have_by_incident.get(incident, set())
         # Worst first (severity, then the earliest start, then the name); then the sample.
-        group.sort(key=lambda t: (-t.rank, t.starts_at, t.node))
+        group.sort(key=lambda t: (-t.rank, t.starts_at, t.node, t.cluster))
         if incident in events:
             # A fabric event: the worst few and a sample of all its nodes, whichever webhook brings them.
             picked = choose(events[incident], limits.incident_worst, limits.incident_sample)
-            chosen = [t for t in group if t.node in picked]
+            chosen = {(t.cluster, t.node) for t in group if t.node in picked}
         else:
             worst = group[:limits.incident_worst]
             rest = sorted(group[limits.incident_worst:], key=lambda t: _sample_order(incident, t.node))
-            chosen = worst + rest[:limits.incident_sample]
+            chosen = {(t.cluster, t.node) for t in worst + rest[:limits.incident_sample]}
         slots = limits.incident_worst + limits.incident_sample - len(have)
         for t in group:
-            if t.node in have:
-                skipped.append(Skip(t.node, incident, "exists", t.alertname))
+            if (t.cluster, t.node) in have:
+                skipped.append(Skip(t.node, incident, "exists", t.alertname, t.severity, t.cluster))
         for t in group:
-            if t.node in have:
+            c, node = t.cluster, t.node
+            if (c, node) in have:
                 continue
-            if t not in chosen or slots <= 0:
-                skipped.append(Skip(t.node, incident, "incident_cap", t.alertname))
+
+            def skip(reason: str, t: _Target = t, incident: str = incident) -> None:
+                skipped.append(Skip(t.node, incident, reason, t.alertname, t.severity, t.cluster))
+
+            if (c, node) not in chosen or slots <= 0:
+                skip("incident_cap")
                 continue
-            cooling = [r for r in recent_by_node.get(t.node, ())
+            cooling = [r for r in recent_by_node.get((c, node), ())
                        if now - (r.done_at or r.created) < limits.cooldown_s]
             if cooling:
-                skipped.append(Skip(t.node, incident, "cooldown", t.alertname))
+                # Captured moments ago (another incident, an operator, this node's last alert): the
+                # incident gets that bundle rather than a second capture or nothing. A capture still
+                # running has no bundle yet: the alert's request waits for it (stored pending, and
+                # never served within the cooldown after it), and the capture's ``done`` files its
+                # bundle under this incident too (``collector.requests.done``).
+                req = request_for(incident, node, now=now, ttl_s=limits.request_ttl_s, plan=limits.plan,
+                                  params=plan_params, alertname=t.alertname, severity=t.severity, cluster=c)
+                captured = [r for r in cooling if r.state == "done" and r.bundle]
+                if captured:
+                    last = max(captured, key=lambda r: (r.done_at or 0, r.id))
+                    reused.append(Reuse(req, last.bundle or "", last.done_at or int(now)))
+                else:
+                    follow.append(req)
+                    recent_by_node.setdefault((c, node), []).append(req)
+                slots -= 1
                 continue
-            if rate.get(t.alertname, 0) >= limits.rate_per_alertname:
-                skipped.append(Skip(t.node, incident, "rate_limited", t.alertname))
+            if rate.get((c, t.alertname), 0) >= limits.rate_per_alertname:
+                skip("rate_limited")
                 continue
-            present = has_agent(t.node)
-            if present and in_flight >= limits.max_in_flight:
-                skipped.append(Skip(t.node, incident, "in_flight_cap", t.alertname))
+            present = has_agent(c, node)
+            if present and in_flight.get(c, 0) >= limits.max_in_flight:
+                skip("in_flight_cap")
                 continue
-            if not present and absent_in_flight >= limits.absent_max_in_flight:
-                skipped.append(Skip(t.node, incident, "no_recent_agent_cap", t.alertname))
+            if not present and absent_in_flight.get(c, 0) >= limits.absent_max_in_flight:
+                skip("no_recent_agent_cap")
                 continue
             ttl = limits.request_ttl_s if present else limits.absent_ttl_s
-            req = request_for(incident, t.node, now=now, ttl_s=ttl, plan=limits.plan,
-                              params=plan_params, alertname=t.alertname, severity=t.severity)
-            old = by_id.get(req.id)
+            req = request_for(incident, node, now=now, ttl_s=ttl, plan=limits.plan, params=plan_params,
+                              alertname=t.alertname, severity=t.severity, cluster=c)
+            old = by_id.get((c, req.id))
             if old is not None and old.expired(now):
                 requeued.append(old.id)
             queue.append(req)
-            if present:
-                in_flight += 1
-            else:
-                absent_in_flight += 1
-                no_agent.append(t.node)
+            counts = in_flight if present else absent_in_flight
+            counts[c] = counts.get(c, 0) + 1
+            if not present:
+                no_agent.append(node)
             slots -= 1
-            rate[t.alertname] = rate.get(t.alertname, 0) + 1
-            recent_by_node.setdefault(t.node, []).append(req)
+            rate[(c, t.alertname)] = rate.get((c, t.alertname), 0) + 1
+            recent_by_node.setdefault((c, node), []).append(req)
     return Decision(queue=tuple(queue), skipped=tuple(skipped), requeued=tuple(requeued), resolved=resolved,
-                    no_node=no_node, no_recent_agent=tuple(no_agent), fabric=fabric_names, truncated=hook.truncated)
+                    no_node=no_node, no_recent_agent=tuple(no_agent), fabric=fabric_names, truncated=hook.truncated,
+                    reused=tuple(reused), follow=tuple(follow))
 
 
 # -- HTTP: POST /v1/alerts (alerting role) -----------------------------------------------------
@@ -429,8 +558,13 @@ class FabricDesk:
     ``group_interval`` or ``repeat_interval``) decides them; the requests are idempotent either way.
     """
 
-    def __init__(self, limits: AlertLimits, metrics: CollectorMetrics | None = None, max_held: int = 20_000) -> None:
+    def __init__(self, limits: AlertLimits, metrics: CollectorMetrics | None = None, max_held: int = 20_000,
+                 default_cluster: str = DEFAULT_CLUSTER) -> None:
         self.limits = limits
+        #: the cluster of an alert that names none, posted with a token bound to none
+        self.default_cluster = default_cluster
+        #: group key -> the cluster its alerting token is bound to (None: any), kept with a held payload
+        self.held_cluster: dict[str, str | None] = {}
         self.ledger = Ledger(FabricConfig(window_s=limits.fabric_window_s, leaf_min_nodes=limits.leaf_min_nodes,
                                           plane_min_leaves=limits.plane_min_leaves))
         self.metrics = metrics
@@ -465,21 +599,48 @@ class FabricDesk:
         firing = [a for a in hook.alerts if a.status == "firing" and a.node]
         return bool(firing) and all("incident" not in a.labels and held(a) for a in firing)
 
-    def decide(self, hook: Webhook, existing: Iterable[CaptureRequest], now: float,
-               agents: Mapping[str, float] | None = None, fabric: Correlation | None = None) -> Decision:
-        """:func:`decide` with this replica's correlation; a payload with held alerts is kept for later."""
-        held = self.holds(now) if len(self.held) < self.max_held or hook.group_key in self.held else None
-        # While an event's alerts arrive each is held, and nothing is correlated: the correlation runs
-        # once they are decided, and once for all the payloads released together.
-        d = decide(hook, existing, now, self.limits, agents, fabric or self.ledger.correlation, held)
+    def _holds_for(self, hook: Webhook, now: float) -> Callable[[Alert], bool] | None:
+        return self.holds(now) if len(self.held) < self.max_held or hook.group_key in self.held else None
+
+    def _settle(self, hook: Webhook, d: Decision, now: float, cluster: str | None) -> Decision:
         if any(s.reason == "held" for s in d.skipped):
             first = self.held.get(hook.group_key, (hook, now))[1]
             self.held[hook.group_key] = (hook, first)
+            self.held_cluster[hook.group_key] = cluster
         else:
             self.held.pop(hook.group_key, None)
+            self.held_cluster.pop(hook.group_key, None)
         if self.metrics is not None:
             self.metrics.alerts_held.set(len(self.held))
         return d
+
+    def decide(self, hook: Webhook, existing: Iterable[CaptureRequest], now: float,
+               agents: Mapping[Any, float] | None = None, fabric: Correlation | None = None,
+               cluster: str | None = None) -> Decision:
+        """:func:`decide` with this replica's correlation; a payload with held alerts is kept for later."""
+        held = self._holds_for(hook, now)
+        # While an event's alerts arrive each is held, and nothing is correlated: the correlation runs
+        # once they are decided, and once for all the payloads released together.
+        d = decide(hook, existing, now, self.limits, agents, fabric or self.ledger.correlation, held,
+                   cluster=cluster, default_cluster=self.default_cluster)
+        return self._settle(hook, d, now, cluster)
+
+    async def decide_off_loop(self, hook: Webhook, existing: Iterable[CaptureRequest], now: float,
+                              agents: Mapping[Any, float] | None = None, fabric: Correlation | None = None,
+                              cluster: str | None = None) -> Decision:
+        """:meth:`decide`, the policy itself in a worker thread: a payload of thousands of alerts against
+        tens of thousands of stored requests never holds the event loop (the polls, the uploads, the
+        probes). The ledger is touched on the loop only: the correlation, when an alert needs it, is
+        made here first; the worker only looks signals up in it."""
+        held = self._holds_for(hook, now)
+        if fabric is None and any(a.status == "firing" and a.node and "incident" not in a.labels
+                                  and (held is None or not held(a))
+                                  and signal_of_alert(a.labels, a.starts_at) is not None for a in hook.alerts):
+            fabric = self.ledger.correlation()
+        existing = list(existing)
+        d = await asyncio.to_thread(decide, hook, existing, now, self.limits, agents, fabric, held,
+                                    cluster=cluster, default_cluster=self.default_cluster)
+        return self._settle(hook, d, now, cluster)
 
     def due(self, now: float) -> list[Webhook]:
         """The held payloads to decide now: held ``fabric_hold_s`` and either the ledger has been quiet
@@ -522,26 +683,77 @@ class FabricDesk:
         # correlate again (they are held, and decided with the next batch).
         corr = self.ledger.correlation()
         for hook in due:
-            d = self.decide(hook, board.all(), time.time(), agents, corr)
-            queued += await _queue(board, d)
-            _log(hook, d, "after the fabric hold")
+            d = await self.decide_off_loop(hook, board.all(), time.time(), agents, corr,
+                                           self.held_cluster.get(hook.group_key))
+            d = await _queue(board, d)
+            queued += len(d.queue)
+            _record(self.metrics, hook, d, "after the fabric hold")
         self.gauges()
         return queued
 
 
-async def _queue(board: Any, decision: Decision) -> int:
+async def _queue(board: Any, decision: Decision) -> Decision:
+    """The decision's requests stored and its reused bundles filed; the decision as it turned out."""
     for req in decision.queue:
         await board.store.put_small(req.object_key(), req.dumps(), only_new=req.id not in decision.requeued)
         board.note(req)
-    return len(decision.queue)
+    for req in decision.follow:
+        await board.store.put_small(req.object_key(), req.dumps())
+        board.note(req)
+    return await _file_reused(board, decision)
+
+
+async def _file_reused(board: Any, decision: Decision) -> Decision:
+    """The recent bundles of :attr:`Decision.reused` copied under their alert's incident
+    (``collector.rekey``: a copy, the first incident keeps its own) and their requests stored done.
+    A bundle gone meanwhile (deleted, expired) turns that alert into a ``reuse_failed`` skip."""
+    from proto.keys import parse_rel
+
+    from .rekey import file_under_request
+
+    failed: list[Skip] = []
+    for u in decision.reused:
+        req = u.request
+        key = parse_rel(u.bundle)
+        found = await board.store.stat(key) if key is not None else None
+        if found is None:
+            log.warning("the recent bundle %s of %s is gone: %s not filed under %s", u.bundle[:200], req.node,
+                        req.alertname, req.incident)
+            failed.append(Skip(req.node, req.incident, "reuse_failed", req.alertname, req.severity, req.cluster))
+            continue
+        copied = await file_under_request(board.store, found, req.incident, req.id)
+        # done when the first capture was: a chain of reuses never stretches the node's cooldown
+        finished = req.done(copied.key.rel, u.done_at)
+        await board.store.put_small(finished.object_key(), finished.dumps())
+        board.note(finished)
+    if not failed:
+        return decision
+    gone = {(s.cluster, s.node, s.incident) for s in failed}
+    return dataclasses.replace(decision, skipped=(*decision.skipped, *failed), reused=tuple(
+        u for u in decision.reused if (u.request.cluster, u.request.node, u.request.incident) not in gone))
 
 
 def _log(hook: Webhook, decision: Decision, when: str = "") -> None:
+    """One line per alert group; a warning, naming them, when an alert's node is left without a bundle
+    for it (a critical one first): never only an info line that nobody reads."""
     answer = decision.to_json()
-    log.info("alert group %s%s: %d queued (%d without a recent agent), skipped %s, %d resolved, %d without node%s",
-             hook.group_key[:120], f" {when}" if when else "", len(decision.queue), len(decision.no_recent_agent),
-             answer["skipped"], decision.resolved, decision.no_node,
-             f", fabric {sorted(decision.fabric.values())[:4]}" if decision.fabric else "")
+    dropped = sorted((s for s in decision.skipped if s.dropped), key=lambda s: -SEVERITY_RANK.get(s.severity, 0))
+    level = logging.WARNING if dropped else logging.INFO
+    log.log(level, "alert group %s%s: %d queued (%d without a recent agent), %d reused, skipped %s, %d resolved, "
+                   "%d without node%s%s",
+            hook.group_key[:120], f" {when}" if when else "", len(decision.queue), len(decision.no_recent_agent),
+            len(decision.reused) + len(decision.follow), answer["skipped"], decision.resolved, decision.no_node,
+            f", fabric {sorted(decision.fabric.values())[:4]}" if decision.fabric else "",
+            "; not captured: " + ", ".join(f"{s.node} ({s.severity or 'no severity'} {s.alertname}: {s.reason})"
+                                            for s in dropped[:10]) if dropped else "")
+
+
+def _record(metrics: CollectorMetrics | None, hook: Webhook, decision: Decision, when: str = "") -> None:
+    """Every outcome of the group's alerts as a series, and the log line."""
+    if metrics is not None:
+        for (outcome, reason, severity), n in decision.outcomes().items():
+            metrics.alert_outcomes.labels(outcome, reason, severity).inc(n)
+    _log(hook, decision, when)
 
 
 async def receive(request: web.Request) -> web.Response:
@@ -557,18 +769,20 @@ async def receive(request: web.Request) -> web.Response:
     try:
         now = time.time()
         desk.observe(hook, now)
+        principal = request.get(PRINCIPAL)
+        cluster = principal.cluster if principal is not None else None
         if desk.all_held(hook, now):
-            decision = desk.decide(hook, (), now)
+            decision = desk.decide(hook, (), now, cluster=cluster)
         else:
             # A fresh view: another replica may have queued for this group a moment ago.
             await board.refresh()
             agents = await board.agents_seen()
-            decision = desk.decide(hook, board.all(), time.time(), agents)
-            await _queue(board, decision)
+            decision = await desk.decide_off_loop(hook, board.all(), time.time(), agents, cluster=cluster)
+            decision = await _queue(board, decision)
     except StoreError as exc:
         # 5xx: Alertmanager sends the group again, and the requests are idempotent.
         raise Refused(503, "store_unavailable", str(exc)[:200], headers={"Retry-After": "10"}) from None
-    _log(hook, decision)
+    _record(desk.metrics, hook, decision)
     return web.json_response(decision.to_json())
 
 
@@ -578,7 +792,8 @@ def setup(app: web.Application, limits: AlertLimits | None = None) -> None:
     limits = limits or app[STATE].settings.alerts
     check_params(limits.plan, None)
     app[LIMITS] = limits
-    desk = app[FABRIC] = FabricDesk(limits, app[STATE].metrics)
+    desk = app[FABRIC] = FabricDesk(limits, app[STATE].metrics,
+                                    default_cluster=app[STATE].settings.cluster or DEFAULT_CLUSTER)
 
     async def loop() -> None:
         while True:

@@ -22,6 +22,7 @@ from pathlib import Path
 import aiohttp
 
 from proto.keys import KeyPartError, check_part
+from proto.requests import DEFAULT_CLUSTER
 from proto.tokens import TokenFileError, read_token_list
 
 from .config import CollectorSettings, SettingsError
@@ -57,13 +58,17 @@ class Principal:
     roles: frozenset[str]
     node: str | None = None  # an agent's node; None: any node (operators, --insecure-dev)
     name: str = ""
-    cluster: str | None = None  # the only cluster an agent stores bundles for; None: any
+    #: the only cluster an agent stores bundles for, polls and closes requests of (every agent token
+    #: is bound to one: its line's, else --cluster's, else ``default``), or that an alerting token
+    #: queues captures for; None: any (operators, unbound alerting tokens, --insecure-dev)
+    cluster: str | None = None
 
     def require_cluster(self, cluster: str) -> None:
-        """An agent bound to a cluster uploads under that cluster's name only."""
+        """A token bound to a cluster acts for that cluster only."""
         if self.cluster is not None and cluster != self.cluster:
-            raise AuthError(403, "forbidden", f"{self.name or 'this token'} stores bundles for cluster "
-                                              f"{self.cluster}, not {cluster}")
+            raise AuthError(403, "forbidden", f"{self.name or 'this token'} is bound to cluster {self.cluster}, "
+                                              f"not {cluster} (the collector's --cluster, or the cluster at the end "
+                                              "of the token's line)")
 
     def require(self, role: str, node: str | None = None) -> None:
         if role not in self.roles:
@@ -78,7 +83,10 @@ def _digest(token: str) -> bytes:
 
 def load_tokens(path: str, role: str, cluster: str | None = None) -> list[tuple[bytes, Principal]]:
     """A token file: one token per line (``#`` comments); agent files name the node first and may name
-    the token's cluster last: ``<node> <token> [<cluster>]`` (without one, ``cluster``)."""
+    the token's cluster last: ``<node> <token> [<cluster>]`` (without one, ``cluster``, else
+    ``default``: an agent token is always bound to one cluster); alerting files may bind a token to a
+    cluster, ``<token> [<cluster>]`` (without one, ``cluster``; without that either, the alerts'
+    ``cluster`` label decides)."""
     # The one token-file reader (proto.tokens): owner-only (or the pod's own group: the chart mounts
     # the Secret 0440 with the pod's fsGroup, since the collector runs as nobody), bounded in size.
     try:
@@ -96,11 +104,19 @@ def load_tokens(path: str, role: str, cluster: str | None = None) -> list[tuple[
                 raise SettingsError(f"{path}:{n}: an agent token line is '<node> <token> [<cluster>]'")
             try:
                 node = check_part("node", words[0])
-                bound = check_part("cluster", words[2]) if len(words) == 3 else cluster
+                bound = check_part("cluster", words[2]) if len(words) == 3 else cluster or DEFAULT_CLUSTER
             except KeyPartError as exc:
                 raise SettingsError(f"{path}:{n}: {exc}") from None
             token, principal = words[1], Principal(frozenset({"agent"}), node=node, name=f"agent {node}",
                                                    cluster=bound)
+        elif role == "alerting":
+            if len(words) not in (1, 2):
+                raise SettingsError(f"{path}:{n}: an alerting token line is '<token> [<cluster>]'")
+            try:
+                bound = check_part("cluster", words[1]) if len(words) == 2 else cluster
+            except KeyPartError as exc:
+                raise SettingsError(f"{path}:{n}: {exc}") from None
+            token, principal = words[0], Principal(frozenset({role}), name=role, cluster=bound)
         else:
             if len(words) != 1:
                 raise SettingsError(f"{path}:{n}: one token per line")
@@ -124,6 +140,14 @@ class Authenticator:
             if path:
                 self._static += load_tokens(path, role, settings.cluster)
         self._review = bool(settings.tokenreview_url)
+        if settings.cluster is None and (self._review or any(
+                "agent" in p.roles and p.cluster == DEFAULT_CLUSTER for _d, p in self._static)):
+            # Agent tokens used to upload for any cluster without --cluster; now each is bound to one,
+            # so an agent started with --cluster <other> is refused 403 until this is set.
+            log.warning("--cluster is not set: agent tokens that name no cluster are bound to cluster %r "
+                        "(their bundles, polls and capture requests); set --cluster (chart: "
+                        "collector.flags.cluster, else agent.cluster) to the agents' --cluster, or name the "
+                        "cluster at the end of each agent token line", DEFAULT_CLUSTER)
         if not self._static and not self._review and not settings.insecure_dev:
             raise SettingsError("no token source (--agent-token-file, --operator-token-file, "
                                 "--alerting-token-file, --tokenreview-url): refusing to serve without "
@@ -293,4 +317,5 @@ class Authenticator:
             node = check_part("node", nodes[0])
         except KeyPartError:
             return None
-        return Principal(frozenset({"agent"}), node=node, name=f"agent {node}", cluster=self.settings.cluster)
+        return Principal(frozenset({"agent"}), node=node, name=f"agent {node}",
+                         cluster=self.settings.cluster or DEFAULT_CLUSTER)

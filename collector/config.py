@@ -151,6 +151,9 @@ class CollectorSettings:
     max_inflight_per_node: int = 2
     #: uploads one node may start per hour on this replica (0: no cap); past it 429 with Retry-After
     max_uploads_per_node_hour: int = 600
+    #: bundle bytes one node may send per hour on this replica; past it 429 with Retry-After (one token
+    #: must not fill the store with a few huge bundles any more than with many small ones)
+    max_upload_bytes_per_node_hour: int = 32 << 30
     #: an upload still receiving after this long is ended (408), however fast it trickles
     max_upload_s: float = 1800.0
     retry_after_s: int = 5
@@ -199,6 +202,8 @@ class CollectorSettings:
             raise SettingsError("--max-inflight-per-node must be at least 1")
         if self.max_uploads_per_node_hour < 0:
             raise SettingsError("--max-uploads-per-node-hour must not be negative")
+        if self.max_upload_bytes_per_node_hour < 1:
+            raise SettingsError("--max-upload-bytes-per-node-hour must be at least 1 byte")
         if self.max_upload_s <= 0:
             raise SettingsError("--max-upload-duration must be positive")
         if self.cluster is not None:

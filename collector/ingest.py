@@ -61,23 +61,68 @@ async def _admit(request: web.Request, take: bool = True) -> Principal:
                       headers={"Retry-After": str(col.settings.retry_after_s)})
     principal = request[PRINCIPAL]
     cap = col.settings.node_inflight_cap
-    if principal.node is not None and col.in_flight_by_node.get(principal.node, 0) >= cap:
+    # per (cluster, node): node names repeat across clusters, and one cluster's n1 must not spend another's
+    who = (principal.cluster or "", principal.node or "")
+    if principal.node is not None and col.in_flight_by_node.get(who, 0) >= cap:
         # One node trickling uploads must not hold the slots every other node needs.
         raise Refused(429, "busy", f"node {principal.node} has {cap} uploads in "
                                    "flight on this replica; retry later",
                       headers={"Retry-After": str(col.settings.retry_after_s)})
     if principal.node is not None and col.settings.max_uploads_per_node_hour > 0:
-        _count_upload(col, principal.node, take)
+        _count_upload(col, who, take)
+    if principal.node is not None:
+        _check_bytes(col, who)
     return principal
 
 
-def _count_upload(col: Collector, node: str, take: bool) -> None:
+def _bytes_window(col: Collector, who: tuple[str, str], now: float) -> deque[tuple[float, int]]:
+    seen = col.bytes_by_node.setdefault(who, deque())
+    while seen and now - seen[0][0] >= 3600:
+        seen.popleft()
+    return seen
+
+
+def _check_bytes(col: Collector, who: tuple[str, str]) -> None:
+    """429 while the bundle bytes ``who`` sent this hour reach ``--max-upload-bytes-per-node-hour``:
+    the upload count alone lets one token fill the store with a few bundles of the largest size."""
+    now = time.monotonic()
+    seen = _bytes_window(col, who, now)
+    cap = col.settings.max_upload_bytes_per_node_hour
+    total = sum(n for _t, n in seen)
+    if total >= cap:
+        # until enough of the hour's oldest bytes leave the window to bring the node under its cap
+        drop, wait = total - cap, 1
+        for t, n in seen:
+            drop -= n
+            wait = max(1, int(3600 - (now - t)) + 1)
+            if drop < 0:
+                break
+        raise Refused(429, "busy", f"node {who[1]} sent {total} bundle bytes in the last hour on this replica "
+                                   "(--max-upload-bytes-per-node-hour); retry later", headers={"Retry-After": str(wait)})
+
+
+def charge_bytes(col: Collector, who: tuple[str, str], n: int) -> None:
+    """``n`` more bundle bytes received from ``who`` (chunk data as it arrives: concurrent uploads count)."""
+    now = time.monotonic()
+    seen = _bytes_window(col, who, now)
+    if seen and now - seen[-1][0] < 1.0:  # one entry per second: the window stays small
+        t, m = seen.pop()
+        seen.append((t, m + n))
+    else:
+        seen.append((now, n))
+    if len(col.bytes_by_node) > 10_000:  # nodes gone quiet: forget them
+        for quiet in [k for k, q in col.bytes_by_node.items() if not q or now - q[-1][0] >= 3600]:
+            del col.bytes_by_node[quiet]
+
+
+def _count_upload(col: Collector, who: tuple[str, str], take: bool) -> None:
     """One more upload of ``node`` this hour (``take``; else only the check of ``Expect: 100-continue``,
     the upload itself counts), or 429 until its oldest leaves the window: one token must not fill the
     store with hundreds of bundles a second."""
     now = time.monotonic()
     cap = col.settings.max_uploads_per_node_hour
-    seen = col.uploads_by_node.setdefault(node, deque())
+    node = who[1]
+    seen = col.uploads_by_node.setdefault(who, deque())
     while seen and now - seen[0] >= 3600:
         seen.popleft()
     if len(seen) >= cap:
@@ -113,7 +158,7 @@ async def upload(request: web.Request) -> web.Response:
         r.close = True  # the body is unread
         raise
     col.in_flight += 1
-    node = principal.node
+    node = (principal.cluster or "", principal.node) if principal.node is not None else None
     if node is not None:
         col.in_flight_by_node[node] = col.in_flight_by_node.get(node, 0) + 1
     col.metrics.in_flight.inc()
@@ -249,6 +294,8 @@ class _Ingest:
         if self.total > self.s.max_bundle_bytes:
             raise Refused(413, "too_large", f"the bundle passes --max-bundle-size ({self.s.max_bundle_bytes} bytes)")
         self.col.metrics.bytes_in.inc(len(data))
+        if self.principal.node is not None:
+            charge_bytes(self.col, (self.principal.cluster or "", self.principal.node), len(data))
         await self._hash(data)
         if self.writer is not None:
             await self.writer.write(data)

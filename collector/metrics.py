@@ -51,6 +51,19 @@ class CollectorMetrics:
         self.alerts_held = Gauge("railscope_collector_alerts_held",
                                  "Alert payloads whose rail alerts wait for the fabric correlation (--fabric-hold).",
                                  registry=r)
+        #: every alert of every group posted, by what became of it: queued (a capture), reused (the node's
+        #: bundle of moments ago filed under the alert's incident) or skipped by reason
+        self.alert_outcomes = Counter("railscope_collector_alert_outcomes",
+                                      "Firing alerts with a node, by outcome (queued, reused, skipped), the skip's "
+                                      "reason and the alert's severity label (critical, warning, info, other); "
+                                      "counted again on each resend of the group.",
+                                      ["outcome", "reason", "alert_severity"],
+                                      registry=r)
+        for severity in ("critical", "warning", "info", "other"):
+            self.alert_outcomes.labels("queued", "", severity)
+            self.alert_outcomes.labels("reused", "", severity)
+            self.alert_outcomes.labels("reused", "capture_in_flight", severity)
+            self.alert_outcomes.labels("skipped", "rate_limited", severity)
         self.fabric_events = Gauge("railscope_collector_fabric_events",
                                    "Fabric events in this replica's window: rails of several nodes that degraded "
                                    "together behind one leaf, one plane or one optics batch.", ["kind"], registry=r)

@@ -37,10 +37,12 @@ class Collector:
     auth: Authenticator
     metrics: CollectorMetrics = field(default_factory=CollectorMetrics)
     in_flight: int = 0
-    #: uploads in flight per node (agent principals): no node holds every slot
-    in_flight_by_node: dict[str, int] = field(default_factory=dict)
-    #: node -> when (monotonic) each of its uploads of the last hour was admitted on this replica
-    uploads_by_node: dict[str, deque[float]] = field(default_factory=dict)
+    #: (cluster, node) -> uploads in flight (agent principals): no node holds every slot
+    in_flight_by_node: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (cluster, node) -> when (monotonic) each of its uploads of the last hour was admitted on this replica
+    uploads_by_node: dict[tuple[str, str], deque[float]] = field(default_factory=dict)
+    #: (cluster, node) -> (monotonic time, bundle bytes) received of the last hour on this replica
+    bytes_by_node: dict[tuple[str, str], deque[tuple[float, int]]] = field(default_factory=dict)
     #: /readyz's cached answer
     readiness: Readiness = field(default_factory=Readiness)
 

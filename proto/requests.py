@@ -4,7 +4,7 @@ A request names a fixed, versioned capture plan and its parameters — never a c
 the plan name to code it ships, so a collector (or whoever can write to the bucket) cannot make a
 privileged pod run anything new. Its id is the bundle id of ``bundle_id(incident, node, plan_ref)``,
 so a request captured twice is stored once. The collector writes a request as :meth:`CaptureRequest.dumps`
-below ``_requests/<node>/<id>.json``; the agent reads the same document from ``GET /v1/requests``.
+below ``_requests/<cluster>/<node>/<id>.json``; the agent reads the same document from ``GET /v1/requests``.
 Both parse it with :meth:`CaptureRequest.from_json`, which checks every field, so what the bucket holds
 is never trusted by either side.
 """
@@ -19,6 +19,7 @@ from typing import Any
 from proto.keys import KeyPartError, bundle_id, check_part
 
 __all__ = [
+    "DEFAULT_CLUSTER",
     "DEFAULT_PLAN",
     "MAX_POLL_WAIT_S",
     "MAX_REQUEST_BYTES",
@@ -39,6 +40,10 @@ __all__ = [
 ]
 
 REQUEST_SCHEMA = "railscope.request/v1"
+#: The cluster of a capture that names none (the agent's bundles without ``--cluster``, the requests
+#: and tokens of a collector without ``--cluster``), and the cluster of a request stored before
+#: requests named theirs.
+DEFAULT_CLUSTER = "default"
 #: The directory of requests below the store prefix (``_`` starts no cluster name: never mixed with bundles).
 REQUESTS_DIR = "_requests"
 MAX_REQUEST_BYTES = 16 * 1024
@@ -123,9 +128,12 @@ def take_id(incident: str, node: str, ref: str, take: int = 1) -> str:
     return bundle_id(incident, node, ref if take == 1 else f"{ref}#take{take}")
 
 
-def object_key(node: str, rid: str) -> str:
-    """Where the request ``rid`` of ``node`` lives below the store prefix."""
-    return f"{REQUESTS_DIR}/{check_part('node', node)}/{check_part('request id', rid)}.json"
+def object_key(node: str, rid: str, cluster: str = "") -> str:
+    """Where the request ``rid`` of ``node`` in ``cluster`` lives below the store prefix:
+    ``_requests/<cluster>/<node>/<id>.json``; a request that names no cluster (stored before requests
+    named theirs) lives at ``_requests/<node>/<id>.json``, one level up, so the two never meet."""
+    where = f"{check_part('cluster', cluster)}/" if cluster else ""
+    return f"{REQUESTS_DIR}/{where}{check_part('node', node)}/{check_part('request id', rid)}.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +157,13 @@ class CaptureRequest:
     #: the n-th capture of this node for this incident (an operator asking again once the first was
     #: stored): part of the id from the second on, so each take is a bundle of its own
     take: int = 1
+    #: the cluster whose node must capture (a key part); empty in a request stored before requests
+    #: named their cluster: it is then the reader's default cluster (:meth:`in_cluster`)
+    cluster: str = ""
+
+    def in_cluster(self, default: str = DEFAULT_CLUSTER) -> str:
+        """The cluster this request is for: its own, or ``default`` for one that names none."""
+        return self.cluster or default
 
     @property
     def plan_ref(self) -> str:
@@ -169,7 +184,8 @@ class CaptureRequest:
                 "plan": self.plan, "plan_version": self.plan_version, "params": dict(self.params),
                 "created": self.created, "expires": self.expires, "source": self.source,
                 "alertname": self.alertname, "severity": self.severity, "state": self.state,
-                "bundle": self.bundle, "done_at": self.done_at, **({"take": self.take} if self.take > 1 else {})}
+                "bundle": self.bundle, "done_at": self.done_at, **({"take": self.take} if self.take > 1 else {}),
+                **({"cluster": self.cluster} if self.cluster else {})}
 
     def dumps(self) -> bytes:
         """The canonical encoding (SPEC: keys sorted, no spaces, non-ASCII escaped)."""
@@ -197,6 +213,7 @@ class CaptureRequest:
         try:
             incident = check_part("incident", doc.get("incident"))
             node = check_part("node", doc.get("node"))
+            cluster = check_part("cluster", doc["cluster"]) if "cluster" in doc else ""
         except KeyPartError as exc:
             raise RequestError(str(exc), "key_part") from None
         plan = doc.get("plan")
@@ -228,21 +245,25 @@ class CaptureRequest:
         return cls(id=rid, incident=incident, node=node, plan=spec.name, plan_version=spec.version, params=params,
                    created=ints["created"], expires=ints["expires"], source=text["source"] or "alert",
                    alertname=text["alertname"], severity=text["severity"], state=state,
-                   bundle=bundle, done_at=done_at if type(done_at) is int else None, take=take)
+                   bundle=bundle, done_at=done_at if type(done_at) is int else None, take=take,
+                   cluster=cluster)
 
     def object_key(self) -> str:
         """The key below the store prefix."""
-        return object_key(self.node, self.id)
+        return object_key(self.node, self.id, self.cluster)
 
 
 def request_for(incident: str, node: str, *, now: float, ttl_s: float, plan: str = DEFAULT_PLAN,
                 params: Mapping[str, Any] | None = None, source: str = "alert", alertname: str = "",
-                severity: str = "") -> CaptureRequest:
-    """A new pending request; :class:`KeyPartError` / :class:`RequestError` for a bad part or plan."""
+                severity: str = "", cluster: str = DEFAULT_CLUSTER) -> CaptureRequest:
+    """A new pending request for ``node`` of ``cluster``; :class:`KeyPartError` / :class:`RequestError`
+    for a bad part or plan."""
     check_part("incident", incident)
     check_part("node", node)
+    check_part("cluster", cluster)
     full = check_params(plan, params)
     return CaptureRequest(id=bundle_id(incident, node, plan_ref(plan, full)), incident=incident, node=node,
                           plan=plan, plan_version=PLANS[plan].version, params=full, created=int(now),
                           expires=int(now + ttl_s), source=source[:_TEXT["source"]],
-                          alertname=alertname[:_TEXT["alertname"]], severity=severity[:_TEXT["severity"]])
+                          alertname=alertname[:_TEXT["alertname"]], severity=severity[:_TEXT["severity"]],
+                          cluster=cluster)

@@ -561,22 +561,26 @@ class CollectorClient:
                                             limit=MAX_SMALL_ANSWER_BYTES, call="done"))
 
     async def queue(self, node: str, incident: str, *, plan: str = DEFAULT_PLAN,
-                    params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """``POST /v1/requests`` (operator): a capture of ``node`` for ``incident``; the request document."""
-        body = {"node": node, "incident": incident, "plan": plan, "params": dict(params or {})}
+                    params: Mapping[str, Any] | None = None, cluster: str | None = None) -> dict[str, Any]:
+        """``POST /v1/requests`` (operator): a capture of ``node`` of ``cluster`` (None: the collector's
+        default) for ``incident``; the request document."""
+        body = {"node": node, "incident": incident, "plan": plan, "params": dict(params or {}),
+                **({"cluster": cluster} if cluster else {})}
         return _request_of(await self._call("POST", "/v1/requests", body=body, ok=(200, 201),
                                             limit=MAX_SMALL_ANSWER_BYTES, call="queue"))
 
-    async def show(self, node: str, rid: str) -> dict[str, Any]:
-        """``GET /v1/requests/<node>/<id>``: the request document."""
-        return _request_of(await self._call("GET", f"/v1/requests/{quote(node)}/{quote(rid)}",
+    async def show(self, node: str, rid: str, cluster: str | None = None) -> dict[str, Any]:
+        """``GET /v1/requests/<node>/<id>``: the request document (of ``cluster``; None: the default)."""
+        query = f"?{urlencode({'cluster': cluster})}" if cluster else ""
+        return _request_of(await self._call("GET", f"/v1/requests/{quote(node)}/{quote(rid)}{query}",
                                             limit=MAX_SMALL_ANSWER_BYTES))
 
-    async def wait_done(self, node: str, rid: str, timeout_s: float, poll_s: float = 2.0) -> dict[str, Any]:
+    async def wait_done(self, node: str, rid: str, timeout_s: float, poll_s: float = 2.0,
+                        cluster: str | None = None) -> dict[str, Any]:
         """The request once done (its ``bundle`` the stored key), or :class:`CollectorError` after ``timeout_s``."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while (req := await self.show(node, rid)).get("state") != "done":
+        while (req := await self.show(node, rid, cluster)).get("state") != "done":
             if loop.time() > deadline:
                 raise CollectorError(f"request {rid} not done after {timeout_s:.0f} s (is the agent of {node} "
                                      f"running with --collector?)", code="timeout")

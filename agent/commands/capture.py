@@ -28,7 +28,8 @@ def register_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node", default=env_default("node", None),
                    help="Node name for the manifest and the bundle's name. Default: the node's hostname.")
     p.add_argument("--cluster", default=env_default("cluster", None),
-                   help="Cluster name for the manifest. Default: none (null).")
+                   help="Cluster name for the manifest; with --collector and --node, the cluster whose node is "
+                        "asked to capture. Default: none (null; the collector's own cluster).")
     p.add_argument("--incident", default=None, help="Incident id for the manifest. Default: none (null).")
     p.add_argument("--command-timeout", type=duration, default=10.0, metavar="SECONDS",
                    help="Timeout of each command the readers run (devlink, rdma, ovs-vsctl). Default: 10.")
@@ -133,7 +134,8 @@ def _request(args: argparse.Namespace) -> int:
     try:
         req = asyncio.run(queue_request(args.collector, node, incident, token_file=args.operator_token_file,
                                         params=params, wait_s=args.wait_timeout if args.wait else None,
-                                        client=_client(args, args.operator_token_file, "--token-file")))
+                                        client=_client(args, args.operator_token_file, "--token-file"),
+                                        cluster=args.cluster))
     except RequestFailed as exc:
         print(f"railscope capture: {exc}", file=sys.stderr)
         return 1

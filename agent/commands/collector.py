@@ -36,10 +36,13 @@ TABLE: tuple[Setting, ...] = (
     Setting("--log-level", "Least severe log lines written. Default: info.", default="info",
             choices=("debug", "info", "warning", "error"), group=_SERVING),
     Setting("--agent-token-file", "Static agent tokens, one '<node> <token> [<cluster>]' per line: each uploads as "
-            "its node only, and for its cluster only (without one, --cluster's). Default: none.", metavar="FILE",
+            "its node only, and for its cluster only (without one, --cluster's, else 'default'). Default: none.", metavar="FILE",
             group=_AUTH, field="agent_token_file", chart="fixed"),
     Setting("--cluster", "The cluster this collector stores for: TokenReview'd agents and agent tokens naming no "
-            "cluster upload under this name only (403 otherwise). Default: none (any).", metavar="NAME",
+            "cluster upload, poll and close capture requests under this name only (403 otherwise); alerting "
+            "tokens naming no cluster capture its nodes only (an alert labelled another cluster is skipped, "
+            "other_cluster). Default: none: agents are bound to 'default', the agents' own default (a "
+            "warning at start), and alerts' cluster label decides.", metavar="NAME",
             group=_AUTH, field="cluster"),
     Setting("--operator-token-file", "Static operator tokens (list, fetch, verify), one per line. Default: none.",
             metavar="FILE", group=_AUTH, field="operator_token_file", chart="fixed"),
@@ -89,6 +92,10 @@ TABLE: tuple[Setting, ...] = (
     Setting("--max-uploads-per-node-hour", "Uploads one node may start per hour on this replica; beyond, 429 with a "
             "Retry-After until the oldest leaves the hour (0: no cap). Default: 600.", type=count(0), default="600",
             group=_LIMITS, field="max_uploads_per_node_hour"),
+    Setting("--max-upload-bytes-per-node-hour", "Bundle bytes one node may send per hour on this replica; past it, "
+            "429 with a Retry-After until the hour's oldest bytes leave it (a few bundles of --max-bundle-size "
+            "an hour, whatever their number). Default: 32G.", type=size, default="32G", group=_LIMITS,
+            field="max_upload_bytes_per_node_hour"),
     Setting("--max-upload-duration", "An upload still receiving after this long is ended (408), however fast it "
             "trickles; keep --stale-part-age above it. Default: 30m.", type=duration, default="30m", group=_LIMITS,
             field="max_upload_s"),

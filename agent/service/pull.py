@@ -37,7 +37,7 @@ from agent.config import AgentSettings
 from agent.findings import EVENT_CODES
 from agent.service.background import run_with_app
 from proto.keys import KeyPartError, check_part, parse_rel
-from proto.requests import DEFAULT_PLAN, POLL_WAIT_S, CaptureRequest, RequestError
+from proto.requests import DEFAULT_CLUSTER, DEFAULT_PLAN, POLL_WAIT_S, CaptureRequest, RequestError
 
 if TYPE_CHECKING:
     from agent.service.daemon import Agent
@@ -63,11 +63,15 @@ _DONE_MEMORY = 256
 _UPLOADED_MEMORY = 64
 
 
-def parse_request(doc: Any, node: str) -> CaptureRequest:
-    """A request from the collector, checked by the contract and against this node, or :class:`RequestError`."""
+def parse_request(doc: Any, node: str, cluster: str | None = None) -> CaptureRequest:
+    """A request from the collector, checked by the contract and against this node and cluster (a
+    request naming another cluster is another machine's of the same name), or :class:`RequestError`."""
     req = CaptureRequest.from_json(doc)
     if req.node != node:
         raise RequestError(f"a request for node {req.node!r}, not this node", "node")
+    if cluster is not None and req.cluster and req.cluster != cluster:
+        raise RequestError(f"a request for node {req.node} of cluster {req.cluster!r}, not this node's "
+                           f"cluster {cluster!r} (--cluster)", "node")
     return req
 
 
@@ -235,7 +239,7 @@ class RequestPuller:
         docs = await self.client.poll(self.node, self.wait_s)
         for item in docs:
             try:
-                req = parse_request(item, self.node)
+                req = parse_request(item, self.node, self.settings.cluster or DEFAULT_CLUSTER)
             except RequestError as exc:
                 log.warning("refusing a capture request: %s", exc)
                 continue
@@ -343,7 +347,7 @@ class RequestFailed(Exception):
 async def queue_request(url: str, node: str, incident: str, *, token_file: str | None = None,
                         wait_s: float | None = None, poll_s: float = 2.0, plan: str = DEFAULT_PLAN,
                         params: Mapping[str, Any] | None = None,
-                        client: CollectorClient | None = None) -> dict[str, Any]:
+                        client: CollectorClient | None = None, cluster: str | None = None) -> dict[str, Any]:
     """Queue a capture of ``node`` for ``incident`` (operator role); with ``wait_s``, wait for its bundle.
     ``client``: the one to use (the CLI's: its CA, its deadline), else one for ``url`` and ``token_file``.
 
@@ -351,9 +355,9 @@ async def queue_request(url: str, node: str, incident: str, *, token_file: str |
     """
     try:
         async with client or CollectorClient(url, token_file=token_file, token_flag="--token-file") as client:
-            req = await client.queue(node, incident, plan=plan, params=params)
+            req = await client.queue(node, incident, plan=plan, params=params, cluster=cluster)
             if wait_s is None:
                 return req
-            return await client.wait_done(node, str(req.get("id")), wait_s, poll_s)
+            return await client.wait_done(node, str(req.get("id")), wait_s, poll_s, cluster=cluster)
     except CollectorError as exc:
         raise RequestFailed(str(exc)) from None

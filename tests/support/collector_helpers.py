@@ -41,7 +41,8 @@ def write_tokens(d: Path) -> dict[str, str]:
 
 
 def local_settings(tmp_path: Path, **kw: object) -> CollectorSettings:
-    base = CollectorSettings(store=StoreURL(kind="local", path=str(tmp_path / "store")),
+    # The agent tokens are bound to HELLO's cluster (an agent token is always bound to one).
+    base = CollectorSettings(store=StoreURL(kind="local", path=str(tmp_path / "store")), cluster=HELLO.cluster,
                              **write_tokens(tmp_path / "tokens"))  # type: ignore[arg-type]
     return replace(base, **kw)  # type: ignore[arg-type]
 

@@ -56,7 +56,8 @@ def review_settings(tmp_path: Path, api: str) -> CollectorSettings:
     # The stand-in publishes no issuer keys, and every client here is 127.0.0.1: the budget per
     # address (test_collector_tokenreview) is opened wide so these tests see the review alone.
     return CollectorSettings(store=StoreURL(kind="local", path=str(tmp_path / "store")), tokenreview_url=api,
-                             tokenreview_token_file=str(own), tokenreview_peer_rate=1e6)
+                             tokenreview_token_file=str(own), tokenreview_peer_rate=1e6,
+                             cluster="prod-east")  # HELLO's: a reviewed agent is bound to the collector's
 
 
 def sa(name: str) -> str:

@@ -205,9 +205,13 @@ def test_junk_in_the_request_directory_is_never_served(tmp_path: Path) -> None:
             (path,) = [p for p in _requests(tmp_path) if "gpu-node-017" in str(p)]
             doc = json.loads(path.read_text())
             # Someone with bucket access rewrites the request: another node's id, then garbage.
-            forged = tmp_path / "store" / "_requests" / "gpu-node-017" / "b000000000000000000000000.json"
+            forged = path.parent / "b000000000000000000000000.json"
             forged.write_text(json.dumps({**doc, "plan": "node-bundle", "params": {"argv": ["sh", "-c", "id"]}}))
-            (tmp_path / "store" / "_requests" / "gpu-node-017" / "junk.json").write_bytes(b"\x00" * 100)
+            (path.parent / "junk.json").write_bytes(b"\x00" * 100)
+            # ... and a request of an older collector (no cluster) for another node's id
+            legacy = tmp_path / "store" / "_requests" / "gpu-node-017" / "b000000000000000000000001.json"
+            legacy.parent.mkdir(parents=True)
+            legacy.write_text(json.dumps({k: v for k, v in doc.items() if k != "cluster"}))
             await asyncio.sleep(0.1)
             poll = await _call("GET", url + "/v1/requests?node=gpu-node-017&wait=3", token=AGENT_TOKEN)
             return poll, path.name
@@ -367,7 +371,7 @@ def test_alerts_for_nodes_without_a_recent_agent_do_not_starve_capture_for_the_o
 def test_a_poll_marks_the_node_once_a_minute_and_markers_of_nodes_gone_a_day_are_swept(tmp_path: Path) -> None:
     import os
 
-    agents = tmp_path / "store" / "_agents"
+    agents = tmp_path / "store" / "_agents" / "prod-east"  # the agent token's cluster
 
     async def go() -> tuple[list[str], list[str], float, float]:
         async with running(local_settings(tmp_path)) as (url, _col):
@@ -380,6 +384,8 @@ def test_a_poll_marks_the_node_once_a_minute_and_markers_of_nodes_gone_a_day_are
             again = (agents / "gpu-node-017.json").stat().st_mtime_ns
             (agents / "gone.json").write_text("{}")
             os.utime(agents / "gone.json", (time.time() - 2 * 86400,) * 2)
+            (agents.parent / "gone-old.json").write_text("{}")  # an older collector's marker
+            os.utime(agents.parent / "gone-old.json", (time.time() - 2 * 86400,) * 2)
             await _alerts(url, GROUP)
             return marked, sorted(p.name for p in agents.iterdir()), first, again
 

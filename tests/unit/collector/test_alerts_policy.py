@@ -129,15 +129,56 @@ def test_a_storm_of_500_incidents_stops_at_the_cluster_cap_then_the_rate_limit()
     assert len(run(late, done, now=NOW + 120, limits=unlimited).queue) == 1
 
 
-def test_a_node_captured_recently_is_not_captured_again_for_another_incident() -> None:
+def test_a_node_captured_recently_gets_that_bundle_filed_under_the_new_incident() -> None:
+    """Within the cooldown a node is not captured again, but the alert is not dropped either: its
+    incident gets the node's bundle of moments ago (reused), whoever asked for that one."""
     first = run(payload([alert("gpu-node-017")], key="a")).queue
-    done = [first[0].done("c/2026-11-30/x/y.tar.gz", NOW + 100)]
-    body_b = payload([alert("gpu-node-017", name="RailscopePfcStorm")], key="b")
+    key = f"default/2026-11-30/{first[0].incident}/gpu-node-017-20261130T090140Z-{first[0].id}.tar.gz"
+    done = [first[0].done(key, NOW + 100)]
+    body_b = payload([alert("gpu-node-017", name="RailscopePfcStorm", severity="critical")], key="b")
     d = run(body_b, done, now=NOW + 100 + 899)
-    assert d.queue == () and [s.reason for s in d.skipped] == ["cooldown"]
+    assert d.queue == () and d.skipped == ()
+    (u,) = d.reused
+    assert u.bundle == key and u.done_at == NOW + 100 and u.request.node == "gpu-node-017"
+    assert u.request.incident != first[0].incident and u.request.severity == "critical"
+    assert d.outcomes() == {("reused", "", "critical"): 1}
+    assert d.to_json()["reused"] == [{"id": u.request.id, "incident": u.request.incident, "node": "gpu-node-017",
+                                      "cluster": "default", "bundle": key}]
     assert len(run(body_b, done, now=NOW + 100 + 900).queue) == 1
-    # An in-flight request for another incident also holds the node.
-    assert run(body_b, list(first), now=NOW + 10).skipped[0].reason == "cooldown"
+    # A request for another incident in flight (no bundle yet): the alert's request waits for that
+    # capture (stored pending, filed when it is done), never a second capture, never nothing.
+    d = run(body_b, list(first), now=NOW + 10)
+    assert d.queue == () and d.skipped == () and d.reused == ()
+    (f,) = d.follow
+    assert f.node == "gpu-node-017" and f.state == "pending" and f.severity == "critical"
+    assert d.outcomes() == {("reused", "capture_in_flight", "critical"): 1}
+    # Two incidents of one payload for one node: one capture, the second incident follows it.
+    two = payload([alert("gpu-node-017", incident="inc-a"), alert("gpu-node-017", incident="inc-b")])
+    d = run(two)
+    assert [r.incident for r in d.queue] == ["inc-a"] and [r.incident for r in d.follow] == ["inc-b"]
+    # A skip that leaves the node without a bundle is marked dropped.
+    d = run(body_b, [], limits=AlertLimits(rate_per_alertname=0))
+    assert [(s.reason, s.severity, s.dropped) for s in d.skipped] == [("rate_limited", "critical", True)]
+    assert d.to_json()["dropped"] == [{"incident": d.skipped[0].incident, "node": "gpu-node-017",
+                                       "reason": "rate_limited", "severity": "critical"}]
+
+
+def test_an_operators_capture_answers_a_critical_alert_within_the_cooldown() -> None:
+    """The manual capture of a node (an operator's request, done) is the bundle a critical alert of
+    minutes later gets; the reused request keeps the capture's time, so reusing never stretches the
+    cooldown, and the group's resend finds it (exists)."""
+    op = request_for("inc-manual", "gpu-node-017", now=NOW - 300, ttl_s=1800, source="operator")
+    op_key = f"default/2026-11-30/inc-manual/gpu-node-017-20261130T085500Z-{op.id}.tar.gz"
+    stored = [op.done(op_key, NOW - 240)]
+    body = payload([alert("gpu-node-017", name="RailscopeRailLinkDown", severity="critical")], key="crit")
+    d = run(body, stored)
+    assert [u.bundle for u in d.reused] == [op_key] and d.queue == ()
+    filed = d.reused[0].request.done("default/2026-11-30/x/y.tar.gz", d.reused[0].done_at)
+    again = run(body, [*stored, filed], now=NOW + 60)
+    assert [s.reason for s in again.skipped] == ["exists"] and not again.reused
+    # The kill switch is the only way a critical alert goes uncounted as captured: and it is counted.
+    off = run(body, stored, limits=AlertLimits(enabled=False))
+    assert off.outcomes() == {("skipped", "disabled", "critical"): 1}
 
 
 def test_the_kill_switch_queues_nothing() -> None:
@@ -188,7 +229,7 @@ def test_stored_requests_round_trip_and_bad_ones_are_refused() -> None:
     assert CaptureRequest.loads(req.dumps()) == req
     done = req.done("c/2026-11-30/inc-1/gpu-node-017-20261130T090000Z-" + req.id + ".tar.gz", NOW + 30)
     assert CaptureRequest.loads(done.dumps()) == done
-    assert req.object_key() == f"_requests/gpu-node-017/{req.id}.json"
+    assert req.object_key() == f"_requests/default/gpu-node-017/{req.id}.json"
     doc = req.to_json()
     for bad in ({"plan": "rm -rf /"}, {"params": {"argv": ["sh", "-c", "x"]}}, {"params": {"pod_netns": "yes"}},
                 {"node": "../x"}, {"id": "b" + "0" * 24}, {"plan_version": 2}, {"state": "running"},
@@ -212,7 +253,7 @@ def test_the_alert_plan_is_one_the_agents_ship() -> None:
 
 def test_nodes_without_a_recent_agent_have_their_own_cap_and_ttl() -> None:
     limits = AlertLimits(max_in_flight=2, absent_max_in_flight=1, absent_ttl_s=120, agent_recent_s=300)
-    agents = {"live-1": NOW - 300, "live-2": NOW - 10, "stale": NOW - 301}
+    agents = {("default", "live-1"): NOW - 300, ("default", "live-2"): NOW - 10, ("default", "stale"): NOW - 301}
     body = payload([alert(n, incident=f"inc-{n}") for n in ("ghost-a", "ghost-b", "stale", "live-1", "live-2")])
     d = decide(parse_webhook(body), [], NOW, limits, agents)
     assert sorted(r.node for r in d.queue) == ["ghost-a", "live-1", "live-2"]
@@ -221,11 +262,11 @@ def test_nodes_without_a_recent_agent_have_their_own_cap_and_ttl() -> None:
     assert sorted(s.node for s in d.skipped if s.reason == "no_recent_agent_cap") == ["ghost-b", "stale"]
     # The agentless request in flight holds only its own cap: a live node's alert still queues...
     more = payload([alert("live-3", incident="inc-x"), alert("ghost-c", incident="inc-y")])
-    d2 = decide(parse_webhook(more), list(d.queue[:1]), NOW + 1, limits, {**agents, "live-3": NOW})
+    d2 = decide(parse_webhook(more), list(d.queue[:1]), NOW + 1, limits, {**agents, ("default", "live-3"): NOW})
     assert [r.node for r in d2.queue] == ["live-3"]
     assert [s.reason for s in d2.skipped] == ["no_recent_agent_cap"]
     # ...and once it expired (short TTL), the resend may queue one again, never more than the cap.
-    d3 = decide(parse_webhook(more), list(d.queue[:1]), NOW + 121, limits, {**agents, "live-3": NOW})
+    d3 = decide(parse_webhook(more), list(d.queue[:1]), NOW + 121, limits, {**agents, ("default", "live-3"): NOW})
     assert d3.no_recent_agent == ("ghost-c",)
     # Without a view of the agents (None) every node counts as having one: the former policy.
     assert len(decide(parse_webhook(body), [], NOW, AlertLimits()).queue) == 5

@@ -62,8 +62,9 @@ def test_the_app_serves_the_vectors_to_the_agent_and_the_operator(tmp_path: Path
             del col
             shown = {}
             for vec in OK:
-                node, rid = vec["key"].removeprefix("_requests/").removesuffix(".json").split("/")
-                async with s.get(f"{url}/v1/requests/{node}/{rid}",
+                *cluster, node, rid = vec["key"].removeprefix("_requests/").removesuffix(".json").split("/")
+                query = f"?cluster={cluster[0]}" if cluster else ""
+                async with s.get(f"{url}/v1/requests/{node}/{rid}{query}",
                                  headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}) as r:
                     assert r.status == 200, await r.text()
                     shown[vec["name"]] = (await r.json())["request"]
@@ -96,7 +97,7 @@ def test_the_app_writes_what_the_contract_encodes(tmp_path: Path) -> None:
                 return (await r.json())["request"]
 
     doc = asyncio.run(go())
-    stored = (tmp_path / "store" / "_requests" / NODE / f"{doc['id']}.json").read_bytes()
+    stored = (tmp_path / "store" / "_requests" / settings.cluster / NODE / f"{doc['id']}.json").read_bytes()
     assert stored == CaptureRequest.from_json(doc).dumps()
     assert CaptureRequest.loads(stored).plan_ref == "node-bundle/v1;pod_netns=true"
     assert BOARD is not None

@@ -51,7 +51,17 @@ def test_rules_use_only_series_the_agent_exports() -> None:
     exported = names(render(st, clock=lambda: snap.taken_at))
     used = set(re.findall(r"\brailscope_[a-z0-9_]+", RULES.read_text()))
     assert used, "no railscope series in the rules"
-    assert used <= exported | MAINTENANCE | PEER, sorted(used - exported - MAINTENANCE - PEER)
+    assert used <= exported | MAINTENANCE | PEER | COLLECTOR, sorted(used - exported - MAINTENANCE - PEER - COLLECTOR)
+
+
+def _collector_names() -> set[str]:
+    """The collector's own series (railscope.collector): what its /metrics serves."""
+    from collector.metrics import CollectorMetrics
+
+    return set(re.findall(r"^(railscope_[a-z0-9_]+)", CollectorMetrics().render().decode(), re.M))
+
+
+COLLECTOR = _collector_names()
 
 
 #: served by the lldp source, one series per rail with an LLDP neighbour (the synthetic node has none)

@@ -188,6 +188,15 @@ def test_the_agent_runs_only_the_plans_it_ships() -> None:
             parse_request(bad, NODE)
 
 
+def test_the_agent_runs_only_its_own_clusters_requests() -> None:
+    """A request naming another cluster is another machine's of the same node name: refused. One
+    naming none (an older collector's) is the agent's."""
+    assert parse_request(_doc(cluster="lab"), NODE, "lab").cluster == "lab"
+    assert parse_request(_doc(), NODE, "lab").cluster == ""
+    with pytest.raises(RequestError, match="of cluster 'prod', not this node's cluster 'lab'"):
+        parse_request(_doc(cluster="prod"), NODE, "lab")
+
+
 def test_collector_flags_need_a_node(example_image: Path) -> None:
     agent = _agent(example_image)
     with pytest.raises(ValueError):

@@ -28,6 +28,7 @@ from proto.frames import Hello
 from proto.requests import request_for
 
 NODE = "gpu-node-017"
+CLUSTER = "prod-east"  # the agent's: it runs only its own cluster's requests
 MiB = 1 << 20
 
 
@@ -41,7 +42,7 @@ class HostileCollector:
         self.sent = 0
         self.enough = asyncio.Event()
         self.limit = 60
-        self.same = request_for("inc-same", NODE, now=1796117903.0, ttl_s=1800, params=self.params)
+        self.same = request_for("inc-same", NODE, now=1796117903.0, ttl_s=1800, params=self.params, cluster=CLUSTER)
 
     async def _poll(self, request: web.Request) -> web.StreamResponse:
         self.polls += 1
@@ -54,12 +55,12 @@ class HostileCollector:
                                 content_type="application/json")
         if self.poll_mode == "expired":
             # Already expired by the agent's clock (a clock ahead of the collector's), still pending here.
-            req = request_for(f"inc-{self.polls % 3}", NODE, now=1.0, ttl_s=60, params=self.params)
+            req = request_for(f"inc-{self.polls % 3}", NODE, now=1.0, ttl_s=60, params=self.params, cluster=CLUSTER)
         elif self.poll_mode == "same":
             req = self.same
         else:
             req = request_for(f"inc-{self.polls}", NODE, now=1796117903.0 + self.polls, ttl_s=1800,
-                              params=self.params)
+                              params=self.params, cluster=CLUSTER)
         return web.json_response({"requests": [req.to_json()]})
 
     async def _huge(self, request: web.Request) -> web.StreamResponse:
@@ -127,7 +128,7 @@ class Clock:
 
 
 def _settings(**kw: Any) -> AgentSettings:
-    return AgentSettings(listen="127.0.0.1", port=0, node=NODE, cluster="prod-east", **kw)
+    return AgentSettings(listen="127.0.0.1", port=0, node=NODE, cluster=CLUSTER, **kw)
 
 
 def _capture(seen: list) -> pull.RunFn:
