@@ -102,7 +102,7 @@ def agent_parser() -> argparse.ArgumentParser:
 
 
 def agent_flags() -> set[str]:
-    return {opt for a in agent_parser()._actions for opt in a.option_strings if opt.startswith("--")} - {"--help"}
+    return {opt for a in agent_parser()._actions for opt in a.option_strings if opt.startswith("--")} - {"--help", "--version"}
 
 
 def agent_settings(docs: Docs, monkeypatch: pytest.MonkeyPatch, host_root: Path) -> Any:

@@ -30,7 +30,7 @@ def collector_parser() -> argparse.ArgumentParser:
 
 
 def flags() -> set[str]:
-    return {o for a in collector_parser()._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+    return {o for a in collector_parser()._actions for o in a.option_strings if o.startswith("--")} - {"--help", "--version"}
 
 
 def deployment(docs: list[dict[str, Any]]) -> dict[str, Any]:
