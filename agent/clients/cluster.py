@@ -14,8 +14,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from agent.analysis.rollout import KIND_BY_KEY, KINDS, ClusterView, Kind
-from agent.clients.kubernetes import Informer, KubeClient, KubeError, discover, resource_path
+from agent.analysis.rollout import KINDS, ClusterView, Kind
+from agent.clients.kubernetes import Informer, KubeClient, discover, resource_path, slim, watch_kinds
 
 __all__ = ["ClusterWatch"]
 
@@ -60,28 +60,13 @@ class ClusterWatch:
         return handle
 
     async def sync(self) -> ClusterView:
-        served = await discover(self.client, {k.group for k in self.kinds if k.group})
-        for kind in self.kinds:
-            versions = served.get(kind.group, {})
-            version = next((v for v in kind.versions if kind.plural in versions.get(v, ())), None)
-            if version is None:
-                self.view.missing.append(kind.name)
-                continue
-            ns = self.view.namespace if kind.namespaced else None
-            label, field = self._selectors(kind)
-            self.informers[kind.key] = Informer(self.client, resource_path(kind.group, version, kind.plural, ns),
-                                                self._handler(kind.key), label_selector=label,
-                                                field_selector=field, watch_timeout=self.watch_timeout)
-        # The first lists run side by side (a handful of kinds, each paged). A kind the ServiceAccount may
-        # not read (the chart's clusterView group switched off) is skipped and named, as a kind not served.
-        results = await asyncio.gather(*(inf.list() for inf in self.informers.values()), return_exceptions=True)
-        for (key, _inf), res in zip(list(self.informers.items()), results, strict=True):
-            if isinstance(res, KubeError) and res.status == 403:
-                del self.informers[key]
-                self.view.objects.pop(key, None)
-                self.view.missing.append(f"{KIND_BY_KEY[key].name} (forbidden)")
-            elif isinstance(res, BaseException):
-                raise res
+        # A kind the ServiceAccount may not read (the chart's clusterView group switched off) is skipped and
+        # named, as a kind not served.
+        self.informers, missing = await watch_kinds(self.client, self.kinds, self.view.namespace, self._handler,
+                                                    self._selectors, self.watch_timeout)
+        for key in set(self.view.objects) - set(self.informers):
+            self.view.objects.pop(key, None)  # a forbidden kind's first page, if any came before the 403
+        self.view.missing.extend(missing)
         self.changed.clear()
         return self.view
 
@@ -97,28 +82,7 @@ class ClusterWatch:
         self._tasks = []
 
 
-#: Dropped from every object a snapshot keeps: bookkeeping of no use to a reader, and a Node's image list
-#: (hundreds of KiB a node).
-_DROP_META = ("managedFields",)
-
-
-def _strip(key: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """What a cluster snapshot keeps of an object: no managedFields, no Node image list, and no literal
-    environment value of a pod or DaemonSet template (a value may be a password typed in; the name stays)."""
-    md = obj.get("metadata") or {}
-    for k in _DROP_META:
-        md.pop(k, None)
-    if key == "nodes":
-        (obj.get("status") or {}).pop("images", None)
-    if key in ("pods", "daemonsets"):
-        spec = obj.get("spec") or {}
-        if key == "daemonsets":
-            spec = (spec.get("template") or {}).get("spec") or {}
-        for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
-            for env in c.get("env") or ():
-                if "value" in env:
-                    env["value"] = "<redacted>"
-    return obj
+_strip = slim
 
 
 async def snapshot(client: KubeClient, namespace: str, sink: Callable[[str, bytes], None], now: float,

@@ -22,7 +22,7 @@ from typing import Any
 from collector.storage import Store
 from proto.keys import check_part, sha256_line
 
-__all__ = ["MAX_SLICE_BYTES", "incident_slice", "pack", "store_slice"]
+__all__ = ["MAX_SLICE_BYTES", "NODE_OF", "incident_slice", "pack", "store_slice"]
 
 TOP = "railscope-cluster"
 SCHEMA = "railscope.cluster-snapshot/v1"
@@ -30,7 +30,7 @@ SCHEMA = "railscope.cluster-snapshot/v1"
 MAX_SLICE_BYTES = 64 << 20
 
 #: kind key -> how an object names its node (None: a cluster-wide object, kept whole)
-_NODE_OF = {
+NODE_OF = {
     "nodes": lambda o: (o.get("metadata") or {}).get("name"),
     "pods": lambda o: (o.get("spec") or {}).get("nodeName"),
     "nicdevices": lambda o: (o.get("status") or {}).get("node"),
@@ -44,7 +44,7 @@ def incident_slice(objects: Mapping[str, Iterable[dict[str, Any]]], nodes: Itera
     want = set(nodes)
     out: dict[str, list[dict[str, Any]]] = {}
     for key, objs in objects.items():
-        node_of = _NODE_OF.get(key)
+        node_of = NODE_OF.get(key)
         kept = []
         for obj in objs:
             if node_of is not None:
