@@ -155,7 +155,7 @@ class ClusterDesk:
             date = datetime.fromtimestamp(first, UTC).strftime("%Y-%m-%d")
             try:
                 rel = await store_slice(self.store, self.cluster, date, incident, nodes,
-                                        self.slice_objects(nodes), now, self.missing)
+                                        self.slice_objects(nodes), now, self.missing, self.namespace)
             except ValueError as exc:
                 log.warning("cluster slice of incident %s not stored: %s", incident, exc)
                 continue
