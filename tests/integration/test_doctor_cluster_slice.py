@@ -59,3 +59,20 @@ def test_report_of_a_bundle_with_the_slice_beside_it_shows_the_intent(tmp_path: 
     res = subprocess.run([sys.executable, "-m", "agent.cli", "report", str(inc / IMAGE.name), "--html", str(html)],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "RailIntentMismatch" in html.read_text()
+
+
+def test_the_sriov_states_mtu_against_the_rails_mtu(tmp_path: Path) -> None:
+    """SriovNetworkNodeState asks 4200 on both PFs; the node's rails run 9000 (doctor's rails[].mtu)."""
+    inc = tmp_path / "inc-1"
+    inc.mkdir()
+    shutil.copytree(IMAGE, inc / IMAGE.name, symlinks=True)
+    _slice(inc, "net_rail1", mtu=4200)
+    code, doc = doctor(inc / IMAGE.name)
+    assert code == 2, doc
+    assert [r["mtu"] for r in doc["rails"]] == [9000, 9000]
+    got = sorted((f["code"], f["subject"], f["evidence"]["field"], f["evidence"]["want"], f["evidence"]["node_value"])
+                 for f in doc["findings"])
+    assert got == [("RailIntentMismatch", n, "spec.interfaces[].mtu", 4200, 9000) for n in ("net_rail0", "net_rail1")]
+    _slice(inc, "net_rail1", mtu=9000)  # what SR-IOV asks is what the node has
+    code, doc = doctor(inc / IMAGE.name)
+    assert code == 0 and doc["findings"] == []
