@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from .common import EXIT_USAGE, fail
-from .rollout import DEFAULT_NAMESPACE, add_api_flags
+from .kubeapi import DEFAULT_NAMESPACE, add_api_flags, api_config
 
 TOP = "railscope-cluster"
 SCHEMA = "railscope.cluster-snapshot/v1"
@@ -41,10 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.clients.kubernetes import KubeError
 
-    from .rollout import _config
-
     try:
-        config = _config(args)
+        config = api_config(args)
     except ValueError as exc:
         return fail("snapshot", str(exc))
     except KubeError as exc:

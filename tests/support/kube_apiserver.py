@@ -662,7 +662,8 @@ def serve_main(argv: list[str] | None = None) -> None:
     """``python -m tests.support.kube_apiserver --scenario NAME [--nodes N] [--tls DIR]``: serve a fixture cluster
     in a process of its own (the benchmarks measure a client without the server in its RSS). Prints the URL,
     then one line per command read from stdin: ``count`` (the request counts as JSON), ``expire``
-    (410 every watch), ``rotate TOKEN``, ``touch NODE`` (a change to the node's NicDevice's status)."""
+    (410 every watch), ``rotate TOKEN``, ``touch NODE`` (a change to the node's NicDevice's status), ``forbid
+    PLURAL...`` (403 from now on), ``log NS POD WORD...`` (the pod's log, a line per word)."""
     import argparse
     import sys
 
@@ -712,6 +713,12 @@ def serve_main(argv: list[str] | None = None) -> None:
                 print("ok", flush=True)
             elif cmd == "touch":
                 kube_cluster.touch(api, args[0])
+                print("ok", flush=True)
+            elif cmd == "forbid":  # RBAC leaves these plurals out (or "pods/log")
+                api.forbidden.update(args)
+                print("ok", flush=True)
+            elif cmd == "log":  # log NAMESPACE POD TEXT...: the pod's log, one line per word
+                api.logs[(args[0], args[1], "")] = "".join(w + "\n" for w in args[2:])
                 print("ok", flush=True)
         await api.stop()
 
