@@ -663,7 +663,7 @@ def serve_main(argv: list[str] | None = None) -> None:
     in a process of its own (the benchmarks measure a client without the server in its RSS). Prints the URL,
     then one line per command read from stdin: ``count`` (the request counts as JSON), ``expire``
     (410 every watch), ``rotate TOKEN``, ``touch NODE`` (a change to the node's NicDevice's status), ``forbid
-    PLURAL...`` (403 from now on), ``log NS POD WORD...`` (the pod's log, a line per word)."""
+    PLURAL...`` (403 from now on), ``log POD CONTAINER WORD...`` (the operator namespace's pod crashloops, its log a line per word)."""
     import argparse
     import sys
 
@@ -717,8 +717,9 @@ def serve_main(argv: list[str] | None = None) -> None:
             elif cmd == "forbid":  # RBAC leaves these plurals out (or "pods/log")
                 api.forbidden.update(args)
                 print("ok", flush=True)
-            elif cmd == "log":  # log NAMESPACE POD TEXT...: the pod's log, one line per word
-                api.logs[(args[0], args[1], "")] = "".join(w + "\n" for w in args[2:])
+            elif cmd == "log":  # log POD CONTAINER WORD...: the pod's log, one line per word; its pod crashloops
+                api.logs[(kube_cluster.NS, args[0], args[1])] = "".join(w + "\n" for w in args[2:])
+                kube_cluster.crashloop(api, args[0])
                 print("ok", flush=True)
         await api.stop()
 

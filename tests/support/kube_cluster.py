@@ -343,6 +343,18 @@ def load(api: Any, name: str, nodes: int = 4, nics: int = RAILS, now: float | No
     api.apply([o for o in objs if o["kind"] != "CustomResourceDefinition"])
 
 
+def crashloop(api: Any, pod: str, restarts: int = 7) -> None:
+    """The pod's container restarted ``restarts`` times and is not ready (CrashLoopBackOff): a pod whose log a
+    cluster snapshot keeps."""
+    import json
+    st = api._store_for("v1", "Pod")
+    obj = copy.deepcopy(json.loads(st.objects[(NS, pod)].body))
+    for c in obj["status"]["containerStatuses"]:
+        c.update(ready=False, restartCount=restarts,
+                 state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}})
+    api.apply(obj)
+
+
 def touch(api: Any, node: str) -> None:
     """One change a benchmark times: the node's first NicDevice starts a configuration update (PendingReboot)."""
     st = api._store_for("configuration.net.nvidia.com/v1alpha1", "NicDevice")
