@@ -11,7 +11,9 @@ slice of every new incident's nodes under the incident's key, once.
   reads a few objects of 80,000.
 - **When a slice is stored**: the incidents are the capture requests' (``collector.requests``; an alert
   webhook that reaches any replica stores its requests, and every replica's board reads them). An incident
-  whose first request is younger than ``window_s`` and has no slice yet gets one: its nodes then, the
+  whose first request is younger than ``window_s`` and has no slice yet gets one, once ``settle_s`` passed
+  since that first request (a webhook's requests are written one by one: a listing between two of them
+  would have cut the incident's nodes short): its nodes then, the
   cluster-wide objects whole (``collector.cluster.slice.store_slice``, ``only_new``: a second store of an
   incident, by this replica or a new leader, is a no-op). An older incident seen for the first time (a
   leader's first look after hours of none) gets none: a slice taken now is not the cluster of that moment.
@@ -57,7 +59,7 @@ class ClusterDesk:
 
     def __init__(self, config: KubeConfig, store: Store, cluster: str, namespace: str, lease: tuple[str, str],
                  identity: str, requests: Callable[[], Any], *, kinds: tuple[Kind, ...] = KINDS,
-                 renew_s: float = 5.0, duration_s: int = 15, window_s: float = 600.0,
+                 renew_s: float = 5.0, duration_s: int = 15, window_s: float = 600.0, settle_s: float = 5.0,
                  clock: Callable[[], float] | None = None) -> None:
         import time
 
@@ -73,6 +75,7 @@ class ClusterDesk:
         self.renew_s = renew_s
         self.duration_s = duration_s
         self.window_s = window_s
+        self.settle_s = settle_s
         self.clock = clock or time.time
         #: kind key -> (namespace, name) -> zlib'd JSON
         self.objects: dict[str, dict[tuple[str, str], bytes]] = {}
@@ -149,6 +152,8 @@ class ClusterDesk:
         for incident, (first, nodes) in sorted(incidents_of(await self.requests()).items()):
             if incident in self.sliced:
                 continue
+            if now - first < self.settle_s:
+                continue  # its requests are still being written (one webhook's, one by one): look again
             self.sliced.add(incident)
             if now - first > self.window_s:
                 continue
@@ -189,6 +194,9 @@ class ClusterDesk:
                             await self.slice_incidents()
                     except KubeError as exc:
                         log.warning("cluster view: %s", exc)
+                        await self._stop_watch()
+                    except Exception:  # a bug or an object past parsing must not end the view for good
+                        log.exception("cluster view: failed; starting over")
                         await self._stop_watch()
                     await asyncio.sleep(self.renew_s)
             finally:

@@ -27,7 +27,7 @@ LEASE = "railscope/railscope-collector-cluster-view"
 async def _replica(settings):  # -> (runner, url, desk)
     app = make_app(settings)
     desk = app[CLUSTER]
-    desk.renew_s, desk.duration_s = 0.2, 2
+    desk.renew_s, desk.duration_s, desk.settle_s = 0.2, 2, 2.0
     runner = web.AppRunner(app, **handler_args(settings))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
