@@ -405,6 +405,8 @@ class RailRow:
     pci: str | None
     oper: str | None = None  # "up" | "down" | None (no netdev)
     speed_mbps: int | None = None
+    #: the rail netdev's MTU (what SR-IOV's SriovNetworkNodeState asks is judged against it); None: no netdev
+    mtu: int | None = None
     rdma_state: str | None = None
     driver: str | None = None
     driver_version: str | None = None
@@ -423,7 +425,7 @@ class RailRow:
     def as_json(self) -> dict[str, Any]:
         return {
             "rail": self.rail, "plane": self.plane, "netdev": self.netdev, "rdma": self.rdma,
-            "pci": self.pci, "oper": self.oper, "speed_mbps": self.speed_mbps,
+            "pci": self.pci, "oper": self.oper, "speed_mbps": self.speed_mbps, "mtu": self.mtu,
             "rdma_state": self.rdma_state, "driver": self.driver,
             "driver_version": self.driver_version, "firmware": self.firmware, "psid": self.psid,
             "eswitch_mode": self.eswitch_mode, "esw_multiport": self.esw_multiport,

@@ -9,6 +9,8 @@ or not in the chart). The tables:
 - ``railscope agent``: ``agent.commands.agent.table()`` (its ``--<source>-interval`` flags are made from
   the source registry, ``agent.readers.sources``);
 - ``railscope collector``: ``agent.commands.collector.TABLE``;
+- the Kubernetes API server flags of rollout, snapshot --cluster and preflight:
+  ``agent.commands.kubeapi.API_TABLE``;
 - the judging flags of doctor, metrics, preflight, diff, capture, record and the agent:
   ``agent.expectations.TABLE`` (its flags are ``agent.config.EXPECTATION_FLAGS``, which a bundle's
   manifest records).

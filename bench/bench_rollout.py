@@ -10,7 +10,9 @@ collector's cost of the cluster view. Printed:
 - peak RSS (``ru_maxrss``; goal ≤ 512 MiB);
 - the requests the stand-in counted, by verb and kind (one LIST per kind — more pages of it — then WATCH);
 - the time from a changed NicDevice (PendingReboot on one node) to the changed verdict (goal ≤ 5 s);
-- ``railscope rollout`` as a whole process against a healthy ``--cli-nodes`` cluster (wall time, exit).
+- ``railscope rollout`` as a whole process against a healthy ``--cli-nodes`` cluster (wall time, exit);
+- the collector's own cluster watch (collector/cluster/watch.py, which holds each object as zlib'd JSON for the
+  incidents' slices), in a process of its own: its first sync, peak RSS, and one incident's slice stored.
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ def command(p: subprocess.Popen, cmd: str) -> str:
 
 def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def hwm_mib() -> float:
+    """This process's own peak RSS (VmHWM): ``ru_maxrss`` of a child started by fork + exec starts at its
+    parent's peak on Linux, the mm's high-water mark does not."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return rss_mib()
 
 
 async def scale(nodes: int, token_file: str) -> dict:
@@ -112,8 +124,60 @@ def whole_process(nodes: int, token_file: str) -> dict:
             "last_lines": res.stdout.splitlines()[-2:], "lists": sum(n for k, n in counts.items() if k.startswith("list "))}
 
 
+async def collector_view(nodes: int, token_file: str) -> dict:
+    """The collector's ClusterDesk at scale: sync, peak RSS, one two-node incident's slice (in this process)."""
+    from dataclasses import dataclass
+
+    from collector.cluster.watch import ClusterDesk
+    from collector.storage.local import LocalStore
+    from tests.support.collector_helpers import local_settings
+
+    @dataclass
+    class Req:
+        incident: str
+        node: str
+        created: float
+
+    server, url = serve(nodes, token_file)
+    out: dict = {"nodes": nodes, "rss_before_mib": round(hwm_mib())}
+    d = Path(tempfile.mkdtemp(prefix="bench-collector-view-"))
+    store = LocalStore(local_settings(d))
+    await store.start()
+    try:
+        reqs = [Req("inc-bench", f"gpu-node-{nodes // 3:05d}", time.time()),
+                Req("inc-bench", f"gpu-node-{nodes // 2:05d}", time.time())]
+
+        async def requests() -> list:
+            return reqs
+
+        desk = ClusterDesk(KubeConfig(url, token_file), store, "bench", NS, ("railscope", "lease"), "bench",
+                           requests)
+        async with KubeClient(desk.config) as client:
+            t = time.perf_counter()
+            await desk._start_watch(client)
+            out["first_sync_s"] = round(time.perf_counter() - t, 2)
+            out["held_mib"] = round(sum(len(b) for objs in desk.objects.values() for b in objs.values()) / 2**20, 1)
+            t = time.perf_counter()
+            stored = await desk.slice_incidents()
+            out["slice_s"] = round(time.perf_counter() - t, 2)
+            out["slice_bytes"] = (d / "store" / stored[0]).stat().st_size if stored else None
+            await desk._stop_watch()
+        out["peak_rss_mib"] = round(hwm_mib())
+        counts = json.loads(command(server, "count"))
+        out["lists"] = sum(n for k, n in counts.items() if k.startswith("list "))
+    finally:
+        await store.close()
+        server.stdin.close()  # type: ignore[union-attr]
+        server.wait(timeout=60)
+    return out
+
+
 def main() -> int:
     args = sys.argv[1:]
+    if "--collector-only" in args:
+        nodes = int(args[args.index("--nodes") + 1]) if "--nodes" in args else 10000
+        print(json.dumps(asyncio.run(collector_view(nodes, args[args.index("--token-file") + 1]))))
+        return 0
     nodes = int(args[args.index("--nodes") + 1]) if "--nodes" in args else 10000
     cli_nodes = int(args[args.index("--cli-nodes") + 1]) if "--cli-nodes" in args else 1000
     d = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
@@ -127,6 +191,11 @@ def main() -> int:
     ok = res["peak_rss_mib"] <= 512 and res["change_to_verdict_s"] <= 5 and res["gets_or_writes"] == 0
     print(f"goals: peak RSS {res['peak_rss_mib']} MiB (<= 512), change to verdict {res['change_to_verdict_s']} s "
           f"(<= 5), {res['lists']} LIST pages + {res['watches']} WATCH, no GET or write: {'met' if ok else 'MISSED'}")
+    col = subprocess.run([sys.executable, __file__, "--collector-only", "--nodes", str(nodes), "--token-file", str(tf)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    view = json.loads(col.stdout) if col.returncode == 0 else {"error": col.stderr[-500:]}
+    print("collector cluster view:", json.dumps(view), flush=True)
+    ok = ok and view.get("peak_rss_mib", 1 << 30) <= 512
     return 0 if ok else 1
 
 

@@ -27,6 +27,7 @@ from proto.connections import (
 from . import alerts, logsafe, pages, routes
 from . import requests as capture_requests
 from .auth import Authenticator
+from .cluster import watch as cluster_watch
 from .config import CollectorSettings
 from .guard import guard
 from .state import STATE, Collector
@@ -55,6 +56,7 @@ def make_app(settings: CollectorSettings, store: Store | None = None) -> web.App
     pages.setup(app)
     capture_requests.setup(app)
     alerts.setup(app)
+    cluster_watch.setup(app)
     routes.add_routes(app)
     return app
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -182,6 +183,14 @@ class CollectorSettings:
     stale_part_s: float = 3600.0
     #: capture on alert (POST /v1/alerts)
     alerts: AlertLimits = field(default_factory=AlertLimits)
+    #: the cluster view (``collector.cluster.watch``): auto | on | off; its API server (None: in-cluster),
+    #: the operators' namespace, the Lease that elects the one replica that watches
+    cluster_view: str = "auto"
+    cluster_api_server: str | None = None
+    cluster_api_token_file: str | None = None
+    cluster_api_ca_file: str | None = None
+    operator_namespace: str = "nvidia-network-operator"
+    cluster_lease: str = "railscope-collector-cluster-view"
 
     def __post_init__(self) -> None:
         if self.max_inflight < 1:
@@ -215,6 +224,16 @@ class CollectorSettings:
             raise SettingsError("--tokenreview-rate must be positive")
         if self.tokenreview_peer_rate <= 0:
             raise SettingsError("--tokenreview-peer-rate must be positive")
+        if self.cluster_view not in ("auto", "on", "off"):
+            raise SettingsError("--cluster-view is auto, on or off")
+        if self.cluster_api_server and not self.cluster_api_server.startswith(("https://", "http://")):
+            raise SettingsError(f"--cluster-api-server {self.cluster_api_server!r}: expected https://HOST:PORT")
+        if (self.cluster_api_token_file or self.cluster_api_ca_file) and not self.cluster_api_server:
+            raise SettingsError("--cluster-api-token-file and --cluster-api-ca-file go with --cluster-api-server")
+        ns, _, name = self.cluster_lease.rpartition("/")
+        for part in ([ns] if ns else []) + [name, self.operator_namespace]:
+            if not re.fullmatch(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?", part):
+                raise SettingsError(f"--cluster-lease / --operator-namespace: {part!r} is not a Kubernetes name")
 
     @property
     def peer_conn_cap(self) -> int:

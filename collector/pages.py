@@ -527,10 +527,20 @@ async def incident(request: web.Request) -> web.Response:
             f'<p class=sub>{len(found)} bundle(s) from {len(nodes)} node(s). <a href="/ui/">All incidents</a> · '
             '<a href="/ui/fabric">Fabric events</a></p>'
             f"{_incident_fabric(request, incident_id, docs)}"
+            f"{await _incident_intent(request, cluster, date, incident_id, docs)}"
             f"<h2>Fleet view</h2>{fleet_html}"
             "<h2>Bundles by node</h2><table id=nodes><thead><tr><th>Node</th><th>Captured</th><th>Worst findings</th>"
             f"<th>Bundle</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
     return _page(f"incident {incident_id}", body)
+
+
+async def _incident_intent(request: web.Request, cluster: str, date: str, incident_id: str,
+                           docs: list[tuple[Stored, dict[str, Any]]]) -> str:
+    """The operators' intent against the incident's nodes, from its cluster slice (``collector.cluster.page``)."""
+    from .cluster.page import intent_section
+
+    return await intent_section(request.app[STATE].store, cluster, date, incident_id,
+                                [(s.key.node, d) for s, d in docs if "error" not in d and "pending" not in d])
 
 
 def _stored_key(request: web.Request) -> BundleKey:

@@ -23,10 +23,11 @@ from .storage import Store
 
 if TYPE_CHECKING:
     from .alerts import FabricDesk
+    from .cluster.watch import ClusterDesk
     from .guard import Route
     from .requests import RequestBoard
 
-__all__ = ["ANALYSIS_EXPECT", "ANALYSIS_LOCKS", "ANALYSIS_SLOTS", "BOARD", "FABRIC", "LIMITS", "PRINCIPAL", "ROUTE_SPECS", "STATE",
+__all__ = ["ANALYSIS_EXPECT", "ANALYSIS_LOCKS", "ANALYSIS_SLOTS", "BOARD", "CLUSTER", "FABRIC", "LIMITS", "PRINCIPAL", "ROUTE_SPECS", "STATE",
            "Collector"]
 
 
@@ -56,6 +57,8 @@ PRINCIPAL: web.RequestKey[Principal] = web.RequestKey("principal", Principal)
 BOARD: web.AppKey[RequestBoard] = web.AppKey("request_board")
 #: the recent rail alerts correlated into fabric events, and the payloads held for it (``alerts.setup``)
 FABRIC: web.AppKey[FabricDesk] = web.AppKey("fabric_desk")
+#: the cluster view, where this collector runs one (``collector.cluster.watch.setup``)
+CLUSTER: web.AppKey[ClusterDesk] = web.AppKey("cluster_desk")
 #: the bounds on captures asked by alerts and operators
 LIMITS: web.AppKey[AlertLimits] = web.AppKey("alert_limits", AlertLimits)
 #: a lock per bundle being analysed, so two pages asking for one bundle share one analysis

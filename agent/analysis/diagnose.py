@@ -55,6 +55,7 @@ def _row(snap: Snapshot, rail: Rail) -> RailRow:
         rdma=rail.rdma.dev if rail.rdma else rail.rdma_device.name if rail.rdma_device else None,
         oper="up" if rail.netdev.is_oper_up else "down",
         speed_mbps=_speed(snap, name),
+        mtu=rail.netdev.mtu,
         rdma_state=rail.rdma.state if rail.rdma else None,
         driver=drv.driver if drv is not None else None,
         driver_version=drv.version if drv is not None else None,

@@ -4,12 +4,13 @@ Two codes (DESIGN §4, ``agent.findings.CLUSTER_CODES``: judged from the cluster
 carries them):
 
 - ``RailIntentMismatch`` (critical) joins the objects with what a node's agent reports (the ``rails[]`` of
-  its ``railscope.doctor/v1`` diagnosis: rail, pci, netdev, numvfs, eswitch_mode): the
+  its ``railscope.doctor/v1`` diagnosis: rail, pci, netdev, mtu, numvfs, eswitch_mode): the
   NicInterfaceNameTemplate's PCI → rail mapping against the node's rails; a NicDevice saying
   ``InterfaceNameApplied=True`` while the node's netdev at that PCI address has another name; the
-  SriovNetworkNodeState's ``interfaces`` (numVfs, eSwitchMode, mtu where the node reports one) against the
-  node. Subject: the rail netdev (the PCI address where the node has no netdev there); the object and field in
-  the evidence.
+  SriovNetworkNodeState's ``spec.interfaces`` (numVfs, eSwitchMode, mtu: what the SR-IOV config daemon is
+  asked to set on the PF) against the node (``rails[].numvfs``, ``eswitch_mode``, ``mtu``; a value the node
+  does not report is not judged). Subject: the rail netdev (the PCI address where the node has no netdev
+  there); the object and field in the evidence.
 - ``OperatorConfigConflict`` (warning) needs the objects alone: SR-IOV's Mellanox plug-in enabled while the
   NIC Configuration Operator manages the same NICs (the guide's "two owners flip one setting": the SR-IOV
   operator's mellanox plug-in writes the same firmware parameters — ``disablePlugins: [mellanox]``); a

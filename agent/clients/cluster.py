@@ -14,8 +14,16 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from agent.analysis.rollout import KIND_BY_KEY, KINDS, ClusterView, Kind
-from agent.clients.kubernetes import Informer, KubeClient, KubeError, discover, resource_path
+from agent.analysis.rollout import KINDS, ClusterView, Kind
+from agent.clients.kubernetes import (
+    Informer,
+    KubeClient,
+    KubeError,
+    discover,
+    resource_path,
+    slim,
+    watch_kinds,
+)
 
 __all__ = ["ClusterWatch"]
 
@@ -60,28 +68,13 @@ class ClusterWatch:
         return handle
 
     async def sync(self) -> ClusterView:
-        served = await discover(self.client, {k.group for k in self.kinds if k.group})
-        for kind in self.kinds:
-            versions = served.get(kind.group, {})
-            version = next((v for v in kind.versions if kind.plural in versions.get(v, ())), None)
-            if version is None:
-                self.view.missing.append(kind.name)
-                continue
-            ns = self.view.namespace if kind.namespaced else None
-            label, field = self._selectors(kind)
-            self.informers[kind.key] = Informer(self.client, resource_path(kind.group, version, kind.plural, ns),
-                                                self._handler(kind.key), label_selector=label,
-                                                field_selector=field, watch_timeout=self.watch_timeout)
-        # The first lists run side by side (a handful of kinds, each paged). A kind the ServiceAccount may
-        # not read (the chart's clusterView group switched off) is skipped and named, as a kind not served.
-        results = await asyncio.gather(*(inf.list() for inf in self.informers.values()), return_exceptions=True)
-        for (key, _inf), res in zip(list(self.informers.items()), results, strict=True):
-            if isinstance(res, KubeError) and res.status == 403:
-                del self.informers[key]
-                self.view.objects.pop(key, None)
-                self.view.missing.append(f"{KIND_BY_KEY[key].name} (forbidden)")
-            elif isinstance(res, BaseException):
-                raise res
+        # A kind the ServiceAccount may not read (the chart's clusterView group switched off) is skipped and
+        # named, as a kind not served.
+        self.informers, missing = await watch_kinds(self.client, self.kinds, self.view.namespace, self._handler,
+                                                    self._selectors, self.watch_timeout)
+        for key in set(self.view.objects) - set(self.informers):
+            self.view.objects.pop(key, None)  # a forbidden kind's first page, if any came before the 403
+        self.view.missing.extend(missing)
         self.changed.clear()
         return self.view
 
@@ -97,35 +90,67 @@ class ClusterWatch:
         self._tasks = []
 
 
-#: Dropped from every object a snapshot keeps: bookkeeping of no use to a reader, and a Node's image list
-#: (hundreds of KiB a node).
-_DROP_META = ("managedFields",)
+_strip = slim
 
 
-def _strip(key: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """What a cluster snapshot keeps of an object: no managedFields, no Node image list, and no literal
-    environment value of a pod or DaemonSet template (a value may be a password typed in; the name stays)."""
-    md = obj.get("metadata") or {}
-    for k in _DROP_META:
-        md.pop(k, None)
-    if key == "nodes":
-        (obj.get("status") or {}).pop("images", None)
-    if key in ("pods", "daemonsets"):
-        spec = obj.get("spec") or {}
-        if key == "daemonsets":
-            spec = (spec.get("template") or {}).get("spec") or {}
-        for c in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
-            for env in c.get("env") or ():
-                if "value" in env:
-                    env["value"] = "<redacted>"
-    return obj
+#: The operator pods whose logs a snapshot keeps, and how much of each container's: the tail, as the vendor's
+#: sosreport keeps it, bounded so that a 10,000-node cluster's snapshot stays one file to attach.
+LOG_PODS = 40
+LOG_TAIL_LINES = 500
+LOG_TAIL_BYTES = 256 << 10
+#: the name a forbidden pods/log read is skipped under
+LOGS_FORBIDDEN = "pods/log (forbidden)"
+
+
+def _log_worthy(pod: dict[str, Any]) -> tuple[int, str] | None:
+    """Whether a pod's log tail is kept (None: no), and its place in the order: the operators' controllers
+    (pods no DaemonSet owns) first, then DaemonSet pods that restarted or are not ready (one per node of a
+    healthy DaemonSet says nothing the others do not)."""
+    md, status = pod.get("metadata") or {}, pod.get("status") or {}
+    owners = {o.get("kind") for o in md.get("ownerReferences") or ()}
+    name = str(md.get("name", ""))
+    if "DaemonSet" not in owners:
+        return (0, name)
+    cs = status.get("containerStatuses") or []
+    if any(int(c.get("restartCount") or 0) > 0 or not c.get("ready") for c in cs) or status.get("phase") != "Running":
+        return (1, name)
+    return None
+
+
+async def _logs(client: KubeClient, namespace: str, pods: list[dict[str, Any]],
+                sink: Callable[[str, bytes], None]) -> tuple[int, bool]:
+    """The log tails of the chosen pods (``logs/<pod>/<container>.log``): (how many, whether forbidden). The
+    first 403 ends it: RBAC that refuses one pod's log refuses them all (the chart grants no subresource)."""
+    from urllib.parse import quote
+
+    chosen = sorted((w, p) for p in pods if (w := _log_worthy(p)) is not None)[:LOG_PODS]
+    n = 0
+    for _w, pod in chosen:
+        name = (pod.get("metadata") or {}).get("name", "")
+        for c in (pod.get("spec") or {}).get("containers") or ():
+            path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/log"
+            try:
+                text = await client.get_text(path, {"container": str(c.get("name", "")),
+                                                    "tailLines": str(LOG_TAIL_LINES),
+                                                    "limitBytes": str(LOG_TAIL_BYTES)}, max_bytes=LOG_TAIL_BYTES)
+            except KubeError as exc:
+                if exc.status == 403:
+                    return n, True
+                if exc.status in (400, 404):  # the pod went, or the container has not started
+                    continue
+                raise
+            sink(f"logs/{name}/{c.get('name', '')}.log", text.encode())
+            n += 1
+    return n, False
 
 
 async def snapshot(client: KubeClient, namespace: str, sink: Callable[[str, bytes], None], now: float,
                    events_window: float = 3600.0, kinds: tuple[Kind, ...] = KINDS) -> dict[str, Any]:
     """One LIST per kind (pages of 500), each object as one JSON line handed to ``sink(member, line)``
     (``objects/<kind>.jsonl``), then the namespace's events of the last ``events_window`` seconds
-    (``events.jsonl``); returns the manifest (counts, the kinds skipped, the chart versions)."""
+    (``events.jsonl``), then the log tails of the operator pods (``logs/<pod>/<container>.log``) where the
+    ServiceAccount may read them; returns the manifest (counts, the kinds skipped and what the
+    ServiceAccount may not read, the chart versions)."""
     import json
 
     from agent.analysis.rollout import parse_time
@@ -134,6 +159,7 @@ async def snapshot(client: KubeClient, namespace: str, sink: Callable[[str, byte
     counts: dict[str, int] = {}
     skipped: list[str] = []
     charts: set[str] = set()
+    pods: list[dict[str, Any]] = []
     for kind in kinds:
         if kind.key == "events":
             continue
@@ -151,9 +177,19 @@ async def snapshot(client: KubeClient, namespace: str, sink: Callable[[str, byte
                 chart = ((obj.get("metadata") or {}).get("labels") or {}).get("helm.sh/chart")
                 if chart:
                     charts.add(chart)
+            if key == "pods" and _log_worthy(obj) is not None:
+                pods.append({"metadata": obj.get("metadata"), "spec": {"containers": [
+                    {"name": c.get("name")} for c in (obj.get("spec") or {}).get("containers") or ()]},
+                             "status": obj.get("status")})
             sink(f"objects/{key}.jsonl", json.dumps(_strip(key, obj), sort_keys=True).encode() + b"\n")
 
-        await Informer(client, path, put, label_selector=kind.label_selector).list()
+        try:
+            await Informer(client, path, put, label_selector=kind.label_selector).list()
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            del counts[kind.key]  # the role leaves the kind out: skipped and named, as one not served
+            skipped.append(f"{kind.name} (forbidden)")
     counts["events"] = 0
     floor = now - events_window
 
@@ -165,6 +201,10 @@ async def snapshot(client: KubeClient, namespace: str, sink: Callable[[str, byte
             sink("events.jsonl", json.dumps(_strip("events", obj), sort_keys=True).encode() + b"\n")
 
     await Informer(client, resource_path("", "v1", "events", namespace), event).list()
+    logs, forbidden = await _logs(client, namespace, pods, sink)
+    if forbidden:
+        skipped.append(LOGS_FORBIDDEN)
     return {"schema": "railscope.cluster-snapshot/v1", "taken_at": now, "server": client.config.server,
             "namespace": namespace, "counts": counts, "skipped": skipped, "charts": sorted(charts),
-            "events_window_s": events_window}
+            "events_window_s": events_window, "logs": logs,
+            "log_tail": {"pods": LOG_PODS, "lines": LOG_TAIL_LINES, "bytes": LOG_TAIL_BYTES}}

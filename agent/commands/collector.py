@@ -18,6 +18,7 @@ _AUTH = "authentication (every endpoint but /metrics, /healthz, /readyz)"
 _TLS = "TLS"
 _LIMITS = "limits"
 _ALERTS = "capture on alert (POST /v1/alerts)"
+_CLUSTER = "cluster view (the operators' objects, read-only; a slice of them in every incident)"
 
 
 #: Every flag of ``railscope collector``, in ``--help`` order. ``chart="fixed"``: the chart sets it
@@ -162,6 +163,26 @@ TABLE: tuple[Setting, ...] = (
     Setting("--fabric-hold", "A rail alert naming its leaf waits this long before its capture is decided, so the "
             "other nodes' alerts of the event arrive first (Alertmanager's group_wait); 0 decides at once. "
             "Default: 30s.", type=duration_or_zero, default="30s", group=_ALERTS, field="alerts.fabric_hold_s"),
+    # the chart sets these from clusterView.enabled / operatorNamespace and its own Lease's name
+    Setting("--cluster-view", "Watch the operators' objects (one replica, elected by --cluster-lease) and store "
+            "the slice of each new incident's nodes beside its bundles: auto is on where an API server is given "
+            "(--cluster-api-server, or the pod's in-cluster configuration), off elsewhere. Default: auto.",
+            default="auto", choices=("auto", "on", "off"), group=_CLUSTER, field="cluster_view", chart="fixed"),
+    Setting("--cluster-api-server", "The Kubernetes API server of the cluster view (https://HOST:PORT), with "
+            "--cluster-api-token-file. Default: the pod's in-cluster configuration.", metavar="URL",
+            group=_CLUSTER, field="cluster_api_server", chart="none"),
+    Setting("--cluster-api-token-file", "A bearer token for --cluster-api-server (read on every request; "
+            "owner-readable only). Default: none.", metavar="FILE", group=_CLUSTER, field="cluster_api_token_file",
+            chart="none"),
+    Setting("--cluster-api-ca-file", "The CA bundle of --cluster-api-server. Default: the system's.", metavar="FILE",
+            group=_CLUSTER, field="cluster_api_ca_file", chart="none"),
+    Setting("--operator-namespace", "The operators' namespace (DaemonSets, pods, NicDevices, SR-IOV states, pools). "
+            "Default: nvidia-network-operator.", default="nvidia-network-operator", metavar="NS", group=_CLUSTER,
+            field="operator_namespace", chart="fixed"),
+    Setting("--cluster-lease", "The Lease ([NAMESPACE/]NAME, coordination.k8s.io/v1) whose holder is the one "
+            "replica that watches: the collector's only write. Default: railscope-collector-cluster-view in the "
+            "pod's own namespace.", default="railscope-collector-cluster-view", metavar="[NS/]NAME",
+            group=_CLUSTER, field="cluster_lease", chart="fixed"),
 )
 
 

@@ -23,6 +23,7 @@ from agent.commands.common import (
     given_expectations,
     judged_by,
 )
+from agent.commands.kubeapi import add_api_flags, api_config, api_given
 
 __all__ = ["CHECKS", "register", "run"]
 
@@ -51,6 +52,9 @@ The upgrade gate for one node. It checks, from what this node's readers see:
   findings   no other warning or critical finding of railscope doctor
   resources  the Node object advertises every --rail-resources resource it lists above 0 (needs an API
              server: in-cluster, or --api-server; skipped without one)
+  rollout    this node's rollout verdict (`railscope rollout --node`) is converged: the operators' objects
+             read from the API server, one LIST per kind (skipped without an API server, one that cannot
+             be reached, or a ServiceAccount that may not read them; --rollout fails then instead)
   since      with --since BUNDLE: nothing got worse than in that capture (railscope diff's regressions)
 
 It cannot see east-west traffic: no packet is sent to another node, so a wrong switch port, PFC or
@@ -79,17 +83,11 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="Extended resources that must be allocatable above 0, comma-separated shell patterns; "
                         "nvidia.com/gpu is never one. Only the resources the node lists are judged. Default: "
                         "nvidia.com/*,rdma/*,openshift.io/*.")
-    p.add_argument("--api-server", default=env_default("api-server", None), metavar="URL",
-                   help="The Kubernetes API server for the resources check. Default: the in-cluster service "
-                        "account (skipped when there is none).")
-    p.add_argument("--api-token-file", default=env_default("api-token-file", None), metavar="FILE",
-                   help="Bearer token file for --api-server. Default: none.")
     p.add_argument("--rollout", action="store_true",
-                   help="Also require this node's rollout verdict (`railscope rollout --node`) to be converged: "
-                        "the operators' objects read from the API server (--api-server, or in-cluster), one LIST "
-                        "per kind. Default: not judged.")
-    p.add_argument("--namespace", default=env_default("namespace", "nvidia-network-operator"), metavar="NS",
-                   help="With --rollout: the operators' namespace. Default: nvidia-network-operator.")
+                   help="Require the rollout check: without an API server (or one that cannot be reached) it fails "
+                        "instead of being skipped. Default: the check runs whenever an API server is given or "
+                        "in-cluster.")
+    add_api_flags(p)
     add_expectation_flags(p)
     # the node's own read: the firmware reads doctor and the agent keep off a device keep off it here too
     add_scope_flag(p)
@@ -106,19 +104,18 @@ class Check:
 
 
 def _resources(args: argparse.Namespace, node: str | None) -> Check:
-    if not args.api_server and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if not api_given(args):
         # not in a pod: spare the import of the Kubernetes client (aiohttp) a whole process would pay
         return Check("resources", "skip", "no API server (not in a pod; --api-server)")
     import asyncio
 
-    from agent.clients.kubernetes import KubeClient, KubeConfig, KubeError
+    from agent.clients.kubernetes import KubeClient, KubeError
     from agent.detectors.rail_resources import parse_allocatable
 
     try:
         # The token file keeps this check's rule of before: read as it is (the agent's ServiceAccount token
         # and a copy of it are group-readable where the chart does not set a mode).
-        cfg = (KubeConfig(args.api_server, args.api_token_file, owner_only=False) if args.api_server
-               else KubeConfig.in_cluster())
+        cfg = api_config(args, owner_only=False)
     except KubeError:
         return Check("resources", "skip", "no API server (not in a pod; --api-server)")
     if not node:
@@ -144,32 +141,42 @@ def _resources(args: argparse.Namespace, node: str | None) -> Check:
 
 
 def _rollout(args: argparse.Namespace, node: str | None) -> Check:
-    """The node's own convergence verdict (DESIGN §9), as ``railscope rollout --node`` gives it."""
+    """The node's own convergence verdict (DESIGN §9), as ``railscope rollout --node`` gives it: run whenever an
+    API server is given or in-cluster; where there is none, none that answers as one, or the ServiceAccount may
+    not read the operators' objects, skipped and said so (with ``--rollout``: failed)."""
+    bad = "FAIL" if args.rollout else "skip"
+    if not api_given(args):
+        return Check("rollout", bad, "no API server (not in a pod; --api-server)")
+    if not node:
+        return Check("rollout", "skip", "no node name (--node)")
     import asyncio
     import time
 
-    from agent.analysis.rollout import judge
+    from agent.analysis.rollout import KIND_BY_KEY, judge
     from agent.clients.cluster import ClusterWatch
-    from agent.clients.kubernetes import KubeClient, KubeConfig, KubeError
+    from agent.clients.kubernetes import KubeClient, KubeError
 
-    if not node:
-        return Check("rollout", "skip", "no node name (--node)")
     try:
-        cfg = (KubeConfig(args.api_server, args.api_token_file, owner_only=False) if args.api_server
-               else KubeConfig.in_cluster())
+        cfg = api_config(args, owner_only=False)
     except KubeError:
-        return Check("rollout", "FAIL", "no API server (not in a pod; --api-server)")
+        return Check("rollout", bad, "no API server (not in a pod; --api-server)")
 
     async def verdict() -> Any:
         async with KubeClient(cfg) as client:
             watch = ClusterWatch(client, args.namespace, node=node)
             await watch.sync()
-        return judge(watch.view, time.time(), only=node)
+        return judge(watch.view, time.time(), only=node), watch.view.missing
 
     try:
-        result = asyncio.run(verdict())
+        result, missing = asyncio.run(verdict())
     except KubeError as exc:
+        if exc.status in (0, 404):  # nothing answers, or what answers serves no Kubernetes API
+            return Check("rollout", bad, f"the API server cannot be read: {exc}")
         return Check("rollout", "FAIL", f"the API server: {exc}")
+    if f"{KIND_BY_KEY['nodes'].name} (forbidden)" in missing:
+        return Check("rollout", bad, "this ServiceAccount may not read the operators' objects (forbidden: "
+                                     + ", ".join(m.removesuffix(" (forbidden)") for m in missing
+                                                 if m.endswith("(forbidden)")) + ")")
     if not result.nodes:
         return Check("rollout", "FAIL", f"no node {node} in the cluster")
     v = result.nodes[0]
@@ -258,8 +265,7 @@ def run(args: argparse.Namespace) -> int:
     checks = _verdicts(diag, now_exp, snap)
     node = args.node or diag.node
     checks.append(_resources(args, node))
-    if args.rollout:
-        checks.append(_rollout(args, node))
+    checks.append(_rollout(args, node))
     if before is not None:
         from agent.analysis.diff import Side, diff
 

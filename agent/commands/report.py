@@ -1,7 +1,9 @@
 """``railscope report BUNDLE``: the diagnosis of a bundle with its flight recorder, events and
 manifest, as text, or as one self-contained HTML page (``--html FILE``) to attach to a ticket.
 
-BUNDLE is a node image directory or a bundle ``.tar.gz``, or with ``--collector URL`` a key of a bundle
+BUNDLE is a node image directory or a bundle ``.tar.gz`` (with the incident's cluster slice,
+``cluster.tar.gz``, beside it: the operators' intent against the node too, as ``doctor --from``), or with
+``--collector URL`` a key of a bundle
 stored by the collector (``<cluster>/<yyyy-mm-dd>/<incident>/<name>.tar.gz``, as ``railscope bundles
 ls`` prints it), downloaded and checked against its sha256 first. Exit status as ``doctor``'s: 0 no warning
 or critical finding, 1 warnings only, 2 a critical finding, 3 bad usage or not a node image; 1 also
@@ -89,7 +91,7 @@ def _download(args: argparse.Namespace, into: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.commands.doctor import not_judged
+    from agent.commands.doctor import not_judged, with_cluster_slice
     from agent.offline import InputError, diagnose_image
     from agent.report.content import build_report
 
@@ -103,12 +105,19 @@ def run(args: argparse.Namespace) -> int:
             got = diagnose_image(path, exp, table, given=given_expectations(args))
         except InputError as exc:
             return _fail(str(exc))
+    diagnosis = got.diagnosis
+    if not args.collector:
+        # the incident's cluster slice beside a local bundle: the operators' intent against this node
+        try:
+            diagnosis = with_cluster_slice(diagnosis, args.bundle)
+        except ValueError as exc:
+            return _fail(str(exc))
     judged_with = None
     if got.judged is not None:
         # the bundle's own expectations, under the command line's
         exp = got.judged.expectations
         judged_with = got.judged.words()
-    rep = build_report(args.bundle, got.diagnosis, got.history, got.manifest, manifest_error=got.manifest_error,
+    rep = build_report(args.bundle, diagnosis, got.history, got.manifest, manifest_error=got.manifest_error,
                        lossless_prio=exp.lossless_prio)
     if args.html:
         from agent import __version__
@@ -127,4 +136,4 @@ def run(args: argparse.Namespace) -> int:
         from agent.report.report_text import render_report
 
         render_report(rep, sys.stdout, not_judged=not_judged(exp), judged_with=judged_with)
-    return got.diagnosis.exit_status()
+    return diagnosis.exit_status()

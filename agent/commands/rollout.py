@@ -19,24 +19,11 @@ import time
 from agent.settings import duration as _duration
 
 from .common import EXIT_USAGE, env_default, fail
+from .kubeapi import DEFAULT_NAMESPACE, add_api_flags, api_config
+
+__all__ = ["DEFAULT_NAMESPACE", "SCHEMA", "register", "run"]
 
 SCHEMA = "railscope.rollout/v1"
-DEFAULT_NAMESPACE = "nvidia-network-operator"
-
-
-def add_api_flags(p: argparse.ArgumentParser) -> None:
-    """The API server and the operators' namespace (rollout, snapshot --cluster)."""
-    p.add_argument("--api-server", default=env_default("api-server", None), metavar="URL",
-                   help="The Kubernetes API server (https://HOST:PORT), with --api-token-file. Default: the pod's "
-                        "in-cluster configuration (KUBERNETES_SERVICE_HOST, the ServiceAccount's token and CA).")
-    p.add_argument("--api-token-file", default=env_default("api-token-file", None), metavar="FILE",
-                   help="A bearer token for --api-server (read on every request; owner-readable only). "
-                        "Default: none.")
-    p.add_argument("--api-ca-file", default=env_default("api-ca-file", None), metavar="FILE",
-                   help="The CA bundle that signed --api-server's certificate. Default: the system's.")
-    p.add_argument("--namespace", default=env_default("namespace", DEFAULT_NAMESPACE), metavar="NS",
-                   help=f"The operators' namespace (DaemonSets, pods, NicDevices, SR-IOV states, pools). "
-                        f"Default: {DEFAULT_NAMESPACE}.")
 
 
 def register(p: argparse.ArgumentParser) -> None:
@@ -55,18 +42,6 @@ def register(p: argparse.ArgumentParser) -> None:
                         "Default: no limit.")
 
 
-def _config(args: argparse.Namespace):
-    from agent.clients.kubernetes import KubeConfig
-
-    if args.api_server:
-        if not args.api_server.startswith(("https://", "http://")):
-            raise ValueError(f"--api-server {args.api_server!r}: expected https://HOST:PORT")
-        return KubeConfig(args.api_server, args.api_token_file, args.api_ca_file)
-    if args.api_token_file or args.api_ca_file:
-        raise ValueError("--api-token-file and --api-ca-file go with --api-server")
-    return KubeConfig.in_cluster()
-
-
 def _document(result, findings: list[dict]) -> dict:
     return {"schema": SCHEMA, "nodes": [v.as_json() for v in result.nodes], "components": list(result.components),
             "findings": findings, "skipped": list(result.skipped), "exit": result.exit_code}
@@ -80,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.wait:
         return fail("rollout", "--timeout goes with --wait")
     try:
-        config = _config(args)
+        config = api_config(args)
     except ValueError as exc:
         return fail("rollout", str(exc))
     except KubeError as exc:

@@ -3,8 +3,11 @@
 What the operations guide's pre-upgrade script collects, read-only (get / list only; never Secrets): the
 chart version (the DaemonSets' ``helm.sh/chart`` label, not Helm's release Secret), the CRDs and their
 versions, every custom resource of the operators' kinds, the DaemonSets and their images, the operator
-pods, the Nodes' labels and allocatable, the namespace's events of the last hour. One ``tar.gz`` under
-``railscope-cluster/`` (``manifest.json``, ``objects/<kind>.jsonl``, ``events.jsonl``) and ``FILE.sha256``
+pods, the Nodes' labels and allocatable, the namespace's events of the last hour, and the log tails of the
+operators' controller pods and of the DaemonSet pods that restarted or are not ready, where the
+ServiceAccount may read ``pods/log`` (a 403 is skipped and named in the manifest, never an error). One
+``tar.gz`` under ``railscope-cluster/`` (``manifest.json``, ``objects/<kind>.jsonl``, ``events.jsonl``,
+``logs/<pod>/<container>.log``) and ``FILE.sha256``
 beside it (``sha256sum -c`` reads it). ``railscope diff BEFORE AFTER`` compares two of them.
 
 Exit status: 0 written, 3 bad usage or no API server.
@@ -23,7 +26,7 @@ import time
 from typing import Any
 
 from .common import EXIT_USAGE, fail
-from .rollout import DEFAULT_NAMESPACE, add_api_flags
+from .kubeapi import DEFAULT_NAMESPACE, add_api_flags, api_config
 
 TOP = "railscope-cluster"
 SCHEMA = "railscope.cluster-snapshot/v1"
@@ -41,10 +44,8 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.clients.kubernetes import KubeError
 
-    from .rollout import _config
-
     try:
-        config = _config(args)
+        config = api_config(args)
     except ValueError as exc:
         return fail("snapshot", str(exc))
     except KubeError as exc:
@@ -56,8 +57,11 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail("snapshot", f"{args.output}: {exc.strerror or exc}")
     counts = manifest["counts"]
-    print(f"{args.output}: {sum(counts.values())} objects of {len(counts)} kinds"
-          + (f"; skipped (not in this cluster): {', '.join(manifest['skipped'])}" if manifest["skipped"] else ""))
+    absent = [k for k in manifest["skipped"] if not k.endswith(" (forbidden)")]
+    refused = [k.removesuffix(" (forbidden)") for k in manifest["skipped"] if k.endswith(" (forbidden)")]
+    print(f"{args.output}: {sum(counts.values())} objects of {len(counts)} kinds, {manifest['logs']} log tail(s)"
+          + (f"; skipped (not in this cluster): {', '.join(absent)}" if absent else "")
+          + (f"; skipped (this ServiceAccount may not read them): {', '.join(refused)}" if refused else ""))
     return 0
 
 

@@ -75,3 +75,30 @@ def test_rails_lost_between_snapshots(tmp_path: Path) -> None:
     res = diff(str(before), str(after))
     assert res.returncode == 1
     assert "REGRESSION resource    Node/gpu-node-00001 lost its rails: nvidia.com/rail5 127 -> 0" in res.stdout
+
+
+def test_the_log_tails_of_troubled_pods_where_the_serviceaccount_may_read_them(tmp_path: Path) -> None:
+    """A crashlooping driver pod's log tail is kept; a 403 on pods/log is skipped and named, never an error."""
+    pod = "mofed-ubuntu22.04-7c9d8c6b5-ds-00001"
+    out, refused = tmp_path / "with-logs.tar.gz", tmp_path / "no-logs.tar.gz"
+    with standin(tmp_path, "healthy") as (url, tf, p):
+        assert command(p, f"log {pod} c waiting-for-mlx5_core unload-failed:module-in-use") == "ok"
+        res = snap(url, tf, out)
+        assert res.returncode == 0, res.stderr
+        assert "1 log tail(s)" in res.stdout
+        assert command(p, "forbid pods/log") == "ok"
+        res2 = snap(url, tf, refused)
+        counts = json.loads(command(p, "count"))
+    with tarfile.open(out) as tar:
+        log = tar.extractfile(f"railscope-cluster/logs/{pod}/c.log").read().decode()  # type: ignore[union-attr]
+        manifest = json.load(tar.extractfile("railscope-cluster/manifest.json"))  # type: ignore[arg-type]
+    assert log == "waiting-for-mlx5_core\nunload-failed:module-in-use\n"
+    assert manifest["logs"] == 1 and "pods/log (forbidden)" not in manifest["skipped"]
+    assert res2.returncode == 0, res2.stderr
+    assert "skipped (this ServiceAccount may not read them): pods/log" in res2.stdout
+    with tarfile.open(refused) as tar:
+        manifest = json.load(tar.extractfile("railscope-cluster/manifest.json"))  # type: ignore[arg-type]
+        assert not [n for n in tar.getnames() if "/logs/" in n]
+    assert manifest["logs"] == 0 and "pods/log (forbidden)" in manifest["skipped"]
+    # one log request per troubled container, the tail only; no secrets, no writes
+    assert counts["get pods/log"] == 2 and not any(k.startswith("write ") or "secrets" in k for k in counts)

@@ -97,3 +97,34 @@ def test_preflight_gains_the_nodes_rollout_verdict(tmp_path: Path, scenario: str
     assert res.returncode == code, res.stdout + res.stderr
     assert line in res.stdout
     assert counts.get("list nodes") == 1 and not any(k.startswith("write ") for k in counts)
+
+
+def _preflight(*args: str) -> subprocess.CompletedProcess[str]:
+    image = ROOT / "tests" / "images" / "spectrumx-2rail-healthy"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAILSCOPE_", "KUBERNETES_"))}
+    return subprocess.run([sys.executable, "-m", "agent.cli", "preflight", "--from", str(image), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_preflight_judges_the_rollout_whenever_an_api_server_is_given(tmp_path: Path) -> None:
+    """No --rollout: the API server given is enough; without one the check is named as skipped."""
+    with standin(tmp_path, "upgrade-failed") as (url, tf, p):
+        res = _preflight("--node", "gpu-node-00001", "--api-server", url, "--api-token-file", tf)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "FAIL  rollout    failed: driver upgrade-failed: Node/gpu-node-00001" in res.stdout
+        # a ServiceAccount that may not read the operators' objects (the agent's): skipped, named
+        assert command(p, "forbid nodes pods nicdevices") == "ok"
+        res = _preflight("--node", "gpu-node-00001", "--api-server", url, "--api-token-file", tf)
+        assert "skip  rollout    this ServiceAccount may not read the operators' objects (forbidden: nodes, pods, " \
+               "nicdevices.configuration.net.nvidia.com)" in res.stdout, res.stdout
+        res = _preflight("--node", "gpu-node-00001", "--api-server", url, "--api-token-file", tf, "--rollout")
+        assert res.returncode == 1 and "FAIL  rollout    this ServiceAccount may not read" in res.stdout
+    res = _preflight("--node", "gpu-node-00001")
+    assert res.returncode == 0 and "skip  rollout    no API server (not in a pod; --api-server)" in res.stdout
+    assert "1 check(s) ok" not in res.stdout
+    res = _preflight("--node", "gpu-node-00001", "--rollout")  # asked for: the alias requires it
+    assert res.returncode == 1 and "FAIL  rollout    no API server" in res.stdout
+    # an address where nothing answers: named as skipped, unless asked for
+    res = _preflight("--node", "gpu-node-00001", "--api-server", "http://127.0.0.1:9", "--api-token-file",
+                     str(tmp_path / "token"))
+    assert "skip  rollout    the API server cannot be read" in res.stdout, res.stdout  # (resources fails there)

@@ -18,7 +18,13 @@ kube-apiserver serves it (API concepts: https://kubernetes.io/docs/reference/usi
 - bearer tokens, compared on every request against a token file that may be rotated under the server
   (:meth:`KubeApi.rotate_token`): the old token is refused with 401 at once;
 - every request counted (:attr:`KubeApi.requests`, by verb and resource); every write refused (403 on a
-  resource path, as RBAC would for a read-only ServiceAccount; 405 elsewhere) and counted as ``write``.
+  resource path, as RBAC would for a read-only ServiceAccount; 405 elsewhere) and counted as ``write``, but
+  one: the create (POST) and update (PUT) of a ``coordination.k8s.io/v1`` Lease, the collector's leader
+  election, named in :attr:`KubeApi.lease_names` (the chart's Role), counted as ``lease``; an update whose
+  ``metadata.resourceVersion`` is not the stored one is ``409 Conflict``, a create of an existing name
+  ``409 AlreadyExists``, as the real server answers them;
+- ``pods/<name>/log`` (``tailLines``, ``limitBytes``, ``container``): the text of :attr:`KubeApi.logs`, 403
+  where ``"pods/log"`` is in :attr:`KubeApi.forbidden`.
 
 Objects are held as serialized JSON (an 80,000-NicDevice cluster must fit beside the client under test).
 """
@@ -74,7 +80,9 @@ BUILTIN = (
     Kind("apps", "v1", "DaemonSet", "daemonsets", True, "daemonset"),
     Kind("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False,
          "customresourcedefinition"),
+    Kind("coordination.k8s.io", "v1", "Lease", "leases", True, "lease"),
 )
+_LEASE = re.compile(r"/apis/coordination\.k8s\.io/v1/namespaces/([^/]+)/leases(?:/([^/]+))?")
 
 
 class _Gone(Exception):
@@ -227,8 +235,12 @@ class KubeApi:
         #: (verb, resource) -> count; verbs: discovery, get, list, watch, write, unauthorized, notfound.
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self._watchers: set[asyncio.Queue[tuple[str, Any]]] = set()
-        #: plurals this ServiceAccount may not read (RBAC): 403 on get, list and watch
+        #: plurals this ServiceAccount may not read (RBAC): 403 on get, list and watch; "pods/log": no logs
         self.forbidden: set[str] = set()
+        #: the Lease names this ServiceAccount may create and update (None: any); every other write is 403
+        self.lease_names: set[str] | None = None
+        #: (namespace, pod, container or "") -> the log text ``pods/<name>/log`` serves
+        self.logs: dict[tuple[str, str, str], str] = {}
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -369,6 +381,9 @@ class KubeApi:
         if not self._authorized(request):
             self.requests[("unauthorized", path)] += 1
             return _json(_status(401, "Unauthorized", "Unauthorized"), 401)
+        lease = _LEASE.fullmatch(path)
+        if lease and request.method in ("POST", "PUT") and (request.method == "POST") == (lease[2] is None):
+            return await self._lease_write(request, lease[1], lease[2])
         if request.method not in ("GET", "HEAD"):
             self.requests[("write", path)] += 1
             if path.startswith(("/api/", "/apis/")):
@@ -381,6 +396,56 @@ class KubeApi:
             return _json(_status(400, "BadRequest", str(exc)), 400)
         except _Gone as exc:
             return _json(_status(410, "Expired", str(exc)), 410)
+
+    async def _lease_write(self, request: web.Request, ns: str, name: str | None) -> web.Response:
+        try:
+            obj = json.loads(await request.read())
+        except ValueError:
+            return _json(_status(400, "BadRequest", "the body is not JSON"), 400)
+        md = obj.get("metadata") if isinstance(obj, dict) else None
+        if not isinstance(md, dict) or obj.get("kind") != "Lease" or not md.get("name"):
+            return _json(_status(400, "BadRequest", "not a Lease"), 400)
+        if name is not None and md["name"] != name:
+            return _json(_status(400, "BadRequest", "the name in the body is not the path's"), 400)
+        if self.lease_names is not None and md["name"] not in self.lease_names:
+            self.requests[("write", request.path)] += 1
+            return _json(_status(403, "Forbidden", f'leases "{md["name"]}" is forbidden: the role names others'), 403)
+        self.requests[("lease", request.method)] += 1
+        st = self._stores[("coordination.k8s.io", "v1", "leases")]
+        old = st.objects.get((ns, md["name"]))
+        if request.method == "POST" and old is not None:
+            return _json(_status(409, "AlreadyExists", f'leases.coordination.k8s.io "{md["name"]}" already exists'),
+                         409)
+        if request.method == "PUT":
+            if old is None:
+                return _json(_status(404, "NotFound", f'leases.coordination.k8s.io "{md["name"]}" not found'), 404)
+            if str(md.get("resourceVersion") or "") != str(old.rv):
+                return _json(_status(409, "Conflict", "Operation cannot be fulfilled on leases.coordination.k8s.io "
+                                     f'"{md["name"]}": the object has been modified; please apply your changes to '
+                                     "the latest version and try again"), 409)
+        md["namespace"] = ns
+        md.pop("resourceVersion", None)
+        md.pop("generation", None)
+        (stored,) = self.apply(obj)
+        return _json(stored, 201 if request.method == "POST" else 200)
+
+    def _log(self, request: web.Request, ns: str, pod: str) -> web.Response:
+        self.requests[("get", "pods/log")] += 1
+        if "pods/log" in self.forbidden:
+            return _json(_status(403, "Forbidden", f'pods "{pod}" is forbidden: User "system:serviceaccount:railscope:'
+                                 f'railscope-collector" cannot get resource "pods/log" in API group "" in the '
+                                 f'namespace "{ns}"'), 403)
+        st = self._stores[("", "v1", "pods")]
+        if (ns, pod) not in st.objects:
+            return _json(_status(404, "NotFound", f'pods "{pod}" not found'), 404)
+        text = self.logs.get((ns, pod, request.query.get("container", "")), "")
+        if "tailLines" in request.query:
+            n = int(request.query["tailLines"])
+            text = "".join(text.splitlines(keepends=True)[-n:]) if n > 0 else ""
+        data = text.encode()
+        if "limitBytes" in request.query:
+            data = data[:int(request.query["limitBytes"])]
+        return web.Response(body=data, content_type="text/plain")
 
     def _groups(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -445,6 +510,8 @@ class KubeApi:
         ns = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             ns, rest = rest[1], rest[2:]
+        if group == "" and ns is not None and len(rest) == 3 and rest[0] == "pods" and rest[2] == "log":
+            return self._log(request, ns, rest[1])
         st = self._stores.get((group, version, rest[0]))
         if st is None or (ns is not None and not st.kind.namespaced) or len(rest) > 2:
             return self._notfound(path)
@@ -595,7 +662,8 @@ def serve_main(argv: list[str] | None = None) -> None:
     """``python -m tests.support.kube_apiserver --scenario NAME [--nodes N] [--tls DIR]``: serve a fixture cluster
     in a process of its own (the benchmarks measure a client without the server in its RSS). Prints the URL,
     then one line per command read from stdin: ``count`` (the request counts as JSON), ``expire``
-    (410 every watch), ``rotate TOKEN``, ``touch NODE`` (a change to the node's NicDevice's status)."""
+    (410 every watch), ``rotate TOKEN``, ``touch NODE`` (a change to the node's NicDevice's status), ``forbid
+    PLURAL...`` (403 from now on), ``log POD CONTAINER WORD...`` (the operator namespace's pod crashloops, its log a line per word)."""
     import argparse
     import sys
 
@@ -645,6 +713,13 @@ def serve_main(argv: list[str] | None = None) -> None:
                 print("ok", flush=True)
             elif cmd == "touch":
                 kube_cluster.touch(api, args[0])
+                print("ok", flush=True)
+            elif cmd == "forbid":  # RBAC leaves these plurals out (or "pods/log")
+                api.forbidden.update(args)
+                print("ok", flush=True)
+            elif cmd == "log":  # log POD CONTAINER WORD...: the pod's log, one line per word; its pod crashloops
+                api.logs[(kube_cluster.NS, args[0], args[1])] = "".join(w + "\n" for w in args[2:])
+                kube_cluster.crashloop(api, args[0])
                 print("ok", flush=True)
         await api.stop()
 

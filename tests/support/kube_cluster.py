@@ -343,6 +343,18 @@ def load(api: Any, name: str, nodes: int = 4, nics: int = RAILS, now: float | No
     api.apply([o for o in objs if o["kind"] != "CustomResourceDefinition"])
 
 
+def crashloop(api: Any, pod: str, restarts: int = 7) -> None:
+    """The pod's container restarted ``restarts`` times and is not ready (CrashLoopBackOff): a pod whose log a
+    cluster snapshot keeps."""
+    import json
+    st = api._store_for("v1", "Pod")
+    obj = copy.deepcopy(json.loads(st.objects[(NS, pod)].body))
+    for c in obj["status"]["containerStatuses"]:
+        c.update(ready=False, restartCount=restarts,
+                 state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}})
+    api.apply(obj)
+
+
 def touch(api: Any, node: str) -> None:
     """One change a benchmark times: the node's first NicDevice starts a configuration update (PendingReboot)."""
     st = api._store_for("configuration.net.nvidia.com/v1alpha1", "NicDevice")
@@ -368,3 +380,34 @@ def converge_railpool(api: Any) -> None:
         for s in obj["status"]["nodeStates"]:
             s.update(observedGeneration=obj["metadata"]["generation"], state="Succeeded")
         api.apply(obj)
+
+
+def node_slice_objects(node: str, ports: list[tuple[str, str]], mtu: int | None = None) -> dict[str, list[dict]]:
+    """A healthy one-node cluster's objects by kind key (as a slice holds them), renamed to ``node`` with one
+    NicDevice per (pci, netdev) of ``ports`` (``InterfaceNameApplied=True``: the operator says it named them so);
+    with ``mtu``, the node's SriovNetworkNodeState asks that MTU on each of those PCI addresses, synced."""
+    from agent.analysis.rollout import KIND_BY_KEY
+
+    by_kind = {k.kind: k.key for k in KIND_BY_KEY.values()}
+    objects: dict[str, list[dict]] = {}
+    for obj in scenario("healthy", nodes=1, nics=len(ports)):
+        key = by_kind.get(obj["kind"])
+        if key:
+            objects.setdefault(key, []).append(obj)
+    for dev, (pci, netdev) in zip(objects["nicdevices"], ports, strict=True):
+        dev["status"]["node"] = node
+        dev["status"]["ports"] = [{"pci": pci, "networkInterface": netdev}]
+    objects["nodes"][0]["metadata"]["name"] = node
+    states = objects.get("sriovnetworknodestates") or []
+    if mtu is None or not states:
+        objects["sriovnetworknodestates"] = []
+    else:
+        st = states[0]
+        st["metadata"]["name"] = node
+        st["status"]["syncStatus"] = "Succeeded"
+        # what SR-IOV is asked (spec) and reports (status) alike; no numVfs / eSwitchMode: the MTU alone
+        st["spec"]["interfaces"] = [{"pciAddress": pci, "name": netdev, "mtu": mtu} for pci, netdev in ports]
+        st["status"]["interfaces"] = [{"pciAddress": pci, "name": netdev, "mtu": mtu, "vendor": "15b3"}
+                                      for pci, netdev in ports]
+        objects["sriovnetworknodestates"] = [st]
+    return objects

@@ -287,7 +287,7 @@ def test_the_document_has_exactly_the_design_keys(capsys: pytest.CaptureFixture[
     main(["doctor", "--from", str(IMAGES / "representor-stale"), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert list(doc) == ["schema", "node", "kernel", "rails", "findings", "unavailable"]  # unavailable: additive
-    assert all(list(r) == ["rail", "plane", "netdev", "rdma", "pci", "oper", "speed_mbps", "rdma_state", "driver",
+    assert all(list(r) == ["rail", "plane", "netdev", "rdma", "pci", "oper", "speed_mbps", "mtu", "rdma_state", "driver",
                            "driver_version", "firmware", "psid", "eswitch_mode", "esw_multiport", "numvfs",
                            "representors", "gpu", "gpu_link", "peer"] for r in doc["rails"])
     assert all(list(f) == ["code", "severity", "subject", "message", "evidence"] for f in doc["findings"])

@@ -32,7 +32,7 @@ def test_a_ready_gpu_node_passes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = preflight(capsys, "--from", str(IMAGES / "gpudirect-hgx-pix-healthy"))
     assert code == 0, out
     assert lines(out) == {"rails": "ok", "rdma": "ok", "gpudirect": "ok", "firmware": "skip", "mtu": "ok",
-                          "driver": "skip", "findings": "ok", "resources": "skip", "since": "skip"}
+                          "driver": "skip", "findings": "ok", "resources": "skip", "rollout": "skip", "since": "skip"}
     assert out.splitlines()[-1].startswith("PREFLIGHT PASS: gpu-node-017 is ready")
 
 
@@ -149,7 +149,9 @@ def test_resources_advertised_lost_and_unreachable(capsys: pytest.CaptureFixture
     state["alloc"]["nvidia.com/rail1"] = "0"
     code, out = preflight(capsys, *base)
     assert code == 1 and "FAIL  resources  0 allocatable: nvidia.com/rail1" in out
-    assert state["requests"] == ["/api/v1/nodes/gpu-node-017"] * 2  # one GET of its own Node, never a list
+    # resources: one GET of its own Node, never a list (this server serves no discovery: rollout is skipped)
+    assert [r for r in state["requests"] if r.startswith("/api/v1/nodes")] == ["/api/v1/nodes/gpu-node-017"] * 2
+    assert "skip  rollout    the API server cannot be read: 404" in out
     (tmp_path / "bad").write_text("wrong")
     code, out = preflight(capsys, "--from", str(IMAGES / "spectrumx-2rail-healthy"), "--api-server", url,
                           "--api-token-file", str(tmp_path / "bad"))

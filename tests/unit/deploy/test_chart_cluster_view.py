@@ -48,3 +48,34 @@ def test_secrets_and_subresources_are_refused(chart: Any, resource: str) -> None
     with pytest.raises(Exception) as exc:  # the Helm library's own error type
         render(chart, values)
     assert "secrets" in str(exc.value) or "pods/exec" in str(exc.value)
+
+
+def test_the_lease_is_the_one_write_on_one_name_in_the_collectors_namespace(chart: Any) -> None:
+    docs = render(chart, ON)
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-cluster-view-lease")]
+    name = role["metadata"]["name"].removesuffix("-lease")
+    # get / update of that one Lease; create cannot be narrowed to a name by RBAC, so leases in this namespace
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [name],
+         "verbs": ["get", "update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}]
+    (rb,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == role["metadata"]["name"]]
+    assert rb["metadata"]["namespace"] == role["metadata"]["namespace"] and rb["roleRef"]["kind"] == "Role"
+    for doc in (role, rb):
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+    # no other write anywhere in the chart's roles
+    for d in docs:
+        if d["kind"] in ("Role", "ClusterRole"):
+            for rule in d["rules"]:
+                if set(rule["verbs"]) - {"get", "list", "watch"}:
+                    assert rule["resources"] == ["leases"], (d["metadata"]["name"], rule)
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["RAILSCOPE_CLUSTER_LEASE"] == f"{role['metadata']['namespace']}/{name}"
+    assert env["RAILSCOPE_CLUSTER_VIEW"] == "on" and env["RAILSCOPE_OPERATOR_NAMESPACE"] == "nvidia-network-operator"
+    mounts = dep["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert "/var/run/secrets/kubernetes.io/serviceaccount" in {m["mountPath"] for m in mounts}
+    off = next(d for d in render(chart, {**ON, "clusterView": {"enabled": False}}) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in off["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["RAILSCOPE_CLUSTER_VIEW"] == "off"

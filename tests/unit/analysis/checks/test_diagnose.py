@@ -28,7 +28,7 @@ def test_healthy_rail_row_has_every_column():
     snap = nodes.replace_link(nodes.node(), "net_rail0", speed_mbps=400000)
     assert rows(snap)[0] == RailRow(
         rail=0, plane=None, netdev="net_rail0", rdma="rdma_rail0", pci=nodes.PCIS[0], oper="up",
-        speed_mbps=400000, rdma_state="ACTIVE", driver="mlx5_core", driver_version="25.10-1.7.1",
+        speed_mbps=400000, mtu=9000, rdma_state="ACTIVE", driver="mlx5_core", driver_version="25.10-1.7.1",
         firmware="28.42.1000", psid="MT_0000000838", eswitch_mode="switchdev", esw_multiport=False,
         numvfs=1, representors=1)
 
