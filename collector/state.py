@@ -1,4 +1,4 @@
-"""The collector's shared state and every ``web.AppKey`` of its app, in one place (STYLE: aiohttp apps).
+"""The collector's shared state and every ``web.AppKey`` of its app, in one place (docs/design.md §11, aiohttp apps).
 
 A module that needs another's state reads it through a key declared here, so no handler module
 imports another for its state (the alert handler and the request API once did, both ways).

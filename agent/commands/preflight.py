@@ -144,7 +144,7 @@ def _resources(args: argparse.Namespace, node: str | None) -> Check:
 
 
 def _rollout(args: argparse.Namespace, node: str | None) -> Check:
-    """The node's own convergence verdict (DESIGN §9), as ``railscope rollout --node`` gives it."""
+    """The node's own convergence verdict (docs/design.md §9), as ``railscope rollout --node`` gives it."""
     import asyncio
     import time
 

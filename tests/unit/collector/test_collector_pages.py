@@ -174,7 +174,7 @@ def test_bundle_text_is_escaped_on_the_incident_page(tmp_path: Path) -> None:
 
 
 def test_the_analysis_of_a_page_stays_off_the_live_node() -> None:
-    """DESIGN §1: the collector uses the agent's offline parts only, also for what it imports late."""
+    """docs/design.md §1: the collector uses the agent's offline parts only, also for what it imports late."""
     import json
     import subprocess
     import sys
