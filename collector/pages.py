@@ -125,14 +125,15 @@ async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
 
 #: What the incidents list shows of a bundle's findings: an empty object beside it whose name says
 #: their worst severity (``<name>.worst.critical``), read from one listing of the cluster's keys.
-WORST_SEVERITIES = ("critical", "warning", "info", "ok")
+#: ``unreadable``: analysed, and the bundle could not be read.
+WORST_SEVERITIES = ("critical", "warning", "info", "ok", "unreadable")
 
 
-def worst_severity(doc: dict[str, Any]) -> str | None:
-    """The worst severity of an analysis' findings, ``ok`` for none; None for an error document."""
+def worst_severity(doc: dict[str, Any]) -> str:
+    """The worst severity of an analysis' findings, ``ok`` for none, ``unreadable`` for an error document."""
     doctor = doc.get("doctor")
     if "error" in doc or not isinstance(doctor, dict):
-        return None
+        return "unreadable"
     sevs = [str(f.get("severity")) for f in doctor.get("findings", []) if isinstance(f, dict)]
     return min((s for s in sevs if s in _RANK), key=_RANK.__getitem__, default="ok")
 
@@ -399,10 +400,12 @@ def _severity_cell(alert: str | None, bundles: list[str | None]) -> str:
     worst = min([s for s in [alert, *known] if s in _RANK], key=_RANK.__getitem__, default=None)
     if worst is not None:
         cell = pill(worst)
-    elif known:
+    elif "ok" in known:
         cell = '<span class="pill ok">OK</span>'
     else:
         cell = "<span class=muted>–</span>"
+    if (bad := known.count("unreadable")):
+        cell += f" <span class=muted>{bad} unreadable</span>"
     if len(known) < len(bundles):
         cell += (f' <span class=muted>{len(bundles) - len(known)} of {len(bundles)} bundle(s) not analysed: '
                  "open the incident</span>")

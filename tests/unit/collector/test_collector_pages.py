@@ -476,3 +476,31 @@ def test_the_incident_page_shows_each_findings_message_and_each_next_step_once(t
         assert text.count(html.escape(step, quote=True)) == 1, step
     listed = text[text.index("id=steps"):text.index("id=nodes")]
     assert "RailLinkDown" in listed and "gpu-node-017, gpu-node-018" in listed  # what each step serves
+
+
+def test_an_analysis_made_again_leaves_one_worst_marker_and_the_list_says_unreadable(tmp_path: Path) -> None:
+    """The marker the incidents list reads follows the latest analysis (new expectations judge a bundle
+    again); a bundle that cannot be read is analysed, and the list says so rather than "not analysed"."""
+    from proto.keys import parse_name
+
+    key = parse_name("prod-east", "2026-12-01", "inc-m", "n1-20261201T093823Z-b1.tar.gz")
+
+    def doc(*sevs: str) -> dict:
+        return {"doctor": {"findings": [{"code": "X", "subject": "s", "severity": s} for s in sevs]}}
+
+    async def go() -> tuple[list[list[str]], str]:
+        async with running(local_settings(tmp_path)) as (url, col):
+            seen = []
+            for d in (doc("warning", "critical"), doc(), doc("info"), {"error": "not a bundle"}):
+                await pages._cache_put(col, key, d, None)
+                seen.append([r.rsplit(".worst.", 1)[1] for r, _t in await col.store.list_small("prod-east")
+                             if ".worst." in r])
+            status, _stored, _ = await post(url, body(replace(HELLO, incident="inc-bad"), b"\x1f\x8b\x08 no gzip"))
+            assert status == 200
+            await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-bad", basic(OPERATOR_TOKEN))
+            _s, text, _ = await fetch(url, "/ui/", basic(OPERATOR_TOKEN))
+            return seen, _row(text, "inc-bad")
+
+    seen, row = run(go())
+    assert seen == [["critical"], ["ok"], ["info"], ["unreadable"]]
+    assert "1 unreadable" in row and "not analysed" not in row
