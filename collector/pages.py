@@ -17,8 +17,8 @@ password: a 401 asks for them with ``WWW-Authenticate: Basic``) or as a bearer t
 script). The analysis of a bundle is cached beside it in the store as small objects: a summary
 (``<name>.analysis.json``, the worst findings: all an incident page reads, written to fit the cap it
 is read back under), the report page (``<name>.analysis.html``, bounded by the report's own caps) and
-an empty marker whose name says the findings' worst severity (``<name>.worst.critical``: the incidents
-list reads them from one listing per cluster). The summary is keyed by the bundle's sha256 and the
+an empty marker whose name says the findings' worst severity (``<cluster>/.worst/…/<name>.critical``:
+the incidents list reads them from one listing per cluster). The summary is keyed by the bundle's sha256 and the
 railscope version and the expectations judged (``RAILSCOPE_<FLAG>`` variables, as doctor reads them),
 so no page reads a large bundle twice; analyses run one at a time per replica, off the event loop, and
 two pages asking for the same bundle share one analysis (a lock per bundle, held in a weak map while
@@ -123,8 +123,9 @@ async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
 
 
-#: What the incidents list shows of a bundle's findings: an empty object beside it whose name says
-#: their worst severity (``<name>.worst.critical``), read from one listing of the cluster's keys.
+#: What the incidents list shows of a bundle's findings: an empty object whose name says their worst
+#: severity, ``<cluster>/.worst/<date>/<incident>/<name>.critical``: one listing per cluster of these
+#: alone (beside the claims' ``<cluster>/.ids/``), never a read per bundle, nor a second listing of them.
 #: ``unreadable``: analysed, and the bundle could not be read.
 WORST_SEVERITIES = ("critical", "warning", "info", "ok", "unreadable")
 
@@ -148,9 +149,13 @@ async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any], page: 
     worst = worst_severity(doc)
     for sev in WORST_SEVERITIES:
         if sev == worst:
-            await col.store.put_small(_cache_rel(key, f".worst.{sev}"), b"")
+            await col.store.put_small(_marker_rel(key, sev), b"")
         else:
-            await col.store.delete_small(_cache_rel(key, f".worst.{sev}"))
+            await col.store.delete_small(_marker_rel(key, sev))
+
+
+def _marker_rel(key: BundleKey, sev: str) -> str:
+    return f"{key.cluster}/.worst/{key.date}/{key.incident}/{key.name}.{sev}"
 
 
 #: One analysis may take this long and this much address space; it runs in a process of its own,
@@ -333,6 +338,7 @@ async def index(request: web.Request) -> web.Response:
     # The index shows no digest: on S3 a listing without one GET per bundle (1,000 bundles on SeaweedFS:
     # 3.2 s -> 0.23 s, bench/bench_listing.py).
     found = await _list(request, with_sha256=False)
+    found_worst = await _worst_of_bundles(request, {s.key.cluster for s in found})
     incidents: dict[tuple[str, str, str], list[Stored]] = {}
     for s in found:
         incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), []).append(s)
@@ -351,7 +357,6 @@ async def index(request: web.Request) -> web.Response:
             if r.severity in _RANK and (sev is None or _RANK[r.severity] < _RANK[sev]):
                 sev = r.severity
             asked[r.incident] = (names, sev)
-    found_worst = await _worst_of_bundles(request, {s.key.cluster for s in found})
     rows = []
     for (c, d, i), bundles in sorted(incidents.items(), key=lambda kv: (max(b.key.stamp for b in kv[1]), kv[0]),
                                      reverse=True):
@@ -381,13 +386,15 @@ async def _worst_of_bundles(request: web.Request, clusters: Iterable[str]) -> di
     col = request.app[STATE]
     out: dict[str, str] = {}
     for cluster in sorted(clusters):
+        top = f"{cluster}/.worst"
         try:
-            rels = await col.store.list_small(cluster)
+            rels = await col.store.list_small(top)
         except StoreError:
             col.metrics.storage_errors.labels("list").inc()
             continue  # the page still lists the bundles, their findings unsaid
         for rel, _tag in rels:
-            head, dot, sev = rel.rpartition(".worst.")
+            head, dot, sev = rel[len(top) + 1:].rpartition(".")
+            head = f"{cluster}/{head}"
             rank = WORST_SEVERITIES.index(sev) if dot and sev in WORST_SEVERITIES else None
             if rank is not None and (head not in out or rank < WORST_SEVERITIES.index(out[head])):
                 out[head] = sev  # two markers (an analysis' swap of them caught midway): the worse
