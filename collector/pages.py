@@ -62,12 +62,16 @@ WORST = 4
 
 
 
+#: What the incident page adds to the report's styles: a finding and its message as one block.
+_CSS = ".finding{margin:.1em 0 .45em}.finding .message{margin-top:.1em}"
+
+
 def _page(title: str, body: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     text = ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
             "img-src data:; form-action 'none'; base-uri 'none'\">"
             "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{body}"
+            f"<title>{esc(title)}</title><style>{CSS}{_CSS}</style></head><body><main>{body}"
             f"<footer>railscope collector {esc(__version__)}</footer></main></body></html>\n")
     return web.Response(text=text, status=status, content_type="text/html", headers=_security(headers))
 
@@ -630,12 +634,12 @@ async def incident(request: web.Request) -> web.Response:
         else:
             fs = _worst(doc)
             total = doc["doctor"].get("findings_total", len(doc["doctor"].get("findings", [])))
-            worst = "<br>".join(f"{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
-                                f"<code>{esc(f.get('subject'))}</code> {steps.ref(f.get('code'))}"
-                                f"{_message(f)}" for f in fs) or \
+            worst = "".join(f"<div class=finding>{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
+                            f"<code>{esc(f.get('subject'))}</code> {steps.ref(f.get('code'))}"
+                            f"{_message(f)}</div>" for f in fs) or \
                 '<span class="pill ok">OK</span> no findings'
             if total > len(fs):
-                worst += f'<br><span class="muted">and {total - len(fs)} more</span>'
+                worst += f'<div class="muted">and {total - len(fs)} more</div>'
         rows.append(f"<tr><td class=mono><b>{esc(k.node)}</b></td><td class=mono>{esc(k.stamp)}</td><td>{worst}</td>"
                     f'<td><a href="{esc(_bundle_url(k))}">report</a> · <a href="{esc(_bundle_url(k))}/download">'
                     f"download</a> <span class=muted>({esc(size_words(s.bytes))})</span></td></tr>")
