@@ -1,4 +1,4 @@
-"""Every setting, parsed once into frozen dataclasses, with its validation (STYLE: "Configuration").
+"""Every setting, parsed once into frozen dataclasses, with its validation (docs/design.md §11 "Configuration").
 
 ``Expectations`` (what the checks judge against), ``ReadConfig`` (what the readers read),
 ``Thresholds`` (the detectors' windows) and ``AgentSettings`` (the daemon). Expectations come from
@@ -96,7 +96,7 @@ class Expectations:
 
 
 #: Expectations field -> the flag that states it. A bundle's manifest records the expectations in force
-#: under the flag's words (``--expect-eswitch-mode`` -> ``expect_eswitch_mode``; DESIGN §2), so a replay
+#: under the flag's words (``--expect-eswitch-mode`` -> ``expect_eswitch_mode``; docs/design.md §2), so a replay
 #: judges as the node did and says which flag it would take to judge otherwise.
 EXPECTATION_FLAGS: dict[str, str] = {
     "lossless_prio": "--lossless-prio",
@@ -255,7 +255,7 @@ def expectations_from_json(doc: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
 
 @dataclass(frozen=True)
 class Judged:
-    """The expectations a node image was judged with, and where each came from (DESIGN §2): the
+    """The expectations a node image was judged with, and where each came from (docs/design.md §2): the
     command line (a flag or its ``RAILSCOPE_*`` variable) over the bundle's manifest over the
     defaults."""
 

@@ -249,7 +249,7 @@ TABLE: tuple[Setting, ...] = (
        type=_template, kind="list", env=False, convert=lambda v: tuple(v) if v else DEFAULT_RDMA_TEMPLATES),
     _e("event_window_s", "Agent events this long before the capture time become findings. Default: 15m.",
        type=duration, default="15m"),
-    # The two tiers of LinkDegrading (DESIGN §4): a warning well below the FEC's limit, so a rail is seen
+    # The two tiers of LinkDegrading (docs/design.md §4): a warning well below the FEC's limit, so a rail is seen
     # degrading before it costs GPU time, and critical at the limit itself.
     _e("ber_warning", "LinkDegrading: a pre-FEC corrected-bit ratio (rx_corrected_bits_phy / rx_bits_phy) above "
        "this over --ber-window is a warning: the link degrades while FEC still corrects it. "
@@ -319,7 +319,7 @@ def _env_args() -> argparse.Namespace:
 
 def stated_by_env() -> dict[str, str]:
     """The expectations the ``RAILSCOPE_<FLAG>`` variables state (the collector's command line): they
-    override a bundle's recorded values, the others yield to them (DESIGN §2)."""
+    override a bundle's recorded values, the others yield to them (docs/design.md §2)."""
     return given_expectations(_env_args())
 
 

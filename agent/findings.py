@@ -1,8 +1,8 @@
-"""Finding and event codes, severities and the ``railscope.doctor/v1`` document (DESIGN §4).
+"""Finding and event codes, severities and the ``railscope.doctor/v1`` document (docs/design.md §4).
 
 ``EVENT_CODES`` is separate from the finding ``CODES``: ``DriverReload`` is an event (it explains the
 flaps it would otherwise cause), never a finding. Events of the other codes become findings as they
-are when ``railscope doctor`` reads ``events.json`` (DESIGN §4 "Time").
+are when ``railscope doctor`` reads ``events.json`` (docs/design.md §4 "Time").
 """
 
 from __future__ import annotations
@@ -62,11 +62,11 @@ EVENT_CODES: dict[str, str] = {
     "DriverReload": "info",
     # frames above a rail's MTU arrive (rx_oversize_pkts_phy rose): the rising form of MtuMismatch
     "MtuMismatch": CODES["MtuMismatch"],
-    # the device plugin advertised 0 of a rail resource after more: only the API server knows (DESIGN §4)
+    # the device plugin advertised 0 of a rail resource after more: only the API server knows (docs/design.md §4)
     "RailResourcesLost": CODES["RailResourcesLost"],
 }
 
-#: code -> default severity of the findings judged from the cluster's objects (DESIGN §4, §9): `railscope
+#: code -> default severity of the findings judged from the cluster's objects (docs/design.md §4, §9): `railscope
 #: rollout`, the collector's incident view. No node image carries the objects, so no node image has them.
 CLUSTER_CODES: dict[str, str] = {
     "RailIntentMismatch": "critical",
@@ -229,7 +229,7 @@ NEXT_STEPS: dict[str, str] = {
         "of a `-beta` one. Owner: the cluster's operator deployment."),
 }
 
-#: code -> its rule: when railscope raises it (DESIGN §4). Rows for codes not raised yet wait for them.
+#: code -> its rule: when railscope raises it (docs/design.md §4). Rows for codes not raised yet wait for them.
 CODE_RULES: dict[str, str] = {
     "RailMissing": "a rail the udev rules (or --rails, --rail-map) expect has no netdev",
     "RailNameMismatch": "the PCI function a rule names has an uplink netdev with another name (rename failed)",
@@ -301,7 +301,7 @@ CODE_RULES: dict[str, str] = {
                                "`helm.sh/chart` version"),
 }
 
-#: code -> what a finding's subject names (DESIGN §4), so that one finding maps to one alert.
+#: code -> what a finding's subject names (docs/design.md §4), so that one finding maps to one alert.
 CODE_SUBJECTS: dict[str, str] = {
     "RailMissing": "the expected rail netdev name (`net_rail1`); the PCI function for a --rail-map rail no rule names",
     "RailNameMismatch": "the expected rail netdev name (`net_rail1`)",

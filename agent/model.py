@@ -1,6 +1,6 @@
 """Plain frozen records that readers return and checks, detectors and metrics consume.
 
-Nothing above the readers sees pyroute2 objects or raw command text (DESIGN §3). Every record is
+Nothing above the readers sees pyroute2 objects or raw command text (docs/design.md §3). Every record is
 immutable and made of plain values, so a snapshot can be compared, hashed into tests and handed
 between threads without copying.
 
@@ -59,7 +59,7 @@ class Link:
     parent_dev: str | None = None  # PCI BDF for a PCI netdev (a representor's is its PF)
     master: str | int | None = None
     kind: str | None = None  # veth, bridge, ... (None for a physical NIC)
-    stats64: tuple[tuple[str, int], ...] | None = None  # rails only (DESIGN §3)
+    stats64: tuple[tuple[str, int], ...] | None = None  # rails only (docs/design.md §3)
     vfinfo: tuple[VfInfo, ...] | None = None
     #: /sys/class/net/<if>/speed in Mb/s for rails and uplinks; None when sysfs says -1 (no link) or nothing
     speed_mbps: int | None = None
@@ -294,7 +294,7 @@ class KernelRow:
 
 
 #: The files nic-configuration-operator writes: every rule in them names a rail, and they win over
-#: a site's own file that names the same PCI function (DESIGN §4 "Rails").
+#: a site's own file that names the same PCI function (docs/design.md §4 "Rails").
 OPERATOR_RULE_FILES: tuple[str, ...] = (
     "/etc/udev/rules.d/10-nic-net-interface-naming.rules",
     "/etc/udev/rules.d/10-nic-rdma-interface-naming.rules",
@@ -424,7 +424,7 @@ class Event:
 
 
 # --------------------------------------------------------------------------------------------
-# degradation: PCIe link, optics, NIC temperature (DESIGN §3)
+# degradation: PCIe link, optics, NIC temperature (docs/design.md §3)
 
 
 #: ``current_link_width`` of a Link Status register that reads 0xffff: ``(lnksta & PCI_EXP_LNKSTA_NLW) >> 4``
@@ -460,7 +460,7 @@ class PcieLink:
     def aer_counters(self) -> dict[str, int]:
         """The AER totals under their sysfs file names (``AER_COUNTERS``), the known ones only, and
         the function they were read from (``AER_FUNCTION``): what a rail's flight-recorder line
-        carries so a rise is judged between two samples (DESIGN §4) — of one function only: a rail
+        carries so a rise is judged between two samples (docs/design.md §4) — of one function only: a rail
         name that moved to another PF within the window compares nothing."""
         vals = (self.aer_correctable, self.aer_nonfatal, self.aer_fatal)
         out = {k: v for k, v in zip(AER_COUNTERS, vals, strict=True) if v is not None}

@@ -47,7 +47,7 @@ __all__ = [
     "render",
 ]
 
-#: Tried in order when no ``--net-template`` is given (DESIGN §4 "Rails").
+#: Tried in order when no ``--net-template`` is given (docs/design.md §4 "Rails").
 DEFAULT_NET_TEMPLATES: tuple[str, ...] = (
     "net_rail%rail_id%",
     "net_rail%rail_id%_plane%plane_id%",
@@ -177,7 +177,7 @@ def _is_rail_name(rule: RailRule, net_templates: tuple[str, ...], rdma_templates
 
 def rail_rules(rules: Iterable[RailRule], net_templates: tuple[str, ...] = DEFAULT_NET_TEMPLATES,
                rdma_templates: tuple[str, ...] = DEFAULT_RDMA_TEMPLATES) -> tuple[RailRule, ...]:
-    """The naming rules that name rails, one per (PCI function, kind) (DESIGN §4 "Rails").
+    """The naming rules that name rails, one per (PCI function, kind) (docs/design.md §4 "Rails").
 
     Every rule of the operator's two files names a rail. A rule of another file names a rail when
     its function has a rule (net or RDMA, in that file set) whose name matches a template — the given

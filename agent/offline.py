@@ -72,7 +72,7 @@ def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, 
     """Read ``host`` (live or recorded) and diagnose it; the caller closes it. A reader failure is a
     ``InputError`` naming the input, ``name`` (``RAILSCOPE_DEBUG=1`` raises it instead).
 
-    A node image is judged with the expectations its manifest records (DESIGN §2), except those in
+    A node image is judged with the expectations its manifest records (docs/design.md §2), except those in
     ``given`` (field -> the flag or variable that stated it: the command line's), which ``exp`` holds.
     """
     from agent.readers.snapshot import take_snapshot

@@ -1,4 +1,4 @@
-"""JSON from a node image, parsed within bounds (DESIGN §2: an image is untrusted input).
+"""JSON from a node image, parsed within bounds (docs/design.md §2: an image is untrusted input).
 
 ``load_json`` is the parser of every JSON file of an image (manifest, link dump, events, flight
 recorder lines, recorded command outputs): nesting deeper than 64 levels is refused before the

@@ -162,7 +162,7 @@ def ne_cpu_per_scrape(url: str, proc: subprocess.Popen[bytes], scrapes: int) -> 
 
 #: the scrape interval the per-scrape figure is counted over (Prometheus' usual 15 s)
 SCRAPE_S = 15.0
-#: the sources the degradation codes added (DESIGN §3): the per-scrape figure is given without them too
+#: the sources the degradation codes added (docs/design.md §3): the per-scrape figure is given without them too
 DEGRADATION_SOURCES = ("pcie", "thermal", "optics")
 
 

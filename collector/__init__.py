@@ -1,4 +1,4 @@
-"""The central service: ingest, storage, the bundle API (DESIGN §9).
+"""The central service: ingest, storage, the bundle API (docs/design.md §9).
 
 May import ``proto`` and the offline parts of the agent (recorded host, image, readers, analysis and
 ``agent.offline`` that runs them, report, the judging flags of ``agent.expectations``) and nothing else

@@ -1,6 +1,6 @@
 """Who is calling: static per-role tokens and Kubernetes TokenReview, compared in constant time.
 
-Roles (DESIGN §9): ``agent`` uploads (and polls) as its own node only; ``alerting`` posts alerts;
+Roles (docs/design.md §9): ``agent`` uploads (and polls) as its own node only; ``alerting`` posts alerts;
 ``operator`` lists, fetches, verifies. A ServiceAccount token is sent to the API server's TokenReview
 with the collector's audience; the node it is bound to comes from the token's pod-node claim
 (``authentication.kubernetes.io/node-name`` in ``user.extra``, Kubernetes ≥ 1.30). Without a node

@@ -1,6 +1,6 @@
 """Who may call a route, and how a refusal is answered: one middleware for every route of the app.
 
-Each route of ``collector.routes`` names the roles it needs (DESIGN §9: ``agent``, ``alerting``,
+Each route of ``collector.routes`` names the roles it needs (docs/design.md §9: ``agent``, ``alerting``,
 ``operator``; none for the probes) and, for an agent, where the node it acts for is named (a query
 parameter or a path part): the middleware authenticates the bearer token before the handler runs and
 leaves the principal in ``request[PRINCIPAL]``. A browser page also takes the operator token as the

@@ -13,17 +13,25 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["ANALYSIS_OUTPUT_BYTES", "MAX_JSON_DEPTH", "PAGE_BYTES", "SUMMARY_BYTES", "SUMMARY_FINDINGS",
-           "OutputTooLarge", "TokenBucket", "jwt_for", "loads", "read_capped", "summarise_doctor"]
+           "OutputTooLarge", "TokenBucket", "fit_summary", "jwt_for", "loads", "read_capped", "summarise_doctor",
+           "summary_bytes"]
 
 #: The analysis child's answer (the summary and the page, as JSON); past it the child is killed. The
 #: page is bounded by ``agent.report.html``'s caps: this is a ceiling for what those caps let through.
 ANALYSIS_OUTPUT_BYTES = 16 << 20
-#: A cached report page read back (the same ceiling, less the summary).
-PAGE_BYTES = 12 << 20
+#: A cached report page read back: the child's whole answer, so every page written reads back (the
+#: page's UTF-8 is never longer than its JSON-escaped ASCII in the answer) and none is analysed again.
+PAGE_BYTES = ANALYSIS_OUTPUT_BYTES
 #: The summary an incident page reads per bundle: what its rows and the fleet view need, no more.
+#: It is written to fit (``fit_summary``): one past it would never be read back.
 SUMMARY_BYTES = 1 << 20
 SUMMARY_FINDINGS = 100
 _SUMMARY_ROWS = 100
+_SUMMARY_NOTES = 20
+_SUMMARY_EXPECTATIONS = 64
+#: Characters kept of a finding's message, of a reason or note, of any other text of the summary.
+_MESSAGE_CHARS = 1000
+_TEXT_CHARS = 200
 
 
 #: No document the collector is sent nests deeper than a few levels (a webhook: 4).
@@ -65,22 +73,87 @@ def _fabric_evidence(f: dict[str, Any]) -> dict[str, Any]:
     return {"evidence": kept} if kept else {}
 
 
+def _cut(value: Any, n: int = _TEXT_CHARS) -> Any:
+    """A string of at most ``n`` characters (an ellipsis says it was cut); other scalars as they are."""
+    if isinstance(value, str):
+        return value if len(value) <= n else value[:n - 1] + "…"
+    return value if value is None or isinstance(value, (bool, int, float)) else _cut(str(value), n)
+
+
+def _row(row: Any) -> Any:
+    """A ``rails[]`` / ``unavailable[]`` row with its text cut (``peer`` one level down, as it is)."""
+    if not isinstance(row, dict):
+        return None
+    out: dict[str, Any] = {}
+    for k, v in list(row.items())[:32]:
+        if isinstance(v, dict):
+            out[_cut(k, 64)] = {_cut(k2, 64): _cut(v2) if not isinstance(v2, list) else [_cut(x) for x in v2[:16]]
+                                for k2, v2 in list(v.items())[:16]}
+        elif isinstance(v, list):
+            out[_cut(k, 64)] = [_cut(x) for x in v[:16]]
+        else:
+            out[_cut(k, 64)] = _cut(v, _MESSAGE_CHARS if k == "reason" else _TEXT_CHARS)
+    return out
+
+
 def summarise_doctor(doctor: dict[str, Any]) -> dict[str, Any]:
     """``doctor``'s JSON cut to what the incident page shows: the worst findings (they come worst
     first) without their evidence but what fabric correlation reads, the count of all of them, and the
-    first rails (with their LLDP peers) and gaps."""
+    first rails (with their LLDP peers), gaps and notes with their counts; every text cut. A summary
+    summarised again keeps its counts."""
     findings = doctor.get("findings")
     findings = findings if isinstance(findings, list) else []
-    keep = ("code", "subject", "severity", "message")
-    out = dict(doctor)
-    out["findings"] = [{**{k: f.get(k) for k in keep if k in f}, **_fabric_evidence(f)}
+    out: dict[str, Any] = {k: _cut(doctor.get(k)) for k in ("schema", "node", "kernel") if k in doctor}
+    out["findings"] = [{**{k: _cut(f.get(k), _MESSAGE_CHARS if k == "message" else _TEXT_CHARS)
+                           for k in ("code", "subject", "severity", "message") if k in f}, **_fabric_evidence(f)}
                        for f in findings[:SUMMARY_FINDINGS] if isinstance(f, dict)]
-    out["findings_total"] = len(findings)
-    for name in ("rails", "unavailable"):
+    out["findings_total"] = _total(doctor, "findings", findings)
+    for name, n in (("rails", _SUMMARY_ROWS), ("unavailable", _SUMMARY_ROWS), ("notes", _SUMMARY_NOTES)):
         rows = doctor.get(name)
         if isinstance(rows, list):
-            out[name] = rows[:_SUMMARY_ROWS]
-            out[f"{name}_total"] = len(rows)
+            out[name] = [_row(r) if name != "notes" else _cut(r, _MESSAGE_CHARS) for r in rows[:n]]
+            out[f"{name}_total"] = _total(doctor, name, rows)
+    exp = doctor.get("expectations")
+    if isinstance(exp, dict):
+        out["expectations"] = {_cut(k, 64): _row(v) if isinstance(v, dict) else _cut(v)
+                               for k, v in list(exp.items())[:_SUMMARY_EXPECTATIONS]}
+    return out
+
+
+def _total(doctor: dict[str, Any], name: str, rows: list[Any]) -> int:
+    total = doctor.get(f"{name}_total")
+    return total if isinstance(total, int) and not isinstance(total, bool) and total >= len(rows) else len(rows)
+
+
+def summary_bytes(doc: dict[str, Any]) -> bytes:
+    """The summary as it is stored (compact JSON, ASCII: a character outside it takes up to 12 bytes)."""
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def fit_summary(doc: dict[str, Any], cap: int = SUMMARY_BYTES) -> dict[str, Any]:
+    """``doc`` (an analysis summary) within ``cap`` bytes as stored: its doctor's lists halved, the
+    longest first (never below one row), until it fits (their ``*_total`` still count them all), then
+    the text beside the doctor document cut short."""
+    if len(summary_bytes(doc)) <= cap:
+        return doc
+    out = dict(doc)
+    doctor = dict(out["doctor"]) if isinstance(out.get("doctor"), dict) else None
+    while doctor is not None:
+        out["doctor"] = doctor
+        if len(summary_bytes(out)) <= cap:
+            return out
+        lists = [k for k in ("findings", "rails", "unavailable", "notes") if isinstance(doctor.get(k), list)
+                 and len(doctor[k]) > 1]
+        if not lists:
+            break
+        longest = max(lists, key=lambda k: len(summary_bytes({"x": doctor[k]})))
+        doctor[longest] = doctor[longest][:len(doctor[longest]) // 2]
+    # What is left past the cap is text beside the doctor document (an error); the envelope is what
+    # the cache is matched by, kept whole.
+    envelope = {k: out[k] for k in ("schema", "sha256", "version", "key", "expectations") if k in out}
+    out = {k: v if k in envelope or isinstance(v, dict) else _cut(v, _MESSAGE_CHARS) for k, v in out.items()}
+    if len(summary_bytes(out)) > cap:
+        out = {**envelope, "error": "the analysis summary did not fit the collector's cap"}
     return out
 
 

@@ -2,7 +2,7 @@
 refused (``Invalid header value char: b'Authorization: Bearer …'``); every line, message and
 traceback alike, loses the credentials an HTTP request carries before a handler writes it: the
 ``Authorization`` / ``Cookie`` header values and any ``Bearer`` / ``Basic`` credentials (the same
-forms as the capture's redaction, which the collector does not import: DESIGN §1).
+forms as the capture's redaction, which the collector does not import: docs/design.md §1).
 """
 
 from __future__ import annotations

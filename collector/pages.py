@@ -1,8 +1,9 @@
 """Incident pages for operators in a browser: server-rendered HTML, no script (operator role).
 
-- ``GET /ui/`` the incidents in the store, newest first;
+- ``GET /ui/`` the incidents in the store, newest first, each with the worst of its alert's severity and
+  its analysed bundles' findings;
 - ``GET /ui/incidents/<cluster>/<date>/<incident>`` an incident: its bundles by node with each node's
-  worst findings, and the fleet view — the same code on the same rail (subject) of N nodes, a hint
+  worst findings and their messages, each next step once with the findings it serves, and the fleet view — the same code on the same rail (subject) of N nodes, a hint
   of a fabric cause (one leaf switch, one cable bundle) rather than N broken nodes;
 - ``GET /ui/fabric`` the fleet's fabric events: the leaves, planes and optics batches whose rails
   degraded together in this replica's window (``collector.fabric``), their culprits and victims;
@@ -13,13 +14,15 @@
 
 A browser sends the operator token as HTTP Basic credentials (any user name, the token as the
 password: a 401 asks for them with ``WWW-Authenticate: Basic``) or as a bearer token (a proxy, a
-script). The analysis of a bundle is cached beside it in the store as two small objects: a summary
-(``<name>.analysis.json``, the worst findings: all an incident page reads) and the report page
-(``<name>.analysis.html``, bounded by the report's own caps). The summary is keyed by the bundle's
-sha256 and the railscope
-version and the expectations judged (``RAILSCOPE_<FLAG>`` variables, as doctor reads them), so no page
-reads a large bundle twice; analyses run one at a time per replica, off the event
-loop, and two pages asking for the same bundle share one analysis.
+script). The analysis of a bundle is cached beside it in the store as small objects: a summary
+(``<name>.analysis.json``, the worst findings: all an incident page reads, written to fit the cap it
+is read back under), the report page (``<name>.analysis.html``, bounded by the report's own caps) and
+an empty marker whose name says the findings' worst severity (``<cluster>/.worst/…/<name>.critical``:
+the incidents list reads them from one listing per cluster). The summary is keyed by the bundle's sha256 and the
+railscope version and the expectations judged (``RAILSCOPE_<FLAG>`` variables, as doctor reads them),
+so no page reads a large bundle twice; analyses run one at a time per replica, off the event loop, and
+two pages asking for the same bundle share one analysis (a lock per bundle, held in a weak map while
+pages wait on it).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import os
 import re
 import sys
 import tempfile
+import weakref
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,12 +62,16 @@ WORST = 4
 
 
 
+#: What the incident page adds to the report's styles: a finding and its message as one block.
+_CSS = ".finding{margin:.1em 0 .45em}.finding .message{margin-top:.1em}"
+
+
 def _page(title: str, body: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     text = ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
             "img-src data:; form-action 'none'; base-uri 'none'\">"
             "<meta name=viewport content=\"width=device-width, initial-scale=1\">"
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{body}"
+            f"<title>{esc(title)}</title><style>{CSS}{_CSS}</style></head><body><main>{body}"
             f"<footer>railscope collector {esc(__version__)}</footer></main></body></html>\n")
     return web.Response(text=text, status=status, content_type="text/html", headers=_security(headers))
 
@@ -119,12 +127,39 @@ async def _cache_get(col: Collector, key: BundleKey) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and doc.get("schema") == SCHEMA else None
 
 
+#: What the incidents list shows of a bundle's findings: an empty object whose name says their worst
+#: severity, ``<cluster>/.worst/<date>/<incident>/<name>.critical``: one listing per cluster of these
+#: alone (beside the claims' ``<cluster>/.ids/``), never a read per bundle, nor a second listing of them.
+#: ``unreadable``: analysed, and the bundle could not be read.
+WORST_SEVERITIES = ("critical", "warning", "info", "ok", "unreadable")
+
+
+def worst_severity(doc: dict[str, Any]) -> str:
+    """The worst severity of an analysis' findings, ``ok`` for none, ``unreadable`` for an error document."""
+    doctor = doc.get("doctor")
+    if "error" in doc or not isinstance(doctor, dict):
+        return "unreadable"
+    sevs = [str(f.get("severity")) for f in doctor.get("findings", []) if isinstance(f, dict)]
+    return min((s for s in sevs if s in _RANK), key=_RANK.__getitem__, default="ok")
+
+
 async def _cache_put(col: Collector, key: BundleKey, doc: dict[str, Any], page: str | None) -> None:
-    """The page first, then the summary that names its digest: a summary is never ahead of its page.
-    The store writes both 0o640 like the bundle beside them: they quote what the bundle holds."""
+    """The page first, then the summary that names its digest: a summary is never ahead of its page;
+    then the worst-severity marker the incidents list reads (the others of an earlier analysis removed).
+    The store writes all 0o640 like the bundle beside them: they quote what the bundle holds."""
     if page is not None:
         await col.store.put_small(_cache_rel(key, ".analysis.html"), page.encode())
-    await col.store.put_small(_cache_rel(key), json.dumps(doc, separators=(",", ":")).encode())
+    await col.store.put_small(_cache_rel(key), limits.summary_bytes(doc))
+    worst = worst_severity(doc)
+    for sev in WORST_SEVERITIES:
+        if sev == worst:
+            await col.store.put_small(_marker_rel(key, sev), b"")
+        else:
+            await col.store.delete_small(_marker_rel(key, sev))
+
+
+def _marker_rel(key: BundleKey, sev: str) -> str:
+    return f"{key.cluster}/.worst/{key.date}/{key.incident}/{key.name}.{sev}"
 
 
 #: One analysis may take this long and this much address space; it runs in a process of its own,
@@ -187,7 +222,11 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
     col = request.app[STATE]
     key = stored.key
     locks = request.app[ANALYSIS_LOCKS]
-    lock = locks.setdefault(key.rel, asyncio.Lock())
+    # A weak map: the lock lives while a page holds or waits on it, then its entry goes (a map of
+    # every bundle ever listed grew without end).
+    lock = locks.get(key.rel)
+    if lock is None:
+        lock = locks[key.rel] = asyncio.Lock()
     async with lock:
         exp = request.app[ANALYSIS_EXPECT]
         # "+recorded": analyses made before bundles' own expectations were applied are stale
@@ -209,23 +248,23 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
         except (StoreError, FileNotFoundError) as exc:
             # The store failed, not the bundle: say so on the page, cache nothing, try again next time.
             col.metrics.storage_errors.labels("read").inc()
-            locks.pop(key.rel, None)
             return {"error": f"the store could not be read ({exc})", "key": key.rel}
         if doc.pop("transient", False):
             # A timeout may be the machine's load, not the bundle: not cached, tried again later.
-            locks.pop(key.rel, None)
             return doc
         doc.update(schema=SCHEMA, sha256=stored.sha256, version=__version__, key=key.rel, expectations=judged)
         html = doc.pop("html", None)
         html = html if isinstance(html, str) else None
         if isinstance(doc.get("doctor"), dict):
             doc["doctor"] = limits.summarise_doctor(doc["doctor"])
+        # Written to fit the cap it is read back under: a summary past it was never read, and every
+        # view analysed the bundle again in the replica's one analysis slot.
+        doc = limits.fit_summary(doc)
         try:
             await _cache_put(col, key, doc, html)
         except Exception as exc:  # a cache that cannot be written costs time, not the page
             col.metrics.storage_errors.labels("write").inc()
             doc.setdefault("cache_error", str(exc)[:200])
-        locks.pop(key.rel, None)
         if page and html is not None:
             return {**doc, "html": html}
         return doc
@@ -303,6 +342,7 @@ async def index(request: web.Request) -> web.Response:
     # The index shows no digest: on S3 a listing without one GET per bundle (1,000 bundles on SeaweedFS:
     # 3.2 s -> 0.23 s, bench/bench_listing.py).
     found = await _list(request, with_sha256=False)
+    found_worst = await _worst_of_bundles(request, {s.key.cluster for s in found})
     incidents: dict[tuple[str, str, str], list[Stored]] = {}
     for s in found:
         incidents.setdefault((s.key.cluster, s.key.date, s.key.incident), []).append(s)
@@ -332,7 +372,7 @@ async def index(request: web.Request) -> web.Response:
         nodes = {b.key.node for b in bundles}
         rows.append(
             f'<tr><td class=mono><a href="{esc(_incident_url(c, d, i))}">{esc(i)}</a></td><td class=mono>{esc(when)}</td>'
-            f"<td>{pill(sev) if sev else '<span class=muted>–</span>'}</td>"
+            f"<td>{_severity_cell(sev, [found_worst.get(b.key.rel) for b in bundles])}</td>"
             f"<td>{esc(', '.join(sorted(names))) or '<span class=muted>asked by an operator or none</span>'}</td>"
             f"<td>{len(nodes)}</td><td>{len(bundles)}</td><td>{esc(size_words(sum(b.bytes for b in bundles)))}</td>"
             f"<td class=mono>{esc(c)}</td></tr>")
@@ -344,13 +384,97 @@ async def index(request: web.Request) -> web.Response:
     return _page("railscope incidents", body)
 
 
-def _next(code: Any) -> str:
-    """A finding code's next step (agent/findings.py NEXT_STEPS), as a line under it; nothing for a code
-    this collector does not know."""
-    from agent.findings import next_step
+async def _worst_of_bundles(request: web.Request, clusters: Iterable[str]) -> dict[str, str]:
+    """Bundle key -> the worst severity of its analysed findings (``ok`` for none), from the markers
+    ``_cache_put`` writes: one listing per cluster, no read per bundle."""
+    col = request.app[STATE]
+    out: dict[str, str] = {}
+    for cluster in sorted(clusters):
+        top = f"{cluster}/.worst"
+        try:
+            rels = await col.store.list_small(top)
+        except StoreError:
+            col.metrics.storage_errors.labels("list").inc()
+            continue  # the page still lists the bundles, their findings unsaid
+        for rel, _tag in rels:
+            head, dot, sev = rel[len(top) + 1:].rpartition(".")
+            head = f"{cluster}/{head}"
+            rank = WORST_SEVERITIES.index(sev) if dot and sev in WORST_SEVERITIES else None
+            if rank is not None and (head not in out or rank < WORST_SEVERITIES.index(out[head])):
+                out[head] = sev  # two markers (an analysis' swap of them caught midway): the worse
+    return out
 
-    step = next_step(str(code))
-    return f'<div class="muted next">Next: {esc(step)}</div>' if step else ""
+
+def _severity_cell(alert: str | None, bundles: list[str | None]) -> str:
+    """The worst of the alert's severity and the analysed bundles' findings; how many are not analysed."""
+    known = [b for b in bundles if b is not None]
+    worst = min([s for s in [alert, *known] if s in _RANK], key=_RANK.__getitem__, default=None)
+    if worst is not None:
+        cell = pill(worst)
+    elif "ok" in known:
+        cell = '<span class="pill ok">OK</span>'
+    else:
+        cell = "<span class=muted>–</span>"
+    if (bad := known.count("unreadable")):
+        cell += f" <span class=muted>{bad} unreadable</span>"
+    if len(known) < len(bundles):
+        cell += (f' <span class=muted>{len(bundles) - len(known)} of {len(bundles)} bundle(s) not analysed: '
+                 "open the incident</span>")
+    return cell
+
+
+#: Characters of a finding's message shown on the incident page (the report page has it whole).
+MESSAGE_CHARS = 300
+
+
+class _Steps:
+    """The next steps of an incident page: each step once, the worst first, with the findings (code,
+    subject, nodes) it serves; a finding or a fleet row links to its step (agent/findings.py NEXT_STEPS)."""
+
+    def __init__(self) -> None:
+        self.serves: dict[str, dict[tuple[str, str], set[str]]] = {}
+        self.rank: dict[str, int] = {}
+        self.number: dict[str, int] = {}
+
+    def add(self, code: Any, subject: Any, nodes: Iterable[str], severity: Any) -> None:
+        """Note a finding shown on the page; a code this collector does not know has no step."""
+        from agent.findings import next_step
+
+        step = next_step(str(code))
+        if step:
+            self.serves.setdefault(step, {}).setdefault((str(code), str(subject)), set()).update(nodes)
+            self.rank[step] = min(self.rank.get(step, 3), _RANK.get(str(severity), 3))
+
+    def ref(self, code: Any) -> str:
+        """The link to ``code``'s step (numbered, once every finding is added); nothing without one."""
+        from agent.findings import next_step
+
+        if not self.number:
+            order = sorted(self.serves, key=lambda st: (self.rank[st], -len(self.serves[st])))
+            self.number = {st: n for n, st in enumerate(order, 1)}
+        n = self.number.get(next_step(str(code)) or "")
+        return f'<a class="muted next" href="#step-{n}">next step {n}</a>' if n else ""
+
+    def html(self) -> str:
+        if not self.serves:
+            return ""
+        items = []
+        for step, n in sorted(self.number.items(), key=lambda kv: kv[1]):
+            serves = self.serves[step]
+            what = "; ".join(f"<code>{esc(c)}</code> <code>{esc(subj)}</code> on "
+                             f"<span class=mono>{_names(sorted(nodes)[:16], len(nodes))}</span>"
+                             for (c, subj), nodes in list(serves.items())[:32])
+            more = f' <span class=muted>and {len(serves) - 32} more</span>' if len(serves) > 32 else ""
+            items.append(f'<li id="step-{n}"><p>{esc(step)}</p><p class=muted>For {what}{more}</p></li>')
+        return f"<h2>Next steps</h2><ol id=steps>{''.join(items)}</ol>"
+
+
+def _message(f: dict[str, Any]) -> str:
+    msg = str(f.get("message") or "")
+    if not msg:
+        return ""
+    cut = msg if len(msg) <= MESSAGE_CHARS else msg[:MESSAGE_CHARS - 1] + "…"
+    return f"<div class=message>{esc(cut)}</div>"
 
 
 def _worst(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -492,6 +616,14 @@ async def incident(request: web.Request) -> web.Response:
     todo = [i for i, (_s, d) in enumerate(docs) if "pending" in d][:PAGE_ANALYSES]
     for i in todo:
         docs[i] = (docs[i][0], await analysis_of(request, docs[i][0]))
+    fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d and "pending" not in d)
+    steps = _Steps()
+    for c, subj, sev, nodes in fleet:
+        steps.add(c, subj, nodes, sev)
+    for s, doc in docs:
+        if "pending" not in doc and "error" not in doc:
+            for f in _worst(doc):
+                steps.add(f.get("code"), f.get("subject"), [s.key.node], f.get("severity"))
     rows = []
     for s, doc in docs:
         k = s.key
@@ -502,19 +634,19 @@ async def incident(request: web.Request) -> web.Response:
         else:
             fs = _worst(doc)
             total = doc["doctor"].get("findings_total", len(doc["doctor"].get("findings", [])))
-            worst = "<br>".join(f"{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
-                                f"<code>{esc(f.get('subject'))}</code>{_next(f.get('code'))}" for f in fs) or \
+            worst = "".join(f"<div class=finding>{pill(str(f.get('severity')))} <code>{esc(f.get('code'))}</code> "
+                            f"<code>{esc(f.get('subject'))}</code> {steps.ref(f.get('code'))}"
+                            f"{_message(f)}</div>" for f in fs) or \
                 '<span class="pill ok">OK</span> no findings'
             if total > len(fs):
-                worst += f'<br><span class="muted">and {total - len(fs)} more</span>'
+                worst += f'<div class="muted">and {total - len(fs)} more</div>'
         rows.append(f"<tr><td class=mono><b>{esc(k.node)}</b></td><td class=mono>{esc(k.stamp)}</td><td>{worst}</td>"
                     f'<td><a href="{esc(_bundle_url(k))}">report</a> · <a href="{esc(_bundle_url(k))}/download">'
                     f"download</a> <span class=muted>({esc(size_words(s.bytes))})</span></td></tr>")
-    fleet = _fleet((s.key.node, d) for s, d in docs if "error" not in d and "pending" not in d)
     if fleet:
         frows = "".join(f"<tr><td>{pill(sev)}</td><td class=mono>{esc(c)}</td><td class=mono>{esc(subj)}</td>"
                         f"<td><b>{len(nodes)}</b> nodes</td><td class=mono>{esc(', '.join(nodes))}</td>"
-                        f"<td>{_next(c)}</td></tr>"
+                        f"<td>{steps.ref(c)}</td></tr>"
                         for c, subj, sev, nodes in fleet)
         fleet_html = ("<p>The same code on the same rail of several nodes points at what they share (a leaf "
                       "switch, a cable bundle, a fabric setting) before the nodes themselves.</p>"
@@ -528,7 +660,7 @@ async def incident(request: web.Request) -> web.Response:
             '<a href="/ui/fabric">Fabric events</a></p>'
             f"{_incident_fabric(request, incident_id, docs)}"
             f"{await _incident_intent(request, cluster, date, incident_id, docs)}"
-            f"<h2>Fleet view</h2>{fleet_html}"
+            f"<h2>Fleet view</h2>{fleet_html}{steps.html()}"
             "<h2>Bundles by node</h2><table id=nodes><thead><tr><th>Node</th><th>Captured</th><th>Worst findings</th>"
             f"<th>Bundle</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
     return _page(f"incident {incident_id}", body)
@@ -576,6 +708,6 @@ async def report(request: web.Request) -> web.Response:
 def setup(app: web.Application) -> None:
     """What the pages share: one analysis at a time, a lock per bundle, the expectations (the routes,
     under ``/ui/``, are in ``collector.routes``; a download is the bundle API's fetch)."""
-    app[ANALYSIS_LOCKS] = {}
+    app[ANALYSIS_LOCKS] = weakref.WeakValueDictionary()
     app[ANALYSIS_SLOTS] = asyncio.Semaphore(1)
     app[ANALYSIS_EXPECT] = expectations_from_env()

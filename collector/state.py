@@ -1,4 +1,4 @@
-"""The collector's shared state and every ``web.AppKey`` of its app, in one place (STYLE: aiohttp apps).
+"""The collector's shared state and every ``web.AppKey`` of its app, in one place (docs/design.md §11, aiohttp apps).
 
 A module that needs another's state reads it through a key declared here, so no handler module
 imports another for its state (the alert handler and the request API once did, both ways).
@@ -7,6 +7,7 @@ imports another for its state (the alert handler and the request API once did, b
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -61,8 +62,10 @@ FABRIC: web.AppKey[FabricDesk] = web.AppKey("fabric_desk")
 CLUSTER: web.AppKey[ClusterDesk] = web.AppKey("cluster_desk")
 #: the bounds on captures asked by alerts and operators
 LIMITS: web.AppKey[AlertLimits] = web.AppKey("alert_limits", AlertLimits)
-#: a lock per bundle being analysed, so two pages asking for one bundle share one analysis
-ANALYSIS_LOCKS: web.AppKey[dict[str, asyncio.Lock]] = web.AppKey("analysis_locks", dict)
+#: a lock per bundle being analysed, so two pages asking for one bundle share one analysis (weak
+#: values: an entry lives while a page holds or waits on its lock)
+ANALYSIS_LOCKS: web.AppKey[weakref.WeakValueDictionary[str, asyncio.Lock]] = web.AppKey(
+    "analysis_locks", weakref.WeakValueDictionary)
 #: analyses running at once on this replica
 ANALYSIS_SLOTS: web.AppKey[asyncio.Semaphore] = web.AppKey("analysis_slots", asyncio.Semaphore)
 #: what stored bundles are judged against (the ``RAILSCOPE_<FLAG>`` variables)

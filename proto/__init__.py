@@ -2,6 +2,6 @@
 requests, vectors; and what both programs speak to others with: the token-file reader (``tokens.py``) and the
 Kubernetes API client (``kube.py``, on ``kubernetes_asyncio``, imported when a client is made).
 
-Imports neither ``agent`` nor ``collector`` (DESIGN §1): msgpack, the standard library, and for ``kube.py``
+Imports neither ``agent`` nor ``collector`` (docs/design.md §1): msgpack, the standard library, and for ``kube.py``
 kubernetes_asyncio and aiohttp.
 """

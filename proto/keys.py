@@ -1,4 +1,4 @@
-"""The bundle id and the object key scheme of ``proto/SPEC.md`` (DESIGN §9), shared by agent and collector.
+"""The bundle id and the object key scheme of ``proto/SPEC.md`` (docs/design.md §9), shared by agent and collector.
 
 ``<prefix>/<cluster>/<yyyy-mm-dd>/<incident>/<node>-<yyyymmddThhmmssZ>-<bundle id>.tar.gz`` and the same
 name plus ``.sha256``. Every part is checked against :data:`PART` before it reaches a key or a path,

@@ -82,7 +82,7 @@ class PlanSpec:
     params: Mapping[str, tuple[type, Any]] = field(default_factory=dict)
 
 
-#: The plans a request may name. ``node-bundle`` is the full node image of DESIGN §7 (the replay
+#: The plans a request may name. ``node-bundle`` is the full node image of docs/design.md §7 (the replay
 #: plug-in plus every plug-in for people); entering pod network namespaces stays off unless asked.
 PLANS: dict[str, PlanSpec] = {
     "node-bundle": PlanSpec("node-bundle", 1, {"pod_netns": (bool, False), "redact": (bool, False)}),

@@ -3,7 +3,7 @@
 byte for byte after taking out only what the readiness sources add: the ``gpu`` / ``gpu_link`` keys
 of ``rails[]`` and the ``unavailable`` entries of the ``firmware`` and ``gpus`` sources.
 
-    python3 scripts/doctor_compat.py /work/main            # exit 1 and a diff when an image differs
+    python3 scripts/doctor_compat.py ../railscope-main     # exit 1 and a diff when an image differs
 
 Only images that exist in both checkouts are compared (new images have nothing to compare with).
 """

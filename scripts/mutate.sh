@@ -18,7 +18,6 @@
 # stays killed): the score printed is then over those survivors alone.
 # MUTANTS="<pattern>..." runs only the mutants whose names match (fnmatch, as mutmut takes them), e.g.
 # MUTANTS='agent.analysis.topology.x_build_topology__mutmut_*' for one function of a long module.
-# SHARED=<dir> names the example image's folder when the checkout is not beside it.
 set -euo pipefail
 scope=${1:-pure}
 [ $# -gt 0 ] && shift
@@ -71,10 +70,6 @@ only_mutate = [$only]
 pytest_add_cli_args_test_selection = [$tests]
 pytest_add_cli_args = ["-q", "-x", "-p", "no:cacheprovider", "-m", ""]
 CFG
-# The example image lives beside the project (tests/conftest.py): mutmut runs the tests in mutants/,
-# whose neighbour is $work/shared.
-shared=${SHARED:-$root/../shared}
-[ -e "$shared" ] && ln -s "$(cd "$shared" && pwd)" "$work/shared"
 # mutmut copies tests/ with shutil.copytree, which follows symlinks: the node images' sysfs symlinks
 # loop (class/net -> devices -> ... -> class/net), so the copy never ends. Keep them symlinks.
 mutmut() {

@@ -1,4 +1,4 @@
-"""Analysis: pure functions from what the readers returned to what it means (DESIGN §4).
+"""Analysis: pure functions from what the readers returned to what it means (docs/design.md §4).
 
 ``topology`` (rails, PFs, NICs, representors from a snapshot), ``checks/`` (snapshot + history ->
 findings, one module per subject), ``diagnose`` (findings and the rail table) and ``pipeline`` (snapshot

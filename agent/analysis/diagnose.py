@@ -1,4 +1,4 @@
-"""One snapshot (plus the image's history) -> the ``railscope.doctor/v1`` diagnosis (DESIGN §4).
+"""One snapshot (plus the image's history) -> the ``railscope.doctor/v1`` diagnosis (docs/design.md §4).
 
 ``diagnose`` builds the topology, runs every check and fills the ``rails[]`` table by the value rules:
 ``firmware`` is the version token and the PSID goes to ``psid``; ``speed_mbps`` is null when sysfs

@@ -598,7 +598,7 @@ def _driver_word(side: Side) -> str | None:
     version = v.mlx5_version or (versions[0] if len(versions) == 1 else ", ".join(versions) or None)
     if version is None and v.mlx5_srcversion is None:
         return None
-    # srcversion changes on every driver swap, even to the same version string (DESIGN §3).
+    # srcversion changes on every driver swap, even to the same version string (docs/design.md §3).
     return f"{version or '?'}" + (f" (srcversion {v.mlx5_srcversion})" if v.mlx5_srcversion else "")
 
 

@@ -1,4 +1,4 @@
-"""The readiness rows of ``railscope diff`` (DESIGN §4): stored and running firmware, the GPUDirect paths
+"""The readiness rows of ``railscope diff`` (docs/design.md §4): stored and running firmware, the GPUDirect paths
 and the GPU module, the rails' MTU against each other, the mlx5 driver kind. Pure, like diff.py, which
 calls ``rows`` before it judges the findings (so a regression here folds the finding it explains).
 

@@ -1,4 +1,4 @@
-"""GPU <-> rail PCIe topology in ``nvidia-smi topo -m`` words (DESIGN §4 ``GpuDirectNotReady``), pure.
+"""GPU <-> rail PCIe topology in ``nvidia-smi topo -m`` words (docs/design.md §4 ``GpuDirectNotReady``), pure.
 
 A rail's GPU is the GPU whose resolved sysfs path shares the longest prefix with the rail PF's (ties:
 the one on the PF's NUMA node, then the lowest address). The link between them, in the words of

@@ -1,6 +1,6 @@
 """The operators' intent against each node's reality, and the operators' objects against each other (pure).
 
-Two codes (DESIGN §4, ``agent.findings.CLUSTER_CODES``: judged from the cluster's objects, so no node image
+Two codes (docs/design.md §4, ``agent.findings.CLUSTER_CODES``: judged from the cluster's objects, so no node image
 carries them):
 
 - ``RailIntentMismatch`` (critical) joins the objects with what a node's agent reports (the ``rails[]`` of

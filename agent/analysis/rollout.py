@@ -1,8 +1,8 @@
-"""The per-node convergence verdict after an operator rollout (DESIGN §9 "Cluster scope"), pure.
+"""The per-node convergence verdict after an operator rollout (docs/design.md §9 "Cluster scope"), pure.
 
 The cluster's objects arrive as the API server serves them (dicts); :func:`project` keeps of each only what
 the verdict and the intent checks read (an 80,000-NicDevice cluster is held as these small records, never as
-the objects). :func:`judge` walks DESIGN §9's clauses in order for each node and stops at the first that does
+the objects). :func:`judge` walks docs/design.md §9's clauses in order for each node and stops at the first that does
 not hold:
 
 1. the NicClusterPolicy (and a NicNodePolicy selecting the node) ``Ready``;

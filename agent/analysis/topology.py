@@ -2,7 +2,7 @@
 
 Checks, metrics and detectors all ask the same questions of a snapshot — which netdev is rail 1,
 which PF owns this representor, which PFs form one NIC — so the answers live here, once, by the rules
-of DESIGN §4:
+of docs/design.md §4:
 
 - **Rails** come from ``--rail-map`` (rail -> PCI function) where given, else from the udev naming rules
   (PCI function -> expected name; the operator's files, and a site's own files where a name matches a
@@ -246,7 +246,7 @@ def _by_parent(links: list[Link]) -> dict[str, list[Link]]:
 
 
 def _uplink_of(bdf: str, by_parent: dict[str, list[Link]], prefer: str | None = None) -> Link | None:
-    """The uplink netdev of a PCI function (DESIGN §4 "A rail's netdev").
+    """The uplink netdev of a PCI function (docs/design.md §4 "A rail's netdev").
 
     A device with more than one port per function (netdevsim; other vendors) has several uplinks:
     the one named ``prefer`` (the rail's expected name) is the rail's, else the first by ifindex.

@@ -1,4 +1,4 @@
-"""The streaming bundle archive (DESIGN §7): ``tar.gz`` under one top directory, gzip and sha256
+"""The streaming bundle archive (docs/design.md §7): ``tar.gz`` under one top directory, gzip and sha256
 computed as the bytes are produced, memory bounded whatever the size.
 
 ``BundleWriter`` writes members to any binary sink (a file in the spool, an upload); each chunk of

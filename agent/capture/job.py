@@ -1,4 +1,4 @@
-"""One capture job (DESIGN §7, §9): the single place a trigger becomes a capture.
+"""One capture job (docs/design.md §7, §9): the single place a trigger becomes a capture.
 
 A capture starts from one of four triggers:
 

@@ -1,4 +1,4 @@
-"""Manifest items of a bundle (DESIGN §2), built as ``agent.host.image.ManifestItem`` (the one
+"""Manifest items of a bundle (docs/design.md §2), built as ``agent.host.image.ManifestItem`` (the one
 definition the image reader and writer share, with the ``plugin`` that declared each step); and the
 manifest's note of an event capture that waited for the rails' links to settle."""
 

@@ -1,4 +1,4 @@
-"""Capture plug-ins as data (DESIGN §7): the steps a plug-in declares, and the deny-list.
+"""Capture plug-ins as data (docs/design.md §7): the steps a plug-in declares, and the deny-list.
 
 A plug-in only *declares* what to collect; ``agent.capture.runner`` runs every plug-in, with the
 timeouts, size caps, order, manifest and redaction. A step's argv or glob may hold placeholders
@@ -14,7 +14,7 @@ that the runner expands from what the readers found on the node:
 Two guards are checked on the declared argv, before anything runs, and again on every argv after
 placeholder expansion: the *allowlist* (``ALLOWLIST``: per tool, the read-only subcommand paths and
 options the plug-ins and the readers use; anything else is refused) and the *deny-list* (``DENY_LIST``,
-DESIGN §7: the commands never to run, named so a refusal says why). A plug-in that names a refused
+docs/design.md §7: the commands never to run, named so a refusal says why). A plug-in that names a refused
 command is refused whole.
 """
 

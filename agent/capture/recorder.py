@@ -1,5 +1,5 @@
 """The flight recorder's ring and its writer: 1 s samples of every rail's incident counters for the last 15 minutes
-(DESIGN §6), written into every node image as ``recorder.jsonl``. The daemon fills one from its
+(docs/design.md §6), written into every node image as ``recorder.jsonl``. The daemon fills one from its
 samplers; the ``agent`` capture plug-in fills one from two samples when no daemon runs. It sits in
 capture, below the service, so that capture never imports the daemon.
 

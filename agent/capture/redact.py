@@ -1,4 +1,4 @@
-"""Redaction before bytes reach the archive (DESIGN §7).
+"""Redaction before bytes reach the archive (docs/design.md §7).
 
 Secrets are always removed: private key blocks, bearer tokens, ``Authorization`` and cookie headers,
 kubeconfig credentials, ``password=`` style pairs and YAML block scalars under such keys,

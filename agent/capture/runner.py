@@ -1,4 +1,4 @@
-"""The one capture runner (DESIGN §7): every plug-in's steps, run the same way.
+"""The one capture runner (docs/design.md §7): every plug-in's steps, run the same way.
 
 1. Every plug-in is checked against the deny-list before anything runs; a plug-in naming a denied
    command is refused whole (listed in the manifest with the entry), the others go on.
@@ -98,7 +98,7 @@ class CaptureParams:
     bundle_id: str | None = None
     name: str | None = None
     #: the judging expectations in force where the capture runs (``agent.config.expectations_to_json``),
-    #: written to the manifest so a replay judges as the node did (DESIGN §2); None: none stated
+    #: written to the manifest so a replay judges as the node did (docs/design.md §2); None: none stated
     expectations: dict[str, Any] | None = None
     #: what the trigger says of the capture, first in the manifest's ``notes`` (an event capture's wait
     #: for the links to settle)

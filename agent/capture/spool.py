@@ -1,4 +1,4 @@
-"""The node spool (DESIGN §7): where the daemon's bundles wait for the uploader.
+"""The node spool (docs/design.md §7): where the daemon's bundles wait for the uploader.
 
 A directory of mode 0700 holding, per bundle, ``<name>.tar.gz``, a small JSON sidecar
 ``<name>.json`` with the upload metadata (the keys of ``proto.frames.Hello.to_json``: bundle id,

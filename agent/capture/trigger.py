@@ -1,4 +1,4 @@
-"""When a detector event captures a bundle (DESIGN §6): only configured codes (``--capture-on``),
+"""When a detector event captures a bundle (docs/design.md §6): only configured codes (``--capture-on``),
 and at most one capture per code and node per cooldown (``--capture-cooldown``), so that a storm of
 events is one bundle; and when the capture may start (``settle_wait``). Pure: the clock is an argument.
 

@@ -1,4 +1,4 @@
-"""The operators' objects, watched into a :class:`agent.analysis.rollout.ClusterView` (DESIGN §9, read-only).
+"""The operators' objects, watched into a :class:`agent.analysis.rollout.ClusterView` (docs/design.md §9, read-only).
 
 One informer per kind of :data:`agent.analysis.rollout.KINDS` that the server serves (discovery first: a kind
 whose group or resource the cluster lacks is skipped and named in ``view.missing``), each one LIST then WATCH.

@@ -42,7 +42,7 @@ def register(p: argparse.ArgumentParser) -> None:
                         "<node>-<time>.tar.gz. An existing file is never overwritten. Default: the current directory.")
     register_common(p)
     # The judging flags: recorded in the manifest as the expectations in force, so doctor --from,
-    # report and diff judge the bundle as this node would be judged (DESIGN §2).
+    # report and diff judge the bundle as this node would be judged (docs/design.md §2).
     add_expectation_flags(p)
     p.add_argument("--reason", default="railscope capture",
                    help="Why the bundle was taken, for the manifest. Default: 'railscope capture'.")

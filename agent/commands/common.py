@@ -54,7 +54,7 @@ def fail(command: str, msg: str, status: int = EXIT_USAGE) -> int:
     return status
 
 
-#: ``--exclude-devices``: the devices firmware-touching reads never reach (DESIGN §3); the agent's too.
+#: ``--exclude-devices``: the devices firmware-touching reads never reach (docs/design.md §3); the agent's too.
 SCOPE = Setting(
     "--exclude-devices",
     "Never send a firmware-touching read (ethtool statistics, module EEPROM, pause and FEC, dcb, "
@@ -77,7 +77,7 @@ def _lldp_mode(text: str) -> str:
     return text
 
 
-#: ``--lldp``: how the rails' LLDP neighbours are read (DESIGN §3)
+#: ``--lldp``: how the rails' LLDP neighbours are read (docs/design.md §3)
 LLDP = Setting(
     "--lldp",
     "How each rail's LLDP neighbour (the leaf and port it is cabled to) is read: lldpd (lldpcli "

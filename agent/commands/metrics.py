@@ -1,6 +1,6 @@
 """``railscope metrics --from PATH``: the Prometheus exposition the agent would serve for a node image.
 
-The golden-file tests and any comparison with another exporter use it (DESIGN §4). The sample is
+The golden-file tests and any comparison with another exporter use it (docs/design.md §4). The sample is
 served as of the capture time, so ``railscope_sample_age_seconds`` is 0 and the output is the same
 on every run.
 """

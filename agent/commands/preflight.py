@@ -141,7 +141,7 @@ def _resources(args: argparse.Namespace, node: str | None) -> Check:
 
 
 def _rollout(args: argparse.Namespace, node: str | None) -> Check:
-    """The node's own convergence verdict (DESIGN §9), as ``railscope rollout --node`` gives it: run whenever an
+    """The node's own convergence verdict (docs/design.md §9), as ``railscope rollout --node`` gives it: run whenever an
     API server is given or in-cluster; where there is none, none that answers as one, or the ServiceAccount may
     not read the operators' objects, skipped and said so (with ``--rollout``: failed)."""
     bad = "FAIL" if args.rollout else "skip"

@@ -5,9 +5,8 @@ BUNDLE is a node image directory or a bundle ``.tar.gz`` (with the incident's cl
 ``cluster.tar.gz``, beside it: the operators' intent against the node too, as ``doctor --from``), or with
 ``--collector URL`` a key of a bundle
 stored by the collector (``<cluster>/<yyyy-mm-dd>/<incident>/<name>.tar.gz``, as ``railscope bundles
-ls`` prints it), downloaded and checked against its sha256 first. Exit status as ``doctor``'s: 0 no warning
-or critical finding, 1 warnings only, 2 a critical finding, 3 bad usage or not a node image; 1 also
-when the page cannot be written.
+ls`` prints it), downloaded and checked against its sha256 first. Exit status: :data:`EXIT_STATUS` (as
+``doctor``'s for the findings; ``--help`` and the README say the same).
 """
 
 from __future__ import annotations
@@ -27,11 +26,21 @@ from agent.commands.common import (
     judged_by,
 )
 
-__all__ = ["register", "run"]
+__all__ = ["EXIT_STATUS", "register", "run"]
 
+#: What ``railscope report`` exits with (``--help`` prints it; tests/unit/report/test_report_exit.py
+#: holds the code, the help and the README to it).
+EXIT_STATUS: tuple[tuple[int, str], ...] = (
+    (0, "no warning or critical finding"),
+    (1, "warnings only, or the --html page could not be written (nothing is left behind)"),
+    (2, "a critical finding"),
+    (EXIT_USAGE, "no report could be made: bad usage, not a node image, or a stored bundle the collector did "
+                 "not give (refused, not found, unreachable, a digest that does not match)"),
+)
 
 
 def register(p: argparse.ArgumentParser) -> None:
+    p.epilog = "Exit status: " + "; ".join(f"{n} {words}" for n, words in EXIT_STATUS) + "."
     p.add_argument("bundle", metavar="BUNDLE",
                    help="A node image directory, a bundle .tar.gz, or with --collector a stored bundle's key.")
     p.add_argument("--collector", default=None, metavar="URL",

@@ -1,4 +1,4 @@
-"""``railscope rollout``: did the operators' rollout converge on every node? (DESIGN §9, read-only.)
+"""``railscope rollout``: did the operators' rollout converge on every node? (docs/design.md §9, read-only.)
 
 Reads the operators' objects from the API server (``--api-server`` with ``--api-token-file``, else the pod's
 in-cluster configuration), one LIST per kind, and prints one line per node that has not converged, worst

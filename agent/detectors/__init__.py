@@ -1,4 +1,4 @@
-"""Detectors: pure state machines ``step(state, observation, now) -> (state, events)`` (DESIGN §6).
+"""Detectors: pure state machines ``step(state, observation, now) -> (state, events)`` (docs/design.md §6).
 
 No pyroute2, no subprocess, no file access (``os``, ``pathlib``, ``io``), no clock (``time``,
 ``datetime``): the watcher passes the time in, so every detector is tested on recorded observation

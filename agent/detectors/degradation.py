@@ -1,5 +1,5 @@
 """LinkDegrading, OpticsOutOfRange and PcieErrors as events: the live agent's rate findings (the flight
-recorder's first and last PHY sample within ``--ber-window``, DESIGN §4) become an event when one
+recorder's first and last PHY sample within ``--ber-window``, docs/design.md §4) become an event when one
 appears or gets more severe, so ``railscope_events_total{code}`` counts them and ``--capture-on`` can
 capture a bundle. One event per episode: a (code, subject) re-arms once its rate finding is gone.
 """

@@ -1,7 +1,7 @@
 """MtuMismatch as an event: a rail counted frames larger than its MTU between two samples —
 ``rx_oversize_pkts_phy`` (received frames above the port's MTU) or ``rx_out_of_range_len_phy`` (frames
 whose length is out of range) rose (mlx5 ``counters.rst``): the peer sends larger frames than this rail
-takes, so RoCE packets at the fabric's MTU are dropped here (DESIGN §4 ``MtuMismatch``, the rising form).
+takes, so RoCE packets at the fabric's MTU are dropped here (docs/design.md §4 ``MtuMismatch``, the rising form).
 
 From one snapshot the counters are history since the driver loaded and are not judged. A counter that
 goes down (a driver reload) re-baselines; one event per episode, re-armed after ``QUIET_S`` without a rise.

@@ -1,5 +1,5 @@
 """NicHealthError as an event: a devlink health reporter of a rail PF counted a new error between two
-samples (DESIGN §4). The reporter may be healthy again by the next sample (``auto_recover``): its
+samples (docs/design.md §4). The reporter may be healthy again by the next sample (``auto_recover``): its
 ``error`` count is what proves the firmware or a queue failed in between. A count that goes down (a
 driver reload) re-baselines; a reporter without a count is never judged.
 """

@@ -28,7 +28,7 @@ class LinkObs:
     #: IFF_UP. A netdev closed on purpose (the driver unloading, ``ip link set down``) loses
     #: carrier too; such a loss is not the cable's. None: unknown, the loss counts.
     admin_up: bool | None = None
-    #: The expected rail netdev name (DESIGN §4 subject rules); the netdev name when unknown.
+    #: The expected rail netdev name (docs/design.md §4 subject rules); the netdev name when unknown.
     subject: str | None = None
 
     @property

@@ -1,6 +1,6 @@
 """RailResourcesLost: an extended resource of the node dropped to 0 allocatable after the agent saw it
 above 0 — the device plugin lost the rails (k8s-rdma-shared-dev-plugin #48, #74, #118), the stop
-signal of a rolling upgrade (DESIGN §4). An event only: the allocatable comes from the API server
+signal of a rolling upgrade (docs/design.md §4). An event only: the allocatable comes from the API server
 (the agent's one watch on its Node object), never from the node.
 
 ``step`` takes the watched resources of one Node object (name -> allocatable) and fires once per drop:

@@ -1,4 +1,4 @@
-"""The host seam (DESIGN §2): everything the agent knows about a node comes through one ``Host``.
+"""The host seam (docs/design.md §2): everything the agent knows about a node comes through one ``Host``.
 
 Three doors: files (paths as seen on the node), commands (argv, never a shell string) and netlink
 (the link dump, in the ``netlink/links.json`` schema). A live host reads the machine under a root
@@ -163,7 +163,7 @@ class Host(Protocol):
         """
 
     def link_stats(self, ifnames: list[str]) -> dict[str, dict[str, int]]:
-        """stats64 of the named links only (DESIGN §3: statistics for rails, not in bulk)."""
+        """stats64 of the named links only (docs/design.md §3: statistics for rails, not in bulk)."""
 
     def ethtool_stats(self, ifname: str) -> list[tuple[str, int]] | None:
         """Live: ETHTOOL_GSTATS through the ioctl. Recorded: None (the reader parses ``ethtool -S``)."""

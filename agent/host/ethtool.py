@@ -5,7 +5,7 @@ Plain ``SIOCETHTOOL`` on an ``AF_INET`` datagram socket with ``fcntl.ioctl`` + `
 API has no equivalent of the driver's private statistics (ETHTOOL_GSTATS), so the ioctl stays.
 Read-only: only ``G*`` (get) commands are ever sent.
 
-On mlx5 ETHTOOL_GSTATS is a synchronous firmware read (DESIGN §3): the callers read one interface
+On mlx5 ETHTOOL_GSTATS is a synchronous firmware read (docs/design.md §3): the callers read one interface
 at a time and never representors by default.
 """
 

@@ -1,4 +1,4 @@
-"""The firmware gate (DESIGN §3, §7): firmware-touching reads of one PCI function, one at a time.
+"""The firmware gate (docs/design.md §3, §7): firmware-touching reads of one PCI function, one at a time.
 
 On mlx5, ``ETHTOOL_GSTATS``, ``ethtool -m`` (MCIA), ``ethtool -a`` (PFCC), ``ethtool --show-fec`` (PPLM),
 ``dcb ... show`` (QETCR, PFCC, PBMC), ``devlink dev info`` (MCQI / MCQS) and ``devlink health diagnose`` are

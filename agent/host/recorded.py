@@ -1,4 +1,4 @@
-"""A recorded host: a node image (DESIGN §2) from a directory, a ``.tar.gz``, or the bundle's bytes.
+"""A recorded host: a node image (docs/design.md §2) from a directory, a ``.tar.gz``, or the bundle's bytes.
 
 ``fs/<path>`` answers the files door, ``cmd/<slug>.{stdout,stderr,rc}`` the commands door,
 ``netlink/links.json`` the netlink door, the manifest and the generated files the image door. The
@@ -123,7 +123,7 @@ class RecordedHost(FilesDoor):
         self._load_links()
         if self._links is None:
             return None
-        # Bulk dumps carry no statistics (DESIGN §3); link_stats() gives them per rail.
+        # Bulk dumps carry no statistics (docs/design.md §3); link_stats() gives them per rail.
         return [{**link, "stats64": None} for link in self._links]
 
     def link_stats(self, ifnames: list[str]) -> dict[str, dict[str, int]]:

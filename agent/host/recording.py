@@ -1,4 +1,4 @@
-"""Record a host into a node image (DESIGN §2, format v1) by watching the readers read it.
+"""Record a host into a node image (docs/design.md §2, format v1) by watching the readers read it.
 
 ``RecordingHost`` wraps any ``Host``: every door call is forwarded, and what the inner host answered
 is written into the image, so that a ``RecordedHost`` over the image gives the readers the same
@@ -13,7 +13,7 @@ answers again and ``railscope doctor --from`` reaches the same diagnosis as it d
 - ``links()`` and ``link_stats()`` are merged into ``netlink/links.json`` (stats64 only for the links
   whose statistics were read, as live);
 - the ethtool ioctls are written as the text ``ethtool -S <if>`` / ``ethtool -i <if>`` print: a
-  recorded host answers the ioctls with None and the readers parse that text instead (DESIGN §2).
+  recorded host answers the ioctls with None and the readers parse that text instead (docs/design.md §2).
 
 ``agent.capture.replay.record_image`` runs the snapshot readers through a ``RecordingHost``; the
 capture plug-ins add what a person wants besides (dmesg, ``ip -d -s link``, OVS, udev, logs).
@@ -73,7 +73,7 @@ def _inside(parent: str, target: str) -> str:
 class RecordingHost:
     """A ``Host`` that forwards every call to ``inner`` and writes what it answered under ``out_dir``."""
 
-    #: A capture reads each rail's module once, as the text a person reads (DESIGN §7): the optics
+    #: A capture reads each rail's module once, as the text a person reads (docs/design.md §7): the optics
     #: reader asks this before it would read ``ethtool --json -m`` (the text parses to the same record).
     module_text = True
 

@@ -1,4 +1,4 @@
-"""Series of the degradation sources (DESIGN §3, §5): PHY link quality, PCIe, optics, NIC temperature.
+"""Series of the degradation sources (docs/design.md §3, §5): PHY link quality, PCIe, optics, NIC temperature.
 
 Budget: at most 40 series per rail on top of the rest. Per rail: received / corrected bits and
 uncorrectable symbol errors (3), errors per lane (at most 8); per rail PF: PCIe current and max speed

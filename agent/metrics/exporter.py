@@ -7,7 +7,7 @@ current ``MetricsState`` each time, so a representor (or a rail, or a finding) t
 sample is gone from ``/metrics`` — no labelled global gauge keeps a stale series alive (maintainers'
 answer in https://github.com/prometheus/client_python/issues/532).
 
-Naming and budget follow DESIGN §5: prefix ``railscope_``, base units, ``_total`` on counters,
+Naming and budget follow docs/design.md §5: prefix ``railscope_``, base units, ``_total`` on counters,
 ``_info`` gauges = 1 with facts as labels, and never a ``node`` / ``cluster`` label (Prometheus target
 labels carry those). A counter the NIC does not have is left out, never exported as 0: a missing PFC
 key means PFC is off or unsupported on that priority.

@@ -1,4 +1,4 @@
-"""The current findings of ``railscope doctor``, one series each (codes in DESIGN §4)."""
+"""The current findings of ``railscope doctor``, one series each (codes in docs/design.md §4)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def render(fams: Families, scrape: Scrape) -> None:
         return
     for f in diag.findings:
         fams.gauge("railscope_finding",
-                   "1 for each current finding of railscope doctor (codes in DESIGN §4).",
+                   "1 for each current finding of railscope doctor (codes in docs/codes.md).",
                    ("code", "severity", "subject"), (f.code, f.severity, f.subject), 1)
 
 

@@ -1,4 +1,4 @@
-"""The rail PFs' devlink health reporters (DESIGN §4 ``NicHealthError``)."""
+"""The rail PFs' devlink health reporters (docs/design.md §4 ``NicHealthError``)."""
 
 from __future__ import annotations
 

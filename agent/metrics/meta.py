@@ -1,5 +1,5 @@
 """The agent itself: its build, each source's last read, hung reads, the sample's age, its budget, its
-events (DESIGN §5 ``railscope_scrape_collector_*``)."""
+events (docs/design.md §5 ``railscope_scrape_collector_*``)."""
 
 from __future__ import annotations
 

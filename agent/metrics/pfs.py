@@ -47,7 +47,7 @@ def _pf(fams: Families, pf: Pf, rep_include: re.Pattern[str] | None) -> None:
                        "1 when the representor's VF index is at or above sriov_numvfs (opt-in).",
                        ("pci", "device"), (label(pf.bdf), r.netdev), 1 if r.stale else 0)
             # Only when the sampler read statistics for this representor: bulk dumps carry none
-            # (each one is a firmware query on mlx5, DESIGN §3).
+            # (each one is a firmware query on mlx5, docs/design.md §3).
             stats = dict(r.link.stats64 or ())
             for key, name, doc in (
                 ("bytes", "railscope_representor_bytes", "Bytes through the representor (opt-in)."),

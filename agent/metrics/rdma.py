@@ -10,7 +10,9 @@ from agent.model import RdmaDevice, RdmaLink, Snapshot
 __all__ = ["RDMA_HW_COUNTERS", "RDMA_PHYS_STATES", "RDMA_PORT_COUNTERS", "RDMA_STATES", "render_rail"]
 
 #: RoCE congestion and loss counters of ``/sys/class/infiniband/<dev>/ports/<p>/hw_counters`` that
-#: the rail's uplink port exports (mlx5 ``counters.c``; meanings in tests/fixtures/public/mlx5/COUNTERS.md).
+#: the rail's uplink port exports (mlx5 ``drivers/infiniband/hw/mlx5/counters.c``; their meanings as NVIDIA's
+#: "Understanding mlx5 Linux Counters and Status Parameters" gives them,
+#: https://enterprise-support.nvidia.com/s/article/understanding-mlx5-linux-counters-and-status-parameters).
 RDMA_HW_COUNTERS: tuple[tuple[str, str], ...] = (
     ("np_ecn_marked_roce_packets", "RoCE packets received with ECN CE set (this port is the notification point)."),
     ("np_cnp_sent", "CNPs sent back to senders after CE-marked packets (DCQCN notification point)."),

@@ -1,5 +1,5 @@
 """The readiness series: firmware running and stored per rail PF, GPUDirect readiness, the GPU <-> rail
-topology (DESIGN §4 ``FirmwarePendingActivation``, ``GpuDirectNotReady``). The per-rail MTU is
+topology (docs/design.md §4 ``FirmwarePendingActivation``, ``GpuDirectNotReady``). The per-rail MTU is
 ``railscope_rail_mtu_bytes`` (collector.py); the node's allocatable rail resources are the node
 watch's (``railscope_node_allocatable``, agent/service/maintenance.py).
 

@@ -1,4 +1,4 @@
-"""The latest sample the agent serves on ``/metrics`` (DESIGN §5).
+"""The latest sample the agent serves on ``/metrics`` (docs/design.md §5).
 
 The scrape never reads the node: background samplers fill a ``MetricsState`` and swap it in whole;
 the collector renders whatever state is current when Prometheus asks. Everything here is plain data,
@@ -52,7 +52,7 @@ class SourceStatus:
 class HungSource:
     """A firmware-touching read that never returned (``railscope_source_hung{source,device}``).
 
-    A task stuck in the driver cannot be killed (DESIGN §7): the sampler stops starting new copies of
+    A task stuck in the driver cannot be killed (docs/design.md §7): the sampler stops starting new copies of
     the read and keeps serving the last good value, and this series says so.
     """
 

@@ -9,6 +9,6 @@ registry); ``snapshot.take_snapshot`` runs each once; ``history`` parses ``event
 ``recorder.jsonl``; ``kernel_table`` reads the validated-kernel table (the agent's own files, shipped
 and ``--kernel-table``, not the node's) for the callers that hand it to ``diagnose``.
 
-May import (DESIGN §1): the host seam, ``agent.model``, ``agent.config``, ``agent.naming``,
+May import (docs/design.md §1): the host seam, ``agent.model``, ``agent.config``, ``agent.naming``,
 ``agent.findings``; nothing above the readers (tests/unit/test_import_rules.py).
 """

@@ -1,6 +1,6 @@
 """devlink: instances, eswitch mode, watched params and ports (``devlink -j ...``).
 
-Only PF handles are queried (DESIGN §4 "Devlink handles queried"): ``pci/<bdf>`` of a function that
+Only PF handles are queried (docs/design.md §4 "Devlink handles queried"): ``pci/<bdf>`` of a function that
 carries a rail or is SR-IOV capable, never a VF, never an ``auxiliary/mlx5_core.eth.N`` instance (on
 kernel >= 6.7 that is the PF's nested instance; ``nested_devlink`` maps it back to its PF).
 
@@ -345,7 +345,7 @@ def read_devlink(host: Host, functions: Iterable[PciFunction], rail_bdfs: Iterab
                     notes.command(src, res)
                 continue
             try:
-                # Keep only what was asked: a dump can mix devices up (DESIGN §3).
+                # Keep only what was asked: a dump can mix devices up (docs/design.md §3).
                 got = [p for p in parse_params(doc) if p.name == name and p.handle == h]
             except ValueError as exc:
                 notes.missing(src, f"{' '.join(argv)}: {exc}")

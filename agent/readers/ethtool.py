@@ -173,7 +173,7 @@ def read_ethtool(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
                  notes: Notes | None = None) -> tuple[tuple[EthtoolStats, ...], tuple[DriverInfo, ...]]:
     """Statistics and driver info of the given netdevs, one netdev at a time (never in parallel).
 
-    Live, after one ethtool command times out the rest are skipped (DESIGN §7: a task stuck in the
+    Live, after one ethtool command times out the rest are skipped (docs/design.md §7: a task stuck in the
     driver cannot be killed, and every further firmware read would add another). A netdev whose PCI
     function's firmware gate stayed held (``FirmwareBusy``) costs one wait: neither its ``ethtool -S``
     text nor its driver info is asked after that.

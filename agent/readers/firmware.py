@@ -1,8 +1,8 @@
 """Firmware running and stored: ``devlink -j dev info <PF handle>`` per rail PF, on the devlink
-interval (DESIGN §3 "firmware", §4 ``FirmwarePendingActivation``).
+interval (docs/design.md §3 "firmware", §4 ``FirmwarePendingActivation``).
 
 On mlx5 ``dev info`` reads the flash and the running image through firmware commands, so it goes to
-rail PFs only (never the restricted PFs of an HGX baseboard, DESIGN §3 "Which functions are touched"),
+rail PFs only (never the restricted PFs of an HGX baseboard, docs/design.md §3 "Which functions are touched"),
 one handle at a time, in the devlink thread.
 """
 

@@ -7,7 +7,7 @@ NCCL takes ``NCCL_IB_GID_INDEX`` or else the first RoCE v2 GID of the address fa
 use; a rail with no RoCE v2 GID of an IPv4 address is one whose NCCL traffic cannot be routed
 (an address lost after a reboot, a netplan that left the rail without one).
 
-The port read is the rail's RDMA device's port 1 (DESIGN §4 "A rail's RDMA port": the uplink; in
+The port read is the rail's RDMA device's port 1 (docs/design.md §4 "A rail's RDMA port": the uplink; in
 switchdev the other ports are representors'), found under the rail's PCI function
 (``/sys/class/net/<rail>/device/infiniband/<dev>``). Only GIDs whose ``ndevs`` entry is the rail itself
 are kept. An empty slot reads all zeros and its ``types`` file answers EINVAL on read (the UCX fix

@@ -1,5 +1,5 @@
 """NVIDIA GPUs, the GPUDirect RDMA paths and the rail PFs' places in the PCIe tree, from sysfs only
-(DESIGN §3 "GPUs and GPUDirect": no GPU driver call, no ``nvidia-smi``).
+(docs/design.md §3 "GPUs and GPUDirect": no GPU driver call, no ``nvidia-smi``).
 
 - GPUs: every ``/sys/bus/pci/devices/<bdf>`` with vendor ``0x10de`` and class ``0x0302xx`` (3D
   controller: data-centre GPUs) or ``0x0300xx`` (VGA); NVSwitches (``0x0680xx``) are not GPUs. Each with

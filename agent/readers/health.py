@@ -1,4 +1,4 @@
-"""devlink health reporters: ``devlink -j health show``, once per devlink interval (DESIGN §4
+"""devlink health reporters: ``devlink -j health show``, once per devlink interval (docs/design.md §4
 ``NicHealthError``). Never ``health dump`` or ``diagnose``: a dump writes a firmware core-dump
 register (§7)."""
 

@@ -1,5 +1,5 @@
 """The time a node image carries: the agent's events (``events.json``) and the flight recorder
-(``recorder.jsonl``), DESIGN §4 "Time" and §6. This module is the one parser of both files: the
+(``recorder.jsonl``), docs/design.md §4 "Time" and §6. This module is the one parser of both files: the
 doctor, ``railscope metrics --from``, the collector and the tests all read them through it.
 
 ``events.json`` is ``{"events": [{"ts", "code", "severity", "subject", "message", "evidence"}]}``,
@@ -7,7 +7,7 @@ newest last. ``recorder.jsonl`` is one JSON object per line, ``{"ts": <unix s>, 
 "counters": {<raw counter name>: <value>}}``, one line per rail per second. A damaged file never
 stops a diagnosis: what can be read is used, and the reason for the rest goes to ``unavailable``.
 
-One set of rules for bad values in both files (an image is untrusted input, DESIGN §2): a time that
+One set of rules for bad values in both files (an image is untrusted input, docs/design.md §2): a time that
 is not a finite non-negative number, a code outside the event vocabulary, a subject or netdev that is
 not a short string, a counter that is not an integer in ``[0, 2**64)`` -- each is dropped and
 counted, never a traceback. JSON goes through ``agent.safejson.load_json`` (bounded nesting; no

@@ -1,6 +1,6 @@
-"""Links: the rtnetlink dump (``host.links()``, the ``netlink/links.json`` schema of DESIGN §2).
+"""Links: the rtnetlink dump (``host.links()``, the ``netlink/links.json`` schema of docs/design.md §2).
 
-The bulk dump carries no statistics (mlx5 would query firmware for every representor, DESIGN §3);
+The bulk dump carries no statistics (mlx5 would query firmware for every representor, docs/design.md §3);
 ``read_link_stats`` asks for stats64 of the rails only.
 """
 
@@ -251,7 +251,7 @@ def rail_netdevs(links: Iterable[Link], pci_of: dict[str, str], functions: dict[
     - on a node without rules only: it is an uplink (``phys_port_name`` ``p<N>``) of a Mellanox
       function (other vendors' uplinks, such as a management NIC, are not rails). Where rules exist,
       another Mellanox function (an HGX baseboard's restricted PF, a management port) is not read:
-      its statistics are a firmware read (DESIGN §3 "Which functions are touched").
+      its statistics are a firmware read (docs/design.md §3 "Which functions are touched").
     """
     ruled = {r.pci for r in rules} | set(mapped)
     out = []
@@ -276,7 +276,7 @@ def with_parents(links: Iterable[Link], pci_of: dict[str, str]) -> tuple[Link, .
     Kernels older than the commit that added ``IFLA_PARENT_DEV_NAME`` (torvalds/linux 00e77ed8e64d,
     2021) send no parent; the rules "a rail's netdev is the uplink whose ``parent_dev`` (or ``device``
     link) is the function" and "a representor belongs to its ``parent_dev``" then need the symlink's
-    answer (DESIGN §2, §4).
+    answer (docs/design.md §2, §4).
     """
     out = []
     for lk in links:

@@ -1,4 +1,4 @@
-"""lldp: each rail's LLDP neighbour, the switch port it is cabled to (DESIGN §3).
+"""lldp: each rail's LLDP neighbour, the switch port it is cabled to (docs/design.md §3).
 
 Two ways to hear the switch (``--lldp``):
 

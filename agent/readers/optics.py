@@ -22,10 +22,10 @@ can be used only with netlink"), the read of that rail is made again as text at 
 is kept for the rest of the process: a refusal is a command-line answer, no module read, so no firmware
 read is made twice. A node image replays whichever form it recorded.
 
-A module that prints no threshold is never judged by value (DESIGN §4 "Optics thresholds"); thresholds
+A module that prints no threshold is never judged by value (docs/design.md §4 "Optics thresholds"); thresholds
 in a shape not understood are named in the notes ("not available"), not taken for none. The module's
 warning / alarm flags, its per-lane loss-of-signal / Tx fault status and its CMIS Module State are read
-too (DESIGN §4 "The module's flags lead").
+too (docs/design.md §4 "The module's flags lead").
 """
 
 from __future__ import annotations
@@ -663,7 +663,7 @@ def read_optics(host: Host, netdevs: Iterable[str], timeout_s: float = 10.0,
     the RTNL lock (``ethnl_default_doit``, ``dev_ethtool``), so on mlx5 the MCIA register reads
     themselves go one at a time node-wide. The first rail is read alone, so the form is settled before the others
     start. After one read times out live, no other starts (a task stuck in the driver cannot be
-    killed, DESIGN §7): the rest are skipped with a note. Results and notes keep ``netdevs``' order.
+    killed, docs/design.md §7): the rest are skipped with a note. Results and notes keep ``netdevs``' order.
     """
     notes = notes if notes is not None else Notes()
     names = list(dict.fromkeys(netdevs))

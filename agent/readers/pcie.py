@@ -3,7 +3,7 @@
 No firmware access: the kernel keeps these in config space and its own counters. The upstream port is
 the parent directory of the PF's resolved sysfs path (a root port or a PCIe switch's downstream port);
 a PF that trained at what that port can give sits in a slower slot, which is a fact for the evidence,
-not a fault (DESIGN §4 "PCIe"). ``Unknown`` or a missing file is "not available", never 0 — except
+not a fault (docs/design.md §4 "PCIe"). ``Unknown`` or a missing file is "not available", never 0 — except
 ``current_link_speed`` ``Unknown`` with ``current_link_width`` ``63``: the Link Status register read
 all ones (speed field 0xf, width field 0x3f), the function fell off its link (``PcieLink.gone``).
 """

@@ -232,7 +232,7 @@ def read_rdma_devices(host: Host, ports_wanted: set[tuple[str, int]], rail_bdfs:
     """Every RDMA device with its PCI function; identity, port state and counters for rail devices only.
 
     A rail device is one with a wanted port or on a rail's PCI function; one on a rail's function
-    with no wanted port gets port 1 (DESIGN §4: a rail's RDMA port is its ``rdma link`` entry, else
+    with no wanted port gets port 1 (docs/design.md §4: a rail's RDMA port is its ``rdma link`` entry, else
     port 1 of the RDMA device on its function). Other devices (VFs' in shared netns mode: up to one
     per VF) cost one symlink walk each.
     """

@@ -1,4 +1,4 @@
-"""Which functions firmware-touching reads may reach (DESIGN §3 "Which functions are touched").
+"""Which functions firmware-touching reads may reach (docs/design.md §3 "Which functions are touched").
 
 ethtool statistics, ``ethtool -m`` / ``-a`` / ``--show-fec``, ``dcb ... show``, ``rdma statistic``,
 ``devlink dev info`` / health / params / eswitch reach the NIC's firmware. They go to rail PFs and the PFs the udev rules name, never to another mlx5 function of

@@ -1,7 +1,7 @@
 """What a report on one bundle says, computed once: the diagnosis, the flight recorder as per-rail
 series, the events in order, and the manifest summary. The text and HTML renderings format it.
 
-The flight recorder (``recorder.jsonl``, DESIGN §6) holds raw cumulative counters once a second;
+The flight recorder (``recorder.jsonl``, docs/design.md §6) holds raw cumulative counters once a second;
 the series here are what a person reads: pause frames per second and the share of time paused on
 the lossless priority (``*_pause_duration`` is in microseconds, mlx5 ``counters.rst``), lossless
 discards per second, and carrier losses. A counter that went backwards between two samples (a

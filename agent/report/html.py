@@ -3,7 +3,7 @@
 Styles inline, charts as inline SVG, no script and no external resource (a Content-Security-Policy
 of ``default-src 'none'`` says so to the browser too), so the page reads the same offline, in a
 ticket system's sandbox and with JavaScript off. Every string from the bundle is escaped: a node
-image is untrusted input (DESIGN §2).
+image is untrusted input (docs/design.md §2).
 
 The flight recorder is a grid of small charts, one row per rail and one column per series, each
 column on one scale, so the rail that storms stands out from its neighbours at a glance.

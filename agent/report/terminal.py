@@ -1,6 +1,6 @@
 """Text from a node made safe for a terminal.
 
-A node image is untrusted (DESIGN §2): a netdev alias, an event message or a manifest reason can
+A node image is untrusted (docs/design.md §2): a netdev alias, an event message or a manifest reason can
 carry escape sequences that would repaint an operator's terminal. Control characters (C0, DEL, C1)
 and the bidirectional overrides become visible ``\\xNN`` / ``\\uNNNN`` escapes. This is the one
 escaping function: every text renderer (``text.py``, ``report_text.py``, ``diff_text.py``) and every

@@ -2,7 +2,7 @@
 
 Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org) or ``TERM`` is
 ``dumb``. Everything here formats; nothing decides. Every string of the diagnosis came from a node or
-an image and goes through ``terminal.safe`` before it is laid out (DESIGN §2: an image is untrusted input).
+an image and goes through ``terminal.safe`` before it is laid out (docs/design.md §2: an image is untrusted input).
 """
 
 from __future__ import annotations

@@ -8,6 +8,6 @@ and the spool upload), ``tracked_host`` (a host per thread that serialises firmw
 (the aiohttp app and its runner), ``background`` (a task for the app's lifetime: the node watch, the
 request puller) and ``daemon`` (the composition root that wires them).
 
-May import (DESIGN §1): everything below it (the live host and its netlink listeners, the readers and
+May import (docs/design.md §1): everything below it (the live host and its netlink listeners, the readers and
 their registry, the pure analysis and detectors, the metrics); nothing below imports from here.
 """

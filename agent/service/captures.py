@@ -1,4 +1,4 @@
-"""The daemon's captures (DESIGN §6, §7): the capture runner in process, one at a time, niced, with
+"""The daemon's captures (docs/design.md §6, §7): the capture runner in process, one at a time, niced, with
 the live flight recorder and event log. Every capture of the daemon — an operator's ``/v1/image``, a
 ``--capture-on`` event, a collector's request — is a ``Job`` (agent/capture/job.py) run by
 :meth:`Captures.run`: through the daemon's worker host, under the firmware gate its samplers hold,

@@ -1,4 +1,4 @@
-"""Who may read the agent's data endpoints (DESIGN §7): ``/v1/image``, ``/v1/events`` and
+"""Who may read the agent's data endpoints (docs/design.md §7): ``/v1/image``, ``/v1/events`` and
 ``/v1/recorder`` hold topology, addresses and logs, so they are never open to the node network.
 
 They answer on the agent's Unix socket (``--data-socket``, inside the pod: what ``kubectl exec …

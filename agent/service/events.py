@@ -67,7 +67,7 @@ class EventLog:
             return len(self._events)
 
     def to_json(self, since: float | None = None) -> dict[str, Any]:
-        """The ``events.json`` document (DESIGN §4): ``{"events": [...]}``, newest last (by ``ts``:
+        """The ``events.json`` document (docs/design.md §4): ``{"events": [...]}``, newest last (by ``ts``:
         an event from the netlink thread can be added just after a newer one from a sample)."""
         events = sorted(self.recent(since), key=lambda ev: ev.ts)
         return {"events": [_jsonable(ev.as_json()) for ev in events]}

@@ -5,8 +5,8 @@ Three reasons, each 0 or 1:
 - ``sriov_reconfiguring``: the sriov-network-operator is (re)configuring the node. Its drain
   controller keeps the node annotation ``sriovnetwork.openshift.io/state`` at ``Idle`` between
   changes and moves it through ``Drain_Required``, ``Draining``, ``DrainComplete`` and
-  ``Reboot_Required`` while a policy is applied (sriov-network-operator
-  ``doc/design/parallel-node-config.md``);
+  ``Reboot_Required`` while a policy is applied (sriov-network-operator's
+  https://github.com/k8snetworkplumbingwg/sriov-network-operator/blob/master/doc/design/parallel-node-config.md);
 - ``cordoned``: ``spec.unschedulable`` (``kubectl cordon``, a drain);
 - ``driver_reload``: the agent's own ``DriverReload`` event (``srcversion`` changed) in the last minutes.
 

@@ -1,4 +1,4 @@
-"""The agent's side of capture requests (DESIGN §9): pull them from the collector, capture, upload.
+"""The agent's side of capture requests (docs/design.md §9): pull them from the collector, capture, upload.
 
 Nothing connects into the privileged pod: the agent long-polls ``GET /v1/requests?node=<own node>``
 on the collector (answered within a minute), and for each pending request captures this node in

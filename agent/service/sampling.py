@@ -1,4 +1,4 @@
-"""The registry's sources sampled in the background, and their latest parts (DESIGN §1: the daemon
+"""The registry's sources sampled in the background, and their latest parts (docs/design.md §1: the daemon
 names no source; what it needs of one is a declared role).
 
 Each source reads the node in its own daemon thread through its own host (a ``LiveHost`` each: a
@@ -43,7 +43,7 @@ class Sampling:
         self._rdma_ports = rdma_ports
         self.sources = tuple(s for s in registry.SOURCES if s.name not in settings.disabled)
         self.intervals = {s.name: settings.interval_s(s.name, s.interval_s) for s in self.sources}
-        # the roles of DESIGN §1's registry (agent.readers.source.ROLES), by name
+        # the roles of docs/design.md §1's registry (agent.readers.source.ROLES), by name
         self.roles = {r: tuple(s.name for s in registry.with_role(r)) for r in registry.ROLES}
         self.recorder_sources = frozenset(self.roles["recorder"])
         #: the source of the netlink link dump (the links every other part is keyed by)

@@ -4,7 +4,7 @@ It says what the thread is reading right now (the ``device`` of ``railscope_sour
 read never returns), and it serialises the firmware-touching reads through the daemon's firmware
 gate (``agent.host.firmware``): on mlx5, ``ETHTOOL_GSTATS`` is a synchronous firmware command, so
 the counters sampler and a capture running at the same time must not read the same PCI function in
-parallel (DESIGN §3, "one at a time per PF"). Which commands touch firmware is the registry's word
+parallel (docs/design.md §3, "one at a time per PF"). Which commands touch firmware is the registry's word
 (``Source.firmware_touching``).
 """
 
@@ -62,7 +62,7 @@ class TrackedHost:
                  firmware: Callable[[Iterable[str]], bool] = touches_firmware) -> None:
         self.inner = inner
         #: (tool, device) of reads stuck in the agent's own samplers ("" device: every device).
-        #: A capture skips them (DESIGN §7): a second stuck task helps no one.
+        #: A capture skips them (docs/design.md §7): a second stuck task helps no one.
         self.hung = hung
         self.progress = progress
         self.gate = gate

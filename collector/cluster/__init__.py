@@ -1,4 +1,4 @@
-"""The collector's read-only view of the operators' objects (DESIGN §9 "Cluster scope"): the slice of the
+"""The collector's read-only view of the operators' objects (docs/design.md §9 "Cluster scope"): the slice of the
 cluster an incident concerns, stored once per incident beside its bundles.
 
 ``watch.py`` is the watch (one replica, elected by a Lease), ``slice.py`` the slice and its store, ``page.py``

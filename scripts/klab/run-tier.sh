@@ -3,11 +3,12 @@
 # packages once (cached), boot one guest that runs every scenario of tests/klab/guest_scenarios.py
 # against a real 6.1 kernel with netdevsim, rdma_rxe and nlmon, and copy what it wrote to $KLAB_RESULTS.
 #
-# The lab itself is /work/shared/klab/run-lab.sh (found beside the project as ../shared/klab, or at
-# $KLAB_LAB). It boots Debian's own kernel under QEMU (TCG) and runs a script in a chroot made of the
-# host's /usr and /etc (read-only 9p), so the guest runs the host's *system* python3 (/usr/bin/python3)
-# and iproute2. The project tree is shared read-only at the same path; the Python packages the agent
-# imports are installed with `pip install --target` into $WORK/guest-site (the guest sees $WORK).
+# The lab itself is not part of this repository: its script is $KLAB_LAB, by default
+# ../shared/klab/run-lab.sh beside the checkout; without it this script exits 2 (the tier is skipped).
+# It boots Debian's own kernel under QEMU (TCG) and runs a script in a chroot made of the host's /usr
+# and /etc (read-only 9p), so the guest runs the host's *system* python3 (/usr/bin/python3) and iproute2.
+# The project tree is shared read-only at the same path; the Python packages the agent imports are
+# installed with `pip install --target` into $WORK/guest-site (the guest sees $WORK).
 #
 # Usage:  scripts/klab/run-tier.sh                  # build if needed, then one guest run
 #         KLAB_RESULTS=/tmp/r scripts/klab/run-tier.sh

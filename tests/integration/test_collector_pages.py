@@ -5,6 +5,7 @@ the incident page and a report page with the operator token, and gets 401 withou
 from __future__ import annotations
 
 import asyncio
+import html
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.clients.collector import CollectorClient
+from agent.findings import next_step
 from proto.frames import Hello
 from proto.keys import bundle_id
 from tests.support import chromium
@@ -100,15 +102,27 @@ def test_incident_and_report_pages_in_chromium(nodes: dict[str, RailNetns], weed
         denied = chromium.load(incident_url, boxes=("#nodes",))
         assert denied.status == 401 and "#nodes" not in denied.boxes and "node-a" not in denied.dom
 
-        page = chromium.load(incident_url, headers=auth, boxes=("#nodes", "#fleet"))
+        page = chromium.load(incident_url, headers=auth, boxes=("#nodes", "#fleet", "#steps"))
         (tmp_path / "incident.png").write_bytes(page.png)
         assert page.status == 200 and page.requests == [incident_url]
         for node in NODES:
             assert node in page.dom
         assert "RailLinkDown" in page.dom and "<b>2</b> nodes" in page.dom
+        # each finding says what it is; each next step is said once, with the findings it serves
+        nodes_dom = page.dom[page.dom.index('id="nodes"'):]
+        assert nodes_dom.count("rail 0: net_rail0 is not up") == 2
+        step = html.escape(next_step("RailLinkDown") or "", quote=False)
+        assert step and page.dom.count(step) == 1
+        steps_dom = page.dom[page.dom.index('id="steps"'):page.dom.index('id="nodes"')]
+        assert "RailLinkDown" in steps_dom and "node-a, node-b" in steps_dom
         _w, _h, rows = chromium.decode_png(page.png)
         assert chromium.ink(rows, page.boxes["#nodes"]) > 1500  # the node list is drawn
         assert chromium.ink(rows, page.boxes["#fleet"]) > 800  # and the shared finding
+        assert chromium.ink(rows, page.boxes["#steps"]) > 800  # and the steps
+
+        # the incidents list: no alert asked for these captures, their findings say how bad
+        listing = chromium.load(f"{col.url}/ui/", headers=auth, boxes=("#incidents",))
+        assert listing.status == 200 and "CRITICAL" in listing.dom
 
         report_url = f"{col.url}/ui/bundles/{keys['node-a']}"
         denied = chromium.load(report_url, boxes=("#rails",))

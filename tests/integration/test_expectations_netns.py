@@ -1,4 +1,4 @@
-"""A bundle keeps the expectations it was judged with (DESIGN §2 "Node image format v1").
+"""A bundle keeps the expectations it was judged with (docs/design.md §2 "Node image format v1").
 
 The node namespace of the ``rails`` fixture has two veth rails and no udev rules: only ``--rails 2``
 makes them rails. A capture made with ``--rails 2`` (a flag, ``RAILSCOPE_RAILS``, or the agent's own

@@ -175,7 +175,7 @@ def test_a_port_whose_netdev_is_gone_is_representor_stale(ovs: Ovs) -> None:
     assert res.returncode in (1, 2), res.stderr
     doc = json.loads(res.stdout)
     assert "ovs" not in {u["source"] for u in doc["unavailable"]}
-    # The veth rails have no PCI function, so no PF claims the port by its name: DESIGN §4 reports
+    # The veth rails have no PCI function, so no PF claims the port by its name: docs/design.md §4 reports
     # an OVS port that belongs to no PF on "node". Only the gone netdev: br0 and the rails are there.
     stale = _stale(doc)
     assert [(f["subject"], f["severity"]) for f in stale] == [("node", "warning")], stale

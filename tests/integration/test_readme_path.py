@@ -1,5 +1,5 @@
-"""The README's set-up and test commands, verbatim, in a fresh copy of the project that has no
-``../shared`` beside it: a new venv, ``pip install .``, ``railscope doctor`` on this machine, then the
+"""The README's set-up and test commands, verbatim, in a fresh copy of the project that has nothing
+beside it (no kernel lab script): a new venv, ``pip install .``, ``railscope doctor`` on this machine, then the
 test command. The commands are read out of README.md (``scripts/readme_commands.py``), never copied.
 
 The test command would run the whole suite inside this test, so it runs verbatim with

@@ -1,4 +1,4 @@
-"""Each rollout scenario of DESIGN §9 as a fixture cluster in the API stand-in, watched by the cluster watch
+"""Each rollout scenario of docs/design.md §9 as a fixture cluster in the API stand-in, watched by the cluster watch
 (one LIST per kind) and judged: the verdict of every node, the step, the reason's object."""
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def scenario_representors() -> dict[str, Any]:
     try:
         snap = take_snapshot(host, ReadConfig())
         topo = build_topology(snap, Expectations())
-        # The devlink reader queries pci/<bdf> handles only (DESIGN §4); netdevsim's instance is
+        # The devlink reader queries pci/<bdf> handles only (docs/design.md §4); netdevsim's instance is
         # netdevsim/<dev>. The reader's own parsers are run here on the real devlink answers, read
         # through the live host's command door.
         esw = host.run(["devlink", "-j", "dev", "eswitch", "show", HANDLE])

@@ -1,6 +1,6 @@
 """A synthetic big switchdev node as a node image: N single-port rails, V VFs each, in switchdev.
 
-DESIGN §10 sizes a big node at 8 rails x 127 VFs: 8 uplinks + 1,016 representors, and one RDMA port
+docs/design.md §10 sizes a big node at 8 rails x 127 VFs: 8 uplinks + 1,016 representors, and one RDMA port
 per representor on each PF's RDMA device (only port 1, the uplink's, is a rail's). The VF netdevs
 are inside pods, so the host's link dump has uplinks and representors only.
 """

@@ -1,4 +1,4 @@
-"""Build small node images (DESIGN §2 layout) in a temporary directory for reader tests.
+"""Build small node images (docs/design.md §2 layout) in a temporary directory for reader tests.
 
 The readers then run against the real ``RecordedHost``, not a mock: files under ``fs/``, commands
 under ``cmd/<slug>``, the link dump under ``netlink/links.json``, and a manifest when asked.

@@ -1,5 +1,5 @@
 """Fixture clusters for the Kubernetes API stand-in (``kube_api.KubeApi``): a healthy Spectrum-X cluster and
-the rollout scenarios of DESIGN §9, each a mutation of it.
+the rollout scenarios of docs/design.md §9, each a mutation of it.
 
 The objects follow the operators' published CRDs (``tests/fixtures/public/crds/``, SOURCES.md there);
 ``tests/unit/test_kube_fixtures.py`` validates every object of every scenario against its CRD's

@@ -1,6 +1,6 @@
 """A synthetic big node for the metrics tests: N single-port ConnectX rails in switchdev, V VFs each.
 
-Built from ``agent.model`` records directly (the shapes the readers return), the way DESIGN §10 sizes a
+Built from ``agent.model`` records directly (the shapes the readers return), the way docs/design.md §10 sizes a
 big node: 8 rails x 127 VFs = 8 uplinks + 1,016 representors, and in switchdev one RDMA port per
 representor on each PF's RDMA device (only the uplink port is a rail's).
 """

@@ -1,4 +1,4 @@
-"""The expectations a bundle records (DESIGN §2): written from the flags in force, read back as
+"""The expectations a bundle records (docs/design.md §2): written from the flags in force, read back as
 untrusted input, and overridden only by what the command line states."""
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def test_the_ber_expectations_are_recorded_and_read_back_checked() -> None:
 
 
 def test_a_bundle_records_both_ber_tiers() -> None:
-    # the defaults of DESIGN §4: a warning well below the RS(544,514) FEC's limit, critical at it
+    # the defaults of docs/design.md §4: a warning well below the RS(544,514) FEC's limit, critical at it
     doc = expectations_to_json(Expectations())
     assert (doc["ber_warning"], doc["ber_critical"]) == (1e-5, 2.4e-4)
 

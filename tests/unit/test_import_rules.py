@@ -1,4 +1,4 @@
-"""Which way the imports run (DESIGN §1), checked over the transitive closure of every module.
+"""Which way the imports run (docs/design.md §1), checked over the transitive closure of every module.
 
 Each module's imports are read from its source (module level and inside functions, since a lazy
 import is still a dependency; ``if TYPE_CHECKING:`` blocks are left out: they never run), resolved to
@@ -65,7 +65,7 @@ def _resolve(name: str) -> str:
     return ".".join(parts)
 
 
-#: Packages that find their own modules when imported (DESIGN §1: a check is a module that declares it,
+#: Packages that find their own modules when imported (docs/design.md §1: a check is a module that declares it,
 #: and nothing names it): the package's ``__init__`` lists its own directory and imports what is there.
 #: That is loading railscope's code, not reading the node, the clock or a file of data: these imports
 #: of theirs, and only these, are not held against the purity of the package's modules.

@@ -1,4 +1,4 @@
-"""Which naming rules name rails: operator files, site files by template, conflicts (DESIGN §4)."""
+"""Which naming rules name rails: operator files, site files by template, conflicts (docs/design.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Checks: pure functions from a snapshot (and, for time, the history) to findings (DESIGN §4).
+"""Checks: pure functions from a snapshot (and, for time, the history) to findings (docs/design.md §4).
 
 One module per subject, each declaring its ``CHECKS`` (``_util.Check``: its order, the codes it may
 emit, the function; ``_util.Refine``: a rule over every check's findings). ``run_checks`` finds every

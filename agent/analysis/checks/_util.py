@@ -62,7 +62,7 @@ class Check:
 @dataclass(frozen=True, slots=True)
 class Refine:
     """A rule over every check's findings, applied once they all ran (one finding per cause: a naming
-    conflict replaces the mismatches it causes, DESIGN §4)."""
+    conflict replaces the mismatches it causes, docs/design.md §4)."""
 
     order: int
     run: Callable[[list[Finding], Inputs], list[Finding]]

@@ -1,5 +1,5 @@
 """A rail that degrades before it breaks: LinkDegrading, OpticsOutOfRange, NicTemperatureHigh,
-PcieLinkDegraded, PcieErrors (DESIGN §4).
+PcieLinkDegraded, PcieErrors (docs/design.md §4).
 
 - ``LinkDegrading``: the pre-FEC corrected-bit ratio ``Δrx_corrected_bits_phy / Δrx_bits_phy`` over
   the window in two tiers: above ``ber_warning`` (warning: a margin well below the FEC's limit, the rail
@@ -204,7 +204,7 @@ def _idle(lane: OpticsLane, flags_printed: bool) -> bool:
 
 
 def lanes_in_use(mod: ModuleOptics) -> tuple[int, ...]:
-    """The lanes of ``mod`` the module uses (DESIGN §4 "Only lanes in use are judged"): what the check
+    """The lanes of ``mod`` the module uses (docs/design.md §4 "Only lanes in use are judged"): what the check
     judges, and the lanes whose readings the metrics export (a 4-lane optic in an 8-lane cage exports
     4 RX power series, not 4 more reading 0 W)."""
     flags_printed = any(ln.flags for ln in mod.lanes)
@@ -235,7 +235,7 @@ def _beyond(mod: ModuleOptics, quantity: str, lane: int | None, val: float | Non
 
 
 def _optics_findings(mod: ModuleOptics, subject: str, link_up: bool | None = None) -> list[Finding]:
-    """DESIGN §4 "Optics thresholds", "Only lanes in use are judged", "The module's flags lead".
+    """docs/design.md §4 "Optics thresholds", "Only lanes in use are judged", "The module's flags lead".
 
     Where the module prints its warning / alarm flags for a quantity, they decide (a raised warning
     flag is warning, a raised alarm flag critical); its values against its own thresholds decide only

@@ -1,7 +1,7 @@
 """EswitchModeUnexpected and EswMultiportUnexpected.
 
 Expectations judge only the NICs that carry rails, and a value devlink could not read raises nothing
-(DESIGN §4 "Scope of expectations"). ``esw_multiport`` is the NIC's LAG mode, runtime-only (lost on
+(docs/design.md §4 "Scope of expectations"). ``esw_multiport`` is the NIC's LAG mode, runtime-only (lost on
 a reboot or driver reload) and reads the same on every PF of a NIC; PFs that disagree are a torn LAG
 state, reported whatever the expectation, on the PF that differs from the NIC's lowest PF.
 """

@@ -1,5 +1,5 @@
 """The rail against the switch port it is cabled to (its LLDP neighbour): PfcPeerMismatch, RailPeerMismatch,
-and MtuMismatch where the rail's MTU exceeds the peer's maximum frame size (DESIGN §4).
+and MtuMismatch where the rail's MTU exceeds the peer's maximum frame size (docs/design.md §4).
 
 A rail with no LLDP neighbour is not judged here: no frame is a state ("not available"), never a fault.
 The peer's PFC is what its IEEE 802.1Qaz PFC TLV says; a peer that sends none is not judged (not "PFC

@@ -5,7 +5,7 @@ Reporters are keyed by a devlink handle, with or without a port index (``pci/<bd
 instance). A handle that maps to no rail PF (a VF's, another bus's) is not judged. One finding per
 PF, its severity the worst reporter's: ``fw_fatal`` in error is critical (the firmware is dead until
 recovered), any other reporter in error a warning, errors since the driver loaded on reporters now
-healthy info. A reporter without a state is not judged (DESIGN §4).
+healthy info. A reporter without a state is not judged (docs/design.md §4).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""RailMissing, RailNameMismatch, RailTemplateInvalid, RailRuleUnreadable, RailLinkDown (DESIGN §4 "Rails").
+"""RailMissing, RailNameMismatch, RailTemplateInvalid, RailRuleUnreadable, RailLinkDown (docs/design.md §4 "Rails").
 
 A rail is keyed by its PCI function, so a failed rename is ``RailNameMismatch`` only (not also
 ``RailMissing``), and a rail with no netdev is ``RailMissing`` only. A rules file whose names are

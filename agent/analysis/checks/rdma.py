@@ -1,6 +1,6 @@
 """RdmaNameMismatch, RdmaLinkDown, RailRdmaMissing and RdmaNetnsModeUnexpected.
 
-Only a rail's own RDMA port is judged (DESIGN §4 "A rail's RDMA port"): in switchdev the PF's RDMA
+Only a rail's own RDMA port is judged (docs/design.md §4 "A rail's RDMA port"): in switchdev the PF's RDMA
 device has one port per representor, and those follow their pods. A rail with no netdev is
 ``RailMissing`` only.
 

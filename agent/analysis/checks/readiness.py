@@ -1,5 +1,5 @@
 """Is this node ready for NCCL after an upgrade? FirmwarePendingActivation, FirmwareStoredUnreadable,
-GpuDirectNotReady, MtuMismatch, DriverNotDoca and RailNamingConflict (DESIGN §4). ``RailResourcesLost`` is an event only
+GpuDirectNotReady, MtuMismatch, DriverNotDoca and RailNamingConflict (docs/design.md §4). ``RailResourcesLost`` is an event only
 (``agent/detectors/rail_resources.py``): the allocatable comes from the API server, not the node.
 
 The traps each rule steps around:
@@ -162,7 +162,7 @@ _PATHS = ("/sys/kernel/mm/memory_peers/nv_mem/version", "/sys/kernel/mm/memory_p
 
 
 def common_mtu(mtus: Iterable[int]) -> int | None:
-    """The most common MTU; of a tie, the largest (DESIGN §4)."""
+    """The most common MTU; of a tie, the largest (docs/design.md §4)."""
     counts = Counter(mtus)
     if not counts:
         return None

@@ -1,6 +1,6 @@
 """RepresentorStale: representors of VFs that no longer exist, and OVS ports whose netdev is gone.
 
-One finding per PF with every name in the evidence (DESIGN §4). A PF whose ``sriov_numvfs`` could
+One finding per PF with every name in the evidence (docs/design.md §4). A PF whose ``sriov_numvfs`` could
 not be read judges nothing. OVS ports that belong to no PF are reported on ``node``.
 """
 

@@ -1,4 +1,4 @@
-"""The capture plug-ins (DESIGN §7), one module per plug-in, each declaring ``PLUGIN`` (and, when a
+"""The capture plug-ins (docs/design.md §7), one module per plug-in, each declaring ``PLUGIN`` (and, when a
 plug-in applies only to some nodes, ``skip(ctx) -> reason | None``). ``replay`` runs first: the
 others expand their ``{rail}`` / ``{pf}`` / ``{handle}`` steps from what its readers found."""
 

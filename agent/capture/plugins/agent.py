@@ -1,6 +1,6 @@
 """agent: the running agent's ``events.json`` and flight recorder (``recorder.jsonl``); without a
 running agent, two samples of the rail counters ``recorder_gap_s`` apart, so rates exist offline
-(DESIGN §6)."""
+(docs/design.md §6)."""
 
 from __future__ import annotations
 

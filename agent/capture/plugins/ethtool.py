@@ -2,7 +2,7 @@
 EEPROM. ``-S``, ``-a``, ``--show-fec`` and ``-m`` reach the firmware on mlx5: one at a time per PF,
 rail PFs only. ``-i`` / ``-S`` / ``-m`` are the readers' own, recorded by replay: in a capture the optics
 reader reads the text form even where the installed ethtool prints ``--json -m`` (6.14+), so each
-module is read once per capture (DESIGN §7) and the bundle holds what a person reads."""
+module is read once per capture (docs/design.md §7) and the bundle holds what a person reads."""
 
 from agent.capture.plugin import Command, Plugin
 

@@ -1,5 +1,5 @@
 """replay: everything the readers read, recorded through ``RecordingHost`` as they read it, so that
-``railscope doctor --from`` the bundle reaches the diagnosis the readers reached live (DESIGN §7).
+``railscope doctor --from`` the bundle reaches the diagnosis the readers reached live (docs/design.md §7).
 
 Its one step is the snapshot itself; the runner runs it first, into the bundle's staging tree.
 """
@@ -21,6 +21,6 @@ def record(ctx: CaptureContext, rec: RecordingHost) -> Snapshot:
     ovs_why = next((why for source, why in snap.unavailable if source == "ovs"), None)
     if ovs_why:
         # Live, the OVS reader skips ovs-vsctl when there is no db socket; an image keeps no
-        # sockets, so the manifest says why the command is absent (DESIGN §2: skipped + reason).
+        # sockets, so the manifest says why the command is absent (docs/design.md §2: skipped + reason).
         rec.note_skipped(OVS_ARGV, ovs_why)
     return snap

@@ -1,4 +1,4 @@
-"""Node image format v1 (DESIGN §2): the manifest, and reading an image from a directory or a ``.tar.gz``.
+"""Node image format v1 (docs/design.md §2): the manifest, and reading an image from a directory or a ``.tar.gz``.
 
 A node image is untrusted input: it may come from a ticket, a vendor or another cluster, and the
 collector opens every bundle it stores. So:

@@ -1,4 +1,4 @@
-"""``events.json`` of a node image (DESIGN §4 "Time"): ``{"events": [...]}``, each event as
+"""``events.json`` of a node image (docs/design.md §4 "Time"): ``{"events": [...]}``, each event as
 ``agent.model.Event.as_json`` gives it, oldest first. This is its one writer (the recording host, the
 capture's ``agent`` plug-in and the daemon's event log all write through it); ``agent.readers.history``
 is its one parser."""

@@ -1,4 +1,4 @@
-"""The node image manifest (DESIGN §2, format v1): ``manifest.json`` written and read.
+"""The node image manifest (docs/design.md §2, format v1): ``manifest.json`` written and read.
 
 ``Manifest`` and ``ManifestItem`` are what capture, the recording host and the test images write
 (``manifest_to_json``); ``parse_manifest`` reads one back, validating every field of an untrusted

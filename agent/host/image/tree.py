@@ -25,7 +25,7 @@ class ImageError(HostError):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one image may hold. A bundle is a few MB (DESIGN §10: the 8 x 127 VF node's is under 5 MB
+    """What one image may hold. A bundle is a few MB (docs/design.md §10: the 8 x 127 VF node's is under 5 MB
     unpacked); each bound is far above that and far below what hurts a node or the collector."""
 
     #: entries of any kind, extended headers included (the 8 x 127-VF node of bigimage.py has 10,500)
@@ -44,7 +44,7 @@ class Limits:
 
 LIMITS = Limits()
 
-#: the names that make a directory a node image (DESIGN §2)
+#: the names that make a directory a node image (docs/design.md §2)
 _MARKERS = ("manifest.json", "fs", "cmd", "netlink")
 _FLAT_LINK_MAX = 4096
 

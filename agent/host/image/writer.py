@@ -12,7 +12,7 @@ __all__ = ["write_tree"]
 
 def write_tree(tree: ImageTree, out: str) -> None:
     """Write the image root of ``tree`` as a new directory ``out`` (which must not exist): files,
-    directories, and symlinks whose targets are rewritten to stay inside ``out`` (DESIGN §2 keeps
+    directories, and symlinks whose targets are rewritten to stay inside ``out`` (docs/design.md §2 keeps
     sysfs links relative; one that climbed out or was absolute points where the tree resolved it)."""
     base = tree.base
     prefix = base + "/" if base else ""

@@ -1,5 +1,5 @@
 """The rtnetlink wire codec: requests, message walking and the decoding of one link message into the
-``netlink/links.json`` schema (DESIGN §2). The bulk dump (``dump.py``) and the link-event listener
+``netlink/links.json`` schema (docs/design.md §2). The bulk dump (``dump.py``) and the link-event listener
 (``link_events.py``) both decode with ``parse_link``.
 
 Why not pyroute2 here: pyroute2 decodes every attribute of every link into Python objects, which

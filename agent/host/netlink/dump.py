@@ -1,5 +1,5 @@
 """The live host's link dump: one RTM_GETLINK dump on a plain ``AF_NETLINK`` socket, and the
-statistics of named links, one RTM_GETLINK each (DESIGN §3).
+statistics of named links, one RTM_GETLINK each (docs/design.md §3).
 
 The bulk dump asks the kernel for no statistics (``IFLA_EXT_MASK = RTEXT_FILTER_VF |
 RTEXT_FILTER_SKIP_STATS``, as ``ip link`` without ``-s``). The kernel honours the mask for the per-VF

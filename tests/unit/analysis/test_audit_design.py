@@ -1,6 +1,6 @@
-"""Conformance of the diagnosis to DESIGN §2-§4, one test per rule the code once broke.
+"""Conformance of the diagnosis to docs/design.md §2-§4, one test per rule the code once broke.
 
-Each test states the DESIGN sentence it holds the code to. Hand-built snapshots come from
+Each test states the docs/design.md sentence it holds the code to. Hand-built snapshots come from
 ``tests/support/nodes.py``; rules that live in the readers run on a copy of a generated node image.
 """
 

@@ -1,4 +1,4 @@
-"""build_topology: rails, PFs, NICs and OVS orphans by the rules of DESIGN §4."""
+"""build_topology: rails, PFs, NICs and OVS orphans by the rules of docs/design.md §4."""
 
 from __future__ import annotations
 

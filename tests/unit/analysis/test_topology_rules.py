@@ -1,4 +1,4 @@
-"""build_topology, rule by rule (DESIGN §4): each test states one rule of the module doc of
+"""build_topology, rule by rule (docs/design.md §4): each test states one rule of the module doc of
 agent/analysis/topology.py, on the smallest snapshot that tells the rule from its near misses."""
 
 from __future__ import annotations

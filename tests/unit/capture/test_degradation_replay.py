@@ -1,6 +1,6 @@
 """The capture's replay plug-in records the degradation sources (sysfs PCIe link and AER, hwmon, ``ethtool
 -m``) as the readers read them, so ``doctor --from`` the bundle gives the diagnosis of the node it was
-captured from (DESIGN §7)."""
+captured from (docs/design.md §7)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_the_json_form_diagnoses_as_the_text_and_its_bundle_replays_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, low_rx: str | None, codes: list[str]) -> None:
     node = _json_form_image(tmp_path, name, low_rx)
     text_form, json_form = _doctor(IMAGES / name, capsys), _doctor(node, capsys)
-    # the same judgement (DESIGN §4: tools compare code, severity and subject); the JSON form prints every
+    # the same judgement (docs/design.md §4: tools compare code, severity and subject); the JSON form prints every
     # lane's flags, so its message leads with the flag the module raised, where the image's cut text
     # prints no flag line for that lane and is judged by the value against the threshold
     def judged(doc: dict) -> list[tuple[str, str, str]]:
@@ -93,7 +93,7 @@ def test_the_json_form_diagnoses_as_the_text_and_its_bundle_replays_it(
     bundle = tmp_path / "b.tar.gz"
     bundle.write_bytes(buf.getvalue())
     got = items(buf.getvalue())
-    # a capture reads each module once, as the text a person reads (DESIGN §7), whatever ethtool can print
+    # a capture reads each module once, as the text a person reads (docs/design.md §7), whatever ethtool can print
     assert "cmd/ethtool_-m_net_rail0.stdout" in got
     assert not any("--json" in p for p in got) and "cmd/ethtool_--version.stdout" not in got
     have = _doctor(bundle, capsys)

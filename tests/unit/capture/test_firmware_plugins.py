@@ -1,4 +1,4 @@
-"""Each capture plug-in's firmware reads (DESIGN §3 "Which functions are touched", §7): the rail's go
+"""Each capture plug-in's firmware reads (docs/design.md §3 "Which functions are touched", §7): the rail's go
 through its PCI function's firmware gate; an excluded rail and an mlx5 function that is no rail get none.
 
 On mlx5 these reach the firmware (drivers/net/ethernet/mellanox/mlx5/core, torvalds/linux):

@@ -1,4 +1,4 @@
-"""The deny-list (DESIGN §7): one test per entry, each refusing a plug-in whole before anything runs;
+"""The deny-list (docs/design.md §7): one test per entry, each refusing a plug-in whole before anything runs;
 and every shipped plug-in passes it (conformance over the plug-in registry)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A capture made without a running agent samples the rail counters twice, ``recorder_gap_s`` apart
-(DESIGN §6): the rail PF's AER totals are on both lines, so a correctable total that rose while the
+(docs/design.md §6): the rail PF's AER totals are on both lines, so a correctable total that rose while the
 capture waited is PcieErrors (warning) from the bundle, as the daemon would judge it."""
 
 from __future__ import annotations

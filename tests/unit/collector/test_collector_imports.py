@@ -1,4 +1,4 @@
-"""DESIGN §1 for the wire format and the collector, transitively: ``proto`` imports neither ``agent``
+"""docs/design.md §1 for the wire format and the collector, transitively: ``proto`` imports neither ``agent``
 nor ``collector``; ``collector`` never the live host, the capture runner or the agent service."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _collector_modules() -> dict[str, Path]:
 
 
 def test_every_app_key_is_declared_in_one_module() -> None:
-    """STYLE: ``web.AppKey`` declarations in one module; a handler module reads another's state
+    """docs/design.md §11: ``web.AppKey`` declarations in one module; a handler module reads another's state
     through them, never by importing that module."""
     declared = {name for name, path in _collector_modules().items() if "AppKey(" in path.read_text()}
     assert declared == {"collector.state"}

@@ -55,6 +55,31 @@ def test_the_summary_keeps_the_worst_findings_and_counts_them_all() -> None:
     assert len(repr(got)) < limits.SUMMARY_BYTES // 4
 
 
+def test_a_summary_of_the_worst_text_still_fits_the_cap_it_is_read_under() -> None:
+    """Text outside ASCII takes six bytes a character in the stored JSON: a summary of such rails,
+    findings, gaps and notes is cut to fit, its lists counted whole, its envelope (what the cache is
+    matched by) kept."""
+    wide = "链" * 5000
+    rail = {k: wide for k in ("netdev", "rdma", "pci", "driver", "driver_version", "firmware", "psid", "gpu")}
+    doctor = limits.summarise_doctor({
+        "schema": "railscope.doctor/v1", "node": wide, "kernel": wide,
+        "rails": [{**rail, "rail": i, "peer": {"system": wide, "port": wide, "pfc": list(range(100))}}
+                  for i in range(1000)],
+        "findings": [{"code": wide, "subject": wide, "severity": "warning", "message": wide} for _ in range(5000)],
+        "unavailable": [{"source": wide, "reason": wide} for _ in range(1000)], "notes": [wide] * 1000,
+        "expectations": {f"e{i}": {"value": wide, "from": "bundle"} for i in range(1000)}})
+    doc = {"schema": "railscope.analysis/v1", "sha256": "0" * 64, "version": "0.1.0", "key": "a/b/c/d",
+           "expectations": "Expectations(...)+recorded", "doctor": doctor, "error": wide * 100}
+    got = limits.fit_summary(doc)
+    assert len(limits.summary_bytes(got)) <= limits.SUMMARY_BYTES
+    assert {k: got[k] for k in ("schema", "sha256", "version", "key", "expectations")} == \
+        {k: doc[k] for k in ("schema", "sha256", "version", "key", "expectations")}
+    d = got["doctor"]
+    assert (d["findings_total"], d["rails_total"], d["unavailable_total"], d["notes_total"]) == (5000, 1000, 1000, 1000)
+    assert d["findings"] and d["rails"]  # cut, not emptied
+    assert limits.summarise_doctor(d)["findings_total"] == 5000  # summarised again, still counted whole
+
+
 def test_pages_forbid_forms_and_a_base_element(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """CSP ``form-action 'none'; base-uri 'none'``: an injected <form> or <base> in a page goes nowhere,
     in the header and in the page's own meta (a page saved from the browser keeps it)."""

@@ -174,7 +174,7 @@ def test_bundle_text_is_escaped_on_the_incident_page(tmp_path: Path) -> None:
 
 
 def test_the_analysis_of_a_page_stays_off_the_live_node() -> None:
-    """DESIGN §1: the collector uses the agent's offline parts only, also for what it imports late."""
+    """docs/design.md §1: the collector uses the agent's offline parts only, also for what it imports late."""
     import json
     import subprocess
     import sys
@@ -321,3 +321,185 @@ def test_a_browser_asked_for_its_token_is_counted_apart_from_refused_agents(tmp_
     assert 'railscope_collector_page_challenges_total{endpoint="ui_index"} 3.0' in text
     assert 'railscope_collector_refusals_total{endpoint="ui_index"' not in text
     assert 'railscope_collector_refusals_total{endpoint="upload",reason="unauthenticated"} 1.0' in text
+
+
+def _noisy_node(tmp_path: Path) -> bytes:
+    """A node whose findings say much: 150 rails' events, each message at the 4,096 characters an event
+    keeps, of text outside ASCII (six bytes a character in JSON). Its doctor summary was past the 1 MiB
+    the pages read back of a summary."""
+    make_images = script("tests/images/make_images.py")
+    img = make_images.Image.load(IMAGES / "spectrumx-2rail-healthy")
+    make_images.set_events(img, [{"ts": make_images.ENDED_AT - 5 - i, "code": "LinkFlapping", "severity": "warning",
+                                  "subject": f"net_rail{i}", "message": f"rail {i} flapped: " + "链路抖动 " * 1000,
+                                  "evidence": {}} for i in range(150)])
+    img.save(tmp_path / "noisy", "noisy", {})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        tf.add(tmp_path / "noisy", arcname="noisy")
+    return buf.getvalue()
+
+
+def test_a_big_nodes_summary_fits_the_read_cap_and_its_second_view_analyses_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary past the read cap was never read back: every view analysed the bundle again, holding the
+    replica's one analysis slot. The summary is written to fit (long lists cut, with a count of all)."""
+    import json
+
+    from collector import limits
+
+    analyses = []
+    real = pages._analyse_in_child
+
+    async def counted(path: str, source: str) -> dict:
+        analyses.append(source)
+        return await real(path, source)
+
+    monkeypatch.setattr(pages, "_analyse_in_child", counted)
+    data = _noisy_node(tmp_path)
+    settings = local_settings(tmp_path)
+
+    async def go() -> tuple[str, str]:
+        async with running(settings) as (url, _col):
+            status, doc, _ = await post(url, body(replace(HELLO, incident="inc-noisy"), data))
+            assert status == 200
+            texts = []
+            for _ in range(2):
+                status, text, _ = await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-noisy", basic(OPERATOR_TOKEN))
+                assert status == 200 and "LinkFlapping" in text
+                texts.append(text)
+            status, _page, _ = await fetch(url, f"/ui/bundles/{doc['key']}", basic(OPERATOR_TOKEN))
+            assert status == 200
+            return doc["key"], texts[1]
+
+    key, text = run(go())
+    assert len(analyses) == 1, analyses  # the second view and the report page read the cache
+    summary = (Path(settings.store.path) / f"{key}.analysis.json").read_bytes()
+    assert len(summary) <= limits.SUMMARY_BYTES
+    doctor = json.loads(summary)["doctor"]
+    assert doctor["findings_total"] == 150 and 0 < len(doctor["findings"]) <= limits.SUMMARY_FINDINGS
+    assert "and 146 more" in text  # the page counts what the summary cut
+
+
+def test_the_analysis_lock_map_keeps_no_entry_for_a_bundle_nobody_is_analysing() -> None:
+    """One lock per bundle while pages wait on it, none after: listing 10,000 bundles left 10,000 locks."""
+    import asyncio
+    import gc
+    from types import SimpleNamespace
+
+    from aiohttp import web
+
+    from collector.state import ANALYSIS_LOCKS, STATE
+    from collector.storage import Stored
+    from proto.keys import parse_name
+
+    class Store:
+        async def get_small(self, rel: str, cap: int) -> None:
+            return None
+
+    app = web.Application()
+    pages.setup(app)
+    app[STATE] = SimpleNamespace(store=Store())  # type: ignore[assignment]
+    request = SimpleNamespace(app=app)
+
+    async def go() -> int:
+        for i in range(10_000):
+            key = parse_name("prod-east", "2026-12-01", "inc-many", f"n{i}-20261201T093823Z-b{i}.tar.gz")
+            got = await pages.analysis_of(request, Stored(key, 100, "0" * 64), analyse=False)  # type: ignore[arg-type]
+            assert got.get("pending")
+        gc.collect()
+        return len(app[ANALYSIS_LOCKS])
+
+    assert asyncio.run(go()) <= 1
+
+
+def _row(text: str, incident: str) -> str:
+    rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr><td class=mono><a href="[^"]*">([^<]+)</a>.*?</tr>', text)}
+    return rows[incident]
+
+
+def test_the_incidents_list_shows_the_worst_of_the_alert_and_the_findings(tmp_path: Path) -> None:
+    """An operator's capture (no alert) and a warning alert whose nodes have critical findings: once their
+    bundles are analysed the list says CRITICAL, not "–" nor the alert's WARNING."""
+    from tests.support.alerts import alert, payload
+    from tests.support.collector_helpers import ALERTING_TOKEN
+
+    async def go() -> tuple[str, str, str, str, str]:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            await store_three(url)  # inc-fleet: two nodes with RailLinkDown (critical), no alert
+            async with aiohttp.ClientSession() as s, s.post(
+                    url + "/v1/alerts", data=payload([alert("gpu-node-017", severity="warning")]),
+                    headers={"Authorization": f"Bearer {ALERTING_TOKEN}"}) as r:
+                q = (await r.json())["queued"][0]
+            hello = replace(HELLO, node=q["node"], bundle=q["id"], incident=q["incident"], plan="node-bundle/v1")
+            status, stored, _ = await post(url, body(hello, bundle_of("rail-link-down")))
+            assert status == 200
+            _s, before, _ = await fetch(url, "/ui/", basic(OPERATOR_TOKEN))
+            for inc in ("inc-fleet", q["incident"]):
+                cluster, date, _i, _n = stored["key"].split("/")
+                status, _t, _ = await fetch(url, f"/ui/incidents/{cluster}/{date}/{inc}", basic(OPERATOR_TOKEN))
+                assert status == 200
+            _s, after, _ = await fetch(url, "/ui/", basic(OPERATOR_TOKEN))
+            return (_row(before, "inc-fleet"), _row(before, q["incident"]), _row(after, "inc-fleet"),
+                    _row(after, q["incident"]), q["incident"])
+
+    fleet0, alerted0, fleet1, alerted1, _inc = run(go())
+    assert "CRITICAL</span>" in fleet1, fleet1  # the findings' worst
+    assert "CRITICAL</span>" in alerted1 and "WARNING</span>" not in alerted1, alerted1
+    assert "WARNING</span>" in alerted0 and "CRITICAL" not in alerted0  # the alert's, nothing analysed yet
+    assert "CRITICAL" not in fleet0 and "not analysed" in fleet0
+
+
+def test_the_incident_page_shows_each_findings_message_and_each_next_step_once(tmp_path: Path) -> None:
+    import html
+
+    from agent.expectations import expectations_from_env
+    from agent.findings import next_step
+    from collector.analysis import analyse_file
+
+    want = analyse_file(str(IMAGES / "rail-link-down"), "x", expectations_from_env())["doctor"]["findings"]
+    assert want
+
+    async def go() -> str:
+        async with running(local_settings(tmp_path)) as (url, _col):
+            await store_three(url)
+            status, text, _ = await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-fleet", basic(OPERATOR_TOKEN))
+            assert status == 200
+            return text
+
+    text = run(go())
+    nodes = text[text.index("id=nodes"):]
+    for f in want[:pages.WORST]:
+        assert nodes.count(html.escape(f["message"], quote=True)) == 2, f  # on both broken nodes' rows
+    steps = {next_step(f["code"]) for f in want} - {None}
+    assert steps
+    for step in steps:
+        assert text.count(html.escape(step, quote=True)) == 1, step
+    listed = text[text.index("id=steps"):text.index("id=nodes")]
+    assert "RailLinkDown" in listed and "gpu-node-017, gpu-node-018" in listed  # what each step serves
+
+
+def test_an_analysis_made_again_leaves_one_worst_marker_and_the_list_says_unreadable(tmp_path: Path) -> None:
+    """The marker the incidents list reads follows the latest analysis (new expectations judge a bundle
+    again); a bundle that cannot be read is analysed, and the list says so rather than "not analysed"."""
+    from proto.keys import parse_name
+
+    key = parse_name("prod-east", "2026-12-01", "inc-m", "n1-20261201T093823Z-b1.tar.gz")
+
+    def doc(*sevs: str) -> dict:
+        return {"doctor": {"findings": [{"code": "X", "subject": "s", "severity": s} for s in sevs]}}
+
+    async def go() -> tuple[list[list[str]], str]:
+        async with running(local_settings(tmp_path)) as (url, col):
+            seen = []
+            for d in (doc("warning", "critical"), doc(), doc("info"), {"error": "not a bundle"}):
+                await pages._cache_put(col, key, d, None)
+                seen.append([r.rsplit(".", 1)[1] for r, _t in await col.store.list_small("prod-east/.worst")])
+            status, _stored, _ = await post(url, body(replace(HELLO, incident="inc-bad"), b"\x1f\x8b\x08 no gzip"))
+            assert status == 200
+            await fetch(url, "/ui/incidents/prod-east/2026-12-01/inc-bad", basic(OPERATOR_TOKEN))
+            _s, text, _ = await fetch(url, "/ui/", basic(OPERATOR_TOKEN))
+            return seen, _row(text, "inc-bad")
+
+    seen, row = run(go())
+    assert seen == [["critical"], ["ok"], ["info"], ["unreadable"]]
+    assert "1 unreadable" in row and "not analysed" not in row

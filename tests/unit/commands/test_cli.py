@@ -17,7 +17,7 @@ def test_every_subcommand_help_renders(command: str, capsys: pytest.CaptureFixtu
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: railscope " + command)
-    # Flags are documented with their default (STYLE: flags are documentation).
+    # Flags are documented with their default (docs/design.md §11: flags are documentation).
     assert "Default" in out
 
 

@@ -24,7 +24,7 @@ a test fails when this file and the code disagree.
   unsupported on that priority). `plane` is empty on rails named without a plane.
 - `device` is the rail netdev for `railscope_rail_*`, `_pfc_*`, `_prio_*`, `_port_*`, `_pause_*`, the
   rail's RDMA device for `railscope_rdma_*`, the PF netdev for the per-PF families.
-- Budget (DESIGN §5): an 8-rail node with 127 VFs per PF serves about 1,050 series by default. The
+- Budget (docs/design.md §5): an 8-rail node with 127 VFs per PF serves about 1,050 series by default. The
   degradation sources (`railscope_phy_*`, `_pcie_*`, `_optics_*`, `_nic_temperature_*`) add at most 40
   per rail: 39 with 8-lane modules, 8 PHY lanes and two hwmon sensors per PF (1,077 -> 1,389 series on
   the synthetic 8 x 127 node, `tests/unit/metrics/test_degradation_metrics.py`).

@@ -1,4 +1,4 @@
-"""Series of the degradation sources: within the budget of DESIGN §5 (at most 40 per rail), and the
+"""Series of the degradation sources: within the budget of docs/design.md §5 (at most 40 per rail), and the
 values of a node image with every source read."""
 
 from __future__ import annotations

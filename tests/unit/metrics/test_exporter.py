@@ -1,4 +1,4 @@
-"""The custom collector on a synthetic big node and on hand-made samples (DESIGN §5)."""
+"""The custom collector on a synthetic big node and on hand-made samples (docs/design.md §5)."""
 
 from __future__ import annotations
 
@@ -258,7 +258,7 @@ def test_no_sample_yet_serves_only_the_agent_series() -> None:
     assert names(generate_latest(registry)) == {"railscope_build_info"}
 
 
-# -- naming conformance (DESIGN §5) ---------------------------------------------------------------
+# -- naming conformance (docs/design.md §5) ---------------------------------------------------------------
 
 #: Labels that identify a series; anything else is a fact and belongs on an ``_info`` family.
 IDENTITY_LABELS = {"device", "rail", "plane", "prio", "direction", "pci", "code", "severity", "subject",

@@ -1,5 +1,5 @@
 """Every reader has the same shape: pure parsers with a sample in the docstring and a thin read_*
-function. What the readers may import is tests/unit/test_import_rules.py's (DESIGN §1)."""
+function. What the readers may import is tests/unit/test_import_rules.py's (docs/design.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which functions are touched (DESIGN §3): firmware-touching reads reach rail PFs and the PFs the
+"""Which functions are touched (docs/design.md §3): firmware-touching reads reach rail PFs and the PFs the
 rules name, never another mlx5 function of the node (an HGX baseboard's restricted PF, a management
 port), and never a device ``--exclude-devices`` names.
 

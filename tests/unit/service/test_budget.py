@@ -90,5 +90,5 @@ def test_resident_memory_past_its_budget_pauses_and_is_exported(child: list) -> 
 
 
 def test_only_optional_sources_can_be_paused() -> None:
-    # nothing depends on them: the daemons' processes, the LLDP neighbours (DESIGN §3: no frame is never a fault)
+    # nothing depends on them: the daemons' processes, the LLDP neighbours (docs/design.md §3: no frame is never a fault)
     assert [s.name for s in SOURCES if s.optional] == ["processes", "lldp"]

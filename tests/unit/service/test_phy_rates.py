@@ -1,5 +1,5 @@
 """LinkDegrading and the rising forms judged live: the daemon's flight recorder gives the first and last
-PHY sample of each rail within --ber-window to the checks (DESIGN §4 "Degradation needs rates")."""
+PHY sample of each rail within --ber-window to the checks (docs/design.md §4 "Degradation needs rates")."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_a_rising_corrected_bit_ratio_is_a_warning_with_its_worst_lane() -> None
 
 
 def test_the_two_tiers_live_warning_below_the_fec_limit_critical_at_it() -> None:
-    """DESIGN §4: a warning well below the RS(544,514) FEC's limit, critical at / above it (2.4e-4)."""
+    """docs/design.md §4: a warning well below the RS(544,514) FEC's limit, critical at / above it (2.4e-4)."""
     for ratio, want in ((5e-6, []), (2e-5, [("LinkDegrading", "warning", "net_rail1")]),
                         (2.4e-4, [("LinkDegrading", "critical", "net_rail1")]),
                         (5e-4, [("LinkDegrading", "critical", "net_rail1")])):
@@ -147,7 +147,7 @@ def test_recorded_counter_sequences_through_the_sampler() -> None:
 
 
 def test_aer_errors_that_rise_between_two_samples_are_a_warning() -> None:
-    """A rail PF's correctable AER total is info from one snapshot (DESIGN §4); the pcie source's reads
+    """A rail PF's correctable AER total is info from one snapshot (docs/design.md §4); the pcie source's reads
     (every minute) ride on each rail's recorder line, so a rise within --ber-window is a warning."""
     from dataclasses import replace
 

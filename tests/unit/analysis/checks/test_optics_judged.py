@@ -1,5 +1,5 @@
 """OpticsOutOfRange on real modules: only lanes in use are judged, the module's flags lead, a dark port is
-the link's finding (DESIGN §4; fixtures in tests/fixtures/public/optics/SOURCES.md)."""
+the link's finding (docs/design.md §4; fixtures in tests/fixtures/public/optics/SOURCES.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """FirmwarePendingActivation, FirmwareStoredUnreadable, GpuDirectNotReady, MtuMismatch, DriverNotDoca, RailNamingConflict: each
-healthy and faulty, and the traps of DESIGN §4 (open kernel modules through DMA-BUF, a node without
+healthy and faulty, and the traps of docs/design.md §4 (open kernel modules through DMA-BUF, a node without
 GPUs, the management NIC's MTU, an OFED driver, the mismatch a conflict replaces)."""
 
 from __future__ import annotations
