@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -320,6 +320,12 @@ class ReadConfig:
     #: ``--lldp``: how the rails' LLDP neighbours are read: "lldpd" (``lldpcli``), "listen" (the agent's
     #: passive listener), "off"; None: lldpd when lldpcli answers, else none
     lldp: str | None = None
+    #: ``doctor --lldp-wait``: a one-shot read of the listener listens up to this many seconds, ending as soon
+    #: as every rail has heard its neighbour (a process that reads once hears nothing otherwise); 0: what the
+    #: listener heard so far (the agent's, whose listener runs between samples)
+    lldp_wait_s: float = 0.0
+    #: called while the one-shot read listens: (rails heard, rails, seconds left); the doctor's terminal line
+    lldp_progress: Callable[[int, int, float], None] | None = None
 
 
 _INT_FIELDS = ("flap_count", "config_flap_changes", "lossless_prio")

@@ -216,3 +216,60 @@ def test_a_recording_of_the_listener_replays_the_same_neighbours(rails: RailNetn
     doc = json.loads(res.stdout)
     assert [(r["netdev"], r["peer"]["system"], r["peer"]["port"]) for r in doc["rails"]] == [
         (n, s, p) for n, s, p in live]
+
+
+def test_a_one_shot_doctor_listens_until_every_rail_has_a_neighbour(rails: RailNetns, sockdir: Path) -> None:
+    """``railscope doctor --lldp listen`` is one process: it listens for a bounded window (--lldp-wait) and ends
+    as soon as every rail has heard its neighbour; off a terminal it prints no progress."""
+    _need_lldpd()
+    sw = sockdir / "sw.sock"
+    with lldpd(rails, rails.switch, "peer0,peer1", sw):
+        switch(rails, sw)
+        t0 = time.monotonic()
+        res = rails.railscope("doctor", "--json", "--rails", "2", "--lldp", "listen", "--lldp-wait", "8s", timeout=60)
+        took = time.monotonic() - t0
+    doc = json.loads(res.stdout)
+    assert [(r["netdev"], (r["peer"] or {}).get("system"), (r["peer"] or {}).get("port")) for r in doc["rails"]] == [
+        ("net_rail0", "leaf-test", "peer0"), ("net_rail1", "leaf-test", "peer1")], (res.stderr, doc)
+    assert took < 8, took  # ended early: a 1 s transmit interval is heard well inside the window
+    assert "listening" not in res.stderr  # progress is for a terminal only
+
+
+def test_a_one_shot_doctor_that_hears_nothing_says_since_when_after_its_window(rails: RailNetns) -> None:
+    t0 = time.monotonic()
+    res = rails.railscope("doctor", "--json", "--rails", "2", "--lldp", "listen", "--lldp-wait", "1s", timeout=60)
+    took = time.monotonic() - t0
+    doc = json.loads(res.stdout)
+    assert [r["peer"] for r in doc["rails"]] == [None, None]
+    notes = sorted(u["reason"] for u in doc["unavailable"] if u["source"] == "lldp")
+    assert [n.split(" since ")[0] for n in notes] == ["net_rail0: no LLDP neighbour seen",
+                                                     "net_rail1: no LLDP neighbour seen"], notes
+    assert 1 <= took < 20, took
+
+
+def test_a_terminal_sees_the_one_shot_listen_progress_and_then_its_line_erased(rails: RailNetns) -> None:
+    import pty
+
+    main, sub = pty.openpty()
+    try:
+        proc = subprocess.run(["ip", "netns", "exec", rails.node, sys.executable, "-m", "agent.cli", "doctor",
+                               "--rails", "2", "--lldp", "listen", "--lldp-wait", "1s"],
+                              stdout=subprocess.PIPE, stderr=sub, timeout=60, check=False)
+        os.close(sub)
+        sub = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the child's end is closed and drained
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if sub >= 0:
+            os.close(sub)
+        os.close(main)
+    assert b"listening for LLDP: 0/2 rails heard" in seen, seen
+    assert seen.endswith(b"\r\x1b[K"), seen[-40:]  # the progress line is erased before the table
+    assert b"listening" not in proc.stdout
