@@ -27,12 +27,14 @@ __all__ = [
     "ReadConfig",
     "SettingsError",
     "Thresholds",
+    "cabling_of_node",
     "check_intervals",
     "check_listen",
     "check_port",
     "expectations_from_json",
     "expectations_to_json",
     "judge_image",
+    "node_named",
 ]
 
 
@@ -159,6 +161,28 @@ def _cabling(v: Any) -> tuple[tuple[str, str, str, str], ...] | None:
             return None
         rows.append((row[0], row[1], row[2], row[3]))
     return tuple(rows)
+
+
+def node_named(row_node: str, names: Iterable[str | None]) -> bool:
+    """A cabling map row's node names this node: its name or short name (``gpu-node-017`` and
+    ``gpu-node-017.dc1.example``), either side, case aside."""
+    want = {n.strip().lower() for n in names if n and n.strip()}
+    want |= {n.split(".")[0] for n in want}
+    low = row_node.strip().lower()
+    return low in want or low.split(".")[0] in want
+
+
+def cabling_of_node(exp: dict[str, Any], names: Iterable[str | None]) -> dict[str, Any]:
+    """``expectations_to_json``'s document with only this node's rows of the cabling map: a bundle is one
+    node's, and a site map of every node (100,000 rows) would weigh every bundle and tell each node's
+    collector reader the whole fabric. ``names``: the node's names (the capture's node, the hostname)."""
+    rows = exp.get("cabling")
+    if not isinstance(rows, list | tuple):
+        return exp
+    names = list(names)
+    mine = [list(r) for r in rows if isinstance(r, list | tuple) and r and isinstance(r[0], str)
+            and node_named(r[0], names)]
+    return {**exp, "cabling": mine or None}
 
 
 def _ratio(v: Any) -> float | None:
