@@ -273,3 +273,47 @@ def test_a_terminal_sees_the_one_shot_listen_progress_and_then_its_line_erased(r
     assert b"listening for LLDP: 0/2 rails heard" in seen, seen
     assert seen.endswith(b"\r\x1b[K"), seen[-40:]  # the progress line is erased before the table
     assert b"listening" not in proc.stdout
+
+
+POD = r"""
+set -e
+mount -t tmpfs -o mode=0755 none /run
+touch /run/lldpd.socket
+mount --bind "$SOCK" /run/lldpd.socket
+# the image's lldpcli: Debian's binary made a plain 0755 program (the Dockerfile's chmod)
+cp /usr/sbin/lldpcli "$BIN/lldpcli" && chmod 0755 "$BIN/lldpcli"
+mount --bind "$BIN/lldpcli" /usr/sbin/lldpcli
+exec setpriv --no-new-privs $RS_GROUPS --bounding-set=-all,+net_admin --inh-caps=-all --ambient-caps=-all \
+  sh -c 'exec "$0" -m agent.cli doctor --json --rails 2 --lldp lldpd' "$PY"
+"""
+
+
+def test_the_pods_lldpcli_reaches_the_nodes_lldpd_by_the_sockets_group(rails: RailNetns, tmp_path: Path,
+                                                                   sockdir: Path) -> None:
+    """As the chart runs it: root with NET_ADMIN alone and no_new_privs, the node's socket at
+    /run/lldpd.socket (where Debian's lldpcli connects without -u), the socket's group as the pod's
+    supplemental group (lldpd.socketGroup). Without the group, lldpcli is refused and the note says so."""
+    _need_lldpd()
+    sw, node = sockdir / "sw.sock", sockdir / "node.sock"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    with lldpd(rails, rails.switch, "peer0,peer1", sw), lldpd(rails, rails.node, "net_rail0,net_rail1", node, "-r"):
+        switch(rails, sw)
+        gid = node.stat().st_gid
+        runs = {}
+        for groups in (f"--groups={gid}", "--clear-groups"):
+            deadline = time.monotonic() + 15
+            while True:
+                env = {**os.environ, "SOCK": str(node), "BIN": str(bin_dir), "RS_GROUPS": groups, "PY": sys.executable}
+                res = subprocess.run(["ip", "netns", "exec", rails.node, "unshare", "-m", "--propagation", "private",
+                                      "sh", "-c", POD], capture_output=True, text=True, timeout=60, env=env,
+                                     cwd=str(Path(__file__).resolve().parents[2]), check=False)
+                doc = json.loads(res.stdout)
+                peers = [(r["peer"] or {}).get("system") for r in doc["rails"]]
+                if groups == "--clear-groups" or all(peers) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            runs[groups] = (peers, [u["reason"] for u in doc["unavailable"] if u["source"] == "lldp"])
+    assert runs[f"--groups={gid}"][0] == ["leaf-test", "leaf-test"], runs
+    peers, notes = runs["--clear-groups"]
+    assert peers == [None, None] and any("Permission denied" in n for n in notes), notes
