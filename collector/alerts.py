@@ -43,7 +43,7 @@ from proto.keys import KeyPartError, check_part
 from . import limits as limits_mod
 from .config import AlertLimits
 from .errors import Refused
-from .fabric import Correlation, Event, FabricConfig, Ledger, Signal, choose, signal_of_alert
+from .fabric import Correlation, Event, FabricConfig, Ledger, PeerMap, Signal, choose, signal_of_alert
 from .metrics import CollectorMetrics
 from .requests import CaptureRequest, check_params, request_for
 from .state import BOARD, FABRIC, LIMITS, STATE
@@ -435,11 +435,13 @@ class FabricDesk:
                                           plane_min_leaves=limits.plane_min_leaves))
         self.metrics = metrics
         self.max_held = max_held
+        #: each node's rails' leaves from its stored diagnoses, for rail alerts whose labels name none
+        self.peers = PeerMap()
         #: group key -> (the latest payload of the group, when it was first held)
         self.held: dict[str, tuple[Webhook, float]] = {}
 
     def observe(self, hook: Webhook, now: float) -> None:
-        self.ledger.observe(_signals(hook), now)
+        self.ledger.observe(_signals(self.peers.hook(hook, now)), now)
         if self.metrics is not None:
             self.metrics.alerts_truncated.inc(hook.truncated)
 
@@ -462,12 +464,14 @@ class FabricDesk:
         held = self.holds(now)
         if held is None or (len(self.held) >= self.max_held and hook.group_key not in self.held):
             return False
+        hook = self.peers.hook(hook, now)
         firing = [a for a in hook.alerts if a.status == "firing" and a.node]
         return bool(firing) and all("incident" not in a.labels and held(a) for a in firing)
 
     def decide(self, hook: Webhook, existing: Iterable[CaptureRequest], now: float,
                agents: Mapping[str, float] | None = None, fabric: Correlation | None = None) -> Decision:
         """:func:`decide` with this replica's correlation; a payload with held alerts is kept for later."""
+        hook = self.peers.hook(hook, now)
         held = self.holds(now) if len(self.held) < self.max_held or hook.group_key in self.held else None
         # While an event's alerts arrive each is held, and nothing is correlated: the correlation runs
         # once they are decided, and once for all the payloads released together.
@@ -492,7 +496,7 @@ class FabricDesk:
         corr = self.ledger.correlation()
 
         def placed(h: Webhook) -> bool:
-            sigs = _signals(h)
+            sigs = _signals(self.peers.hook(h, now))
             return bool(sigs) and all(corr.event_of(s) is not None for s in sigs)
 
         return [h for h, at in ripe if at + 4 * hold <= now or placed(h)]
