@@ -157,6 +157,7 @@ def test_the_passive_listener_hears_the_switch_and_never_transmits(rails: RailNe
     sw = sockdir / "sw.sock"
     with lldpd(rails, rails.switch, "peer0,peer1", sw):
         switch(rails, sw)
+        time.sleep(1.5)  # lldpd's frames from before lldpcli named the switch are past
         got = rails.python(LISTEN.replace("sys.argv[1]", "'net_rail0,net_rail1'").replace("sys.argv[2]", "'2'")
                            .replace("sys.argv[3]", "'30'"))
     assert [(g["netdev"], g["system"], g["port"], g["via"]) for g in got["got"]] == [
@@ -193,7 +194,10 @@ from agent.readers.lldp import read_lldp
 from agent.readers.snapshot import take_snapshot
 host = LiveHost()
 deadline = time.monotonic() + 30
-while time.monotonic() < deadline and len(read_lldp(host, ["net_rail0", "net_rail1"], "listen")) < 2:
+# until both rails heard the switch as configured (its first frames, before lldpcli set the system name,
+# carry the machine's hostname)
+while time.monotonic() < deadline and sum(n.system == "leaf-test"
+                                          for n in read_lldp(host, ["net_rail0", "net_rail1"], "listen")) < 2:
     time.sleep(0.3)
 rec = RecordingHost(host, sys.argv[1])
 snap = take_snapshot(rec, ReadConfig(lldp="listen"))
@@ -225,6 +229,7 @@ def test_a_one_shot_doctor_listens_until_every_rail_has_a_neighbour(rails: RailN
     sw = sockdir / "sw.sock"
     with lldpd(rails, rails.switch, "peer0,peer1", sw):
         switch(rails, sw)
+        time.sleep(1.5)  # lldpd's frames from before lldpcli named the switch are past
         t0 = time.monotonic()
         res = rails.railscope("doctor", "--json", "--rails", "2", "--lldp", "listen", "--lldp-wait", "8s", timeout=60)
         took = time.monotonic() - t0
@@ -317,3 +322,31 @@ def test_the_pods_lldpcli_reaches_the_nodes_lldpd_by_the_sockets_group(rails: Ra
     assert runs[f"--groups={gid}"][0] == ["leaf-test", "leaf-test"], runs
     peers, notes = runs["--clear-groups"]
     assert peers == [None, None] and any("Permission denied" in n for n in notes), notes
+
+
+def test_bench_agent_measures_the_listener_idle_and_at_one_frame_a_second_per_rail() -> None:
+    """``bench/bench_agent.py``'s lldp measurement, short: 8 rails with their peers in a namespace of its
+    own, the listener's thread idle and while a sender puts one LLDP frame a second on each rail."""
+    from tests.support.netns import ip, netns_available
+
+    why = netns_available()
+    if why:
+        pytest.skip(why)
+    ns = f"rs-bench-lldp-{os.getpid()}"
+    ip("netns", "add", ns)
+    try:
+        for i in range(8):
+            ip("-n", ns, "link", "add", f"net_rail{i}", "type", "veth", "peer", "name", f"peer{i}")
+            ip("-n", ns, "link", "set", f"net_rail{i}", "up")
+            ip("-n", ns, "link", "set", f"peer{i}", "up")
+        root = Path(__file__).resolve().parents[2]
+        res = subprocess.run(["ip", "netns", "exec", ns, sys.executable, str(root / "bench" / "bench_agent.py"),
+                              "--inside", "lldp", "--rails", "8", "--runs", "3", "--lldp-window", "2"],
+                             capture_output=True, text=True, timeout=60, cwd=root, check=False)
+    finally:
+        ip("netns", "del", ns, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])["lldp"]
+    assert got["neighbours"] == 8 and got["rails"] == 8
+    assert 12 <= got["frames"] <= 24, got  # one a second on each of 8 rails over 2 s
+    assert 0 <= got["listener_idle_cpu_s"] < 0.5 and 0 <= got["listener_busy_cpu_s"] < 0.5, got
