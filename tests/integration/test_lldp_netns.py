@@ -202,7 +202,8 @@ while time.monotonic() < deadline and sum(n.system == "leaf-test"
 rec = RecordingHost(host, sys.argv[1])
 snap = take_snapshot(rec, ReadConfig(lldp="listen"))
 rec.finish(node="gpu-node-test")
-print(json.dumps([[n.netdev, n.system, n.port] for n in snap.lldp]))
+print(json.dumps({"got": [[n.netdev, n.system, n.port] for n in snap.lldp],
+                  "notes": [why for src, why in snap.unavailable if src == "lldp"]}))
 """
 
 
@@ -212,8 +213,9 @@ def test_a_recording_of_the_listener_replays_the_same_neighbours(rails: RailNetn
     sw, out = sockdir / "sw.sock", tmp_path / "image"
     with lldpd(rails, rails.switch, "peer0,peer1", sw):
         switch(rails, sw)
-        live = rails.python(RECORD.replace("sys.argv[1]", repr(str(out))))
-    assert live == [["net_rail0", "leaf-test", "peer0"], ["net_rail1", "leaf-test", "peer1"]]
+        rec = rails.python(RECORD.replace("sys.argv[1]", repr(str(out))))
+    live = rec["got"]
+    assert live == [["net_rail0", "leaf-test", "peer0"], ["net_rail1", "leaf-test", "peer1"]], rec
     assert (out / "lldp/frames.json").is_file()
     res = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--json", "--rails", "2", "--from", str(out)],
                          capture_output=True, text=True, timeout=120, check=False)
