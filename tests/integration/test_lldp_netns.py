@@ -233,12 +233,14 @@ def test_a_one_shot_doctor_listens_until_every_rail_has_a_neighbour(rails: RailN
         switch(rails, sw)
         time.sleep(1.5)  # lldpd's frames from before lldpcli named the switch are past
         t0 = time.monotonic()
-        res = rails.railscope("doctor", "--json", "--rails", "2", "--lldp", "listen", "--lldp-wait", "8s", timeout=60)
+        res = rails.railscope("doctor", "--json", "--rails", "2", "--lldp", "listen", "--lldp-wait", "30s", timeout=90)
         took = time.monotonic() - t0
     doc = json.loads(res.stdout)
     assert [(r["netdev"], (r["peer"] or {}).get("system"), (r["peer"] or {}).get("port")) for r in doc["rails"]] == [
         ("net_rail0", "leaf-test", "peer0"), ("net_rail1", "leaf-test", "peer1")], (res.stderr, doc)
-    assert took < 8, took  # ended early: a 1 s transmit interval is heard well inside the window
+    # ended early: a 1 s transmit interval is heard well inside the 30 s window (the bound leaves a loaded
+    # machine's doctor start-up its seconds)
+    assert took < 20, took
     assert "listening" not in res.stderr  # progress is for a terminal only
 
 
