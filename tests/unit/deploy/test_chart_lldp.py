@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.expectations import read_cabling
 from tests.support import ROOT
 from tests.support.chart import container, env_of, pod_spec, render
@@ -88,3 +90,28 @@ def test_debians_lldpcli_connects_to_the_mounted_path() -> None:
     # DAC_OVERRIDE cannot run it, and no_new_privs ignores the setuid bit anyway
     text = (ROOT / "Dockerfile").read_text()
     assert re.search(r"chmod 0755 /usr/sbin/lldpcli\b", text), "the Dockerfile must make lldpcli runnable"
+
+
+def test_the_lldpd_mode_and_cabling_objects_validate_against_kubernetes_schemas(chart: Any) -> None:
+    from tests.support.chart import K8S_VERSIONS, kubernetes_validate
+
+    docs = render(chart, {"agent": {"lldp": "lldpd", "cabling": ROWS}, "lldpd": {"socketGroup": 107}})
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("row", [
+    {"node": "gpu-1,gpu-2", "rail": 0, "leaf": "leaf-01", "port": "swp1"},  # a comma would split the CSV row
+    {"node": "gpu-1", "rail": 0, "leaf": 'leaf"01', "port": "swp1"},
+    {"node": "#gpu-1", "rail": 0, "leaf": "leaf-01", "port": "swp1"},  # the agent reads it as a comment
+    {"node": "gpu-1", "rail": 0, "leaf": "leaf-01\nx", "port": "swp1"},
+    {"node": "gpu-1", "rail": 0, "leaf": "leaf-01"},
+])
+def test_a_cabling_row_the_csv_cannot_carry_is_refused_at_install(chart: Any, row: dict[str, Any]) -> None:
+    from tests.support.chart import helm
+
+    with pytest.raises(helm.HelmValuesError):
+        render(chart, {"agent": {"cabling": [row]}})
