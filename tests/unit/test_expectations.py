@@ -503,3 +503,23 @@ def test_every_judging_flag_is_recorded_in_a_capture_and_replayed_by_doctor_pref
             continue
         for how, judged in replays(bundle).items():
             assert judged and all(getattr(e, name) == want for e in judged), (flag, how, judged)
+
+
+def test_a_pseudonymised_bundle_names_no_other_node_of_the_cabling_map(tmp_path: Path) -> None:
+    """--redact pseudonymises this node's names; the map's other nodes it does not know: they are left out,
+    not carried in the clear."""
+    import io
+    import tarfile
+
+    from agent.capture.runner import CaptureParams, capture
+    from agent.expectations import read_cabling
+    from agent.host.recorded import RecordedHost
+
+    exp = Expectations(cabling=read_cabling(str(CABLING)))
+    buf = io.BytesIO()
+    with RecordedHost(str(IMAGES / "spectrumx-2rail-healthy")) as host:
+        capture(host, buf, CaptureParams(node="gpu-node-017", nice=0, recorder_gap_s=0, redact_key=b"k" * 32,
+                                         expectations=expectations_to_json(exp)))
+    with tarfile.open(fileobj=io.BytesIO(buf.getvalue())) as tf:
+        text = b"".join(tf.extractfile(m).read() for m in tf.getmembers() if m.isfile()).decode("utf-8", "replace")
+    assert "gpu-node-018" not in text and "gpu-node-017" not in text
