@@ -9,9 +9,13 @@ FROM python:3.11-slim-bookworm
 
 # openvswitch-switch brings the OVS daemons too; the image never starts them (no init runs), the
 # agent only talks to the node's ovsdb-server through the mounted db socket; lldpd's daemon likewise.
+# Debian ships lldpcli setuid _lldpd, mode 4750 _lldpd:adm: the agent's root (no DAC_OVERRIDE) could
+# not run it and no_new_privs ignores the setuid bit, so it is a plain 0755 program; it reaches the
+# node's lldpd by the socket's group (the chart's lldpd.socketGroup).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends iproute2 ethtool openvswitch-common openvswitch-switch lldpd \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* \
+ && chmod 0755 /usr/sbin/lldpcli
 
 WORKDIR /src
 COPY pyproject.toml README.md ./

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -33,12 +33,14 @@ __all__ = [
     "ReadConfig",
     "SettingsError",
     "Thresholds",
+    "cabling_of_node",
     "check_intervals",
     "check_listen",
     "check_port",
     "expectations_from_json",
     "expectations_to_json",
     "judge_image",
+    "node_named",
 ]
 
 
@@ -186,6 +188,28 @@ def _rail_map(v: Any) -> tuple[tuple[int, str], ...] | None:
         return rail_map_from_pairs(pairs)
     except RailMapError:
         return None
+
+
+def node_named(row_node: str, names: Iterable[str | None]) -> bool:
+    """A cabling map row's node names this node: its name or short name (``gpu-node-017`` and
+    ``gpu-node-017.dc1.example``), either side, case aside."""
+    want = {n.strip().lower() for n in names if n and n.strip()}
+    want |= {n.split(".")[0] for n in want}
+    low = row_node.strip().lower()
+    return low in want or low.split(".")[0] in want
+
+
+def cabling_of_node(exp: dict[str, Any], names: Iterable[str | None]) -> dict[str, Any]:
+    """``expectations_to_json``'s document with only this node's rows of the cabling map: a bundle is one
+    node's, and a site map of every node (100,000 rows) would weigh every bundle and tell each node's
+    collector reader the whole fabric. ``names``: the node's names (the capture's node, the hostname)."""
+    rows = exp.get("cabling")
+    if not isinstance(rows, list | tuple):
+        return exp
+    names = list(names)
+    mine = [list(r) for r in rows if isinstance(r, list | tuple) and r and isinstance(r[0], str)
+            and node_named(r[0], names)]
+    return {**exp, "cabling": mine or None}
 
 
 def _ratio(v: Any) -> float | None:
@@ -352,6 +376,12 @@ class ReadConfig:
     lldp: str | None = None
     #: ``--rail-map`` (Expectations.rail_map): the functions it names are rails, read as the udev rules'
     rail_map: tuple[tuple[int, str], ...] | None = None
+    #: ``doctor --lldp-wait``: a one-shot read of the listener listens up to this many seconds, ending as soon
+    #: as every rail has heard its neighbour (a process that reads once hears nothing otherwise); 0: what the
+    #: listener heard so far (the agent's, whose listener runs between samples)
+    lldp_wait_s: float = 0.0
+    #: called while the one-shot read listens: (rails heard, rails, seconds left); the doctor's terminal line
+    lldp_progress: Callable[[int, int, float], None] | None = None
 
 
 _INT_FIELDS = ("flap_count", "config_flap_changes", "lossless_prio")

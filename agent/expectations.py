@@ -276,12 +276,12 @@ TABLE: tuple[Setting, ...] = (
     _e("rdma", "Report every rail without an RDMA device (RailRdmaMissing). Default: only rails whose udev "
        "rules name an RDMA device, or whose PF is mlx5 with RoCE enabled (devlink param "
        "enable_roce), are expected to have one.", kind="switch", convert=lambda v: True if v else None),
-    # the map is read when the flag is parsed (its rows are the expectation a bundle records); the chart
-    # has no value for it yet: a site mounts its map and passes RAILSCOPE_CABLING itself
+    # the map is read when the flag is parsed (its rows are the expectation a bundle records: its own
+    # node's); the chart writes agent.cabling's rows into a ConfigMap and gives the file
     _e("cabling", "RailPeerMismatch: a CSV cabling map, one line per rail: node,rail,leaf,port (rail: its number "
        "or its netdev name; leaf: the switch's LLDP system name or chassis ID; port: its LLDP port ID "
        "or description). A rail whose LLDP neighbour is another leaf or port is reported. "
-       "Default: no map.", type=_cabling_file, metavar="FILE", chart="none", convert=lambda v: v or None),
+       "Default: no map.", type=_cabling_file, metavar="FILE", chart="file", convert=lambda v: v or None),
     # read when the flag is parsed: the pairs, not the file's name, are what a bundle records
     _e("rail_map", "The rails by PCI function, for nodes whose netdevs keep names no template matches "
        "(enp12s0f0np0, ens1f0np0): RAIL=PCI pairs, comma separated (0=0000:0c:00.0,1=0000:8d:00.0), or a file "

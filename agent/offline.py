@@ -12,6 +12,7 @@ node passes its host in.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +69,8 @@ def open_input(path: str) -> RecordedHost:
 
 def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, ...], *,
                   name: str = "this node", given: dict[str, str] | None = None,
-                  exclude_devices: str | None = None, lldp: str | None = None) -> Diagnosed:
+                  exclude_devices: str | None = None, lldp: str | None = None, lldp_wait_s: float = 0.0,
+                  lldp_progress: Callable[[int, int, float], None] | None = None) -> Diagnosed:
     """Read ``host`` (live or recorded) and diagnose it; the caller closes it. A reader failure is a
     ``InputError`` naming the input, ``name`` (``RAILSCOPE_DEBUG=1`` raises it instead).
 
@@ -84,7 +86,8 @@ def diagnose_host(host: Host, exp: Expectations, kernel_table: tuple[KernelRow, 
         exp = judged.expectations
     try:
         snap = take_snapshot(host, ReadConfig(net_templates=exp.net_templates, rdma_templates=exp.rdma_templates,
-                                              exclude_devices=exclude_devices, lldp=lldp, rail_map=exp.rail_map))
+                                              exclude_devices=exclude_devices, lldp=lldp, rail_map=exp.rail_map,
+                                              lldp_wait_s=lldp_wait_s, lldp_progress=lldp_progress))
         hist = load_history(host)
         out = pipeline.run(snap, exp, kernel_table, history=hist)
         image = host.image

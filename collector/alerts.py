@@ -48,7 +48,7 @@ from proto.keys import KeyPartError, check_part
 from . import limits as limits_mod
 from .config import AlertLimits
 from .errors import Refused
-from .fabric import Correlation, Event, FabricConfig, Ledger, Signal, choose, signal_of_alert
+from .fabric import Correlation, Event, FabricConfig, Ledger, PeerMap, Signal, choose, signal_of_alert
 from .metrics import CollectorMetrics
 from .requests import DEFAULT_CLUSTER, CaptureRequest, check_params, request_for
 from .state import BOARD, FABRIC, LIMITS, PRINCIPAL, STATE
@@ -569,11 +569,13 @@ class FabricDesk:
                                           plane_min_leaves=limits.plane_min_leaves))
         self.metrics = metrics
         self.max_held = max_held
+        #: each node's rails' leaves from its stored diagnoses, for rail alerts whose labels name none
+        self.peers = PeerMap()
         #: group key -> (the latest payload of the group, when it was first held)
         self.held: dict[str, tuple[Webhook, float]] = {}
 
     def observe(self, hook: Webhook, now: float) -> None:
-        self.ledger.observe(_signals(hook), now)
+        self.ledger.observe(_signals(self.peers.hook(hook, now)), now)
         if self.metrics is not None:
             self.metrics.alerts_truncated.inc(hook.truncated)
 
@@ -596,6 +598,7 @@ class FabricDesk:
         held = self.holds(now)
         if held is None or (len(self.held) >= self.max_held and hook.group_key not in self.held):
             return False
+        hook = self.peers.hook(hook, now)
         firing = [a for a in hook.alerts if a.status == "firing" and a.node]
         return bool(firing) and all("incident" not in a.labels and held(a) for a in firing)
 
@@ -618,6 +621,7 @@ class FabricDesk:
                agents: Mapping[Any, float] | None = None, fabric: Correlation | None = None,
                cluster: str | None = None) -> Decision:
         """:func:`decide` with this replica's correlation; a payload with held alerts is kept for later."""
+        hook = self.peers.hook(hook, now)  # the leaves its nodes' stored diagnoses name
         held = self._holds_for(hook, now)
         # While an event's alerts arrive each is held, and nothing is correlated: the correlation runs
         # once they are decided, and once for all the payloads released together.
@@ -632,6 +636,7 @@ class FabricDesk:
         tens of thousands of stored requests never holds the event loop (the polls, the uploads, the
         probes). The ledger is touched on the loop only: the correlation, when an alert needs it, is
         made here first; the worker only looks signals up in it."""
+        hook = self.peers.hook(hook, now)  # the leaves its nodes' stored diagnoses name
         held = self._holds_for(hook, now)
         if fabric is None and any(a.status == "firing" and a.node and "incident" not in a.labels
                                   and (held is None or not held(a))
@@ -653,7 +658,7 @@ class FabricDesk:
         corr = self.ledger.correlation()
 
         def placed(h: Webhook) -> bool:
-            sigs = _signals(h)
+            sigs = _signals(self.peers.hook(h, now))
             return bool(sigs) and all(corr.event_of(s) is not None for s in sigs)
 
         return [h for h, at in ripe if at + 4 * hold <= now or placed(h)]

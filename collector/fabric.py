@@ -23,12 +23,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["KEEP", "Correlation", "Event", "FabricConfig", "Ledger", "Signal", "choose", "correlate", "event_incident",
-           "signal_of_alert", "signals_of_doctor"]
+__all__ = ["KEEP", "Correlation", "Event", "FabricConfig", "Ledger", "PeerMap", "Signal", "choose", "correlate",
+           "event_incident", "signal_of_alert", "signals_of_doctor"]
 
 #: members named per event (the worst first); the others are counted
 KEEP = 8
@@ -89,6 +89,97 @@ def signal_of_alert(labels: Mapping[str, str], t: float) -> Signal | None:
     return Signal(node=node, rail=_text(labels.get("rail") or labels.get("device") or labels.get("subject")),
                   t=t, leaf=_text(leaf), port=_text(labels.get("peer_port")), plane=_text(labels.get("plane")),
                   code=_text(labels.get("code") or name), severity=_text(labels.get("severity"), 32), pause=pause)
+
+
+class PeerMap:
+    """Each node's rails' leaves as its stored diagnoses say (``rails[].peer`` of a bundle's doctor document),
+    for the rail alerts whose labels do not name one (a Prometheus without the shipped join rules, an
+    alert of another source, a rail whose exporter series came after the alert).
+
+    Bounded: at most ``max_nodes`` nodes (past it the node learned longest ago goes) and ``MAX_RAILS``
+    rails a node; a diagnosis older than ``max_age_s`` teaches nothing and an entry that old is not used
+    (a rail recabled since would be filed under its old leaf). A newer diagnosis of a node replaces what an
+    older one said, never the reverse (an incident page may analyse an old bundle after a new one). An
+    alert's own peer labels always win.
+    """
+
+    MAX_RAILS = 64
+
+    def __init__(self, max_nodes: int = 50_000, max_age_s: float = 7 * 86400.0) -> None:
+        self.max_nodes = max_nodes
+        self.max_age_s = max_age_s
+        #: node -> (the diagnosis's time, rail key -> (leaf, port, plane)); insertion order: oldest learned first
+        self._nodes: dict[str, tuple[float, dict[str, tuple[str, str, str]]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    @staticmethod
+    def _keys(rail: str, plane: str, device: str) -> list[str]:
+        return [k for k in ((f"rail {rail}/{plane}" if rail else ""), (f"dev {device}" if device else "")) if k]
+
+    def learn(self, node: str, doc: Mapping[str, Any], t: float, now: float) -> int:
+        """What the diagnosis ``doc`` of ``node`` made at ``t`` says of its rails' peers; the rails learned."""
+        node = _text(node).lower()
+        if not node or now - t > self.max_age_s:
+            return 0
+        old = self._nodes.get(node)
+        if old is not None and old[0] > t:
+            return 0
+        rails = doc.get("rails") if isinstance(doc.get("rails"), list) else []
+        got: dict[str, tuple[str, str, str]] = {}
+        n = 0
+        for r in rails[:self.MAX_RAILS]:
+            peer = r.get("peer") if isinstance(r, dict) else None
+            if not isinstance(peer, dict) or not _text(peer.get("system")):
+                continue
+            n += 1
+            entry = (_text(peer.get("system")), _text(peer.get("port")), _text(r.get("plane")))
+            for k in self._keys(_text(r.get("rail")), entry[2], _text(r.get("netdev"))):
+                got[k] = entry
+        if not got:
+            return 0
+        self._nodes.pop(node, None)
+        self._nodes[node] = (t, got)
+        while len(self._nodes) > self.max_nodes:
+            del self._nodes[next(iter(self._nodes))]
+        return n
+
+    def peer(self, node: str, rail: str, plane: str, device: str, now: float) -> tuple[str, str, str] | None:
+        """(leaf, port, plane) of the node's rail (by its rail and plane, else its netdev), or None."""
+        got = self._nodes.get(_text(node).lower())
+        if got is None or now - got[0] > self.max_age_s:
+            return None
+        for k in self._keys(rail, plane, device):
+            if k in got[1]:
+                return got[1][k]
+        return None
+
+    def labels(self, labels: Mapping[str, str], now: float) -> Mapping[str, str]:
+        """``labels`` with ``peer_system`` / ``peer_port`` (and ``plane``) from a stored diagnosis where the
+        alert names a node and a rail but no leaf; else ``labels`` as they are."""
+        if labels.get("peer_system") or not labels.get("node"):
+            return labels
+        rail, device = _text(labels.get("rail")), _text(labels.get("device") or labels.get("subject"))
+        if not rail and not device:
+            return labels
+        got = self.peer(labels["node"], rail, _text(labels.get("plane")), device, now)
+        if got is None:
+            return labels
+        leaf, port, plane = got
+        return {**labels, "peer_system": leaf, "peer_port": port, **({"plane": plane} if plane and not
+                                                                      labels.get("plane") else {})}
+
+    def hook(self, hook: Any, now: float) -> Any:
+        """An Alertmanager payload (``collector.alerts.Webhook``) whose rail alerts name their leaf where a
+        stored diagnosis knows it: the same payload when none changes."""
+        if not self._nodes:
+            return hook
+        alerts = tuple(a if (lab := self.labels(a.labels, now)) is a.labels else replace(a, labels=lab)
+                       for a in hook.alerts)
+        if all(x is y for x, y in zip(alerts, hook.alerts, strict=True)):
+            return hook
+        return replace(hook, alerts=alerts)
 
 
 def signals_of_doctor(doc: Mapping[str, Any], t: float, node: str | None = None) -> tuple[list[Signal], list[tuple[str, str]]]:

@@ -33,6 +33,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import weakref
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -217,8 +218,22 @@ async def analysis_of(request: web.Request, stored: Stored, analyse: bool = True
     """The cached analysis of a stored bundle, made (once) when there is none for its digest.
 
     The summary (``doctor``, the worst findings) only; with ``page`` the report page too, as ``html``.
-    With ``analyse`` false, a bundle without a current analysis gives ``{"pending": True}``.
+    With ``analyse`` false, a bundle without a current analysis gives ``{"pending": True}``. Its rails'
+    LLDP peers teach the fabric desk each rail's leaf (``collector.fabric.PeerMap``).
     """
+    doc = await _analysis_of(request, stored, analyse, page)
+    desk = request.app.get(FABRIC)
+    if desk is not None and isinstance(doc.get("doctor"), dict):
+        try:
+            t = datetime.strptime(stored.key.stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            t = None
+        if t is not None:
+            desk.peers.learn(stored.key.node, doc["doctor"], t, time.time())
+    return doc
+
+
+async def _analysis_of(request: web.Request, stored: Stored, analyse: bool, page: bool) -> dict[str, Any]:
     col = request.app[STATE]
     key = stored.key
     locks = request.app[ANALYSIS_LOCKS]

@@ -50,7 +50,7 @@ from agent.capture.plugin import (
 )
 from agent.capture.plugins import PLUGINS, load
 from agent.capture.redact import Redactor
-from agent.config import ReadConfig
+from agent.config import ReadConfig, cabling_of_node
 from agent.host import Host, slug
 from agent.host.firmware import FirmwareGate
 from agent.host.image import SCHEMA, Manifest, manifest_to_json
@@ -677,9 +677,14 @@ def _capture(host: Host, params: CaptureParams, make_writer: Callable[[str, Reda
                  # Rounded up: an event of the last second must fall inside the window that ends here.
                  "ended_at": _iso(math.ceil(ended)),
                  **_kept_times(host)}
+        expectations = params.expectations
+        if expectations is not None:
+            # the cabling map's rows of this node only: the bundle is this node's (RailPeerMismatch replays)
+            expectations = cabling_of_node(expectations, (node, snap.node if snap else None,
+                                                          snap.versions.hostname if snap else None))
         extra: dict[str, Any] = {
             "bundle_id": bundle_id,
-            **({"expectations": params.expectations} if params.expectations is not None else {}),
+            **({"expectations": expectations} if expectations is not None else {}),
             "capture": {
                 "deadline_s": params.deadline_s, "parallel": params.parallel, "nice": params.nice,
                 "redact": redactor.pseudonymising, "pod_netns": params.pod_netns,

@@ -10,13 +10,14 @@ from typing import Any
 from agent.config import Expectations
 from agent.expectations import add_expectation_flags, expectations_from_args, given_expectations
 from agent.model import KernelRow
-from agent.settings import Setting, add_flags, duration, env_default, regex
+from agent.settings import Setting, add_flags, duration, duration_or_zero, env_default, regex
 
 __all__ = [
     "COLLECTOR_CA",
     "COLLECTOR_DEADLINE",
     "EXIT_USAGE",
     "LLDP",
+    "LLDP_WAIT",
     "SCOPE",
     "add_collector_flags",
     "add_expectation_flags",
@@ -86,6 +87,16 @@ LLDP = Setting(
     "promiscuous, never transmitting; needs CAP_NET_RAW), off. Default: lldpd when lldpcli "
     "answers, else none.",
     type=_lldp_mode, metavar="{off,lldpd,listen}", field="read.lldp")
+
+
+#: ``doctor --lldp-wait``: how long a one-shot ``--lldp listen`` listens. lldpd transmits every 30 s by default
+#: (lldpd(8) ``tx-interval``; IEEE 802.1AB msgTxInterval): one interval and a second hears every rail once
+LLDP_WAIT = Setting(
+    "--lldp-wait",
+    "With --lldp listen: listen for the rails' LLDP frames up to this long before judging, ending as soon as "
+    "every rail has heard its neighbour (0: do not wait). A terminal shows the progress. "
+    "Default: 31s, one transmit interval of lldpd's default 30 s and a second.",
+    type=duration_or_zero, default="31s", metavar="DURATION", field="read.lldp_wait_s")
 
 
 def add_lldp_flag(p: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from agent.commands.common import (
+    LLDP_WAIT,
     add_expectation_flags,
     add_lldp_flag,
     add_scope_flag,
@@ -24,6 +25,7 @@ from agent.config import Expectations
 from agent.host import HostError
 from agent.model import Snapshot
 from agent.naming import pci_order
+from agent.settings import add_flags
 
 __all__ = ["register", "run"]
 
@@ -42,6 +44,31 @@ def register(p: argparse.ArgumentParser) -> None:
     add_expectation_flags(p)
     add_scope_flag(p)
     add_lldp_flag(p)
+    add_flags(p, (LLDP_WAIT,))
+
+
+class LldpProgress:
+    """The one line a terminal sees while a one-shot ``--lldp listen`` listens (rewritten in place, erased
+    when done): how many rails have heard their neighbour, and how long the window still runs."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.shown = False
+
+    def __call__(self, heard: int, rails: int, left_s: float) -> None:
+        if heard >= rails or left_s <= 0:
+            self.done()
+            return
+        self.stream.write(f"\rrailscope doctor: listening for LLDP: {heard}/{rails} rails heard, "
+                          f"{left_s:.0f} s left (--lldp-wait) \x1b[K")
+        self.stream.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
 
 
 def _fail(msg: str) -> int:
@@ -142,13 +169,18 @@ def run(args: argparse.Namespace) -> int:
     except (InputError, HostError) as exc:
         return _fail(str(exc))
 
+    # a one-shot listen waits for the rails' frames: the terminal sees how far it is, a pipe nothing
+    progress = LldpProgress(sys.stderr) if host.live and args.lldp == "listen" and sys.stderr.isatty() else None
     try:
         # A bundle is judged with the expectations it was captured with unless a flag says otherwise.
         got = diagnose_host(host, exp, table, name=args.source or "this node", given=given_expectations(args),
-                            exclude_devices=args.exclude_devices, lldp=args.lldp)
+                            exclude_devices=args.exclude_devices, lldp=args.lldp,
+                            lldp_wait_s=args.lldp_wait if host.live else 0.0, lldp_progress=progress)
     except InputError as exc:
         return _fail(str(exc))
     finally:
+        if progress is not None:
+            progress.done()
         host.close()
     diag, snap = got.diagnosis, got.snapshot
     if args.source is not None:

@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["DRAIN", "ETH_P_LLDP", "HOLD_S", "LLDP_GROUP", "MAX_FRAME", "Frame", "Listener", "listener"]
+__all__ = ["DRAIN", "ETH_P_LLDP", "HOLD_S", "IDLE_S", "LLDP_GROUP", "MAX_FRAME", "Frame", "Listener", "listener"]
 
 ETH_P_LLDP = 0x88CC
 #: the nearest-bridge group address LLDP is sent to (IEEE 802.1AB-2016 §7.1): a bridge never forwards it,
@@ -48,6 +48,9 @@ HOLD_S = 0.5
 RCVBUF = 64 << 10
 #: at most this many rails are listened on
 MAX_RAILS = 64
+#: with nothing held, the thread sleeps in select() this long at most: a frame, watch() or close()
+#: wakes it (the wake pipe), so an idle listener costs no periodic wake-up a second
+IDLE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,10 @@ class Listener:
         self._errors: dict[str, str] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        # watch() and close() wake the thread out of select() through this pipe
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
 
     # -- what the reader asks ----------------------------------------------------------------
     def watch(self, netdevs: list[str] | tuple[str, ...]) -> None:
@@ -99,6 +106,7 @@ class Listener:
                 self._stop.clear()
                 self._thread = threading.Thread(target=self._run, name="railscope-lldp", daemon=True)
                 self._thread.start()
+        self._poke()
 
     def frames(self) -> dict[str, Frame]:
         with self._lock:
@@ -116,11 +124,18 @@ class Listener:
 
     def close(self) -> None:
         self._stop.set()
+        self._poke()
         with self._lock:
             for name in list(self._socks):
                 self._close(name)
         if self._thread is not None:
             self._thread.join(timeout=2)
+
+    def _poke(self) -> None:
+        try:
+            os.write(self._wake_w, b"w")
+        except (BlockingIOError, OSError):
+            pass  # a full pipe wakes the thread as well
 
     # -- the thread --------------------------------------------------------------------------
     def _close(self, name: str) -> None:
@@ -134,18 +149,22 @@ class Listener:
             now = time.monotonic()
             with self._lock:
                 ready = {s.fileno(): n for n, s in self._socks.items() if self._next.get(n, 0.0) <= now}
-                wait = min((self._next[n] - now for n in self._socks if self._next.get(n, 0.0) > now), default=1.0)
+                wait = min((self._next[n] - now for n in self._socks if self._next.get(n, 0.0) > now),
+                           default=IDLE_S)
                 if not self._socks:
                     return
-            if not ready:
-                time.sleep(max(0.01, min(wait, 1.0)))
-                continue
             try:
-                got, _, _ = select.select(list(ready), [], [], max(0.01, min(wait, 1.0)))
+                got, _, _ = select.select([self._wake_r, *ready], [], [], max(0.01, min(wait, IDLE_S)))
             except (OSError, ValueError):
                 time.sleep(0.1)  # a socket closed under us by watch(): the next round rebuilds the set
                 continue
             for fd in got:
+                if fd == self._wake_r:
+                    try:
+                        os.read(self._wake_r, 512)
+                    except BlockingIOError:
+                        pass
+                    continue
                 self._drain(ready[fd])
 
     def _drain(self, name: str) -> None:

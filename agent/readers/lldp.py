@@ -28,7 +28,7 @@ import ipaddress
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -467,11 +467,43 @@ def _decoded(frames: dict[str, tuple[float, bytes]], rails: list[str], notes: No
     return out
 
 
-def _listen(host: Host, rails: list[str], notes: Notes) -> list[LldpNeighbor]:
+#: a one-shot read looks at what the listener heard this often while it waits
+_POLL_S = 0.2
+
+
+def _wait(lis: Any, rails: list[str], wait_s: float, progress: Callable[[int, int, float], None] | None) -> None:
+    """Listen up to ``wait_s`` seconds, ending once every rail has a well-formed frame or cannot be listened
+    on (a one-shot process starts the listener with its read: without a wait it has heard nothing; lldpd
+    sends every 30 s by default, so the doctor's default window is one interval and a second)."""
+    deadline = time.monotonic() + wait_s
+    good: dict[str, float] = {}  # rail -> the time of its last frame that decoded
+    while True:
+        frames, failed = lis.frames(), lis.errors()
+        for name in rails:
+            f = frames.get(name)
+            if f is not None and good.get(name) != f.ts:
+                try:
+                    decode_frame(f.data, name, f.ts)
+                    good[name] = f.ts
+                except LldpError:
+                    good.pop(name, None)  # a refused frame: the next one may be well-formed
+        left = [n for n in rails if n not in good and n not in failed]
+        remaining = deadline - time.monotonic()
+        if progress is not None:
+            progress(len(good), len(rails), max(0.0, remaining))
+        if not left or remaining <= 0:
+            return
+        time.sleep(min(_POLL_S, remaining))
+
+
+def _listen(host: Host, rails: list[str], notes: Notes, wait_s: float = 0.0,
+            progress: Callable[[int, int, float], None] | None = None) -> list[LldpNeighbor]:
     from agent.host.lldp import listener
 
     lis = listener()
     lis.watch(rails)
+    if wait_s > 0 and rails:
+        _wait(lis, rails, wait_s, progress)
     for name, why in sorted(lis.errors().items()):
         notes.missing("lldp", f"{name}: cannot listen for LLDP: {why}")
     frames = {k: (f.ts, f.data) for k, f in lis.frames().items() if k in rails}
@@ -529,9 +561,12 @@ def _lldpd(host: Host, rails: list[str], timeout_s: float, notes: Notes, asked: 
 
 
 def read_lldp(host: Host, rails: Iterable[str], mode: str | None = None, timeout_s: float = 10.0,
-              notes: Notes | None = None) -> tuple[LldpNeighbor, ...]:
+              notes: Notes | None = None, wait_s: float = 0.0,
+              progress: Callable[[int, int, float], None] | None = None) -> tuple[LldpNeighbor, ...]:
     """The rails' neighbours by ``mode`` (``MODES``; None: lldpd when lldpcli answers, else none). A node
-    image answers with the frames it recorded when it has them, else with its ``lldpcli`` record."""
+    image answers with the frames it recorded when it has them, else with its ``lldpcli`` record. A live
+    listen waits up to ``wait_s`` for every rail's frame (``ReadConfig.lldp_wait_s``), calling ``progress``
+    with (rails heard, rails, seconds left) as it does."""
     notes = notes if notes is not None else Notes()
     names = sorted(set(rails))[:MAX_RAILS]
     if mode == "off":
@@ -551,14 +586,16 @@ def read_lldp(host: Host, rails: Iterable[str], mode: str | None = None, timeout
             notes.missing("lldp", f"{FRAMES_FILE}: not in this image")
             return ()
     if mode == "listen":
-        return tuple(_listen(host, names, notes))
+        return tuple(_listen(host, names, notes, wait_s, progress))
     return tuple(_lldpd(host, names, timeout_s, notes, asked=mode == "lldpd"))
 
 
 def read_lldp_part(host: Host, cfg: ReadConfig, ctx: Context, notes: Notes) -> Part:
     """The rails' LLDP neighbours (lldpcli, or the passive listener)."""
     mode = getattr(cfg, "lldp", None)
-    return part("lldp", notes, fields={"lldp": read_lldp(host, ctx.rails, mode, cfg.command_timeout_s, notes)})
+    got = read_lldp(host, ctx.rails, mode, cfg.command_timeout_s, notes, wait_s=cfg.lldp_wait_s,
+                    progress=cfg.lldp_progress)
+    return part("lldp", notes, fields={"lldp": got})
 
 
 SOURCE = Source("lldp", "the rails' LLDP neighbours: the leaf and port each rail is cabled to, its maximum frame size "

@@ -157,6 +157,7 @@ def test_the_passive_listener_hears_the_switch_and_never_transmits(rails: RailNe
     sw = sockdir / "sw.sock"
     with lldpd(rails, rails.switch, "peer0,peer1", sw):
         switch(rails, sw)
+        time.sleep(1.5)  # lldpd's frames from before lldpcli named the switch are past
         got = rails.python(LISTEN.replace("sys.argv[1]", "'net_rail0,net_rail1'").replace("sys.argv[2]", "'2'")
                            .replace("sys.argv[3]", "'30'"))
     assert [(g["netdev"], g["system"], g["port"], g["via"]) for g in got["got"]] == [
@@ -193,12 +194,16 @@ from agent.readers.lldp import read_lldp
 from agent.readers.snapshot import take_snapshot
 host = LiveHost()
 deadline = time.monotonic() + 30
-while time.monotonic() < deadline and len(read_lldp(host, ["net_rail0", "net_rail1"], "listen")) < 2:
+# until both rails heard the switch as configured (its first frames, before lldpcli set the system name,
+# carry the machine's hostname)
+while time.monotonic() < deadline and sum(n.system == "leaf-test"
+                                          for n in read_lldp(host, ["net_rail0", "net_rail1"], "listen")) < 2:
     time.sleep(0.3)
 rec = RecordingHost(host, sys.argv[1])
 snap = take_snapshot(rec, ReadConfig(lldp="listen"))
 rec.finish(node="gpu-node-test")
-print(json.dumps([[n.netdev, n.system, n.port] for n in snap.lldp]))
+print(json.dumps({"got": [[n.netdev, n.system, n.port] for n in snap.lldp],
+                  "notes": [why for src, why in snap.unavailable if src == "lldp"]}))
 """
 
 
@@ -208,11 +213,144 @@ def test_a_recording_of_the_listener_replays_the_same_neighbours(rails: RailNetn
     sw, out = sockdir / "sw.sock", tmp_path / "image"
     with lldpd(rails, rails.switch, "peer0,peer1", sw):
         switch(rails, sw)
-        live = rails.python(RECORD.replace("sys.argv[1]", repr(str(out))))
-    assert live == [["net_rail0", "leaf-test", "peer0"], ["net_rail1", "leaf-test", "peer1"]]
+        rec = rails.python(RECORD.replace("sys.argv[1]", repr(str(out))))
+    live = rec["got"]
+    assert live == [["net_rail0", "leaf-test", "peer0"], ["net_rail1", "leaf-test", "peer1"]], rec
     assert (out / "lldp/frames.json").is_file()
     res = subprocess.run([sys.executable, "-m", "agent.cli", "doctor", "--json", "--rails", "2", "--from", str(out)],
                          capture_output=True, text=True, timeout=120, check=False)
     doc = json.loads(res.stdout)
     assert [(r["netdev"], r["peer"]["system"], r["peer"]["port"]) for r in doc["rails"]] == [
         (n, s, p) for n, s, p in live]
+
+
+def test_a_one_shot_doctor_listens_until_every_rail_has_a_neighbour(rails: RailNetns, sockdir: Path) -> None:
+    """``railscope doctor --lldp listen`` is one process: it listens for a bounded window (--lldp-wait) and ends
+    as soon as every rail has heard its neighbour; off a terminal it prints no progress."""
+    _need_lldpd()
+    sw = sockdir / "sw.sock"
+    with lldpd(rails, rails.switch, "peer0,peer1", sw):
+        switch(rails, sw)
+        time.sleep(1.5)  # lldpd's frames from before lldpcli named the switch are past
+        t0 = time.monotonic()
+        res = rails.railscope("doctor", "--json", "--rails", "2", "--lldp", "listen", "--lldp-wait", "30s", timeout=90)
+        took = time.monotonic() - t0
+    doc = json.loads(res.stdout)
+    assert [(r["netdev"], (r["peer"] or {}).get("system"), (r["peer"] or {}).get("port")) for r in doc["rails"]] == [
+        ("net_rail0", "leaf-test", "peer0"), ("net_rail1", "leaf-test", "peer1")], (res.stderr, doc)
+    # ended early: a 1 s transmit interval is heard well inside the 30 s window (the bound leaves a loaded
+    # machine's doctor start-up its seconds)
+    assert took < 20, took
+    assert "listening" not in res.stderr  # progress is for a terminal only
+
+
+def test_a_one_shot_doctor_that_hears_nothing_says_since_when_after_its_window(rails: RailNetns) -> None:
+    t0 = time.monotonic()
+    res = rails.railscope("doctor", "--json", "--rails", "2", "--lldp", "listen", "--lldp-wait", "1s", timeout=60)
+    took = time.monotonic() - t0
+    doc = json.loads(res.stdout)
+    assert [r["peer"] for r in doc["rails"]] == [None, None]
+    notes = sorted(u["reason"] for u in doc["unavailable"] if u["source"] == "lldp")
+    assert [n.split(" since ")[0] for n in notes] == ["net_rail0: no LLDP neighbour seen",
+                                                     "net_rail1: no LLDP neighbour seen"], notes
+    assert 1 <= took < 20, took
+
+
+def test_a_terminal_sees_the_one_shot_listen_progress_and_then_its_line_erased(rails: RailNetns) -> None:
+    import pty
+
+    main, sub = pty.openpty()
+    try:
+        proc = subprocess.run(["ip", "netns", "exec", rails.node, sys.executable, "-m", "agent.cli", "doctor",
+                               "--rails", "2", "--lldp", "listen", "--lldp-wait", "1s"],
+                              stdout=subprocess.PIPE, stderr=sub, timeout=60, check=False)
+        os.close(sub)
+        sub = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the child's end is closed and drained
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if sub >= 0:
+            os.close(sub)
+        os.close(main)
+    assert b"listening for LLDP: 0/2 rails heard" in seen, seen
+    assert seen.endswith(b"\r\x1b[K"), seen[-40:]  # the progress line is erased before the table
+    assert b"listening" not in proc.stdout
+
+
+POD = r"""
+set -e
+mount -t tmpfs -o mode=0755 none /run
+touch /run/lldpd.socket
+mount --bind "$SOCK" /run/lldpd.socket
+# the image's lldpcli: Debian's binary made a plain 0755 program (the Dockerfile's chmod)
+cp /usr/sbin/lldpcli "$BIN/lldpcli" && chmod 0755 "$BIN/lldpcli"
+mount --bind "$BIN/lldpcli" /usr/sbin/lldpcli
+exec setpriv --no-new-privs $RS_GROUPS --bounding-set=-all,+net_admin --inh-caps=-all --ambient-caps=-all \
+  sh -c 'exec "$0" -m agent.cli doctor --json --rails 2 --lldp lldpd' "$PY"
+"""
+
+
+def test_the_pods_lldpcli_reaches_the_nodes_lldpd_by_the_sockets_group(rails: RailNetns, tmp_path: Path,
+                                                                   sockdir: Path) -> None:
+    """As the chart runs it: root with NET_ADMIN alone and no_new_privs, the node's socket at
+    /run/lldpd.socket (where Debian's lldpcli connects without -u), the socket's group as the pod's
+    supplemental group (lldpd.socketGroup). Without the group, lldpcli is refused and the note says so."""
+    _need_lldpd()
+    sw, node = sockdir / "sw.sock", sockdir / "node.sock"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    with lldpd(rails, rails.switch, "peer0,peer1", sw), lldpd(rails, rails.node, "net_rail0,net_rail1", node, "-r"):
+        switch(rails, sw)
+        gid = node.stat().st_gid
+        runs = {}
+        for groups in (f"--groups={gid}", "--clear-groups"):
+            deadline = time.monotonic() + 15
+            while True:
+                env = {**os.environ, "SOCK": str(node), "BIN": str(bin_dir), "RS_GROUPS": groups, "PY": sys.executable}
+                res = subprocess.run(["ip", "netns", "exec", rails.node, "unshare", "-m", "--propagation", "private",
+                                      "sh", "-c", POD], capture_output=True, text=True, timeout=60, env=env,
+                                     cwd=str(Path(__file__).resolve().parents[2]), check=False)
+                doc = json.loads(res.stdout)
+                peers = [(r["peer"] or {}).get("system") for r in doc["rails"]]
+                if groups == "--clear-groups" or all(peers) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            runs[groups] = (peers, [u["reason"] for u in doc["unavailable"] if u["source"] == "lldp"])
+    assert runs[f"--groups={gid}"][0] == ["leaf-test", "leaf-test"], runs
+    peers, notes = runs["--clear-groups"]
+    assert peers == [None, None] and any("Permission denied" in n for n in notes), notes
+
+
+def test_bench_agent_measures_the_listener_idle_and_at_one_frame_a_second_per_rail() -> None:
+    """``bench/bench_agent.py``'s lldp measurement, short: 8 rails with their peers in a namespace of its
+    own, the listener's thread idle and while a sender puts one LLDP frame a second on each rail."""
+    from tests.support.netns import ip, netns_available
+
+    why = netns_available()
+    if why:
+        pytest.skip(why)
+    ns = f"rs-bench-lldp-{os.getpid()}"
+    ip("netns", "add", ns)
+    try:
+        for i in range(8):
+            ip("-n", ns, "link", "add", f"net_rail{i}", "type", "veth", "peer", "name", f"peer{i}")
+            ip("-n", ns, "link", "set", f"net_rail{i}", "up")
+            ip("-n", ns, "link", "set", f"peer{i}", "up")
+        root = Path(__file__).resolve().parents[2]
+        res = subprocess.run(["ip", "netns", "exec", ns, sys.executable, str(root / "bench" / "bench_agent.py"),
+                              "--inside", "lldp", "--rails", "8", "--runs", "3", "--lldp-window", "2"],
+                             capture_output=True, text=True, timeout=60, cwd=root, check=False)
+    finally:
+        ip("netns", "del", ns, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])["lldp"]
+    assert got["neighbours"] == 8 and got["rails"] == 8
+    assert 12 <= got["frames"] <= 24, got  # one a second on each of 8 rails over 2 s
+    assert 0 <= got["listener_idle_cpu_s"] < 0.5 and 0 <= got["listener_busy_cpu_s"] < 0.5, got

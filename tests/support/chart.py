@@ -228,6 +228,7 @@ FULL_AGENT = {
     "berWindow": "10m",
     "kernelTable": [{"driver": "26.01", "flavour": "nvidia", "kernel_line": "6.8.0", "max_abi": "6.8.0-1020",
                      "source": "site validation 2026-11"}],
+    "cabling": [{"node": "gpu-node-017", "rail": 0, "leaf": "leaf-02", "port": "swp1"}],
 }
 
 #: The collector turned on with the least it needs (a store, the token Secret, TLS).

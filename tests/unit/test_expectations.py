@@ -215,6 +215,36 @@ def _codes(argv: list[str], capsys: pytest.CaptureFixture[str]) -> set[tuple[str
     return {(f["code"], f["subject"]) for f in json.loads(capsys.readouterr().out)["findings"]}
 
 
+CABLING = Path(__file__).resolve().parents[1] / "fixtures/cabling/RECONSTRUCTED-gpu-node-017.csv"
+
+
+@pytest.mark.parametrize(("node", "want"), [
+    ("gpu-node-017", [["gpu-node-017", "0", "leaf-02", "swp1"], ["gpu-node-017", "1", "leaf-02", "swp2"]]),
+    ("gpu-node-017.dc1.example", [["gpu-node-017", "0", "leaf-02", "swp1"], ["gpu-node-017", "1", "leaf-02", "swp2"]]),
+    ("gpu-node-099", None),  # a map without a row of this node (the image is gpu-node-017): no rows at all
+])
+def test_a_bundle_records_only_its_own_nodes_rows_of_the_cabling_map(tmp_path: Path, node: str,
+                                                                     want: list[list[str]] | None) -> None:
+    """A site's map names every node: the bundle of one node records that node's rows (its name or short
+    name), none of another node's."""
+    import io
+
+    from agent.capture.runner import CaptureParams, capture
+    from agent.expectations import read_cabling
+    from agent.host.recorded import RecordedHost
+
+    exp = Expectations(cabling=read_cabling(str(CABLING)))
+    assert len(exp.cabling or ()) == 3
+    if want is None:
+        exp = Expectations(cabling=tuple(r for r in exp.cabling or () if r[0] != "gpu-node-017"))
+    buf = io.BytesIO()
+    with RecordedHost(str(IMAGES / "spectrumx-2rail-healthy")) as host:
+        capture(host, buf, CaptureParams(node=node, nice=0, recorder_gap_s=0, expectations=expectations_to_json(exp)))
+    bundle = tmp_path / "b.tar.gz"
+    bundle.write_bytes(buf.getvalue())
+    assert _manifest_of(bundle)["expectations"]["cabling"] == want
+
+
 def test_a_capture_with_expect_mtu_replays_with_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # net_rail0 9000, net_rail1 1500: without a flag the tie goes to 9000 (net_rail1 is judged); the node
     # was judged against 1500, so net_rail0 is the rail off its MTU, live and replayed.
@@ -464,6 +494,8 @@ def test_every_judging_flag_is_recorded_in_a_capture_and_replayed_by_doctor_pref
         bundle = _capture_exp(image, tmp_path / name, exp)
         key = flag.lstrip("-").replace("-", "_")
         recorded = _manifest_of(bundle)["expectations"]
+        if name == "cabling":  # the bundle records its own node's rows of the map alone
+            want = tuple(r for r in want if r[0] == "gpu-node-017")
         # as JSON, the manifest's form (the cabling map's rows are lists of lists there)
         assert recorded[key] == json.loads(json.dumps(want)), flag
         if name == "kernel_table_file":
@@ -472,3 +504,23 @@ def test_every_judging_flag_is_recorded_in_a_capture_and_replayed_by_doctor_pref
             continue
         for how, judged in replays(bundle).items():
             assert judged and all(getattr(e, name) == want for e in judged), (flag, how, judged)
+
+
+def test_a_pseudonymised_bundle_names_no_other_node_of_the_cabling_map(tmp_path: Path) -> None:
+    """--redact pseudonymises this node's names; the map's other nodes it does not know: they are left out,
+    not carried in the clear."""
+    import io
+    import tarfile
+
+    from agent.capture.runner import CaptureParams, capture
+    from agent.expectations import read_cabling
+    from agent.host.recorded import RecordedHost
+
+    exp = Expectations(cabling=read_cabling(str(CABLING)))
+    buf = io.BytesIO()
+    with RecordedHost(str(IMAGES / "spectrumx-2rail-healthy")) as host:
+        capture(host, buf, CaptureParams(node="gpu-node-017", nice=0, recorder_gap_s=0, redact_key=b"k" * 32,
+                                         expectations=expectations_to_json(exp)))
+    with tarfile.open(fileobj=io.BytesIO(buf.getvalue())) as tf:
+        text = b"".join(tf.extractfile(m).read() for m in tf.getmembers() if m.isfile()).decode("utf-8", "replace")
+    assert "gpu-node-018" not in text and "gpu-node-017" not in text

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from agent.analysis.checks._util import Check, Inputs, finding, rail_label
 from agent.analysis.topology import Rail
-from agent.config import Expectations
+from agent.config import Expectations, node_named
 from agent.findings import Finding
 from agent.model import LldpNeighbor, Snapshot
 
@@ -89,11 +89,9 @@ def cabled_to(exp: Expectations, node: str | None, r: Rail) -> tuple[str, str] |
     or its short name; its rail the rail number (``3``, ``3/1`` with a plane) or the expected netdev name."""
     if not exp.cabling or node is None:
         return None
-    names = {node.lower(), node.split(".")[0].lower()}
     rail_words = {str(r.rail), r.expected_netdev} if r.plane is None else {f"{r.rail}/{r.plane}", r.expected_netdev}
     for row_node, rail, leaf, port in exp.cabling:
-        low = row_node.lower()
-        if (low in names or low.split(".")[0] in names) and rail in rail_words:
+        if node_named(row_node, (node,)) and rail in rail_words:
             return leaf, port
     return None
 

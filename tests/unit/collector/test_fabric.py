@@ -285,3 +285,98 @@ def replace_limits(**kw: float) -> AlertLimits:
     from dataclasses import replace
 
     return replace(LIMITS, **kw)
+
+
+def _doctor(node: str, leaf: str, ports: list[str], plane: int | None = None) -> dict:
+    """A doctor document's rails as a stored bundle's analysis has them (``rails[].peer``)."""
+    return {"schema": "railscope.doctor/v1", "node": node, "findings": [],
+            "rails": [{"rail": i, "plane": plane, "netdev": f"net_rail{i}",
+                       "peer": {"system": leaf, "port": p, "mfs": 9216, "pfc": [3], "seen": NOW - 600}}
+                      for i, p in enumerate(ports)]}
+
+
+def bare_alert(node: str, *, rail: str = "0", name: str = "RailscopeRailLinkDown", severity: str = "critical"):
+    """A rail alert whose labels name no leaf (a Prometheus without the shipped join rules)."""
+    return alert(node, name=name, severity=severity, starts=T, rail=rail, plane="0", device=f"net_rail{rail}")
+
+
+def test_alerts_without_peer_labels_are_filed_under_the_leaf_their_nodes_stored_diagnoses_name() -> None:
+    nodes = [f"gpu-{n:03d}" for n in range(8)]
+    bodies = per_node([bare_alert(n) for n in nodes])
+    stored, _d, _desk = through_desk(bodies, LIMITS)
+    assert len({r.incident for r in stored}) == 8  # nothing says which leaf: a node each
+
+    desk = FabricDesk(LIMITS)
+    for i, n in enumerate(nodes):
+        assert desk.peers.learn(n, _doctor(n, "leaf-a07", [f"swp{i}", f"swp{i + 8}"]), NOW - 3600, NOW) == 2
+    stored, decisions = [], []
+    for i, b in enumerate(bodies):
+        hook = parse_webhook(b)
+        desk.observe(hook, NOW + i * 0.01)
+        d = desk.decide(hook, stored, NOW + i * 0.01)
+        stored += d.queue
+    later = NOW + 1 + LIMITS.fabric_hold_s
+    for hook in desk.due(later):
+        d = desk.decide(hook, stored, later)
+        stored += d.queue
+        decisions.append(d)
+    (incident,) = {r.incident for r in stored}
+    assert incident.startswith("fabric-leaf-leaf-a07-")
+    assert {e for d in decisions for e in d.fabric.values()} == {"leaf leaf-a07"}
+
+
+def test_the_peer_map_is_bounded_forgets_old_diagnoses_and_a_newer_one_wins() -> None:
+    from collector.fabric import PeerMap
+
+    peers = PeerMap(max_nodes=100, max_age_s=86400)
+    for n in range(250):
+        peers.learn(f"n{n}", _doctor(f"n{n}", "leaf-01", ["swp1"]), NOW - 60, NOW)
+    assert len(peers) == 100 and peers.peer("n0", "0", "", "net_rail0", NOW) is None
+    assert peers.peer("n249", "0", "", "net_rail0", NOW) == ("leaf-01", "swp1", "")
+    # too old to teach, and too old to use
+    assert peers.learn("old", _doctor("old", "leaf-01", ["swp1"]), NOW - 2 * 86400, NOW) == 0
+    assert peers.peer("n249", "0", "", "net_rail0", NOW + 2 * 86400) is None
+    # a node recabled: the newer diagnosis wins, an older one analysed later does not undo it
+    peers.learn("n249", _doctor("n249", "leaf-09", ["swp4"]), NOW - 30, NOW)
+    peers.learn("n249", _doctor("n249", "leaf-01", ["swp1"]), NOW - 90, NOW)
+    assert peers.peer("n249", "0", "", "net_rail0", NOW) == ("leaf-09", "swp4", "")
+    # by rail and plane, else by netdev; an alert's own peer labels always win
+    peers.learn("p", _doctor("p", "leaf-03", ["swp1", "swp2"], plane=1), NOW - 30, NOW)
+    assert peers.peer("p", "1", "1", "", NOW) == ("leaf-03", "swp2", "1")
+    assert peers.peer("p", "", "", "net_rail1", NOW) == ("leaf-03", "swp2", "1")
+    labels = {"node": "p", "rail": "1", "plane": "1", "peer_system": "leaf-77", "peer_port": "swp9"}
+    assert peers.labels(labels, NOW) is labels
+    # a rail of 64 entries at most, whatever the document says
+    many = _doctor("big", "leaf-01", [f"swp{i}" for i in range(500)])
+    assert peers.learn("big", many, NOW - 30, NOW) == PeerMap.MAX_RAILS
+
+
+def test_a_stored_bundles_analysis_teaches_the_collector_its_nodes_leaf(tmp_path: Path) -> None:
+    """Through the collector: a bundle of gpu-node-017 (lldp-peers-healthy: leaf-02) is uploaded and its
+    incident page analyses it; then a rail alert of gpu-node-017 without peer labels joins the leaf-02 event
+    of three other nodes whose alerts name it."""
+    from dataclasses import replace
+
+    from tests.support.collector_helpers import AGENT_TOKEN, HELLO, OPERATOR_TOKEN, body, post
+    from tests.support.pages import basic, bundle_of, fetch
+
+    others = [rail_alert(f"gpu-{n:03d}", "leaf-02", port=f"swp{n + 10}") for n in range(3)]
+    settings = replace(local_settings(tmp_path), alerts=AlertLimits(fabric_hold_s=0, max_in_flight=1000,
+                                                                     absent_max_in_flight=1000))
+
+    async def go():
+        async with running(settings) as (url, _col):
+            status, up, _ = await post(url, body(HELLO, bundle_of("lldp-peers-healthy")), token=AGENT_TOKEN)
+            assert status == 200, up
+            status, page, _h = await fetch(url, f"/ui/incidents/prod-east/2026-12-01/{HELLO.incident}",
+                                           basic(OPERATOR_TOKEN))
+            assert status == 200 and "PENDING" not in page  # analysed
+            status, doc = await _alerts(url, payload([bare_alert("gpu-node-017"), *others],
+                                                     key='{}:{alertname="RailscopeRailLinkDown"}'))
+            assert status == 200, doc
+            return doc
+
+    doc = run(go())
+    incidents = {q["node"]: q["incident"] for q in doc["queued"]}
+    assert set(incidents) == {"gpu-node-017", "gpu-000", "gpu-001", "gpu-002"}, doc
+    assert len(set(incidents.values())) == 1 and incidents["gpu-node-017"].startswith("fabric-leaf-leaf-02-"), doc

@@ -119,6 +119,11 @@ def agent_settings(docs: Docs, monkeypatch: pytest.MonkeyPatch, host_root: Path)
         if name == "RAILSCOPE_HOST_ROOT":
             assert value == "/host"
             value = str(host_root)
+        if name == "RAILSCOPE_CABLING":  # read when the flag is parsed: the ConfigMap's file, as the pod has it
+            (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-cabling")]
+            copy = host_root / "cabling.csv"
+            copy.write_text(cm["data"][os.path.basename(value)])
+            value = str(copy)
         monkeypatch.setenv(name, value)
     # The flags read RAILSCOPE_* when the parser is built.
     parser = build_parser(only="agent")
@@ -475,6 +480,7 @@ def test_every_value_reaches_the_agent(chart: Any, monkeypatch: pytest.MonkeyPat
     assert e.rdma_templates == ("rdma_rail%rail_id%",)
     assert e.event_window_s == 1800
     assert e.kernel_table_file == "/etc/railscope/kernel-table.json"
+    assert e.cabling == (("gpu-node-017", "0", "leaf-02", "swp1"),)
     assert s.read.net_templates == e.net_templates
 
 

@@ -68,6 +68,23 @@ true
 /etc/railscope/kernel-table.json
 {{- end -}}
 
+{{/* The directory of the cabling map inside the agent's container (--cabling <dir>/cabling.csv). */}}
+{{- define "railscope.cablingDir" -}}
+/etc/railscope-cabling
+{{- end -}}
+
+{{/* Where the image's lldpcli connects to lldpd: liblldpctl's compiled-in control socket (Debian). */}}
+{{- define "railscope.lldpctlSocket" -}}
+/run/lldpd.socket
+{{- end -}}
+
+{{/* "true" when the agent reads the node's lldpd (agent.lldp: lldpd): its socket is mounted. */}}
+{{- define "railscope.lldpdMode" -}}
+{{- if eq (toString .Values.agent.lldp) "lldpd" -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* The collector's resource name: <fullname>-collector. */}}
 {{- define "railscope.collectorName" -}}
 {{- printf "%s-collector" (include "railscope.fullname" .) | trunc 63 | trimSuffix "-" -}}
