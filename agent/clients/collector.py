@@ -381,7 +381,8 @@ class CollectorClient:
                  timeout: aiohttp.ClientTimeout | None = None, token_flag: str = "token file",
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  outcomes: CallOutcomes | None = None, ca_file: str | None = None, fail_fast: bool = False,
-                 deadline_s: float | None = None, on_retry: Callable[[str], None] | None = None) -> None:
+                 deadline_s: float | None = None, on_retry: Callable[[str], None] | None = None,
+                 ca_optional: bool = False) -> None:
         if "://" not in url:
             url = "http://" + url
         self.url = url.rstrip("/")
@@ -398,6 +399,10 @@ class CollectorClient:
         # The CA that issued the collector's certificate (--collector-ca-file, RAILSCOPE_COLLECTOR_CA_FILE);
         # without one an https collector is verified against the system's CAs.
         self.ca_file = ca_file or os.environ.get("RAILSCOPE_COLLECTOR_CA_FILE") or None
+        #: the agent daemon's CA file may be absent: the chart mounts the ca.crt of the collector's TLS
+        #: Secret optional, and a Secret of `kubectl create secret tls` or an ACME issuer has none; then
+        #: the system's CAs verify the collector (a file that exists is still the only CA trusted)
+        self.ca_optional = ca_optional
         #: where every attempt's outcome is counted (the agent's; None: not counted)
         self.outcomes = outcomes
         # A person at a terminal (the CLI): an error that waiting cannot mend (a certificate, a refused
@@ -488,7 +493,11 @@ class CollectorClient:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
             ssl_ctx: ssl.SSLContext | bool = True
-            if self.ca_file:
+            if self.ca_file and self.ca_optional and not os.path.exists(self.ca_file):
+                log.warning("collector CA file %s is absent: verifying %s against the system's CAs",
+                            self.ca_file, self.url)
+                ssl_ctx = ssl.create_default_context()
+            elif self.ca_file:
                 try:
                     ssl_ctx = ssl.create_default_context(cafile=self.ca_file)
                 except (OSError, ssl.SSLError) as exc:

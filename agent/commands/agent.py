@@ -151,7 +151,11 @@ def own_table() -> tuple[Setting, ...]:
         Setting("--collector-token-file", "The agent's token for --collector (a projected ServiceAccount token, read "
                 "before every upload; readable by its owner only, mode 0600 or 0400). Default: none.",
                 metavar="FILE", group=_CAPTURES, field="collector_token_file"),
-        dataclasses.replace(COLLECTOR_CA, group=_CAPTURES),
+        dataclasses.replace(
+            COLLECTOR_CA, group=_CAPTURES,
+            help="The CA that issued the collector's TLS certificate: an https --collector is verified against "
+                 "it; while the file does not exist (the chart mounts the ca.crt of a TLS Secret that may have "
+                 "none), against the system's CAs, with a warning. Default: the system's CAs."),
         Setting("--request-min-interval", "Least time between two captures for capture requests, whoever queued "
                 "them; a request inside it waits for a later poll. Default: 5m.", type=duration, default="5m",
                 group=_CAPTURES, field="request_min_interval_s"),

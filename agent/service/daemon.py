@@ -132,7 +132,7 @@ class Agent:
         if settings.collector_url:
             self.collector = CollectorClient(settings.collector_url, token_file=settings.collector_token_file,
                                              token_flag="--collector-token-file", outcomes=self.collector_outcomes,
-                                             ca_file=settings.collector_ca_file)
+                                             ca_file=settings.collector_ca_file, ca_optional=True)
         #: the spool upload, beside the request puller: the keys it stored are the ones requests reuse
         self.uploader: SpoolUploader | None = None
         if self.collector is not None and self.captures.spool is not None:
@@ -378,7 +378,7 @@ class Agent:
             client = CollectorClient(url or self.settings.collector_url or "",
                                      token_file=token_file or self.settings.collector_token_file,
                                      token_flag="--collector-token-file", outcomes=self.collector_outcomes,
-                                     ca_file=self.settings.collector_ca_file,
+                                     ca_file=self.settings.collector_ca_file, ca_optional=True,
                                      **{k: kw[k] for k in ("rng", "sleep") if k in kw})
             own = True
         return RequestPuller(self.settings, client, run or self.run_request, spool=self.captures.spool,

@@ -195,7 +195,7 @@ EXTRAS = {"collector": {
     **ON["collector"], "tokenReview": True,
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "ingress": {"enabled": True, "host": "railscope.example.com", "className": "nginx",
-                "tls": [{"secretName": "railscope-tls", "hosts": ["railscope.example.com"]}],
+                "tls": {"secretName": "railscope-tls", "hosts": ["railscope.example.com"]},
                 "annotations": {"nginx.ingress.kubernetes.io/proxy-body-size": "0"}},
     "networkPolicy": {"enabled": True, "nodeCIDRs": ["10.0.0.0/16", "10.1.0.0/16"],
                       "operators": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "ingress-nginx"}},
@@ -392,7 +392,8 @@ def test_agents_reach_a_tls_collector_over_https_and_verify_it(chart: Any) -> No
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
     (vol,) = [v for v in ds["spec"]["template"]["spec"]["volumes"] if v["name"] == "collector-token"]
     secret = [src["secret"] for src in vol["projected"]["sources"] if "secret" in src]
-    assert secret == [{"name": "railscope-collector-tls", "items": [{"key": "ca.crt", "path": "collector-ca.crt"}]}]
+    assert secret == [{"name": "railscope-collector-tls", "optional": True,
+                       "items": [{"key": "ca.crt", "path": "collector-ca.crt"}]}]
     plain = env_of(render(chart, {"collector": {**ON["collector"], "tls": {"plainHttp": True}}}))
     assert plain["RAILSCOPE_COLLECTOR"]["value"].startswith("http://") and "RAILSCOPE_COLLECTOR_CA_FILE" not in plain
 
