@@ -19,7 +19,8 @@ pytestmark = [pytest.mark.netns]
 def test_a_second_capture_of_a_node_in_one_incident_is_stored_beside_the_first(rails: RailNetns,
                                                                                tmp_path: Path) -> None:
     tokens = write_tokens(tmp_path / "tokens")
-    col = Collector(tmp_path, str(tmp_path / "store"), tokens=tokens, netns=rails.node).start()
+    # the agent token is bound to the collector's cluster, which the captures name
+    col = Collector(tmp_path, str(tmp_path / "store"), "--cluster", "lab", tokens=tokens, netns=rails.node).start()
     token_file = tmp_path / "agent-token"
     token_file.write_text(AGENT_TOKEN)
     token_file.chmod(0o600)

@@ -42,7 +42,7 @@ def tls_collector(tmp_path: Path) -> Iterator[tuple[Collector, Path, Path, str]]
     issue(ca, cert, key)
     tokens = write_tokens(tmp_path / "tokens")
     col = Collector(tmp_path, str(tmp_path / "store"), "--tls-cert-file", str(cert), "--tls-key-file", str(key),
-                    tokens=tokens, ca_file=str(ca.file)).start()
+                    "--cluster", HELLO.cluster, tokens=tokens, ca_file=str(ca.file)).start()
     try:
         status, doc = asyncio.run(_upload(col.url, ssl.create_default_context(cafile=str(ca.file)),
                                           body(HELLO, b"bundle bytes over tls")))
@@ -70,12 +70,12 @@ def _commands(url: str, token: Path, key: str, out: Path) -> dict[str, list[str]
     return {
         "capture upload": ["capture", "--host-root", str(out.parent / "host"), "--node", "gpu-node-017",
                            "--recorder-gap", "0", "-o", f"{out.parent / 'captured'}/", "--collector", url,
-                           "--collector-token-file", str(agent_token)],
+                           "--collector-token-file", str(agent_token), "--cluster", HELLO.cluster],
         "bundles ls": ["bundles", "--collector", url, "--token-file", str(token), "ls"],
         "bundles get": ["bundles", "get", key, "-o", str(out), "--collector", url, "--token-file", str(token)],
         "report": ["report", "--collector", url, "--token-file", str(token), key],
         "capture request": ["capture", "--collector", url, "--token-file", str(token), "--node", "gpu-node-017",
-                            "--incident", "inc-1"],
+                            "--incident", "inc-1", "--cluster", HELLO.cluster],
     }
 
 

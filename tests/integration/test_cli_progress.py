@@ -85,7 +85,7 @@ async def _upload(url: str, raw: bytes) -> dict:
 
 def test_bundles_get_of_a_large_bundle_draws_its_progress_on_a_terminal_only(tmp_path: Path) -> None:
     tokens = write_tokens(tmp_path / "tokens")
-    col = Collector(tmp_path, str(tmp_path / "store"), tokens=tokens).start()
+    col = Collector(tmp_path, str(tmp_path / "store"), "--cluster", HELLO.cluster, tokens=tokens).start()
     try:
         key = asyncio.run(_upload(col.url, body(HELLO, os.urandom(6 << 20))))["key"]
         argv = ["bundles", "--collector", col.url, "--token-file", tokens["operator_token_file"], "get", key]
