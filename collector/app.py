@@ -44,6 +44,9 @@ def make_app(settings: CollectorSettings, store: Store | None = None) -> web.App
     # Only small JSON bodies are read whole; the upload streams and enforces its own cap.
     app = web.Application(client_max_size=64 * 1024, middlewares=[guard])
     app[STATE] = col
+    store_clock = getattr(col.store, "clock", None)  # a stand-in store in a test may keep none
+    if store_clock is not None:
+        col.metrics.store_clock_skew.set_function(store_clock.gauge)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         await col.store.start()

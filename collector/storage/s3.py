@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import hashlib
 import logging
 import time
@@ -30,7 +31,7 @@ from typing import Any
 from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
-from . import Stored, StoreError, check_small_rel, sweep_interval
+from . import StoreClock, Stored, StoreError, check_small_rel, sweep_interval
 
 __all__ = ["S3Store"]
 
@@ -293,6 +294,7 @@ class S3Store:
         self.orphans: set[tuple[str, str]] = set()
         self._retry_task: asyncio.Task[None] | None = None
         self.description = f"s3://{self.bucket}/{self.prefix}"
+        self.clock = StoreClock()
 
     def buffer(self) -> bytearray:
         """A part buffer of ``part_bytes``; the caller holds a part slot."""
@@ -517,12 +519,29 @@ class S3Store:
     def _base(self) -> str:
         return self.prefix + "/" if self.prefix else ""
 
+    def _sample_clock(self, resp: dict[str, Any], before: float) -> None:
+        """The store's clock from an answer's ``Date`` header (RFC 9110 §6.6.1: when the server made
+        it, to the second, which is why its middle is taken), against ``clock()`` around the call."""
+        text = (resp.get("ResponseMetadata") or {}).get("HTTPHeaders", {}).get("date")
+        if not text:
+            return
+        try:
+            store = email.utils.parsedate_to_datetime(text).timestamp() + 0.5
+        except (TypeError, ValueError):
+            return
+        self.clock.sample((before + self.clock.clock()) / 2 - store)
+
     async def _objects(self, prefix: str) -> list[dict[str, Any]]:
         def run() -> list[dict[str, Any]]:
             out: list[dict[str, Any]] = []
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            pages = iter(self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix))
+            while True:
+                before = self.clock.clock()
+                page = next(pages, None)
+                if page is None:
+                    return out
+                self._sample_clock(page, before)
                 out.extend(page.get("Contents", []))
-            return out
 
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, run)
@@ -658,7 +677,9 @@ class S3Store:
     async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
         base = self._base()
         objs = await self._objects(base + check_small_rel(rel_dir).rstrip("/") + "/")
-        return sorted((o["Key"][len(base):], o["LastModified"].timestamp()) for o in objs if "LastModified" in o)
+        # LastModified is the store's clock; the listing's own Date has just measured it against ours
+        return sorted((o["Key"][len(base):], self.clock.to_replica(o["LastModified"].timestamp()))
+                      for o in objs if "LastModified" in o)
 
     async def delete_small(self, rel: str) -> None:
         key = self._base() + check_small_rel(rel)
