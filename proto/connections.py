@@ -90,6 +90,23 @@ class ConnectionGuard:
         self.count -= 1
 
 
+#: The read buffer asyncio's TLS layer gives each connection (``asyncio.sslproto.SSLProtocol.max_size``,
+#: 256 KiB in CPython 3.11, allocated with the protocol, before the handshake) and the size of each
+#: decrypting read. A TLS record holds at most 16 KiB (RFC 8446 §5.1), so 64 KiB loses nothing,
+#: and 1,000 agents' long polls over TLS hold 64 MiB of buffers instead of 256 MiB: with the rest
+#: of the replica they went past the chart's 512 Mi limit (bench/soak_collector.py --tls).
+TLS_READ_BUFFER = 64 * 1024
+
+
+def _small_tls_buffers() -> None:
+    """Set the TLS read buffer for the whole process (asyncio offers no per-connection setting; the
+    collector's and the agent's other TLS, clients of an API server, read small answers)."""
+    from asyncio import sslproto
+
+    if sslproto.SSLProtocol.max_size > TLS_READ_BUFFER:
+        sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
+
+
 #: PROXY protocol v2's signature (proxy-protocol.txt §2.2), and v1's start
 _V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 _V1_START = b"PROXY "
@@ -531,6 +548,7 @@ header deadline is the runner's ``keepalive_timeout``: ``runner_args``).
         guard = self.guard
         tls = None
         if self._tls_context is not None:
+            _small_tls_buffers()
             tls = _Tls(self._tls_context, self.handshakes, self.handshake_timeout_s)
 
         proxy = self.proxy
