@@ -43,6 +43,7 @@ import base64
 import collections
 import json
 import os
+import random
 import re
 import resource
 import secrets
@@ -303,6 +304,11 @@ async def soak(url: str, tokens: dict[str, str], bundle: Path, hostile_keys: lis
         conn = aiohttp.TCPConnector(limit=1, local_addr=(agent_addr(i), 0), ssl=tls)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=args.wait + 30)
         headers = {"Authorization": f"Bearer {tokens[node]}"}
+        # A fleet's agents start over some seconds, and back off as the agent's poller does (doubling
+        # from 1 s to 60 s, with jitter: agent.service.pull): a fleet retrying in lockstep every second is no fleet.
+        rng = random.Random(i)
+        await asyncio.sleep(rng.uniform(0, args.ramp))
+        backoff = 1.0
         async with aiohttp.ClientSession(connector=conn, timeout=timeout) as s:
             while time.monotonic() < deadline:
                 wait = max(1, min(args.wait, int(deadline - time.monotonic())))
@@ -312,11 +318,13 @@ async def soak(url: str, tokens: dict[str, str], bundle: Path, hostile_keys: lis
                         if r.status == 200:
                             stats["polls"] += 1
                             stats["served"].add(node)
+                            backoff = 1.0
                             continue
                         stats["poll_errors"] += 1
                 except (TimeoutError, aiohttp.ClientError):
                     stats["poll_errors"] += 1
-                await asyncio.sleep(1)
+                await asyncio.sleep(min(backoff * (0.5 + rng.random()), max(0.0, deadline - time.monotonic())))
+                backoff = min(60.0, backoff * 2)
 
     async def upload(session: aiohttp.ClientSession, rnd: int, k: int) -> None:
         node = nodes[k % len(nodes)]
@@ -440,6 +448,7 @@ def main() -> int:
     ap.add_argument("--uploads", type=int, default=50, help="concurrent uploads per round")
     ap.add_argument("--upload-every", type=float, default=60.0, help="seconds from one round's start to the next")
     ap.add_argument("--wait", type=int, default=50, help="each poll's wait= (the agent's default)")
+    ap.add_argument("--ramp", type=float, default=10.0, help="seconds over which the agents start")
     ap.add_argument("--store", choices=("weed", "local"), default="weed")
     ap.add_argument("--memory-limit", default=None, help="default: the chart's collector limit")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
