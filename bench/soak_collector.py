@@ -326,27 +326,30 @@ async def soak(url: str, tokens: dict[str, str], bundle: Path, hostile_keys: lis
                 await asyncio.sleep(min(backoff * (0.5 + rng.random()), max(0.0, deadline - time.monotonic())))
                 backoff = min(60.0, backoff * 2)
 
-    async def upload(session: aiohttp.ClientSession, rnd: int, k: int) -> None:
-        node = nodes[k % len(nodes)]
+    async def upload(rnd: int, k: int) -> None:
+        # from the node's own address, as its agent uploads (the caps per address are per node)
+        idx = k % len(nodes)
+        node = nodes[idx]
         hello = replace(HELLO, node=node, bundle=f"s{rnd:04d}{k:04d}{os.urandom(8).hex()}",
                         incident=f"soak-round-{rnd:04d}")
-        client = CollectorClient(url, token=tokens[node], session=session,
-                                 retry=RetryPolicy(attempts=30, base_s=1.0, cap_s=10.0))
         stats["uploads"] += 1
-        try:
-            res = await client.upload(hello, bundle)
-            stats["keys"].append(res.key)
-        except CollectorError as exc:
-            stats["upload_errors"].append(f"{node}/{hello.bundle}: {exc}")
+        conn = aiohttp.TCPConnector(local_addr=(agent_addr(idx), 0), ssl=tls)
+        async with aiohttp.ClientSession(connector=conn) as session:
+            client = CollectorClient(url, token=tokens[node], session=session,
+                                     retry=RetryPolicy(attempts=30, base_s=1.0, cap_s=10.0))
+            try:
+                res = await client.upload(hello, bundle)
+                stats["keys"].append(res.key)
+            except CollectorError as exc:
+                stats["upload_errors"].append(f"{node}/{hello.bundle}: {exc}")
 
     async def uploader() -> None:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls)) as s:
-            rnd = 0
-            while time.monotonic() < deadline:
-                t0 = time.monotonic()
-                await asyncio.gather(*(upload(s, rnd, k) for k in range(args.uploads)))
-                rnd += 1
-                await asyncio.sleep(max(0.0, min(args.upload_every - (time.monotonic() - t0), deadline - time.monotonic())))
+        rnd = 0
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            await asyncio.gather(*(upload(rnd, k) for k in range(args.uploads)))
+            rnd += 1
+            await asyncio.sleep(max(0.0, min(args.upload_every - (time.monotonic() - t0), deadline - time.monotonic())))
 
     async def operator() -> None:
         date = hostile_keys[0].split("/")[1]
