@@ -19,6 +19,7 @@ from aiohttp import web
 from proto.connections import (
     ConnectionGuard,
     GuardedSite,
+    ProxyProtocol,
     limit_accept_errors,
     runner_args,
     total_connections,
@@ -44,6 +45,9 @@ def make_app(settings: CollectorSettings, store: Store | None = None) -> web.App
     # Only small JSON bodies are read whole; the upload streams and enforces its own cap.
     app = web.Application(client_max_size=64 * 1024, middlewares=[guard])
     app[STATE] = col
+    store_clock = getattr(col.store, "clock", None)  # a stand-in store in a test may keep none
+    if store_clock is not None:
+        col.metrics.store_clock_skew.set_function(store_clock.gauge)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         await col.store.start()
@@ -98,15 +102,21 @@ async def serve(settings: CollectorSettings, ready: asyncio.Event | None = None)
     runner = web.AppRunner(app, access_log=None, **handler_args(settings))
     await runner.setup()
     conns = ConnectionGuard(settings.peer_conn_cap, total_connections())
-    if settings.plain_http and settings.max_conns_per_peer:
+    proxy = None
+    if settings.proxy_protocol_from:
+        proxy = ProxyProtocol(settings.proxy_protocol_from, timeout_s=settings.header_timeout_s, log=log)
+        log.info("--proxy-protocol-from %s: connections from there begin with a PROXY protocol header; the cap "
+                 "per client address applies to the client it names", ",".join(settings.proxy_protocol_from))
+    elif settings.plain_http and settings.max_conns_per_peer:
         log.info("--plain-http: every connection comes from the proxy in front, so no cap per client address "
-                 "(--max-conns-per-peer %d is not applied); the replica's total stays", settings.max_conns_per_peer)
+                 "(--max-conns-per-peer %d is not applied; --proxy-protocol-from names the clients); the "
+                 "replica's total stays", settings.max_conns_per_peer)
     limit_accept_errors(asyncio.get_running_loop(), log=log)
     handshakes = ConnectionGuard(settings.max_handshakes_per_peer, settings.max_handshakes)
     # The context is asked for per connection: the reloader swaps in a renewed pair's.
     tls = (lambda: reloader.ctx) if reloader is not None else None
     site = GuardedSite(runner, settings.listen, settings.port, guard=conns, backlog=1024, ssl_context=tls,
-                       handshakes=handshakes, handshake_timeout_s=settings.header_timeout_s)
+                       handshakes=handshakes, handshake_timeout_s=settings.header_timeout_s, proxy=proxy)
     try:
         await site.start()
     except OSError as exc:

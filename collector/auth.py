@@ -264,8 +264,9 @@ class Authenticator:
         if verdict is Verdict.FORGED:
             self.forged += 1
             return None
-        # Behind a proxy (--plain-http) every peer is the proxy: no budget of its own there.
-        if verdict is Verdict.UNKNOWN and not self.settings.plain_http and not self._peer_budget(peer):
+        # Behind a proxy (--plain-http) every peer is the proxy, unless it names its clients (PROXY
+        # protocol): no budget per address then.
+        if verdict is Verdict.UNKNOWN and self.settings.peers_named and not self._peer_budget(peer):
             raise AuthError(503, "auth_unavailable", "too many token reviews from this address: try again shortly")
         if not self._reviews.take():
             raise AuthError(503, "auth_unavailable", "too many token reviews at once: try again shortly")

@@ -146,6 +146,10 @@ class CollectorSettings:
     tls_key_file: str | None = None
     #: plain HTTP because TLS ends in front of the collector (a mesh sidecar, an ingress)
     plain_http: bool = False
+    #: with ``plain_http``: the proxies (addresses or CIDR networks) whose connections begin with a
+    #: PROXY protocol header (v1 or v2) naming their client; a connection from one without a valid
+    #: header is refused. The client it names is the peer of the caps per address. Empty: none.
+    proxy_protocol_from: tuple[str, ...] = ()
     max_bundle_bytes: int = 4 << 30
     max_inflight: int = 8
     #: uploads one node may have in flight on this replica
@@ -222,6 +226,15 @@ class CollectorSettings:
                 raise SettingsError(f"--cluster: {exc}") from None
         if self.tokenreview_rate <= 0 or self.tokenreview_burst < 1:
             raise SettingsError("--tokenreview-rate must be positive")
+        if self.proxy_protocol_from:
+            if not self.plain_http:
+                raise SettingsError("--proxy-protocol-from needs --plain-http (the header comes from the proxy "
+                                    "that ends TLS)")
+            for net in self.proxy_protocol_from:
+                try:
+                    ipaddress.ip_network(net.strip(), strict=False)
+                except ValueError:
+                    raise SettingsError(f"--proxy-protocol-from {net!r}: not an address or a CIDR network") from None
         if self.tokenreview_peer_rate <= 0:
             raise SettingsError("--tokenreview-peer-rate must be positive")
         if self.cluster_view not in ("auto", "on", "off"):
@@ -239,8 +252,15 @@ class CollectorSettings:
     def peer_conn_cap(self) -> int:
         """Connections one peer address may hold (0: no cap). Behind the proxy ``plain_http`` is for
         (a mesh sidecar, an ingress) every connection comes from the proxy's address, and a cap per
-        address would cap the whole fleet: none then; the replica's total stays."""
-        return 0 if self.plain_http else self.max_conns_per_peer
+        address would cap the whole fleet: none then, unless the proxy names each client (PROXY
+        protocol, ``proxy_protocol_from``); the replica's total stays."""
+        return self.max_conns_per_peer if self.peers_named else 0
+
+    @property
+    def peers_named(self) -> bool:
+        """Whether a connection's peer address is its client's: served directly, or behind a proxy
+        that names its clients (PROXY protocol). Caps per address apply only then."""
+        return not self.plain_http or bool(self.proxy_protocol_from)
 
     @property
     def node_inflight_cap(self) -> int:

@@ -69,6 +69,12 @@ class CollectorMetrics:
                                    "together behind one leaf, one plane or one optics batch.", ["kind"], registry=r)
         for kind in ("leaf", "plane", "batch"):
             self.fabric_events.labels(kind)
+        #: set to read the store's ``StoreClock`` (``collector.app.make_app``)
+        self.store_clock_skew = Gauge("railscope_collector_store_clock_skew_seconds",
+                                      "How far this replica's clock is ahead of the store's (negative: behind), "
+                                      "as measured from the store's answers; NaN before a measurement. The "
+                                      "agents' poll markers are judged on this replica's clock, moved by it.",
+                                      registry=r)
 
     def refuse(self, endpoint: str, reason: str) -> None:
         """Count a refusal of ``endpoint`` (a route name of ``collector.routes``, a closed set)."""

@@ -83,6 +83,12 @@ TABLE: tuple[Setting, ...] = (
     Setting("--plain-http", "Serve plain HTTP because TLS ends in front of the collector (a service mesh sidecar, "
             "an ingress). Default: off (without a certificate the collector refuses to start, "
             "unless --insecure-dev).", kind="switch", default=False, group=_TLS, field="plain_http", chart="fixed"),
+    Setting("--proxy-protocol-from", "With --plain-http: a proxy address or CIDR network whose connections begin "
+            "with a PROXY protocol header (v1 or v2, HAProxy's) naming the client; a connection from there "
+            "without a valid header is refused (400). --max-conns-per-peer then caps each client it names. "
+            "Repeatable, or comma separated. Default: none (with --plain-http, no cap per client address).",
+            kind="list", metavar="CIDR", group=_TLS, field="proxy_protocol_from",
+            convert=lambda v: tuple(x.strip() for item in v for x in str(item).split(",") if x.strip()) if v else ()),
     Setting("--max-bundle-size", "A bundle longer than this is refused (413) as its bytes pass it. Default: 4G.",
             type=size, default="4G", group=_LIMITS, field="max_bundle_bytes"),
     Setting("--max-inflight", "Uploads served at once by this replica; beyond, 429 with Retry-After. Default: 8.",
@@ -112,7 +118,8 @@ TABLE: tuple[Setting, ...] = (
             "one idle this long between requests. Default: 10s.", type=duration, default="10s", group=_LIMITS,
             field="header_timeout_s"),
     Setting("--max-conns-per-peer", "Connections one client address may hold open; beyond, a new one is closed at "
-            "once (0: no cap). Not applied with --plain-http (every connection is the proxy's). The total stays "
+            "once (0: no cap). Not applied with --plain-http (every connection is the proxy's) unless "
+            "--proxy-protocol-from names the clients. The total stays "
             "below the descriptor limit regardless. Default: 128.",
             type=count(0), default="128", group=_LIMITS, field="max_conns_per_peer"),
     Setting("--max-handshakes-per-peer", "TLS handshakes one client address may have in progress; beyond, a new "

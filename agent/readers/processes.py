@@ -8,15 +8,24 @@ container's script that loads ``nvidia-peermem``.
 
 Which processes are read: on a live node, every process is named by its ``/proc/<pid>/comm`` under
 the host root (read here, not through the host door) and only the daemons of ``DAEMONS`` are read
-further; then ``/proc/<pid>/stat`` and ``/proc/<pid>/status`` of each go through the host's file door, so a recording holds exactly those
-files — never a tenant's process names — and a node image replays them by listing its own
-``/proc`` (``doctor --from`` reads what the live read read). ``/proc/<pid>/environ`` is never read and
+further. A name is anyone's (any user can run a copy of any binary named ``ovs-vswitchd``), so a
+process of a daemon's name is the daemon only when its executable (``/proc/<pid>/exe``, as the process
+sees it: inside a container's image for a container) is where that daemon is installed (``EXES``; a
+script's is its shell, and a daemon confirmed by a marker in its own root needs none) and its cgroup
+(``/proc/<pid>/cgroup``) is a system service's or a container's, not a user session's
+(``user.slice``, ``session-N.scope``, ``user@UID.service``). The live pass checks both before anything
+goes through the host door; then ``exe``, ``cgroup``, ``stat`` and ``status`` of each daemon go
+through the host's file door, so a recording holds exactly those files — never a tenant's process
+names — and a node image replays the same confirmation by listing its own ``/proc`` (``doctor
+--from`` reads what the live read read). ``/proc/<pid>/environ`` is never read and
 the command line is not read here at all (the capture plug-in records it redacted).
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 from collections.abc import Iterable
 
 from agent.config import ReadConfig
@@ -25,7 +34,8 @@ from agent.model import DaemonProcess
 from agent.readers.common import Notes
 from agent.readers.source import Context, Part, Source, part
 
-__all__ = ["DAEMONS", "MARKERS", "SOURCE", "USER_HZ", "daemon_of", "parse_stat", "parse_status", "read_processes"]
+__all__ = ["DAEMONS", "EXES", "MARKERS", "SOURCE", "USER_HZ", "daemon_of", "exe_installed", "parse_stat",
+           "parse_status", "read_processes", "system_cgroup"]
 
 #: daemon word -> the kernel names (``comm``: 15 characters at most, longer names are cut) of its processes.
 DAEMONS: dict[str, tuple[str, ...]] = {
@@ -52,6 +62,33 @@ MARKERS: dict[str, tuple[str, ...]] = {
     "doca-driver": ("/usr/bin/ofed_info", "/usr/sbin/ofed_info"),
 }
 
+#: the interpreters a script daemon's ``exe`` names (the kernel's ``exe`` of a script is its shell)
+SHELLS = ("/bin/bash", "/usr/bin/bash", "/bin/sh", "/usr/bin/sh", "/bin/dash", "/usr/bin/dash")
+
+#: daemon -> where its executable is installed, as the process sees its own root: a packaged
+#: daemon's paths, a container image's (each image's Dockerfile), a script's shell. A path ending
+#: in "/" is a directory of them. Daemons of ``MARKERS`` are confirmed by their marker instead.
+EXES: dict[str, tuple[str, ...]] = {
+    # /usr/sbin (RHEL, DOCA-OVS, and Debian's alternatives link, which the kernel resolves to
+    # /usr/lib/openvswitch-switch/ovs-vswitchd: openvswitch-switch.postinst), /usr/local/sbin (a
+    # source build's prefix)
+    "ovs-vswitchd": ("/usr/sbin/ovs-vswitchd", "/usr/local/sbin/ovs-vswitchd",
+                     "/usr/lib/openvswitch-switch/ovs-vswitchd", "/usr/lib/openvswitch/"),
+    "ovsdb-server": ("/usr/sbin/ovsdb-server", "/usr/local/sbin/ovsdb-server", "/usr/lib/openvswitch/"),
+    # sriov-network-operator's Dockerfile: COPY ... sriov-network-config-daemon /usr/bin/
+    "sriov-config-daemon": ("/usr/bin/sriov-network-config-daemon",),
+    # sriov-network-device-plugin's Dockerfile: COPY ... build/sriovdp /usr/bin/
+    "sriov-device-plugin": ("/usr/bin/sriovdp",),
+    # k8s-rdma-shared-dev-plugin's Dockerfile: COPY ... build/k8s-rdma-shared-dp /bin/
+    "rdma-device-plugin": ("/bin/k8s-rdma-shared-dp", "/usr/bin/k8s-rdma-shared-dp", "/bin/rdma-shared-dp",
+                           "/usr/bin/rdma-shared-dp"),
+    # gpu-driver-container's nvidia-driver is a bash script
+    "nvidia-driver": SHELLS,
+}
+
+#: a user session's cgroup: logind's slice and session scopes, the user's own service manager
+_SESSION = re.compile(r"(^|/)(user\.slice|user-\d+\.slice|session-[^/]*\.scope|user@\d+\.service)(/|$)")
+
 _BY_NAME = {name: daemon for daemon, names in DAEMONS.items() for name in names}
 
 #: Clock ticks per second of the times in /proc/<pid>/stat: USER_HZ, which the kernel fixes at 100
@@ -65,6 +102,38 @@ MAX_PROCESSES = 256
 def daemon_of(name: str) -> str | None:
     """The daemon a process of this kernel name belongs to, or None."""
     return _BY_NAME.get(name)
+
+
+def exe_installed(daemon: str, link: str | None, pid: int) -> bool:
+    """Whether ``link`` (the text of ``/proc/<pid>/exe``) is where ``daemon`` is installed. The kernel
+    writes the path as the process sees it (a container's: inside its image), with `` (deleted)``
+    once a package upgrade replaced the file; a node image stores the link relative to its
+    directory, which ``/proc/<pid>`` resolves back to the same path."""
+    if daemon in MARKERS:
+        return True  # confirmed by the marker in its own root
+    if not link:
+        return False
+    if link.endswith(" (deleted)"):
+        link = link[:-len(" (deleted)")]
+    path = posixpath.normpath(posixpath.join(f"/proc/{pid}", link))
+    return any(path == p or (p.endswith("/") and path.startswith(p)) for p in EXES.get(daemon, ()))
+
+
+def system_cgroup(text: str | None) -> bool:
+    """Whether ``/proc/<pid>/cgroup`` places the process in a system service or a container (or the
+    root cgroup of a node without systemd), not in a user's session. Each line is
+    ``id:controllers:path``; read from inside a cgroup namespace (the agent's pod) a path outside it
+    starts with ``/..``, which the pattern does not mind.
+
+    >>> system_cgroup("0::/system.slice/openvswitch-switch.service\\n")
+    True
+    >>> system_cgroup("0::/user.slice/user-1000.slice/session-3.scope\\n")
+    False
+    """
+    if not text:
+        return False
+    paths = [line.split(":", 2)[2] for line in text.splitlines() if line.count(":") >= 2]
+    return bool(paths) and not any(_SESSION.search(p) for p in paths)
 
 
 def parse_stat(text: str) -> dict[str, object] | None:
@@ -181,12 +250,47 @@ def _live_pids(proc_root: str, notes: Notes) -> list[int] | None:
         if entry.isdigit() and entry.isascii():
             name = _comm(proc_root, entry)
             daemon = daemon_of(name) if name is not None else None
-            # a marked daemon is confirmed here, before anything of it goes through the host door, so a
-            # recording never holds another container's process of the same name
-            if daemon is not None and (daemon not in MARKERS or any(
-                    os.path.isfile(os.path.join(proc_root, entry, "root", m.lstrip("/"))) for m in MARKERS[daemon])):
+            # a daemon is confirmed here (its executable, its cgroup, a marked one's marker), before
+            # anything of it goes through the host door, so a recording never holds another
+            # process of the same name
+            if daemon is not None and _live_confirmed(proc_root, entry, daemon):
                 pids.append(int(entry))
     return sorted(pids)
+
+
+def _read_small(path: str) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 16 << 10).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _live_confirmed(proc_root: str, pid: str, daemon: str) -> bool:
+    try:
+        link: str | None = os.readlink(os.path.join(proc_root, pid, "exe"))
+    except OSError:
+        link = None  # gone, a kernel thread, or not ours to read: not confirmed
+    if not exe_installed(daemon, link, int(pid)):
+        return False
+    if not system_cgroup(_read_small(os.path.join(proc_root, pid, "cgroup"))):
+        return False
+    return daemon not in MARKERS or any(
+        os.path.isfile(os.path.join(proc_root, pid, "root", m.lstrip("/"))) for m in MARKERS[daemon])
+
+
+def _confirmed(host: Host, pid: int, daemon: str) -> bool:
+    """The live pass's confirmation again, through the host door: a recording keeps the ``exe`` link,
+    the ``cgroup`` file and a marked daemon's marker, so a replay confirms the process as the live
+    read did."""
+    return (exe_installed(daemon, host.readlink(f"/proc/{pid}/exe"), pid)
+            and system_cgroup(host.read_text(f"/proc/{pid}/cgroup", 16 << 10))
+            and (daemon not in MARKERS or _marked(host, pid, daemon)))
 
 
 def _marked(host: Host, pid: int, daemon: str) -> bool:
@@ -220,7 +324,7 @@ def read_processes(host: Host, notes: Notes) -> tuple[DaemonProcess, ...]:
             continue  # gone since it was listed
         status = parse_status(status_text)
         daemon = daemon_of(str(status.get("name", "")))
-        if daemon is None or (daemon in MARKERS and not _marked(host, pid, daemon)):
+        if daemon is None or not _confirmed(host, pid, daemon):
             continue
         stat = parse_stat(host.read_text(f"/proc/{pid}/stat", 4096) or "") or {}
         start = (boot + int(stat["starttime"]) / USER_HZ  # type: ignore[call-overload]

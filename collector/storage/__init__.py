@@ -11,7 +11,10 @@ Nothing above the store knows whether it is a directory or a bucket.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import statistics
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,13 +23,47 @@ from proto.keys import BundleKey
 if TYPE_CHECKING:
     from ..config import CollectorSettings
 
-__all__ = ["Store", "StoreError", "Stored", "Writer", "check_small_rel", "open_store", "sweep_interval"]
+__all__ = ["Store", "StoreClock", "StoreError", "Stored", "Writer", "check_small_rel", "open_store", "sweep_interval"]
 
 
 def sweep_interval(stale_part_s: float) -> float:
     """How often a running replica looks for what a killed one left: half the age that makes it
     stale, between 1 s and 10 min."""
     return max(1.0, min(stale_part_s / 2, 600.0))
+
+
+class StoreClock:
+    """How far this replica's clock is ahead of the store's (seconds; negative: behind).
+
+    The store stamps what it keeps with its own clock (S3's ``LastModified``, a file's mtime, which an
+    NFS server sets), and the agents' poll markers are judged by those stamps against this replica's
+    clock: a replica a few minutes ahead would call every node agentless. Each sample compares a
+    reading of the store's clock (an S3 answer's ``Date``, the mtime of a probe this replica just
+    wrote) with ``clock()`` at that moment; the skew is the median of the last few, so one slow
+    answer does not move it. ``clock`` is the replica's wall clock (a test's may run ahead).
+    """
+
+    SAMPLES = 5
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._samples: deque[float] = deque(maxlen=self.SAMPLES)
+
+    def sample(self, skew_s: float) -> None:
+        self._samples.append(skew_s)
+
+    @property
+    def skew_s(self) -> float | None:
+        """The measured skew, or None before any sample."""
+        return statistics.median(self._samples) if self._samples else None
+
+    def to_replica(self, store_time: float) -> float:
+        """A time the store stamped, on this replica's clock (unchanged while nothing is measured)."""
+        return store_time + (self.skew_s or 0.0)
+
+    def gauge(self) -> float:
+        skew = self.skew_s
+        return float("nan") if skew is None else skew
 
 
 class StoreError(Exception):
@@ -56,6 +93,8 @@ class Writer(Protocol):
 
 class Store(Protocol):
     description: str
+    #: this replica's clock against the store's (``list_small_times`` answers on this replica's)
+    clock: StoreClock
 
     async def start(self) -> None: ...
 
@@ -95,8 +134,9 @@ class Store(Protocol):
         object is rewritten. Temporary files are never listed."""
 
     async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
-        """(rel, last modified, seconds since the epoch) of every small object below ``rel_dir``, from
-        the listing alone (no read per object): the agents' poll markers are judged by it."""
+        """(rel, last modified, seconds since the epoch on this replica's clock: the store's stamp moved
+        by ``clock``'s measured skew) of every small object below ``rel_dir``, from the listing alone
+        (no read per object): the agents' poll markers are judged by it."""
 
     async def delete_small(self, rel: str) -> None:
         """Remove ``rel``; absent is not an error."""

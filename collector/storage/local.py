@@ -27,7 +27,7 @@ from pathlib import Path
 from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
-from . import Stored, StoreError, check_small_rel, sweep_interval
+from . import StoreClock, Stored, StoreError, check_small_rel, sweep_interval
 
 __all__ = ["LocalStore"]
 
@@ -38,6 +38,8 @@ _DIR_MODE = 0o750
 _FILE_MODE = 0o640
 _IDS = ".ids"
 _TMP = ".tmp"
+#: the store's clock is sampled at most this often (``LocalStore._probe_clock``)
+PROBE_EVERY_S = 30.0
 
 
 def _mkdirs(path: Path) -> None:
@@ -173,6 +175,8 @@ class LocalStore:
         self.settings = settings
         self.description = f"local directory {self.root}"
         self._sweeper: asyncio.Task[None] | None = None
+        self.clock = StoreClock()
+        self._probed = float("-inf")
 
     async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -429,15 +433,34 @@ class LocalStore:
                 out.append((str(p.relative_to(self.root)), st))
         return sorted(out, key=lambda item: item[0])
 
+    def _probe_clock(self) -> None:
+        """One sample of the store's clock at most every ``PROBE_EVERY_S``: the mtime of a byte this
+        replica writes now (the kernel's clock, or the NFS server's when the directory is a share)."""
+        mono = time.monotonic()
+        if mono - self._probed < PROBE_EVERY_S:
+            return
+        self._probed = mono
+        _mkdirs(self.root / _TMP)
+        probe = self.root / _TMP / "clock-probe"
+        before = self.clock.clock()
+        with open(probe, "wb") as fh:
+            fh.write(b"\n")
+        mtime = os.stat(probe).st_mtime
+        self.clock.sample((before + self.clock.clock()) / 2 - mtime)
+
+    def _times_small(self, rel_dir: str) -> list[tuple[str, float]]:
+        self._probe_clock()
+        return [(rel, self.clock.to_replica(st.st_mtime)) for rel, st in self._stat_small(rel_dir)]
+
     async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
         try:
-            return [(rel, st.st_mtime) for rel, st in await self._run(self._stat_small, rel_dir)]
+            return await self._run(self._times_small, rel_dir)
         except OSError as exc:
             raise StoreError(f"list {rel_dir[:120]}: {exc.strerror or exc}") from None
 
     async def list_small(self, rel_dir: str) -> list[tuple[str, str]]:
         try:
-            return await self._run(self._list_small, rel_dir)
+            return await self._run(lambda: (self._probe_clock(), self._list_small(rel_dir))[1])
         except OSError as exc:
             raise StoreError(f"list {rel_dir[:120]}: {exc.strerror or exc}") from None
 

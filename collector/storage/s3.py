@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import hashlib
 import logging
 import time
@@ -30,7 +31,7 @@ from typing import Any
 from proto.keys import SUFFIX, BundleKey, KeyPartError, check_part, parse_name, parse_rel, sha256_line
 
 from ..config import CollectorSettings
-from . import Stored, StoreError, check_small_rel, sweep_interval
+from . import StoreClock, Stored, StoreError, check_small_rel, sweep_interval
 
 __all__ = ["S3Store"]
 
@@ -293,6 +294,7 @@ class S3Store:
         self.orphans: set[tuple[str, str]] = set()
         self._retry_task: asyncio.Task[None] | None = None
         self.description = f"s3://{self.bucket}/{self.prefix}"
+        self.clock = StoreClock()
 
     def buffer(self) -> bytearray:
         """A part buffer of ``part_bytes``; the caller holds a part slot."""
@@ -323,17 +325,14 @@ class S3Store:
         A replica killed mid-ingest leaves its upload open; no other replica knows its id. The age
         keeps a sweep from aborting what a live replica is still sending.
         """
-        import datetime as dt
-
-        cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=self.settings.stale_part_s)
-
         def run() -> list[tuple[str, str]]:
             out = []
             pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
                                                                                    Prefix=self._base())
             for page in pages:
                 for u in page.get("Uploads", []):
-                    if u["Initiated"] <= cutoff:
+                    # aged on the store's clock (Initiated is its stamp), not this replica's
+                    if self._age(page, u["Initiated"]) >= self.settings.stale_part_s:
                         out.append((u["Key"], u["UploadId"]))
             return out
 
@@ -404,7 +403,6 @@ class S3Store:
         once when no multipart upload of the key is in progress but ``own_upload`` (the one
         claiming), and in any case once older than ``stale_part_s``.
         """
-        import datetime as dt
 
         body = sha256_line(sha256, key.name).encode()
         for _ in range(2):
@@ -421,7 +419,7 @@ class S3Store:
                 head = await self.call("head_object", Bucket=self.bucket, Key=key.sha_key(self.prefix))
             except Exception:
                 continue
-            age = (dt.datetime.now(dt.UTC) - head["LastModified"]).total_seconds()
+            age = self._age(head, head["LastModified"])
             others = await self._uploads_of(key.key(self.prefix), exclude=own_upload)
             if others and age < self.settings.stale_part_s:
                 return False
@@ -445,9 +443,10 @@ class S3Store:
             raise StoreError(f"s3 list multipart uploads: {type(exc).__name__}: {exc}") from None
         return [i for i in ids if i != exclude]
 
-    async def _claimed(self, key: BundleKey) -> tuple[BundleKey | None, Any, str | None]:
-        """The key the bundle id's claim names (None if there is none), the claim's LastModified,
-        and the multipart upload it was made for (None: a single PutObject, or an older claim)."""
+    async def _claimed(self, key: BundleKey) -> tuple[BundleKey | None, float | None, str | None]:
+        """The key the bundle id's claim names (None if there is none), the claim's age (seconds, on
+        the store's clock; None without a claim or its LastModified), and the multipart upload it was
+        made for (None: a single PutObject, or an older claim)."""
         try:
             resp = await self.call("get_object", Bucket=self.bucket, Key=self._id_key(key))
             text = await asyncio.get_running_loop().run_in_executor(self._pool, resp["Body"].read, 4096)
@@ -455,6 +454,8 @@ class S3Store:
             if _code(exc) in ("NoSuchKey", "404"):
                 return None, None, None
             raise StoreError(f"s3 get the bundle id's claim: {exc}") from None
+        modified = resp.get("LastModified")
+        age = self._age(resp, modified) if modified is not None else None
         lines = text.decode("ascii", "replace").split("\n")
         upload = None
         for line in lines[1:]:
@@ -464,10 +465,10 @@ class S3Store:
         try:
             found = parse_rel(lines[0].strip())
         except KeyPartError:
-            return None, resp.get("LastModified"), upload
+            return None, age, upload
         if (found.cluster, found.node, found.bundle) != (key.cluster, key.node, key.bundle):
-            return None, resp.get("LastModified"), upload
-        return found, resp.get("LastModified"), upload
+            return None, age, upload
+        return found, age, upload
 
     async def claim_id(self, key: BundleKey, upload_id: str | None = None) -> bool:
         """Claim the bundle id for ``key`` (``upload_id``: the multipart upload about to complete);
@@ -477,7 +478,6 @@ class S3Store:
         multipart upload that is no longer in progress (its replica died or failed between claim and
         completion); a claim for a single PutObject after ``PUT_CLAIM_S``; any after ``stale_part_s``.
         """
-        import datetime as dt
 
         body = (key.rel + "\n" + (f"upload {upload_id}\n" if upload_id else "")).encode()
         for _ in range(2):
@@ -488,10 +488,10 @@ class S3Store:
             except Exception as exc:
                 if _code(exc) not in ("PreconditionFailed", "412"):
                     raise
-            found, modified, upload = await self._claimed(key)
+            found, claim_age, upload = await self._claimed(key)
             if found is not None and await self.stat(found) is not None:
                 return False
-            age = (dt.datetime.now(dt.UTC) - modified).total_seconds() if modified is not None else float("inf")
+            age = claim_age if claim_age is not None else float("inf")
             if age < self.settings.stale_part_s:
                 if upload is not None:
                     claimed_obj = (found or key).key(self.prefix)
@@ -517,12 +517,43 @@ class S3Store:
     def _base(self) -> str:
         return self.prefix + "/" if self.prefix else ""
 
+    @staticmethod
+    def _date(resp: dict[str, Any]) -> float | None:
+        """The store's clock when it answered: the ``Date`` header (RFC 9110 §6.6.1), to the second,
+        which is why its middle is taken."""
+        text = (resp.get("ResponseMetadata") or {}).get("HTTPHeaders", {}).get("date")
+        try:
+            return email.utils.parsedate_to_datetime(text).timestamp() + 0.5 if text else None
+        except (TypeError, ValueError):
+            return None
+
+    def _sample_clock(self, resp: dict[str, Any], before: float) -> None:
+        """One sample of the skew: an answer's ``Date`` against ``clock()`` around the call."""
+        store = self._date(resp)
+        if store is not None:
+            self.clock.sample((before + self.clock.clock()) / 2 - store)
+
+    def _age(self, resp: dict[str, Any], stamp: Any) -> float:
+        """Seconds since the store stamped ``stamp`` (a ``LastModified`` of ``resp``), on the store's
+        own clock (its ``Date``): a replica ahead of the store would take a claim of another
+        replica's upload in progress for a stale one."""
+        now = self._date(resp)
+        if now is None:
+            return self.clock.clock() - self.clock.to_replica(stamp.timestamp())
+        self.clock.sample(self.clock.clock() - now)
+        return now - stamp.timestamp()
+
     async def _objects(self, prefix: str) -> list[dict[str, Any]]:
         def run() -> list[dict[str, Any]]:
             out: list[dict[str, Any]] = []
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            pages = iter(self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix))
+            while True:
+                before = self.clock.clock()
+                page = next(pages, None)
+                if page is None:
+                    return out
+                self._sample_clock(page, before)
                 out.extend(page.get("Contents", []))
-            return out
 
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, run)
@@ -562,7 +593,7 @@ class S3Store:
         return out
 
     async def find(self, key: BundleKey) -> Stored | None:
-        found, _modified, _upload = await self._claimed(key)
+        found, _age, _upload = await self._claimed(key)
         if found is not None:
             st = await self.stat(found)
             if st is not None:
@@ -658,7 +689,9 @@ class S3Store:
     async def list_small_times(self, rel_dir: str) -> list[tuple[str, float]]:
         base = self._base()
         objs = await self._objects(base + check_small_rel(rel_dir).rstrip("/") + "/")
-        return sorted((o["Key"][len(base):], o["LastModified"].timestamp()) for o in objs if "LastModified" in o)
+        # LastModified is the store's clock; the listing's own Date has just measured it against ours
+        return sorted((o["Key"][len(base):], self.clock.to_replica(o["LastModified"].timestamp()))
+                      for o in objs if "LastModified" in o)
 
     async def delete_small(self, rel: str) -> None:
         key = self._base() + check_small_rel(rel)

@@ -196,3 +196,47 @@ def test_stopping_the_site_ends_the_handshakes_in_progress(tmp_path: Path) -> No
         return during, handshakes.count + guard.count, closed
 
     assert asyncio.run(main()) == (4, 0, 4)
+
+
+def test_an_open_tls_connection_holds_a_small_read_buffer(tmp_path: Path) -> None:
+    # asyncio gives each TLS connection a 256 KiB read buffer: 1,000 agents' long polls held 256 MiB
+    # of a replica limited to 512 Mi (the soak with --tls ran out of memory). The server runs in a
+    # thread of its own; the clients are blocking sockets (OpenSSL's memory, which tracemalloc does
+    # not count), so what is traced is the server's.
+    import socket
+    import threading
+    import tracemalloc
+
+    server_ctx, client_ctx = _contexts(tmp_path)
+    loop = asyncio.new_event_loop()
+    started: dict[str, object] = {}
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        runner, port = loop.run_until_complete(_site(server_ctx, ConnectionGuard(per_peer=0, total=1000),
+                                                     handshakes=ConnectionGuard(0, 1000)))
+        started.update(runner=runner, port=port)
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    n, socks = 100, []
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(n):
+            raw = socket.create_connection(("127.0.0.1", started["port"]), timeout=10)  # type: ignore[arg-type]
+            socks.append(client_ctx.wrap_socket(raw, server_hostname="127.0.0.1"))  # the handshake, done
+        time.sleep(0.5)
+        per_conn = (tracemalloc.get_traced_memory()[0] - before) / n
+    finally:
+        tracemalloc.stop()
+        for s in socks:
+            s.close()
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)
+    assert per_conn < 128 * 1024, f"{per_conn / 1024:.0f} KiB traced per open TLS connection"

@@ -308,3 +308,53 @@ def test_behind_a_proxy_one_address_is_the_whole_fleet_and_has_no_cap_of_its_own
         for s in socks:
             s.close()
         col.stop()
+
+
+def test_behind_a_proxy_that_names_its_clients_each_client_has_its_cap(tmp_path: Path) -> None:
+    # --proxy-protocol-from: the sidecar (127.0.0.2 here) begins each connection with a PROXY header
+    # naming the agent; the cap per address is then each agent's, not the sidecar's, and a connection
+    # from the sidecar without a header is refused.
+    import select
+    import socket
+    import time
+
+    col = Collector(tmp_path, str(tmp_path / "store"), "--max-conns-per-peer", "4", "--header-timeout", "5s",
+                    "--proxy-protocol-from", "127.0.0.2/32", tokens=write_tokens(tmp_path / "tokens"))
+    col.start()
+    socks = []
+    try:
+        def one(client: str, port: int) -> socket.socket:
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.connect(("127.0.0.1", col.port))
+            s.sendall(f"PROXY TCP4 {client} 127.0.0.1 {port} {col.port}\r\n".encode()
+                      + b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            return s
+
+        # 12 agents, 3 connections each: 36 connections from the sidecar, none past an agent's cap.
+        socks = [one(f"10.2.0.{i + 1}", 40000 + k) for i in range(12) for k in range(3)]
+        # One agent with 6: two past its cap of 4.
+        greedy = [one("10.3.0.1", 41000 + k) for k in range(6)]
+        time.sleep(0.5)
+
+        def closed(group: list) -> int:
+            n = 0
+            for s in select.select(group, [], [], 0)[0]:
+                try:
+                    n += s.recv(1) == b""
+                except OSError:
+                    n += 1
+            return n
+
+        assert closed(socks) == 0, "an agent's connections were closed by the sidecar's count"
+        assert closed(greedy) == 2
+        bare = socket.create_connection(("127.0.0.1", col.port), source_address=("127.0.0.2", 0))
+        bare.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        bare.settimeout(5)
+        assert b"PROXY protocol header refused" in bare.recv(4096)
+        bare.close()
+        socks += greedy
+    finally:
+        for s in socks:
+            s.close()
+        col.stop()

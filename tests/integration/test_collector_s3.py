@@ -389,3 +389,58 @@ def test_a_store_failing_at_the_end_of_an_upload_leaves_no_claim(weed: Weed, s3:
     assert s >= 500
     assert left == [], f"after a failed {fault}: {left}"
     assert again == 200, f"the resend after a failed {fault} answered {again}"
+
+
+def test_a_replica_ahead_of_the_store_measures_the_skew_by_the_listings_date(s3: CollectorSettings) -> None:
+    # A poll marker's LastModified is the store's clock; the listing's Date header measures this
+    # replica's against it, and the marker is judged on this replica's clock moved by the skew.
+    import time
+
+    from collector.requests import RequestBoard
+    from collector.storage import StoreClock
+    from collector.storage.s3 import S3Store
+
+    def ahead() -> float:
+        return time.time() + 600.0
+
+    async def go() -> tuple[float, float | None]:
+        on_time = S3Store(s3)
+        await RequestBoard(on_time).mark_polled("gpu-node-001")
+        store = S3Store(s3)
+        store.clock = StoreClock(ahead)
+        board = RequestBoard(store, clock=ahead)
+        try:
+            seen = await board.agents_seen()
+            return board.clock() - seen["gpu-node-001"], store.clock.skew_s
+        finally:
+            await on_time.close()
+            await store.close()
+
+    age, skew = asyncio.run(go())
+    assert age < 5, f"a poll of a moment ago judged {age:.0f} s old"
+    assert skew is not None and abs(skew - 600.0) < 3
+
+
+def test_a_replica_ahead_of_the_store_leaves_another_replicas_fresh_claim_alone(s3: CollectorSettings) -> None:
+    # A claim for a single PutObject is another replica's upload on its way for PUT_CLAIM_S (5 min),
+    # aged on the store's clock: a replica ten minutes ahead took it for stale and claimed the id too.
+    import time
+
+    from collector.storage import StoreClock
+    from collector.storage.s3 import S3Store
+    from proto.keys import BundleKey
+
+    key = BundleKey.build("prod", "inc-clock", "gpu-node-001", "b-clock-0001", int(time.time()))
+
+    async def go() -> tuple[bool, bool]:
+        on_time, ahead = S3Store(s3), S3Store(s3)
+        ahead.clock = StoreClock(lambda: time.time() + 600.0)
+        try:
+            first = await on_time.claim_id(key)
+            return first, await ahead.claim_id(key)
+        finally:
+            await on_time.release_id(key)
+            await on_time.close()
+            await ahead.close()
+
+    assert asyncio.run(go()) == (True, False)

@@ -189,7 +189,9 @@ def _members(bundle: Path) -> dict[str, bytes]:
     with tarfile.open(bundle) as tf:
         out = {}
         for m in tf.getmembers():
-            f = tf.extractfile(m)
+            # regular files only: a symlink's target may be absent (a daemon's recorded
+            # /proc/<pid>/exe names its binary, which the bundle never holds)
+            f = tf.extractfile(m) if m.isfile() else None
             if f is not None:
                 out[m.name.split("/", 1)[1]] = f.read()
         return out

@@ -36,3 +36,29 @@ def test_accept_errors_are_logged_once_per_period(caplog: pytest.LogCaptureFixtu
         loop.close()
     lines = [r.getMessage() for r in caplog.records if r.name == "railscope.collector"]
     assert len(lines) == 5 and "Too many open files" in lines[0] and "(222 more since the last report)" in lines[1]
+
+
+def test_behind_a_proxy_the_cap_per_peer_applies_only_when_the_proxy_names_its_clients() -> None:
+    from collector.config import CollectorSettings, SettingsError, StoreURL
+
+    store = StoreURL(kind="local", path="/tmp/x")
+    assert CollectorSettings(store=store, plain_http=True).peer_conn_cap == 0
+    named = CollectorSettings(store=store, plain_http=True, proxy_protocol_from=("127.0.0.6/32",))
+    assert named.peer_conn_cap == 128 and named.peers_named
+    with pytest.raises(SettingsError, match="needs --plain-http"):
+        CollectorSettings(store=store, proxy_protocol_from=("127.0.0.6",))
+    with pytest.raises(SettingsError, match="not an address"):
+        CollectorSettings(store=store, plain_http=True, proxy_protocol_from=("sidecar",))
+
+
+def test_the_flag_takes_a_repeated_or_comma_list() -> None:
+    import argparse
+
+    from agent.commands.collector import register, settings_from_args
+
+    p = argparse.ArgumentParser()
+    register(p)
+    args = p.parse_args(["--store", "/tmp/x", "--plain-http", "--proxy-protocol-from", "10.0.0.0/24,127.0.0.6",
+                         "--proxy-protocol-from", "fd00::/8"])
+    assert settings_from_args(args).proxy_protocol_from == ("10.0.0.0/24", "127.0.0.6", "fd00::/8")
+    assert settings_from_args(p.parse_args(["--store", "/tmp/x"])).proxy_protocol_from == ()

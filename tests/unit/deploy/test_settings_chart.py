@@ -23,8 +23,9 @@ ON = {"enabled": True, "store": "s3://railscope-bundles/prod", "tokenSecret": "r
 #: Every collector.flags value set.
 FULL_COLLECTOR = {
     "fabricWindow": "10m", "fabricHold": "20s", "tokenreviewPeerRate": 1, "maxHandshakesPerPeer": 8,
-    "maxHandshakes": 64,
-    "port": 9900, "s3EndpointUrl": "http://seaweedfs:8333", "agentAudience": "rs", "cluster": "gpu-east-1",  # the agents' (FULL_AGENT): the chart refuses two names
+    "maxHandshakes": 64, "proxyProtocolFrom": ["10.0.0.0/24", "127.0.0.6"],
+    "port": 9900, "s3EndpointUrl": "http://seaweedfs:8333", "agentAudience": "rs",
+    "cluster": "gpu-east-1",  # the agents' (FULL_AGENT): the chart refuses two names
     "tokenreviewRate": 5, "maxBundleSize": "2G", "maxInflight": 16, "maxInflightPerNode": 3,
     "maxUploadsPerNodeHour": 100, "maxUploadBytesPerNodeHour": "16G", "maxUploadDuration": "20m", "retryAfter": 3, "minRate": "128k",
     "minRateGrace": "20s", "stallTimeout": "2m", "partSize": "16Mi", "partConcurrency": 6, "partsInFlight": 12,

@@ -1,7 +1,8 @@
-"""The ``processes`` source on real processes: a copied binary named ``ovs-vswitchd`` and a Python
-process that names itself ``sriov-network-config-daemon`` (``prctl(PR_SET_NAME)``, as the kernel
-keeps it: cut to 15 characters). Live, recorded into a node image, replayed; restarts counted;
-no process's environment or command line is ever read."""
+"""The ``processes`` source on real processes: daemons run from their install paths as a container
+runs them (``tests.support.daemons``: a mount namespace of their own), a Python process that names
+itself (``prctl(PR_SET_NAME)``, as the kernel keeps it: cut to 15 characters), and a user's copy of a
+binary named like a daemon, which is none. Live, recorded into a node image, replayed; restarts
+counted; no process's environment or command line is ever read."""
 
 from __future__ import annotations
 
@@ -23,7 +24,15 @@ from agent.metrics.exporter import NodeMetrics
 from agent.metrics.state import MetricsState
 from agent.model import DaemonProcess, Snapshot
 from agent.readers.common import Notes
-from agent.readers.processes import daemon_of, parse_stat, parse_status, read_processes
+from agent.readers.processes import (
+    daemon_of,
+    exe_installed,
+    parse_stat,
+    parse_status,
+    read_processes,
+    system_cgroup,
+)
+from tests.support.daemons import can_install, in_user_session, install
 
 if not Path("/proc/self/stat").exists():
     pytest.skip("no /proc", allow_module_level=True)
@@ -36,25 +45,44 @@ NAMED = ("import ctypes, sys, time\n"
          "time.sleep(600)\n")
 
 
+#: install paths of the daemons the tests run
+VSWITCHD, CONFIG_DAEMON = "/usr/sbin/ovs-vswitchd", "/usr/bin/sriov-network-config-daemon"
+
+needs_install = pytest.mark.skipif(not can_install() or in_user_session(),
+                                   reason="needs root and unshare (a daemon at its install path, in a mount "
+                                          "namespace of its own) outside a user's session")
+
+
 class Spawner:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.procs: list[subprocess.Popen[bytes]] = []
 
+    def daemon(self, path: str) -> subprocess.Popen[bytes]:
+        """A copy of sleep(1) installed at ``path``, as a container runs a daemon: the kernel names
+        the process after the file it ran, and its ``exe`` is ``path``."""
+        proc = install(shutil.which("sleep") or "/bin/sleep", path, "600")
+        self.procs.append(proc)
+        self._named(proc.pid, os.path.basename(path)[:15])
+        return proc
+
+    def python_daemon(self, path: str, name: str, burn_s: float = 0.0) -> subprocess.Popen[bytes]:
+        """This Python installed at ``path``, naming itself ``name``, burning CPU for ``burn_s``."""
+        proc = install(os.path.realpath(sys.executable), path, "-c", NAMED, name, str(burn_s),
+                       env={**os.environ, "PYTHONHOME": sys.base_prefix}, stdout=subprocess.PIPE)
+        self.procs.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        return proc
+
     def binary(self, name: str) -> subprocess.Popen[bytes]:
-        """A copy of sleep(1) named ``name``: the kernel names the process after the file it ran."""
+        """A user's copy of sleep(1) named ``name`` (in a temporary directory): the kernel names the
+        process after the file it ran; it is no daemon."""
         exe = self.tmp / name
         if not exe.exists():
             shutil.copy(shutil.which("sleep") or "/bin/sleep", exe)
         proc = subprocess.Popen([str(exe), "600"])
         self.procs.append(proc)
         self._named(proc.pid, name[:15])
-        return proc
-
-    def python(self, name: str, burn_s: float = 0.0) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([sys.executable, "-c", NAMED, name, str(burn_s)], stdout=subprocess.PIPE)
-        self.procs.append(proc)
-        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
         return proc
 
     @staticmethod
@@ -84,10 +112,11 @@ def _mine(procs: tuple[DaemonProcess, ...], *pids: int) -> list[DaemonProcess]:
     return [p for p in procs if p.pid in pids]
 
 
+@needs_install
 def test_the_daemons_are_read_live_with_start_time_cpu_and_rss(spawn: Spawner) -> None:
     before = time.time()
-    vsw = spawn.binary("ovs-vswitchd")
-    cfg = spawn.python("sriov-network-config-daemon")
+    vsw = spawn.daemon(VSWITCHD)
+    cfg = spawn.python_daemon(CONFIG_DAEMON, "sriov-network-config-daemon")
     notes = Notes()
     got = read_processes(LiveHost("/"), notes)
     assert notes.unavailable == []
@@ -103,11 +132,12 @@ def test_the_daemons_are_read_live_with_start_time_cpu_and_rss(spawn: Spawner) -
     assert all(daemon_of(p.name) == p.daemon for p in got)
 
 
+@needs_install
 def test_a_daemon_whose_binary_name_is_longer_than_15_characters_is_found(spawn: Spawner) -> None:
     """The config daemon's binary is ``sriov-network-config-daemon``: the kernel names it
     ``sriov-network-c``. A reader that completed the name from the command line (psutil's
     ``Process.name()``) would not match the table's cut name and miss the daemon."""
-    daemon = spawn.binary("sriov-network-config-daemon")
+    daemon = spawn.daemon(CONFIG_DAEMON)
     got = _mine(read_processes(LiveHost("/"), Notes()), daemon.pid)
     assert [(p.daemon, p.name) for p in got] == [("sriov-config-daemon", "sriov-network-c")]
 
@@ -138,10 +168,11 @@ def test_naming_the_nodes_processes_leaves_no_memory_behind(spawn: Spawner) -> N
     assert sum(st.size_diff for st in grown) <= 1024, [str(st) for st in grown[:5]]
 
 
+@needs_install
 def test_cpu_is_the_processes_own_user_and_system_time(spawn: Spawner) -> None:
     import psutil
 
-    busy = spawn.python("ovs-vswitchd", burn_s=5)
+    busy = spawn.python_daemon(VSWITCHD, "ovs-vswitchd", burn_s=5)
     first = _mine(read_processes(LiveHost("/"), Notes()), busy.pid)[0].cpu_seconds
     ps = psutil.Process(busy.pid)
     deadline = time.monotonic() + 60
@@ -154,28 +185,35 @@ def test_cpu_is_the_processes_own_user_and_system_time(spawn: Spawner) -> None:
     assert then <= after + 0.02  # the same clock as psutil's own reading, never ahead of it
 
 
+@needs_install
 def test_a_recording_holds_the_daemons_files_only_and_replays_to_the_same_records(spawn: Spawner,
                                                                                  tmp_path: Path) -> None:
-    vsw = spawn.binary("ovs-vswitchd")
+    vsw = spawn.daemon(VSWITCHD)
     other = subprocess.Popen(["sleep", "600"])  # a tenant's process: never in the image
     spawn.procs.append(other)
+    copy = spawn.binary("ovs-vswitchd")  # a user's copy of the name: never in the image either
     out = tmp_path / "image"
     rec = RecordingHost(LiveHost("/"), str(out))
     live = read_processes(rec, Notes())
     rec.finish(node="n")
     recorded = sorted(p.name for p in (out / "fs" / "proc").iterdir() if p.name.isdigit())
     assert str(vsw.pid) in recorded and str(other.pid) not in recorded and str(os.getpid()) not in recorded
+    assert str(copy.pid) not in recorded
     assert recorded == sorted(str(p.pid) for p in live)
+    # the confirmation is recorded with the daemon: its exe link and its cgroup
+    assert os.readlink(out / "fs" / "proc" / str(vsw.pid) / "exe").endswith("usr/sbin/ovs-vswitchd")
+    assert (out / "fs" / "proc" / str(vsw.pid) / "cgroup").is_file()
     files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert not [f for f in files if f.endswith(("/environ", "/cmdline"))]
     assert RecordedHost(str(out)) and read_processes(RecordedHost(str(out)), Notes()) == live
 
 
+@needs_install
 def test_a_restart_is_counted_once_a_forked_worker_never(spawn: Spawner) -> None:
-    first = spawn.binary("ovs-vswitchd")
+    first = spawn.daemon(VSWITCHD)
     state = step(RestartState(), read_processes(LiveHost("/"), Notes()))
     base = state.restarts.get("ovs-vswitchd", 0)
-    worker = spawn.binary("ovs-vswitchd")  # one more process of the daemon: not a restart
+    worker = spawn.daemon(VSWITCHD)  # one more process of the daemon: not a restart
     state = step(state, read_processes(LiveHost("/"), Notes()))
     assert state.restarts["ovs-vswitchd"] == base
     first.kill()
@@ -184,7 +222,7 @@ def test_a_restart_is_counted_once_a_forked_worker_never(spawn: Spawner) -> None
     worker.wait(10)
     state = step(state, read_processes(LiveHost("/"), Notes()))  # gone: nothing counted yet
     assert state.restarts["ovs-vswitchd"] == base
-    spawn.binary("ovs-vswitchd")  # back, as a supervisor restarts it
+    spawn.daemon(VSWITCHD)  # back, as a supervisor restarts it
     state = step(state, read_processes(LiveHost("/"), Notes()))
     assert state.restarts["ovs-vswitchd"] == base + 1
 
@@ -269,6 +307,7 @@ def test_the_doca_marker_is_looked_for_in_the_containers_root_not_the_hosts(tmp_
     (pid / "status").write_text("Name:\tentrypoint.sh\nPPid:\t1\nVmRSS:\t2048 kB\nThreads:\t1\n")
     (pid / "stat").write_text("4242 (entrypoint.sh) S 1 " + " ".join(["0"] * 16) + " 500 0 0\n")
     (pid / "root").symlink_to(container)
+    (pid / "cgroup").write_text("0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-ab12.scope\n")
     got = read_processes(LiveHost(str(host)), Notes())
     assert [(p.daemon, p.pid) for p in got] == [("doca-driver", 4242)], got
     # recorded, the marker lands in the image under the process's root, and the replay agrees
@@ -278,3 +317,83 @@ def test_the_doca_marker_is_looked_for_in_the_containers_root_not_the_hosts(tmp_
     rec.finish(node="n")
     assert (out / "fs" / "proc" / "4242" / "root" / "usr" / "sbin" / "ofed_info").is_file()
     assert read_processes(RecordedHost(str(out)), Notes()) == live == got
+
+
+def test_a_users_copy_of_a_binary_named_like_a_daemon_is_none(spawn: Spawner) -> None:
+    # Anyone can run a copy of any binary named ovs-vswitchd: by its name alone it was the daemon,
+    # and killing and starting it again fired RailscopeDaemonRestarting.
+    copy = spawn.binary("ovs-vswitchd")
+    state = step(RestartState(), read_processes(LiveHost("/"), Notes()))
+    assert _mine(read_processes(LiveHost("/"), Notes()), copy.pid) == []
+    base = state.restarts.get("ovs-vswitchd", 0)
+    copy.kill()
+    copy.wait(10)
+    state = step(state, read_processes(LiveHost("/"), Notes()))
+    again = spawn.binary("ovs-vswitchd")
+    state = step(state, read_processes(LiveHost("/"), Notes()))
+    assert _mine(read_processes(LiveHost("/"), Notes()), again.pid) == []
+    assert state.restarts.get("ovs-vswitchd", 0) == base
+
+
+def _fake_proc(host: Path, pid: int, comm: str, exe: str | None, cgroup: str | None) -> None:
+    d = host / "proc" / str(pid)
+    d.mkdir(parents=True)
+    (host / "proc" / "stat").write_text("cpu 1 2 3\nbtime 1000\n")
+    (d / "comm").write_text(comm + "\n")
+    (d / "status").write_text(f"Name:\t{comm}\nPPid:\t1\nVmRSS:\t2048 kB\nThreads:\t1\n")
+    (d / "stat").write_text(f"{pid} ({comm}) S 1 " + " ".join(["0"] * 16) + " 500 0 0\n")
+    if exe is not None:
+        (d / "exe").symlink_to(exe)  # the kernel's text, dangling here as a container's path is
+    if cgroup is not None:
+        (d / "cgroup").write_text(cgroup)
+
+
+SERVICE = "0::/system.slice/openvswitch-switch.service\n"
+SESSION = "0::/user.slice/user-1000.slice/session-3.scope\n"
+#: cgroup v1 (hybrid) as a systemd node writes it: the user's session in the name=systemd hierarchy
+SESSION_V1 = "12:memory:/user.slice/user-1000.slice\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n0::/\n"
+POD = "0::/kubepods.slice/kubepods-burstable.slice/cri-containerd-9f3e.scope\n"
+#: read from inside the agent's own cgroup namespace: a host service's path climbs out of it
+FROM_POD = "0::/../../../system.slice/openvswitch-switch.service\n"
+
+
+@pytest.mark.parametrize(("exe", "cgroup", "daemon"), [
+    ("/usr/sbin/ovs-vswitchd", SERVICE, True),                           # the package's
+    ("/usr/lib/openvswitch-switch/ovs-vswitchd", SERVICE, True),        # Debian's alternatives target
+    ("/usr/sbin/ovs-vswitchd (deleted)", SERVICE, True),                 # upgraded while running
+    ("/usr/sbin/ovs-vswitchd", POD, True),                               # a container's (its own root)
+    ("/usr/sbin/ovs-vswitchd", FROM_POD, True),
+    ("/usr/sbin/ovs-vswitchd", "0::/\n", True),                          # a node without systemd
+    ("/usr/sbin/ovs-vswitchd", SESSION, False),                          # bound there in a user's namespace
+    ("/usr/sbin/ovs-vswitchd", SESSION_V1, False),
+    ("/usr/sbin/ovs-vswitchd", "0::/user.slice/user-1000.slice/user@1000.service/app.slice/x.scope\n", False),
+    ("/usr/sbin/ovs-vswitchd", None, False),                             # no cgroup to judge by
+    ("/home/eve/bin/ovs-vswitchd", SERVICE, False),                      # not where it is installed
+    ("/usr/sbin/ovs-vswitchd-evil", SERVICE, False),
+    (None, SERVICE, False),                                              # exe unreadable
+])
+def test_a_daemon_is_confirmed_by_its_executable_and_its_cgroup(tmp_path: Path, exe: str | None,
+                                                                 cgroup: str | None, daemon: bool) -> None:
+    host = tmp_path / "host"
+    _fake_proc(host, 4242, "ovs-vswitchd", exe, cgroup)
+    got = read_processes(LiveHost(str(host)), Notes())
+    assert [(p.daemon, p.pid) for p in got] == ([("ovs-vswitchd", 4242)] if daemon else []), (exe, cgroup)
+    # recorded and replayed: the same confirmation from what the image kept
+    out = tmp_path / "image"
+    rec = RecordingHost(LiveHost(str(host)), str(out))
+    live = read_processes(rec, Notes())
+    rec.finish(node="n")
+    assert read_processes(RecordedHost(str(out)), Notes()) == live == got
+    assert (out / "fs" / "proc" / "4242").exists() == daemon  # a refused process leaves nothing behind
+
+
+def test_scripts_are_confirmed_by_their_shell_and_every_daemon_has_install_paths() -> None:
+    assert exe_installed("nvidia-driver", "/usr/bin/bash", 1) and not exe_installed("nvidia-driver", "/tmp/x", 1)
+    assert exe_installed("sriov-device-plugin", "/usr/bin/sriovdp", 1)
+    assert exe_installed("rdma-device-plugin", "/bin/k8s-rdma-shared-dp", 1)
+    # a node image keeps the link relative to /proc/<pid>, which resolves to the same path
+    assert exe_installed("ovs-vswitchd", "../../usr/sbin/ovs-vswitchd", 7)
+    assert not exe_installed("ovs-vswitchd", "../../tmp/ovs-vswitchd", 7)
+    from agent.readers.processes import DAEMONS, EXES, MARKERS
+    assert set(DAEMONS) == set(EXES) | set(MARKERS)
+    assert not system_cgroup("") and not system_cgroup("garbage")
