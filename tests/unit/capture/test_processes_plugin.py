@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -18,18 +19,25 @@ from agent.host.live import LiveHost
 from agent.host.recorded import open_image
 from agent.readers.common import Notes
 from agent.readers.processes import read_processes
+from tests.support.daemons import INSTALL, can_install, in_user_session
+
+
+def _installed(src: str, path: str, *argv: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``tests.support.daemons.install`` with a pipe on stdin (the shell's ``read`` blocks on it)."""
+    return subprocess.Popen(["unshare", "--mount", "--propagation", "private", sys.executable, "-c", INSTALL,
+                             src, path, *argv], env=env, stdin=subprocess.PIPE)
+
 
 if not Path("/proc/self/stat").exists():
     pytest.skip("no /proc", allow_module_level=True)
 
 
+@pytest.mark.skipif(not can_install() or in_user_session(), reason="needs root and unshare outside a user's session")
 def test_a_daemons_command_line_is_redacted_and_its_environment_never_read(tmp_path: Path) -> None:
-    exe = tmp_path / "ovs-vswitchd"
-    shutil.copy(shutil.which("sh") or "/bin/sh", exe)
-    # sh blocks in `read` on a pipe: a process named ovs-vswitchd with a secret in its arguments and
-    # in its environment.
-    proc = subprocess.Popen([str(exe), "-c", "read x", "ovs-vswitchd", "--token=s3cr3t-arg", "--pidfile"],
-                            stdin=subprocess.PIPE, env={**os.environ, "OVS_TOKEN": "s3cr3t-env"})
+    # sh at ovs-vswitchd's install path (a daemon is confirmed by its executable and cgroup, not its
+    # name), blocked in `read` on a pipe: ovs-vswitchd with a secret in its arguments and in its environment.
+    proc = _installed(shutil.which("sh") or "/bin/sh", "/usr/sbin/ovs-vswitchd", "-c", "read x", "ovs-vswitchd",
+                      "--token=s3cr3t-arg", "--pidfile", env={**os.environ, "OVS_TOKEN": "s3cr3t-env"})
     try:
         for _ in range(500):
             if Path(f"/proc/{proc.pid}/comm").read_text().strip() == "ovs-vswitchd":
