@@ -11,7 +11,7 @@ from pathlib import Path
 
 from collector.config import AlertLimits
 from collector.metrics import CollectorMetrics
-from collector.requests import RequestBoard
+from collector.requests import DEFAULT_CLUSTER, RequestBoard
 from collector.storage import StoreClock
 from collector.storage.local import LocalStore
 from tests.support.collector_helpers import local_settings
@@ -38,7 +38,8 @@ def test_a_replica_ahead_of_the_store_still_sees_the_agents_that_poll(tmp_path: 
 
     seen, now, skew = asyncio.run(go())
     # judged on the store's clock: polled just now, not ten minutes ago (agentless past RECENT_S)
-    assert now - seen["gpu-node-001"] < 5 < RECENT_S, now - seen["gpu-node-001"]
+    key = (DEFAULT_CLUSTER, "gpu-node-001")  # agents are known by (cluster, node)
+    assert now - seen[key] < 5 < RECENT_S, now - seen[key]
     assert skew is not None and abs(skew - AHEAD_S) < 2
 
 
