@@ -95,7 +95,8 @@ def collector(work: Path, store: Path, tokens: dict[str, Path], *extra: str) -> 
     port = free_port()
     argv = [sys.executable, "-m", "agent.cli", "collector", "--listen", "127.0.0.1", "--port", str(port),
             "--store", str(store), "--alerting-token-file", str(tokens["alerting"]),
-            "--operator-token-file", str(tokens["operator"]), "--agent-token-file", str(tokens["agent"]), "--plain-http", *extra]
+            "--operator-token-file", str(tokens["operator"]), "--agent-token-file", str(tokens["agent"]), "--plain-http",
+            "--cluster", "bench", *extra]  # the agent's --cluster: agent tokens are bound to the collector's
     proc = Proc(argv, work / f"collector-{port}.log")
     url = f"http://127.0.0.1:{port}"
     wait_http(url + "/readyz")

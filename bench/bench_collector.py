@@ -50,7 +50,8 @@ HELLO = Hello(bundle="bbench", node="gpu-node-001", cluster="bench", incident="i
 # The concurrent uploads all come from one token's node here (200 nodes in a cluster): the per-node
 # cap is lifted to the replica's.
 COLLECTOR_FLAGS = ("--part-size", "8M", "--part-concurrency", "6", "--parts-in-flight", "8", "--retry-after", "1",
-                   "--max-inflight", "8", "--max-inflight-per-node", "8")
+                   "--max-inflight", "8", "--max-inflight-per-node", "8",
+                   "--cluster", "bench")  # HELLO's: agent tokens are bound to the collector's cluster
 
 
 def _write_random(path: Path, size: int) -> str:

@@ -172,7 +172,7 @@ def start_collector(work: Path, store: str, endpoint: str | None, mem_limit: int
     argv = [sys.executable, "-m", "agent.cli", "collector", "--listen", "127.0.0.1", "--port", str(port),
             "--store", store, *transport, "--agent-token-file", str(work / "agent-tokens"),
             "--operator-token-file", str(work / "operator-token"), "--alerting-token-file", str(work / "alerting-token"),
-            *extra]
+            "--cluster", CLUSTER, *extra]  # agent tokens are bound to the collector's cluster
     if endpoint:
         argv += ["--s3-endpoint-url", endpoint]
 

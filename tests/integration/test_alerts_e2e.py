@@ -123,7 +123,7 @@ def stack(rails: RailNetns, mgmt: Mgmt, tmp_path: Path) -> Iterator[Stack]:
     (tokens / "alerting").chmod(0o600)  # token files: their owner's alone
     (tokens / "operator").write_text(OPERATOR_TOKEN + "\n")
     (tokens / "operator").chmod(0o600)  # token files: their owner's alone
-    col = Collector(tmp_path, f"s3://{BUCKET}", "--listen", mgmt.host, endpoint=weed.endpoint,
+    col = Collector(tmp_path, f"s3://{BUCKET}", "--listen", mgmt.host, "--cluster", CLUSTER, endpoint=weed.endpoint,
                     tokens={"agent_token_file": str(tokens / "agent"), "alerting_token_file": str(tokens / "alerting"),
                             "operator_token_file": str(tokens / "operator")})
     # Collector() binds 127.0.0.1 first in its argv; the later --listen wins.

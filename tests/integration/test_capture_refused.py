@@ -73,7 +73,7 @@ def test_a_refusal_after_the_hello_frees_the_producer_and_every_reader(tmp_path:
 def test_a_refused_upload_ends_the_capture_at_once_and_names_the_bundle(
         rails: RailNetns, tmp_path: Path, node: str, token: str, status: str, limits: tuple[str, ...]) -> None:
     tokens = write_tokens(tmp_path / "tokens")
-    col = Collector(tmp_path, str(tmp_path / "store"), *limits, tokens=tokens, netns=rails.node).start()
+    col = Collector(tmp_path, str(tmp_path / "store"), *limits, cluster="lab", tokens=tokens, netns=rails.node).start()
     token_file = tmp_path / "agent-token"
     token_file.write_text(token)
     token_file.chmod(0o600)

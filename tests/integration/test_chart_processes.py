@@ -174,6 +174,8 @@ def test_the_rendered_agent_and_collector_store_an_event_capture(rails: RailNetn
                       # loopback between the processes: plain HTTP, as the chart allows when asked
                       "tls": {"plainHttp": True},
                       "flags": {"port": col_port, "captureCooldown": "0"}},
+        # no API server to watch here (the collector is no pod): its own tests run it against the stand-in
+        "clusterView": {"enabled": False},
     })
     agent_c, collector_c = the_container(docs, "DaemonSet"), the_container(docs, "Deployment")
     (sa,) = [d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "rs-railscope"]

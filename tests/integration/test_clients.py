@@ -45,7 +45,7 @@ def test_an_operators_request_goes_round_the_api(tmp_path: Path, kind: str, requ
     if kind == "s3":
         extra["endpoint"] = request.getfixturevalue("weed").endpoint
         store = f"s3://{BUCKET}/railscope"
-    col = Collector(tmp_path, store, tokens=write_tokens(tmp_path / "tokens"), **extra).start()
+    col = Collector(tmp_path, store, cluster="lab", tokens=write_tokens(tmp_path / "tokens"), **extra).start()
     agent_tok, op_tok = _token(tmp_path, "agent", AGENT_TOKEN), _token(tmp_path, "operator", OPERATOR_TOKEN)
     bundle = tmp_path / "bundle.tar.gz"
     bundle.write_bytes(DATA)
@@ -78,7 +78,7 @@ def test_an_operators_request_goes_round_the_api(tmp_path: Path, kind: str, requ
 
 
 def test_the_retry_policy_rides_through_a_collector_that_starts_late(tmp_path: Path) -> None:
-    col = Collector(tmp_path, str(tmp_path / "store"), tokens=write_tokens(tmp_path / "tokens"))
+    col = Collector(tmp_path, str(tmp_path / "store"), cluster="lab", tokens=write_tokens(tmp_path / "tokens"))
     bundle = tmp_path / "bundle.tar.gz"
     bundle.write_bytes(DATA)
     hello = Hello(bundle="b" + "1" * 24, node=NODE, cluster="lab", incident="inc-late", reason="test",

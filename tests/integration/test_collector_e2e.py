@@ -63,7 +63,7 @@ def test_a_recorded_bundle_through_the_collector_diagnoses_the_same(rails: RailN
     if kind == "s3":
         extra["endpoint"] = request.getfixturevalue("weed").endpoint
         store = f"s3://{BUCKET}/railscope"
-    col = Collector(tmp_path, store, tokens=tokens, **extra).start()
+    col = Collector(tmp_path, store, cluster="lab", tokens=tokens, **extra).start()
     try:
         async def send():  # type: ignore[no-untyped-def]
             async with CollectorClient(col.url, token=AGENT_TOKEN) as client:
@@ -101,7 +101,7 @@ def test_a_recorded_bundle_through_the_collector_diagnoses_the_same(rails: RailN
 def test_railscope_capture_streams_to_the_collector(rails: RailNetns, tmp_path: Path) -> None:
     tokens = write_tokens(tmp_path / "tokens")
     # The collector runs in the node's namespace: the capture there reaches it on that loopback.
-    col = Collector(tmp_path, str(tmp_path / "store"), tokens=tokens, netns=rails.node).start()
+    col = Collector(tmp_path, str(tmp_path / "store"), cluster="lab", tokens=tokens, netns=rails.node).start()
     token = tmp_path / "agent-token"
     token.write_text(AGENT_TOKEN)
     token.chmod(0o600)  # a token file readable by others is refused

@@ -272,7 +272,8 @@ def test_requests_written_straight_into_the_store_are_served_within_the_collecto
     try:
         now = time.time()
         for i in range(10):
-            req = request_for(f"inc-{i}", HELLO.node, now=now + i, ttl_s=1800, params={"pod_netns": True})
+            req = request_for(f"inc-{i}", HELLO.node, now=now + i, ttl_s=1800, params={"pod_netns": True},
+                              cluster=HELLO.cluster)
             path = store / req.object_key()
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(req.dumps())

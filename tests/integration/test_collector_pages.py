@@ -73,7 +73,7 @@ def test_incident_and_report_pages_in_chromium(nodes: dict[str, RailNetns], weed
     (tokens / "agent").chmod(0o600)  # token files: their owner's alone
     (tokens / "operator").write_text(OPERATOR + "\n")
     (tokens / "operator").chmod(0o600)  # token files: their owner's alone
-    col = Collector(tmp_path, f"s3://{BUCKET}/railscope", endpoint=weed.endpoint,
+    col = Collector(tmp_path, f"s3://{BUCKET}/railscope", endpoint=weed.endpoint, cluster="lab",
                     tokens={"agent_token_file": str(tokens / "agent"),
                             "operator_token_file": str(tokens / "operator")}).start()
     try:

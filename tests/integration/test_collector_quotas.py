@@ -70,7 +70,7 @@ def test_agentless_alerts_cluster_binding_and_upload_rate_on_two_replicas(tmp_pa
     assert [u[0] for u in got["uploads"]] == [200, 200, 200]
     keys = [o["Key"] for o in weed.client().list_objects_v2(Bucket=BUCKET, Prefix="railscope/").get("Contents", [])]
     assert not any("/staging/" in k for k in keys)
-    assert any(k == f"railscope/_agents/{HELLO.node}.json" for k in keys)
+    assert any(k == f"railscope/_agents/{HELLO.cluster}/{HELLO.node}.json" for k in keys)  # by (cluster, node)
 
 
 def test_one_node_past_its_hourly_uploads_is_told_when_to_come_back(tmp_path: Path) -> None:

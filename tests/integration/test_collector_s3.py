@@ -38,7 +38,8 @@ def s3(weed: Weed, tmp_path: Path) -> Iterator[CollectorSettings]:
     weed.clear()
     yield CollectorSettings(store=StoreURL(kind="s3", bucket=BUCKET, prefix="railscope"),
                             s3_endpoint_url=weed.endpoint, part_bytes=5 * MiB, part_concurrency=3,
-                            parts_in_flight=4, **write_tokens(tmp_path / "tokens"))  # type: ignore[arg-type]
+                            parts_in_flight=4, cluster=HELLO.cluster,  # the agent token's cluster
+                            **write_tokens(tmp_path / "tokens"))  # type: ignore[arg-type]
     # whatever the test did, nothing half-written may remain
     assert weed.uploads() == []
 
@@ -196,7 +197,7 @@ def test_seaweedfs_stopped_mid_upload(tmp_path: Path) -> None:
     w.start()
     try:
         settings = CollectorSettings(store=StoreURL(kind="s3", bucket=BUCKET, prefix="railscope"),
-                                     s3_endpoint_url=w.endpoint, part_bytes=5 * MiB,
+                                     s3_endpoint_url=w.endpoint, part_bytes=5 * MiB, cluster=HELLO.cluster,
                                      **write_tokens(tmp_path / "tokens"))  # type: ignore[arg-type]
         raw = body(HELLO, LARGE, chunk=MiB)
 
@@ -396,7 +397,7 @@ def test_a_replica_ahead_of_the_store_measures_the_skew_by_the_listings_date(s3:
     # replica's against it, and the marker is judged on this replica's clock moved by the skew.
     import time
 
-    from collector.requests import RequestBoard
+    from collector.requests import DEFAULT_CLUSTER, RequestBoard
     from collector.storage import StoreClock
     from collector.storage.s3 import S3Store
 
@@ -411,7 +412,7 @@ def test_a_replica_ahead_of_the_store_measures_the_skew_by_the_listings_date(s3:
         board = RequestBoard(store, clock=ahead)
         try:
             seen = await board.agents_seen()
-            return board.clock() - seen["gpu-node-001"], store.clock.skew_s
+            return board.clock() - seen[(DEFAULT_CLUSTER, "gpu-node-001")], store.clock.skew_s
         finally:
             await on_time.close()
             await store.close()

@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "railscope", "AWS_SECRET_ACCESS_KEY": "railscope-secret",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
 BUCKET = "railscope-test"
+#: the cluster of ``tests.support.collector_helpers.HELLO``, the tests' agents' cluster
+CLUSTER = "prod-east"
 
 
 _HANDED: set[int] = set()
@@ -181,7 +183,8 @@ class Collector:
     """``railscope collector`` as a process of its own."""
 
     def __init__(self, workdir: Path, store: str, *extra: str, endpoint: str | None = None,
-                 tokens: dict[str, str] | None = None, netns: str | None = None, ca_file: str | None = None) -> None:
+                 tokens: dict[str, str] | None = None, netns: str | None = None, ca_file: str | None = None,
+                 cluster: str = CLUSTER) -> None:
         self.netns = netns
         self.port = free_port()
         self.ca_file = ca_file
@@ -191,6 +194,10 @@ class Collector:
                      str(self.port), "--store", store, *extra]
         if "--tls-cert-file" not in extra and "--insecure-dev" not in extra:
             self.argv.append("--plain-http")  # loopback: nothing crosses a network
+        if "--cluster" not in extra:
+            # The cluster the tests' agents name (tests.support.collector_helpers.HELLO): agent tokens are
+            # bound to the collector's cluster, as in the chart, where both come from one value.
+            self.argv += ["--cluster", cluster]
         if endpoint:
             self.argv += ["--s3-endpoint-url", endpoint]
         for flag, path in (tokens or {}).items():
